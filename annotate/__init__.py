@@ -1,0 +1,1 @@
+"""Tasks, trajectories, campaigns, comparisons, assignments and judgements."""

@@ -1,0 +1,52 @@
+"""Import a JSONL file of trajectories (canonical v1 or OpenAI chat), all or nothing.
+
+    python manage.py import_trajectories FILE.jsonl [--campaign NAME]
+
+With --campaign, comparisons are built from the imported trajectories in that campaign
+(created with default settings if it does not exist).
+"""
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.services.campaigns import campaign_get_or_create
+from annotate.services.imports import trajectories_import_stream
+from webapp.errors import ArbiterError
+
+
+class Command(BaseCommand):
+    help = "Import trajectories from a JSONL file (one per line); a file with a bad line imports nothing."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--campaign", help="build comparisons in this campaign (created if missing)")
+
+    def handle(self, *args, file: Path, campaign: str | None, **options):
+        if not file.is_file():
+            raise CommandError(f"{file}: no such file")
+        size = file.stat().st_size
+        if size > settings.IMPORT_MAX_UPLOAD_BYTES:
+            raise CommandError(
+                f"{file} is {size:,} bytes, over the limit of {settings.IMPORT_MAX_UPLOAD_BYTES:,} "
+                "(IMPORT_MAX_UPLOAD_BYTES)"
+            )
+        try:
+            target = None
+            if campaign:
+                target, created = campaign_get_or_create(name=campaign)
+                if created:
+                    self.stdout.write(f"Created campaign {target.name!r} (id {target.id}).")
+            with file.open("rb") as stream:
+                report = trajectories_import_stream(stream=stream, campaign=target)
+        except ArbiterError as exc:
+            for detail in exc.details:
+                self.stderr.write(f"line {detail['line']}: {detail['error']}")
+            raise CommandError(exc.message) from None
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Imported {report.created} trajectories from {report.lines_read} lines "
+                f"({report.duplicates} already stored)"
+                + (f"; {report.comparisons_created} comparisons built in {campaign!r}." if campaign else ".")
+            )
+        )

@@ -1,0 +1,36 @@
+"""Pair trajectories of the same task into comparisons for a campaign.
+
+    python manage.py make_comparisons --campaign NAME [--strategy all_pairs|outcome_differs]
+                                      [--max-per-task 10] [--seed 0]
+"""
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.models import Campaign
+from annotate.services.comparisons import STRATEGIES, comparisons_build
+from webapp.errors import ArbiterError
+
+
+class Command(BaseCommand):
+    help = "Build comparisons (pairs of different trajectories of one task) in a campaign."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--campaign", required=True, help="campaign name")
+        parser.add_argument("--strategy", choices=STRATEGIES, default="all_pairs")
+        parser.add_argument("--max-per-task", type=int, default=10)
+        parser.add_argument("--seed", type=int, default=0)
+
+    def handle(self, *args, campaign: str, strategy: str, max_per_task: int, seed: int, **options):
+        try:
+            target = Campaign.objects.get(name=campaign)
+        except Campaign.DoesNotExist:
+            raise CommandError(f"No campaign named {campaign!r}.") from None
+        try:
+            n = comparisons_build(
+                campaign=target, strategy=strategy, max_per_task=max_per_task, seed=seed
+            )
+        except ArbiterError as exc:
+            raise CommandError(exc.message) from None
+        total = target.comparisons.count()
+        self.stdout.write(self.style.SUCCESS(
+            f"Built {n} new comparisons in {campaign!r} ({strategy}); it now has {total}."
+        ))

@@ -1,0 +1,329 @@
+"""The annotation domain: what agents did and what people thought of it.
+
+Rules that must hold are database constraints with names, so they hold whoever writes
+the rows: one judgement per comparison and annotator, one assignment per comparison
+and annotator, the two trajectories of a comparison differ (stored in id order) and
+share the comparison's task (a composite foreign key on PostgreSQL, triggers on
+SQLite: see migration 0002).
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from webapp.models import BaseModel
+
+
+class Task(BaseModel):
+    """A prompt for the agent. The reference answer is never shown to annotators."""
+
+    class Split(models.TextChoices):
+        TRAIN = "train"
+        DEV = "dev"
+        EVAL = "eval"
+
+    external_id = models.CharField(max_length=200)
+    prompt = models.TextField()
+    environment = models.CharField(max_length=100, blank=True, default="")
+    reference_answer = models.TextField(blank=True, default="")
+    split = models.CharField(max_length=8, choices=Split.choices, default=Split.TRAIN)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["external_id"], name="task_external_id_unique"),
+            models.CheckConstraint(
+                condition=Q(split__in=["train", "dev", "eval"]), name="task_split_valid"
+            ),
+        ]
+        indexes = [
+            # Evaluation and dataset splits list the tasks of one split.
+            models.Index(fields=["split"], name="task_split_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Policy(BaseModel):
+    """An agent identity and version. Imported trajectories may have a policy with no model."""
+
+    name = models.CharField(max_length=200)
+    version = models.CharField(max_length=100, blank=True, default="")
+    model_dir = models.CharField(max_length=500, blank=True, default="")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        verbose_name_plural = "policies"
+        constraints = [
+            models.UniqueConstraint(fields=["name", "version"], name="policy_name_version_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}" if self.version else self.name
+
+
+class Trajectory(BaseModel):
+    """One episode of an agent on a task: ordered steps in canonical JSON (schema v1)."""
+
+    class Source(models.TextChoices):
+        GENERATED = "generated"
+        IMPORTED = "imported"
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="trajectories")
+    policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="trajectories")
+    schema_version = models.CharField(max_length=50, default="arbiter.trajectory/v1")
+    steps = models.JSONField()
+    answer = models.TextField(blank=True, default="")
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORTED)
+    # Rubric outcome where known: correct, quote_support, steps, tool_errors, utility...
+    outcome = models.JSONField(null=True, blank=True)
+    content_hash = models.CharField(max_length=64)
+    num_steps = models.PositiveIntegerField()
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    agent_tokens = models.PositiveIntegerField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        verbose_name_plural = "trajectories"
+        constraints = [
+            models.UniqueConstraint(fields=["content_hash"], name="trajectory_content_hash_unique"),
+            # Target of the comparison's composite foreign keys (same task on both sides).
+            models.UniqueConstraint(fields=["id", "task"], name="trajectory_id_task_unique"),
+            models.CheckConstraint(
+                condition=Q(source__in=["generated", "imported"]), name="trajectory_source_valid"
+            ),
+        ]
+        indexes = [
+            # Comparison building walks the trajectories of each task.
+            models.Index(fields=["task", "policy"], name="trajectory_task_policy_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"trajectory {self.pk} on {self.task_id}"
+
+
+class Campaign(BaseModel):
+    """A labeling project: guidelines, votes per comparison, leases, gold rate, dimensions."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        ACTIVE = "active"
+        PAUSED = "paused"
+        CLOSED = "closed"
+
+    name = models.CharField(max_length=200)
+    guidelines = models.TextField(blank=True, default="", help_text="Markdown, rendered safely.")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.ACTIVE)
+    votes_per_comparison = models.PositiveSmallIntegerField(default=3)
+    lease_seconds = models.PositiveIntegerField(default=15 * 60)
+    gold_rate = models.FloatField(default=0.0, help_text="Share of assignments that are gold.")
+    dimensions = models.JSONField(
+        default=list, blank=True, help_text='Rating dimensions, e.g. ["correctness", "efficiency"].'
+    )
+    rationale_required = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name"], name="campaign_name_unique"),
+            models.CheckConstraint(
+                condition=Q(votes_per_comparison__gte=1), name="campaign_votes_at_least_one"
+            ),
+            models.CheckConstraint(condition=Q(lease_seconds__gte=1), name="campaign_lease_positive"),
+            models.CheckConstraint(
+                condition=Q(gold_rate__gte=0) & Q(gold_rate__lte=1), name="campaign_gold_rate_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["draft", "active", "paused", "closed"]),
+                name="campaign_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Choice(models.IntegerChoices):
+    """The 5-point scale in A/B terms (A is `trajectory_a`), as WebGPT and InstructGPT use."""
+
+    A_MUCH_BETTER = 1, "A much better"
+    A_BETTER = 2, "A better"
+    TIE = 3, "Tie"
+    B_BETTER = 4, "B better"
+    B_MUCH_BETTER = 5, "B much better"
+
+
+class Comparison(BaseModel):
+    """Two different trajectories of the same task, to be judged in a campaign."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        COMPLETE = "complete"
+        RETIRED = "retired"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="comparisons")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="comparisons")
+    trajectory_a = models.ForeignKey(Trajectory, on_delete=models.PROTECT, related_name="+")
+    trajectory_b = models.ForeignKey(Trajectory, on_delete=models.PROTECT, related_name="+")
+    priority = models.FloatField(default=0.0, help_text="Higher is served first.")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.OPEN)
+    is_gold = models.BooleanField(default=False)
+    gold_choice = models.PositiveSmallIntegerField(choices=Choice.choices, null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Stored in id order: the pair differs, and (a, b) and (b, a) are the same pair.
+            models.CheckConstraint(
+                condition=Q(trajectory_a__lt=F("trajectory_b")), name="comparison_pair_ordered"
+            ),
+            models.UniqueConstraint(
+                fields=["campaign", "trajectory_a", "trajectory_b"], name="comparison_pair_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_gold=False) | Q(gold_choice__isnull=False),
+                name="comparison_gold_has_answer",
+            ),
+            models.CheckConstraint(
+                condition=Q(gold_choice__isnull=True) | Q(gold_choice__gte=1, gold_choice__lte=5),
+                name="comparison_gold_choice_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["open", "complete", "retired"]),
+                name="comparison_status_valid",
+            ),
+        ]
+        indexes = [
+            # The next-assignment query: open comparisons of a campaign by priority.
+            models.Index(
+                fields=["campaign", "status", "-priority", "id"], name="comparison_queue_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"comparison {self.pk} ({self.trajectory_a_id} vs {self.trajectory_b_id})"
+
+
+class Assignment(BaseModel):
+    """A comparison leased to one annotator, with the side shown on the left chosen at random."""
+
+    class Status(models.TextChoices):
+        LEASED = "leased"
+        SUBMITTED = "submitted"
+        SKIPPED = "skipped"
+        EXPIRED = "expired"
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="assignments")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments"
+    )
+    left_is_a = models.BooleanField(help_text="True when trajectory A is shown on the left.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.LEASED)
+    leased_until = models.DateTimeField()
+    shown_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    skip_reason = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["comparison", "annotator"], name="assignment_once_per_annotator"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["leased", "submitted", "skipped", "expired"]),
+                name="assignment_status_valid",
+            ),
+        ]
+        indexes = [
+            # Counting live leases per comparison, and expiring stale ones.
+            models.Index(fields=["comparison", "status"], name="assignment_comparison_idx"),
+            # An annotator's current lease and history.
+            models.Index(fields=["annotator", "status"], name="assignment_annotator_idx"),
+        ]
+
+
+class Judgement(BaseModel):
+    """One annotator's verdict on one comparison, stored in A/B terms."""
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="judgements")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="judgements"
+    )
+    assignment = models.OneToOneField(
+        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="judgement"
+    )
+    choice = models.PositiveSmallIntegerField(choices=Choice.choices)
+    both_bad = models.BooleanField(default=False)
+    ratings = models.JSONField(default=dict, blank=True, help_text="Per-dimension ratings.")
+    first_wrong_step_a = models.PositiveIntegerField(null=True, blank=True)
+    first_wrong_step_b = models.PositiveIntegerField(null=True, blank=True)
+    rationale = models.TextField(blank=True, default="")
+    seconds = models.FloatField(default=0.0)
+    synthetic = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["comparison", "annotator"], name="judgement_once_per_annotator"
+            ),
+            models.CheckConstraint(
+                condition=Q(choice__gte=1, choice__lte=5), name="judgement_choice_range"
+            ),
+            models.CheckConstraint(condition=Q(seconds__gte=0), name="judgement_seconds_nonnegative"),
+        ]
+        indexes = [
+            # Agreement and dataset snapshots read the judgements of a campaign's comparisons.
+            models.Index(fields=["comparison", "synthetic"], name="judgement_comparison_idx"),
+        ]
+
+
+class ImportBatch(BaseModel):
+    """One trajectory import (upload, API call or command) and what came of it."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    filename = models.CharField(max_length=300)
+    stored_path = models.CharField(max_length=500, blank=True, default="")
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    campaign = models.ForeignKey(
+        Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    lines_read = models.PositiveIntegerField(default=0)
+    created_count = models.PositiveIntegerField(default=0)
+    duplicate_count = models.PositiveIntegerField(default=0)
+    comparisons_created = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True, help_text="[{line, error}], capped.")
+    message = models.TextField(blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        verbose_name_plural = "import batches"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "running", "succeeded", "failed"]),
+                name="importbatch_status_valid",
+            ),
+        ]
+        indexes = [
+            # Finding imports whose worker stopped heartbeating.
+            models.Index(fields=["status", "heartbeat_at"], name="importbatch_status_idx"),
+        ]
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)

@@ -1,0 +1,28 @@
+"""Reads of the annotation domain."""
+from __future__ import annotations
+
+from django.db.models import Count, QuerySet
+
+from annotate.models import Campaign, ImportBatch
+
+
+def import_batches_recent(*, limit: int = 20) -> QuerySet[ImportBatch]:
+    return ImportBatch.objects.select_related("campaign", "created_by").order_by("-created_at")[:limit]
+
+
+def campaigns_with_counts() -> QuerySet[Campaign]:
+    return Campaign.objects.annotate(
+        n_comparisons=Count("comparisons", distinct=True),
+    ).order_by("-created_at")
+
+
+def domain_counts() -> dict[str, int]:
+    """Headline numbers for the home page."""
+    from annotate.models import Comparison, Judgement, Task, Trajectory
+
+    return {
+        "tasks": Task.objects.count(),
+        "trajectories": Trajectory.objects.count(),
+        "comparisons": Comparison.objects.count(),
+        "judgements": Judgement.objects.count(),
+    }

@@ -1,0 +1,322 @@
+"""Trajectory import: all or nothing, streamed, deduplicated by content hash.
+
+One pass over the input inside one transaction: each line is parsed and checked, good
+lines are written in batches of `BATCH_SIZE`, bad lines are collected with their number
+and reason. If any line was bad the transaction is rolled back and `ArbiterError`
+carries every reason, so the database is unchanged. Memory is bounded by the batch, not
+the file.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from annotate.models import Campaign, ImportBatch, Policy, Task, Trajectory
+from annotate.services.comparisons import comparisons_build
+from annotate.trajectory_formats import (
+    Limits,
+    ParsedTrajectory,
+    TrajectoryFormatError,
+    parse_line,
+    parse_trajectory,
+)
+from webapp.errors import ArbiterError
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 1000
+MAX_REPORTED_ERRORS = 1000
+
+
+class ImportRejected(ArbiterError):
+    """Some lines were bad; `details` lists them (capped), `error_count` counts them all."""
+
+    def __init__(self, message: str, *, details: list[dict], error_count: int):
+        super().__init__(message, details=details)
+        self.error_count = error_count
+
+
+@dataclass
+class ImportReport:
+    lines_read: int = 0
+    created: int = 0
+    duplicates: int = 0
+    comparisons_created: int = 0
+    trajectory_ids: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lines_read": self.lines_read,
+            "created": self.created,
+            "duplicates": self.duplicates,
+            "comparisons_created": self.comparisons_created,
+        }
+
+
+def _limits() -> Limits:
+    return Limits(
+        max_text_chars=settings.TRAJECTORY_MAX_TEXT_CHARS, max_steps=settings.TRAJECTORY_MAX_STEPS
+    )
+
+
+class _Writer:
+    """Buffers parsed trajectories and writes them a batch at a time."""
+
+    def __init__(self, *, keep_ids: bool):
+        self.buffer: list[tuple[int, ParsedTrajectory]] = []
+        self.errors: list[dict] = []
+        self.error_count = 0
+        self.report = ImportReport()
+        self.task_ids: set[int] = set()
+        self.keep_ids = keep_ids
+        self.policies: dict[tuple[str, str], Policy] = {}
+
+    def error(self, line: int, reason: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append({"line": line, "error": reason})
+
+    def add(self, line: int, parsed: ParsedTrajectory) -> None:
+        self.buffer.append((line, parsed))
+        if len(self.buffer) >= BATCH_SIZE:
+            self.flush()
+
+    def _tasks(self) -> dict[str, Task]:
+        first: dict[str, ParsedTrajectory] = {}
+        for line, p in self.buffer:
+            ext = p.task["external_id"]
+            if ext in first and first[ext].task["prompt"] != p.task["prompt"]:
+                self.error(line, f"task {ext!r} appears earlier in this input with a different prompt")
+            first.setdefault(ext, p)
+        tasks = Task.objects.in_bulk(list(first), field_name="external_id")
+        missing = [
+            Task(
+                external_id=ext,
+                prompt=p.task["prompt"],
+                environment=p.task.get("environment", ""),
+                reference_answer=p.task.get("reference_answer", ""),
+                split=p.task.get("split", Task.Split.TRAIN),
+                metadata=p.task.get("metadata", {}),
+            )
+            for ext, p in first.items()
+            if ext not in tasks
+        ]
+        if missing:
+            Task.objects.bulk_create(missing, ignore_conflicts=True)
+            tasks = Task.objects.in_bulk(list(first), field_name="external_id")
+        for line, p in self.buffer:
+            task = tasks[p.task["external_id"]]
+            if task.prompt != p.task["prompt"]:
+                self.error(
+                    line, f"task {task.external_id!r} already exists with a different prompt"
+                )
+        return tasks
+
+    def _policy(self, agent: dict[str, str]) -> Policy:
+        key = (agent["name"], agent.get("version", ""))
+        if key not in self.policies:
+            self.policies[key], _ = Policy.objects.get_or_create(name=key[0], version=key[1])
+        return self.policies[key]
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        tasks = self._tasks()
+        hashes = [p.content_hash for _, p in self.buffer]
+        existing = dict(
+            Trajectory.objects.filter(content_hash__in=hashes).values_list("content_hash", "id")
+        )
+        new: dict[str, Trajectory] = {}
+        for _, p in self.buffer:
+            if p.content_hash in existing or p.content_hash in new:
+                self.report.duplicates += 1
+                continue
+            task = tasks[p.task["external_id"]]
+            self.task_ids.add(task.id)
+            new[p.content_hash] = Trajectory(
+                task=task,
+                policy=self._policy(p.agent),
+                steps=p.steps,
+                answer=p.answer,
+                source=Trajectory.Source.IMPORTED,
+                outcome=p.outcome,
+                content_hash=p.content_hash,
+                num_steps=len(p.steps),
+                metadata=p.metadata,
+            )
+        Trajectory.objects.bulk_create(new.values(), batch_size=BATCH_SIZE)
+        self.report.created += len(new)
+        if self.keep_ids:
+            ids = dict(
+                Trajectory.objects.filter(content_hash__in=hashes).values_list("content_hash", "id")
+            )
+            self.report.trajectory_ids.extend(ids[h] for h in hashes)
+        self.buffer.clear()
+
+    def finish(self, *, campaign: Campaign | None) -> ImportReport:
+        self.flush()
+        if self.error_count:
+            shown = len(self.errors)
+            more = f" (the first {shown} are listed)" if shown < self.error_count else ""
+            raise ImportRejected(
+                f"Nothing was imported: {self.error_count} bad line(s){more}.",
+                details=self.errors,
+                error_count=self.error_count,
+            )
+        if campaign is not None and self.task_ids:
+            self.report.comparisons_created = comparisons_build(
+                campaign=campaign, task_ids=sorted(self.task_ids)
+            )
+        return self.report
+
+
+@transaction.atomic
+def trajectories_import_stream(
+    *, stream: BinaryIO | Iterable[bytes], campaign: Campaign | None = None
+) -> ImportReport:
+    """Import JSONL (one trajectory per line, either format). All lines or none."""
+    limits = _limits()
+    writer = _Writer(keep_ids=False)
+    for number, raw in enumerate(stream, start=1):
+        writer.report.lines_read = number
+        if not raw.strip():
+            continue
+        try:
+            writer.add(number, parse_line(raw, limits))
+        except TrajectoryFormatError as exc:
+            writer.error(number, str(exc))
+    report = writer.finish(campaign=campaign)
+    if report.created == 0 and report.duplicates == 0:
+        raise ArbiterError("Nothing was imported: the input holds no trajectories.")
+    return report
+
+
+@transaction.atomic
+def trajectories_import_objects(
+    *, objects: list[Any], campaign: Campaign | None = None
+) -> ImportReport:
+    """Import decoded objects (the API's body). `trajectory_ids` follows the input order."""
+    if not objects:
+        raise ArbiterError("Nothing was imported: the list is empty.")
+    limits = _limits()
+    writer = _Writer(keep_ids=True)
+    for number, obj in enumerate(objects, start=1):
+        writer.report.lines_read = number
+        try:
+            writer.add(number, parse_trajectory(obj, limits))
+        except TrajectoryFormatError as exc:
+            writer.error(number, str(exc))
+    return writer.finish(campaign=campaign)
+
+
+# Uploaded files: small ones are imported in the request, large ones by a job.
+
+
+def import_upload_create(
+    *, upload, campaign: Campaign | None, created_by
+) -> ImportBatch:
+    """Store an uploaded JSONL file and import it now (small) or queue a job (large)."""
+    if upload.size > settings.IMPORT_MAX_UPLOAD_BYTES:
+        raise ArbiterError(
+            f"The file is {upload.size:,} bytes, over the upload limit of "
+            f"{settings.IMPORT_MAX_UPLOAD_BYTES:,} bytes (IMPORT_MAX_UPLOAD_BYTES)."
+        )
+    settings.UPLOAD_DIR.mkdir(parents=True, exist_ok=True)
+    stored = settings.UPLOAD_DIR / f"{uuid.uuid4().hex}.jsonl"
+    with stored.open("wb") as out:
+        for chunk in upload.chunks():
+            out.write(chunk)
+    batch = ImportBatch.objects.create(
+        filename=Path(upload.name or "upload.jsonl").name[:300],
+        stored_path=str(stored),
+        size_bytes=upload.size,
+        campaign=campaign,
+        created_by=created_by,
+    )
+    if upload.size <= settings.IMPORT_INLINE_MAX_BYTES:
+        import_batch_run(batch_id=batch.id)
+        batch.refresh_from_db()
+    else:
+        from annotate.tasks import import_batch_task
+
+        transaction.on_commit(lambda: import_batch_task.delay(batch.id))
+    return batch
+
+
+def import_batch_run(*, batch_id: int) -> None:
+    """Run a stored import. Safe to run again: the import itself is one transaction."""
+    batch = ImportBatch.objects.get(pk=batch_id)
+    if batch.finished:
+        return
+    ImportBatch.objects.filter(pk=batch.pk).update(
+        status=ImportBatch.Status.RUNNING, heartbeat_at=timezone.now()
+    )
+    try:
+        with open(batch.stored_path, "rb") as stream:
+            report = trajectories_import_stream(stream=stream, campaign=batch.campaign)
+    except ArbiterError as exc:
+        _import_batch_finish(
+            batch,
+            status=ImportBatch.Status.FAILED,
+            message=exc.message,
+            errors=exc.details,
+            error_count=getattr(exc, "error_count", len(exc.details)),
+        )
+        return
+    except Exception as exc:
+        log.exception("import %s failed", batch.pk)
+        _import_batch_finish(batch, status=ImportBatch.Status.FAILED,
+                             message=f"The import failed: {type(exc).__name__}: {exc}")
+        raise
+    _import_batch_finish(
+        batch,
+        status=ImportBatch.Status.SUCCEEDED,
+        message=(
+            f"Imported {report.created} trajectories ({report.duplicates} already stored)"
+            + (f", {report.comparisons_created} comparisons built." if batch.campaign else ".")
+        ),
+        report=report,
+    )
+
+
+def _import_batch_finish(
+    batch: ImportBatch,
+    *,
+    status: str,
+    message: str,
+    errors: list | None = None,
+    error_count: int = 0,
+    report: ImportReport | None = None,
+) -> None:
+    batch.status = status
+    batch.message = message
+    batch.errors = errors or []
+    batch.error_count = error_count
+    if report is not None:
+        batch.lines_read = report.lines_read
+        batch.created_count = report.created
+        batch.duplicate_count = report.duplicates
+        batch.comparisons_created = report.comparisons_created
+    batch.heartbeat_at = timezone.now()
+    batch.save()
+    Path(batch.stored_path).unlink(missing_ok=True)
+
+
+def import_batches_fail_stale() -> int:
+    """Mark imports whose worker vanished as failed, so nothing stays 'running' forever."""
+    cutoff = timezone.now() - timedelta(seconds=settings.IMPORT_STALE_SECONDS)
+    return ImportBatch.objects.filter(
+        status=ImportBatch.Status.RUNNING, heartbeat_at__lt=cutoff
+    ).update(
+        status=ImportBatch.Status.FAILED,
+        message="The worker stopped before the import finished; nothing was imported. Upload the file again.",
+    )

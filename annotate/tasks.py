@@ -1,0 +1,12 @@
+"""Celery tasks of the annotation app: thin, they load by id and call one service."""
+from __future__ import annotations
+
+from celery import shared_task
+
+from annotate.services.imports import import_batch_run
+
+
+# An import of the largest allowed file takes minutes; an hour is a hard ceiling.
+@shared_task(name="annotate.import_batch", acks_late=True, time_limit=3600, soft_time_limit=3500)
+def import_batch_task(batch_id: int) -> None:
+    import_batch_run(batch_id=batch_id)

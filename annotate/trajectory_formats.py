@@ -1,0 +1,304 @@
+"""Trajectory formats: canonical schema v1 and OpenAI chat transcripts, parsed and checked.
+
+Plain Python, no Django: `parse_trajectory(obj, limits)` turns one decoded JSON object
+into a `ParsedTrajectory` in canonical form or raises `TrajectoryFormatError` with a
+reason a person can act on. The canonical schema is the JSON Schema file
+`annotate/schemas/trajectory.v1.schema.json`.
+
+OpenAI chat mapping (a line with `messages` and no `schema`):
+- `system` messages go to metadata (`system_prompt`); the first `user` message is the
+  task prompt unless `task.prompt` is given; later `user` messages become observations
+  with tool `user`.
+- an `assistant` message with `tool_calls`: its text (if any) is a `thought`, then one
+  `action` per call (arguments parsed from their JSON string; kept as the raw string
+  when they are not a JSON object); parallel calls stay in their order.
+- a `tool` message is an `observation` tied to its call by `tool_call_id`.
+- the last `assistant` message without tool calls is the `answer`; earlier ones are thoughts.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import fastjsonschema
+import jsonschema
+
+SCHEMA_V1 = "arbiter.trajectory/v1"
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "trajectory.v1.schema.json"
+STEP_KINDS = ("thought", "action", "observation", "answer")
+
+
+class TrajectoryFormatError(ValueError):
+    """The object is not a trajectory Arbiter can store; the message says why."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_text_chars: int = 100_000
+    max_steps: int = 500
+
+
+@dataclass
+class ParsedTrajectory:
+    task: dict[str, Any]
+    agent: dict[str, str]
+    steps: list[dict[str, Any]]
+    answer: str
+    outcome: dict[str, Any] | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    content_hash: str = ""
+
+
+@lru_cache(maxsize=1)
+def _schema() -> dict:
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return schema
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(_schema())
+
+
+@lru_cache(maxsize=1)
+def _fast_check():
+    """The same schema compiled to Python: ~15x faster; jsonschema only explains failures."""
+    return fastjsonschema.compile(_schema())
+
+
+def _where(path) -> str:
+    parts = []
+    for p in path:
+        parts.append(f"[{p}]" if isinstance(p, int) else (f".{p}" if parts else str(p)))
+    return "".join(parts) or "(top level)"
+
+
+def _schema_errors(obj: dict) -> list[str]:
+    try:
+        _fast_check()(obj)
+        return []
+    except fastjsonschema.JsonSchemaException as fast_error:
+        fallback = str(fast_error)
+    errors = sorted(_validator().iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
+    messages = []
+    for err in errors:
+        # `if/then` failures repeat the inner error; report the inner one only.
+        if err.validator in ("allOf", "if", "then") and err.context:
+            continue
+        messages.append(f"{_where(err.absolute_path)}: {err.message}")
+    return messages or [e.message for e in errors] or [fallback]
+
+
+def _check_limits(obj: Any, limits: Limits, path: str = "") -> None:
+    if isinstance(obj, str):
+        if len(obj) > limits.max_text_chars:
+            raise TrajectoryFormatError(
+                f"{path or 'text'}: text of {len(obj)} characters is over the limit of "
+                f"{limits.max_text_chars}"
+            )
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            _check_limits(value, limits, f"{path}.{key}" if path else str(key))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            _check_limits(value, limits, f"{path}[{i}]")
+
+
+def _text_of(content: Any, where: str) -> str:
+    """OpenAI message content: a string, null, or a list of parts with `text`."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("text", ""), str):
+                raise TrajectoryFormatError(f"{where}.content[{i}]: expected a part with text")
+            texts.append(part.get("text", ""))
+        return "\n".join(texts)
+    raise TrajectoryFormatError(f"{where}.content: expected a string, a list of parts or null")
+
+
+def _arguments(raw: Any) -> dict | str:
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            return raw
+        return parsed if isinstance(parsed, dict) else raw
+    return json.dumps(raw)
+
+
+def openai_chat_to_canonical(obj: dict) -> dict:
+    """Map an OpenAI chat transcript onto a canonical v1 object (not yet validated)."""
+    messages = obj.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise TrajectoryFormatError("messages: expected a non-empty list of chat messages")
+    task = dict(obj.get("task") or {})
+    if not isinstance(obj.get("task", {}), dict):
+        raise TrajectoryFormatError("task: expected an object")
+    metadata = dict(obj.get("metadata") or {})
+    steps: list[dict] = []
+    system_parts: list[str] = []
+    tool_names: dict[str, str] = {}
+    prompt_seen = bool(task.get("prompt"))
+    last_plain_assistant = max(
+        (
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, dict) and m.get("role") == "assistant" and not m.get("tool_calls")
+        ),
+        default=-1,
+    )
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(msg, dict):
+            raise TrajectoryFormatError(f"{where}: expected an object")
+        role = msg.get("role")
+        if role == "system" or role == "developer":
+            system_parts.append(_text_of(msg.get("content"), where))
+        elif role == "user":
+            text = _text_of(msg.get("content"), where)
+            if not prompt_seen:
+                task["prompt"] = text
+                prompt_seen = True
+            else:
+                steps.append({"kind": "observation", "tool": "user", "content": text})
+        elif role == "assistant":
+            text = _text_of(msg.get("content"), where)
+            calls = msg.get("tool_calls") or []
+            if not isinstance(calls, list):
+                raise TrajectoryFormatError(f"{where}.tool_calls: expected a list")
+            if calls:
+                if text.strip():
+                    steps.append({"kind": "thought", "text": text})
+                for j, call in enumerate(calls):
+                    fn = call.get("function") if isinstance(call, dict) else None
+                    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                        raise TrajectoryFormatError(
+                            f"{where}.tool_calls[{j}]: expected {{id, function: {{name, arguments}}}}"
+                        )
+                    step = {"kind": "action", "tool": fn["name"], "arguments": _arguments(fn.get("arguments", ""))}
+                    call_id = call.get("id")
+                    if call_id is not None:
+                        if not isinstance(call_id, str):
+                            raise TrajectoryFormatError(f"{where}.tool_calls[{j}].id: expected a string")
+                        step["call_id"] = call_id
+                        tool_names[call_id] = fn["name"]
+                    steps.append(step)
+            elif i == last_plain_assistant:
+                steps.append({"kind": "answer", "text": text})
+            else:
+                steps.append({"kind": "thought", "text": text})
+        elif role == "tool":
+            call_id = msg.get("tool_call_id")
+            if not isinstance(call_id, str) or call_id not in tool_names:
+                raise TrajectoryFormatError(
+                    f"{where}: tool message answers unknown tool_call_id {call_id!r}"
+                )
+            step = {
+                "kind": "observation",
+                "tool": tool_names[call_id],
+                "call_id": call_id,
+                "content": _text_of(msg.get("content"), where),
+            }
+            steps.append(step)
+        else:
+            raise TrajectoryFormatError(
+                f"{where}.role: unknown role {role!r} (expected system, user, assistant or tool)"
+            )
+    if not prompt_seen:
+        raise TrajectoryFormatError("messages: no user message to take the task prompt from")
+    if system_parts:
+        metadata["system_prompt"] = "\n\n".join(system_parts)
+    if obj.get("tools") is not None:
+        metadata["tools"] = obj["tools"]
+    canonical: dict[str, Any] = {"schema": SCHEMA_V1, "task": task, "steps": steps, "metadata": metadata}
+    agent = obj.get("agent")
+    if agent is None and isinstance(obj.get("model"), str):
+        agent = {"name": obj["model"]}
+    if agent is not None:
+        canonical["agent"] = agent
+    if "outcome" in obj:
+        canonical["outcome"] = obj["outcome"]
+    return canonical
+
+
+def content_hash(*, task: dict, agent: dict, steps: list, answer: str) -> str:
+    """sha256 over what makes two trajectories the same episode (not their metadata)."""
+    body = {
+        "task": {"external_id": task["external_id"], "prompt": task["prompt"]},
+        "agent": agent,
+        "steps": steps,
+        "answer": answer,
+    }
+    blob = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def parse_trajectory(obj: Any, limits: Limits = Limits()) -> ParsedTrajectory:
+    """Check one decoded object (either format) and return it in canonical form."""
+    if not isinstance(obj, dict):
+        raise TrajectoryFormatError(f"expected a JSON object, got {type(obj).__name__}")
+    if "schema" in obj:
+        if obj["schema"] != SCHEMA_V1:
+            raise TrajectoryFormatError(
+                f"schema: unknown schema version {obj['schema']!r} (expected {SCHEMA_V1!r})"
+            )
+    elif "messages" in obj:
+        obj = openai_chat_to_canonical(obj)
+    else:
+        raise TrajectoryFormatError(
+            f"neither a canonical trajectory (a 'schema' key, {SCHEMA_V1!r}) "
+            "nor an OpenAI chat transcript (a 'messages' list)"
+        )
+    problems = _schema_errors(obj)
+    if problems:
+        raise TrajectoryFormatError("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
+    if len(obj["steps"]) > limits.max_steps:
+        raise TrajectoryFormatError(
+            f"steps: {len(obj['steps'])} steps is over the limit of {limits.max_steps}"
+        )
+    _check_limits(obj, limits)
+
+    task = dict(obj["task"])
+    if not task.get("external_id"):
+        task["external_id"] = "prompt-" + hashlib.sha256(task["prompt"].encode()).hexdigest()[:16]
+    agent = {"name": "unknown", "version": ""}
+    agent.update(obj.get("agent") or {})
+    steps = obj["steps"]
+    answer = obj.get("answer")
+    if answer is None:
+        answer = next((s["text"] for s in reversed(steps) if s["kind"] == "answer"), "")
+    return ParsedTrajectory(
+        task=task,
+        agent=agent,
+        steps=steps,
+        answer=answer,
+        outcome=obj.get("outcome"),
+        metadata=obj.get("metadata") or {},
+        content_hash=content_hash(task=task, agent=agent, steps=steps, answer=answer),
+    )
+
+
+def parse_line(raw: bytes, limits: Limits = Limits()) -> ParsedTrajectory:
+    """One JSONL line (bytes) to a trajectory; every failure is a TrajectoryFormatError."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TrajectoryFormatError(f"bytes that are not UTF-8 at offset {exc.start}") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TrajectoryFormatError(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise TrajectoryFormatError("invalid JSON: nested too deeply") from None
+    return parse_trajectory(obj, limits)

@@ -1,0 +1,105 @@
+"""Shared fixtures: users of each role, API clients, and a real Celery worker process."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from tests.factories import UserFactory
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-output"
+
+
+@pytest.fixture
+def annotator(db):
+    return UserFactory(username="ann", roles=["annotator"])
+
+
+@pytest.fixture
+def researcher(db):
+    return UserFactory(username="res", roles=["researcher"])
+
+
+@pytest.fixture
+def admin_user(db):
+    return UserFactory(username="adm", roles=["admin"])
+
+
+@pytest.fixture
+def role_users(annotator, researcher, admin_user):
+    return {"annotator": annotator, "researcher": researcher, "admin": admin_user}
+
+
+def token_client(user) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def admin_api(admin_user):
+    return token_client(admin_user)
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real `celery worker` process on the test database and the test broker."""
+    from webapp.celery import app
+
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env["DATABASE_URL"] = (
+        f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    )
+    app.control.purge()
+    log_path = ARTIFACTS / "celery-worker.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", "default,gpu",
+         "--concurrency", "1", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+         "--hostname", f"test-worker-{os.getpid()}@%h"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the Celery worker exited at start; see {log_path}")
+        if app.control.ping(timeout=0.5):
+            break
+    else:
+        proc.terminate()
+        pytest.fail(f"the Celery worker did not answer within 60 s; see {log_path}")
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def wait_for(predicate, *, timeout: float = 60, interval: float = 0.2):
+    """Poll until `predicate()` is truthy; returns its value or fails the test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail(f"condition not met within {timeout} s")
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """PBKDF2's deliberate slowness buys nothing in tests."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

