@@ -8,7 +8,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.models import Campaign, ImportBatch
+from annotate.models import Assignment, Campaign, ImportBatch, Judgement
 from annotate.services.imports import (
     import_batches_fail_stale,
     import_upload_create,
@@ -108,3 +108,159 @@ class ImportDetailApi(APIView):
     def get(self, request, batch_id: int):
         import_batches_fail_stale()
         return Response(ImportBatchOutput(get_object_or_404(ImportBatch, pk=batch_id)).data)
+
+
+# Labeling over REST, for tools and scripts: the same services as the comparison screen.
+
+LABELERS = (Role.ANNOTATOR, Role.ADMIN)
+
+
+class AssignmentOutput(serializers.Serializer):
+    """An assignment in screen terms: left and right, never the policies behind them."""
+
+    id = serializers.IntegerField()
+    campaign = serializers.IntegerField(source="comparison.campaign_id")
+    leased_until = serializers.DateTimeField()
+    prompt = serializers.CharField(source="comparison.task.prompt")
+    left = serializers.SerializerMethodField()
+    right = serializers.SerializerMethodField()
+    dimensions = serializers.ListField(source="comparison.campaign.dimensions", child=serializers.CharField())
+    rationale_required = serializers.BooleanField(source="comparison.campaign.rationale_required")
+
+    def _side(self, assignment, left: bool):
+        c = assignment.comparison
+        trajectory = c.trajectory_a if assignment.left_is_a == left else c.trajectory_b
+        return {"steps": trajectory.steps, "answer": trajectory.answer}
+
+    def get_left(self, obj) -> dict:
+        return self._side(obj, True)
+
+    def get_right(self, obj) -> dict:
+        return self._side(obj, False)
+
+
+class AssignmentNextApi(APIView):
+    """The caller's current assignment in a campaign, or a new one; 204 when none is left."""
+
+    permission_classes = [api_role(*LABELERS)]
+
+    @extend_schema(parameters=[OpenApiParameter("campaign", int, required=True)],
+                   responses={200: AssignmentOutput, 204: None})
+    def get(self, request):
+        from annotate.services.assignments import assignment_next
+
+        campaign = _campaign_from(request.query_params.get("campaign"))
+        if campaign is None:
+            raise ArbiterError("Give the campaign id: ?campaign=ID.")
+        assignment = assignment_next(campaign=campaign, annotator=request.user)
+        if assignment is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        assignment = Assignment.objects.select_related(
+            "comparison__campaign", "comparison__task", "comparison__trajectory_a", "comparison__trajectory_b"
+        ).get(pk=assignment.pk)
+        return Response(AssignmentOutput(assignment).data)
+
+
+class JudgementOutput(serializers.ModelSerializer):
+    class Meta:
+        model = Judgement
+        fields = ["id", "comparison", "choice", "both_bad", "ratings", "first_wrong_step_a",
+                  "first_wrong_step_b", "rationale", "seconds", "synthetic", "created_at"]
+
+
+class JudgementSubmitApi(APIView):
+    """Judge an assignment in screen terms (1 = left much better … 5 = right much better).
+
+    201 the first time, 200 with the same judgement on a repeat (double click, retry).
+    """
+
+    permission_classes = [api_role(*LABELERS)]
+
+    class InputSerializer(serializers.Serializer):
+        choice = serializers.IntegerField(min_value=1, max_value=5)
+        both_bad = serializers.BooleanField(default=False)
+        ratings = serializers.DictField(
+            child=serializers.DictField(child=serializers.IntegerField(min_value=1, max_value=5)),
+            required=False, default=dict,
+        )
+        first_wrong_step_left = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+        first_wrong_step_right = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+        rationale = serializers.CharField(required=False, allow_blank=True, default="", max_length=20_000)
+
+    @extend_schema(request=InputSerializer, responses={201: JudgementOutput, 200: JudgementOutput})
+    def post(self, request, assignment_id: int):
+        from annotate.services.assignments import Verdict, judgement_submit
+
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        judgement, created = judgement_submit(
+            assignment_id=assignment_id,
+            annotator=request.user,
+            verdict=Verdict(
+                choice=v["choice"], both_bad=v["both_bad"], ratings=v["ratings"],
+                first_wrong_left=v.get("first_wrong_step_left"),
+                first_wrong_right=v.get("first_wrong_step_right"),
+                rationale=v["rationale"],
+            ),
+        )
+        return Response(JudgementOutput(judgement).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class AssignmentSkipApi(APIView):
+    permission_classes = [api_role(*LABELERS)]
+
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.CharField(max_length=500)
+
+    @extend_schema(request=InputSerializer, responses={204: None})
+    def post(self, request, assignment_id: int):
+        from annotate.services.assignments import assignment_skip
+
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        assignment_skip(assignment_id=assignment_id, annotator=request.user, reason=data.validated_data["reason"])
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CampaignJudgementsApi(APIView):
+    """Every judgement of a campaign, annotators pseudonymized (researchers and admins)."""
+
+    permission_classes = [api_role(Role.RESEARCHER, Role.ADMIN)]
+
+    @extend_schema(responses={200: JudgementOutput(many=True)})
+    def get(self, request, campaign_id: int):
+        campaign = get_object_or_404(Campaign, pk=campaign_id)
+        rows = Judgement.objects.filter(comparison__campaign=campaign).select_related("annotator").order_by("id")
+        data = []
+        for j in rows:
+            item = JudgementOutput(j).data
+            item["annotator"] = j.annotator.pseudonym
+            data.append(item)
+        return Response(data)
+
+
+class CampaignAgreementApi(APIView):
+    """Agreement figures of a campaign (researchers and admins)."""
+
+    permission_classes = [api_role(Role.RESEARCHER, Role.ADMIN)]
+
+    def get(self, request, campaign_id: int):
+        from dataclasses import asdict
+
+        from annotate.quality import campaign_quality
+
+        q = campaign_quality(campaign=get_object_or_404(Campaign, pk=campaign_id))
+        return Response({
+            "judgements": q.judgements, "comparisons": q.comparisons, "complete": q.complete,
+            "krippendorff_alpha_ordinal": q.alpha, "pairwise": asdict(q.pairwise),
+            "annotators": [{**asdict(a), "username": None, "annotator": _pseudonym(a.annotator_id)}
+                           for a in q.annotators],
+        })
+
+
+def _pseudonym(user_id: int) -> str:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model()(pk=user_id).pseudonym

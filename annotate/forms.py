@@ -10,3 +10,41 @@ class ImportUploadForm(forms.Form):
         required=False,
         help_text="Optional: build comparisons from these trajectories in this campaign.",
     )
+
+
+class JudgementForm(forms.Form):
+    """A verdict in screen terms; rating fields are added per campaign dimension."""
+
+    choice = forms.IntegerField(min_value=1, max_value=5, error_messages={
+        "required": "Pick a point on the scale (keys 1-5).",
+        "min_value": "The scale runs from 1 to 5.", "max_value": "The scale runs from 1 to 5.",
+    })
+    both_bad = forms.BooleanField(required=False)
+    first_wrong_left = forms.IntegerField(required=False, min_value=0)
+    first_wrong_right = forms.IntegerField(required=False, min_value=0)
+    rationale = forms.CharField(required=False, max_length=20_000, strip=True)
+
+    def __init__(self, *args, dimensions: list[str] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dimensions = list(dimensions)
+        for dim in self.dimensions:
+            for side in ("left", "right"):
+                self.fields[f"rating__{dim}__{side}"] = forms.IntegerField(required=False, min_value=1, max_value=5)
+
+    def ratings(self) -> dict:
+        out = {}
+        for dim in self.dimensions:
+            sides = {side: self.cleaned_data.get(f"rating__{dim}__{side}") for side in ("left", "right")}
+            sides = {k: v for k, v in sides.items() if v is not None}
+            if sides:
+                out[dim] = sides
+        return out
+
+
+class SkipForm(forms.Form):
+    reason = forms.CharField(max_length=500, strip=True, error_messages={"required": "Say why you skip."})
+
+
+class AdjudicateForm(forms.Form):
+    choice = forms.IntegerField(min_value=1, max_value=5)
+    note = forms.CharField(required=False, max_length=5000)

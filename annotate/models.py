@@ -160,6 +160,11 @@ class Choice(models.IntegerChoices):
     B_MUCH_BETTER = 5, "B much better"
 
 
+def choice_direction(choice: int) -> str:
+    """'A', 'tie' or 'B': the side a 5-point choice prefers."""
+    return "A" if choice < 3 else ("B" if choice > 3 else "tie")
+
+
 class Comparison(BaseModel):
     """Two different trajectories of the same task, to be judged in a campaign."""
 
@@ -176,6 +181,13 @@ class Comparison(BaseModel):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.OPEN)
     is_gold = models.BooleanField(default=False)
     gold_choice = models.PositiveSmallIntegerField(choices=Choice.choices, null=True, blank=True)
+    # An admin's ruling where the votes disagree (the disagreements view).
+    adjudicated_choice = models.PositiveSmallIntegerField(choices=Choice.choices, null=True, blank=True)
+    adjudicated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    adjudicated_at = models.DateTimeField(null=True, blank=True)
+    adjudication_note = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [
@@ -197,6 +209,11 @@ class Comparison(BaseModel):
             models.CheckConstraint(
                 condition=Q(status__in=["open", "complete", "retired"]),
                 name="comparison_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(adjudicated_choice__isnull=True)
+                | Q(adjudicated_choice__gte=1, adjudicated_choice__lte=5),
+                name="comparison_adjudicated_choice_range",
             ),
         ]
         indexes = [

@@ -26,3 +26,17 @@ def domain_counts() -> dict[str, int]:
         "comparisons": Comparison.objects.count(),
         "judgements": Judgement.objects.count(),
     }
+
+
+def campaigns_for_labeling(*, user) -> QuerySet[Campaign]:
+    """Active campaigns with their open comparisons and the user's own judgement count."""
+    from django.db.models import Q
+
+    return (
+        Campaign.objects.filter(status=Campaign.Status.ACTIVE)
+        .annotate(
+            n_open=Count("comparisons", filter=Q(comparisons__status="open", comparisons__is_gold=False), distinct=True),
+            n_mine=Count("comparisons__judgements", filter=Q(comparisons__judgements__annotator=user), distinct=True),
+        )
+        .order_by("name")
+    )

@@ -1,17 +1,33 @@
-"""Pages of the annotation app (HTML and HTMX fragments)."""
+"""Pages of the annotation app (HTML and HTMX fragments). Thin: validate, call a service, render."""
 from __future__ import annotations
 
 from django.contrib import messages
+from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
-from annotate.forms import ImportUploadForm
-from annotate.models import ImportBatch
-from annotate.selectors import import_batches_recent
+from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm
+from annotate.models import Assignment, Campaign, Comparison, ImportBatch, Judgement
+from annotate.quality import campaign_quality, comparisons_in_disagreement
+from annotate.selectors import campaigns_for_labeling, import_batches_recent
+from annotate.services.assignments import (
+    Verdict,
+    assignment_next,
+    assignment_skip,
+    comparison_adjudicate,
+    judgement_submit,
+)
 from annotate.services.imports import import_batches_fail_stale, import_upload_create
+from annotate.trajectory_view import pair_view
+from annotate.workbench import workbench_context
 from webapp.access import role_required
+from webapp.charts import bar_chart_svg, histogram_svg
 from webapp.errors import ArbiterError
-from webapp.roles import Role
+from webapp.roles import Role, user_has_role
+
+LABELERS = (Role.ANNOTATOR, Role.ADMIN)
+READERS = (Role.RESEARCHER, Role.ADMIN)
 
 
 @role_required(Role.ADMIN)
@@ -49,3 +65,144 @@ def import_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
             response.status_code = 286  # htmx: stop polling
         return response
     return render(request, "annotate/import_detail.html", {"batch": batch})
+
+
+@role_required(Role.ANNOTATOR, Role.RESEARCHER, Role.ADMIN)
+def campaigns(request: HttpRequest) -> HttpResponse:
+    return render(request, "annotate/campaigns.html", {"campaigns": campaigns_for_labeling(user=request.user)})
+
+
+def _workbench(request, campaign, *, assignment=None, form=None, error="", status=200):
+    if assignment is None and not error:
+        try:
+            assignment = assignment_next(campaign=campaign, annotator=request.user)
+        except ArbiterError as exc:
+            error = exc.message
+    context = workbench_context(
+        campaign=campaign, annotator=request.user, assignment=assignment, form=form, error=error
+    )
+    template = "annotate/label.html#workbench" if request.htmx else "annotate/label.html"
+    # htmx swaps 2xx only: a refused submit shows its message in the fragment it replaces.
+    return render(request, template, context, status=200 if request.htmx else status)
+
+
+@role_required(*LABELERS)
+def label(request: HttpRequest, campaign_id: int) -> HttpResponse:
+    """The comparison screen: the current assignment, or a new one."""
+    campaign = get_object_or_404(Campaign, pk=campaign_id)
+    return _workbench(request, campaign)
+
+
+def _own_assignment(request, assignment_id) -> Assignment:
+    assignment = (
+        Assignment.objects.select_related(
+            "comparison__campaign", "comparison__task", "comparison__trajectory_a", "comparison__trajectory_b"
+        )
+        .filter(pk=assignment_id, annotator=request.user)
+        .first()
+    )
+    if assignment is None:
+        raise ArbiterError("That comparison is not assigned to you.")
+    return assignment
+
+
+@role_required(*LABELERS)
+def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    """Submit a verdict; the next comparison replaces this one (HTMX) or the page reloads."""
+    if request.method != "POST":
+        return redirect("annotate:campaigns")
+    try:
+        assignment = _own_assignment(request, assignment_id)
+    except ArbiterError as exc:
+        return render(request, "annotate/error.html", {"message": exc.message}, status=400)
+    campaign = assignment.comparison.campaign
+    form = JudgementForm(request.POST, dimensions=campaign.dimensions)
+    if not form.is_valid():
+        message = " ".join(e for errors in form.errors.values() for e in errors)
+        return _workbench(request, campaign, assignment=assignment, form=form, error=message, status=400)
+    verdict = Verdict(
+        choice=form.cleaned_data["choice"],
+        both_bad=form.cleaned_data["both_bad"],
+        ratings=form.ratings(),
+        first_wrong_left=form.cleaned_data["first_wrong_left"],
+        first_wrong_right=form.cleaned_data["first_wrong_right"],
+        rationale=form.cleaned_data["rationale"],
+    )
+    try:
+        judgement_submit(assignment_id=assignment.id, annotator=request.user, verdict=verdict)
+    except ArbiterError as exc:
+        expired = "expired" in exc.message
+        return _workbench(request, campaign, assignment=None if expired else assignment, form=form,
+                          error=exc.message, status=400)
+    if not request.htmx:
+        return redirect("annotate:label", campaign_id=campaign.id)
+    return _workbench(request, campaign)
+
+
+@role_required(*LABELERS)
+def skip_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    if request.method != "POST":
+        return redirect("annotate:campaigns")
+    form = SkipForm(request.POST)
+    try:
+        assignment = _own_assignment(request, assignment_id)
+        if not form.is_valid():
+            raise ArbiterError("Say why you skip.")
+        assignment_skip(assignment_id=assignment.id, annotator=request.user, reason=form.cleaned_data["reason"])
+    except ArbiterError as exc:
+        return render(request, "annotate/error.html", {"message": exc.message}, status=400)
+    campaign = assignment.comparison.campaign
+    if not request.htmx:
+        return redirect("annotate:label", campaign_id=campaign.id)
+    return _workbench(request, campaign)
+
+
+@role_required(*READERS)
+def quality(request: HttpRequest, campaign_id: int) -> HttpResponse:
+    """Agreement, per-annotator figures and charts for one campaign."""
+    campaign = get_object_or_404(Campaign, pk=campaign_id)
+    q = campaign_quality(campaign=campaign)
+    charts = {
+        "votes": bar_chart_svg([d for d, _ in q.votes_per_day], [n for _, n in q.votes_per_day],
+                               title="Judgements per day"),
+        "seconds": histogram_svg(q.seconds, title="Seconds per comparison", bins=12),
+        "agreement": bar_chart_svg(
+            [a.username for a in q.annotators],
+            [round(100 * (a.majority_agreement or 0), 1) for a in q.annotators],
+            title="Agreement with the majority of the others (%)", max_value=100,
+        ),
+    }
+    return render(request, "annotate/quality.html", {"campaign": campaign, "q": q, "charts": charts})
+
+
+@role_required(*READERS)
+def disagreements(request: HttpRequest, campaign_id: int) -> HttpResponse:
+    campaign = get_object_or_404(Campaign, pk=campaign_id)
+    rows = comparisons_in_disagreement(campaign=campaign).order_by(
+        F("adjudicated_choice").asc(nulls_first=True), "-n_votes", "id"
+    )
+    return render(request, "annotate/disagreements.html", {"campaign": campaign, "comparisons": rows})
+
+
+@role_required(*READERS)
+def comparison_votes(request: HttpRequest, comparison_id: int) -> HttpResponse:
+    """The votes on one comparison, side by side with the trajectories (A left, B right)."""
+    comparison = get_object_or_404(
+        Comparison.objects.select_related("campaign", "task", "trajectory_a", "trajectory_b", "adjudicated_by"),
+        pk=comparison_id,
+    )
+    form = AdjudicateForm(request.POST or None)
+    if request.method == "POST":
+        if not user_has_role(request.user, Role.ADMIN):
+            return render(request, "annotate/error.html", {"message": "Only admins record adjudicated labels."}, status=403)
+        if form.is_valid():
+            comparison_adjudicate(comparison=comparison, admin=request.user, choice=form.cleaned_data["choice"],
+                                  note=form.cleaned_data["note"])
+            messages.success(request, "Adjudicated label recorded.")
+            return redirect(reverse("annotate:comparison-votes", args=[comparison.id]))
+    votes = Judgement.objects.filter(comparison=comparison).select_related("annotator", "assignment").order_by("id")
+    return render(request, "annotate/comparison_votes.html", {
+        "comparison": comparison, "votes": votes, "form": form,
+        "pair": pair_view(comparison.trajectory_a.steps, comparison.trajectory_b.steps),
+        "scale": [(1, "A much better"), (2, "A better"), (3, "Tie"), (4, "B better"), (5, "B much better")],
+    }, status=400 if form.errors else 200)

@@ -10,3 +10,13 @@ urlpatterns = [
     path("imports/", annotate_api.ImportUploadApi.as_view(), name="api-imports"),
     path("imports/<int:batch_id>/", annotate_api.ImportDetailApi.as_view(), name="api-import-detail"),
 ]
+urlpatterns += [
+    path("assignments/next", annotate_api.AssignmentNextApi.as_view(), name="api-assignment-next"),
+    path("assignments/<int:assignment_id>/judgement", annotate_api.JudgementSubmitApi.as_view(),
+         name="api-judgement-submit"),
+    path("assignments/<int:assignment_id>/skip", annotate_api.AssignmentSkipApi.as_view(), name="api-assignment-skip"),
+    path("campaigns/<int:campaign_id>/judgements", annotate_api.CampaignJudgementsApi.as_view(),
+         name="api-campaign-judgements"),
+    path("campaigns/<int:campaign_id>/agreement", annotate_api.CampaignAgreementApi.as_view(),
+         name="api-campaign-agreement"),
+]

@@ -40,3 +40,12 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def login(page, live_server, username: str, password: str = "pw-for-tests-1") -> None:
+    """Log in through the login form, as a person would, and land on the home page."""
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}/")

@@ -2,24 +2,18 @@
 import pytest
 
 from annotate.models import Trajectory
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import login, screenshot
 from tests.factories import UserFactory
 from tests.samples import canonical, jsonl
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def _login(page, live_server, username):
-    page.goto(f"{live_server.url}/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw-for-tests-1")
-    page.keyboard.press("Enter")
-    page.wait_for_url(f"{live_server.url}/")
 
 
 def test_annotator_logs_in_and_sees_only_the_annotator_card(page, live_server):
     UserFactory(username="ann", roles=["annotator"])
-    _login(page, live_server, "ann")
+    login(page, live_server, "ann")
     assert page.locator(".role-annotator").is_visible()
     assert page.locator(".role-admin").count() == 0
     screenshot(page, "home-annotator")
@@ -34,7 +28,7 @@ def test_admin_imports_a_file_with_a_script_payload_and_nothing_runs(page, live_
     path.write_bytes(jsonl(canonical(n=0), canonical(n=1)) + b'{"schema": "<img src=x onerror=alert(1)>"}\n')
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    _login(page, live_server, "adm")
+    login(page, live_server, "adm")
     page.click("a:has-text('Import trajectories')")
     page.wait_for_url(f"{live_server.url}/annotate/imports/")
     page.set_input_files("input[type=file]", str(path))

@@ -1,0 +1,137 @@
+"""Reads for quality control: agreement per campaign, per-annotator figures, disagreements."""
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from django.db.models import Count
+
+from annotate.agreement import PairwiseAgreement, direction, krippendorff_alpha_ordinal, pairwise_agreement
+from annotate.models import Assignment, Campaign, Comparison, Judgement
+
+
+@dataclass
+class AnnotatorStats:
+    annotator_id: int
+    username: str
+    synthetic: bool
+    judgements: int
+    median_seconds: float | None
+    gold_judged: int
+    gold_accuracy: float | None
+    majority_compared: int
+    majority_agreement: float | None
+    non_tie: int
+    left_rate: float | None
+    skips: int
+
+
+@dataclass
+class CampaignQuality:
+    judgements: int
+    comparisons: int
+    complete: int
+    alpha: float | None
+    pairwise: PairwiseAgreement
+    annotators: list[AnnotatorStats]
+    votes_per_day: list[tuple[str, int]]
+    seconds: list[float]
+
+
+def _votes_by_comparison(campaign: Campaign, *, include_gold: bool = False) -> dict[int, list[dict]]:
+    rows = Judgement.objects.filter(comparison__campaign=campaign)
+    if not include_gold:
+        rows = rows.filter(comparison__is_gold=False)
+    by_comparison: dict[int, list[dict]] = defaultdict(list)
+    for row in rows.values(
+        "id", "comparison_id", "annotator_id", "choice", "seconds", "created_at",
+        "assignment__left_is_a", "comparison__is_gold", "comparison__gold_choice",
+    ).order_by("comparison_id", "id"):
+        by_comparison[row["comparison_id"]].append(row)
+    return by_comparison
+
+
+def campaign_quality(*, campaign: Campaign) -> CampaignQuality:
+    votes = _votes_by_comparison(campaign)
+    units = [[v["choice"] for v in vs] for vs in votes.values()]
+    all_votes = _votes_by_comparison(campaign, include_gold=True)
+
+    per_user: dict[int, list[dict]] = defaultdict(list)
+    for vs in all_votes.values():
+        for v in vs:
+            per_user[v["annotator_id"]].append(v)
+
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.in_bulk(list(per_user))
+    skips = Counter(
+        Assignment.objects.filter(comparison__campaign=campaign, status=Assignment.Status.SKIPPED)
+        .values_list("annotator_id", flat=True)
+    )
+    stats = []
+    for user_id, mine in per_user.items():
+        gold = [v for v in mine if v["comparison__is_gold"]]
+        gold_right = sum(direction(v["choice"]) == direction(v["comparison__gold_choice"]) for v in gold)
+        compared = agreed = 0
+        for v in mine:
+            if v["comparison__is_gold"]:
+                continue
+            others = [direction(o["choice"]) for o in votes[v["comparison_id"]] if o["annotator_id"] != user_id]
+            if not others:
+                continue
+            top = Counter(others).most_common()
+            if len(top) > 1 and top[0][1] == top[1][1]:
+                continue  # no majority among the others
+            compared += 1
+            agreed += direction(v["choice"]) == top[0][0]
+        non_tie = [v for v in mine if direction(v["choice"]) != 0 and v["assignment__left_is_a"] is not None]
+        # The screen side picked: A on the left and A chosen, or B on the left and B chosen.
+        left_picks = sum((direction(v["choice"]) < 0) == v["assignment__left_is_a"] for v in non_tie)
+        user = users[user_id]
+        stats.append(AnnotatorStats(
+            annotator_id=user_id,
+            username=user.username,
+            synthetic=user.is_synthetic,
+            judgements=len(mine),
+            median_seconds=statistics.median(v["seconds"] for v in mine) if mine else None,
+            gold_judged=len(gold),
+            gold_accuracy=gold_right / len(gold) if gold else None,
+            majority_compared=compared,
+            majority_agreement=agreed / compared if compared else None,
+            non_tie=len(non_tie),
+            left_rate=left_picks / len(non_tie) if non_tie else None,
+            skips=skips.get(user_id, 0),
+        ))
+    stats.sort(key=lambda s: (-s.judgements, s.username))
+    days = Counter(v["created_at"].date().isoformat() for vs in all_votes.values() for v in vs)
+    comparisons = Comparison.objects.filter(campaign=campaign, is_gold=False)
+    return CampaignQuality(
+        judgements=sum(len(vs) for vs in all_votes.values()),
+        comparisons=comparisons.count(),
+        complete=comparisons.filter(status=Comparison.Status.COMPLETE).count(),
+        alpha=krippendorff_alpha_ordinal(units),
+        pairwise=pairwise_agreement(units),
+        annotators=stats,
+        votes_per_day=sorted(days.items()),
+        seconds=[v["seconds"] for vs in all_votes.values() for v in vs],
+    )
+
+
+def comparisons_in_disagreement(*, campaign: Campaign, limit: int = 200):
+    """Comparisons whose votes point different ways (A vs B, or a tie against a side)."""
+    votes = _votes_by_comparison(campaign)
+    split = [cid for cid, vs in votes.items() if len({direction(v["choice"]) for v in vs}) > 1]
+    return (
+        Comparison.objects.filter(pk__in=split[:limit])
+        .select_related("task", "adjudicated_by")
+        .annotate(n_votes=Count("judgements"))
+        .order_by("adjudicated_choice", "-n_votes", "id")
+    )
+
+
+def campaign_progress(*, campaign: Campaign, annotator) -> dict:
+    """The annotator's counter: judged by them, and comparisons still needing votes."""
+    open_count = Comparison.objects.filter(campaign=campaign, status=Comparison.Status.OPEN, is_gold=False).count()
+    mine = Judgement.objects.filter(comparison__campaign=campaign, annotator=annotator).count()
+    return {"judged_by_me": mine, "open": open_count}

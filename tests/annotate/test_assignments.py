@@ -1,0 +1,224 @@
+"""The assignment engine on PostgreSQL: k votes, never twice, leases, gold, idempotent submit."""
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from annotate.models import Assignment, Comparison, Judgement
+from annotate.services.assignments import (
+    Verdict,
+    assignment_next,
+    assignment_skip,
+    comparison_set_gold,
+    judgement_submit,
+)
+from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+from webapp.errors import ArbiterError
+
+pytestmark = pytest.mark.django_db
+
+
+def make_campaign(n_comparisons=3, k=2, **kwargs):
+    campaign = CampaignFactory(votes_per_comparison=k, **kwargs)
+    for _ in range(n_comparisons):
+        task = TaskFactory()
+        a, b = TrajectoryFactory(task=task), TrajectoryFactory(task=task)
+        Comparison.objects.create(campaign=campaign, task=task, trajectory_a=a, trajectory_b=b)
+    return campaign
+
+
+def annotators(n):
+    return [UserFactory(roles=["annotator"]) for _ in range(n)]
+
+
+def label_all(campaign, users, choice=2):
+    for user in users:
+        while (a := assignment_next(campaign=campaign, annotator=user)) is not None:
+            judgement_submit(assignment_id=a.id, annotator=user, verdict=Verdict(choice=choice))
+
+
+def test_each_comparison_gets_exactly_k_votes_from_different_annotators():
+    campaign = make_campaign(n_comparisons=4, k=2)
+    label_all(campaign, annotators(3))
+    for c in Comparison.objects.filter(campaign=campaign):
+        voters = list(c.judgements.values_list("annotator_id", flat=True))
+        assert len(voters) == 2 and len(set(voters)) == 2
+        assert c.status == "complete"
+
+
+def test_an_annotator_never_gets_the_same_comparison_twice():
+    campaign = make_campaign(n_comparisons=2, k=3)
+    (user,) = annotators(1)
+    label_all(campaign, [user])
+    assert Judgement.objects.filter(annotator=user).count() == 2
+    assert assignment_next(campaign=campaign, annotator=user) is None
+
+
+def test_the_current_lease_is_returned_until_it_is_judged():
+    campaign = make_campaign(n_comparisons=2, k=1)
+    (user,) = annotators(1)
+    first = assignment_next(campaign=campaign, annotator=user)
+    assert assignment_next(campaign=campaign, annotator=user).id == first.id
+
+
+def test_live_leases_hold_the_slot_and_expired_ones_free_it():
+    campaign = make_campaign(n_comparisons=1, k=1, lease_seconds=60)
+    u1, u2 = annotators(2)
+    lease = assignment_next(campaign=campaign, annotator=u1)
+    assert assignment_next(campaign=campaign, annotator=u2) is None
+    Assignment.objects.filter(pk=lease.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    taken = assignment_next(campaign=campaign, annotator=u2)
+    assert taken is not None and taken.comparison_id == lease.comparison_id
+
+
+def test_late_submit_is_refused_when_the_vote_went_to_someone_else():
+    campaign = make_campaign(n_comparisons=1, k=1)
+    u1, u2 = annotators(2)
+    lease = assignment_next(campaign=campaign, annotator=u1)
+    Assignment.objects.filter(pk=lease.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    other = assignment_next(campaign=campaign, annotator=u2)
+    judgement_submit(assignment_id=other.id, annotator=u2, verdict=Verdict(choice=1))
+    with pytest.raises(ArbiterError, match="expired and it already has all its votes"):
+        judgement_submit(assignment_id=lease.id, annotator=u1, verdict=Verdict(choice=5))
+    assert Judgement.objects.count() == 1
+    assert Assignment.objects.get(pk=lease.pk).status == "expired"
+
+
+def test_late_submit_is_accepted_while_the_comparison_still_needs_the_vote():
+    campaign = make_campaign(n_comparisons=1, k=2)
+    (u1,) = annotators(1)
+    lease = assignment_next(campaign=campaign, annotator=u1)
+    Assignment.objects.filter(pk=lease.pk).update(leased_until=timezone.now() - timedelta(minutes=5))
+    judgement, created = judgement_submit(assignment_id=lease.id, annotator=u1, verdict=Verdict(choice=3))
+    assert created and judgement.choice == 3
+
+
+def test_submitting_twice_records_one_judgement():
+    campaign = make_campaign(n_comparisons=1, k=1)
+    (user,) = annotators(1)
+    lease = assignment_next(campaign=campaign, annotator=user)
+    first, created = judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=1))
+    again, created_again = judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=5))
+    assert created and not created_again and again.id == first.id and again.choice == first.choice
+    assert Judgement.objects.count() == 1
+
+
+@pytest.mark.parametrize("left_is_a", [True, False])
+def test_screen_terms_are_stored_in_a_b_terms(left_is_a):
+    campaign = make_campaign(n_comparisons=1, k=1, dimensions=["correctness"])
+    (user,) = annotators(1)
+    lease = assignment_next(campaign=campaign, annotator=user)
+    Assignment.objects.filter(pk=lease.pk).update(left_is_a=left_is_a)
+    verdict = Verdict(choice=1, first_wrong_left=None, first_wrong_right=2,
+                      ratings={"correctness": {"left": 5, "right": 2}})
+    judgement, _ = judgement_submit(assignment_id=lease.id, annotator=user, verdict=verdict)
+    if left_is_a:  # left is A: "left much better" is "A much better"
+        assert (judgement.choice, judgement.first_wrong_step_a, judgement.first_wrong_step_b) == (1, None, 2)
+        assert judgement.ratings == {"correctness": {"A": 5, "B": 2}}
+    else:
+        assert (judgement.choice, judgement.first_wrong_step_a, judgement.first_wrong_step_b) == (5, 2, None)
+        assert judgement.ratings == {"correctness": {"A": 2, "B": 5}}
+
+
+@pytest.mark.parametrize(
+    ("verdict", "reason"),
+    [
+        (Verdict(choice=0), "choice must be 1-5"),
+        (Verdict(choice=6), "choice must be 1-5"),
+        (Verdict(choice=2, first_wrong_left=99), "step 99 does not exist"),
+        (Verdict(choice=2, ratings={"speed": {"left": 3}}), "unknown rating dimension 'speed'"),
+        (Verdict(choice=2, ratings={"correctness": {"left": 9}}), "value 1-5"),
+    ],
+)
+def test_bad_verdicts_are_refused_and_store_nothing(verdict, reason):
+    campaign = make_campaign(n_comparisons=1, k=1, dimensions=["correctness"])
+    (user,) = annotators(1)
+    lease = assignment_next(campaign=campaign, annotator=user)
+    with pytest.raises(ArbiterError, match=reason):
+        judgement_submit(assignment_id=lease.id, annotator=user, verdict=verdict)
+    assert Judgement.objects.count() == 0
+    assert Assignment.objects.get(pk=lease.pk).status == "leased"
+
+
+def test_required_rationale():
+    campaign = make_campaign(n_comparisons=1, k=1, rationale_required=True)
+    (user,) = annotators(1)
+    lease = assignment_next(campaign=campaign, annotator=user)
+    with pytest.raises(ArbiterError, match="requires a rationale"):
+        judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, rationale="  "))
+    judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, rationale="A quotes its source."))
+
+
+def test_someone_elses_assignment_is_refused():
+    campaign = make_campaign(n_comparisons=1, k=1)
+    u1, u2 = annotators(2)
+    lease = assignment_next(campaign=campaign, annotator=u1)
+    with pytest.raises(ArbiterError, match="not assigned to you"):
+        judgement_submit(assignment_id=lease.id, annotator=u2, verdict=Verdict(choice=2))
+    with pytest.raises(ArbiterError, match="not assigned to you"):
+        assignment_skip(assignment_id=lease.id, annotator=u2, reason="x")
+
+
+def test_skip_frees_the_slot_for_others_but_not_for_the_skipper():
+    campaign = make_campaign(n_comparisons=1, k=1)
+    u1, u2 = annotators(2)
+    lease = assignment_next(campaign=campaign, annotator=u1)
+    with pytest.raises(ArbiterError, match="Say why"):
+        assignment_skip(assignment_id=lease.id, annotator=u1, reason=" ")
+    assignment_skip(assignment_id=lease.id, annotator=u1, reason="needs expertise")
+    assert assignment_next(campaign=campaign, annotator=u1) is None
+    assert assignment_next(campaign=campaign, annotator=u2).comparison_id == lease.comparison_id
+
+
+def test_gold_comparisons_are_mixed_in_at_the_rate_and_do_not_use_up_k():
+    campaign = make_campaign(n_comparisons=3, k=1, gold_rate=1.0)
+    gold = Comparison.objects.filter(campaign=campaign).first()
+    comparison_set_gold(comparison=gold, choice=1)
+    users = annotators(3)
+    for user in users:  # with rate 1.0 each annotator is served the gold first
+        assert assignment_next(campaign=campaign, annotator=user).comparison_id == gold.id
+    label_all(campaign, users)
+    assert gold.judgements.count() == 3  # every annotator judged the gold one
+    assert Comparison.objects.get(pk=gold.pk).status == "open"
+
+
+def test_paused_campaign_serves_nothing():
+    campaign = make_campaign(n_comparisons=1, status="paused")
+    (user,) = annotators(1)
+    with pytest.raises(ArbiterError, match="paused"):
+        assignment_next(campaign=campaign, annotator=user)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_threads_pulling_and_submitting_at_once_give_exactly_k_each():
+    assert connection.vendor == "postgresql"
+    k, n_comparisons, n_threads = 3, 12, 8
+    campaign = make_campaign(n_comparisons=n_comparisons, k=k, lease_seconds=600)
+    users = annotators(n_threads)
+    errors, barrier = [], threading.Barrier(n_threads)
+
+    def work(user):
+        try:
+            barrier.wait()
+            while (a := assignment_next(campaign=campaign, annotator=user)) is not None:
+                judgement_submit(assignment_id=a.id, annotator=user, verdict=Verdict(choice=2))
+                judgement_submit(assignment_id=a.id, annotator=user, verdict=Verdict(choice=2))  # a double click
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(u,)) for u in users]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    counts = list(Comparison.objects.filter(campaign=campaign).values_list("judgements__annotator_id", flat=True))
+    assert len(counts) == k * n_comparisons  # none lost, none doubled
+    for c in Comparison.objects.filter(campaign=campaign):
+        voters = list(c.judgements.values_list("annotator_id", flat=True))
+        assert len(voters) == k == len(set(voters))
+        assert c.status == "complete"
