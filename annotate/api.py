@@ -8,7 +8,8 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.models import Assignment, Campaign, ImportBatch, Judgement
+from annotate.models import Campaign, ImportBatch, Judgement
+from annotate.selectors import assignment_screen_payload
 from annotate.services.imports import (
     import_batches_fail_stale,
     import_upload_create,
@@ -119,24 +120,13 @@ class AssignmentOutput(serializers.Serializer):
     """An assignment in screen terms: left and right, never the policies behind them."""
 
     id = serializers.IntegerField()
-    campaign = serializers.IntegerField(source="comparison.campaign_id")
+    campaign = serializers.IntegerField()
     leased_until = serializers.DateTimeField()
-    prompt = serializers.CharField(source="comparison.task.prompt")
-    left = serializers.SerializerMethodField()
-    right = serializers.SerializerMethodField()
-    dimensions = serializers.ListField(source="comparison.campaign.dimensions", child=serializers.CharField())
-    rationale_required = serializers.BooleanField(source="comparison.campaign.rationale_required")
-
-    def _side(self, assignment, left: bool):
-        c = assignment.comparison
-        trajectory = c.trajectory_a if assignment.left_is_a == left else c.trajectory_b
-        return {"steps": trajectory.steps, "answer": trajectory.answer}
-
-    def get_left(self, obj) -> dict:
-        return self._side(obj, True)
-
-    def get_right(self, obj) -> dict:
-        return self._side(obj, False)
+    prompt = serializers.CharField()
+    left = serializers.DictField(help_text="steps (canonical v1) and answer of the left trajectory")
+    right = serializers.DictField(help_text="steps (canonical v1) and answer of the right trajectory")
+    dimensions = serializers.ListField(child=serializers.CharField())
+    rationale_required = serializers.BooleanField()
 
 
 class AssignmentNextApi(APIView):
@@ -155,10 +145,8 @@ class AssignmentNextApi(APIView):
         assignment = assignment_next(campaign=campaign, annotator=request.user)
         if assignment is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        assignment = Assignment.objects.select_related(
-            "comparison__campaign", "comparison__task", "comparison__trajectory_a", "comparison__trajectory_b"
-        ).get(pk=assignment.pk)
-        return Response(AssignmentOutput(assignment).data)
+        # The payload is built from plain values: no serializer pass over the steps.
+        return Response(assignment_screen_payload(assignment_id=assignment.pk))
 
 
 class JudgementOutput(serializers.ModelSerializer):

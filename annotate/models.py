@@ -179,6 +179,11 @@ class Comparison(BaseModel):
     trajectory_b = models.ForeignKey(Trajectory, on_delete=models.PROTECT, related_name="+")
     priority = models.FloatField(default=0.0, help_text="Higher is served first.")
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.OPEN)
+    # Kept by the assignment engine in the same transaction as the rows they count, so the
+    # next-assignment query reads one row instead of counting: judgements stored, and
+    # slots taken (judgements plus leases not yet expired by the sweep).
+    votes = models.PositiveSmallIntegerField(default=0)
+    slots_taken = models.PositiveSmallIntegerField(default=0)
     is_gold = models.BooleanField(default=False)
     gold_choice = models.PositiveSmallIntegerField(choices=Choice.choices, null=True, blank=True)
     # An admin's ruling where the votes disagree (the disagreements view).
@@ -209,6 +214,9 @@ class Comparison(BaseModel):
             models.CheckConstraint(
                 condition=Q(status__in=["open", "complete", "retired"]),
                 name="comparison_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(slots_taken__gte=F("votes")), name="comparison_slots_cover_votes"
             ),
             models.CheckConstraint(
                 condition=Q(adjudicated_choice__isnull=True)
@@ -262,6 +270,10 @@ class Assignment(BaseModel):
             models.Index(fields=["comparison", "status"], name="assignment_comparison_idx"),
             # An annotator's current lease and history.
             models.Index(fields=["annotator", "status"], name="assignment_annotator_idx"),
+            # The lease sweep: leases whose time ran out.
+            models.Index(
+                fields=["leased_until"], name="assignment_lease_expiry_idx", condition=Q(status="leased")
+            ),
         ]
 
 

@@ -40,3 +40,32 @@ def campaigns_for_labeling(*, user) -> QuerySet[Campaign]:
         )
         .order_by("name")
     )
+
+
+def assignment_screen_payload(*, assignment_id: int) -> dict:
+    """An assignment in screen terms (left/right), never naming the policies: one query."""
+    from annotate.models import Assignment
+
+    row = (
+        Assignment.objects.filter(pk=assignment_id)
+        .values(
+            "id", "left_is_a", "leased_until", "comparison__campaign_id", "comparison__task__prompt",
+            "comparison__trajectory_a__steps", "comparison__trajectory_a__answer",
+            "comparison__trajectory_b__steps", "comparison__trajectory_b__answer",
+            "comparison__campaign__dimensions", "comparison__campaign__rationale_required",
+        )
+        .get()
+    )
+    a = {"steps": row["comparison__trajectory_a__steps"], "answer": row["comparison__trajectory_a__answer"]}
+    b = {"steps": row["comparison__trajectory_b__steps"], "answer": row["comparison__trajectory_b__answer"]}
+    left, right = (a, b) if row["left_is_a"] else (b, a)
+    return {
+        "id": row["id"],
+        "campaign": row["comparison__campaign_id"],
+        "leased_until": row["leased_until"],
+        "prompt": row["comparison__task__prompt"],
+        "left": left,
+        "right": right,
+        "dimensions": row["comparison__campaign__dimensions"],
+        "rationale_required": row["comparison__campaign__rationale_required"],
+    }

@@ -24,11 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def bench_database_url() -> str:
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arbiter")
-    return base.rsplit("/", 1)[0] + "/" + base.rsplit("/", 1)[1] + "_bench"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import ensure_bench_database  # noqa: E402
 
 
 def make_line(i: int, n_tasks: int) -> str:
@@ -104,16 +101,7 @@ def main() -> None:
         child(args.child)
         return
 
-    url = bench_database_url()
-    env = {**os.environ, "DATABASE_URL": url, "ARBITER_VAR_DIR": str(ROOT / "var" / "bench")}
-    import psycopg
-
-    admin_url = url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        name = url.rsplit("/", 1)[1]
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    env = ensure_bench_database()
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

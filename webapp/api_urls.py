@@ -20,3 +20,7 @@ urlpatterns += [
     path("campaigns/<int:campaign_id>/agreement", annotate_api.CampaignAgreementApi.as_view(),
          name="api-campaign-agreement"),
 ]
+
+from webapp.api import WhoAmIApi  # noqa: E402
+
+urlpatterns += [path("whoami", WhoAmIApi.as_view(), name="api-whoami")]

@@ -64,8 +64,11 @@ def user_roles(user) -> set[Role]:
         return set()
     if user.is_superuser:
         return set(Role)
-    names = {g.name for g in user.groups.all()}
-    return {role for role in Role if role.value in names}
+    # Cached on the user object, which lives for one request (or was filled by the
+    # token authentication's query).
+    if not hasattr(user, "_role_names"):
+        user._role_names = {g.name for g in user.groups.all()}
+    return {role for role in Role if role.value in user._role_names}
 
 
 def user_has_role(user, *roles: Role) -> bool:
@@ -77,5 +80,6 @@ def user_role_set(*, user, roles: list[Role]) -> None:
     """Give a user exactly these roles; admins also get access to the Django admin."""
     groups = [Group.objects.get_or_create(name=r.value)[0] for r in roles]
     user.groups.set(groups)
+    user.__dict__.pop("_role_names", None)
     user.is_staff = Role.ADMIN in roles or user.is_superuser
     user.save(update_fields=["is_staff"])

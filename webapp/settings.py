@@ -106,6 +106,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Parameters travel apart from the SQL, so psycopg prepares statements that repeat
+    # (after 5 runs on a connection) and PostgreSQL stops re-planning them: the labeling
+    # screen's joins spent more time in planning than in execution
+    # (benchmarks/labeling_cycle.py, benchmarks/RESULTS.md).
+    DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "webapp.User"
@@ -156,7 +161,7 @@ TRAJECTORY_MAX_STEPS = env.int("TRAJECTORY_MAX_STEPS", default=500)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "webapp.authentication.TokenWithRolesAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -10,101 +10,154 @@ Rules:
   other, and do not count against k;
 - submitting twice records one judgement.
 
-Concurrency: the next-assignment query locks candidate comparison rows with
+Counting: each comparison carries `votes` (judgements stored) and `slots_taken`
+(judgements plus leases the sweep has not yet expired), changed in the same transaction
+as the rows they count. A lease whose time ran out keeps its slot until the sweep marks
+it expired and gives the slot back; so a late submit before the sweep is simply
+accepted, and after it is accepted only if a slot is still free.
+
+Concurrency: the next-assignment query locks one candidate comparison row with
 `SELECT ... FOR UPDATE SKIP LOCKED` (PostgreSQL), so annotators pulling at once skip
-each other's rows instead of waiting, then re-counts the slots of the locked row with a
-fresh statement before taking one, so no comparison is ever over-assigned.
+each other's rows instead of waiting, and takes a slot by updating that row. A
+transaction that read the row before the update re-checks `slots_taken < k` on the new
+row version before it may lock it, so no comparison is ever over-assigned. SQLite (the
+embedded mode) has no row locks but runs one writer at a time, which gives the same
+guarantee.
 """
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection, transaction
-from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Exists, F, OuterRef, Value, When
 from django.utils import timezone
 
 from annotate.models import Assignment, Campaign, Choice, Comparison, Judgement
 from webapp.errors import ArbiterError
 
-CANDIDATES_PER_PULL = 8
 SCALE = range(1, 6)
-
-
-def _live_lease(now) -> Q:
-    return Q(status=Assignment.Status.LEASED, leased_until__gt=now)
-
-
-def _slots_taken(comparison_id: int, now, *, excluding: int | None = None) -> int:
-    """Judgements plus live leases of other assignments on one comparison (fresh read)."""
-    judged = Judgement.objects.filter(comparison_id=comparison_id)
-    leases = Assignment.objects.filter(_live_lease(now), comparison_id=comparison_id)
-    if excluding is not None:
-        judged = judged.exclude(assignment_id=excluding)
-        leases = leases.exclude(pk=excluding)
-    return judged.count() + leases.count()
-
-
-def _count_subquery(qs, field="comparison"):
-    return Coalesce(
-        Subquery(qs.values(field).annotate(n=Count("*")).values("n")[:1], output_field=IntegerField()),
-        Value(0),
-    )
-
-
-def _candidates(campaign: Campaign, annotator, now, *, gold: bool):
-    seen = Assignment.objects.filter(comparison=OuterRef("pk"), annotator=annotator)
-    qs = Comparison.objects.filter(
-        campaign=campaign, status=Comparison.Status.OPEN, is_gold=gold
-    ).filter(~Exists(seen))
-    if not gold:
-        judged = _count_subquery(Judgement.objects.filter(comparison=OuterRef("pk")))
-        leased = _count_subquery(Assignment.objects.filter(_live_lease(now), comparison=OuterRef("pk")))
-        qs = qs.annotate(taken=judged + leased).filter(taken__lt=campaign.votes_per_comparison)
-    qs = qs.order_by("-priority", "id")
-    if connection.features.has_select_for_update_skip_locked:
-        qs = qs.select_for_update(skip_locked=True, of=("self",))
-    return qs
-
-
-def _lease(campaign: Campaign, comparison: Comparison, annotator, now) -> Assignment:
-    return Assignment.objects.create(
-        comparison=comparison,
-        annotator=annotator,
-        left_is_a=random.random() < 0.5,
-        leased_until=now + timedelta(seconds=campaign.lease_seconds),
-        shown_at=now,
-    )
+# Expired leases are swept at most this often per process and campaign, and always
+# when a pull finds nothing (so an expired slot is never lost to a waiting annotator).
+SWEEP_EVERY_SECONDS = 10.0
+_last_sweep: dict[int, float] = {}
 
 
 @transaction.atomic
+def assignments_expire(*, campaign: Campaign) -> int:
+    """Mark leases whose time ran out as expired and give their slots back; returns how many."""
+    now = timezone.now()
+    expired = list(
+        Assignment.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(status=Assignment.Status.LEASED, leased_until__lte=now, comparison__campaign=campaign)
+        .values_list("id", "comparison_id")
+    )
+    if not expired:
+        return 0
+    Assignment.objects.filter(pk__in=[a for a, _ in expired], status=Assignment.Status.LEASED).update(
+        status=Assignment.Status.EXPIRED, updated_at=now
+    )
+    for comparison_id in sorted({c for _, c in expired}):
+        n = sum(1 for _, c in expired if c == comparison_id)
+        Comparison.objects.filter(pk=comparison_id).update(slots_taken=F("slots_taken") - n)
+    return len(expired)
+
+
+def _sweep_if_due(campaign: Campaign) -> None:
+    now = time.monotonic()
+    if now - _last_sweep.get(campaign.id, 0.0) >= SWEEP_EVERY_SECONDS:
+        _last_sweep[campaign.id] = now
+        assignments_expire(campaign=campaign)
+
+
+# PostgreSQL: pick, lock and take a slot in one statement (the hot path of labeling).
+_TAKE_SLOT_SQL = """
+WITH candidate AS (
+    SELECT c.id FROM annotate_comparison c
+    WHERE c.campaign_id = %(campaign)s AND c.status = 'open' AND c.is_gold = %(gold)s
+      {slot_rule}
+      AND NOT EXISTS (SELECT 1 FROM annotate_assignment a
+                      WHERE a.comparison_id = c.id AND a.annotator_id = %(annotator)s)
+    ORDER BY c.priority DESC, c.id
+    LIMIT 1
+    FOR UPDATE OF c SKIP LOCKED
+), taken AS (
+    UPDATE annotate_comparison c SET slots_taken = c.slots_taken + 1
+    FROM candidate WHERE c.id = candidate.id
+    RETURNING c.id
+)
+INSERT INTO annotate_assignment
+    (created_at, updated_at, comparison_id, annotator_id, left_is_a, status, leased_until, shown_at, skip_reason)
+SELECT %(now)s, %(now)s, taken.id, %(annotator)s, %(left_is_a)s, 'leased', %(until)s, %(now)s, ''
+FROM taken
+RETURNING id, comparison_id
+"""
+
+
+def _take_slot(campaign: Campaign, annotator, now, *, gold: bool) -> Assignment | None:
+    left_is_a = random.random() < 0.5
+    until = now + timedelta(seconds=campaign.lease_seconds)
+    if connection.vendor == "postgresql":
+        sql = _TAKE_SLOT_SQL.format(slot_rule="" if gold else "AND c.slots_taken < %(k)s")
+        with connection.cursor() as cursor:
+            cursor.execute(sql, {
+                "campaign": campaign.id, "gold": gold, "k": campaign.votes_per_comparison,
+                "annotator": annotator.pk, "now": now, "until": until, "left_is_a": left_is_a,
+            })
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        return Assignment(
+            id=row[0], comparison_id=row[1], annotator=annotator, left_is_a=left_is_a,
+            status=Assignment.Status.LEASED, leased_until=until, shown_at=now, created_at=now, updated_at=now,
+        )
+    # Other databases (SQLite in the embedded mode run one writer at a time): the ORM.
+    seen = Assignment.objects.filter(comparison=OuterRef("pk"), annotator=annotator)
+    candidates = Comparison.objects.filter(
+        campaign=campaign, status=Comparison.Status.OPEN, is_gold=gold
+    ).filter(~Exists(seen))
+    if not gold:
+        candidates = candidates.filter(slots_taken__lt=campaign.votes_per_comparison)
+    comparison = candidates.order_by("-priority", "id").only("id").first()
+    if comparison is None:
+        return None
+    Comparison.objects.filter(pk=comparison.pk).update(slots_taken=F("slots_taken") + 1)
+    return Assignment.objects.create(
+        comparison_id=comparison.pk, annotator=annotator, left_is_a=left_is_a,
+        leased_until=until, shown_at=now,
+    )
+
+
 def assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
     """The annotator's live lease in this campaign, or a new one; None when nothing is left."""
     if campaign.status != Campaign.Status.ACTIVE:
         raise ArbiterError(f"Campaign {campaign.name!r} is {campaign.status}, not active.")
+    _sweep_if_due(campaign)
+    assignment = _assignment_next(campaign=campaign, annotator=annotator)
+    if assignment is None and assignments_expire(campaign=campaign):
+        assignment = _assignment_next(campaign=campaign, annotator=annotator)
+    return assignment
+
+
+@transaction.atomic
+def _assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
     now = timezone.now()
     current = (
-        Assignment.objects.filter(_live_lease(now), annotator=annotator, comparison__campaign=campaign)
-        .select_related("comparison")
+        Assignment.objects.filter(
+            annotator=annotator, status=Assignment.Status.LEASED, leased_until__gt=now,
+            comparison__campaign=campaign,
+        )
         .order_by("created_at")
         .first()
     )
     if current is not None:
         return current
     want_gold = campaign.gold_rate > 0 and random.random() < campaign.gold_rate
-    for gold in ((True, False) if want_gold else (False,)):
-        tried: list[int] = []
-        for _ in range(CANDIDATES_PER_PULL):
-            comparison = _candidates(campaign, annotator, now, gold=gold).exclude(pk__in=tried).first()
-            if comparison is None:
-                break
-            # The row is locked now: a fresh count sees every lease committed before the lock.
-            if gold or _slots_taken(comparison.id, now) < campaign.votes_per_comparison:
-                return _lease(campaign, comparison, annotator, now)
-            tried.append(comparison.id)
-    return None
+    if want_gold and (gold := _take_slot(campaign, annotator, now, gold=True)) is not None:
+        return gold
+    return _take_slot(campaign, annotator, now, gold=False)
 
 
 @dataclass(frozen=True)
@@ -136,22 +189,25 @@ def _to_ab(assignment: Assignment, verdict: Verdict) -> dict:
 
 
 def _validate(assignment: Assignment, verdict: Verdict) -> None:
-    campaign = assignment.comparison.campaign
+    comparison = assignment.comparison
+    campaign = comparison.campaign
     problems = []
     if verdict.choice not in SCALE:
         problems.append(f"choice must be 1-5, got {verdict.choice!r}")
-    comparison = assignment.comparison
-    left, right = (
-        (comparison.trajectory_a, comparison.trajectory_b)
-        if assignment.left_is_a
-        else (comparison.trajectory_b, comparison.trajectory_a)
-    )
-    for side, index, trajectory in (("left", verdict.first_wrong_left, left), ("right", verdict.first_wrong_right, right)):
-        if index is not None and not (0 <= index < len(trajectory.steps)):
-            problems.append(
-                f"first wrong step on the {side}: step {index} does not exist "
-                f"(that trajectory has steps 0-{len(trajectory.steps) - 1})"
-            )
+    if verdict.first_wrong_left is not None or verdict.first_wrong_right is not None:
+        size_a, size_b = (
+            Comparison.objects.filter(pk=comparison.pk)
+            .values_list("trajectory_a__num_steps", "trajectory_b__num_steps")
+            .get()
+        )
+        left_size, right_size = (size_a, size_b) if assignment.left_is_a else (size_b, size_a)
+        for side, index, size in (("left", verdict.first_wrong_left, left_size),
+                                  ("right", verdict.first_wrong_right, right_size)):
+            if index is not None and not (0 <= index < size):
+                problems.append(
+                    f"first wrong step on the {side}: step {index} does not exist "
+                    f"(that trajectory has steps 0-{size - 1})"
+                )
     for dim, sides in (verdict.ratings or {}).items():
         if dim not in campaign.dimensions:
             problems.append(f"unknown rating dimension {dim!r} (this campaign has: {', '.join(campaign.dimensions) or 'none'})")
@@ -176,8 +232,8 @@ LEASE_LOST = (
 def judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tuple[Judgement, bool]:
     """Record the verdict. Returns (judgement, created); a repeat submit returns the first.
 
-    A late submit whose slot went to someone else is refused; the assignment is then
-    marked expired (that mark is kept, the judgement is not stored).
+    A late submit is accepted while its lease still holds a slot (not yet swept) or a
+    slot is free; otherwise it is refused and nothing is stored.
     """
     result = _judgement_submit(assignment_id=assignment_id, annotator=annotator, verdict=verdict)
     if result is None:
@@ -189,27 +245,27 @@ def judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tupl
 def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tuple[Judgement, bool] | None:
     assignment = (
         Assignment.objects.select_for_update(of=("self",))
-        .select_related("comparison__campaign", "comparison__trajectory_a", "comparison__trajectory_b")
+        .select_related("comparison__campaign")
         .filter(pk=assignment_id, annotator=annotator)
         .first()
     )
     if assignment is None:
         raise ArbiterError("That comparison is not assigned to you.")
-    existing = Judgement.objects.filter(assignment=assignment).first()
-    if existing is not None:
-        return existing, False
+    if assignment.status == Assignment.Status.SUBMITTED:
+        return Judgement.objects.get(assignment=assignment), False
     if assignment.status == Assignment.Status.SKIPPED:
         raise ArbiterError("You skipped this comparison; it cannot be judged now.")
     _validate(assignment, verdict)
     comparison = assignment.comparison
     campaign = comparison.campaign
     now = timezone.now()
-    if assignment.leased_until <= now:
-        # Serialize with the next-assignment query on this comparison, then count afresh.
-        Comparison.objects.select_for_update().filter(pk=comparison.pk).first()
-        if not comparison.is_gold and _slots_taken(comparison.id, now, excluding=assignment.id) >= campaign.votes_per_comparison:
-            assignment.status = Assignment.Status.EXPIRED
-            assignment.save(update_fields=["status", "updated_at"])
+    k = campaign.votes_per_comparison
+    if assignment.status == Assignment.Status.EXPIRED:
+        # The sweep gave this slot back: take a free one again, if there is one.
+        took = Comparison.objects.filter(pk=comparison.pk).filter(
+            **({} if comparison.is_gold else {"slots_taken__lt": k})
+        ).update(slots_taken=F("slots_taken") + 1)
+        if not took:
             return None
     ab = _to_ab(assignment, verdict)
     started = assignment.shown_at or assignment.created_at
@@ -226,9 +282,10 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
     assignment.status = Assignment.Status.SUBMITTED
     assignment.finished_at = now
     assignment.save(update_fields=["status", "finished_at", "updated_at"])
-    if not comparison.is_gold:
-        if Judgement.objects.filter(comparison=comparison).count() >= campaign.votes_per_comparison:
-            Comparison.objects.filter(pk=comparison.pk).update(status=Comparison.Status.COMPLETE)
+    complete = Comparison.Status.OPEN if comparison.is_gold else Case(
+        When(votes__gte=k - 1, then=Value(Comparison.Status.COMPLETE)), default=F("status")
+    )
+    Comparison.objects.filter(pk=comparison.pk).update(votes=F("votes") + 1, status=complete)
     return judgement, True
 
 
@@ -243,6 +300,10 @@ def assignment_skip(*, assignment_id: int, annotator, reason: str) -> Assignment
         raise ArbiterError("That comparison is not assigned to you.")
     if assignment.status == Assignment.Status.SUBMITTED:
         raise ArbiterError("You already judged this comparison.")
+    if assignment.status == Assignment.Status.SKIPPED:
+        return assignment
+    if assignment.status == Assignment.Status.LEASED:
+        Comparison.objects.filter(pk=assignment.comparison_id).update(slots_taken=F("slots_taken") - 1)
     assignment.status = Assignment.Status.SKIPPED
     assignment.skip_reason = reason[:500]
     assignment.finished_at = timezone.now()

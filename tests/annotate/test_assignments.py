@@ -11,6 +11,7 @@ from annotate.services.assignments import (
     Verdict,
     assignment_next,
     assignment_skip,
+    assignments_expire,
     comparison_set_gold,
     judgement_submit,
 )
@@ -222,3 +223,26 @@ def test_many_threads_pulling_and_submitting_at_once_give_exactly_k_each():
         voters = list(c.judgements.values_list("annotator_id", flat=True))
         assert len(voters) == k == len(set(voters))
         assert c.status == "complete"
+        assert c.votes == c.slots_taken == k  # the counters match the rows they count
+
+
+def test_counters_follow_leases_skips_and_the_sweep():
+    campaign = make_campaign(n_comparisons=1, k=2)
+    u1, u2, u3 = annotators(3)
+    comparison = Comparison.objects.get(campaign=campaign)
+    a1 = assignment_next(campaign=campaign, annotator=u1)
+    a2 = assignment_next(campaign=campaign, annotator=u2)
+    comparison.refresh_from_db()
+    assert (comparison.slots_taken, comparison.votes) == (2, 0)
+    assert assignment_next(campaign=campaign, annotator=u3) is None
+    assignment_skip(assignment_id=a1.id, annotator=u1, reason="unsure")
+    comparison.refresh_from_db()
+    assert comparison.slots_taken == 1
+    Assignment.objects.filter(pk=a2.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    assert assignments_expire(campaign=campaign) == 1
+    comparison.refresh_from_db()
+    assert comparison.slots_taken == 0
+    # The expired lease can still be submitted while a slot is free.
+    judgement_submit(assignment_id=a2.id, annotator=u2, verdict=Verdict(choice=4))
+    comparison.refresh_from_db()
+    assert (comparison.slots_taken, comparison.votes, comparison.status) == (1, 1, "open")
