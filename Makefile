@@ -17,6 +17,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(REQS) | $(BIN)/python
+	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -r requirements-test.txt
 	rm -f $(VENV)/.installed-*
 	touch $@

@@ -18,6 +18,10 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arbite
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
 os.environ["ARBITER_VAR_DIR"] = str(OUTPUT / "var")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop beside live_server
+# Hugging Face libraries stay offline and keep their caches inside the test folder.
+os.environ["HF_HOME"] = str(OUTPUT / "hf-home")
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 HOW_TO_START = {
     "PostgreSQL": "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",

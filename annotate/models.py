@@ -356,3 +356,100 @@ class ImportBatch(BaseModel):
     @property
     def finished(self) -> bool:
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+
+
+class DatasetSnapshot(BaseModel):
+    """A frozen, versioned selection of judgements, aggregated into preference pairs.
+
+    Membership is stored (`SnapshotPair`, `SnapshotJudgement`, both protecting the rows
+    they point at), so a snapshot never changes once it is ready, whatever happens to
+    its campaigns later.
+    """
+
+    class Status(models.TextChoices):
+        BUILDING = "building"
+        READY = "ready"
+        FAILED = "failed"
+
+    class Aggregation(models.TextChoices):
+        MAJORITY = "majority", "Majority of the votes"
+        MEAN = "mean", "Mean of the 5-point scale"
+
+    class Ties(models.TextChoices):
+        KEEP = "keep", "Keep (margin 0)"
+        DROP = "drop", "Drop"
+
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    campaigns = models.ManyToManyField(Campaign, related_name="snapshots")
+    filters = models.JSONField(default=dict, help_text="min_votes, min_agreement, include_synthetic, date range.")
+    aggregation = models.CharField(max_length=10, choices=Aggregation.choices, default=Aggregation.MAJORITY)
+    ties = models.CharField(max_length=4, choices=Ties.choices, default=Ties.KEEP)
+    seed = models.PositiveIntegerField(default=0)
+    test_fraction = models.FloatField(default=0.2)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BUILDING)
+    progress = models.FloatField(default=0.0)
+    message = models.TextField(blank=True, default="")
+    content_hash = models.CharField(max_length=64, blank=True, default="")
+    stats = models.JSONField(default=dict, blank=True, help_text="Counts, split sizes, agreement.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["building", "ready", "failed"]), name="snapshot_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(test_fraction__gte=0) & Q(test_fraction__lt=1), name="snapshot_test_fraction_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="ready") | Q(content_hash=""), name="snapshot_hash_only_when_ready"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+
+class SnapshotPair(models.Model):
+    """One comparison in a snapshot: its aggregated preference and its split."""
+
+    class Preferred(models.TextChoices):
+        A = "A"
+        B = "B"
+        TIE = "tie"
+
+    snapshot = models.ForeignKey(DatasetSnapshot, on_delete=models.CASCADE, related_name="pairs")
+    comparison = models.ForeignKey(Comparison, on_delete=models.PROTECT, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="+")
+    split = models.CharField(max_length=5)
+    preferred = models.CharField(max_length=3, choices=Preferred.choices)
+    margin = models.FloatField()
+    votes = models.PositiveIntegerField()
+    agreement = models.FloatField(help_text="Share of votes on the winning side (A, B or tie).")
+
+    class Meta:
+        constraints = [
+            # Its index also serves the exports, which stream a snapshot's pairs in comparison order.
+            models.UniqueConstraint(fields=["snapshot", "comparison"], name="snapshotpair_once"),
+            models.CheckConstraint(condition=Q(split__in=["train", "test"]), name="snapshotpair_split_valid"),
+            models.CheckConstraint(condition=Q(margin__gte=0), name="snapshotpair_margin_nonnegative"),
+        ]
+
+
+class SnapshotJudgement(models.Model):
+    """A judgement frozen into a snapshot (the `raw` and `steps` exports read these)."""
+
+    snapshot = models.ForeignKey(DatasetSnapshot, on_delete=models.CASCADE, related_name="+")
+    judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="+")
+    split = models.CharField(max_length=5)
+
+    class Meta:
+        constraints = [
+            # Its index also serves the raw export: a snapshot's judgements in id order.
+            models.UniqueConstraint(fields=["snapshot", "judgement"], name="snapshotjudgement_once"),
+            models.CheckConstraint(condition=Q(split__in=["train", "test"]), name="snapshotjudgement_split_valid"),
+        ]

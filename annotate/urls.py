@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotate import views
+from annotate import dataset_views, views
 
 app_name = "annotate"
 urlpatterns = [
@@ -13,4 +13,7 @@ urlpatterns = [
     path("comparisons/<int:comparison_id>/", views.comparison_votes, name="comparison-votes"),
     path("assignments/<int:assignment_id>/judgement/", views.judgement_post, name="judgement"),
     path("assignments/<int:assignment_id>/skip/", views.skip_post, name="skip"),
+    path("datasets/", dataset_views.datasets, name="datasets"),
+    path("datasets/<int:snapshot_id>/", dataset_views.dataset, name="dataset"),
+    path("datasets/<int:snapshot_id>/download", dataset_views.dataset_download, name="dataset-download"),
 ]

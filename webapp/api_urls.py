@@ -3,24 +3,28 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from annotate import api as annotate_api
+from annotate import dataset_api
+from webapp.api import WhoAmIApi
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("whoami", WhoAmIApi.as_view(), name="api-whoami"),
+    # Trajectory import (admins)
     path("trajectories/", annotate_api.TrajectoryImportApi.as_view(), name="api-trajectories"),
     path("imports/", annotate_api.ImportUploadApi.as_view(), name="api-imports"),
     path("imports/<int:batch_id>/", annotate_api.ImportDetailApi.as_view(), name="api-import-detail"),
-]
-urlpatterns += [
+    # Labeling (annotators and admins)
     path("assignments/next", annotate_api.AssignmentNextApi.as_view(), name="api-assignment-next"),
     path("assignments/<int:assignment_id>/judgement", annotate_api.JudgementSubmitApi.as_view(),
          name="api-judgement-submit"),
     path("assignments/<int:assignment_id>/skip", annotate_api.AssignmentSkipApi.as_view(), name="api-assignment-skip"),
+    # Reading campaigns (researchers and admins)
     path("campaigns/<int:campaign_id>/judgements", annotate_api.CampaignJudgementsApi.as_view(),
          name="api-campaign-judgements"),
     path("campaigns/<int:campaign_id>/agreement", annotate_api.CampaignAgreementApi.as_view(),
          name="api-campaign-agreement"),
+    # Datasets (researchers and admins)
+    path("datasets/", dataset_api.DatasetListCreateApi.as_view(), name="api-datasets"),
+    path("datasets/<int:snapshot_id>", dataset_api.DatasetDetailApi.as_view(), name="api-dataset"),
+    path("datasets/<int:snapshot_id>/download", dataset_api.DatasetDownloadApi.as_view(), name="api-dataset-download"),
 ]
-
-from webapp.api import WhoAmIApi  # noqa: E402
-
-urlpatterns += [path("whoami", WhoAmIApi.as_view(), name="api-whoami")]

@@ -169,6 +169,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "webapp.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # `?format=` names a dataset format (trl, raw, ...), not a DRF renderer.
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Arbiter API",
@@ -215,3 +217,7 @@ LOGGING = {
 }
 # A running import whose worker has not finished it after this long is marked failed.
 IMPORT_STALE_SECONDS = env.int("IMPORT_STALE_SECONDS", default=30 * 60)
+# Dataset snapshots: larger ones are built by a job; a build silent this long is failed.
+SNAPSHOT_INLINE_MAX_JUDGEMENTS = env.int("SNAPSHOT_INLINE_MAX_JUDGEMENTS", default=20_000)
+SNAPSHOT_STALE_SECONDS = env.int("SNAPSHOT_STALE_SECONDS", default=30 * 60)
+EXPORT_DIR = VAR_DIR / "exports"

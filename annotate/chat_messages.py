@@ -1,0 +1,88 @@
+"""Canonical steps as chat messages, the form TRL and chat templates read (plain Python).
+
+Every message has the same keys, so JSONL and Parquet carry one schema:
+`role`, `content`, `tool_calls` (list or null), `tool_call_id` (or null), `name` (or null).
+A thought followed by tool calls becomes one assistant message with that text as content
+and the calls as `tool_calls` (arguments as a JSON string, as the OpenAI format has
+them); each observation is a `tool` message answering its call; the answer is the final
+assistant message, with its quotes listed after the text.
+"""
+from __future__ import annotations
+
+import json
+
+
+def _message(role: str, content: str = "", *, tool_calls=None, tool_call_id=None, name=None) -> dict:
+    return {"role": role, "content": content, "tool_calls": tool_calls, "tool_call_id": tool_call_id, "name": name}
+
+
+def _arguments(arguments) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+
+
+def steps_to_messages(steps: list[dict]) -> list[dict]:
+    messages: list[dict] = []
+    pending_thought: str | None = None
+    open_calls: list[str] = []  # call ids waiting for their observation, in order
+    for i, step in enumerate(steps):
+        kind = step.get("kind")
+        if kind == "thought":
+            if pending_thought is not None:
+                messages.append(_message("assistant", pending_thought))
+            pending_thought = step.get("text", "")
+        elif kind == "action":
+            call_id = step.get("call_id") or f"call_{i}"
+            call = {"id": call_id, "type": "function",
+                    "function": {"name": step.get("tool", ""), "arguments": _arguments(step.get("arguments", {}))}}
+            last = messages[-1] if messages else None
+            # Calls in a row (parallel calls) share one assistant message.
+            if pending_thought is None and last and last["role"] == "assistant" and last["tool_calls"]:
+                last["tool_calls"].append(call)
+            else:
+                messages.append(_message("assistant", pending_thought or "", tool_calls=[call]))
+                pending_thought = None
+            open_calls.append(call_id)
+        elif kind == "observation":
+            if pending_thought is not None:
+                messages.append(_message("assistant", pending_thought))
+                pending_thought = None
+            call_id = step.get("call_id") or (open_calls[0] if open_calls else None)
+            if call_id in open_calls:
+                open_calls.remove(call_id)
+            if call_id is None:  # an observation with no call before it (a user turn, say)
+                messages.append(_message("user", step.get("content", "")))
+            else:
+                messages.append(_message("tool", step.get("content", ""), tool_call_id=call_id,
+                                         name=step.get("tool") or None))
+        elif kind == "answer":
+            text = step.get("text", "")
+            quotes = step.get("quotes") or []
+            if quotes:
+                text += "\n\nQuotes:\n" + "\n".join(f"> {q}" for q in quotes)
+            if pending_thought is not None:
+                text = f"{pending_thought}\n\n{text}"
+                pending_thought = None
+            messages.append(_message("assistant", text))
+    if pending_thought is not None:
+        messages.append(_message("assistant", pending_thought))
+    return messages
+
+
+def prompt_messages(prompt: str) -> list[dict]:
+    return [_message("user", prompt)]
+
+
+def messages_to_text(messages: list[dict]) -> str:
+    """A plain-text transcript for models without a chat template."""
+    lines = []
+    for m in messages:
+        if m["role"] == "user":
+            lines.append(f"User: {m['content']}")
+        elif m["role"] == "tool":
+            lines.append(f"Tool ({m['name'] or 'result'}): {m['content']}")
+        else:
+            if m["content"]:
+                lines.append(f"Assistant: {m['content']}")
+            for call in m["tool_calls"] or []:
+                lines.append(f"Assistant calls {call['function']['name']}({call['function']['arguments']})")
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""Dataset snapshot pages: list and create, follow a build, download (researchers and admins)."""
+from __future__ import annotations
+
+from django.http import FileResponse, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from annotate.dataset_forms import SnapshotForm
+from annotate.exports import FILETYPES, FORMATS, export_download_path
+from annotate.models import DatasetSnapshot
+from annotate.services.datasets import snapshot_create_from_input, snapshots_fail_stale
+from webapp.access import role_required
+from webapp.errors import ArbiterError
+from webapp.roles import Role
+
+DATA_ROLES = (Role.RESEARCHER, Role.ADMIN)
+
+
+@role_required(*DATA_ROLES)
+def datasets(request: HttpRequest) -> HttpResponse:
+    form = SnapshotForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            snapshot = snapshot_create_from_input(
+                data=form.cleaned_data, campaigns=list(form.cleaned_data["campaigns"]), created_by=request.user
+            )
+        except ArbiterError as exc:
+            form.add_error(None, exc.message)
+        else:
+            return redirect("annotate:dataset", snapshot_id=snapshot.id)
+    snapshots_fail_stale()
+    snapshots = DatasetSnapshot.objects.prefetch_related("campaigns").order_by("-created_at")[:100]
+    return render(request, "annotate/datasets.html", {"form": form, "snapshots": snapshots},
+                  status=400 if form.errors else 200)
+
+
+@role_required(*DATA_ROLES)
+def dataset(request: HttpRequest, snapshot_id: int) -> HttpResponse:
+    snapshots_fail_stale()
+    snapshot = get_object_or_404(DatasetSnapshot.objects.prefetch_related("campaigns"), pk=snapshot_id)
+    context = {"snapshot": snapshot, "formats": FORMATS, "filetypes": FILETYPES}
+    if request.htmx:
+        response = render(request, "annotate/dataset.html#snapshot-status", context)
+        if snapshot.status != DatasetSnapshot.Status.BUILDING:
+            response.status_code = 286  # htmx: stop polling
+        return response
+    return render(request, "annotate/dataset.html", context)
+
+
+@role_required(*DATA_ROLES)
+def dataset_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
+    snapshot = get_object_or_404(DatasetSnapshot, pk=snapshot_id)
+    fmt, filetype = request.GET.get("format", "trl"), request.GET.get("filetype", "parquet")
+    try:
+        path = export_download_path(snapshot, fmt, filetype)
+    except ArbiterError as exc:
+        return render(request, "annotate/error.html", {"message": exc.message}, status=400)
+    return FileResponse(path.open("rb"), as_attachment=True,
+                        filename=f"arbiter-snapshot-{snapshot.pk}-{fmt}-{filetype}.zip")

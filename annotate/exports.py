@@ -1,0 +1,297 @@
+"""Exports of a frozen snapshot: `trl`, `trl_text`, `raw` and `steps`, as JSONL or Parquet.
+
+Rows are streamed from the database in a fixed order and written in batches, so memory
+does not grow with the snapshot, and the same snapshot always gives byte-identical files.
+
+- `trl`: `prompt`, `chosen`, `rejected` as chat messages (tool calls stay structured:
+  assistant messages with `tool_calls`, `tool` messages for results), plus `margin`,
+  `comparison_id`, `task_id`, `votes`, `preferred`, `split`. Loads with `datasets` and
+  trains with TRL's `RewardTrainer` as it is. A kept tie is a pair with margin 0 and
+  `preferred` = "tie" (chosen is A).
+- `trl_text`: the same with plain-text transcripts, for models without a chat template.
+- `raw`: one row per judgement: pseudonymous annotator, the side shown left, the choice
+  in A/B terms, ratings, first wrong steps, rationale, seconds, synthetic, time.
+- `steps`: TRL's stepwise-supervision form for process reward models: for each judged
+  side with a first wrong step, `prompt`, `completions` (the steps up to and including
+  the first wrong one, as text) and `labels` (true for each good step, false for it).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from django.conf import settings
+
+from annotate.chat_messages import messages_to_text, prompt_messages, steps_to_messages
+from annotate.models import DatasetSnapshot, SnapshotJudgement, SnapshotPair
+from webapp.errors import ArbiterError
+from webapp.models import User
+from webapp.version import VERSION
+
+FORMATS = ("trl", "trl_text", "raw", "steps")
+FILETYPES = ("jsonl", "parquet")
+BATCH = 2000
+
+_CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
+                   ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
+_MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(_CALL)),
+                      ("tool_call_id", pa.string()), ("name", pa.string())])
+_MESSAGES = pa.list_(_MESSAGE)
+_PAIR_META = [("margin", pa.float64()), ("comparison_id", pa.int64()), ("task_id", pa.string()),
+              ("votes", pa.int64()), ("preferred", pa.string()), ("split", pa.string())]
+
+SCHEMAS = {
+    "trl": pa.schema([("prompt", _MESSAGES), ("chosen", _MESSAGES), ("rejected", _MESSAGES), *_PAIR_META]),
+    "trl_text": pa.schema([("prompt", pa.string()), ("chosen", pa.string()), ("rejected", pa.string()), *_PAIR_META]),
+    "raw": pa.schema([
+        ("judgement_id", pa.int64()), ("comparison_id", pa.int64()), ("task_id", pa.string()),
+        ("annotator", pa.string()), ("shown_left", pa.string()), ("choice", pa.int64()),
+        ("preferred", pa.string()), ("both_bad", pa.bool_()), ("ratings", pa.string()),
+        ("first_wrong_step_a", pa.int64()), ("first_wrong_step_b", pa.int64()), ("rationale", pa.string()),
+        ("seconds", pa.float64()), ("synthetic", pa.bool_()), ("created_at", pa.string()), ("split", pa.string()),
+    ]),
+    "steps": pa.schema([
+        ("prompt", pa.string()), ("completions", pa.list_(pa.string())), ("labels", pa.list_(pa.bool_())),
+        ("judgement_id", pa.int64()), ("comparison_id", pa.int64()), ("trajectory_id", pa.int64()),
+        ("task_id", pa.string()), ("annotator", pa.string()), ("side", pa.string()), ("split", pa.string()),
+    ]),
+}
+DESCRIPTIONS = {
+    "trl": "Preference pairs as chat messages with structured tool calls; train with TRL's RewardTrainer.",
+    "trl_text": "Preference pairs as plain-text transcripts, for models without a chat template.",
+    "raw": "One row per judgement, annotators pseudonymized.",
+    "steps": "Step-level labels from first-wrong-step marks (TRL stepwise supervision) for process reward models.",
+}
+
+
+def _require_ready(snapshot: DatasetSnapshot) -> None:
+    if snapshot.status == DatasetSnapshot.Status.BUILDING:
+        raise ArbiterError(f"Snapshot {snapshot.pk} is still building ({snapshot.progress:.0%}); try again when it is ready.")
+    if snapshot.status != DatasetSnapshot.Status.READY:
+        raise ArbiterError(f"Snapshot {snapshot.pk} failed to build and has nothing to export: {snapshot.message}")
+
+
+def _check(fmt: str, filetype: str | None = None) -> None:
+    if fmt not in FORMATS:
+        raise ArbiterError(f"Unknown format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+    if filetype is not None and filetype not in FILETYPES:
+        raise ArbiterError(f"Unknown file type {filetype!r}; choose jsonl or parquet.")
+
+
+def _pseudonyms() -> dict[int, str]:
+    return {u.pk: u.pseudonym for u in User.objects.only("id")}
+
+
+def _step_text(step: dict) -> str:
+    kind = step.get("kind")
+    if kind == "action":
+        arguments = step.get("arguments", {})
+        arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        return f"{step.get('tool', '')}[{arguments}]"
+    if kind == "observation":
+        return f"Observation ({step.get('tool') or 'result'}): {step.get('content', '')}"
+    return step.get("text", "")
+
+
+def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) -> Iterator[dict]:
+    """The rows of one format, in a fixed order (comparison, then judgement id)."""
+    _check(fmt)
+    _require_ready(snapshot)
+    if fmt in ("trl", "trl_text"):
+        pairs = SnapshotPair.objects.filter(snapshot=snapshot).order_by("comparison_id")
+        if split:
+            pairs = pairs.filter(split=split)
+        for p in pairs.values_list(
+            "comparison_id", "preferred", "margin", "votes", "split", "task__external_id", "task__prompt",
+            "comparison__trajectory_a__steps", "comparison__trajectory_b__steps",
+        ).iterator(chunk_size=BATCH):
+            comparison_id, preferred, margin, votes, row_split, task_id, prompt, steps_a, steps_b = p
+            chosen, rejected = (steps_b, steps_a) if preferred == "B" else (steps_a, steps_b)
+            prompt_msgs = prompt_messages(prompt)
+            chosen_msgs, rejected_msgs = steps_to_messages(chosen), steps_to_messages(rejected)
+            if fmt == "trl_text":
+                prompt_out = messages_to_text(prompt_msgs)
+                chosen_out, rejected_out = messages_to_text(chosen_msgs), messages_to_text(rejected_msgs)
+            else:
+                prompt_out, chosen_out, rejected_out = prompt_msgs, chosen_msgs, rejected_msgs
+            yield {"prompt": prompt_out, "chosen": chosen_out, "rejected": rejected_out, "margin": margin,
+                   "comparison_id": comparison_id, "task_id": task_id, "votes": votes, "preferred": preferred,
+                   "split": row_split}
+        return
+
+    members = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id")
+    if split:
+        members = members.filter(split=split)
+    names = _pseudonyms()
+    if fmt == "raw":
+        for r in members.values_list(
+            "judgement_id", "judgement__comparison_id", "judgement__comparison__task__external_id",
+            "judgement__annotator_id", "judgement__assignment__left_is_a", "judgement__choice",
+            "judgement__both_bad", "judgement__ratings", "judgement__first_wrong_step_a",
+            "judgement__first_wrong_step_b", "judgement__rationale", "judgement__seconds",
+            "judgement__synthetic", "judgement__created_at", "split",
+        ).iterator(chunk_size=BATCH):
+            (jid, cid, task_id, annotator, left_is_a, choice, both_bad, ratings, wrong_a, wrong_b,
+             rationale, seconds, synthetic, created_at, row_split) = r
+            yield {
+                "judgement_id": jid, "comparison_id": cid, "task_id": task_id, "annotator": names[annotator],
+                "shown_left": None if left_is_a is None else ("A" if left_is_a else "B"), "choice": choice,
+                "preferred": "A" if choice < 3 else ("B" if choice > 3 else "tie"), "both_bad": both_bad,
+                "ratings": json.dumps(ratings, sort_keys=True), "first_wrong_step_a": wrong_a,
+                "first_wrong_step_b": wrong_b, "rationale": rationale, "seconds": seconds,
+                "synthetic": synthetic, "created_at": created_at.isoformat(), "split": row_split,
+            }
+        return
+
+    marked = members.exclude(judgement__first_wrong_step_a__isnull=True, judgement__first_wrong_step_b__isnull=True)
+    for r in marked.values_list(
+        "judgement_id", "judgement__comparison_id", "judgement__comparison__task__external_id",
+        "judgement__comparison__task__prompt", "judgement__annotator_id", "judgement__first_wrong_step_a",
+        "judgement__first_wrong_step_b", "judgement__comparison__trajectory_a_id",
+        "judgement__comparison__trajectory_a__steps", "judgement__comparison__trajectory_b_id",
+        "judgement__comparison__trajectory_b__steps", "split",
+    ).iterator(chunk_size=BATCH):
+        jid, cid, task_id, prompt, annotator, wrong_a, wrong_b, a_id, steps_a, b_id, steps_b, row_split = r
+        for side, wrong, trajectory_id, steps in (("A", wrong_a, a_id, steps_a), ("B", wrong_b, b_id, steps_b)):
+            if wrong is None or wrong >= len(steps):
+                continue
+            completions = [_step_text(s) for s in steps[: wrong + 1]]
+            yield {"prompt": prompt, "completions": completions, "labels": [True] * wrong + [False],
+                   "judgement_id": jid, "comparison_id": cid, "trajectory_id": trajectory_id, "task_id": task_id,
+                   "annotator": names[annotator], "side": side, "split": row_split}
+
+
+def write_rows(rows: Iterator[dict], path: Path, fmt: str, filetype: str) -> int:
+    """Stream rows into one file; returns how many were written."""
+    count = 0
+    if filetype == "jsonl":
+        with path.open("w", encoding="utf-8") as out:
+            for row in rows:
+                out.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+                count += 1
+        return count
+    schema = SCHEMAS[fmt]
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        batch: list[dict] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= BATCH:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                count += len(batch)
+                batch = []
+        if batch or count == 0:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            count += len(batch)
+    return count
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict[str, int]) -> str:
+    meta = {
+        "pretty_name": f"Arbiter snapshot {snapshot.pk}: {snapshot.name}",
+        "tags": ["rlhf", "preferences", "agents", "arbiter"],
+        "configs": [{"config_name": "default", "data_files": [
+            {"split": split, "path": f"data/{split}.{filetype}"} for split in files]}],
+        "dataset_info": {"splits": [{"name": split, "num_examples": n} for split, n in files.items()]},
+        "arbiter": {
+            "snapshot_id": snapshot.pk,
+            "content_hash": snapshot.content_hash,
+            "format": fmt,
+            "campaigns": sorted(snapshot.campaigns.values_list("name", flat=True)),
+            "filters": snapshot.filters,
+            "aggregation": snapshot.aggregation,
+            "ties": snapshot.ties,
+            "seed": snapshot.seed,
+            "test_fraction": snapshot.test_fraction,
+            "stats": snapshot.stats,
+            "software": f"arbiter {VERSION}",
+        },
+    }
+    columns = "\n".join(f"| `{f.name}` | `{f.type}` |" for f in SCHEMAS[fmt])
+    load = f'load_dataset("{"json" if filetype == "jsonl" else "parquet"}", data_files={{"train": "data/train.{filetype}", "test": "data/test.{filetype}"}})'
+    return (
+        "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n"
+        f"# {snapshot.name}\n\n{snapshot.description}\n\n{DESCRIPTIONS[fmt]}\n\n"
+        f"Frozen snapshot {snapshot.pk} of Arbiter, content hash `{snapshot.content_hash}`. "
+        f"Aggregation: {snapshot.get_aggregation_display().lower()}; ties: {snapshot.get_ties_display().lower()}. "
+        "Train and test are split by task, so no task is in both. Annotators are pseudonymized; "
+        "gold comparisons are left out, and synthetic judgements unless the filters say otherwise.\n\n"
+        "## Files\n\n" + "\n".join(f"- `data/{s}.{filetype}`: {n} rows" for s, n in files.items()) +
+        "\n\n## Columns\n\n| column | type |\n|---|---|\n" + columns +
+        f"\n\n## Loading\n\n```python\nfrom datasets import load_dataset\nds = {load}\n```\n"
+    )
+
+
+def export_bundle_dir(snapshot: DatasetSnapshot, fmt: str, filetype: str, out_dir: Path) -> dict[str, int]:
+    """README.md, manifest.json and data/{train,test}.{filetype} in `out_dir`."""
+    _check(fmt, filetype)
+    _require_ready(snapshot)
+    (out_dir / "data").mkdir(parents=True, exist_ok=True)
+    files = {}
+    for split in ("train", "test"):
+        files[split] = write_rows(iter_rows(snapshot, fmt, split=split), out_dir / "data" / f"{split}.{filetype}",
+                                  fmt, filetype)
+    (out_dir / "README.md").write_text(dataset_card(snapshot, fmt, filetype, files), encoding="utf-8")
+    manifest = {
+        "snapshot_id": snapshot.pk, "content_hash": snapshot.content_hash, "format": fmt, "filetype": filetype,
+        "files": {name: {"sha256": _sha256(out_dir / name), "bytes": (out_dir / name).stat().st_size}
+                  for name in ["README.md"] + [f"data/{s}.{filetype}" for s in files]},
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return files
+
+
+def _zip_dir(src: Path, target: Path) -> None:
+    """A zip with fixed timestamps and order, so the same content gives the same bytes."""
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(p for p in src.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(str(path.relative_to(src)), date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            with path.open("rb") as f, zf.open(info, "w") as dst:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    dst.write(chunk)
+
+
+def export_zip(snapshot: DatasetSnapshot, fmt: str, filetype: str, target: Path) -> Path:
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        export_bundle_dir(snapshot, fmt, filetype, Path(tmp) / "bundle")
+        partial = Path(tmp) / "bundle.zip"
+        _zip_dir(Path(tmp) / "bundle", partial)
+        os.replace(partial, target)
+    return target
+
+
+def export_download_path(snapshot: DatasetSnapshot, fmt: str, filetype: str) -> Path:
+    """The zipped bundle for a download, built once per snapshot, format and file type."""
+    _check(fmt, filetype)
+    _require_ready(snapshot)
+    folder = Path(settings.EXPORT_DIR) / str(snapshot.pk)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{snapshot.content_hash[:12]}-{fmt}-{filetype}.zip"
+    if not target.exists():
+        export_zip(snapshot, fmt, filetype, target)
+    return target
+
+
+def export_file(snapshot: DatasetSnapshot, fmt: str, out: Path) -> int:
+    """One data file (both splits, with a `split` column), its type from the extension."""
+    filetype = out.suffix.lstrip(".")
+    _check(fmt, filetype)
+    _require_ready(snapshot)
+    return write_rows(iter_rows(snapshot, fmt), out, fmt, filetype)

@@ -1,0 +1,66 @@
+"""From votes to a preference: aggregation rules and the task split (plain Python).
+
+Votes are choices on the 5-point scale in A/B terms (1 A much better .. 3 tie .. 5 B much
+better).
+
+- `majority`: the side (A, B or tie) with the most votes wins; equal counts for A and B
+  make a tie. Margin = (votes for the winner - votes for the other side) / votes, in [0, 1].
+- `mean`: s = mean of (3 - choice) over the votes, in [-2, 2]; A wins when s > 0, B when
+  s < 0, tie at 0. Margin = |s|, in [0, 2]: "much better" counts double.
+Agreement = share of votes on the winning side (for a tie, the share of tie votes).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+
+from annotate.agreement import direction
+
+RULES = ("majority", "mean")
+
+
+@dataclass(frozen=True)
+class Preference:
+    preferred: str  # "A", "B" or "tie"
+    margin: float
+    votes: int
+    agreement: float
+
+
+def aggregate(choices: list[int], rule: str, *, adjudicated: int | None = None) -> Preference:
+    """Aggregate one comparison's votes. An adjudicated label, where one exists, decides the side."""
+    if not choices:
+        raise ValueError("a comparison needs at least one vote")
+    counts = Counter({"A": 0, "B": 0, "tie": 0})
+    for c in choices:
+        counts[{-1: "A", 0: "tie", 1: "B"}[direction(c)]] += 1
+    n = len(choices)
+    if adjudicated is not None:
+        preferred = {-1: "A", 0: "tie", 1: "B"}[direction(adjudicated)]
+        margin = 1.0 if rule == "majority" else float(abs(3 - adjudicated))
+        if preferred == "tie":
+            margin = 0.0
+        return Preference(preferred, margin, n, counts[preferred] / n)
+    if rule == "majority":
+        if counts["A"] > counts["B"] and counts["A"] >= counts["tie"]:
+            preferred = "A"
+        elif counts["B"] > counts["A"] and counts["B"] >= counts["tie"]:
+            preferred = "B"
+        else:
+            preferred = "tie"
+        margin = 0.0 if preferred == "tie" else abs(counts["A"] - counts["B"]) / n
+    elif rule == "mean":
+        score = sum(3 - c for c in choices) / n
+        preferred = "A" if score > 0 else ("B" if score < 0 else "tie")
+        margin = abs(score)
+    else:
+        raise ValueError(f"unknown aggregation rule {rule!r}")
+    return Preference(preferred, round(margin, 6), n, round(counts[preferred] / n, 6))
+
+
+def task_split(external_id: str, *, seed: int, test_fraction: float) -> str:
+    """'train' or 'test' for a task, from a hash of the seed and its id: stable, and never both."""
+    digest = hashlib.sha256(f"{seed}:{external_id}".encode()).digest()
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    return "test" if u < test_fraction else "train"

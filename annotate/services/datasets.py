@@ -1,0 +1,265 @@
+"""Dataset snapshots: choose judgements by filters, aggregate them, split by task, freeze.
+
+A small snapshot is built in the request; a large one by a job on the `default` queue
+(`SNAPSHOT_INLINE_MAX_JUDGEMENTS`), with its progress on the snapshot page. The build
+reads the votes in a stream, then writes the frozen membership in one transaction, so a
+failed build leaves no half-written snapshot: only its row, marked failed with the reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from datetime import timezone as dt_timezone
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from annotate.agreement import krippendorff_alpha_ordinal, pairwise_agreement
+from annotate.models import Campaign, DatasetSnapshot, Judgement, SnapshotJudgement, SnapshotPair
+from annotate.preferences import RULES, aggregate, task_split
+from webapp.errors import ArbiterError
+
+log = logging.getLogger(__name__)
+WRITE_BATCH = 5000
+
+
+@dataclass(frozen=True)
+class SnapshotFilters:
+    min_votes: int = 1
+    min_agreement: float = 0.0
+    include_synthetic: bool = False
+    date_from: date | None = None
+    date_to: date | None = None
+
+    def as_json(self) -> dict:
+        return {
+            "min_votes": self.min_votes,
+            "min_agreement": self.min_agreement,
+            "include_synthetic": self.include_synthetic,
+            "exclude_gold": True,
+            "date_from": self.date_from.isoformat() if self.date_from else None,
+            "date_to": self.date_to.isoformat() if self.date_to else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> SnapshotFilters:
+        return cls(
+            min_votes=data.get("min_votes", 1),
+            min_agreement=data.get("min_agreement", 0.0),
+            include_synthetic=data.get("include_synthetic", False),
+            date_from=date.fromisoformat(data["date_from"]) if data.get("date_from") else None,
+            date_to=date.fromisoformat(data["date_to"]) if data.get("date_to") else None,
+        )
+
+
+def matching_judgements(*, campaign_ids: list[int], filters: SnapshotFilters) -> QuerySet[Judgement]:
+    """Judgements of the campaigns that pass the per-judgement filters (gold never does)."""
+    qs = Judgement.objects.filter(comparison__campaign_id__in=campaign_ids, comparison__is_gold=False)
+    if not filters.include_synthetic:
+        qs = qs.filter(synthetic=False)
+    if filters.date_from:
+        qs = qs.filter(created_at__gte=datetime.combine(filters.date_from, time.min, tzinfo=dt_timezone.utc))
+    if filters.date_to:
+        end = datetime.combine(filters.date_to + timedelta(days=1), time.min, tzinfo=dt_timezone.utc)
+        qs = qs.filter(created_at__lt=end)
+    return qs
+
+
+def _validate(*, name, campaigns, filters, aggregation, ties, test_fraction) -> None:
+    problems = []
+    if not name.strip():
+        problems.append("a snapshot needs a name")
+    if not campaigns:
+        problems.append("choose at least one campaign")
+    if aggregation not in RULES:
+        problems.append(f"aggregation must be one of {', '.join(RULES)}")
+    if ties not in ("keep", "drop"):
+        problems.append("ties must be keep or drop")
+    if not 0 <= test_fraction < 1:
+        problems.append("test_fraction must be at least 0 and below 1")
+    if filters.min_votes < 1:
+        problems.append("min_votes must be at least 1")
+    if not 0 <= filters.min_agreement <= 1:
+        problems.append("min_agreement must be between 0 and 1")
+    if filters.date_from and filters.date_to and filters.date_from > filters.date_to:
+        problems.append("date_from is after date_to")
+    if problems:
+        raise ArbiterError("The snapshot was not created: " + "; ".join(problems) + ".")
+
+
+def snapshot_create(
+    *,
+    name: str,
+    campaigns: list[Campaign],
+    filters: SnapshotFilters = SnapshotFilters(),
+    aggregation: str = "majority",
+    ties: str = "keep",
+    seed: int = 0,
+    test_fraction: float = 0.2,
+    description: str = "",
+    created_by=None,
+) -> DatasetSnapshot:
+    """Create a snapshot: built now when small, by a job when large. Nothing matches: an error."""
+    _validate(name=name, campaigns=campaigns, filters=filters, aggregation=aggregation, ties=ties,
+              test_fraction=test_fraction)
+    n = matching_judgements(campaign_ids=[c.id for c in campaigns], filters=filters).count()
+    if n == 0:
+        raise ArbiterError("No judgement matches these campaigns and filters; nothing was created.")
+    with transaction.atomic():
+        snapshot = DatasetSnapshot.objects.create(
+            name=name.strip(), description=description, filters=filters.as_json(), aggregation=aggregation,
+            ties=ties, seed=seed, test_fraction=test_fraction, created_by=created_by, heartbeat_at=timezone.now(),
+        )
+        snapshot.campaigns.set(campaigns)
+    if n <= settings.SNAPSHOT_INLINE_MAX_JUDGEMENTS:
+        snapshot_build(snapshot_id=snapshot.id)
+        snapshot.refresh_from_db()
+    else:
+        from annotate.tasks import snapshot_build_task
+
+        transaction.on_commit(lambda: snapshot_build_task.delay(snapshot.id))
+    return snapshot
+
+
+def _progress(snapshot_id: int, value: float) -> None:
+    DatasetSnapshot.objects.filter(pk=snapshot_id).update(progress=round(value, 3), heartbeat_at=timezone.now())
+
+
+def snapshot_build(*, snapshot_id: int) -> None:
+    """Aggregate, split and freeze. Safe to run again on a snapshot that is still building."""
+    snapshot = DatasetSnapshot.objects.get(pk=snapshot_id)
+    if snapshot.status != DatasetSnapshot.Status.BUILDING:
+        return
+    try:
+        _build(snapshot)
+    except ArbiterError as exc:
+        _fail(snapshot, exc.message)
+    except Exception as exc:
+        log.exception("snapshot %s failed", snapshot_id)
+        _fail(snapshot, f"The build failed: {type(exc).__name__}: {exc}")
+        raise
+
+
+def _fail(snapshot: DatasetSnapshot, message: str) -> None:
+    DatasetSnapshot.objects.filter(pk=snapshot.pk).update(
+        status=DatasetSnapshot.Status.FAILED, message=message, progress=0, heartbeat_at=timezone.now()
+    )
+
+
+def _build(snapshot: DatasetSnapshot) -> None:
+    filters = SnapshotFilters.from_json(snapshot.filters)
+    campaign_ids = list(snapshot.campaigns.values_list("id", flat=True))
+    votes = matching_judgements(campaign_ids=campaign_ids, filters=filters)
+    total = votes.count()
+    rows = votes.order_by("comparison_id", "id").values_list(
+        "id", "comparison_id", "choice", "comparison__task_id", "comparison__task__external_id",
+        "comparison__adjudicated_choice",
+    )
+    pairs: list[SnapshotPair] = []
+    members: list[tuple[int, str]] = []
+    units: list[list[int]] = []
+    current: list[tuple] = []
+    seen = 0
+    dropped = {"min_votes": 0, "min_agreement": 0, "ties": 0}
+
+    def close(group: list[tuple]) -> None:
+        choices = [r[2] for r in group]
+        _, comparison_id, _, task_id, external_id, adjudicated = group[0]
+        if len(choices) < filters.min_votes:
+            dropped["min_votes"] += 1
+            return
+        pref = aggregate(choices, snapshot.aggregation, adjudicated=adjudicated)
+        if pref.agreement < filters.min_agreement:
+            dropped["min_agreement"] += 1
+            return
+        if pref.preferred == "tie" and snapshot.ties == "drop":
+            dropped["ties"] += 1
+            return
+        split = task_split(external_id, seed=snapshot.seed, test_fraction=snapshot.test_fraction)
+        pairs.append(SnapshotPair(
+            snapshot_id=snapshot.pk, comparison_id=comparison_id, task_id=task_id, split=split,
+            preferred=pref.preferred, margin=pref.margin, votes=pref.votes, agreement=pref.agreement,
+        ))
+        members.extend((r[0], split) for r in group)
+        units.append(choices)
+
+    for row in rows.iterator(chunk_size=5000):
+        if current and row[1] != current[0][1]:
+            close(current)
+            current = []
+        current.append(row)
+        seen += 1
+        if seen % 20000 == 0:
+            _progress(snapshot.pk, 0.8 * seen / max(total, 1))
+    if current:
+        close(current)
+    if not pairs:
+        raise ArbiterError(
+            "No comparison is left after the filters "
+            f"(dropped: {dropped['min_votes']} below min_votes, {dropped['min_agreement']} below "
+            f"min_agreement, {dropped['ties']} ties); nothing was frozen."
+        )
+    _progress(snapshot.pk, 0.8)
+
+    digest = hashlib.sha256()
+    for p in pairs:
+        digest.update(f"{p.comparison_id}|{p.split}|{p.preferred}|{p.margin}|{p.votes}\n".encode())
+    for judgement_id, _ in members:
+        digest.update(f"j{judgement_id}\n".encode())
+    agreement = pairwise_agreement(units)
+    stats = {
+        "pairs": len(pairs),
+        "judgements": len(members),
+        "train_pairs": sum(p.split == "train" for p in pairs),
+        "test_pairs": sum(p.split == "test" for p in pairs),
+        "train_tasks": len({p.task_id for p in pairs if p.split == "train"}),
+        "test_tasks": len({p.task_id for p in pairs if p.split == "test"}),
+        "ties": sum(p.preferred == "tie" for p in pairs),
+        "dropped": dropped,
+        "agreement": {
+            "krippendorff_alpha_ordinal": krippendorff_alpha_ordinal(units),
+            "pairwise_with_ties": agreement.with_ties,
+            "pairwise_excluding_ties": agreement.excluding_ties,
+            "pairwise_tie_as_half": agreement.tie_as_half,
+            "pairs_of_votes": agreement.pairs,
+        },
+    }
+    with transaction.atomic():
+        SnapshotPair.objects.bulk_create(pairs, batch_size=WRITE_BATCH)
+        for start in range(0, len(members), WRITE_BATCH):
+            SnapshotJudgement.objects.bulk_create(
+                [SnapshotJudgement(snapshot_id=snapshot.pk, judgement_id=j, split=s)
+                 for j, s in members[start:start + WRITE_BATCH]],
+                batch_size=WRITE_BATCH,
+            )
+        DatasetSnapshot.objects.filter(pk=snapshot.pk).update(
+            status=DatasetSnapshot.Status.READY, progress=1.0, content_hash=digest.hexdigest(),
+            stats=json.loads(json.dumps(stats)), message="", heartbeat_at=timezone.now(),
+        )
+
+
+def snapshots_fail_stale() -> int:
+    """Builds whose worker vanished are marked failed, so none stays 'building' forever."""
+    cutoff = timezone.now() - timedelta(seconds=settings.SNAPSHOT_STALE_SECONDS)
+    return DatasetSnapshot.objects.filter(status=DatasetSnapshot.Status.BUILDING, heartbeat_at__lt=cutoff).update(
+        status=DatasetSnapshot.Status.FAILED,
+        message="The worker stopped before the snapshot was built; nothing was frozen. Create it again.",
+    )
+
+
+def snapshot_create_from_input(*, data: dict, campaigns: list[Campaign], created_by) -> DatasetSnapshot:
+    """`snapshot_create` from validated form or serializer fields (the web UI and the API)."""
+    filters = SnapshotFilters(
+        min_votes=data["min_votes"], min_agreement=data["min_agreement"],
+        include_synthetic=data["include_synthetic"], date_from=data.get("date_from"), date_to=data.get("date_to"),
+    )
+    return snapshot_create(
+        name=data["name"], description=data.get("description", ""), campaigns=campaigns, filters=filters,
+        aggregation=data["aggregation"], ties=data["ties"], seed=data["seed"], test_fraction=data["test_fraction"],
+        created_by=created_by,
+    )
