@@ -42,7 +42,14 @@ class User(AbstractUser):
     @property
     def pseudonym(self) -> str:
         """A stable id that does not reveal who the annotator is (used in exports)."""
-        digest = hmac.new(
-            settings.SECRET_KEY.encode(), f"user:{self.pk}".encode(), hashlib.sha256
-        ).hexdigest()
-        return f"annotator-{digest[:12]}"
+        return pseudonym_for(self.pk)
+
+
+def pseudonym_salt() -> str:
+    """A salt derived from SECRET_KEY (the key itself never leaves the process)."""
+    return hmac.new(settings.SECRET_KEY.encode(), b"arbiter-pseudonym", hashlib.sha256).hexdigest()
+
+
+def pseudonym_for(user_id: int) -> str:
+    """`annotator-` + 12 hex digits of sha256(salt:id); PostgreSQL computes the same in SQL exports."""
+    return "annotator-" + hashlib.sha256(f"{pseudonym_salt()}:{user_id}".encode()).hexdigest()[:12]

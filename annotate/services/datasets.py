@@ -119,6 +119,10 @@ def snapshot_create(
     if n <= settings.SNAPSHOT_INLINE_MAX_JUDGEMENTS:
         snapshot_build(snapshot_id=snapshot.id)
         snapshot.refresh_from_db()
+        if snapshot.status == DatasetSnapshot.Status.FAILED:
+            # Built in the request: the caller gets the reason and nothing is left behind.
+            snapshot.delete()
+            raise ArbiterError(snapshot.message)
     else:
         from annotate.tasks import snapshot_build_task
 

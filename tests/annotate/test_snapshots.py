@@ -98,11 +98,11 @@ def test_filters_that_match_nothing_are_refused_and_create_nothing():
     assert DatasetSnapshot.objects.count() == 0
 
 
-def test_filters_that_leave_no_comparison_fail_with_the_reason():
+def test_filters_that_leave_no_comparison_are_refused_with_the_reason():
     campaign, _ = voted_campaign([[1]])
-    snapshot = snapshot_create(name="s", campaigns=[campaign], filters=SnapshotFilters(min_votes=3))
-    assert snapshot.status == "failed" and "below min_votes" in snapshot.message
-    assert not SnapshotPair.objects.exists()
+    with pytest.raises(ArbiterError, match="1 below min_votes"):
+        snapshot_create(name="s", campaigns=[campaign], filters=SnapshotFilters(min_votes=3))
+    assert not DatasetSnapshot.objects.exists() and not SnapshotPair.objects.exists()
 
 
 @pytest.mark.parametrize(
