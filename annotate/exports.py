@@ -356,6 +356,16 @@ class _CopyStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def at_end(self) -> bool:
+        """True when the COPY sends no data at all (reads ahead one message)."""
+        if not self._pending and not self._done:
+            chunk = self._copy.read()
+            if chunk:
+                self._pending += chunk
+            else:
+                self._done = True
+        return not self._pending and self._done
+
     def readinto(self, target) -> int:
         want = len(target)
         while len(self._pending) < want and not self._done:
@@ -389,8 +399,11 @@ class RawCopyBatches:
         schema = SCHEMAS["raw"]
         statement = self.copy_sql()
         with connection.connection.cursor() as cursor, cursor.copy(statement) as copy:
+            stream = _CopyStream(copy)
+            if stream.at_end():
+                return  # no rows (an empty split): pyarrow refuses an empty CSV
             reader = pa_csv.open_csv(
-                _CopyStream(copy),
+                stream,
                 read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=4 << 20),
                 convert_options=pa_csv.ConvertOptions(
                     column_types=schema, true_values=["t"], false_values=["f"], null_values=[""],

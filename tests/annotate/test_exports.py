@@ -203,3 +203,13 @@ def test_raw_copy_path_gives_the_same_rows_as_the_python_path(snapshot, tmp_path
     table = pq.read_table(parquet)
     assert set(table.column("split").to_pylist()) == {"test"}
     assert table.schema.equals(SCHEMAS["raw"])
+
+
+def test_an_empty_split_exports_as_an_empty_file(tmp_path):
+    campaign, _ = voted_campaign([[1, 2], [5, 4]])
+    snapshot = snapshot_create(name="all-train", campaigns=[campaign], test_fraction=0.0)
+    for fmt in ("trl", "raw", "steps"):
+        files = export_bundle_dir(snapshot, fmt, "parquet", tmp_path / fmt)
+        assert files["test"] == 0 and pq.read_table(tmp_path / fmt / "data" / "test.parquet").num_rows == 0
+    files = export_bundle_dir(snapshot, "raw", "jsonl", tmp_path / "raw-jsonl")
+    assert files == {"train": 4, "test": 0} and (tmp_path / "raw-jsonl" / "data" / "test.jsonl").read_text() == ""

@@ -1,0 +1,50 @@
+"""Simulated annotators: exact without noise, and agreeing at the configured rate with it."""
+import random
+
+import pytest
+
+from training.simulated_annotators import AnnotatorProfile, simulated_choice
+
+
+def _agreement(profile, pairs, seed=0):
+    rng = random.Random(seed)
+    agree = 0
+    for ua, ub in pairs:
+        choice = simulated_choice(utility_a=ua, utility_b=ub, left_is_a=rng.random() < 0.5, profile=profile, rng=rng)
+        agree += (choice < 3) == (ua > ub)
+    return agree / len(pairs)
+
+
+PAIRS = [(random.Random(i).uniform(-10, 10), random.Random(i + 10_000).uniform(-10, 10)) for i in range(4000)]
+PAIRS = [(a, b) for a, b in PAIRS if a != b]
+
+
+def test_without_noise_the_higher_utility_always_wins():
+    profile = AnnotatorProfile(temperature=0.0)
+    assert _agreement(profile, PAIRS) == 1.0
+
+
+def test_flip_noise_agrees_at_the_configured_rate():
+    rate = _agreement(AnnotatorProfile(temperature=0.0, flip=0.25), PAIRS)
+    assert rate == pytest.approx(0.75, abs=0.025)
+
+
+def test_position_bias_picks_the_left_side():
+    rng = random.Random(1)
+    profile = AnnotatorProfile(temperature=0.0, position_bias=1.0)
+    lefts = [simulated_choice(utility_a=0, utility_b=5, left_is_a=True, profile=profile, rng=rng) for _ in range(50)]
+    assert set(lefts) <= {1, 2}
+
+
+def test_strength_and_ties():
+    rng = random.Random(0)
+    exact = AnnotatorProfile(temperature=0.0)
+    assert simulated_choice(utility_a=10, utility_b=0, left_is_a=True, profile=exact, rng=rng) == 1
+    assert simulated_choice(utility_a=1, utility_b=0, left_is_a=True, profile=exact, rng=rng) == 2
+    assert simulated_choice(utility_a=0, utility_b=3, left_is_a=True, profile=exact, rng=rng) == 4
+    assert simulated_choice(utility_a=2, utility_b=2, left_is_a=True, profile=exact, rng=rng) == 3
+
+
+def test_temperature_softens_choices():
+    soft = _agreement(AnnotatorProfile(temperature=5.0), PAIRS)
+    assert 0.6 < soft < 0.95

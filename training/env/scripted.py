@@ -1,0 +1,105 @@
+"""A scripted agent that solves encyclopedia tasks, with mistakes it makes on purpose.
+
+It knows which articles hold the answer (the task's evidence) and walks them: search the
+title, open the matching result, and on the last article quote the sentence with the
+answer and answer. Each mistake has its own probability, so demonstrations come in mixed
+quality: opening the wrong result (and then answering from it), a redundant repeated
+search, answering without evidence (a guess, no quote), and an invalid action.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from training.env.browser import Episode, TextBrowser
+from training.env.corpus import Corpus, TaskSpec
+
+
+@dataclass(frozen=True)
+class Mistakes:
+    wrong_result: float = 0.15
+    redundant_search: float = 0.15
+    no_evidence: float = 0.1
+    invalid_action: float = 0.1
+
+    @classmethod
+    def none(cls) -> "Mistakes":
+        return cls(0.0, 0.0, 0.0, 0.0)
+
+
+def _answer_sentence(text: str, answer: str) -> str | None:
+    core = answer[4:] if answer.lower().startswith("the ") else answer
+    for sentence in re.split(r"(?<=[.!?])\s+", text):
+        if core in sentence:
+            return sentence.strip()
+    return None
+
+
+def _wrong_answer(corpus: Corpus, task: TaskSpec, rng: random.Random) -> str:
+    """A plausible wrong answer: another entity of the answer's kind."""
+    kind = corpus.facts.get(task.answer, {}).get("kind")
+    if kind is None and task.answer.lower().startswith("the "):
+        rivers = sorted({f["river"] for f in corpus.facts.values() if f["kind"] == "place"} - {task.answer})
+        return rng.choice(rivers)
+    pool = sorted(t for t, f in corpus.facts.items() if f["kind"] == kind and t != task.answer)
+    return rng.choice(pool) if pool else "unknown"
+
+
+class ScriptedAgent:
+    def __init__(self, corpus: Corpus, mistakes: Mistakes = Mistakes(), seed: int = 0):
+        self.corpus, self.mistakes, self.rng = corpus, mistakes, random.Random(seed)
+
+    def actions(self, browser: TextBrowser, episode: Episode, task: TaskSpec):
+        """Generate actions one at a time; the caller steps the browser with each."""
+        m, rng = self.mistakes, self.rng
+        if rng.random() < m.invalid_action:
+            yield f"look up {task.evidence[0]}"
+        if rng.random() < m.no_evidence:
+            yield f"search[{task.evidence[0]}]"
+            yield f"answer[{_wrong_answer(self.corpus, task, rng) if rng.random() < 0.7 else task.answer}]"
+            return
+        for hop, title in enumerate(task.evidence):
+            query = title
+            yield f"search[{query}]"
+            if rng.random() < m.redundant_search:
+                yield f"search[{query}]"
+            results = getattr(episode, "_results", [])
+            index = next((i for i, d in enumerate(results) if d.title == title), 0)
+            if rng.random() < m.wrong_result and len(results) > 1:
+                wrong = rng.choice([i for i in range(len(results)) if i != index])
+                yield f"open[{wrong}]"
+                yield f"answer[{_wrong_answer(self.corpus, task, rng)}]"
+                return
+            yield f"open[{index}]"
+            if hop == len(task.evidence) - 1:
+                page = episode._page.text if getattr(episode, "_page", None) else ""
+                sentence = _answer_sentence(page, task.answer)
+                if sentence:
+                    yield f"quote[{sentence}]"
+                yield f"answer[{task.answer}]"
+                return
+
+    def run(self, browser: TextBrowser, task: TaskSpec) -> Episode:
+        episode = browser.reset(task.question)
+        for action in self.actions(browser, episode, task):
+            if episode.done:
+                break
+            browser.step(episode, action)
+        return episode
+
+
+def episode_to_trajectory(task: TaskSpec, episode: Episode, outcome, *, agent: str, version: str = "",
+                          environment: str = "encyclopedia") -> dict:
+    """An episode in the canonical trajectory form (schema v1), ready to import."""
+    return {
+        "schema": "arbiter.trajectory/v1",
+        "task": {"external_id": task.external_id, "prompt": task.question, "reference_answer": task.answer,
+                 "environment": environment, "split": task.split,
+                 "metadata": {"qtype": task.qtype, "hops": task.hops}},
+        "agent": {"name": agent, "version": version},
+        "steps": episode.steps or [{"kind": "thought", "text": "(no action)"}],
+        "answer": episode.answer or "",
+        "outcome": outcome.as_dict(),
+        "metadata": {"loop": episode.loop, "truncated": episode.truncated},
+    }

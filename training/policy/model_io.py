@@ -1,0 +1,71 @@
+"""Policy model directories: build the default tokenizer and model from nothing, load any
+Hugging Face causal LM directory, save with `save_pretrained`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from training.policy.layout import CHAT_TEMPLATE, SPECIAL_TOKENS
+
+
+class PolicyLoadError(ValueError):
+    """The directory is not a causal language model Arbiter can use; the message says why."""
+
+
+def train_tokenizer(texts, *, vocab_size: int = 2048):
+    """A byte-level BPE tokenizer trained locally, with the chat template and special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>",
+                                   pad_token="<|pad|>", additional_special_tokens=SPECIAL_TOKENS[3:])
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_model(tokenizer, *, hidden: int = 256, layers: int = 6, heads: int = 4, seed: int = 0):
+    """A small Llama-style causal LM from config (about 5M parameters at the defaults)."""
+    from transformers import LlamaConfig, LlamaForCausalLM, set_seed
+
+    set_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=int(hidden * 8 / 3) // 8 * 8,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+        max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(config)
+
+
+def load_policy(model_dir: str | Path, *, device: str = "cpu"):
+    """(model, tokenizer) from a directory; anything but a causal LM is refused clearly."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(model_dir)
+    if not (path / "config.json").exists():
+        raise PolicyLoadError(f"{path}: no config.json, so not a Hugging Face model directory.")
+    try:
+        config = AutoConfig.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, config=config)
+    except (ValueError, OSError, KeyError) as exc:
+        raise PolicyLoadError(f"{path}: not a causal language model ({exc}).") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (ValueError, OSError) as exc:
+        raise PolicyLoadError(f"{path}: no usable tokenizer ({exc}).") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.to(device).eval(), tokenizer
+
+
+def save_policy(model, tokenizer, model_dir: str | Path) -> Path:
+    path = Path(model_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

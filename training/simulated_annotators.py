@@ -1,0 +1,51 @@
+"""Simulated annotators in the style of AlpacaFarm (plain Python).
+
+Each annotator prefers trajectory A over B with probability sigmoid((u_A - u_B) / T), a
+Bradley-Terry draw over the rubric utilities at temperature T; then flips its label with
+probability `flip`; and with probability `position_bias` simply picks the side shown on
+the left. The strength of the verdict (better / much better) follows the utility gap;
+equal utilities give a tie unless `break_ties`.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AnnotatorProfile:
+    temperature: float = 1.0
+    flip: float = 0.0
+    position_bias: float = 0.0
+    much_better_gap: float = 8.0
+    break_ties: bool = False
+
+    def validate(self) -> None:
+        if self.temperature < 0:
+            raise ValueError("temperature must be at least 0")
+        for name in ("flip", "position_bias"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be between 0 and 1")
+
+
+def simulated_choice(*, utility_a: float, utility_b: float, left_is_a: bool, profile: AnnotatorProfile,
+                     rng: random.Random) -> int:
+    """A choice on the 5-point scale in A/B terms (1 A much better .. 5 B much better)."""
+    gap = utility_a - utility_b
+    if rng.random() < profile.position_bias:
+        prefers_a = left_is_a
+    elif gap == 0 and not profile.break_ties:
+        return 3
+    else:
+        if profile.temperature == 0:
+            prefers_a = gap > 0 if gap != 0 else rng.random() < 0.5
+        else:
+            z = max(-60.0, min(60.0, gap / profile.temperature))
+            prefers_a = rng.random() < 1 / (1 + math.exp(-z))
+        if rng.random() < profile.flip:
+            prefers_a = not prefers_a
+    strong = abs(gap) >= profile.much_better_gap
+    if prefers_a:
+        return 1 if strong else 2
+    return 5 if strong else 4
