@@ -100,7 +100,7 @@ def batch_loss(model, examples, indices, *, pad_id: int, observation_weight: flo
     loss = (token_loss * w).sum() / w.sum()
     with torch.no_grad():
         agent_loss = (token_loss * a).sum() / a.sum().clamp(min=1)
-    return loss, {"loss/total": float(loss), "loss/agent": float(agent_loss)}
+    return loss, {"loss/total": float(loss.detach()), "loss/agent": float(agent_loss)}
 
 
 def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, metrics=None,

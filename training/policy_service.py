@@ -1,0 +1,116 @@
+"""Django glue for the policy: build the default policy once, store rollouts as trajectories."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from django.conf import settings
+
+from annotate.models import Campaign, Policy, Trajectory
+from annotate.services.comparisons import comparisons_build
+from annotate.services.imports import trajectories_import_objects
+from training.env.browser import TextBrowser
+from training.env.corpus import generate_corpus, generate_tasks
+from training.env.scripted import episode_to_trajectory
+from webapp.errors import ArbiterError
+
+DEFAULT_POLICY = "default-bc"
+
+
+def default_policy_dir() -> Path:
+    return Path(settings.VAR_DIR) / "policies" / DEFAULT_POLICY
+
+
+def success_rates(model, tokenizer, browser, tasks, *, batch_size: int = 64) -> dict:
+    """Rubric success on tasks, greedy and sampled at temperature 1."""
+    from training.policy.rollout import RolloutConfig, rollout
+
+    figures = {}
+    for name, temperature in (("greedy", 0.0), ("t1", 1.0)):
+        episodes = rollout(model, tokenizer, browser, tasks, RolloutConfig(temperature=temperature,
+                                                                            batch_size=batch_size))
+        n = len(episodes)
+        rate = sum(e.outcome.correct for e in episodes) / n
+        figures[name] = {
+            "success": rate,
+            "stderr": (rate * (1 - rate) / n) ** 0.5,
+            "quote_support": sum(e.outcome.quote_support for e in episodes) / n,
+            "mean_steps": sum(e.outcome.steps for e in episodes) / n,
+            "tool_errors_per_episode": sum(e.outcome.tool_errors for e in episodes) / n,
+            "tasks": n,
+        }
+    return figures
+
+
+def policy_train_default(*, config=None, force: bool = False, progress=None, log=print) -> Policy:
+    """Train the default policy by behaviour cloning (once; reused unless `force`)."""
+    import torch
+
+    from training.policy.bc import BCConfig, demonstration_texts, demonstrations, train_bc
+    from training.policy.model_io import build_model, save_policy, train_tokenizer
+
+    target = default_policy_dir()
+    existing = Policy.objects.filter(name=DEFAULT_POLICY, model_dir=str(target)).first()
+    if existing and (target / "config.json").exists() and not force:
+        return existing
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    config = config or BCConfig()
+    corpus = generate_corpus(seed=0)
+    tasks = generate_tasks(corpus, seed=0)
+    train = [t for t in tasks if t.split == "train"]
+    evaluation = [t for t in tasks if t.split == "eval"]
+    started = time.monotonic()
+    log("Training the tokenizer and building the demonstrations ...")
+    tokenizer = train_tokenizer(demonstration_texts(corpus, train, config), vocab_size=config.vocab_size)
+    examples = demonstrations(corpus, train, tokenizer, config)
+    model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
+    log(f"Behaviour cloning a {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M-parameter policy on "
+        f"{len(examples)} demonstrations ...")
+    result = train_bc(model, tokenizer, examples, config, progress=progress)
+    log(f"Evaluating on {len(evaluation)} eval tasks (greedy and temperature 1) ...")
+    figures = success_rates(model, tokenizer, TextBrowser(corpus), evaluation)
+    save_policy(model, tokenizer, target)
+    report = {"bc": {k: v for k, v in result.items() if k != "config"}, "eval": figures,
+              "config": asdict(config), "total_seconds": round(time.monotonic() - started, 1)}
+    (target / "arbiter_policy.json").write_text(json.dumps(report, indent=2, default=str))
+    version = time.strftime("%Y%m%d-%H%M%S")
+    policy, _ = Policy.objects.update_or_create(
+        name=DEFAULT_POLICY, version=version,
+        defaults={"model_dir": str(target), "metadata": report},
+    )
+    return policy
+
+
+def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: int, temperature: float,
+                          campaign: Campaign | None, seed: int = 0, progress=None) -> dict:
+    """Roll the policy out on tasks; store each episode as a trajectory of that policy."""
+    from training.policy.model_io import load_policy
+    from training.policy.rollout import RolloutConfig, rollout
+
+    if not policy.model_dir:
+        raise ArbiterError(f"Policy {policy} has no model directory to run.")
+    if samples < 1 or n_tasks < 1:
+        raise ArbiterError("tasks and samples must be at least 1.")
+    model, tokenizer = load_policy(policy.model_dir)
+    corpus = generate_corpus(seed=0)
+    tasks = [t for t in generate_tasks(corpus, seed=0) if t.split == split][:n_tasks]
+    repeated = [t for t in tasks for _ in range(samples)]
+    episodes = rollout(model, tokenizer, TextBrowser(corpus), repeated,
+                       RolloutConfig(temperature=temperature), seeds=[seed * 100_000 + i for i in range(len(repeated))],
+                       progress=progress)
+    objects = [episode_to_trajectory(e.task, e.episode, e.outcome, agent=policy.name, version=policy.version)
+               for e in episodes]
+    for obj, e in zip(objects, episodes):
+        obj["metadata"].update({"agent_tokens": e.agent_tokens, "temperature": temperature})
+    report = trajectories_import_objects(objects=objects)
+    Trajectory.objects.filter(pk__in=report.trajectory_ids).update(source=Trajectory.Source.GENERATED)
+    comparisons = 0
+    if campaign is not None:
+        task_ids = list(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True)
+                        .distinct())
+        comparisons = comparisons_build(campaign=campaign, task_ids=task_ids, max_per_task=max(1, samples))
+    success = sum(e.outcome.correct for e in episodes) / len(episodes)
+    return {"trajectories": report.created, "duplicates": report.duplicates, "comparisons": comparisons,
+            "success": success}
