@@ -25,8 +25,8 @@ TOOLS = ("search", "open", "find", "quote", "answer")
 @dataclass
 class BrowserConfig:
     max_steps: int = 8
-    results: int = 5
-    snippet_chars: int = 60
+    results: int = 4
+    snippet_chars: int = 0  # 0: titles only
     page_chars: int = 600
     loop_repeats: int = 3
 
@@ -113,7 +113,8 @@ class TextBrowser:
             return self._record(episode, "search", {"query": query}, "Error: empty query.", error=True)
         results = self.index.search(query, self.config.results)
         episode._results = results  # type: ignore[attr-defined]
-        lines = [f"[{i}] {d.title}: {d.text[: self.config.snippet_chars]}..." for i, d in enumerate(results)]
+        n = self.config.snippet_chars
+        lines = [f"[{i}] {d.title}" + (f": {d.text[:n]}..." if n else "") for i, d in enumerate(results)]
         return self._record(episode, "search", {"query": query}, "\n".join(lines) or "No results.")
 
     def _open(self, episode: Episode, arg: str) -> StepResult:

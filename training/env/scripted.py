@@ -1,15 +1,14 @@
 """A scripted agent that solves encyclopedia tasks, with mistakes it makes on purpose.
 
 It knows which articles hold the answer (the task's evidence) and walks them: search the
-title, open the matching result, and on the last article quote the sentence with the
-answer and answer. Each mistake has its own probability, so demonstrations come in mixed
+title, open the matching result, and on the last article quote the words that support
+the answer and answer. Each mistake has its own probability, so demonstrations come in mixed
 quality: opening the wrong result (and then answering from it), a redundant repeated
 search, answering without evidence (a guess, no quote), and an invalid action.
 """
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 
 from training.env.browser import Episode, TextBrowser
@@ -28,12 +27,15 @@ class Mistakes:
         return cls(0.0, 0.0, 0.0, 0.0)
 
 
-def _answer_sentence(text: str, answer: str) -> str | None:
+def _answer_quote(text: str, answer: str) -> str | None:
+    """The shortest quote that supports the answer: the word before it and the answer
+    ("by Ilse Marrow", "in Kessa", "river Anse"), short enough for a small policy to copy."""
     core = answer[4:] if answer.lower().startswith("the ") else answer
-    for sentence in re.split(r"(?<=[.!?])\s+", text):
-        if core in sentence:
-            return sentence.strip()
-    return None
+    at = text.find(core)
+    if at < 0:
+        return None
+    before = text[:at].rstrip().split(" ")
+    return (before[-1] + " " + core) if before and before[-1] else core
 
 
 def _wrong_answer(corpus: Corpus, task: TaskSpec, rng: random.Random) -> str:
@@ -74,9 +76,9 @@ class ScriptedAgent:
             yield f"open[{index}]"
             if hop == len(task.evidence) - 1:
                 page = episode._page.text if getattr(episode, "_page", None) else ""
-                sentence = _answer_sentence(page, task.answer)
-                if sentence:
-                    yield f"quote[{sentence}]"
+                quote = _answer_quote(page, task.answer)
+                if quote:
+                    yield f"quote[{quote}]"
                 yield f"answer[{task.answer}]"
                 return
 
