@@ -68,8 +68,8 @@ def main() -> None:
               f"in {generate_s:.2f} s", flush=True)
     ratio = [a / b for a, b, _ in rows]
     print(f"\nbatch {args.batch}, {rows[0][2]} agent tokens per episode (mean), medians of {args.repeats}:")
-    print(f"| rollout agent tokens/s | model.generate tokens/s | rollout / generate |")
-    print(f"|---|---|---|")
+    print("| rollout agent tokens/s | model.generate tokens/s | rollout / generate |")
+    print("|---|---|---|")
     print(f"| {statistics.median(r[0] for r in rows):.0f} | {statistics.median(r[1] for r in rows):.0f} | "
           f"{statistics.median(ratio):.2f} |")
 

@@ -50,5 +50,5 @@ def histogram_svg(values: list[float], *, title: str, bins: int = 10) -> SafeStr
     counts = [0] * bins
     for v in values:
         counts[min(bins - 1, int((v - lo) / width))] += 1
-    labels = [f"{lo + i * width:.0f}" for i in range(bins)]
+    labels = [f"{lo + i * width:.3g}" for i in range(bins)]
     return bar_chart_svg(labels, counts, title=title)

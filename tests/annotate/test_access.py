@@ -19,7 +19,7 @@ def campaign():
 def page_routes(campaign):
     comparison = Comparison.objects.filter(campaign=campaign).first()
     return {
-        f"/annotate/campaigns/": ALL,
+        "/annotate/campaigns/": ALL,
         f"/annotate/campaigns/{campaign.id}/label/": {"annotator", "admin"},
         f"/annotate/campaigns/{campaign.id}/quality/": {"researcher", "admin"},
         f"/annotate/campaigns/{campaign.id}/disagreements/": {"researcher", "admin"},

@@ -81,7 +81,7 @@ def test_missing_and_building_snapshots(researcher, snapshot):
 
 
 def test_every_dataset_route_checks_the_role(client, role_users, snapshot):
-    pages = [f"/annotate/datasets/", f"/annotate/datasets/{snapshot.id}/",
+    pages = ["/annotate/datasets/", f"/annotate/datasets/{snapshot.id}/",
              f"/annotate/datasets/{snapshot.id}/download?format=raw&filetype=jsonl"]
     apis = ["/api/v1/datasets/", f"/api/v1/datasets/{snapshot.id}",
             f"/api/v1/datasets/{snapshot.id}/download?format=raw&filetype=jsonl"]

@@ -3,7 +3,6 @@ re-exports are byte-identical, annotators are pseudonymized, bad requests are re
 import io
 import json
 import zipfile
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
