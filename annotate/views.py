@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -10,7 +11,7 @@ from django.urls import reverse
 from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm
 from annotate.models import Assignment, Campaign, Comparison, ImportBatch, Judgement
 from annotate.quality import campaign_quality, comparisons_in_disagreement
-from annotate.selectors import campaigns_for_labeling, import_batches_recent
+from annotate.selectors import campaigns_for_labeling, campaigns_with_counts, domain_counts, import_batches_recent
 from annotate.services.assignments import (
     Verdict,
     assignment_next,
@@ -28,6 +29,16 @@ from webapp.roles import Role, user_has_role
 
 LABELERS = (Role.ANNOTATOR, Role.ADMIN)
 READERS = (Role.RESEARCHER, Role.ADMIN)
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """The home page: what each of the user's roles may do, and what Arbiter holds."""
+    return render(
+        request,
+        "webapp/home.html",
+        {"counts": domain_counts(), "campaigns": campaigns_with_counts()[:10]},
+    )
 
 
 @role_required(Role.ADMIN)

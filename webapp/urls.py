@@ -2,10 +2,11 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from annotate import views as annotate_views
 from webapp import views
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", annotate_views.home, name="home"),
     path("health", views.health, name="health"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

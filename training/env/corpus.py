@@ -161,20 +161,28 @@ class CorpusFileError(ValueError):
         self.problems = problems
 
 
+def _jsonl_objects(path: Path, fields: tuple[str, ...], problems: list[str]):
+    """(line number, object) for each line that is an object with these string fields;
+    every other non-blank line adds its number and reason to `problems`."""
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append(f"line {number}: invalid JSON ({exc.msg})")
+                continue
+            if not isinstance(obj, dict) or not all(isinstance(obj.get(f), str) for f in fields):
+                problems.append(f"line {number}: expected an object with string fields {' and '.join(fields)}")
+                continue
+            yield number, obj
+
+
 def load_corpus_jsonl(path: Path) -> Corpus:
     """User corpus: one {"title", "text"} object per line. Every bad line is reported."""
     documents, problems, seen = [], [], set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"line {number}: invalid JSON ({exc.msg})")
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("title"), str) or not isinstance(obj.get("text"), str):
-            problems.append(f"line {number}: expected an object with string fields title and text")
-            continue
+    for number, obj in _jsonl_objects(path, ("title", "text"), problems):
         if obj["title"] in seen:
             problems.append(f"line {number}: duplicate title {obj['title']!r}")
             continue
@@ -190,17 +198,7 @@ def load_corpus_jsonl(path: Path) -> Corpus:
 def load_tasks_jsonl(path: Path, *, seed: int = 0) -> list[TaskSpec]:
     """User questions: one {"question", "answer"} per line (optional id, split, evidence)."""
     tasks, problems = [], []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"line {number}: invalid JSON ({exc.msg})")
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) or not isinstance(obj.get("answer"), str):
-            problems.append(f"line {number}: expected an object with string fields question and answer")
-            continue
+    for number, obj in _jsonl_objects(path, ("question", "answer"), problems):
         split = obj.get("split") or _split_of(obj["question"], seed)
         if split not in ("train", "dev", "eval"):
             problems.append(f"line {number}: split must be train, dev or eval")
