@@ -17,6 +17,7 @@ from annotate.services.imports import (
 )
 from webapp.access import api_role
 from webapp.errors import ArbiterError
+from webapp.models import pseudonym_for
 from webapp.roles import Role
 
 
@@ -220,11 +221,11 @@ class CampaignJudgementsApi(APIView):
     @extend_schema(responses={200: JudgementOutput(many=True)})
     def get(self, request, campaign_id: int):
         campaign = get_object_or_404(Campaign, pk=campaign_id)
-        rows = Judgement.objects.filter(comparison__campaign=campaign).select_related("annotator").order_by("id")
+        rows = Judgement.objects.filter(comparison__campaign=campaign).order_by("id")
         data = []
         for j in rows:
             item = JudgementOutput(j).data
-            item["annotator"] = j.annotator.pseudonym
+            item["annotator"] = pseudonym_for(j.annotator_id)
             data.append(item)
         return Response(data)
 
@@ -243,12 +244,6 @@ class CampaignAgreementApi(APIView):
         return Response({
             "judgements": q.judgements, "comparisons": q.comparisons, "complete": q.complete,
             "krippendorff_alpha_ordinal": q.alpha, "pairwise": asdict(q.pairwise),
-            "annotators": [{**asdict(a), "username": None, "annotator": _pseudonym(a.annotator_id)}
+            "annotators": [{**asdict(a), "username": None, "annotator": pseudonym_for(a.annotator_id)}
                            for a in q.annotators],
         })
-
-
-def _pseudonym(user_id: int) -> str:
-    from django.contrib.auth import get_user_model
-
-    return get_user_model()(pk=user_id).pseudonym

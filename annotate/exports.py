@@ -146,9 +146,6 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
                    "split": row_split}
         return
 
-    members = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id")
-    if split:
-        members = members.filter(split=split)
     names = _pseudonyms()
     if fmt == "raw":
         for r in raw_queryset(snapshot, split=split).iterator(chunk_size=BATCH):
@@ -165,6 +162,9 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
             }
         return
 
+    members = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id")
+    if split:
+        members = members.filter(split=split)
     marked = members.exclude(judgement__first_wrong_step_a__isnull=True, judgement__first_wrong_step_b__isnull=True)
     for r in marked.values_list(
         "judgement_id", "judgement__comparison_id", "judgement__comparison__task__external_id",

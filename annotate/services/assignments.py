@@ -35,7 +35,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Exists, F, OuterRef, Value, When
 from django.utils import timezone
 
-from annotate.models import Assignment, Campaign, Choice, Comparison, Judgement
+from annotate.models import Assignment, Campaign, Comparison, Judgement
 from webapp.errors import ArbiterError
 
 SCALE = range(1, 6)
@@ -336,6 +336,6 @@ def comparison_set_gold(*, comparison: Comparison, choice: int | None) -> Compar
 
 
 __all__ = [
-    "Choice", "Verdict", "assignment_next", "assignment_skip", "comparison_adjudicate",
+    "Verdict", "assignment_next", "assignment_skip", "comparison_adjudicate",
     "comparison_set_gold", "judgement_submit",
 ]
