@@ -56,6 +56,8 @@ class Policy(BaseModel):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
     )
     metadata = models.JSONField(default=dict, blank=True)
+    run = models.ForeignKey("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="policies",
+                            help_text="The run that made this policy (none for imported or hand-registered ones).")
 
     class Meta:
         verbose_name_plural = "policies"

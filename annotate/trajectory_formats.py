@@ -96,6 +96,10 @@ def _schema_errors(obj: dict) -> list[str]:
 
 def _check_limits(obj: Any, limits: Limits, path: str = "") -> None:
     if isinstance(obj, str):
+        if "\x00" in obj:
+            raise TrajectoryFormatError(
+                f"{path or 'text'}: contains a NUL character (\\u0000), which text in the database cannot hold"
+            )
         if len(obj) > limits.max_text_chars:
             raise TrajectoryFormatError(
                 f"{path or 'text'}: text of {len(obj)} characters is over the limit of "

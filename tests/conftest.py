@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -50,9 +51,9 @@ def admin_api(admin_user):
     return token_client(admin_user)
 
 
-@pytest.fixture(scope="session")
-def celery_worker_process(django_db_setup, django_db_blocker):
-    """A real `celery worker` process on the test database and the test broker."""
+def start_worker(*, queues: str = "default,gpu", name: str = "celery-worker", env_extra: dict | None = None,
+                 pool: str = "prefork"):
+    """Start a real `celery worker` process on the test database and broker; returns (process, log file)."""
     from webapp.celery import app
 
     db = settings.DATABASES["default"]
@@ -60,32 +61,47 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     env["DATABASE_URL"] = (
         f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     )
-    app.control.purge()
-    log_path = ARTIFACTS / "celery-worker.log"
+    env.update(env_extra or {})
+    log_path = ARTIFACTS / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("w")
+    hostname = f"{name}-{os.getpid()}@%h"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", "default,gpu",
-         "--concurrency", "1", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-         "--hostname", f"test-worker-{os.getpid()}@%h"],
+        [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues,
+         "--pool", pool, "--concurrency", "1", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+         "--hostname", hostname],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"the Celery worker exited at start; see {log_path}")
-        if app.control.ping(timeout=0.5):
+        if app.control.ping(destination=[hostname.replace("%h", socket.gethostname())], timeout=0.5):
             break
     else:
         proc.terminate()
         pytest.fail(f"the Celery worker did not answer within 60 s; see {log_path}")
-    yield proc
+    return proc, log
+
+
+def stop_worker(proc, log) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real `celery worker` process on the test database and the test broker (both queues)."""
+    from webapp.celery import app
+
+    app.control.purge()
+    proc, log = start_worker()
+    yield proc
+    stop_worker(proc, log)
 
 
 def wait_for(predicate, *, timeout: float = 60, interval: float = 0.2):

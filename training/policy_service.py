@@ -19,6 +19,10 @@ from webapp.errors import ArbiterError
 DEFAULT_POLICY = "default-bc"
 
 
+class PolicyTrainingStopped(Exception):
+    """Behaviour cloning was stopped (cancelled) before it finished; nothing was saved."""
+
+
 def default_policy_dir() -> Path:
     return Path(settings.VAR_DIR) / "policies" / DEFAULT_POLICY
 
@@ -44,15 +48,21 @@ def success_rates(model, tokenizer, browser, tasks, *, batch_size: int = 64) -> 
     return figures
 
 
-def policy_train_default(*, config=None, force: bool = False, progress=None, log=print) -> Policy:
-    """Train the default policy by behaviour cloning (once; reused unless `force`)."""
+def policy_train_default(*, config=None, force: bool = False, progress=None, log=print, metrics=None,
+                         should_stop=None, name: str = DEFAULT_POLICY, target: Path | None = None,
+                         run=None) -> Policy:
+    """Train a policy by behaviour cloning into `target` (the default policy unless given).
+
+    The default policy is trained once and reused unless `force`. `should_stop()` ends
+    training early (a cancelled run); the caller decides what a stopped run means.
+    """
     import torch
 
     from training.policy.bc import BCConfig, demonstration_texts, demonstrations, train_bc
     from training.policy.model_io import build_model, save_policy, train_tokenizer
 
-    target = default_policy_dir()
-    existing = Policy.objects.filter(name=DEFAULT_POLICY, model_dir=str(target)).first()
+    target = target or default_policy_dir()
+    existing = Policy.objects.filter(name=name, model_dir=str(target)).first()
     if existing and (target / "config.json").exists() and not force:
         return existing
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -68,7 +78,9 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
     model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
     log(f"Behaviour cloning a {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M-parameter policy on "
         f"{len(examples)} demonstrations ...")
-    result = train_bc(model, tokenizer, examples, config, progress=progress)
+    result = train_bc(model, tokenizer, examples, config, progress=progress, metrics=metrics, should_stop=should_stop)
+    if should_stop and should_stop():
+        raise PolicyTrainingStopped(f"stopped after {result['steps']} steps")
     log(f"Evaluating on {len(evaluation)} eval tasks (greedy and temperature 1) ...")
     figures = success_rates(model, tokenizer, TextBrowser(corpus), evaluation)
     save_policy(model, tokenizer, target)
@@ -77,14 +89,14 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
     (target / "arbiter_policy.json").write_text(json.dumps(report, indent=2, default=str))
     version = time.strftime("%Y%m%d-%H%M%S")
     policy, _ = Policy.objects.update_or_create(
-        name=DEFAULT_POLICY, version=version,
-        defaults={"model_dir": str(target), "metadata": report},
+        name=name, version=version,
+        defaults={"model_dir": str(target), "metadata": report, "run": run},
     )
     return policy
 
 
 def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: int, temperature: float,
-                          campaign: Campaign | None, seed: int = 0, progress=None) -> dict:
+                          campaign: Campaign | None, seed: int = 0, progress=None, device: str = "cpu") -> dict:
     """Roll the policy out on tasks; store each episode as a trajectory of that policy."""
     from training.policy.model_io import load_policy
     from training.policy.rollout import RolloutConfig, rollout
@@ -93,15 +105,15 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
         raise ArbiterError(f"Policy {policy} has no model directory to run.")
     if samples < 1 or n_tasks < 1:
         raise ArbiterError("tasks and samples must be at least 1.")
-    model, tokenizer = load_policy(policy.model_dir)
+    model, tokenizer = load_policy(policy.model_dir, device=device)
     corpus = generate_corpus(seed=0)
     tasks = [t for t in generate_tasks(corpus, seed=0) if t.split == split][:n_tasks]
     repeated = [t for t in tasks for _ in range(samples)]
     episodes = rollout(model, tokenizer, TextBrowser(corpus), repeated,
                        RolloutConfig(temperature=temperature), seeds=[seed * 100_000 + i for i in range(len(repeated))],
                        progress=progress)
-    objects = [episode_to_trajectory(e.task, e.episode, e.outcome, agent=policy.name, version=policy.version)
-               for e in episodes]
+    objects = [_without_nul(episode_to_trajectory(e.task, e.episode, e.outcome, agent=policy.name,
+                                                  version=policy.version)) for e in episodes]
     for obj, e in zip(objects, episodes):
         obj["metadata"].update({"agent_tokens": e.agent_tokens, "temperature": temperature})
     report = trajectories_import_objects(objects=objects)
@@ -114,3 +126,14 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
     success = sum(e.outcome.correct for e in episodes) / len(episodes)
     return {"trajectories": report.created, "duplicates": report.duplicates, "comparisons": comparisons,
             "success": success}
+
+
+def _without_nul(value):
+    """A sampled action may decode to a NUL byte, which database text cannot hold: it becomes U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {k: _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value

@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView
 
 from annotate import api as annotate_api
 from annotate import dataset_api
+from webapp import run_api
 from webapp.api import WhoAmIApi
 
 urlpatterns = [
@@ -27,4 +28,9 @@ urlpatterns = [
     path("datasets/", dataset_api.DatasetListCreateApi.as_view(), name="api-datasets"),
     path("datasets/<int:snapshot_id>", dataset_api.DatasetDetailApi.as_view(), name="api-dataset"),
     path("datasets/<int:snapshot_id>/download", dataset_api.DatasetDownloadApi.as_view(), name="api-dataset-download"),
+    # Runs (researchers read; admins launch, cancel, resume)
+    path("runs/", run_api.RunListCreateApi.as_view(), name="api-runs"),
+    path("runs/<int:run_id>", run_api.RunDetailApi.as_view(), name="api-run"),
+    path("runs/<int:run_id>/cancel", run_api.RunCancelApi.as_view(), name="api-run-cancel"),
+    path("runs/<int:run_id>/resume", run_api.RunResumeApi.as_view(), name="api-run-resume"),
 ]

@@ -20,5 +20,6 @@ app.conf.task_queues = (Queue("default"), Queue("gpu"))
 app.conf.task_routes = {
     "training.*": {"queue": "gpu"},
     "rewardmodel.*": {"queue": "gpu"},
+    "webapp.run_execute": {"queue": "gpu"},
 }
 app.autodiscover_tasks()

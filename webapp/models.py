@@ -53,3 +53,78 @@ def pseudonym_salt() -> str:
 def pseudonym_for(user_id: int) -> str:
     """`annotator-` + 12 hex digits of sha256(salt:id); PostgreSQL computes the same in SQL exports."""
     return "annotator-" + hashlib.sha256(f"{pseudonym_salt()}:{user_id}".encode()).hexdigest()[:12]
+
+
+class Run(BaseModel):
+    """One training job of any kind (rollout, behaviour cloning, reward model, PPO, ...).
+
+    Its config is validated against the kind's dataclass before it is queued; the worker
+    reports progress, metrics, logs, checkpoints and a heartbeat while it runs. Lineage
+    (dataset snapshot -> reward model -> policy) is a list of links to the rows it read
+    and wrote, filled in by the kind, so this core app imports no domain app.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    kind = models.CharField(max_length=32, db_index=True)
+    name = models.CharField(max_length=200, blank=True, default="")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    config = models.JSONField(default=dict, help_text="The kind's config dataclass, validated, with defaults filled in.")
+    progress = models.FloatField(default=0.0)
+    progress_message = models.CharField(max_length=300, blank=True, default="")
+    log = models.TextField(blank=True, default="", help_text="The last lines the job logged.")
+    error = models.TextField(blank=True, default="")
+    summary = models.JSONField(default=dict, blank=True, help_text="Final figures of the run.")
+    artifacts = models.JSONField(default=list, blank=True, help_text="[{name, path, bytes}] under the run's folder.")
+    lineage = models.JSONField(default=list, blank=True,
+                               help_text="[{direction: input|output, type, id, label, url}] rows read and written.")
+    checkpoint = models.JSONField(default=dict, blank=True, help_text="{step, path} of the last checkpoint.")
+    device = models.CharField(max_length=200, blank=True, default="")
+    worker = models.CharField(max_length=200, blank=True, default="")
+    attempt = models.PositiveIntegerField(default=0, help_text="Goes up each time the run is queued (resume).")
+    cancel_requested = models.BooleanField(default=False)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=64, blank=True, default="",
+                                       help_text="A launch repeated with the same key makes no second run.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="runs")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=["queued", "running", "succeeded", "failed", "cancelled"]),
+                name="run_status_valid",
+            ),
+            models.CheckConstraint(condition=models.Q(progress__gte=0) & models.Q(progress__lte=1),
+                                   name="run_progress_range"),
+            models.UniqueConstraint(fields=["created_by", "idempotency_key"], condition=~models.Q(idempotency_key=""),
+                                    name="run_launch_once_per_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run #{self.pk}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+
+class RunMetric(models.Model):
+    """Metrics a run logged at one step (loss, accuracy, learning rate, ...)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics")
+    step = models.PositiveIntegerField()
+    values = models.JSONField()
+    logged_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "step"], name="runmetric_run_step")]

@@ -221,3 +221,8 @@ IMPORT_STALE_SECONDS = env.int("IMPORT_STALE_SECONDS", default=30 * 60)
 SNAPSHOT_INLINE_MAX_JUDGEMENTS = env.int("SNAPSHOT_INLINE_MAX_JUDGEMENTS", default=20_000)
 SNAPSHOT_STALE_SECONDS = env.int("SNAPSHOT_STALE_SECONDS", default=30 * 60)
 EXPORT_DIR = VAR_DIR / "exports"
+# Runs: a worker beats each running run's heartbeat this often; a run silent for
+# RUN_STALE_SECONDS is failed with the reason (its worker was killed or lost).
+RUN_HEARTBEAT_SECONDS = env.float("RUN_HEARTBEAT_SECONDS", default=5.0)
+RUN_STALE_SECONDS = env.int("RUN_STALE_SECONDS", default=120)
+RUN_QUEUE = env.str("RUN_QUEUE", default="gpu")  # the Celery queue runs are sent to

@@ -12,5 +12,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("annotate/", include("annotate.urls")),
+    path("runs/", include("webapp.run_urls")),
+    path("training/", include("training.urls")),
     path("api/v1/", include("webapp.api_urls")),
 ]

@@ -109,3 +109,10 @@ def test_too_many_steps_is_refused():
 def test_html_in_text_is_kept_as_given():
     obj = canonical(answer="<script>alert(1)</script>")
     assert parse_trajectory(obj).answer == "<script>alert(1)</script>"
+
+
+def test_text_with_a_nul_character_is_refused_with_where_it_is():
+    obj = canonical()
+    obj["steps"][0]["text"] = "bad \x00 byte"
+    with pytest.raises(TrajectoryFormatError, match=r"steps\[0\].text: contains a NUL character"):
+        parse_trajectory(obj)

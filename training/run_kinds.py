@@ -1,0 +1,153 @@
+"""Run kinds of the agent side: policy rollouts and behaviour cloning (registered in apps.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.urls import reverse
+
+from annotate.models import Campaign, Policy
+from training.policy.bc import BCConfig
+from webapp.run_kinds import RunKind, register
+
+SPLITS = ("train", "dev", "eval")
+
+
+def _policy_choices() -> list[tuple[int, str]]:
+    return [(p.pk, str(p)) for p in Policy.objects.exclude(model_dir="").order_by("-created_at")[:200]]
+
+
+def _campaign_choices() -> list[tuple[int, str]]:
+    return [(0, "(none)")] + [(c.pk, c.name) for c in Campaign.objects.order_by("-created_at")[:200]]
+
+
+def policy_problems(policy_id: int) -> list[str]:
+    policy = Policy.objects.filter(pk=policy_id).first()
+    if policy is None:
+        return [f"No policy with id {policy_id}."]
+    if not policy.model_dir or not (Path(policy.model_dir) / "config.json").exists():
+        return [f"Policy {policy} has no model directory on disk ({policy.model_dir or 'none set'})."]
+    return []
+
+
+def policy_link(policy_id: int, direction: str = "input") -> dict:
+    policy = Policy.objects.get(pk=policy_id)
+    url = reverse("training:policy", args=[policy.pk])
+    return {"direction": direction, "type": "policy", "id": policy.pk, "label": str(policy), "url": url}
+
+
+# --- Rollouts ---------------------------------------------------------------------------
+
+@dataclass
+class RolloutRunConfig:
+    policy_id: int = 0  # the policy to run (it needs a model directory)
+    split: str = "train"  # tasks of this split: train, dev or eval
+    tasks: int = 50  # how many tasks of the split, in a fixed order
+    samples_per_task: int = 2  # episodes per task
+    temperature: float = 1.0  # sampling temperature; 0 is greedy
+    campaign_id: int = 0  # build comparisons of the new trajectories in this campaign (0: none)
+    seed: int = 0  # sampling seed
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.split not in SPLITS:
+            problems.append(f"split: one of {', '.join(SPLITS)}.")
+        if self.tasks < 1:
+            problems.append("tasks: at least 1.")
+        if not 1 <= self.samples_per_task <= 64:
+            problems.append("samples_per_task: between 1 and 64.")
+        if self.temperature < 0:
+            problems.append("temperature: 0 (greedy) or more.")
+        return problems
+
+
+def _rollout_check(config: RolloutRunConfig) -> list[str]:
+    problems = policy_problems(config.policy_id)
+    if config.campaign_id and not Campaign.objects.filter(pk=config.campaign_id).exists():
+        problems.append(f"No campaign with id {config.campaign_id}.")
+    return problems
+
+
+def _rollout_lineage(config: RolloutRunConfig) -> list[dict]:
+    links = [policy_link(config.policy_id)]
+    if config.campaign_id:
+        campaign = Campaign.objects.get(pk=config.campaign_id)
+        links.append({"direction": "output", "type": "campaign", "id": campaign.pk, "label": campaign.name,
+                      "url": reverse("annotate:quality", args=[campaign.pk])})
+    return links
+
+
+def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume_from) -> dict:
+    from training.policy_service import policy_rollouts_store
+    from webapp.runs import RunCancelled
+
+    def progress(fraction: float) -> None:
+        reporter.progress(0.95 * fraction, f"{fraction:.0%} of the episodes")
+        if reporter.should_stop():
+            raise RunCancelled()
+
+    policy = Policy.objects.get(pk=config.policy_id)
+    campaign = Campaign.objects.filter(pk=config.campaign_id).first() if config.campaign_id else None
+    reporter.log(f"Rolling out {policy} on {config.tasks} {config.split} tasks x {config.samples_per_task} "
+                 f"at temperature {config.temperature}.")
+    result = policy_rollouts_store(policy=policy, split=config.split, n_tasks=config.tasks,
+                                   samples=config.samples_per_task, temperature=config.temperature,
+                                   campaign=campaign, seed=config.seed, progress=progress, device=compute.device)
+    reporter.log(f"Stored {result['trajectories']} trajectories ({result['duplicates']} duplicates), "
+                 f"{result['comparisons']} comparisons; success {result['success']:.1%}.")
+    return result
+
+
+# --- Behaviour cloning ------------------------------------------------------------------
+
+@dataclass
+class BCRunConfig(BCConfig):
+    policy_name: str = field(default="bc", metadata={"help": "Name of the new policy (saved under var/policies/)."})
+
+    def validate(self) -> list[str]:
+        problems = []
+        for name in ("demos_per_task", "vocab_size", "hidden", "layers", "heads", "batch_size", "max_steps"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name}: at least 1.")
+        if self.hidden % max(1, self.heads):
+            problems.append("hidden: a multiple of heads.")
+        if self.learning_rate <= 0:
+            problems.append("learning_rate: must be positive.")
+        if self.max_seconds < 0 or self.observation_loss_weight < 0:
+            problems.append("max_seconds and observation_loss_weight: 0 or more.")
+        if not self.policy_name.strip() or "/" in self.policy_name or self.policy_name.startswith("."):
+            problems.append("policy_name: a plain name (letters, digits, dashes).")
+        return problems
+
+
+def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> dict:
+    from training.policy_service import PolicyTrainingStopped, policy_train_default
+    from webapp.runs import RunCancelled, run_add_artifact, run_add_lineage
+
+    bc = BCConfig(**{k: v for k, v in vars(config).items() if k != "policy_name"})
+    target = Path(settings.VAR_DIR) / "policies" / f"{config.policy_name}-run{run.pk}"
+    try:
+        policy = policy_train_default(
+            config=bc, force=True, name=config.policy_name, target=target, run=run,
+            progress=lambda f: reporter.progress(0.85 * f, "behaviour cloning"), log=reporter.log,
+            metrics=reporter.metrics, should_stop=reporter.should_stop)
+    except PolicyTrainingStopped:
+        raise RunCancelled() from None
+    run_add_lineage(run=run, links=[{k: v for k, v in policy_link(policy.pk, "output").items() if k != "direction"}])
+    run_add_artifact(run=run, name="policy", path=target)
+    return {"policy_id": policy.pk, "eval": policy.metadata.get("eval", {}), "bc": policy.metadata.get("bc", {})}
+
+
+def register_kinds() -> None:
+    register(RunKind(
+        name="rollout", label="Rollouts", config_class=RolloutRunConfig, execute=_rollout_execute,
+        description="Sample episodes from a policy in the text browser and store them as trajectories "
+                    "(and comparisons in a campaign).",
+        check=_rollout_check, lineage=_rollout_lineage,
+        choices={"policy_id": _policy_choices, "campaign_id": _campaign_choices, "split": lambda: [(s, s) for s in SPLITS]},
+    ))
+    register(RunKind(
+        name="bc", label="Behaviour cloning", config_class=BCRunConfig, execute=_bc_execute,
+        description="Train a policy from nothing on scripted demonstrations (tokenizer, model, imitation).",
+    ))

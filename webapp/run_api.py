@@ -1,0 +1,85 @@
+"""Runs over REST: launch (admins), read (researchers and admins), cancel and resume (admins)."""
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.access import api_role
+from webapp.models import Run
+from webapp.roles import Role
+from webapp.run_selectors import run_metric_series, runs_filtered
+from webapp.runs import run_cancel, run_launch, run_resume, runs_fail_stale
+
+READ_ROLES = (Role.RESEARCHER, Role.ADMIN)
+
+
+class RunOutput(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", default=None)
+
+    class Meta:
+        model = Run
+        fields = ["id", "kind", "name", "status", "config", "progress", "progress_message", "error", "summary",
+                  "artifacts", "lineage", "checkpoint", "device", "worker", "attempt", "cancel_requested",
+                  "heartbeat_at", "started_at", "finished_at", "created_by", "created_at"]
+
+
+class RunListCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        kind = serializers.CharField(max_length=32)
+        config = serializers.DictField(required=False, default=dict)
+        name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+        idempotency_key = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+
+    def get_permissions(self):
+        roles = (Role.ADMIN,) if self.request.method == "POST" else READ_ROLES
+        return [api_role(*roles)()]
+
+    @extend_schema(responses={200: RunOutput(many=True)})
+    def get(self, request):
+        runs_fail_stale()
+        runs = runs_filtered(kind=request.query_params.get("kind", ""), status=request.query_params.get("status", ""))
+        return Response(RunOutput(runs[:200], many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: RunOutput})
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        d = data.validated_data
+        key = d["idempotency_key"] or request.headers.get("Idempotency-Key", "")
+        run = run_launch(kind=d["kind"], config=d["config"], user=request.user, name=d["name"], idempotency_key=key)
+        return Response(RunOutput(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunDetailApi(APIView):
+    permission_classes = [api_role(*READ_ROLES)]
+
+    @extend_schema(responses={200: RunOutput})
+    def get(self, request, run_id: int):
+        runs_fail_stale()
+        run = get_object_or_404(Run, pk=run_id)
+        body = RunOutput(run).data
+        if request.query_params.get("metrics") != "0":
+            body["metrics"] = {name: [[step, value] for step, value in points]
+                               for name, points in run_metric_series(run).items()}
+        return Response(body)
+
+
+class RunCancelApi(APIView):
+    permission_classes = [api_role(Role.ADMIN)]
+
+    @extend_schema(request=None, responses={202: RunOutput})
+    def post(self, request, run_id: int):
+        get_object_or_404(Run, pk=run_id)
+        return Response(RunOutput(run_cancel(run_id=run_id)).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunResumeApi(APIView):
+    permission_classes = [api_role(Role.ADMIN)]
+
+    @extend_schema(request=None, responses={202: RunOutput})
+    def post(self, request, run_id: int):
+        get_object_or_404(Run, pk=run_id)
+        return Response(RunOutput(run_resume(run_id=run_id)).data, status=status.HTTP_202_ACCEPTED)

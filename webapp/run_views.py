@@ -1,0 +1,93 @@
+"""Run pages: the list, launch forms (admins), a run's live page, cancel and resume."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from webapp.access import role_required
+from webapp.charts import line_chart_svg
+from webapp.errors import ArbiterError
+from webapp.models import Run
+from webapp.roles import Role
+from webapp.run_forms import RunLaunchForm
+from webapp.run_kinds import all_kinds, get_kind
+from webapp.run_selectors import metric_groups, run_metric_series, runs_filtered
+from webapp.runs import run_cancel, run_launch, run_resume, runs_fail_stale
+
+VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
+
+
+@role_required(*VIEW_ROLES)
+def runs(request: HttpRequest) -> HttpResponse:
+    runs_fail_stale()
+    kind, status = request.GET.get("kind", ""), request.GET.get("status", "")
+    return render(request, "webapp/runs.html", {
+        "runs": runs_filtered(kind=kind, status=status)[:200], "kinds": all_kinds(), "statuses": Run.Status,
+        "kind": kind, "status": status,
+    })
+
+
+@role_required(Role.ADMIN)
+def run_new(request: HttpRequest, kind: str) -> HttpResponse:
+    run_kind = get_kind(kind)
+    if run_kind is None:
+        raise Http404("No such run kind.")
+    form = RunLaunchForm(run_kind, request.POST or None)
+    error = ""
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = run_launch(kind=kind, config=form.config(), user=request.user, name=form.cleaned_data["name"],
+                             idempotency_key=form.cleaned_data["idempotency_key"])
+        except ArbiterError as exc:
+            error = exc.message
+        else:
+            return redirect("runs:detail", run_id=run.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "webapp/run_new.html", {"kind": run_kind, "form": form, "error": error}, status=status)
+
+
+def _charts(run: Run) -> list:
+    return [line_chart_svg(lines, title=title) for title, lines in metric_groups(run_metric_series(run)).items()]
+
+
+@role_required(*VIEW_ROLES)
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    """A run; while it is active its live section polls itself and stops when the run ends."""
+    runs_fail_stale()
+    run = get_object_or_404(Run.objects.select_related("created_by"), pk=run_id)
+    context = {"run": run, "charts": _charts(run), "kind": get_kind(run.kind)}
+    if request.htmx:
+        response = render(request, "webapp/run_detail.html#run-live", context)
+        if not run.is_active:
+            response.status_code = 286  # htmx: stop polling
+        return response
+    return render(request, "webapp/run_detail.html", context)
+
+
+@require_POST
+@role_required(Role.ADMIN)
+def run_cancel_post(request: HttpRequest, run_id: int) -> HttpResponse:
+    get_object_or_404(Run, pk=run_id)
+    try:
+        run = run_cancel(run_id=run_id)
+    except ArbiterError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Cancelled." if run.status == Run.Status.CANCELLED
+                         else "Cancel requested: the run stops after its current step.")
+    return redirect("runs:detail", run_id=run_id)
+
+
+@require_POST
+@role_required(Role.ADMIN)
+def run_resume_post(request: HttpRequest, run_id: int) -> HttpResponse:
+    get_object_or_404(Run, pk=run_id)
+    try:
+        run_resume(run_id=run_id)
+    except ArbiterError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Queued again.")
+    return redirect("runs:detail", run_id=run_id)

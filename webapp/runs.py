@@ -1,0 +1,305 @@
+"""Runs: launch, execute on a worker, report, cancel, resume, and fail the stale ones.
+
+The life of a run:
+
+    queued --(a worker claims it)--> running --> succeeded | failed | cancelled
+    failed / cancelled --(resume)--> queued (attempt + 1, from the last checkpoint)
+
+Every write a worker makes is guarded by the run's attempt number, so a worker that lost
+its run (it was failed as stale, then resumed elsewhere) can no longer change it. While a
+run executes, a thread beats its heartbeat; a run whose heartbeat is older than
+RUN_STALE_SECONDS is failed with the reason, so nothing stays "running" forever.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import threading
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from webapp.errors import ArbiterError
+from webapp.models import Run, RunMetric
+from webapp.run_kinds import config_as_json, config_from_input, get_kind
+
+logger = logging.getLogger(__name__)
+LOG_LINES = 300
+
+
+class RunCancelled(Exception):
+    """Raised by a kind's execute when its training code stopped on a cancel request."""
+
+
+def run_dir(run: Run) -> Path:
+    path = Path(settings.VAR_DIR) / "runs" / str(run.pk)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# --- Launch, cancel, resume --------------------------------------------------------------
+
+def run_launch(*, kind: str, config: dict | None, user, name: str = "", idempotency_key: str = "") -> Run:
+    """Validate and queue a run. A launch repeated with the same key returns the first run."""
+    run_kind = get_kind(kind)
+    if run_kind is None:
+        raise ArbiterError(f"Unknown run kind {kind!r}.")
+    if idempotency_key:
+        existing = Run.objects.filter(created_by=user, idempotency_key=idempotency_key).first()
+        if existing:
+            return existing
+    try:
+        parsed = config_from_input(run_kind.config_class, config or {})
+    except ValueError as exc:
+        problems = str(exc).splitlines()
+        raise ArbiterError("The config is not valid: " + " ".join(problems),
+                           details=[{"problem": p} for p in problems]) from None
+    problems = run_kind.check(parsed)
+    if problems:
+        raise ArbiterError("The run cannot start: " + " ".join(problems),
+                           details=[{"problem": p} for p in problems])
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                kind=kind, name=name[:200] or run_kind.label, config=config_as_json(parsed),
+                lineage=run_kind.lineage(parsed), created_by=user, idempotency_key=idempotency_key[:64],
+                attempt=1,
+            )
+            transaction.on_commit(lambda: _enqueue(run))
+    except IntegrityError:
+        # The same key raced in from a double click: the first launch won.
+        return Run.objects.get(created_by=user, idempotency_key=idempotency_key)
+    return run
+
+
+def _enqueue(run: Run) -> None:
+    from webapp.tasks import run_execute_task
+
+    run_execute_task.apply_async(args=[run.pk, run.attempt], queue=settings.RUN_QUEUE)
+
+
+def run_cancel(*, run_id: int) -> Run:
+    """A queued run is cancelled at once; a running one stops within one training step."""
+    run = Run.objects.get(pk=run_id)
+    now = timezone.now()
+    if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            status=Run.Status.CANCELLED, finished_at=now, progress_message="Cancelled before it started."):
+        return Run.objects.get(pk=run_id)
+    if not Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested=True):
+        raise ArbiterError(f"Run #{run.pk} has already ended ({run.status}); there is nothing to cancel.")
+    return Run.objects.get(pk=run_id)
+
+
+def run_resume(*, run_id: int) -> Run:
+    """Queue a failed or cancelled run again, from its last checkpoint when it has one."""
+    run = Run.objects.get(pk=run_id)
+    kind = get_kind(run.kind)
+    if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
+        raise ArbiterError(f"Only a failed or cancelled run can be resumed; run #{run.pk} is {run.status}.")
+    if kind is None or not kind.resumable:
+        raise ArbiterError(f"Runs of kind {run.kind!r} cannot be resumed; launch a new one.")
+    step = run.checkpoint.get("step") if run.checkpoint.get("path") else None
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run_id, status=run.status).update(
+            status=Run.Status.QUEUED, attempt=run.attempt + 1, cancel_requested=False, error="", finished_at=None,
+            progress_message=f"Resuming from the checkpoint at step {step}." if step is not None
+            else "Restarting from the beginning (no checkpoint was written).",
+        )
+        if not updated:
+            raise ArbiterError(f"Run #{run.pk} changed while resuming; reload and try again.")
+        RunMetric.objects.filter(run_id=run_id, step__gt=step or 0).delete()
+        run.refresh_from_db()
+        _append_log(run, run.progress_message)
+        transaction.on_commit(lambda: _enqueue(run))
+    return run
+
+
+def runs_fail_stale() -> int:
+    """Runs whose worker stopped beating are failed (or cancelled, when that was asked)."""
+    limit = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
+    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=limit)
+    changed = 0
+    for run in stale.only("pk", "heartbeat_at", "cancel_requested", "checkpoint"):
+        seen = run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        if run.cancel_requested:
+            status, reason = Run.Status.CANCELLED, f"Cancelled; its worker stopped responding (last heartbeat {seen})."
+        else:
+            status = Run.Status.FAILED
+            reason = (f"The worker stopped sending heartbeats (last at {seen}): its process was killed or its "
+                      f"machine was lost.")
+            if run.checkpoint.get("path"):
+                reason += f" Resume to continue from the checkpoint at step {run.checkpoint['step']}."
+        changed += Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, heartbeat_at__lt=limit).update(
+            status=status, error=reason, finished_at=timezone.now())
+    return changed
+
+
+# --- Execution on a worker --------------------------------------------------------------
+
+class RunReporter:
+    """What training code calls while it works: progress, metrics, logs, checkpoints, cancel checks.
+
+    Writes are throttled (progress and logs at most every `interval` seconds) and guarded
+    by the attempt, so a superseded worker changes nothing.
+    """
+
+    def __init__(self, run: Run, *, interval: float = 0.5):
+        self.run_id, self.attempt = run.pk, run.attempt
+        self.interval = interval
+        self._last_flush = 0.0
+        self._last_stop_check = 0.0
+        self._stop = False
+        self._pending_log: list[str] = []
+        self._progress: tuple[float, str] | None = None
+
+    def _mine(self):
+        return Run.objects.filter(pk=self.run_id, attempt=self.attempt, status=Run.Status.RUNNING)
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        self._progress = (min(1.0, max(0.0, float(fraction))), message[:300])
+        self._flush()
+
+    def log(self, line: str) -> None:
+        logger.info("run %s: %s", self.run_id, line)
+        self._pending_log.append(str(line))
+        self._flush()
+
+    def metrics(self, step: int, values: dict) -> None:
+        clean = {k: (float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None)
+                 for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if clean and self._mine().exists():
+            RunMetric.objects.create(run_id=self.run_id, step=max(0, int(step)), values=clean)
+
+    def checkpoint(self, step: int, path: str) -> None:
+        self._mine().update(checkpoint={"step": int(step), "path": str(path)})
+        self.log(f"Checkpoint at step {step}.")
+
+    def should_stop(self) -> bool:
+        """True once a cancel was asked (checked at most every 0.2 s)."""
+        now = time.monotonic()
+        if not self._stop and now - self._last_stop_check >= 0.2:
+            self._last_stop_check = now
+            self._stop = not self._mine().filter(cancel_requested=False).exists()
+        return self._stop
+
+    def _flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_flush < self.interval:
+            return
+        self._last_flush = now
+        updates = {}
+        if self._progress is not None:
+            updates["progress"], updates["progress_message"] = self._progress
+        if self._pending_log:
+            run = Run.objects.only("log").get(pk=self.run_id)
+            updates["log"] = _tail(run.log, self._pending_log)
+            self._pending_log = []
+        if updates:
+            self._mine().update(**updates)
+
+    def close(self) -> None:
+        self._flush(force=True)
+
+
+def _tail(log: str, lines: list[str]) -> str:
+    stamp = timezone.now().strftime("%H:%M:%S")
+    merged = (log.splitlines() if log else []) + [f"[{stamp}] {line}" for line in lines]
+    return "\n".join(merged[-LOG_LINES:])
+
+
+def _append_log(run: Run, line: str) -> None:
+    Run.objects.filter(pk=run.pk).update(log=_tail(run.log, [line]))
+
+
+class Heartbeat(threading.Thread):
+    """Beats `heartbeat_at` every few seconds while the run executes (its own DB connection)."""
+
+    def __init__(self, run_id: int, attempt: int, interval: float):
+        super().__init__(daemon=True, name=f"heartbeat-run-{run_id}")
+        self.run_id, self.attempt, self.interval = run_id, attempt, interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(self.interval):
+                Run.objects.filter(pk=self.run_id, attempt=self.attempt, status=Run.Status.RUNNING).update(
+                    heartbeat_at=timezone.now())
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=10)
+
+
+def run_execute(*, run_id: int, attempt: int) -> None:
+    """Claim a queued run and execute it; its final status always gets written."""
+    from webapp.compute import pick_compute
+
+    now = timezone.now()
+    if not Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.QUEUED).update(
+            status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, progress_message="Starting ..."):
+        logger.info("run %s attempt %s is not queued any more; nothing to do", run_id, attempt)
+        return
+    run = Run.objects.get(pk=run_id)
+    kind = get_kind(run.kind)
+    reporter = RunReporter(run)
+    heartbeat = Heartbeat(run_id, attempt, settings.RUN_HEARTBEAT_SECONDS)
+    heartbeat.start()
+    try:
+        compute = pick_compute()
+        Run.objects.filter(pk=run_id, attempt=attempt).update(device=compute.name, worker=compute.worker)
+        reporter.log(f"Attempt {attempt} on {compute.worker}, device {compute.name}.")
+        config = config_from_input(kind.config_class, run.config)
+        resume_from = run.checkpoint.get("path") if attempt > 1 else None
+        if resume_from and not Path(resume_from).exists():
+            reporter.log(f"The checkpoint {resume_from} is gone; starting from the beginning.")
+            resume_from = None
+        summary = kind.execute(run=run, config=config, reporter=reporter, compute=compute, resume_from=resume_from)
+    except RunCancelled:
+        reporter.close()
+        _finish(run_id, attempt, Run.Status.CANCELLED, message="Cancelled.")
+    except Exception as exc:
+        logger.exception("run %s failed", run_id)
+        reporter.log(traceback.format_exc(limit=8))
+        reporter.close()
+        _finish(run_id, attempt, Run.Status.FAILED, error=f"{type(exc).__name__}: {exc}", message="Failed.")
+    else:
+        reporter.close()
+        _finish(run_id, attempt, Run.Status.SUCCEEDED, summary=summary or {}, message="Done.")
+    finally:
+        heartbeat.stop()
+
+
+def _finish(run_id: int, attempt: int, status: str, *, error: str = "", summary: dict | None = None,
+            message: str = "") -> None:
+    updates = {"status": status, "finished_at": timezone.now(), "error": error, "progress_message": message}
+    if summary is not None:
+        updates.update(summary=summary, progress=1.0)
+    Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.RUNNING).update(**updates)
+
+
+def run_add_lineage(*, run: Run, links: list[dict]) -> None:
+    """Record rows the run wrote (a reward model, a policy) as output lineage."""
+    current = Run.objects.only("lineage").get(pk=run.pk).lineage
+    Run.objects.filter(pk=run.pk).update(lineage=current + [{"direction": "output", **link} for link in links])
+
+
+def run_add_artifact(*, run: Run, name: str, path: Path) -> None:
+    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+    current = Run.objects.only("artifacts").get(pk=run.pk).artifacts
+    Run.objects.filter(pk=run.pk).update(artifacts=current + [{"name": name, "path": str(path), "bytes": size}])
+
+
+def run_scratch_dir(run: Run) -> Path:
+    """A fresh folder for this attempt's unfinished outputs (checkpoints survive in run_dir)."""
+    path = run_dir(run) / f"attempt-{run.attempt}"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
