@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: the embedded default on one machine. SQLite and a filesystem Celery broker
-# under var/ (unless DATABASE_URL / CELERY_BROKER_URL say otherwise), demo data loaded
+# under var/ (unless DATABASE_URL / CELERY_BROKER_URL say otherwise), the default policy
+# trained once (about 5 minutes, with a progress bar; reused afterwards), demo data loaded
 # once, one worker on both queues in the background, gunicorn in the foreground.
 # Ctrl-C stops both.
 set -euo pipefail
@@ -11,6 +12,7 @@ mkdir -p var
 
 $BIN/python manage.py migrate --noinput -v0
 $BIN/python manage.py collectstatic --noinput -v0
+$BIN/python manage.py train_policy
 $BIN/python manage.py load_demo
 
 $BIN/celery -A webapp worker -Q default,gpu --concurrency 1 --loglevel INFO \

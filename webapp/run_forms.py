@@ -31,7 +31,7 @@ class RunLaunchForm(forms.Form):
                 field = forms.BooleanField(required=False, initial=default, label=label, help_text=help_text)
             else:
                 field = _FIELDS[kind_type](initial=default, label=label, help_text=help_text,
-                                           required=kind_type is not str)
+                                           required=kind_type is not str and default is not None)
             self.fields[name] = field
             self.config_names.append(name)
 

@@ -77,12 +77,17 @@ def field_help(cls: type) -> dict[str, str]:
 
 
 def _field_type(cls: type, name: str):
-    hints = typing.get_type_hints(cls)
-    kind = hints[name]
+    """The field's type, with `X | None` read as X (see `_optional`)."""
+    kind = typing.get_type_hints(cls)[name]
     args = [a for a in typing.get_args(kind) if a is not type(None)]
     if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(args) == 1:
         return args[0]
     return kind
+
+
+def _optional(cls: type, name: str) -> bool:
+    kind = typing.get_type_hints(cls)[name]
+    return typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in typing.get_args(kind)
 
 
 def _coerce(value, kind, name: str):
@@ -134,6 +139,9 @@ def config_from_input(cls: type, data: dict, *, prefix: str = ""):
     values = {}
     for f in dataclasses.fields(cls):
         if f.name not in data:
+            continue
+        if data[f.name] is None and _optional(cls, f.name):
+            values[f.name] = None
             continue
         try:
             values[f.name] = _coerce(data[f.name], _field_type(cls, f.name), prefix + f.name)

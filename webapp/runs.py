@@ -45,8 +45,12 @@ def run_dir(run: Run) -> Path:
 
 # --- Launch, cancel, resume --------------------------------------------------------------
 
-def run_launch(*, kind: str, config: dict | None, user, name: str = "", idempotency_key: str = "") -> Run:
-    """Validate and queue a run. A launch repeated with the same key returns the first run."""
+def run_launch(*, kind: str, config: dict | None, user, name: str = "", idempotency_key: str = "",
+               enqueue: bool = True) -> Run:
+    """Validate and queue a run. A launch repeated with the same key returns the first run.
+
+    `enqueue=False` leaves it queued for the caller to execute in-process (`run_execute`).
+    """
     run_kind = get_kind(kind)
     if run_kind is None:
         raise ArbiterError(f"Unknown run kind {kind!r}.")
@@ -71,7 +75,8 @@ def run_launch(*, kind: str, config: dict | None, user, name: str = "", idempote
                 lineage=run_kind.lineage(parsed), created_by=user, idempotency_key=idempotency_key[:64],
                 attempt=1,
             )
-            transaction.on_commit(lambda: _enqueue(run))
+            if enqueue:
+                transaction.on_commit(lambda: _enqueue(run))
     except IntegrityError:
         # The same key raced in from a double click: the first launch won.
         return Run.objects.get(created_by=user, idempotency_key=idempotency_key)

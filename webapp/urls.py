@@ -14,5 +14,6 @@ urlpatterns = [
     path("annotate/", include("annotate.urls")),
     path("runs/", include("webapp.run_urls")),
     path("training/", include("training.urls")),
+    path("reward-models/", include("rewardmodel.urls")),
     path("api/v1/", include("webapp.api_urls")),
 ]

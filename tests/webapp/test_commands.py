@@ -5,8 +5,10 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotate.models import Campaign, Comparison, Trajectory
+from annotate.models import Campaign, Comparison, DatasetSnapshot, Policy, Trajectory
+from tests.policy_fixtures import tiny_policy_dir
 from tests.samples import canonical, chat_parallel, jsonl
+from webapp.models import Run
 from webapp.roles import Role, user_roles
 
 pytestmark = pytest.mark.django_db
@@ -53,14 +55,23 @@ def test_make_comparisons(tmp_path: Path):
         call_command("make_comparisons", "--campaign", "missing")
 
 
-def test_load_demo_is_idempotent_and_prints_users():
-    first = _run("load_demo")
-    second = _run("load_demo")
-    assert "Demo campaign: 24 trajectories" in first
-    assert "Demo campaign" not in second
+def test_load_demo_is_idempotent_and_prints_users(settings):
+    with pytest.raises(CommandError, match="build it with `manage.py train_policy`"):
+        call_command("load_demo", "--policy", "tiny-demo")
+    path = tiny_policy_dir(Path(settings.VAR_DIR) / "policies" / "tiny-demo")
+    policy = Policy.objects.create(name="tiny-demo", version="1", model_dir=str(path))
+    first = _run("load_demo", "--policy", "tiny-demo", "--tasks", "3", "--samples", "2")
+    second = _run("load_demo", "--policy", "tiny-demo")
+    assert "Demo campaign: 6 trajectories from tiny-demo@1" in first and "Simulated campaign" in first
+    assert "Demo campaign" not in second and "Simulated campaign" not in second
     assert "demo-annotator" in second and "demo-admin" in second
-    campaign = Campaign.objects.get(name__startswith="Demo")
+    campaign = Campaign.objects.get(name="Demo: encyclopedia QA")
     assert campaign.comparisons.count() > 0
+    assert all(c.trajectory_a.policy_id == policy.pk for c in campaign.comparisons.select_related("trajectory_a"))
+    run = Run.objects.get(name="Demo rollouts")
+    assert run.status == "succeeded" and run.created_by.username == "demo-admin"
+    snapshot = DatasetSnapshot.objects.get(name="Demo: simulated labels")
+    assert snapshot.status == "ready" and snapshot.stats["pairs"] > 100
     from django.contrib.auth import get_user_model
 
     assert user_roles(get_user_model().objects.get(username="demo-admin")) == {Role.ADMIN}

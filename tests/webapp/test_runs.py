@@ -177,3 +177,13 @@ def test_a_run_whose_heartbeat_is_stale_is_failed_with_the_reason(admin_user, se
     run.refresh_from_db()
     assert run.status == "failed" and "stopped sending heartbeats" in run.error and "step 7" in run.error
     assert Run.objects.get(pk=fresh.pk).status == "running"
+
+
+@dataclass
+class OptionalConfig:
+    rate: float | None = None  # empty: a default picked later
+
+
+def test_optional_fields_take_none_and_numbers():
+    assert config_from_input(OptionalConfig, {"rate": None}) == OptionalConfig(rate=None)
+    assert config_from_input(OptionalConfig, {"rate": "0.5"}) == OptionalConfig(rate=0.5)

@@ -20,11 +20,16 @@ def markdown_safe(text: str) -> str:
                                url_schemes={"http", "https", "mailto"}))
 
 
+def _is_number(value) -> bool:
+    """Missing figures (None, or "" for a key a template could not find) print as a dash."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @register.filter
 def percent(value) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
+    return f"{100 * value:.1f}%" if _is_number(value) else "–"
 
 
 @register.filter
 def number(value, digits: int = 2) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
+    return f"{value:.{digits}f}" if _is_number(value) else "–"

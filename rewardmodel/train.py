@@ -1,0 +1,322 @@
+"""Reward-model training: TRL's RewardTrainer on preference pairs in the `trl` export form.
+
+    from rewardmodel.train import RewardModelConfig, train_reward_model
+    rows = [json.loads(line) for line in open("train.jsonl")]  # prompt, chosen, rejected, margin
+    config = RewardModelConfig(tokenizer_dir="var/policies/default")
+    result = train_reward_model(rows, config, Path("var/reward-models/1"))
+
+Each side of a pair becomes one plain-text transcript with its question (serialize.py),
+shortened to fit `max_length` tokens, so TRL drops no pair for length. Ties (margin 0 or
+`preferred` "tie") are left out: they name no better side. The loss is TRL's
+-log sigmoid(r_chosen - r_rejected - margin), with the vote margin when `use_margin`.
+
+The output folder:
+    out_dir/checkpoints/checkpoint-N/   the latest checkpoint (Trainer format), to resume from
+    out_dir/model/                      the final model and tokenizer (save_pretrained) and
+                                        arbiter_reward_model.json (config, backbone, tokens per side,
+                                        serialization version), which scoring.py reads
+
+Plain Python, no Django: torch, transformers, datasets and TRL are imported inside the
+functions, so the web process can import RewardModelConfig to validate a launch.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rewardmodel.backbones import (
+    MINILM,
+    POLICY_LLAMA,
+    BackboneError,
+    backbone_check,
+    build_backbone,
+    max_context,
+)
+from rewardmodel.serialize import SERIALIZATION_VERSION, pair_text
+
+META_FILE = "arbiter_reward_model.json"
+META_FORMAT = "arbiter.reward_model/v1"
+# Peak learning rates when the config leaves it empty: a model trained from scratch takes
+# larger steps than a pretrained one being fine-tuned.
+DEFAULT_LEARNING_RATES = {POLICY_LLAMA: 3e-4, MINILM: 5e-5}
+PRETRAINED_LEARNING_RATE = 2e-5
+LOG_POINTS = 100  # about this many metric points per run, whatever its length
+
+
+def _help(text: str) -> dict:
+    return {"help": text}
+
+
+@dataclass
+class RewardModelConfig:
+    backbone: str = field(default=POLICY_LLAMA, metadata=_help(
+        "'policy-llama' (a small Llama-style model trained from scratch, sharing the policy's tokenizer), "
+        "'minilm' (the pretrained MiniLM-L6 encoder, 512 tokens at most) or the path of a local Hugging Face "
+        "model directory."))
+    tokenizer_dir: str = field(default="", metadata=_help(
+        "policy-llama only: the policy directory whose tokenizer the reward model shares."))
+    hidden: int = field(default=128, metadata=_help("policy-llama only: hidden size (a multiple of heads)."))
+    layers: int = field(default=2, metadata=_help("policy-llama only: number of transformer layers."))
+    heads: int = field(default=4, metadata=_help("policy-llama only: attention heads per layer."))
+    max_length: int = field(default=512, metadata=_help(
+        "Tokens per side, question included; longer trajectories are shortened to fit (observations cut, "
+        "then middle steps dropped). The backbone's own limit caps it (512 for minilm)."))
+    learning_rate: float | None = field(default=None, metadata=_help(
+        "Peak learning rate; empty for the backbone's default: 3e-4 for policy-llama (from scratch), 5e-5 for "
+        "minilm, 2e-5 for another pretrained directory."))
+    epochs: float = field(default=3.0, metadata=_help("Passes over the training pairs (fractions allowed)."))
+    batch_size: int = field(default=16, metadata=_help("Pairs per optimizer step."))
+    weight_decay: float = field(default=0.0, metadata=_help("AdamW weight decay."))
+    warmup_ratio: float = field(default=0.05, metadata=_help(
+        "Share of the steps over which the learning rate rises from 0 to its peak; it then falls linearly to 0."))
+    seed: int = field(default=0, metadata=_help("Seed of the initial weights and of the order of the pairs."))
+    use_margin: bool = field(default=True, metadata=_help(
+        "Use each pair's vote margin in the loss, so pairs with stronger agreement must be separated by more."))
+    checkpoint_every: int = field(default=50, metadata=_help(
+        "Optimizer steps between checkpoints, from which a stopped run resumes; 0 for none."))
+
+    def resolved_learning_rate(self) -> float:
+        """The learning rate that training uses: the field, or the backbone's default when it is empty."""
+        if self.learning_rate is not None:
+            return self.learning_rate
+        return DEFAULT_LEARNING_RATES.get(self.backbone, PRETRAINED_LEARNING_RATE)
+
+    def validate(self) -> list[str]:
+        """Problems with this config, each starting with its field ("epochs: ..."); empty when it is fine.
+
+        Reads files to check the backbone but loads no model and imports neither torch nor transformers.
+        """
+        problems = []
+        if self.learning_rate is not None and not self.learning_rate > 0:
+            problems.append("learning_rate: must be positive (or empty for the backbone's default).")
+        if not self.epochs > 0:
+            problems.append("epochs: must be positive.")
+        if self.batch_size < 1:
+            problems.append("batch_size: must be at least 1.")
+        if self.max_length < 16:
+            problems.append("max_length: must be at least 16 tokens.")
+        if not self.weight_decay >= 0:
+            problems.append("weight_decay: cannot be negative.")
+        if not 0 <= self.warmup_ratio < 1:
+            problems.append("warmup_ratio: must be at least 0 and below 1.")
+        if self.checkpoint_every < 0:
+            problems.append("checkpoint_every: cannot be negative (0 turns checkpoints off).")
+        try:
+            backbone_check(self)
+        except BackboneError as exc:
+            problems.append(str(exc))
+        return problems
+
+
+def _nothing(*args, **kwargs) -> None:
+    return None
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class Callbacks:
+    """How a caller watches and steers a run; every hook does nothing unless given."""
+
+    progress: Callable[[float, str], None] = _nothing  # (fraction done, what is happening)
+    metrics: Callable[[int, dict[str, float]], None] = _nothing  # (global step, {"train/loss": ...})
+    log: Callable[[str], None] = _nothing  # one line for the run's log
+    should_stop: Callable[[], bool] = _never  # checked after every step: True cancels the run
+    checkpoint: Callable[[int, str], None] = _nothing  # (global step, checkpoint directory) after each save
+
+
+@dataclass
+class TrainResult:
+    steps: int  # optimizer steps done, counting those before a resume
+    cancelled: bool
+    seconds: float
+    train_pairs: int  # pairs trained on (ties left out)
+    model_dir: str | None  # out_dir/model, or None when cancelled
+
+
+def is_tie(row: dict) -> bool:
+    """A kept tie of the export: no side is better, so it teaches no direction."""
+    return row.get("preferred") == "tie" or row.get("margin") == 0
+
+
+def pair_dataset(rows: list[dict], tokenizer, max_tokens: int, use_margin: bool):
+    """The `datasets.Dataset` training uses: `chosen` and `rejected` transcripts (+ `margin`).
+
+    Each text is serialized so that TRL's tokenization of it with the end token it appends
+    has at most `max_tokens` ids; train a RewardTrainer with `RewardConfig(max_length=max_tokens,
+    eos_token=tokenizer.eos_token)` on it and no pair is dropped. Ties are left out; the
+    margin column is there only with `use_margin` and some margin that is not zero.
+    """
+    from datasets import Dataset
+
+    budget = max_tokens - len(tokenizer(tokenizer.eos_token, add_special_tokens=False)["input_ids"])
+    pairs = [row for row in rows if not is_tie(row)]
+    columns = {
+        "chosen": [pair_text(row["prompt"], row["chosen"], tokenizer, budget) for row in pairs],
+        "rejected": [pair_text(row["prompt"], row["rejected"], tokenizer, budget) for row in pairs],
+    }
+    margins = [float(row.get("margin") or 0.0) for row in pairs]
+    if use_margin and any(margins):
+        columns["margin"] = margins
+    return Dataset.from_dict(columns)
+
+
+def latest_checkpoint(out_dir: str | Path) -> str | None:
+    """The newest complete checkpoint under out_dir/checkpoints, or None."""
+    found = []
+    for path in (Path(out_dir) / "checkpoints").glob("checkpoint-*"):
+        match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+        if match and (path / "trainer_state.json").exists():
+            found.append((int(match.group(1)), path))
+    return str(max(found)[1]) if found else None
+
+
+def _meta(config: RewardModelConfig, tokenizer, max_tokens: int) -> dict:
+    return {"format": META_FORMAT, "backbone": config.backbone, "max_tokens": max_tokens,
+            "eos_token": tokenizer.eos_token, "serialization_version": SERIALIZATION_VERSION,
+            "config": asdict(config)}
+
+
+def _write_meta(directory: str | Path, meta: dict) -> None:
+    (Path(directory) / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
+def _bridge(callbacks: Callbacks, meta: dict):
+    """A transformers TrainerCallback that reports to `callbacks` (built here: transformers loads lazily)."""
+    from transformers import TrainerCallback
+
+    class Bridge(TrainerCallback):
+        cancelled = False
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logs = logs or {}
+            if "train_runtime" in logs:  # the run's summary, not a step's metrics
+                return
+            values = {f"train/{key}": float(value) for key, value in logs.items()
+                      if isinstance(value, int | float) and not isinstance(value, bool)}
+            callbacks.metrics(state.global_step, values)
+            shown = ", ".join(f"{key} {logs[key]:.4g}" for key in ("loss", "accuracy", "margin") if key in logs)
+            callbacks.log(f"step {state.global_step}/{state.max_steps}: {shown}")
+
+        def on_step_end(self, args, state, control, **kwargs):
+            callbacks.progress(state.global_step / state.max_steps, f"step {state.global_step} of {state.max_steps}")
+            if callbacks.should_stop():
+                self.cancelled = True
+                control.should_training_stop = True
+                # Keep the work done so far: a cancelled run can be resumed from this checkpoint.
+                control.should_save = args.save_strategy != "no"
+
+        def on_save(self, args, state, control, **kwargs):
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            _write_meta(path, meta)
+            callbacks.checkpoint(state.global_step, str(path))
+
+    return Bridge()
+
+
+@contextmanager
+def _no_progress_bars():
+    """Silence the progress bars of datasets and transformers (they would fill the job's log), then restore them."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    shown = datasets.is_progress_bar_enabled(), hf_logging.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown[0]:
+            datasets.enable_progress_bars()
+        if shown[1]:
+            hf_logging.enable_progress_bar()
+
+
+def _trl_args(config: RewardModelConfig, out_dir: Path, tokenizer, max_tokens: int, n_pairs: int,
+              device: str, bf16: bool):
+    from trl import RewardConfig
+
+    steps = math.ceil(math.ceil(n_pairs / config.batch_size) * config.epochs)
+    on_cpu = device == "cpu"
+    return RewardConfig(
+        output_dir=str(out_dir / "checkpoints"),
+        learning_rate=config.resolved_learning_rate(),
+        num_train_epochs=config.epochs,
+        per_device_train_batch_size=config.batch_size,
+        weight_decay=config.weight_decay,
+        warmup_steps=config.warmup_ratio,  # transformers 5: a value below 1 is a share of the steps
+        lr_scheduler_type="linear",
+        seed=config.seed,
+        data_seed=config.seed,
+        max_length=max_tokens,
+        eos_token=tokenizer.eos_token,
+        bf16=bf16 and not on_cpu,  # TRL's default is bf16=True
+        activation_checkpointing=False,  # TRL's gradient_checkpointing defaults to True (a deprecated alias)
+        use_cpu=on_cpu,
+        dataloader_pin_memory=not on_cpu,
+        report_to=[],
+        disable_tqdm=True,
+        logging_steps=max(1, steps // LOG_POINTS),
+        save_strategy="steps" if config.checkpoint_every else "no",
+        save_steps=config.checkpoint_every or 1,  # (unused when saving is off, but must be positive)
+        save_total_limit=1,
+    )
+
+
+def train_reward_model(train_rows: list[dict], config: RewardModelConfig, out_dir: Path, *,
+                       callbacks: Callbacks | None = None, resume_from: str | None = None,
+                       device: str = "cpu", bf16: bool = False) -> TrainResult:
+    """Train a reward model on `trl`-form rows and save it under out_dir/model (see the module docstring).
+
+    Raises BackboneError for a backbone that cannot be built and ValueError when no pair has a
+    preferred side. `resume_from` is a checkpoint directory (see `latest_checkpoint`) of a run
+    with the same rows and config.
+    """
+    import transformers
+    from transformers import PrinterCallback
+    from trl import RewardTrainer
+
+    callbacks = callbacks or Callbacks()
+    started = time.monotonic()
+    out_dir = Path(out_dir)
+    transformers.set_seed(config.seed)  # before the model: its initial weights come from this seed
+    model, tokenizer = build_backbone(config)
+    max_tokens = max_context(model, tokenizer, config.max_length)
+    callbacks.progress(0.0, "serializing pairs")
+    dataset = pair_dataset(train_rows, tokenizer, max_tokens, config.use_margin)
+    if len(dataset) == 0:
+        raise ValueError("No pair with a preferred side to train on (ties are left out).")
+    n_params = sum(p.numel() for p in model.parameters())
+    callbacks.log(f"{config.backbone}: {n_params / 1e6:.2f}M parameters, {len(dataset)} pairs "
+                  f"({len(train_rows) - len(dataset)} ties left out), {max_tokens} tokens per side")
+    meta = _meta(config, tokenizer, max_tokens)
+    bridge = _bridge(callbacks, meta)
+    args = _trl_args(config, out_dir, tokenizer, max_tokens, len(dataset), device, bf16)
+    model_dir = None
+    with _no_progress_bars():
+        trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                                callbacks=[bridge])
+        trainer.remove_callback(PrinterCallback)  # the bridge reports; no dicts printed to stdout
+        if len(trainer.train_dataset) != len(dataset):
+            raise RuntimeError(f"TRL dropped {len(dataset) - len(trainer.train_dataset)} pairs longer than "
+                               f"{max_tokens} tokens: serialization should have made them fit.")
+        trainer.train(resume_from_checkpoint=resume_from)
+        if not bridge.cancelled:
+            model_dir = out_dir / "model"
+            trainer.model.save_pretrained(model_dir)
+            tokenizer.save_pretrained(model_dir)
+            _write_meta(model_dir, meta)
+    if model_dir:
+        callbacks.log(f"saved the reward model to {model_dir}")
+        callbacks.progress(1.0, "done")
+    return TrainResult(steps=trainer.state.global_step, cancelled=bridge.cancelled,
+                       seconds=time.monotonic() - started, train_pairs=len(dataset),
+                       model_dir=str(model_dir) if model_dir else None)

@@ -1,0 +1,30 @@
+"""A preference snapshot labelled by simulated annotators with known utilities, and a tiny policy."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+from annotate.models import Policy
+from annotate.services.datasets import SnapshotFilters, snapshot_create
+from tests.factories import CampaignFactory
+from tests.policy_fixtures import tiny_policy_dir
+from training.services import campaign_simulate_labels, scripted_trajectories_generate
+from training.simulated_annotators import AnnotatorProfile
+
+TINY_RM = {"hidden": 32, "layers": 1, "heads": 2, "max_length": 256, "batch_size": 16}
+
+
+def tiny_policy() -> Policy:
+    path = tiny_policy_dir(Path(settings.VAR_DIR) / "policies" / "tiny-test-policy")
+    return Policy.objects.get_or_create(name="tiny", version="1", defaults={"model_dir": str(path)})[0]
+
+
+def simulated_snapshot(*, tasks: int = 60, flip: float = 0.0, seed: int = 0, annotators: int = 3):
+    """Scripted trajectories judged by simulated annotators (Bradley-Terry over the rubric utility)."""
+    campaign = CampaignFactory(votes_per_comparison=annotators)
+    scripted_trajectories_generate(campaign=campaign, n_tasks=tasks, samples_per_agent=2, seed=seed)
+    campaign_simulate_labels(campaign=campaign, annotators=annotators, seed=seed,
+                             profile=AnnotatorProfile(temperature=1.0, flip=flip))
+    return snapshot_create(name=f"sim-{seed}-{annotators}-{flip}", campaigns=[campaign], seed=seed, test_fraction=0.25,
+                           filters=SnapshotFilters(include_synthetic=True))
