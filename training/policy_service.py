@@ -14,6 +14,7 @@ from annotate.services.imports import trajectories_import_objects
 from training.env.browser import TextBrowser
 from training.env.corpus import generate_corpus, generate_tasks
 from training.env.scripted import episode_to_trajectory
+from training.policy.evaluation import success_rates
 from webapp.errors import ArbiterError
 
 DEFAULT_POLICY = "default-bc"
@@ -27,27 +28,6 @@ def default_policy_dir() -> Path:
     return Path(settings.VAR_DIR) / "policies" / DEFAULT_POLICY
 
 
-def success_rates(model, tokenizer, browser, tasks, *, batch_size: int = 64) -> dict:
-    """Rubric success on tasks, greedy and sampled at temperature 1."""
-    from training.policy.rollout import RolloutConfig, rollout
-
-    figures = {}
-    for name, temperature in (("greedy", 0.0), ("t1", 1.0)):
-        episodes = rollout(model, tokenizer, browser, tasks, RolloutConfig(temperature=temperature,
-                                                                            batch_size=batch_size))
-        n = len(episodes)
-        rate = sum(e.outcome.correct for e in episodes) / n
-        figures[name] = {
-            "success": rate,
-            "stderr": (rate * (1 - rate) / n) ** 0.5,
-            "quote_support": sum(e.outcome.quote_support for e in episodes) / n,
-            "mean_steps": sum(e.outcome.steps for e in episodes) / n,
-            "tool_errors_per_episode": sum(e.outcome.tool_errors for e in episodes) / n,
-            "tasks": n,
-        }
-    return figures
-
-
 def policy_train_default(*, config=None, force: bool = False, progress=None, log=print, metrics=None,
                          should_stop=None, name: str = DEFAULT_POLICY, target: Path | None = None,
                          run=None) -> Policy:
@@ -58,7 +38,12 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
     """
     import torch
 
-    from training.policy.bc import BCConfig, demonstration_texts, demonstrations, train_bc
+    from training.policy.bc import (
+        BCConfig,
+        demonstration_texts,
+        demonstrations,
+        train_bc,
+    )
     from training.policy.model_io import build_model, save_policy, train_tokenizer
 
     target = target or default_policy_dir()

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
-from training.policy.bc import BCConfig
+from training.policy.bc_config import BCConfig
 from webapp.run_kinds import RunKind, register
 
 SPLITS = ("train", "dev", "eval")

@@ -1,8 +1,8 @@
 """Login, logout, the home page per role, the Django admin, and the security headers."""
 import pytest
 
-from webapp.roles import Role, user_roles
 from tests.factories import UserFactory
+from webapp.roles import Role, user_roles
 
 pytestmark = pytest.mark.django_db
 

@@ -187,3 +187,16 @@ class OptionalConfig:
 def test_optional_fields_take_none_and_numbers():
     assert config_from_input(OptionalConfig, {"rate": None}) == OptionalConfig(rate=None)
     assert config_from_input(OptionalConfig, {"rate": "0.5"}) == OptionalConfig(rate=0.5)
+
+
+def test_the_web_process_loads_every_run_kind_without_torch():
+    """Kinds are registered at start-up; their configs must not pull in torch or transformers."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys, django; os.environ['DJANGO_SETTINGS_MODULE'] = 'webapp.settings'; django.setup(); "
+            "import webapp.urls; from webapp.run_kinds import all_kinds; "
+            "print(sorted(k.name for k in all_kinds()), 'torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("False False")
+    assert "'bc', 'reward_model', 'reward_scoring', 'rollout'" in out

@@ -13,56 +13,40 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 import torch
 
 from training.env.browser import TextBrowser
 from training.env.corpus import Corpus, TaskSpec
-from training.env.scripted import Mistakes, ScriptedAgent
-from training.policy.layout import episode_tokens, turns_of
+from training.env.scripted import ScriptedAgent
+from training.policy.bc_config import BCConfig
+from training.policy.layout import episode_tokens, model_action, turns_of
 
 
-@dataclass
-class BCConfig:
-    """Behaviour cloning settings; every field is saved beside the model."""
-
-    demos_per_task: int = 3  # scripted episodes per training task
-    mistakes: Mistakes = field(default_factory=lambda: Mistakes(0.1, 0.1, 0.08, 0.05))  # the demonstrator's error rates
-    vocab_size: int = 2048  # BPE vocabulary of the default tokenizer
-    hidden: int = 192  # model width (3.0M parameters: learns more within the 5-minute budget than 256)
-    layers: int = 6  # transformer blocks
-    heads: int = 4  # attention heads
-    learning_rate: float = 2e-3  # AdamW peak learning rate
-    warmup_steps: int = 30  # linear warm-up, then cosine decay
-    batch_size: int = 16  # episodes per optimizer step
-    max_steps: int = 900  # optimizer steps (the wall-time limit usually ends training first)
-    max_seconds: float = 270.0  # stop past this wall time (0: no limit); the learning rate anneals to it
-    observation_loss_weight: float = 0.5  # weight of the language-model loss on environment tokens
-    grad_clip: float = 1.0  # gradient norm clip
-    seed: int = 0  # data order, demonstrations and initialisation
+def _scripted_turns(corpus: Corpus, tasks: list[TaskSpec], config: BCConfig, repeats: int,
+                    browser: TextBrowser | None = None):
+    """(task, turns) of scripted episodes, the actions spelled as the policy writes them."""
+    browser = browser or TextBrowser(corpus)
+    agent = ScriptedAgent(corpus, config.mistakes, seed=config.seed)
+    for task in tasks:
+        for _ in range(repeats):
+            episode = agent.run(browser, task)
+            yield task, [(model_action(action), observation) for action, observation in turns_of(episode)]
 
 
 def demonstrations(corpus: Corpus, tasks: list[TaskSpec], tokenizer, config: BCConfig,
                    browser: TextBrowser | None = None) -> list[tuple[list[int], list[int]]]:
-    browser = browser or TextBrowser(corpus)
-    agent = ScriptedAgent(corpus, config.mistakes, seed=config.seed)
-    examples = []
-    for task in tasks:
-        for _ in range(config.demos_per_task):
-            episode = agent.run(browser, task)
-            examples.append(episode_tokens(tokenizer, task.question, turns_of(episode)))
-    return examples
+    """(ids, agent_mask) of `demos_per_task` scripted episodes per task."""
+    return [episode_tokens(tokenizer, task.question, turns)
+            for task, turns in _scripted_turns(corpus, tasks, config, config.demos_per_task, browser)]
 
 
 def demonstration_texts(corpus: Corpus, tasks: list[TaskSpec], config: BCConfig) -> list[str]:
     """Text to train the tokenizer on: articles, questions and the demonstrations' turns."""
-    browser = TextBrowser(corpus)
-    agent = ScriptedAgent(corpus, config.mistakes, seed=config.seed)
     texts = [d.text for d in corpus.documents] + [t.question for t in tasks]
-    for task in tasks:
-        episode = agent.run(browser, task)
-        for action, observation in turns_of(episode):
+    for _, turns in _scripted_turns(corpus, tasks, config, 1):
+        for action, observation in turns:
             texts.append(action)
             if observation:
                 texts.append(observation)
@@ -76,8 +60,10 @@ def _batches(examples, batch_size: int, rng: random.Random):
     return batches
 
 
-def batch_loss(model, examples, indices, *, pad_id: int, observation_weight: float) -> tuple[torch.Tensor, dict]:
-    """Weighted next-token loss over one batch: agent tokens 1, environment tokens `observation_weight`."""
+def batch_loss(model, examples, indices, *, pad_id: int, observation_weight: float,
+               first_action_weight: float = 1.0) -> tuple[torch.Tensor, dict]:
+    """Weighted next-token loss over one batch: agent tokens 1 (the first action's
+    `first_action_weight`), environment tokens `observation_weight`."""
     device = next(model.parameters()).device
     longest = max(len(examples[i][0]) for i in indices)
     ids = torch.full((len(indices), longest), pad_id, dtype=torch.long)
@@ -91,6 +77,10 @@ def batch_loss(model, examples, indices, *, pad_id: int, observation_weight: flo
         attention[row, :n] = 1
         m = torch.tensor(mask, dtype=torch.float)
         weights[row, :n] = m + (1 - m) * observation_weight
+        if first_action_weight != 1.0 and 1 in mask:
+            begin = mask.index(1)
+            end = mask.index(0, begin) if 0 in mask[begin:] else n
+            weights[row, begin:end] = first_action_weight
         agent[row, :n] = m
     ids, weights, attention, agent = ids.to(device), weights.to(device), attention.to(device), agent.to(device)
     logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
@@ -101,6 +91,41 @@ def batch_loss(model, examples, indices, *, pad_id: int, observation_weight: flo
     with torch.no_grad():
         agent_loss = (token_loss * a).sum() / a.sum().clamp(min=1)
     return loss, {"loss/total": float(loss.detach()), "loss/agent": float(agent_loss)}
+
+
+class _ThreadChooser:
+    """Torch threads for training. On a CPU shared with other busy processes, threads that
+    spin waiting on each other make a step several times slower with 2 threads than with 1
+    (measured here: 5.3 s against 1.3 s); on an idle machine 2 threads are faster. With
+    `threads` 0 it times a few steps with each setting at the start and every
+    `every` steps after, and trains with the faster (seconds per token)."""
+
+    def __init__(self, threads: int, *, probe: int = 3, every: int = 100):
+        self.original = torch.get_num_threads()
+        self.auto = threads == 0 and self.original > 1
+        self.options = [self.original, 1] if self.auto else [threads or self.original]
+        self.probe, self.every = probe, every
+        self.current, self.timings = self.options[0], {}
+        torch.set_num_threads(self.current)
+
+    def before(self, step: int) -> None:
+        if not self.auto:
+            return
+        phase = step % self.every
+        if phase < self.probe * len(self.options):
+            if phase == 0:
+                self.timings = {n: [] for n in self.options}
+            self.current = self.options[phase // self.probe]
+        elif phase == self.probe * len(self.options):
+            self.current = min(self.timings, key=lambda n: sorted(self.timings[n])[len(self.timings[n]) // 2])
+        torch.set_num_threads(self.current)
+
+    def after(self, seconds_per_token: float) -> None:
+        if self.auto and self.current in self.timings and len(self.timings[self.current]) < self.probe:
+            self.timings[self.current].append(seconds_per_token)
+
+    def restore(self) -> None:
+        torch.set_num_threads(self.original)
 
 
 def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, metrics=None,
@@ -124,33 +149,42 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
 
     start, step, last = time.monotonic(), 0, {}
     first_loss = None
-    while step < config.max_steps:
-        for indices in _batches(examples, config.batch_size, rng):
-            if step >= config.max_steps or (config.max_seconds and time.monotonic() - start > config.max_seconds):
-                break
-            if should_stop and should_stop():
-                break
-            for group in optimizer.param_groups:
-                group["lr"] = lr_at(step)
-            loss, figures = batch_loss(model, examples, indices, pad_id=tokenizer.pad_token_id,
-                                       observation_weight=config.observation_loss_weight)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"non-finite loss at step {step}")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            figures["policy/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip))
-            optimizer.step()
-            step += 1
-            first_loss = figures["loss/total"] if first_loss is None else first_loss
-            last = figures
-            if metrics and (step % 10 == 0 or step == 1):
-                metrics(step, {**figures, "optim/lr": optimizer.param_groups[0]["lr"]})
-            if progress:
-                elapsed = (time.monotonic() - start) / config.max_seconds if config.max_seconds else 0
-                progress(min(1.0, max(step / config.max_steps, elapsed)))
-        else:
-            continue
-        break
+    threads = _ThreadChooser(config.threads)
+    try:
+        while step < config.max_steps:
+            for indices in _batches(examples, config.batch_size, rng):
+                if step >= config.max_steps or (config.max_seconds and time.monotonic() - start > config.max_seconds):
+                    break
+                if should_stop and should_stop():
+                    break
+                for group in optimizer.param_groups:
+                    group["lr"] = lr_at(step)
+                threads.before(step)
+                began = time.monotonic()
+                loss, figures = batch_loss(model, examples, indices, pad_id=tokenizer.pad_token_id,
+                                           observation_weight=config.observation_loss_weight,
+                                           first_action_weight=config.first_action_weight)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"non-finite loss at step {step}")
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                figures["policy/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip))
+                optimizer.step()
+                threads.after((time.monotonic() - began) / sum(len(examples[i][0]) for i in indices))
+                step += 1
+                first_loss = figures["loss/total"] if first_loss is None else first_loss
+                last = figures
+                if metrics and (step % 10 == 0 or step == 1):
+                    metrics(step, {**figures, "optim/lr": optimizer.param_groups[0]["lr"]})
+                if progress:
+                    elapsed = (time.monotonic() - start) / config.max_seconds if config.max_seconds else 0
+                    progress(min(1.0, max(step / config.max_steps, elapsed)))
+            else:
+                continue
+            break
+    finally:
+        threads.restore()
     model.eval()
-    return {"steps": step, "seconds": round(time.monotonic() - start, 1), "first_loss": first_loss, **last,
+    return {"steps": step, "seconds": round(time.monotonic() - start, 1), "first_loss": first_loss,
+            "threads": threads.current, **last,
             "config": asdict(config)}

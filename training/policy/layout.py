@@ -7,14 +7,30 @@
 
 Segments are tokenized one by one, so training sees the same boundaries as generation
 (which starts right after <|assistant|> and stops at <|end|>).
+
+The default policy spells text arguments with a space after the bracket
+(`search[ Ilse Marrow]`, see `model_action`): a byte-level BPE gives a word different
+tokens with and without a leading space, and in the question and the pages names always
+follow a space, so only this spelling lets the policy copy them token for token.
 """
 from __future__ import annotations
+
+import re
 
 SPECIAL_TOKENS = ["<|pad|>", "<|bos|>", "<|eos|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|end|>"]
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
+
+
+_TEXT_ARGUMENT = re.compile(r"^(search|find|quote|answer)\[(?! )")
+
+
+def model_action(action: str) -> str:
+    """How the default policy writes an action: `search[Ilse Marrow]` -> `search[ Ilse Marrow]`.
+    The browser strips the argument, so both spellings act the same."""
+    return _TEXT_ARGUMENT.sub(r"\1[ ", action, count=1)
 
 
 def prompt_text(question: str) -> str:

@@ -1,0 +1,104 @@
+"""Behaviour cloning of the default policy without Django: the same steps as
+`training.policy_service.policy_train_default` (tokenizer, demonstrations, model, BC, then
+rubric success greedy and at temperature 1), timed, on the split you choose.
+
+    nice -n 10 .venv/bin/python benchmarks/bc_policy.py [--split dev|eval] [--save DIR] [--set hidden=160 ...]
+
+`--set` overrides BCConfig fields (numbers or strings). Iterate on dev; report eval. The
+wall time of behaviour cloning is bounded by `BCConfig.max_seconds`, so on a busy machine a
+run gets fewer optimizer steps: the step count is printed with the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def success_rates(model, tokenizer, browser, tasks) -> dict:
+    """The service's figures plus the first episodes' actions, to read what the policy does."""
+    from training.policy.evaluation import success_rates as rates
+    from training.policy.rollout import RolloutConfig, rollout
+
+    figures = rates(model, tokenizer, browser, tasks)
+    greedy = rollout(model, tokenizer, browser, tasks[:3], RolloutConfig(temperature=0.0))
+    figures["greedy_examples"] = [e.episode.actions for e in greedy]
+    return figures
+
+
+def _parse(value: str):
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def main() -> None:
+    import torch
+
+    from training.env.browser import TextBrowser
+    from training.env.corpus import generate_corpus, generate_tasks
+    from training.policy.bc import (
+        BCConfig,
+        demonstration_texts,
+        demonstrations,
+        train_bc,
+    )
+    from training.policy.model_io import build_model, save_policy, train_tokenizer
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", default="dev", choices=["dev", "eval"])
+    parser.add_argument("--save", default="")
+    parser.add_argument("--set", nargs="*", default=[], help="BCConfig overrides, field=value")
+    args = parser.parse_args()
+    known = {f.name for f in fields(BCConfig)}
+    overrides = dict(kv.split("=", 1) for kv in args.set)
+    if set(overrides) - known:
+        parser.error(f"unknown BCConfig fields: {sorted(set(overrides) - known)}")
+    config = BCConfig(**{k: _parse(v) for k, v in overrides.items()})
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+
+    corpus = generate_corpus(seed=0)
+    tasks = generate_tasks(corpus, seed=0)
+    train = [t for t in tasks if t.split == "train"]
+    held_out = [t for t in tasks if t.split == args.split]
+    started = time.monotonic()
+    tokenizer = train_tokenizer(demonstration_texts(corpus, train, config), vocab_size=config.vocab_size)
+    examples = demonstrations(corpus, train, tokenizer, config)
+    prepared = time.monotonic() - started
+    model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
+    params = sum(p.numel() for p in model.parameters())
+    tokens = sum(len(ids) for ids, _ in examples)
+    print(f"{len(examples)} demonstrations, {tokens / len(examples):.0f} tokens each (mean), {params / 1e6:.2f}M "
+          f"parameters; tokenizer + demonstrations {prepared:.1f} s", flush=True)
+
+    def metrics(step, figures):
+        if step % 50 == 0 or step == 1:
+            print(f"  step {step}: loss {figures['loss/total']:.3f} agent {figures['loss/agent']:.3f} "
+                  f"lr {figures['optim/lr']:.2e} t {time.monotonic() - started:.0f}s", flush=True)
+
+    result = train_bc(model, tokenizer, examples, config, metrics=metrics)
+    trained = time.monotonic() - started
+    figures = success_rates(model, tokenizer, TextBrowser(corpus), held_out)
+    total = time.monotonic() - started
+    if args.save:
+        save_policy(model, tokenizer, args.save)
+    print(json.dumps({"overrides": overrides, "bc": {k: v for k, v in result.items() if k != "config"},
+                      "figures": figures}, indent=1, default=str))
+    g, t = figures["greedy"], figures["t1"]
+    print(f"\nRESULT {args.split} ({g['tasks']} tasks): greedy {100 * g['success']:.1f}% ± "
+          f"{196 * g['stderr']:.1f}, T=1 {100 * t['success']:.1f}% ± {196 * t['stderr']:.1f}; "
+          f"{result['steps']} steps; BC {result['seconds']:.0f} s, to end of BC {trained:.0f} s, "
+          f"total {total:.0f} s; overrides {overrides}; config {asdict(config)}")
+
+
+if __name__ == "__main__":
+    main()

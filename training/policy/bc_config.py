@@ -1,0 +1,29 @@
+"""Behaviour-cloning settings, apart from the training code so the web process can read them
+(to validate a launch) without importing torch."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from training.env.scripted import Mistakes
+
+
+@dataclass
+class BCConfig:
+    """Behaviour cloning settings; every field is saved beside the model."""
+
+    demos_per_task: int = 3  # scripted episodes per training task
+    mistakes: Mistakes = field(default_factory=lambda: Mistakes(0.1, 0.1, 0.08, 0.05))  # the demonstrator's error rates
+    vocab_size: int = 1024  # BPE vocabulary (at 2,048 held-out names become single tokens never seen in training)
+    hidden: int = 128  # model width (0.9M parameters with 4 layers: about 3x the steps of hidden 192 x 6 in the budget)
+    layers: int = 4  # transformer blocks
+    heads: int = 4  # attention heads
+    learning_rate: float = 2e-3  # AdamW peak learning rate
+    warmup_steps: int = 30  # linear warm-up, then cosine decay
+    batch_size: int = 16  # episodes per optimizer step
+    max_steps: int = 900  # optimizer steps (the wall-time limit usually ends training first)
+    max_seconds: float = 230.0  # stop past this wall time (0: no limit); the learning rate anneals to it
+    observation_loss_weight: float = 0.5  # weight of the language-model loss on environment tokens
+    first_action_weight: float = 2.0  # loss weight of the first action's tokens (the search that copies the question)
+    grad_clip: float = 1.0  # gradient norm clip
+    threads: int = 0  # torch threads while training; 0: the faster of 1 and all cores, measured during the run
+    seed: int = 0  # data order, demonstrations and initialisation
