@@ -28,8 +28,10 @@ class Command(BaseCommand):
         bar = tqdm(total=100, desc="behaviour cloning", unit="%", leave=True)
 
         def progress(fraction):
-            bar.n = round(100 * fraction)
-            bar.refresh()
+            percent = round(100 * fraction)
+            if percent != bar.n:  # redraw only when the figure changes
+                bar.n = percent
+                bar.refresh()
 
         policy = policy_train_default(config=config, force=force, progress=progress,
                                       log=lambda m: self.stdout.write(m))
