@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import math
-import shutil
 import threading
 import time
 import traceback
@@ -254,6 +253,10 @@ def run_execute(*, run_id: int, attempt: int) -> None:
         return
     run = Run.objects.get(pk=run_id)
     kind = get_kind(run.kind)
+    if kind is None:
+        _finish(run_id, attempt, Run.Status.FAILED, message="Failed.",
+                error=f"This worker knows no run kind {run.kind!r}; is its app installed and up to date?")
+        return
     reporter = RunReporter(run)
     heartbeat = Heartbeat(run_id, attempt, settings.RUN_HEARTBEAT_SECONDS)
     heartbeat.start()
@@ -301,10 +304,3 @@ def run_add_artifact(*, run: Run, name: str, path: Path) -> None:
     current = Run.objects.only("artifacts").get(pk=run.pk).artifacts
     Run.objects.filter(pk=run.pk).update(artifacts=current + [{"name": name, "path": str(path), "bytes": size}])
 
-
-def run_scratch_dir(run: Run) -> Path:
-    """A fresh folder for this attempt's unfinished outputs (checkpoints survive in run_dir)."""
-    path = run_dir(run) / f"attempt-{run.attempt}"
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path

@@ -200,3 +200,10 @@ def test_the_web_process_loads_every_run_kind_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("False False")
     assert "'bc', 'reward_model', 'reward_scoring', 'rollout'" in out
+
+
+def test_a_run_of_a_kind_the_worker_does_not_know_fails_with_the_reason(admin_user):
+    run = Run.objects.create(kind="retired-kind", status="queued", attempt=1, created_by=admin_user)
+    run_execute(run_id=run.pk, attempt=1)
+    run.refresh_from_db()
+    assert run.status == "failed" and "knows no run kind 'retired-kind'" in run.error
