@@ -1,0 +1,97 @@
+"""The pure pieces of PPO on hand-computed cases (no database, no model)."""
+import math
+
+import pytest
+import torch
+
+from training.ppo_math import (
+    explained_variance,
+    gae,
+    kl_penalty_rewards,
+    last_agent_index,
+    masked_mean,
+    masked_whiten,
+    policy_loss,
+    value_loss,
+)
+
+# One row: question (0), action (1, 1), observation (0, 0), action (1), padding (0).
+MASK = torch.tensor([[0, 1, 1, 0, 0, 1, 0]], dtype=torch.float)
+
+
+def test_gae_counts_only_agent_tokens_as_steps():
+    rewards = torch.tensor([[9.0, 0.0, 0.0, 9.0, 9.0, 1.0, 9.0]])  # rewards off the mask are ignored
+    values = torch.tensor([[5.0, 0.5, 0.6, 5.0, 5.0, 0.7, 5.0]])
+    advantages, returns = gae(rewards, values, MASK, gamma=0.9, lam=0.5)
+    # Backwards over the agent tokens 5, 2, 1:
+    d5 = 1.0 + 0.9 * 0.0 - 0.7  # the last step: no next value
+    d2 = 0.0 + 0.9 * 0.7 - 0.6  # the next state of token 2 is token 5, past the observation
+    d1 = 0.0 + 0.9 * 0.6 - 0.5
+    a5 = d5
+    a2 = d2 + 0.9 * 0.5 * a5
+    a1 = d1 + 0.9 * 0.5 * a2
+    expected = torch.tensor([[0.0, a1, a2, 0.0, 0.0, a5, 0.0]])
+    assert torch.allclose(advantages, expected, atol=1e-6)
+    assert torch.allclose(returns, (expected + values) * MASK, atol=1e-6)
+
+
+def test_gae_with_gamma_and_lambda_one_is_the_reward_to_go_minus_the_value():
+    rewards = torch.tensor([[0.0, 1.0, 2.0, 0.0, 0.0, 3.0, 0.0]])
+    values = torch.tensor([[0.0, 0.5, 0.25, 0.0, 0.0, 1.0, 0.0]])
+    advantages, returns = gae(rewards, values, MASK, gamma=1.0, lam=1.0)
+    assert returns[0, 1] == 6.0 and returns[0, 2] == 5.0 and returns[0, 5] == 3.0
+    assert advantages[0, 1] == 5.5
+
+
+def test_masked_whitening_uses_only_agent_tokens():
+    values = torch.tensor([[100.0, 1.0, 2.0, -50.0, 7.0, 3.0, 0.0]])
+    whitened = masked_whiten(values, MASK)
+    kept = whitened[MASK.bool()]
+    assert abs(float(kept.mean())) < 1e-6
+    assert math.isclose(float(kept.var(unbiased=True)), 1.0, rel_tol=1e-4)
+    assert whitened[0, 0] == whitened[0, 3] == whitened[0, 4] == 0
+    assert float(masked_mean(values, MASK)) == 2.0
+
+
+def test_kl_penalty_and_score_at_the_last_agent_token():
+    logp = torch.tensor([[0.0, -1.0, -2.0, 0.0, 0.0, -0.5, 0.0], [0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    ref = torch.tensor([[0.0, -1.5, -1.0, -9.0, 0.0, -0.5, 0.0], [0.0, -2.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    mask = torch.cat([MASK, torch.tensor([[0, 1, 0, 0, 0, 0, 0]], dtype=torch.float)])
+    rewards, kl = kl_penalty_rewards(torch.tensor([2.0, -1.0]), logp, ref, mask, kl_coef=0.1)
+    assert torch.allclose(kl[0], torch.tensor([0.0, 0.5, -1.0, 0.0, 0.0, 0.0, 0.0]))  # token 3 is not the agent's
+    assert torch.allclose(rewards[0], torch.tensor([0.0, -0.05, 0.1, 0.0, 0.0, 2.0, 0.0]))
+    assert torch.allclose(rewards[1], torch.tensor([0.0, -0.1 - 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    assert last_agent_index(torch.zeros(1, 4)).item() == -1
+
+
+def test_clipped_policy_loss_on_hand_computed_ratios():
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    old = torch.zeros(1, 3)
+    new = torch.tensor([[math.log(1.5), math.log(0.5), 5.0]])  # ratios 1.5 and 0.5; the third is off the mask
+    advantages = torch.tensor([[1.0, 1.0, 100.0]])
+    loss, stats = policy_loss(new, old, advantages, mask, clip=0.2)
+    # Token 1: max(-1.5, -1.2) = -1.2 (clipped); token 2: max(-0.5, -0.8) = -0.5.
+    assert math.isclose(float(loss), (-1.2 - 0.5) / 2, rel_tol=1e-6)
+    assert stats["policy/clipfrac"] == 0.5
+
+
+def test_clipped_value_loss():
+    mask = torch.tensor([[1.0, 1.0]])
+    loss, stats = value_loss(torch.tensor([[1.0, 0.1]]), torch.tensor([[0.0, 0.0]]), torch.tensor([[1.0, 1.0]]),
+                             mask, clip=0.2)
+    # Token 1: unclipped 0, clipped (0.2 - 1)^2 = 0.64; token 2: 0.81 both ways.
+    assert math.isclose(float(loss), 0.5 * (0.64 + 0.81) / 2, rel_tol=1e-6)
+    assert stats["value/clipfrac"] == 0.5
+
+
+def test_no_gradient_reaches_environment_tokens():
+    logits = torch.randn(1, 7, requires_grad=True)
+    loss, _ = policy_loss(logits, logits.detach(), torch.ones(1, 7), MASK)
+    loss.backward()
+    assert torch.all(logits.grad[~MASK.bool()] == 0) and torch.all(logits.grad[MASK.bool()] != 0)
+
+
+def test_explained_variance():
+    returns = torch.tensor([[0.0, 1.0, 2.0, 0.0, 0.0, 3.0, 0.0]])
+    assert explained_variance(returns, returns, MASK) == pytest.approx(1.0)
+    assert explained_variance(torch.zeros_like(returns) + 2.0, returns, MASK) == pytest.approx(0.0)

@@ -1,0 +1,123 @@
+"""The pure pieces of multi-turn PPO, on padded (batch, tokens) tensors with an action mask.
+
+An episode is one token sequence: question, then agent actions and environment
+observations in turns. `mask` is 1 exactly on the tokens the agent produced. Everything
+here counts only those: the time steps of GAE are the agent tokens in order (an
+observation between two actions is not a step), rewards land on agent tokens, and every
+loss is a mean over agent tokens, so environment tokens get no gradient.
+
+Conventions follow the PPO-for-language-models code of TRL <= 0.11 and CleanRL: per-token
+KL penalty k1 = log pi(a) - log pi_ref(a) with coefficient beta (WebGPT: 0.02), the
+reward model's score added at the episode's last agent token, advantages whitened over
+the batch's agent tokens, clipped surrogate and clipped value losses.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    mask = mask.to(values.dtype)
+    if dim is None:
+        return (values * mask).sum() / mask.sum().clamp(min=1)
+    return (values * mask).sum(dim) / mask.sum(dim).clamp(min=1)
+
+
+def masked_var(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Unbiased variance over the masked entries."""
+    mean = masked_mean(values, mask)
+    count = mask.to(values.dtype).sum()
+    squared = masked_mean((values - mean) ** 2, mask)
+    return squared * count / (count - 1).clamp(min=1)
+
+
+def masked_whiten(values: torch.Tensor, mask: torch.Tensor, *, shift_mean: bool = True) -> torch.Tensor:
+    """Zero mean (unless not `shift_mean`) and unit variance over the masked entries; others become 0."""
+    mean, var = masked_mean(values, mask), masked_var(values, mask)
+    whitened = (values - mean) * torch.rsqrt(var + 1e-8)
+    if not shift_mean:
+        whitened = whitened + mean
+    return whitened * mask.to(values.dtype)
+
+
+def last_agent_index(mask: torch.Tensor) -> torch.Tensor:
+    """Per row, the position of its last agent token (-1 for a row with none)."""
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    return torch.where(mask.bool(), positions, torch.full_like(positions, -1)).max(dim=1).values
+
+
+def kl_penalty_rewards(scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torch.Tensor,
+                       mask: torch.Tensor, kl_coef: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rewards, kl) per token: -kl_coef * (logp - ref_logp) on agent tokens, plus each episode's
+    score at its last agent token. `scores` has one value per row."""
+    kl = (logprobs - ref_logprobs) * mask
+    rewards = -kl_coef * kl
+    last = last_agent_index(mask)
+    rows = torch.arange(mask.shape[0], device=mask.device)
+    has_action = last >= 0
+    rewards[rows[has_action], last[has_action]] += scores[has_action].to(rewards.dtype)
+    return rewards, kl
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float = 1.0,
+        lam: float = 0.95) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns) by generalized advantage estimation over agent tokens only.
+
+    The next state of an agent token is the next agent token of the same row (whatever
+    observation lies between); after the last one the value is 0 (the episode ended).
+    Entries off the mask are 0.
+    """
+    advantages = torch.zeros_like(rewards)
+    batch, length = rewards.shape
+    for row in range(batch):
+        running, next_value = 0.0, 0.0
+        for t in range(length - 1, -1, -1):
+            if not mask[row, t]:
+                continue
+            delta = rewards[row, t] + gamma * next_value - values[row, t]
+            running = delta + gamma * lam * running
+            advantages[row, t] = running
+            next_value = values[row, t]
+    returns = (advantages + values) * mask
+    return advantages * mask, returns
+
+
+def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                *, clip: float = 0.2) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO's clipped surrogate over agent tokens; also the clip fraction and approximate KL."""
+    log_ratio = (logprobs - old_logprobs) * mask
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
+    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+    with torch.no_grad():
+        clipfrac = masked_mean((clipped > unclipped).to(logprobs.dtype), mask)
+        approx_kl = 0.5 * masked_mean(log_ratio ** 2, mask)
+    return loss, {"policy/clipfrac": float(clipfrac), "policy/approx_kl": float(approx_kl)}
+
+
+def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
+               *, clip: float = 0.2) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped value loss over agent tokens (0.5 * the larger squared error)."""
+    clipped_values = old_values + torch.clamp(values - old_values, -clip, clip)
+    unclipped = (values - returns) ** 2
+    clipped = (clipped_values - returns) ** 2
+    loss = 0.5 * masked_mean(torch.maximum(unclipped, clipped), mask)
+    with torch.no_grad():
+        clipfrac = masked_mean((clipped > unclipped).to(values.dtype), mask)
+    return loss, {"value/clipfrac": float(clipfrac)}
+
+
+def masked_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean entropy of the next-token distributions at agent tokens."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    return masked_mean(entropy, mask)
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    """1 - Var(returns - values) / Var(returns) over agent tokens (1 is perfect, 0 no better than the mean)."""
+    var_returns = masked_var(returns, mask)
+    if var_returns <= 0:
+        return float("nan")
+    return float(1 - masked_var(returns - values, mask) / var_returns)
