@@ -89,6 +89,28 @@ def backbone_check(config) -> None:
         _check_model_dir(Path(config.backbone))
 
 
+UNREADABLE_SHARE = 0.05  # at most this share of a text's tokens may be unknown to a tokenizer that reads it
+
+
+def unknown_token_share(model_dir: str | Path, texts: list[str]) -> float:
+    """The share of the tokens of `texts` that a model directory's tokenizer maps to its unknown
+    token (0 for byte-level tokenizers, which have none). Uses the `tokenizers` library on
+    tokenizer.json only, so a launch can be checked without importing transformers."""
+    from tokenizers import Tokenizer
+
+    path = Path(model_dir) / "tokenizer.json"
+    if not path.exists():
+        raise BackboneError(f"{model_dir} has no tokenizer.json to check the text against.")
+    tokenizer = Tokenizer.from_file(str(path))
+    unknown = getattr(tokenizer.model, "unk_token", None)
+    unknown_id = tokenizer.token_to_id(unknown) if unknown else None
+    total = hits = 0
+    for encoding in tokenizer.encode_batch(texts, add_special_tokens=False):
+        total += len(encoding.ids)
+        hits += sum(1 for i in encoding.ids if i == unknown_id) if unknown_id is not None else 0
+    return hits / total if total else 0.0
+
+
 def settle_special_tokens(model, tokenizer) -> None:
     """End, padding and padding side as the module docstring says, the model agreeing on the pad id."""
     if tokenizer.eos_token is None:

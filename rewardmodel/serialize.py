@@ -278,3 +278,9 @@ def episode_text(question: str, steps: list[dict], tokenizer, max_tokens: int) -
     """The same transcript for a stored trajectory: its question and canonical steps."""
     return pair_text(chat_messages.prompt_messages(question), chat_messages.steps_to_messages(steps), tokenizer,
                      max_tokens)
+
+
+def episode_text_full(question: str, steps: list[dict]) -> str:
+    """The whole transcript of a stored trajectory, uncut (to check a tokenizer against, not to score)."""
+    transcript = _transcript(chat_messages.prompt_messages(question), chat_messages.steps_to_messages(steps), [])
+    return _render(transcript.lines(), {})

@@ -97,7 +97,7 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
     episodes = rollout(model, tokenizer, TextBrowser(corpus), repeated,
                        RolloutConfig(temperature=temperature), seeds=[seed * 100_000 + i for i in range(len(repeated))],
                        progress=progress)
-    objects = [_without_nul(episode_to_trajectory(e.task, e.episode, e.outcome, agent=policy.name,
+    objects = [without_nul(episode_to_trajectory(e.task, e.episode, e.outcome, agent=policy.name,
                                                   version=policy.version)) for e in episodes]
     for obj, e in zip(objects, episodes):
         obj["metadata"].update({"agent_tokens": e.agent_tokens, "temperature": temperature})
@@ -113,12 +113,12 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
             "success": success}
 
 
-def _without_nul(value):
+def without_nul(value):
     """A sampled action may decode to a NUL byte, which database text cannot hold: it becomes U+FFFD."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, dict):
-        return {k: _without_nul(v) for k, v in value.items()}
+        return {k: without_nul(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_without_nul(v) for v in value]
+        return [without_nul(v) for v in value]
     return value

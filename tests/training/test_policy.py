@@ -17,7 +17,7 @@ TINY = dict(hidden=48, layers=2, heads=2)
 def world():
     corpus = generate_corpus(seed=1, n_places=12, n_people=24, n_orgs=8)
     tasks = generate_tasks(corpus, seed=1)
-    config = BCConfig(demos_per_task=2, vocab_size=400, batch_size=8, max_steps=150, max_seconds=90,
+    config = BCConfig(demos_per_task=2, extra_worlds=0, vocab_size=400, batch_size=8, max_steps=150, max_seconds=90,
                       learning_rate=3e-3, warmup_steps=5, **TINY)
     train = [t for t in tasks if t.split == "train"][:40]
     tokenizer = train_tokenizer(demonstration_texts(corpus, train, config), vocab_size=config.vocab_size)

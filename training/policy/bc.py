@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import torch
 
@@ -35,21 +35,41 @@ def _scripted_turns(corpus: Corpus, tasks: list[TaskSpec], config: BCConfig, rep
             yield task, [(model_action(action), observation) for action, observation in turns_of(episode)]
 
 
+def demonstration_worlds(corpus: Corpus, tasks: list[TaskSpec], config: BCConfig):
+    """(corpus, tasks, config) of each world demonstrated: the main world's training tasks,
+    `demos_per_task` episodes each, then every task of `extra_worlds` other generated
+    encyclopedias (seeds 1, 2, ...), one episode each."""
+    from training.env.corpus import generate_corpus, generate_tasks
+
+    worlds = [(corpus, tasks, config)]
+    for seed in range(1, config.extra_worlds + 1):
+        world = generate_corpus(seed=seed)
+        worlds.append((world, generate_tasks(world, seed=seed),
+                       replace(config, demos_per_task=1, seed=config.seed + seed)))
+    return worlds
+
+
 def demonstrations(corpus: Corpus, tasks: list[TaskSpec], tokenizer, config: BCConfig,
                    browser: TextBrowser | None = None) -> list[tuple[list[int], list[int]]]:
-    """(ids, agent_mask) of `demos_per_task` scripted episodes per task."""
-    return [episode_tokens(tokenizer, task.question, turns)
-            for task, turns in _scripted_turns(corpus, tasks, config, config.demos_per_task, browser)]
+    """(ids, agent_mask) of the scripted episodes of every world demonstrated."""
+    examples = []
+    for world, world_tasks, world_config in demonstration_worlds(corpus, tasks, config):
+        here = browser if world is corpus else None
+        examples += [episode_tokens(tokenizer, task.question, turns) for task, turns in
+                     _scripted_turns(world, world_tasks, world_config, world_config.demos_per_task, here)]
+    return examples
 
 
 def demonstration_texts(corpus: Corpus, tasks: list[TaskSpec], config: BCConfig) -> list[str]:
-    """Text to train the tokenizer on: articles, questions and the demonstrations' turns."""
-    texts = [d.text for d in corpus.documents] + [t.question for t in tasks]
-    for _, turns in _scripted_turns(corpus, tasks, config, 1):
-        for action, observation in turns:
-            texts.append(action)
-            if observation:
-                texts.append(observation)
+    """Text to train the tokenizer on: articles, questions and the demonstrations' turns of every world."""
+    texts = []
+    for world, world_tasks, world_config in demonstration_worlds(corpus, tasks, config):
+        texts += [d.text for d in world.documents] + [t.question for t in world_tasks]
+        for _, turns in _scripted_turns(world, world_tasks, world_config, 1):
+            for action, observation in turns:
+                texts.append(action)
+                if observation:
+                    texts.append(observation)
     return texts
 
 

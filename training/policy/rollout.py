@@ -197,9 +197,10 @@ def sample_actions(batch: CachedBatch, logits: torch.Tensor, generators: list[to
     return out_tokens, out_logps, unfed
 
 
-def rollout(model, tokenizer, browser: TextBrowser, tasks: list[TaskSpec], config: RolloutConfig,
+def rollout(model, tokenizer, browser, tasks: list[TaskSpec], config: RolloutConfig,
             *, seeds: list[int] | None = None, progress=None) -> list[RolloutEpisode]:
-    """Run one episode per task (in batches of `config.batch_size`)."""
+    """Run one episode per task (in batches of `config.batch_size`). `browser` is a TextBrowser,
+    or a function giving each task its browser (tasks from several worlds in one batch)."""
     seeds = seeds if seeds is not None else list(range(len(tasks)))
     results: list[RolloutEpisode] = []
     for start in range(0, len(tasks), config.batch_size):
@@ -213,7 +214,8 @@ def rollout(model, tokenizer, browser: TextBrowser, tasks: list[TaskSpec], confi
 def _rollout_batch(model, tokenizer, browser, chunk, config) -> list[RolloutEpisode]:
     end_id = tokenizer.convert_tokens_to_ids("<|end|>")
     assistant = encode(tokenizer, "<|assistant|>")
-    episodes = [RolloutEpisode(task=task, episode=browser.reset(task.question)) for task, _ in chunk]
+    browsers = [browser(task) if callable(browser) else browser for task, _ in chunk]
+    episodes = [RolloutEpisode(task=task, episode=b.reset(task.question)) for (task, _), b in zip(chunk, browsers)]
     generators = [torch.Generator().manual_seed(seed) for _, seed in chunk]
     # What each live row must feed before its next action: the prompt at first.
     pending = [encode(tokenizer, prompt_text(task.question)) for task, _ in chunk]
@@ -237,7 +239,7 @@ def _rollout_batch(model, tokenizer, browser, chunk, config) -> list[RolloutEpis
                 e.extend([end_id], agent=False)
                 pending[i].append(end_id)
             text = tokenizer.decode([t for t in tokens if t != end_id], skip_special_tokens=False)
-            result = browser.step(e.episode, text)
+            result = browsers[i].step(e.episode, text)
             if result.done:
                 continue
             obs = encode(tokenizer, observation_text(result.observation))

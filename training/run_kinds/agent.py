@@ -1,4 +1,4 @@
-"""Run kinds of the agent side: policy rollouts and behaviour cloning (registered in apps.py)."""
+"""Run kinds of the agent side: policy rollouts and behaviour cloning."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,32 +9,8 @@ from django.urls import reverse
 
 from annotate.models import Campaign, Policy
 from training.policy.bc_config import BCConfig
+from training.run_kinds.common import SPLITS, campaign_choices, policy_choices, policy_link, policy_problems
 from webapp.run_kinds import RunKind, register
-
-SPLITS = ("train", "dev", "eval")
-
-
-def _policy_choices() -> list[tuple[int, str]]:
-    return [(p.pk, str(p)) for p in Policy.objects.exclude(model_dir="").order_by("-created_at")[:200]]
-
-
-def _campaign_choices() -> list[tuple[int, str]]:
-    return [(0, "(none)")] + [(c.pk, c.name) for c in Campaign.objects.order_by("-created_at")[:200]]
-
-
-def policy_problems(policy_id: int) -> list[str]:
-    policy = Policy.objects.filter(pk=policy_id).first()
-    if policy is None:
-        return [f"No policy with id {policy_id}."]
-    if not policy.model_dir or not (Path(policy.model_dir) / "config.json").exists():
-        return [f"Policy {policy} has no model directory on disk ({policy.model_dir or 'none set'})."]
-    return []
-
-
-def policy_link(policy_id: int, direction: str = "input") -> dict:
-    policy = Policy.objects.get(pk=policy_id)
-    url = reverse("training:policy", args=[policy.pk])
-    return {"direction": direction, "type": "policy", "id": policy.pk, "label": str(policy), "url": url}
 
 
 # --- Rollouts ---------------------------------------------------------------------------
@@ -114,8 +90,8 @@ class BCRunConfig(BCConfig):
             problems.append("hidden: a multiple of heads.")
         if self.learning_rate <= 0:
             problems.append("learning_rate: must be positive.")
-        if self.max_seconds < 0 or self.observation_loss_weight < 0:
-            problems.append("max_seconds and observation_loss_weight: 0 or more.")
+        if self.max_seconds < 0 or self.observation_loss_weight < 0 or self.extra_worlds < 0:
+            problems.append("max_seconds, observation_loss_weight and extra_worlds: 0 or more.")
         if not self.policy_name.strip() or "/" in self.policy_name or self.policy_name.startswith("."):
             problems.append("policy_name: a plain name (letters, digits, dashes).")
         return problems
@@ -139,13 +115,13 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
     return {"policy_id": policy.pk, "eval": policy.metadata.get("eval", {}), "bc": policy.metadata.get("bc", {})}
 
 
-def register_kinds() -> None:
+def register_agent_kinds() -> None:
     register(RunKind(
         name="rollout", label="Rollouts", config_class=RolloutRunConfig, execute=_rollout_execute,
         description="Sample episodes from a policy in the text browser and store them as trajectories "
                     "(and comparisons in a campaign).",
         check=_rollout_check, lineage=_rollout_lineage,
-        choices={"policy_id": _policy_choices, "campaign_id": _campaign_choices, "split": lambda: [(s, s) for s in SPLITS]},
+        choices={"policy_id": policy_choices, "campaign_id": campaign_choices, "split": lambda: [(s, s) for s in SPLITS]},
     ))
     register(RunKind(
         name="bc", label="Behaviour cloning", config_class=BCRunConfig, execute=_bc_execute,

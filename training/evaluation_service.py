@@ -1,0 +1,212 @@
+"""Django glue for before/after evaluations: play systems on held-out tasks, store their
+figures and episodes, build blind human evaluations from them and read back the win rate.
+
+The figures come from training/evaluation.py (no Django); this module loads the policies
+and the reward model, stores every episode a figure rests on as a trajectory of its
+policy, and writes the evaluation in one transaction, so a failed or cancelled run leaves
+no half-written evaluation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from annotate.models import Campaign, Comparison, Judgement, Policy, Trajectory
+from annotate.services.imports import trajectories_import_objects
+from training.models import Evaluation, EvaluationEntry, EvaluationEpisode, HumanEvaluation
+from webapp.errors import ArbiterError
+
+
+@dataclass
+class System:
+    """One row of the before/after table."""
+
+    label: str
+    policy: Policy
+    n: int = 1  # best-of-n over the policy's samples when above 1
+    is_baseline: bool = False
+
+
+def _nothing(*args, **kwargs) -> None:
+    return None
+
+
+def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, Policy]], reward_model=None,
+                       best_of_n: list[int] = (), split: str = "eval", n_tasks: int = 0, samples: int = 2,
+                       temperature: float = 1.0, greedy: bool = True, seed: int = 0, device: str = "cpu",
+                       run=None, created_by=None, progress=_nothing, log=_nothing) -> Evaluation:
+    """Play the baseline policy, best-of-n over it and the other policies on the same tasks;
+    store the evaluation. `progress(fraction, message)` may raise to cancel."""
+    from training.env.world import main_world
+    from training.evaluation import Played, best_of_n as choose_best, episode_kls, play, summarize
+    from training.policy.model_io import load_policy
+    from training.scorers import reward_model_scorer
+
+    world = main_world()
+    tasks = world.split(split, n_tasks)
+    if not tasks:
+        raise ArbiterError(f"The {split} split has no tasks.")
+    if best_of_n and reward_model is None:
+        raise ArbiterError("Best-of-n needs a reward model to choose with.")
+    scorer = reward_model_scorer(reward_model.model_dir, device=device) if reward_model else None
+    group = max([1, *best_of_n])
+    reference, tokenizer = load_policy(baseline.model_dir, device=device)
+    plays: list[tuple[System, str, Played]] = []  # (system, mode, played)
+    units = 1 + len(others)
+
+    def score(played: Played) -> Played:
+        if scorer is not None:
+            flat = scorer([e for episodes in played.episodes for e in episodes])
+            at = 0
+            played.rm_scores = []
+            for episodes in played.episodes:
+                played.rm_scores.append(flat[at:at + len(episodes)])
+                at += len(episodes)
+        return played
+
+    def stage(done: float, message: str) -> None:
+        progress(min(0.95, done / units), message)
+        log(message)
+
+    stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({samples * group} samples each).")
+    sampled = score(Played(play(reference, tokenizer, world.browser, tasks, samples=samples * group,
+                                temperature=temperature, seed=seed)))
+    base = System(label=f"{baseline} (start)", policy=baseline, is_baseline=True)
+    first = choose_best(sampled, 1, group=group)
+    first.kls = [[0.0] * len(e) for e in first.episodes]  # the reference itself
+    plays.append((base, "sampled", first))
+    for n in sorted(set(best_of_n)):
+        plays.append((System(label=f"best-of-{n} over {baseline}", policy=baseline, n=n), "sampled",
+                      choose_best(sampled, n, group=group)))
+    if greedy:
+        plays.append((base, "greedy", score(Played(play(reference, tokenizer, world.browser, tasks, samples=1,
+                                                           temperature=0.0, seed=seed)))))
+    for done, (label, policy) in enumerate(others, start=1):
+        stage(done, f"Playing {policy} on {len(tasks)} {split} tasks.")
+        model, own_tokenizer = load_policy(policy.model_dir, device=device)
+        if own_tokenizer.get_vocab() != tokenizer.get_vocab():
+            raise ArbiterError(f"{policy} does not share {baseline}'s tokenizer, so its KL to it cannot be measured.")
+        system = System(label=label, policy=policy)
+        played = score(Played(play(model, tokenizer, world.browser, tasks, samples=samples, temperature=temperature,
+                                   seed=seed)))
+        flat = episode_kls([e for episodes in played.episodes for e in episodes], model, reference, tokenizer,
+                           temperature=temperature)
+        played.kls = [flat[i * samples:(i + 1) * samples] for i in range(len(tasks))]
+        plays.append((system, "sampled", played))
+        if greedy:
+            plays.append((system, "greedy", score(Played(play(model, tokenizer, world.browser, tasks, samples=1,
+                                                              temperature=0.0, seed=seed)))))
+    progress(0.96, "storing the episodes")
+    config = {"split": split, "tasks": len(tasks), "samples": samples, "temperature": temperature, "greedy": greedy,
+              "best_of_n": sorted(set(best_of_n)), "seed": seed}
+    return _store(name=name, run=run, baseline=baseline, reward_model=reward_model, config=config, plays=plays,
+                  summarize=summarize, created_by=created_by)
+
+
+@transaction.atomic
+def _store(*, name, run, baseline, reward_model, config, plays, summarize, created_by) -> Evaluation:
+    from training.env.scripted import episode_to_trajectory
+    from training.policy_service import without_nul
+
+    evaluation = Evaluation.objects.create(name=name[:200], run=run, split=config["split"], reference_policy=baseline,
+                                           reward_model=reward_model, config=config, created_by=created_by)
+    entries: dict[str, EvaluationEntry] = {}
+    for system, _, _ in plays:
+        if system.label not in entries:
+            entries[system.label] = EvaluationEntry.objects.create(
+                evaluation=evaluation, label=system.label[:200], policy=system.policy, n=system.n,
+                is_baseline=system.is_baseline, position=len(entries),
+                kind=EvaluationEntry.Kind.BEST_OF_N if system.n > 1 else EvaluationEntry.Kind.POLICY)
+    for system, mode, played in plays:
+        entry = entries[system.label]
+        entry.metrics[mode] = summarize(played)
+        flat = [(t, s, e) for t, episodes in enumerate(played.episodes) for s, e in enumerate(episodes)]
+        objects = [without_nul(episode_to_trajectory(e.task, e.episode, e.outcome, agent=system.policy.name,
+                                                     version=system.policy.version)) for _, _, e in flat]
+        for obj, (_, _, e) in zip(objects, flat):
+            obj["metadata"].update({"agent_tokens": e.agent_tokens, "mode": mode})
+        report = trajectories_import_objects(objects=objects)
+        Trajectory.objects.filter(pk__in=report.trajectory_ids, source=Trajectory.Source.IMPORTED).update(
+            source=Trajectory.Source.GENERATED)
+        task_ids = dict(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("pk", "task_id"))
+        EvaluationEpisode.objects.bulk_create([
+            EvaluationEpisode(entry=entry, task_id=task_ids[trajectory_id], trajectory_id=trajectory_id, mode=mode,
+                              sample=s, correct=e.outcome.correct,
+                              rm_score=played.rm_scores[t][s] if played.rm_scores else None,
+                              kl=played.kls[t][s] if played.kls else None)
+            for trajectory_id, (t, s, e) in zip(report.trajectory_ids, flat)])
+    for entry in entries.values():
+        entry.save(update_fields=["metrics", "updated_at"])
+    return evaluation
+
+
+# --- Blind human evaluation ----------------------------------------------------------------
+
+HUMAN_EVAL_GUIDELINES = """\
+## Blind evaluation
+Two agents answered the same question by searching and reading a fictional encyclopedia.
+The sides are shuffled and the agents are not named. Pick the trajectory you would rather
+trust: a correct answer backed by a quote from a page the agent opened beats everything;
+then fewer wasted steps and no tool errors. Use *tie* only when neither is better.
+"""
+
+
+@transaction.atomic
+def human_evaluation_create(*, evaluation: Evaluation, candidate: EvaluationEntry, mode: str = "sampled",
+                            votes_per_comparison: int = 3, created_by=None) -> HumanEvaluation:
+    """A blind campaign with one comparison per task: the baseline's episode (A) against the
+    candidate's (B), sample 0 of `mode`. Tasks where both sides did exactly the same are left
+    out and counted."""
+    baseline = evaluation.entries.filter(is_baseline=True).first()
+    if baseline is None:
+        raise ArbiterError("This evaluation has no baseline to compare with.")
+    if candidate.evaluation_id != evaluation.pk or candidate.pk == baseline.pk:
+        raise ArbiterError("Choose a system of this evaluation other than its baseline.")
+    if mode not in EvaluationEpisode.Mode.values:
+        raise ArbiterError(f"mode: one of {', '.join(EvaluationEpisode.Mode.values)}.")
+    if not 1 <= votes_per_comparison <= 20:
+        raise ArbiterError("votes_per_comparison: between 1 and 20.")
+
+    def by_task(entry):
+        return {e.task_id: e.trajectory for e in EvaluationEpisode.objects.filter(
+            entry=entry, mode=mode, sample=0).select_related("trajectory")}
+
+    before, after = by_task(baseline), by_task(candidate)
+    pairs, identical = [], 0
+    for task_id in sorted(set(before) & set(after)):
+        a, b = before[task_id], after[task_id]
+        if a.pk == b.pk or (a.steps == b.steps and a.answer == b.answer):
+            identical += 1
+            continue
+        pairs.append((task_id, a, b))
+    if not pairs:
+        raise ArbiterError(f"{candidate.label} did exactly what the baseline did on every task ({mode}); "
+                           f"there is nothing for people to compare.")
+    name = f"Human eval: {candidate.label} vs {baseline.label} ({mode}) #{evaluation.pk}"
+    if Campaign.objects.filter(name=name[:200]).exists():
+        raise ArbiterError(f"A campaign named {name!r} exists already.")
+    campaign = Campaign.objects.create(name=name[:200], guidelines=HUMAN_EVAL_GUIDELINES,
+                                       votes_per_comparison=votes_per_comparison, created_by=created_by)
+    Comparison.objects.bulk_create([Comparison(campaign=campaign, task_id=task_id, trajectory_a=a, trajectory_b=b)
+                                    for task_id, a, b in pairs])
+    return HumanEvaluation.objects.create(evaluation=evaluation, campaign=campaign, baseline=baseline,
+                                          candidate=candidate, mode=mode, identical_pairs=identical)
+
+
+def human_evaluation_result(human_eval: HumanEvaluation) -> dict:
+    """The candidate's win rate over the baseline from the campaign's votes: a win counts 1, a
+    tie 1/2 (WebGPT's soft label), with a 95% bootstrap interval over comparisons."""
+    from training.evaluation import task_bootstrap
+
+    votes: dict[int, list[float]] = {}
+    for comparison_id, choice in Judgement.objects.filter(comparison__campaign=human_eval.campaign).values_list(
+            "comparison_id", "choice"):
+        votes.setdefault(comparison_id, []).append(1.0 if choice > 3 else (0.5 if choice == 3 else 0.0))
+    result = task_bootstrap(list(votes.values()))
+    total = Comparison.objects.filter(campaign=human_eval.campaign).count()
+    flat = [v for values in votes.values() for v in values]
+    return {"win_rate": result["mean"], "low": result["low"], "high": result["high"], "votes": len(flat),
+            "comparisons_judged": len(votes), "comparisons": total, "identical_pairs": human_eval.identical_pairs,
+            "wins": sum(v == 1.0 for v in flat), "ties": sum(v == 0.5 for v in flat),
+            "losses": sum(v == 0.0 for v in flat)}

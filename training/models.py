@@ -1,0 +1,96 @@
+"""Before/after evaluations: several systems (a policy, best-of-n over a policy) played on the
+same held-out tasks, their rubric and reward-model figures with intervals, the episodes
+behind them, and the blind human evaluations built from them."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from annotate.models import Campaign, Policy, Task, Trajectory
+from webapp.models import BaseModel
+
+
+class Evaluation(BaseModel):
+    """One evaluation: systems scored on the same tasks (the before/after dashboard's page)."""
+
+    name = models.CharField(max_length=200)
+    run = models.OneToOneField("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="evaluation")
+    split = models.CharField(max_length=8, default="eval")
+    reference_policy = models.ForeignKey(Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                         help_text="KL is measured against this policy (the starting policy).")
+    reward_model = models.ForeignKey("rewardmodel.RewardModel", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="evaluations", help_text="Scores episodes and picks best-of-n.")
+    config = models.JSONField(default=dict, help_text="Tasks, samples per task, temperatures, seed.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+
+class EvaluationEntry(BaseModel):
+    """One system of an evaluation with its figures: {"sampled"|"greedy": {metric: {mean, low, high}}}."""
+
+    class Kind(models.TextChoices):
+        POLICY = "policy"
+        BEST_OF_N = "best_of_n"
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="entries")
+    label = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.POLICY)
+    policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="evaluation_entries")
+    n = models.PositiveIntegerField(default=1, help_text="Samples per task that best-of-n chooses from (1: the policy).")
+    is_baseline = models.BooleanField(default=False, help_text="The starting policy the others are read against.")
+    position = models.PositiveIntegerField(default=0)
+    metrics = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["evaluation", "label"], name="evaluationentry_label_once"),
+            models.CheckConstraint(condition=models.Q(n__gte=1), name="evaluationentry_n_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class EvaluationEpisode(models.Model):
+    """One episode an entry was scored on (for best-of-n, the chosen one), stored as a trajectory."""
+
+    class Mode(models.TextChoices):
+        SAMPLED = "sampled"
+        GREEDY = "greedy"
+
+    entry = models.ForeignKey(EvaluationEntry, on_delete=models.CASCADE, related_name="episodes")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="+")
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.PROTECT, related_name="+")
+    mode = models.CharField(max_length=8, choices=Mode.choices)
+    sample = models.PositiveIntegerField(default=0)
+    correct = models.BooleanField()
+    rm_score = models.FloatField(null=True, blank=True)
+    kl = models.FloatField(null=True, blank=True, help_text="log pi - log pi_ref summed over the agent's tokens.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["entry", "task", "mode", "sample"],
+                                               name="evaluationepisode_once")]
+        # The side-by-side view: one entry's episodes of one mode, by task.
+        indexes = [models.Index(fields=["entry", "mode", "task"], name="evalepisode_entry_mode_task")]
+
+
+class HumanEvaluation(BaseModel):
+    """A blind campaign comparing a candidate's episodes with the baseline's, task by task."""
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="human_evaluations")
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, related_name="human_evaluation")
+    baseline = models.ForeignKey(EvaluationEntry, on_delete=models.CASCADE, related_name="+",
+                                 help_text="Trajectory A of every comparison.")
+    candidate = models.ForeignKey(EvaluationEntry, on_delete=models.CASCADE, related_name="+",
+                                  help_text="Trajectory B of every comparison.")
+    mode = models.CharField(max_length=8, choices=EvaluationEpisode.Mode.choices)
+    identical_pairs = models.PositiveIntegerField(default=0, help_text="Tasks left out: both sides did the same.")
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=~models.Q(baseline=models.F("candidate")),
+                                              name="humaneval_two_systems")]

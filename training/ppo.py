@@ -1,0 +1,482 @@
+"""WebGPT-style multi-turn PPO for the text-browser agent, against any episode scorer.
+
+One iteration, top to bottom (after CleanRL's ppo.py and TRL <= 0.11's PPOTrainer):
+
+1. rollout: `episodes_per_iteration` training tasks, sampled at `temperature` with the
+   batched multi-turn rollout (training/policy/rollout.py);
+2. score: the scorer (a reward model, or the rubric for the upper bound) gives each
+   finished episode one number, normalised by the mean and spread of the starting
+   policy's first batch so `kl_coef` means the same whatever the reward model's scale;
+   an optional rubric shaping term (a penalty per invalid action) is added and reported
+   apart;
+3. old log-probs, values and reference log-probs by one forward pass each over the
+   whole episodes (question, actions, observations);
+4. rewards: -kl_coef * (log pi - log pi_ref) on every agent token, plus the score at the
+   episode's last agent token; GAE over agent tokens only (an observation is not a time
+   step); advantages whitened over the batch;
+5. `epochs` passes of shuffled minibatches: clipped policy loss, clipped value loss and
+   an entropy bonus, all means over agent tokens, so environment tokens get no gradient;
+   gradient norm clipped;
+6. metrics with namespaced keys; every `eval_every` iterations the rubric on the dev
+   tasks, a checkpoint, and the best checkpoint by dev rubric kept. Training stops early
+   at the KL budget (nats per episode), on cancel, at the time limit, or when a loss
+   stops being finite (the last good checkpoint stays, and the result says why).
+
+The policy and its value head share the trunk: the value head is a linear layer on the
+last hidden state, trained with `vf_coef` times the value loss (TRL's old default).
+
+Plain Python and torch, no Django:
+
+    .venv/bin/python -m training.ppo --policy var/policies/default-bc --reward rubric --iterations 20
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rewardmodel.train import Callbacks, _nothing
+from training.ppo_config import PPOConfig
+from training.scorers import Scorer
+
+STATE_FILE = "ppo_state.json"
+VALUE_HEAD_FILE = "value_head.pt"
+OPTIMIZER_FILE = "optimizer.pt"
+
+@dataclass
+class PPOCallbacks(Callbacks):
+    """The training callbacks every run shares, plus one for each policy checkpoint saved."""
+
+    policy_saved: Callable[[int, str, dict], None] = _nothing  # (iteration, policy directory, its dev figures)
+
+
+@dataclass
+class PPOResult:
+    iterations: int  # iterations done, counting those before a resume
+    stop_reason: str  # "finished", "kl_budget", "time_limit", "cancelled" or "diverged"
+    message: str  # one sentence saying why it stopped
+    best: dict | None  # {"iteration", "path", "dev"} of the best checkpoint by dev rubric
+    last_checkpoint: str | None
+    evaluations: list[dict] = field(default_factory=list)  # [{"iteration", "rm_score", "dev": {...}}]
+    seconds: float = 0.0
+
+    @property
+    def cancelled(self) -> bool:
+        return self.stop_reason == "cancelled"
+
+    @property
+    def diverged(self) -> bool:
+        return self.stop_reason == "diverged"
+
+
+# --- Tensors of a batch of episodes -------------------------------------------------------
+
+@dataclass
+class EpisodeBatch:
+    """Episodes as right-padded tensors, plus the agent tokens in a compact (rows, A) layout.
+
+    `positions[r, a]` is where row r's a-th agent token sits in `ids`; the state that
+    produced it is the hidden state one position earlier. Every PPO quantity (log-probs,
+    values, rewards, advantages) lives in the compact layout, masked by `mask`.
+    """
+
+    ids: object  # (rows, L) token ids, right padded
+    attention: object  # (rows, L)
+    positions: object  # (rows, A) indices into ids of the agent tokens (0 where masked)
+    mask: object  # (rows, A) 1 on real agent tokens
+    tokens: object  # (rows, A) the agent token ids
+
+    def rows(self, index) -> EpisodeBatch:
+        return EpisodeBatch(self.ids[index], self.attention[index], self.positions[index], self.mask[index],
+                            self.tokens[index])
+
+
+def episode_batch(episodes, pad_id: int, device) -> EpisodeBatch:
+    import torch
+
+    longest = max(len(e.ids) for e in episodes)
+    most = max(1, max(e.agent_tokens for e in episodes))
+    ids = torch.full((len(episodes), longest), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(episodes), longest), dtype=torch.long)
+    positions = torch.zeros((len(episodes), most), dtype=torch.long)
+    mask = torch.zeros((len(episodes), most))
+    for row, e in enumerate(episodes):
+        ids[row, :len(e.ids)] = torch.tensor(e.ids)
+        attention[row, :len(e.ids)] = 1
+        where = [t for t, m in enumerate(e.agent_mask) if m]
+        positions[row, :len(where)] = torch.tensor(where, dtype=torch.long)
+        mask[row, :len(where)] = 1
+    tokens = ids.gather(1, positions)
+    return EpisodeBatch(ids.to(device), attention.to(device), positions.to(device), mask.to(device),
+                        tokens.to(device))
+
+
+def forward_agent_tokens(model, value_head, batch: EpisodeBatch, temperature: float):
+    """(logits, values) at the agent tokens: each from the hidden state one position before.
+
+    The trunk runs once over the whole episodes; the output layer and the value head run
+    only at the agent tokens' positions, which saves most of the output layer's cost.
+    """
+    import torch
+
+    hidden = model.base_model(input_ids=batch.ids, attention_mask=batch.attention).last_hidden_state
+    before = (batch.positions - 1).clamp(min=0)
+    states = hidden.gather(1, before[..., None].expand(-1, -1, hidden.size(-1)))
+    logits = model.get_output_embeddings()(states).float()
+    if temperature > 0:
+        logits = logits / temperature
+    values = value_head(states).squeeze(-1).float() if value_head is not None else torch.zeros_like(batch.mask)
+    return logits, values
+
+
+def token_logprobs(logits, tokens):
+    import torch
+
+    return torch.log_softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
+
+
+# --- The loop -----------------------------------------------------------------------------
+
+def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_tasks: list, browser,
+              config: PPOConfig, out_dir: str | Path, reference_dir: str | Path | None = None,
+              callbacks: PPOCallbacks | None = None, resume_from: str | Path | None = None,
+              device: str = "cpu") -> PPOResult:
+    """Fine-tune the policy in `policy_dir` with PPO; checkpoints go under `out_dir`.
+
+    `scorer(episodes)` returns one score per finished episode (higher is better).
+    `reference_dir` is the frozen policy of the KL penalty (the starting policy unless given).
+    """
+    import torch
+
+    from training.policy.model_io import load_policy
+    from training.policy.rollout import RolloutConfig, rollout
+    from training.ppo_math import (
+        explained_variance,
+        gae,
+        kl_penalty_rewards,
+        masked_entropy,
+        masked_mean,
+        masked_whiten,
+        policy_loss,
+        value_loss,
+    )
+
+    callbacks = callbacks or PPOCallbacks()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+
+    start_dir = Path(resume_from) if resume_from else Path(policy_dir)
+    model, tokenizer = load_policy(start_dir, device=device)
+    reference, _ = load_policy(reference_dir or policy_dir, device=device)
+    reference.requires_grad_(False)
+    hidden_size = model.get_output_embeddings().in_features
+    value_head = torch.nn.Linear(hidden_size, 1).to(device)
+    torch.nn.init.zeros_(value_head.weight)
+    torch.nn.init.zeros_(value_head.bias)
+    optimizer = torch.optim.AdamW(list(model.parameters()) + list(value_head.parameters()),
+                                  lr=config.learning_rate, eps=1e-5, weight_decay=0.0)
+
+    state = {"iteration": 0, "score_mean": None, "score_std": None, "evaluations": [], "best": None,
+             "grad_norms": [], "score_std_first": None}
+    if resume_from:
+        state.update(json.loads((start_dir / STATE_FILE).read_text()))
+        value_head.load_state_dict(torch.load(start_dir / VALUE_HEAD_FILE, map_location=device))
+        if (start_dir / OPTIMIZER_FILE).exists():
+            optimizer.load_state_dict(torch.load(start_dir / OPTIMIZER_FILE, map_location=device))
+        callbacks.log(f"Resuming after iteration {state['iteration']} from {start_dir}.")
+
+    pad_id = tokenizer.pad_token_id
+    rollout_config = RolloutConfig(temperature=config.temperature, batch_size=config.rollout_batch_size)
+    task_rng = random.Random(config.seed)
+    for _ in range(state["iteration"]):  # the same task order after a resume
+        task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration)
+    last_checkpoint = str(start_dir) if resume_from else None
+
+    def evaluate(iteration: int, rm_score: float) -> dict:
+        figures = dev_figures(model, tokenizer, browser, dev_tasks, config, seed=config.seed)
+        entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
+        state["evaluations"].append(entry)
+        callbacks.metrics(iteration, {"eval/dev_success": figures["success"], "eval/dev_f1": figures["f1"],
+                                      "eval/dev_steps": figures["mean_steps"],
+                                      "eval/dev_tool_errors": figures["tool_errors_per_episode"]})
+        callbacks.log(f"Iteration {iteration}: dev success {figures['success']:.1%} "
+                      f"({figures['episodes']} episodes), reward-model score {rm_score:+.3f}.")
+        return entry
+
+    def save(iteration: int, entry: dict | None) -> str:
+        nonlocal last_checkpoint
+        path = out / "checkpoints" / f"iter-{iteration:04d}"
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        model.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+        torch.save(value_head.state_dict(), path / VALUE_HEAD_FILE)
+        torch.save(optimizer.state_dict(), path / OPTIMIZER_FILE)
+        (path / "ppo_config.json").write_text(json.dumps(asdict(config), indent=2))
+        if entry is not None:
+            best = state["best"]
+            if best is None or entry["dev"]["success"] > best["dev"]["success"]:
+                state["best"] = {"iteration": iteration, "path": str(path), "dev": entry["dev"]}
+            flag_overoptimization(state, entry, config, callbacks)
+        state["iteration"] = iteration
+        (path / STATE_FILE).write_text(json.dumps(state, indent=2))
+        if last_checkpoint and Path(last_checkpoint).parent == path.parent:
+            (Path(last_checkpoint) / OPTIMIZER_FILE).unlink(missing_ok=True)  # only the latest can resume
+        last_checkpoint = str(path)
+        callbacks.checkpoint(iteration, str(path))
+        callbacks.policy_saved(iteration, str(path), entry["dev"] if entry else {})
+        return str(path)
+
+    def finish(reason: str, message: str) -> PPOResult:
+        callbacks.log(message)
+        return PPOResult(iterations=state["iteration"], stop_reason=reason, message=message, best=state["best"],
+                         last_checkpoint=last_checkpoint, evaluations=state["evaluations"],
+                         seconds=round(time.monotonic() - started, 1))
+
+    if state["iteration"] == 0 and config.eval_every:
+        model.eval()
+        save(0, evaluate(0, float("nan")))
+    iteration = state["iteration"]
+    while iteration < config.iterations:
+        if callbacks.should_stop():
+            return finish("cancelled", f"Cancelled after iteration {iteration}.")
+        if config.max_seconds and time.monotonic() - started > config.max_seconds:
+            if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
+                save(iteration, evaluate(iteration, state["evaluations"][-1]["rm_score"] if state["evaluations"]
+                                         else float("nan")) if config.eval_every else None)
+            return finish("time_limit", f"Stopped at the time limit after iteration {iteration}.")
+        iteration += 1
+        timer = time.monotonic()
+
+        # 1. Rollout.
+        model.eval()
+        picks = task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration)
+        tasks = [train_tasks[i] for i in picks]
+        seeds = [config.seed * 1_000_003 + iteration * 10_007 + i for i in range(len(tasks))]
+        episodes = rollout(model, tokenizer, browser, tasks, rollout_config, seeds=seeds)
+        rollout_seconds = time.monotonic() - timer
+
+        # 2. Score.
+        timer = time.monotonic()
+        raw = torch.tensor(scorer(episodes), dtype=torch.float32)
+        if state["score_mean"] is None:
+            state["score_mean"], state["score_std"] = float(raw.mean()), float(raw.std().clamp(min=1e-3))
+        scores = (raw - state["score_mean"]) / state["score_std"] if config.normalize_scores else raw.clone()
+        shaping = torch.tensor([config.invalid_action_penalty * invalid_actions(e) for e in episodes])
+        scores = scores - shaping
+        score_seconds = time.monotonic() - timer
+
+        # 3. Old log-probs, values and reference log-probs.
+        timer = time.monotonic()
+        batch = episode_batch(episodes, pad_id, device)
+        with torch.no_grad():
+            old_logprobs, old_values, ref_logprobs = [], [], []
+            for index in _minibatches(len(episodes), config.minibatch_size, None):
+                part = batch.rows(index)
+                logits, values = forward_agent_tokens(model, value_head, part, config.temperature)
+                old_logprobs.append(token_logprobs(logits, part.tokens))
+                old_values.append(values)
+                ref_logits, _ = forward_agent_tokens(reference, None, part, config.temperature)
+                ref_logprobs.append(token_logprobs(ref_logits, part.tokens))
+            old_logprobs, old_values = torch.cat(old_logprobs) * batch.mask, torch.cat(old_values) * batch.mask
+            ref_logprobs = torch.cat(ref_logprobs) * batch.mask
+
+            # 4. Rewards, advantages, returns.
+            rewards, kl = kl_penalty_rewards(scores.to(device), old_logprobs, ref_logprobs, batch.mask,
+                                             config.kl_coef)
+            advantages, returns = gae(rewards, old_values, batch.mask, gamma=config.gamma, lam=config.lam)
+            advantages = masked_whiten(advantages, batch.mask)
+
+        # 5. Epochs of minibatch updates.
+        model.train()
+        stats: dict[str, list[float]] = {}
+        diverged = None
+        for epoch in range(config.epochs):
+            for index in _minibatches(len(episodes), config.minibatch_size, torch.Generator().manual_seed(
+                    config.seed * 7919 + iteration * 31 + epoch)):
+                part = batch.rows(index)
+                logits, values = forward_agent_tokens(model, value_head, part, config.temperature)
+                logprobs = token_logprobs(logits, part.tokens)
+                pg_loss, pg_stats = policy_loss(logprobs, old_logprobs[index], advantages[index], part.mask,
+                                                clip=config.clip_range)
+                vf_loss, vf_stats = value_loss(values, old_values[index], returns[index], part.mask,
+                                               clip=config.value_clip_range)
+                entropy = masked_entropy(logits, part.mask)
+                loss = pg_loss + config.vf_coef * vf_loss - config.entropy_coef * entropy
+                if not torch.isfinite(loss):
+                    diverged = f"a non-finite loss at iteration {iteration}, epoch {epoch + 1}"
+                    break
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(
+                    list(model.parameters()) + list(value_head.parameters()), config.grad_clip))
+                if not math.isfinite(grad_norm):
+                    diverged = f"a non-finite gradient at iteration {iteration}, epoch {epoch + 1}"
+                    break
+                optimizer.step()
+                for key, value in {"loss/policy": pg_loss.item(), "loss/value": vf_loss.item(),
+                                   "loss/total": loss.item(), "policy/entropy": entropy.item(),
+                                   "policy/grad_norm": grad_norm, **pg_stats, **vf_stats}.items():
+                    stats.setdefault(key, []).append(value)
+                if callbacks.should_stop():
+                    break
+            if diverged or callbacks.should_stop():
+                break
+        if diverged:
+            where = f"the last good checkpoint, {last_checkpoint}," if last_checkpoint else "no checkpoint"
+            return finish("diverged", f"Training diverged: {diverged}; it stopped and {where} is kept. "
+                                      f"Try a lower learning_rate or a smaller kl_coef.")
+        update_seconds = time.monotonic() - timer
+
+        # 6. Metrics, collapse warnings, KL budget, evaluation and checkpoints.
+        episode_kl = (kl.sum(1)).mean()
+        figures = {
+            "objective/rm_score": float(raw.mean()),
+            "objective/score": float(scores.mean()),
+            "objective/score_std": float(raw.std()),
+            "objective/kl": float(episode_kl),
+            "objective/kl_penalty": float(-config.kl_coef * episode_kl),
+            "objective/entropy": float(masked_mean(-old_logprobs, batch.mask)),
+            "objective/shaping": float(-shaping.mean()),
+            "value/explained_variance": explained_variance(old_values, returns, batch.mask),
+            "episode/agent_tokens": float(batch.mask.sum(1).mean()),
+            "episode/steps": sum(len(e.episode.actions) for e in episodes) / len(episodes),
+            "episode/tool_errors": sum(e.episode.tool_errors for e in episodes) / len(episodes),
+            "episode/rubric_success": sum(e.outcome.correct for e in episodes) / len(episodes),
+            "time/rollout": rollout_seconds, "time/score": score_seconds, "time/update": update_seconds,
+            **{key: sum(values) / len(values) for key, values in stats.items()},
+        }
+        callbacks.metrics(iteration, figures)
+        warn_collapse(state, figures, iteration, callbacks)
+        callbacks.progress(iteration / config.iterations, f"iteration {iteration} of {config.iterations}")
+        if callbacks.should_stop():
+            return finish("cancelled", f"Cancelled during iteration {iteration}.")
+        over_budget = config.kl_budget and figures["objective/kl"] > config.kl_budget
+        due = config.eval_every and (iteration % config.eval_every == 0 or iteration == config.iterations
+                                     or over_budget)
+        if due or (config.checkpoint_every and iteration % config.checkpoint_every == 0):
+            model.eval()
+            save(iteration, evaluate(iteration, figures["objective/rm_score"]) if due else None)
+        if over_budget:
+            return finish("kl_budget", f"Stopped after iteration {iteration}: the KL to the reference policy, "
+                                       f"{figures['objective/kl']:.2f} nats per episode, passed the budget of "
+                                       f"{config.kl_budget:g}.")
+    if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
+        model.eval()
+        save(iteration, evaluate(iteration, state["evaluations"][-1]["rm_score"]) if config.eval_every and
+             state["evaluations"] else None)
+    return finish("finished", f"Finished {iteration} iterations in {time.monotonic() - started:.0f} s.")
+
+
+def _minibatches(n: int, size: int, generator):
+    import torch
+
+    order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
+    return [order[i:i + size] for i in range(0, n, size)]
+
+
+def invalid_actions(episode) -> int:
+    """Actions the browser refused as invalid (not a known tool), for the optional shaping term."""
+    return sum(1 for step in episode.episode.steps if step.get("kind") == "action" and step.get("tool") == "invalid")
+
+
+def dev_figures(model, tokenizer, browser, tasks, config: PPOConfig, *, seed: int) -> dict:
+    """Rubric figures of the policy on the dev tasks, `eval_samples` episodes per task."""
+    from training.policy.rollout import RolloutConfig, rollout
+
+    repeated = [t for t in tasks for _ in range(config.eval_samples)]
+    episodes = rollout(model, tokenizer, browser, repeated,
+                       RolloutConfig(temperature=config.eval_temperature, batch_size=config.rollout_batch_size),
+                       seeds=[seed * 7 + 500_000 + i for i in range(len(repeated))])
+    n = len(episodes)
+    return {
+        "success": sum(e.outcome.correct for e in episodes) / n,
+        "f1": sum(e.outcome.f1 for e in episodes) / n,
+        "quote_support": sum(e.outcome.quote_support for e in episodes) / n,
+        "mean_steps": sum(e.outcome.steps for e in episodes) / n,
+        "tool_errors_per_episode": sum(e.outcome.tool_errors for e in episodes) / n,
+        "episodes": n,
+        "temperature": config.eval_temperature,
+    }
+
+
+def flag_overoptimization(state: dict, entry: dict, config: PPOConfig, callbacks: PPOCallbacks) -> None:
+    """Over-optimization: the reward-model score rose since the best dev checkpoint while the
+    dev rubric fell by more than `overoptimization_tolerance`."""
+    best = state["best"]
+    if best is None or best["iteration"] == entry["iteration"]:
+        return
+    best_entry = next((e for e in state["evaluations"] if e["iteration"] == best["iteration"]), None)
+    if best_entry is None or not math.isfinite(best_entry["rm_score"] or float("nan")):
+        return
+    fell = best["dev"]["success"] - entry["dev"]["success"]
+    if entry["rm_score"] > best_entry["rm_score"] and fell > config.overoptimization_tolerance:
+        entry["overoptimization"] = True
+        callbacks.metrics(entry["iteration"], {"eval/overoptimization": 1.0})
+        callbacks.log(f"Over-optimization: since iteration {best['iteration']} the reward-model score rose "
+                      f"({best_entry['rm_score']:+.3f} -> {entry['rm_score']:+.3f}) while dev success fell "
+                      f"{fell:.1%}; the best checkpoint stays the one of iteration {best['iteration']}.")
+
+
+def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: PPOCallbacks) -> None:
+    """RAGEN's "echo trap" warning signs: the spread of scores within a batch falls far below
+    its first value, or the gradient norm spikes far above its running median."""
+    spread = figures["objective/score_std"]
+    if state["score_std_first"] is None:
+        state["score_std_first"] = spread
+    elif state["score_std_first"] > 0 and spread < 0.2 * state["score_std_first"]:
+        callbacks.log(f"Warning (iteration {iteration}): the spread of scores within the batch fell to "
+                      f"{spread:.3f} from {state['score_std_first']:.3f}; the policy may be collapsing into one "
+                      f"template.")
+    norm = figures.get("policy/grad_norm")
+    if norm is None:
+        return
+    history = state["grad_norms"]
+    if len(history) >= 5:
+        median = sorted(history)[len(history) // 2]
+        if median > 0 and norm > 10 * median:
+            callbacks.log(f"Warning (iteration {iteration}): gradient norm {norm:.2f} is over 10x its median "
+                          f"{median:.2f}.")
+    history.append(norm)
+    del history[:-50]
+
+
+# --- Command line -------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    from training.env.browser import TextBrowser
+    from training.env.corpus import generate_corpus, generate_tasks
+    from training.scorers import reward_model_scorer, rubric_scorer
+
+    parser = argparse.ArgumentParser(description="Multi-turn PPO of a policy in the text browser.")
+    parser.add_argument("--policy", required=True, help="policy directory to start from")
+    parser.add_argument("--reward", default="rubric", help="'rubric', 'utility' or a reward-model directory")
+    parser.add_argument("--out", default="var/ppo-cli")
+    for name, value in asdict(PPOConfig()).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    args = parser.parse_args(argv)
+    config = PPOConfig(**{name: getattr(args, name) for name in asdict(PPOConfig())})
+    corpus = generate_corpus(seed=0)
+    tasks = generate_tasks(corpus, seed=0)
+    scorer = rubric_scorer(utility=args.reward == "utility") if args.reward in ("rubric", "utility") \
+        else reward_model_scorer(args.reward)
+    result = train_ppo(policy_dir=args.policy, scorer=scorer, train_tasks=[t for t in tasks if t.split == "train"],
+                       dev_tasks=[t for t in tasks if t.split == "dev"], browser=TextBrowser(corpus), config=config,
+                       out_dir=args.out, callbacks=PPOCallbacks(
+                           log=print, metrics=lambda i, m: print(i, json.dumps({k: round(v, 4) for k, v in m.items()}))))
+    print(result.message, "best:", result.best and (result.best["iteration"], result.best["dev"]["success"]))
+
+
+if __name__ == "__main__":
+    main()

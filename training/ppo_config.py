@@ -1,0 +1,62 @@
+"""PPO settings, apart from the training code so the web process can validate a launch
+without importing torch. Every field is saved beside each checkpoint."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class PPOConfig:
+    """Multi-turn PPO settings (training/ppo.py)."""
+
+    iterations: int = 30  # PPO iterations: one batch of episodes, then `epochs` passes over it
+    episodes_per_iteration: int = 64  # episodes per batch, on as many different training tasks
+    minibatch_size: int = 16  # episodes per optimizer step
+    epochs: int = 2  # passes over each batch
+    learning_rate: float = 1e-4  # AdamW learning rate of the policy and its value head
+    temperature: float = 1.0  # sampling temperature of the rollouts (log-probs are taken at it too)
+    kl_coef: float = 0.02  # per-token KL penalty against the reference policy (WebGPT: 0.02)
+    kl_budget: float = 12.0  # stop once the mean KL per episode passes this many nats (0: never; WebGPT ~10-12)
+    clip_range: float = 0.2  # PPO's policy ratio clip
+    value_clip_range: float = 0.2  # clip of the value change per update
+    vf_coef: float = 0.1  # weight of the value loss (the value head shares the policy's trunk)
+    entropy_coef: float = 0.0  # weight of the entropy bonus
+    gamma: float = 1.0  # discount per agent token
+    lam: float = 0.95  # GAE lambda
+    grad_clip: float = 1.0  # gradient norm clip
+    normalize_scores: bool = True  # scale scores by the mean and spread of the first batch's (kl_coef then means the same for any scorer)
+    invalid_action_penalty: float = 0.0  # rubric shaping: subtracted per invalid action (off by default; reported as objective/shaping)
+    eval_every: int = 5  # iterations between dev-rubric evaluations, each with a checkpoint (0: none)
+    eval_samples: int = 2  # episodes per dev task at each evaluation
+    eval_temperature: float = 1.0  # sampling temperature of the dev evaluations
+    checkpoint_every: int = 0  # extra checkpoints between evaluations (0: only at evaluations)
+    overoptimization_tolerance: float = 0.05  # dev success may fall this much below the best while the score rises before it is flagged
+    rollout_batch_size: int = 64  # episodes decoded together in a rollout
+    max_seconds: float = 0.0  # stop after this wall time, with a checkpoint (0: no limit)
+    threads: int = 0  # torch threads (0: torch's default)
+    seed: int = 0  # task order, sampling and minibatch order
+
+    def validate(self) -> list[str]:
+        problems = []
+        for name in ("iterations", "episodes_per_iteration", "minibatch_size", "epochs", "eval_samples",
+                     "rollout_batch_size"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name}: at least 1.")
+        if not self.learning_rate > 0:
+            problems.append("learning_rate: must be positive.")
+        if self.kl_coef < 0:
+            problems.append("kl_coef: 0 or more (0 turns the KL penalty off).")
+        for name in ("kl_budget", "temperature", "eval_temperature", "entropy_coef", "vf_coef", "max_seconds",
+                     "invalid_action_penalty", "overoptimization_tolerance", "eval_every", "checkpoint_every",
+                     "threads"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name}: 0 or more.")
+        if self.temperature == 0:
+            problems.append("temperature: PPO samples its episodes, so above 0.")
+        if not 0 < self.clip_range < 1 or not self.value_clip_range > 0:
+            problems.append("clip_range: between 0 and 1; value_clip_range: above 0.")
+        if not 0 <= self.gamma <= 1 or not 0 <= self.lam <= 1:
+            problems.append("gamma and lam: between 0 and 1.")
+        if not self.grad_clip > 0:
+            problems.append("grad_clip: must be positive.")
+        return problems

@@ -1,0 +1,35 @@
+"""What the agent side's run kinds share: policy choices, checks and lineage links."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.urls import reverse
+
+from annotate.models import Campaign, Policy
+
+SPLITS = ("train", "dev", "eval")
+
+
+def policy_choices() -> list[tuple[int, str]]:
+    return [(p.pk, str(p)) for p in Policy.objects.exclude(model_dir="").order_by("-created_at")[:200]]
+
+
+def campaign_choices() -> list[tuple[int, str]]:
+    return [(0, "(none)")] + [(c.pk, c.name) for c in Campaign.objects.order_by("-created_at")[:200]]
+
+
+def policy_problems(policy_id: int) -> list[str]:
+    policy = Policy.objects.filter(pk=policy_id).first()
+    if policy is None:
+        return [f"No policy with id {policy_id}."]
+    if not policy.model_dir or not (Path(policy.model_dir) / "config.json").exists():
+        return [f"Policy {policy} has no model directory on disk ({policy.model_dir or 'none set'})."]
+    return []
+
+
+def policy_link(policy_id: int, direction: str = "input") -> dict:
+    policy = Policy.objects.get(pk=policy_id)
+    url = reverse("training:policy", args=[policy.pk])
+    return {"direction": direction, "type": "policy", "id": policy.pk, "label": str(policy), "url": url}
+
+

@@ -1,0 +1,382 @@
+"""Run kinds that improve and measure a policy: PPO against a reward model, best-of-n, and
+the before/after evaluation."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from django.urls import reverse
+
+from annotate.models import Policy
+from rewardmodel.models import RewardModel
+from training.env.world import SPLITS
+from training.ppo_config import PPOConfig
+from training.run_kinds.common import policy_choices, policy_link, policy_problems
+from webapp.run_kinds import RunKind, register
+
+REWARDS = ("reward_model", "rubric", "utility")
+
+
+def _help(text: str) -> dict:
+    return {"help": text}
+
+
+def _reward_model_choices():
+    return [(0, "(none)")] + [(m.pk, str(m)) for m in RewardModel.objects.order_by("-created_at")[:200]]
+
+
+def _reward_model_link(model: RewardModel) -> list[dict]:
+    return [{"direction": "input", "type": "dataset", "id": model.snapshot_id, "label": str(model.snapshot),
+             "url": reverse("annotate:dataset", args=[model.snapshot_id])},
+            {"direction": "input", "type": "reward model", "id": model.pk, "label": str(model),
+             "url": reverse("rewardmodel:detail", args=[model.pk])}]
+
+
+def _sample_texts() -> list[str]:
+    """Transcripts of a few episodes in the policy's world, as a reward model reads them."""
+    from rewardmodel.serialize import episode_text_full
+    from training.env.rubric import score_episode
+    from training.env.scripted import Mistakes, ScriptedAgent, episode_to_trajectory
+    from training.env.world import main_world
+
+    world = main_world()
+    agent = ScriptedAgent(world.corpus, Mistakes(), seed=0)
+    texts = []
+    for task in world.split("train", 4):
+        episode = agent.run(world.browser, task)
+        steps = episode_to_trajectory(task, episode, score_episode(episode, task.answer), agent="check")["steps"]
+        texts.append(episode_text_full(task.question, steps))
+    return texts
+
+
+def reward_model_problems(reward_model_id: int) -> list[str]:
+    """Why the reward model cannot score the policy's episodes, if it cannot."""
+    from rewardmodel.backbones import UNREADABLE_SHARE, BackboneError, unknown_token_share
+
+    model = RewardModel.objects.filter(pk=reward_model_id).first()
+    if model is None:
+        return [f"No reward model with id {reward_model_id}."]
+    if not (Path(model.model_dir) / "config.json").exists():
+        return [f"Reward model {model} has no files at {model.model_dir}."]
+    try:
+        share = unknown_token_share(model.model_dir, _sample_texts())
+    except BackboneError as exc:
+        return [f"Reward model {model}: {exc}"]
+    if share > UNREADABLE_SHARE:
+        return [f"Reward model {model}'s tokenizer cannot read the policy's trajectories: {share:.0%} of their "
+                f"tokens are unknown to it."]
+    return []
+
+
+def _same_tokenizer(a: Policy, b: Policy) -> bool:
+    files = [Path(p.model_dir) / "tokenizer.json" for p in (a, b)]
+    return all(f.exists() for f in files) and files[0].read_bytes() == files[1].read_bytes()
+
+
+# --- PPO ----------------------------------------------------------------------------------
+
+@dataclass
+class PPORunConfig(PPOConfig):
+    policy_id: int = field(default=0, metadata=_help("The policy to start from (and, unless given, the KL "
+                                                     "reference)."))
+    reward: str = field(default="reward_model", metadata=_help(
+        "What PPO maximises: 'reward_model' (the loop's learnt model), or the rubric itself as the upper bound: "
+        "'rubric' (1 for a correct answer) or 'utility' (the rubric's utility)."))
+    reward_model_id: int = field(default=0, metadata=_help("The reward model, when reward is 'reward_model'."))
+    reference_policy_id: int = field(default=0, metadata=_help(
+        "The frozen policy of the KL penalty (0: the starting policy; for a later round, the first round's start)."))
+    policy_name: str = field(default="ppo", metadata=_help(
+        "Checkpoints are registered as policies named NAME-runID@iter-NNNN."))
+
+    def ppo_config(self) -> PPOConfig:
+        names = {f.name for f in fields(PPOConfig)}
+        return PPOConfig(**{k: v for k, v in asdict(self).items() if k in names})
+
+    def validate(self) -> list[str]:
+        problems = super().validate()
+        if self.reward not in REWARDS:
+            problems.append(f"reward: one of {', '.join(REWARDS)}.")
+        if not self.policy_name.strip() or "/" in self.policy_name or self.policy_name.startswith("."):
+            problems.append("policy_name: a plain name (letters, digits, dashes).")
+        return problems
+
+
+def _ppo_check(config: PPORunConfig) -> list[str]:
+    from training.env.world import main_world
+
+    problems = policy_problems(config.policy_id)
+    if config.reference_policy_id:
+        problems += [f"reference_policy_id: {p}" for p in policy_problems(config.reference_policy_id)]
+        if not problems and not _same_tokenizer(Policy.objects.get(pk=config.policy_id),
+                                                Policy.objects.get(pk=config.reference_policy_id)):
+            problems.append("reference_policy_id: the reference policy must share the policy's tokenizer.")
+    if config.reward == "reward_model":
+        problems += reward_model_problems(config.reward_model_id) if config.reward_model_id else [
+            "reward_model_id: choose the reward model to train against (or reward 'rubric' for the upper bound)."]
+    tasks = len(main_world().split("train"))
+    if config.episodes_per_iteration > tasks:
+        problems.append(f"episodes_per_iteration: {config.episodes_per_iteration} is more than the {tasks} training "
+                        f"tasks; each episode of a batch plays a different task.")
+    if config.minibatch_size > config.episodes_per_iteration:
+        problems.append("minibatch_size: at most episodes_per_iteration.")
+    return problems
+
+
+def _ppo_lineage(config: PPORunConfig) -> list[dict]:
+    links = [policy_link(config.policy_id)]
+    if config.reference_policy_id and config.reference_policy_id != config.policy_id:
+        links.append({**policy_link(config.reference_policy_id), "type": "reference policy"})
+    if config.reward == "reward_model":
+        links += _reward_model_link(RewardModel.objects.select_related("snapshot").get(pk=config.reward_model_id))
+    return links
+
+
+def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -> dict:
+    from training.ppo import PPOCallbacks
+    from training.ppo_service import best_checkpoint_mark, ppo_train
+    from webapp.errors import ArbiterError
+    from webapp.runs import RunCancelled, run_add_artifact, run_add_lineage, run_dir
+
+    start = Policy.objects.get(pk=config.policy_id)
+    reference = Policy.objects.get(pk=config.reference_policy_id or config.policy_id)
+    reward_model = RewardModel.objects.filter(pk=config.reward_model_id).first() if config.reward_model_id else None
+    name = f"{config.policy_name}-run{run.pk}"
+    saved: list[int] = []
+
+    def on_saved(iteration: int, path: str, dev: dict) -> None:
+        saved.append(iteration)
+
+    callbacks = PPOCallbacks(progress=lambda f, m="": reporter.progress(0.98 * f, m), metrics=reporter.metrics,
+                             log=reporter.log, should_stop=reporter.should_stop, checkpoint=reporter.checkpoint,
+                             policy_saved=on_saved)
+    reporter.log(f"PPO from {start} against {config.reward if config.reward != 'reward_model' else reward_model}, "
+                 f"KL to {reference} (coefficient {config.kl_coef}), on {compute.name}.")
+    out = run_dir(run) / "ppo"
+    result = ppo_train(run=run, start=start, reference=reference, reward_model=reward_model, reward=config.reward,
+                       config=config.ppo_config(), out_dir=out, name=name, callbacks=callbacks,
+                       resume_from=resume_from, device=compute.device)
+    best = best_checkpoint_mark(name=name, iteration=result.best["iteration"] if result.best else None)
+    outputs = Policy.objects.filter(name=name).order_by("version")
+    run_add_lineage(run=run, links=[{k: v for k, v in policy_link(p.pk, "output").items() if k != "direction"}
+                                    | ({"label": f"{p} (best by dev rubric)"} if best and p.pk == best.pk else {})
+                                    for p in outputs if p.version in {f"iter-{i:04d}" for i in saved}])
+    if result.cancelled:
+        raise RunCancelled()
+    if result.diverged:
+        raise ArbiterError(result.message)
+    run_add_artifact(run=run, name="checkpoints", path=out / "checkpoints")
+    return {"stop_reason": result.stop_reason, "message": result.message, "iterations": result.iterations,
+            "best_policy_id": best.pk if best else None, "best_iteration": result.best and result.best["iteration"],
+            "best_dev_success": result.best and result.best["dev"]["success"],
+            "last_policy_id": outputs.last().pk if outputs.exists() else None,
+            "evaluations": [{"iteration": e["iteration"], "rm_score": e["rm_score"],
+                             "dev_success": e["dev"]["success"], "overoptimization": e.get("overoptimization", False)}
+                            for e in result.evaluations],
+            "seconds": result.seconds}
+
+
+# --- Evaluation and best-of-n ---------------------------------------------------------------
+
+def _ids(text: str) -> list[int]:
+    return [int(part) for part in text.replace(" ", "").split(",") if part]
+
+
+def _ids_problem(name: str, text: str) -> list[str]:
+    try:
+        values = _ids(text)
+    except ValueError:
+        return [f"{name}: whole numbers separated by commas."]
+    return [f"{name}: each at least 1."] if any(v < 1 for v in values) else []
+
+
+@dataclass
+class EvaluationRunConfig:
+    name: str = field(default="evaluation", metadata=_help("Name of the before/after page."))
+    baseline_policy_id: int = field(default=0, metadata=_help(
+        "The starting policy: the 'before' side, and the reference every KL is measured against."))
+    policy_ids: str = field(default="", metadata=_help(
+        "Other policies to evaluate (PPO checkpoints, ...), as ids separated by commas."))
+    ppo_run_id: int = field(default=0, metadata=_help(
+        "Also evaluate this PPO run's checkpoint that was best on the dev rubric, and its last one (0: none)."))
+    reward_model_id: int = field(default=0, metadata=_help(
+        "Scores every episode and picks best-of-n (0: no reward-model scores and no best-of-n)."))
+    best_of_n: str = field(default="4", metadata=_help(
+        "Best-of-n over the baseline at these n, separated by commas (empty for none)."))
+    split: str = field(default="eval", metadata=_help("Tasks of this split (eval is for final reports only)."))
+    tasks: int = field(default=0, metadata=_help("How many tasks of the split, in a fixed order (0: all)."))
+    samples: int = field(default=2, metadata=_help("Sampled episodes per task and system."))
+    temperature: float = field(default=1.0, metadata=_help("Sampling temperature."))
+    greedy: bool = field(default=True, metadata=_help("Also one greedy episode per task and policy."))
+    seed: int = field(default=0, metadata=_help("Sampling seed (the same for every system)."))
+
+    def validate(self) -> list[str]:
+        problems = _ids_problem("policy_ids", self.policy_ids) + _ids_problem("best_of_n", self.best_of_n)
+        if self.split not in SPLITS:
+            problems.append(f"split: one of {', '.join(SPLITS)}.")
+        if self.tasks < 0:
+            problems.append("tasks: 0 (all) or more.")
+        if not 1 <= self.samples <= 64:
+            problems.append("samples: between 1 and 64.")
+        if not self.temperature > 0:
+            problems.append("temperature: above 0 (greedy episodes are the greedy switch).")
+        if not problems and max(_ids(self.best_of_n) or [1]) * self.samples > 256:
+            problems.append("best_of_n x samples: at most 256 episodes per task.")
+        if not self.name.strip():
+            problems.append("name: give the evaluation a name.")
+        return problems
+
+
+def _ppo_run_policies(run_id: int) -> list[tuple[str, Policy]]:
+    """(label, policy) of a PPO run's best checkpoint by dev rubric and its last one."""
+    checkpoints = list(Policy.objects.filter(run_id=run_id, metadata__ppo__isnull=False).order_by("version"))
+    chosen = []
+    best = next((p for p in checkpoints if p.metadata["ppo"].get("best")), None)
+    if best is not None:
+        chosen.append((f"PPO best by dev ({best})", best))
+    if checkpoints and checkpoints[-1] != best:
+        chosen.append((f"PPO last ({checkpoints[-1]})", checkpoints[-1]))
+    return chosen
+
+
+def _evaluation_check(config: EvaluationRunConfig) -> list[str]:
+    from webapp.models import Run
+
+    problems = [f"baseline_policy_id: {p}" for p in policy_problems(config.baseline_policy_id)]
+    if not config.validate():
+        for policy_id in _ids(config.policy_ids):
+            problems += [f"policy_ids: {p}" for p in policy_problems(policy_id)]
+        if not problems:
+            baseline = Policy.objects.get(pk=config.baseline_policy_id)
+            for policy_id in _ids(config.policy_ids):
+                if not _same_tokenizer(baseline, Policy.objects.get(pk=policy_id)):
+                    problems.append(f"policy_ids: policy {policy_id} does not share the baseline's tokenizer.")
+    if config.ppo_run_id:
+        run = Run.objects.filter(pk=config.ppo_run_id, kind="ppo").first()
+        if run is None:
+            problems.append(f"ppo_run_id: no PPO run with id {config.ppo_run_id}.")
+        elif not _ppo_run_policies(run.pk):
+            problems.append(f"ppo_run_id: PPO run #{run.pk} has saved no checkpoint yet.")
+    if config.reward_model_id:
+        problems += reward_model_problems(config.reward_model_id)
+    elif _ids(config.best_of_n) if not _ids_problem("best_of_n", config.best_of_n) else False:
+        problems.append("best_of_n: needs a reward model to choose with (reward_model_id).")
+    return problems
+
+
+def _evaluation_lineage(config: EvaluationRunConfig) -> list[dict]:
+    links = [{**policy_link(config.baseline_policy_id), "type": "baseline policy"}]
+    links += [policy_link(i) for i in _ids(config.policy_ids)]
+    if config.ppo_run_id:
+        links.append({"direction": "input", "type": "PPO run", "id": config.ppo_run_id,
+                      "label": f"ppo run #{config.ppo_run_id}", "url": reverse("runs:detail", args=[config.ppo_run_id])})
+    if config.reward_model_id:
+        links += _reward_model_link(RewardModel.objects.select_related("snapshot").get(pk=config.reward_model_id))
+    return links
+
+
+def _evaluate(*, run, reporter, compute, name: str, baseline_id: int, others: list[tuple[str, Policy]],
+              reward_model_id: int, best_of_n: list[int], split: str, tasks: int, samples: int, temperature: float,
+              greedy: bool, seed: int) -> dict:
+    from training.evaluation_service import evaluation_execute
+    from webapp.runs import RunCancelled, run_add_lineage
+
+    def progress(fraction: float, message: str) -> None:
+        reporter.progress(fraction, message)
+        if reporter.should_stop():
+            raise RunCancelled()
+
+    evaluation = evaluation_execute(
+        name=name, baseline=Policy.objects.get(pk=baseline_id), others=others,
+        reward_model=RewardModel.objects.filter(pk=reward_model_id).first() if reward_model_id else None,
+        best_of_n=best_of_n, split=split, n_tasks=tasks, samples=samples, temperature=temperature, greedy=greedy,
+        seed=seed, device=compute.device, run=run, created_by=run.created_by, progress=progress, log=reporter.log)
+    run_add_lineage(run=run, links=[{"type": "evaluation", "id": evaluation.pk, "label": str(evaluation),
+                                     "url": reverse("training:evaluation", args=[evaluation.pk])}])
+    table = {entry.label: {mode: {k: v["mean"] for k, v in figures.items()} for mode, figures in entry.metrics.items()}
+             for entry in evaluation.entries.all()}
+    return {"evaluation_id": evaluation.pk, "table": table}
+
+
+def _evaluation_execute(*, run, config: EvaluationRunConfig, reporter, compute, resume_from) -> dict:
+    others = [(f"{Policy.objects.get(pk=i)}", Policy.objects.get(pk=i)) for i in _ids(config.policy_ids)]
+    if config.ppo_run_id:
+        others += [pair for pair in _ppo_run_policies(config.ppo_run_id) if pair[1].pk not in {p.pk for _, p in others}]
+    return _evaluate(run=run, reporter=reporter, compute=compute, name=config.name,
+                     baseline_id=config.baseline_policy_id, others=others, reward_model_id=config.reward_model_id,
+                     best_of_n=_ids(config.best_of_n), split=config.split, tasks=config.tasks,
+                     samples=config.samples, temperature=config.temperature, greedy=config.greedy, seed=config.seed)
+
+
+@dataclass
+class BestOfNRunConfig:
+    policy_id: int = field(default=0, metadata=_help("The policy to sample from."))
+    reward_model_id: int = field(default=0, metadata=_help("The reward model that picks the best sample."))
+    n: int = field(default=4, metadata=_help("Samples per task; the highest-scored one is kept."))
+    split: str = field(default="eval", metadata=_help("Tasks of this split."))
+    tasks: int = field(default=0, metadata=_help("How many tasks of the split, in a fixed order (0: all)."))
+    samples: int = field(default=1, metadata=_help("Best-of-n draws per task (each from n fresh samples)."))
+    temperature: float = field(default=1.0, metadata=_help("Sampling temperature."))
+    seed: int = field(default=0, metadata=_help("Sampling seed."))
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not 2 <= self.n <= 256:
+            problems.append("n: between 2 and 256.")
+        if self.split not in SPLITS:
+            problems.append(f"split: one of {', '.join(SPLITS)}.")
+        if self.tasks < 0:
+            problems.append("tasks: 0 (all) or more.")
+        if not 1 <= self.samples <= 16:
+            problems.append("samples: between 1 and 16.")
+        if not self.temperature > 0:
+            problems.append("temperature: above 0 (n greedy samples would all be the same).")
+        return problems
+
+
+def _best_of_n_check(config: BestOfNRunConfig) -> list[str]:
+    return policy_problems(config.policy_id) + (reward_model_problems(config.reward_model_id)
+                                                if config.reward_model_id else ["reward_model_id: choose one."])
+
+
+def _best_of_n_lineage(config: BestOfNRunConfig) -> list[dict]:
+    return [policy_link(config.policy_id)] + _reward_model_link(
+        RewardModel.objects.select_related("snapshot").get(pk=config.reward_model_id))
+
+
+def _best_of_n_execute(*, run, config: BestOfNRunConfig, reporter, compute, resume_from) -> dict:
+    from training.evaluation import best_of_n_kl
+
+    summary = _evaluate(run=run, reporter=reporter, compute=compute, name=f"best-of-{config.n} run #{run.pk}",
+                        baseline_id=config.policy_id, others=[], reward_model_id=config.reward_model_id,
+                        best_of_n=[config.n], split=config.split, tasks=config.tasks, samples=config.samples,
+                        temperature=config.temperature, greedy=False, seed=config.seed)
+    summary["kl_to_policy"] = best_of_n_kl(config.n)
+    reporter.log(f"Best-of-{config.n}: KL to the policy log n - (n-1)/n = {summary['kl_to_policy']:.3f} nats.")
+    return summary
+
+
+def register_improve_kinds() -> None:
+    register(RunKind(
+        name="ppo", label="PPO", config_class=PPORunConfig, execute=_ppo_execute, check=_ppo_check,
+        lineage=_ppo_lineage, resumable=True,
+        description="Fine-tune a policy with multi-turn PPO against a reward model (or the rubric, as the upper "
+                    "bound), with a KL penalty to the starting policy; dev-rubric checkpoints become policies.",
+        choices={"policy_id": policy_choices, "reference_policy_id": lambda: [(0, "(the starting policy)")] + policy_choices(),
+                 "reward_model_id": _reward_model_choices, "reward": lambda: [(r, r) for r in REWARDS]},
+    ))
+    register(RunKind(
+        name="best_of_n", label="Best-of-n", config_class=BestOfNRunConfig, execute=_best_of_n_execute,
+        check=_best_of_n_check, lineage=_best_of_n_lineage,
+        description="Sample n episodes per task and keep the one the reward model scores highest; reports its "
+                    "rubric figures against the plain policy's, and its KL, log n - (n-1)/n.",
+        choices={"policy_id": policy_choices, "reward_model_id": _reward_model_choices,
+                 "split": lambda: [(s, s) for s in SPLITS]},
+    ))
+    register(RunKind(
+        name="evaluation", label="Evaluation (before/after)", config_class=EvaluationRunConfig,
+        execute=_evaluation_execute, check=_evaluation_check, lineage=_evaluation_lineage,
+        description="Play the starting policy, best-of-n and tuned policies on held-out tasks: rubric success, F1, "
+                    "quote support, reward-model score, steps, tool errors and KL, each with a 95% interval.",
+        choices={"baseline_policy_id": policy_choices, "reward_model_id": _reward_model_choices,
+                 "split": lambda: [(s, s) for s in SPLITS]},
+    ))
