@@ -155,9 +155,10 @@ then fewer wasted steps and no tool errors. Use *tie* only when neither is bette
 @transaction.atomic
 def human_evaluation_create(*, evaluation: Evaluation, candidate: EvaluationEntry, mode: str = "sampled",
                             votes_per_comparison: int = 3, created_by=None) -> HumanEvaluation:
-    """A blind campaign with one comparison per task: the baseline's episode (A) against the
-    candidate's (B), sample 0 of `mode`. Tasks where both sides did exactly the same are left
-    out and counted."""
+    """A blind campaign with one comparison per task: the baseline's episode against the
+    candidate's, sample 0 of `mode`. Tasks where both sides did exactly the same are left out
+    and counted. A comparison stores its trajectories in id order (a database rule), so either
+    side may be A; `human_evaluation_result` reads each vote from the candidate's side."""
     baseline = evaluation.entries.filter(is_baseline=True).first()
     if baseline is None:
         raise ArbiterError("This evaluation has no baseline to compare with.")
@@ -173,13 +174,15 @@ def human_evaluation_create(*, evaluation: Evaluation, candidate: EvaluationEntr
             entry=entry, mode=mode, sample=0).select_related("trajectory")}
 
     before, after = by_task(baseline), by_task(candidate)
+    if not after:
+        raise ArbiterError(f"{candidate.label} has no {mode} episodes.")
     pairs, identical = [], 0
     for task_id in sorted(set(before) & set(after)):
         a, b = before[task_id], after[task_id]
         if a.pk == b.pk or (a.steps == b.steps and a.answer == b.answer):
             identical += 1
             continue
-        pairs.append((task_id, a, b))
+        pairs.append((task_id, *sorted((a, b), key=lambda t: t.pk)))
     if not pairs:
         raise ArbiterError(f"{candidate.label} did exactly what the baseline did on every task ({mode}); "
                            f"there is nothing for people to compare.")
@@ -199,9 +202,12 @@ def human_evaluation_result(human_eval: HumanEvaluation) -> dict:
     tie 1/2 (WebGPT's soft label), with a 95% bootstrap interval over comparisons."""
     from training.evaluation import task_bootstrap
 
+    candidate_ids = set(EvaluationEpisode.objects.filter(entry=human_eval.candidate, mode=human_eval.mode,
+                                                         sample=0).values_list("trajectory_id", flat=True))
     votes: dict[int, list[float]] = {}
-    for comparison_id, choice in Judgement.objects.filter(comparison__campaign=human_eval.campaign).values_list(
-            "comparison_id", "choice"):
+    for comparison_id, choice, a_id in Judgement.objects.filter(comparison__campaign=human_eval.campaign).values_list(
+            "comparison_id", "choice", "comparison__trajectory_a_id"):
+        choice = 6 - choice if a_id in candidate_ids else choice  # in candidate terms: above 3 is a win
         votes.setdefault(comparison_id, []).append(1.0 if choice > 3 else (0.5 if choice == 3 else 0.0))
     result = task_bootstrap(list(votes.values()))
     total = Comparison.objects.filter(campaign=human_eval.campaign).count()

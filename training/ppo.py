@@ -200,7 +200,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration)
     last_checkpoint = str(start_dir) if resume_from else None
 
-    def evaluate(iteration: int, rm_score: float) -> dict:
+    def evaluate(iteration: int, rm_score: float | None) -> dict:
         figures = dev_figures(model, tokenizer, browser, dev_tasks, config, seed=config.seed)
         entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
         state["evaluations"].append(entry)
@@ -208,7 +208,8 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
                                       "eval/dev_steps": figures["mean_steps"],
                                       "eval/dev_tool_errors": figures["tool_errors_per_episode"]})
         callbacks.log(f"Iteration {iteration}: dev success {figures['success']:.1%} "
-                      f"({figures['episodes']} episodes), reward-model score {rm_score:+.3f}.")
+                      f"({figures['episodes']} episodes)" + (f", reward-model score {rm_score:+.3f}." if rm_score
+                                                                 is not None else "."))
         return entry
 
     def save(iteration: int, entry: dict | None) -> str:
@@ -244,7 +245,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
 
     if state["iteration"] == 0 and config.eval_every:
         model.eval()
-        save(0, evaluate(0, float("nan")))
+        save(0, evaluate(0, None))
     iteration = state["iteration"]
     while iteration < config.iterations:
         if callbacks.should_stop():
@@ -252,7 +253,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         if config.max_seconds and time.monotonic() - started > config.max_seconds:
             if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
                 save(iteration, evaluate(iteration, state["evaluations"][-1]["rm_score"] if state["evaluations"]
-                                         else float("nan")) if config.eval_every else None)
+                                         else None) if config.eval_every else None)
             return finish("time_limit", f"Stopped at the time limit after iteration {iteration}.")
         iteration += 1
         timer = time.monotonic()
@@ -336,6 +337,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
             return finish("diverged", f"Training diverged: {diverged}; it stopped and {where} is kept. "
                                       f"Try a lower learning_rate or a smaller kl_coef.")
         update_seconds = time.monotonic() - timer
+        state["iteration"] = iteration
 
         # 6. Metrics, collapse warnings, KL budget, evaluation and checkpoints.
         episode_kl = (kl.sum(1)).mean()
@@ -363,7 +365,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         over_budget = config.kl_budget and figures["objective/kl"] > config.kl_budget
         due = config.eval_every and (iteration % config.eval_every == 0 or iteration == config.iterations
                                      or over_budget)
-        if due or (config.checkpoint_every and iteration % config.checkpoint_every == 0):
+        if due or over_budget or (config.checkpoint_every and iteration % config.checkpoint_every == 0):
             model.eval()
             save(iteration, evaluate(iteration, figures["objective/rm_score"]) if due else None)
         if over_budget:
@@ -416,7 +418,7 @@ def flag_overoptimization(state: dict, entry: dict, config: PPOConfig, callbacks
     if best is None or best["iteration"] == entry["iteration"]:
         return
     best_entry = next((e for e in state["evaluations"] if e["iteration"] == best["iteration"]), None)
-    if best_entry is None or not math.isfinite(best_entry["rm_score"] or float("nan")):
+    if best_entry is None or best_entry["rm_score"] is None or entry["rm_score"] is None:
         return
     fell = best["dev"]["success"] - entry["dev"]["success"]
     if entry["rm_score"] > best_entry["rm_score"] and fell > config.overoptimization_tolerance:

@@ -59,4 +59,6 @@ class PPOConfig:
             problems.append("gamma and lam: between 0 and 1.")
         if not self.grad_clip > 0:
             problems.append("grad_clip: must be positive.")
+        if self.minibatch_size > self.episodes_per_iteration:
+            problems.append("minibatch_size: at most episodes_per_iteration.")
         return problems

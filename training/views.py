@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from annotate.models import Policy
+from training.evaluation_selectors import evaluations_for_policy
 from webapp.access import role_required
 from webapp.roles import Role
 
@@ -23,4 +24,5 @@ def policy(request: HttpRequest, policy_id: int) -> HttpResponse:
     return render(request, "training/policy.html", {
         "policy": row, "evaluation": evaluation, "n_trajectories": row.trajectories.count(),
         "children": row.children.order_by("-created_at")[:50],
+        "evaluations": evaluations_for_policy(policy=row)[:50],
     })

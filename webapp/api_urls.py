@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView
 
 from annotate import api as annotate_api
 from annotate import dataset_api
+from training import evaluation_api
 from webapp import run_api
 from webapp.api import WhoAmIApi
 
@@ -33,4 +34,7 @@ urlpatterns = [
     path("runs/<int:run_id>", run_api.RunDetailApi.as_view(), name="api-run"),
     path("runs/<int:run_id>/cancel", run_api.RunCancelApi.as_view(), name="api-run-cancel"),
     path("runs/<int:run_id>/resume", run_api.RunResumeApi.as_view(), name="api-run-resume"),
+    # Before/after evaluations (researchers and admins)
+    path("evaluations/", evaluation_api.EvaluationListApi.as_view(), name="api-evaluations"),
+    path("evaluations/<int:evaluation_id>/", evaluation_api.EvaluationDetailApi.as_view(), name="api-evaluation"),
 ]

@@ -55,12 +55,14 @@ def histogram_svg(values: list[float], *, title: str, bins: int = 10) -> SafeStr
 
 
 def line_chart_svg(series: dict[str, list[tuple[float, float]]], *, title: str, x_label: str = "step",
-                   markers: list[tuple[float, str]] | None = None) -> SafeString:
-    """Lines of (x, y) points sharing both axes; `markers` are labelled vertical lines at x."""
+                   markers: list[tuple[float, str]] | None = None,
+                   x_range: tuple[float, float] | None = None) -> SafeString:
+    """Lines of (x, y) points sharing both axes; `markers` are labelled vertical lines at x.
+    `x_range` fixes the x axis, so charts drawn side by side line up."""
     points = [p for values in series.values() for p in values if p[1] is not None]
     if not points:
         return mark_safe(f'<p class="muted">{escape(title)}: no data yet.</p>')
-    x_lo, x_hi = min(p[0] for p in points), max(p[0] for p in points)
+    x_lo, x_hi = x_range or (min(p[0] for p in points), max(p[0] for p in points))
     y_lo, y_hi = min(p[1] for p in points), max(p[1] for p in points)
     x_span, y_span = (x_hi - x_lo) or 1.0, (y_hi - y_lo) or abs(y_hi) or 1.0
     plot_w, plot_h = WIDTH - PAD_LEFT - 10, HEIGHT - PAD_BOTTOM - PAD_TOP

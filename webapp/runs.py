@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from webapp.errors import ArbiterError
@@ -285,12 +285,29 @@ def run_execute(*, run_id: int, attempt: int) -> None:
         heartbeat.stop()
 
 
+def json_safe(value):
+    """`value` with every NaN or infinity replaced by None: PostgreSQL's JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def _finish(run_id: int, attempt: int, status: str, *, error: str = "", summary: dict | None = None,
             message: str = "") -> None:
     updates = {"status": status, "finished_at": timezone.now(), "error": error, "progress_message": message}
     if summary is not None:
-        updates.update(summary=summary, progress=1.0)
-    Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.RUNNING).update(**updates)
+        updates.update(summary=json_safe(summary), progress=1.0)
+    try:
+        Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.RUNNING).update(**updates)
+    except DatabaseError as exc:  # a summary the database refuses: the run still ends, as failed
+        logger.exception("run %s: its final state could not be written", run_id)
+        Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.RUNNING).update(
+            status=Run.Status.FAILED, finished_at=timezone.now(), progress_message="Failed.",
+            error=f"The run finished but its result could not be stored: {exc}")
 
 
 def run_add_lineage(*, run: Run, links: list[dict]) -> None:

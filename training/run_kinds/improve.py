@@ -117,8 +117,6 @@ def _ppo_check(config: PPORunConfig) -> list[str]:
     if config.episodes_per_iteration > tasks:
         problems.append(f"episodes_per_iteration: {config.episodes_per_iteration} is more than the {tasks} training "
                         f"tasks; each episode of a batch plays a different task.")
-    if config.minibatch_size > config.episodes_per_iteration:
-        problems.append("minibatch_size: at most episodes_per_iteration.")
     return problems
 
 

@@ -33,3 +33,26 @@ def percent(value) -> str:
 @register.filter
 def number(value, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if _is_number(value) else "–"
+
+
+def _figure_text(value: float, style: str) -> str:
+    if style == "percent":
+        return f"{100 * value:.1f}"
+    if style == "points":
+        return f"{100 * value:+.1f}"
+    return f"{value:.{int(style)}f}"
+
+
+@register.filter
+def interval(figure, style: str = "2") -> str:
+    """A figure {mean, low, high} as "mean [low, high]", the interval kept on one line. `style`:
+    "percent" (a share, in %), "points" (a signed difference of shares, in percentage points) or
+    a number of digits. Only formatted numbers reach the markup."""
+    if not isinstance(figure, dict) or not _is_number(figure.get("mean")):
+        return "–"
+    unit = {"percent": "%", "points": " pts"}.get(style, "")
+    text = _figure_text(figure["mean"], style) + unit
+    low, high = figure.get("low"), figure.get("high")
+    if _is_number(low) and _is_number(high):
+        text += f' <span class="ci">[{_figure_text(low, style)}, {_figure_text(high, style)}]</span>'
+    return mark_safe(text)

@@ -1,0 +1,36 @@
+"""A reward model whose preference is known: built by hand, no training, so a PPO test knows
+the score can be raised and what raises it."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+
+def low_token_reward_model(path: Path, tokenizer_dir: str | Path, *, below: int = 200) -> Path:
+    """A one-layer Llama reward model scoring a text by the share of its tokens with an id below
+    `below`: every token writes +1 or -1 in one direction of the residual stream, the end token
+    attends evenly to all of them (queries are zero), and the score head reads that direction."""
+    import torch
+
+    from rewardmodel.backbones import build_backbone
+
+    if (path / "config.json").exists():
+        return path
+    model, tokenizer = build_backbone(SimpleNamespace(backbone="policy-llama", tokenizer_dir=str(tokenizer_dir),
+                                                      hidden=32, layers=1, heads=2, max_length=2048))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        embed = model.model.embed_tokens.weight
+        embed.copy_(0.1 * torch.randn(embed.shape, generator=generator))
+        embed[:, 0] = torch.where(torch.arange(embed.size(0)) < below, 1.0, -1.0)
+        for special in {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}:
+            embed[special, 0] = 0.0
+        layer = model.model.layers[0]
+        for weight in (layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight, layer.mlp.down_proj.weight,
+                       layer.self_attn.v_proj.weight, layer.self_attn.o_proj.weight, model.score.weight):
+            weight.zero_()
+        for weight in (layer.self_attn.v_proj.weight, layer.self_attn.o_proj.weight, model.score.weight):
+            weight[0, 0] = 1.0
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

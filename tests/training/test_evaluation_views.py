@@ -1,0 +1,420 @@
+"""The before/after dashboards: who may see them, that they show the stored figures, the
+side-by-side view and its filter, building a blind human evaluation and reading its win
+rate back, the exports and the API agreeing with the page."""
+import csv
+import io
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from rest_framework.test import APIClient
+
+from annotate.models import Campaign, Comparison, Policy
+from annotate.services.assignments import Verdict, assignment_next, judgement_submit
+from tests.conftest import token_client
+from tests.factories import PolicyFactory, TaskFactory, TrajectoryFactory, UserFactory
+from tests.policy_fixtures import tiny_policy_dir
+from training.evaluation_selectors import evaluation_report
+from training.evaluation_service import evaluation_execute
+from training.models import Evaluation, EvaluationEntry, EvaluationEpisode, HumanEvaluation
+from webapp.models import Run, RunMetric
+from webapp.templatetags.arbiter import interval
+
+pytestmark = pytest.mark.django_db
+
+
+def figure(mean, low, high, tasks=4, episodes=8):
+    return {"mean": mean, "low": low, "high": high, "tasks": tasks, "episodes": episodes}
+
+
+def steps(text: str) -> list[dict]:
+    return [{"kind": "action", "tool": "search", "arguments": {"query": text}},
+            {"kind": "observation", "tool": "search", "content": f"[0] {text}"},
+            {"kind": "answer", "text": text, "quotes": []}]
+
+
+class Built:
+    """A hand-built evaluation: the start, best-of-4 over it, and a PPO checkpoint, on 4 tasks.
+
+    Sample 0 outcomes (sampled): start  F F T F;  PPO  T F T T  (they differ on tasks 0 and 3).
+    Task 2: both answered with the same steps (an identical pair). Best-of-4's sample 0 is the
+    start's own episode on every task. On task 3 the PPO episode was stored first (lower id).
+    """
+
+    def __init__(self):
+        self.start = PolicyFactory(name="bc", version="1")
+        self.ppo_run = Run.objects.create(kind="ppo", name="ppo against rm", status="succeeded")
+        self.best = PolicyFactory(name="ppo-run", version="iter-0002", parent=self.start, run=self.ppo_run,
+                                  metadata={"ppo": {"iteration": 2, "run_id": self.ppo_run.pk, "best": True,
+                                                    "dev": {"success": 0.4}}})
+        self.last = PolicyFactory(name="ppo-run", version="iter-0004", parent=self.start, run=self.ppo_run,
+                                  metadata={"ppo": {"iteration": 4, "run_id": self.ppo_run.pk, "best": False,
+                                                    "dev": {"success": 0.3}}})
+        for step, values in enumerate([
+                {"objective/rm_score": 0.1, "objective/kl": 0.0, "eval/dev_success": 0.2},
+                {"objective/rm_score": 0.3, "objective/kl": 1.0},
+                {"objective/rm_score": 0.5, "objective/kl": 4.0, "eval/dev_success": 0.4},
+                {"objective/rm_score": 0.8, "objective/kl": 9.0},
+                {"objective/rm_score": 1.0, "objective/kl": 16.0, "eval/dev_success": 0.3,
+                 "eval/overoptimization": 1.0}]):
+            RunMetric.objects.create(run=self.ppo_run, step=step, values=values)
+        self.evaluation = Evaluation.objects.create(
+            name="bc vs ppo", split="eval", reference_policy=self.start,
+            config={"split": "eval", "tasks": 4, "samples": 2, "temperature": 1.0, "greedy": True,
+                    "best_of_n": [4], "seed": 0})
+        self.base = EvaluationEntry.objects.create(
+            evaluation=self.evaluation, label="bc@1 (start)", policy=self.start, is_baseline=True, position=0,
+            metrics={"sampled": {"success": figure(0.25, 0.0, 0.5), "f1": figure(0.3125, 0.05, 0.6),
+                                 "steps": figure(7.5, 6.0, 9.0), "kl": figure(0.0, 0.0, 0.0)},
+                     "greedy": {"success": figure(0.5, 0.0, 1.0, episodes=4)}})
+        self.bon = EvaluationEntry.objects.create(
+            evaluation=self.evaluation, label="best-of-4 over bc@1", policy=self.start, n=4, position=1,
+            kind=EvaluationEntry.Kind.BEST_OF_N,
+            metrics={"sampled": {"success": figure(0.25, 0.0, 0.5), "rm_score": figure(0.9, 0.6, 1.2),
+                                 "kl": figure(0.636, 0.636, 0.636)}})
+        self.ppo = EvaluationEntry.objects.create(
+            evaluation=self.evaluation, label="PPO best by dev", policy=self.best, position=2,
+            metrics={"sampled": {"success": figure(0.75, 0.5, 1.0), "rm_score": figure(0.412, 0.1, 0.7),
+                                 "tool_errors": figure(1.25, 0.5, 2.0), "kl": figure(2.5, 1.5, 3.5)},
+                     "greedy": {"success": figure(0.75, 0.25, 1.0, episodes=4)}})
+        self.tasks = [TaskFactory(prompt=f"Who founded glassworks {i}?", reference_answer=f"Founder {i}")
+                      for i in range(4)]
+        start_correct, ppo_correct = [False, False, True, False], [True, False, True, True]
+        self.sample0 = {}  # (entry, task index) -> trajectory
+        for i, task in enumerate(self.tasks):
+            order = [("ppo", ppo_correct[i]), ("base", start_correct[i])] if i == 3 else \
+                    [("base", start_correct[i]), ("ppo", ppo_correct[i])]
+            for side, correct in order:
+                entry, policy = (self.base, self.start) if side == "base" else (self.ppo, self.best)
+                for mode, samples in (("sampled", 2), ("greedy", 1)):
+                    for sample in range(samples):
+                        text = f"same answer {i} {mode}" if i == 2 and sample == 0 else f"{side} {mode} {sample} task {i}"
+                        trajectory = TrajectoryFactory(task=task, policy=policy, steps=steps(text),
+                                                       outcome={"correct": correct, "steps": 2})
+                        EvaluationEpisode.objects.create(entry=entry, task=task, trajectory=trajectory, mode=mode,
+                                                         sample=sample, correct=correct,
+                                                         rm_score=0.5 if side == "ppo" else -0.25)
+                        if sample == 0 and mode == "sampled":
+                            self.sample0[(side, i)] = trajectory
+            EvaluationEpisode.objects.create(entry=self.bon, task=task, trajectory=self.sample0[("base", i)],
+                                             mode="sampled", sample=0, correct=start_correct[i])
+
+    def url(self, suffix=""):
+        return f"/training/evaluations/{self.evaluation.pk}/{suffix}"
+
+
+@pytest.fixture
+def built():
+    return Built()
+
+
+def row_html(page: str, entry_id: int, mode: str) -> str:
+    """The table row of one system in one mode."""
+    start = page.index(f'id="system-{entry_id}-{mode}"')
+    return page[start:page.index("</tr>", start)]
+
+
+def row_text(page: str, entry_id: int, mode: str) -> str:
+    """That row as a reader sees it: no tags, spaces collapsed."""
+    return " ".join(re.sub(r"<[^>]+>", " ", row_html(page, entry_id, mode)).split()).replace("[ ", "[")
+
+
+# --- Who may see what -------------------------------------------------------------------------
+
+ROUTES = ["/training/evaluations/", "{url}", "{url}compare/", "{url}compare/?differ=1&mode=greedy",
+          "{url}export.json", "{url}export.csv"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_route_is_for_researchers_and_admins(client, built, role_users, route):
+    url = route.format(url=built.url())
+    response = client.get(url)
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    client.force_login(role_users["annotator"])
+    assert client.get(url).status_code == 403
+    for role in ("researcher", "admin"):
+        client.force_login(role_users[role])
+        assert client.get(url).status_code == 200
+
+
+def test_the_nav_links_evaluations_for_researchers_only(client, role_users):
+    client.force_login(role_users["researcher"])
+    assert 'href="/training/evaluations/"' in client.get("/").content.decode()
+    client.force_login(role_users["annotator"])
+    assert 'href="/training/evaluations/"' not in client.get("/").content.decode()
+
+
+def test_the_list_shows_each_evaluation_with_its_run(client, built, researcher):
+    run = Run.objects.create(kind="evaluation", name="eval run", status="succeeded")
+    Evaluation.objects.filter(pk=built.evaluation.pk).update(run=run)
+    client.force_login(researcher)
+    page = client.get("/training/evaluations/").content.decode()
+    row = page[page.index(built.url()):page.index("</tr>", page.index(built.url()))]
+    assert "bc vs ppo" in row and "<td>eval</td>" in row and "<td>4</td><td>3</td>" in row
+    assert f'href="/runs/{run.pk}/"' in row
+
+
+# --- The page ---------------------------------------------------------------------------------
+
+def test_the_table_shows_the_stored_figures_per_mode(client, built, researcher):
+    client.force_login(researcher)
+    page = client.get(built.url()).content.decode()
+    start, ppo, bon = (row_text(page, e.pk, "sampled") for e in (built.base, built.ppo, built.bon))
+    assert "25.0% [0.0, 50.0]" in start and "0.312 [0.050, 0.600]" in start and "7.50 [6.00, 9.00]" in start
+    assert "75.0% [50.0, 100.0]" in ppo and "0.412 [0.100, 0.700]" in ppo and "1.25 [0.50, 2.00]" in ppo
+    assert "2.50 [1.50, 3.50]" in ppo and "PPO iteration 2, best by dev" in ppo
+    assert "0.900 [0.600, 1.200]" in bon and "0.64 [0.64, 0.64]" in bon and "best-of-4" in bon
+    # Greedy figures are a table of their own; best-of-n has none.
+    assert "50.0% [0.0, 100.0]" in row_text(page, built.base.pk, "greedy")
+    assert "75.0% [25.0, 100.0]" in row_text(page, built.ppo.pk, "greedy")
+    assert f'id="system-{built.bon.pk}-greedy"' not in page
+    # Paired difference from the episodes: per task PPO - start = 1, 0, 0, 1.
+    assert "+50.0 pts [+0.0, +100.0]" in ppo and "+0.0 pts [+0.0, +0.0]" in bon
+    assert f'href="/training/policies/{built.best.pk}/"' in row_html(page, built.ppo.pk, "sampled")
+    assert f'href="/training/evaluations/{built.evaluation.pk}/export.csv"' in page
+
+
+def test_the_curves_show_rm_score_dev_rubric_and_sqrt_kl_with_the_best_checkpoint(client, built, researcher):
+    client.force_login(researcher)
+    page = client.get(built.url()).content.decode()
+    curves = page[page.index('id="curves"'):page.index('id="human-evaluation"')]
+    for title in ("Reward-model score", "Dev rubric success", "sqrt(KL to the start)"):
+        assert f'aria-label="{title}"' in curves
+    assert curves.count("<polyline") == 3 and curves.count('class="marker"') == 3
+    assert "best by dev rubric: iteration 2" in curves
+    assert re.search(r"Over-optimization flagged at iterations?\s+4:", curves)
+    assert f'href="/runs/{built.ppo_run.pk}/"' in curves
+    assert f'href="/training/policies/{built.last.pk}/">iteration 4</a> (30.0% dev)' in curves
+
+
+def test_sqrt_kl_is_the_root_of_the_logged_kl(built):
+    (run,) = evaluation_report(built.evaluation)["ppo_runs"]
+    assert run["curves"]["sqrt_kl"] == [[0, 0.0], [1, 1.0], [2, 2.0], [3, 3.0], [4, 4.0]]
+    assert run["curves"]["dev_success"] == [[0, 0.2], [2, 0.4], [4, 0.3]]
+    assert run["best_iteration"] == 2 and run["overoptimization"] == [4] and run["reward"] == "reward_model"
+
+
+def test_ppo_against_the_rubric_is_not_called_a_reward_model_score(client, built, researcher):
+    for policy in (built.best, built.last):
+        policy.metadata["ppo"]["reward"] = "rubric"
+        policy.save()
+    client.force_login(researcher)
+    curves = client.get(built.url()).content.decode().split('id="curves"')[1]
+    assert 'aria-label="Training reward (rubric)"' in curves and "Reward-model score" not in curves
+
+
+def test_the_policy_page_links_the_evaluations_that_include_it(client, built, researcher):
+    client.force_login(researcher)
+    assert built.url() in client.get(f"/training/policies/{built.best.pk}/").content.decode()
+    assert built.url() not in client.get(f"/training/policies/{built.last.pk}/").content.decode()
+
+
+# --- Side by side -----------------------------------------------------------------------------
+
+def test_the_compare_page_shows_both_trajectories_per_task_and_filters_to_differences(client, built, researcher):
+    client.force_login(researcher)
+    page = client.get(built.url(f"compare/?candidate={built.ppo.pk}&mode=sampled")).content.decode()
+    assert [f'id="task-{t.pk}"' in page for t in built.tasks] == [True] * 4
+    assert page.count('class="pair"') == 4
+    assert "base sampled 0 task 0" in page and "ppo sampled 0 task 0" in page  # both sides, sample 0
+    assert "sampled 1 task" not in page
+    assert "Reference answer: Founder 0" in page and "RM score 0.500" in page and "RM score -0.250" in page
+
+    page = client.get(built.url(f"compare/?candidate={built.ppo.pk}&mode=sampled&differ=1")).content.decode()
+    shown = [t.pk for t in built.tasks if f'id="task-{t.pk}"' in page]
+    assert shown == [built.tasks[0].pk, built.tasks[3].pk]
+    assert "2 of 4 tasks differ in outcome" in page
+
+
+def test_the_compare_page_opens_on_the_best_checkpoint_and_pages(client, built, researcher, monkeypatch):
+    client.force_login(researcher)
+    page = client.get(built.url("compare/")).content.decode()
+    assert f'<option value="{built.ppo.pk}" selected>' in page
+    monkeypatch.setattr("training.evaluation_selectors.PAIRS_PER_PAGE", 3)
+    second = client.get(built.url(f"compare/?candidate={built.ppo.pk}&page=2")).content.decode()
+    assert [f'id="task-{t.pk}"' in second for t in built.tasks] == [False, False, False, True]
+    assert "page 2 of 2" in second
+
+
+def test_bad_compare_input_is_a_clear_400(client, built, researcher):
+    client.force_login(researcher)
+    response = client.get(built.url(f"compare/?candidate={built.base.pk}"))
+    assert response.status_code == 400 and "No such system in this evaluation." in response.content.decode()
+    response = client.get(built.url("compare/?mode=beam"))
+    assert response.status_code == 400 and "mode" in response.content.decode()
+
+
+# --- Human evaluation -------------------------------------------------------------------------
+
+def vote_for_candidate(campaign, candidate_ids: set[int], annotator, *, tie_on: int | None = None) -> int:
+    """Judge every comparison an annotator is given: the candidate's side much better (or a tie on
+    the comparison of task `tie_on`). Works out the candidate's side on screen from the assignment."""
+    made = 0
+    while (assignment := assignment_next(campaign=campaign, annotator=annotator)) is not None:
+        comparison = assignment.comparison
+        candidate_is_a = comparison.trajectory_a_id in candidate_ids
+        candidate_left = candidate_is_a == assignment.left_is_a
+        choice = 3 if comparison.task_id == tie_on else (1 if candidate_left else 5)
+        judgement_submit(assignment_id=assignment.id, annotator=annotator, verdict=Verdict(choice=choice))
+        made += 1
+    return made
+
+
+def test_an_admin_builds_a_blind_campaign_and_the_win_rate_comes_back(client, built, admin_user):
+    client.force_login(admin_user)
+    response = client.post(built.url(), {"candidate": built.ppo.pk, "mode": "sampled", "votes_per_comparison": 2})
+    assert response.status_code == 302 and response["Location"] == built.url()
+    human = HumanEvaluation.objects.get()
+    assert (human.baseline, human.candidate, human.mode, human.identical_pairs) == (built.base, built.ppo,
+                                                                                     "sampled", 1)
+    campaign = human.campaign
+    assert campaign.votes_per_comparison == 2 and campaign.created_by == admin_user
+    # One comparison per task but the identical one: the start's sample 0 against the PPO's sample 0.
+    pairs = {c.task_id: {c.trajectory_a_id, c.trajectory_b_id} for c in Comparison.objects.filter(campaign=campaign)}
+    assert pairs == {built.tasks[i].pk: {built.sample0[("base", i)].pk, built.sample0[("ppo", i)].pk}
+                     for i in (0, 1, 3)}
+    page = client.get(built.url()).content.decode()
+    assert "built with 3 comparisons (1 identical pairs left out)" in page
+    section = page[page.index('id="human-evaluations"'):]
+    assert f'href="/annotate/campaigns/{campaign.pk}/quality/"' in section and "no votes yet" in section
+
+    candidate_ids = {built.sample0[("ppo", i)].pk for i in range(4)}
+    assert vote_for_candidate(campaign, candidate_ids, UserFactory(roles=["annotator"])) == 3
+    assert vote_for_candidate(campaign, candidate_ids, UserFactory(roles=["annotator"]),
+                              tie_on=built.tasks[3].pk) == 3
+    section = client.get(built.url()).content.decode().split('id="human-evaluations"')[1]
+    # Per comparison 1, 1 and (1 + 1/2) / 2: 91.7%. Task 3's candidate is trajectory A (the lower id).
+    assert "91.7% [" in section and "5 wins, 1 ties, 0 losses" in section and "3 of 3 judged" in section
+    assert "no votes yet" not in section
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"mode": "sampled", "votes_per_comparison": 3}, "This field is required"),
+    ({"candidate": "{base}", "mode": "sampled", "votes_per_comparison": 3},
+     "Choose a system of this evaluation other than its baseline."),
+    ({"candidate": "{ppo}", "mode": "beam", "votes_per_comparison": 3}, "Select a valid choice"),
+    ({"candidate": "{ppo}", "mode": "sampled", "votes_per_comparison": 0}, "greater than or equal to 1"),
+    ({"candidate": "{ppo}", "mode": "sampled", "votes_per_comparison": 21}, "less than or equal to 20"),
+    ({"candidate": "{bon}", "mode": "sampled", "votes_per_comparison": 3},
+     "did exactly what the baseline did on every task"),
+    ({"candidate": "{bon}", "mode": "greedy", "votes_per_comparison": 3}, "best-of-4 over bc@1 has no greedy episodes"),
+])
+def test_bad_human_evaluation_input_is_refused_and_creates_nothing(client, built, admin_user, data, message):
+    client.force_login(admin_user)
+    ids = {"base": built.base.pk, "ppo": built.ppo.pk, "bon": built.bon.pk}
+    response = client.post(built.url(), {k: str(v).format(**ids) for k, v in data.items()})
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert not HumanEvaluation.objects.exists() and not Campaign.objects.exists()
+
+
+def test_the_same_human_evaluation_twice_is_refused(client, built, admin_user):
+    client.force_login(admin_user)
+    data = {"candidate": built.ppo.pk, "mode": "greedy", "votes_per_comparison": 3}
+    assert client.post(built.url(), data).status_code == 302
+    response = client.post(built.url(), data)
+    assert response.status_code == 400 and "exists already" in response.content.decode()
+    assert HumanEvaluation.objects.count() == 1
+
+
+def test_only_admins_build_human_evaluations(client, built, role_users):
+    data = {"candidate": built.ppo.pk, "mode": "sampled", "votes_per_comparison": 3}
+    assert client.post(built.url(), data).status_code == 302  # anonymous: to the login page
+    for role in ("annotator", "researcher"):
+        client.force_login(role_users[role])
+        assert client.post(built.url(), data).status_code == 403
+    assert not Campaign.objects.exists()
+    client.force_login(role_users["researcher"])
+    assert 'id="human-evaluation-form"' not in client.get(built.url()).content.decode()
+    client.force_login(role_users["admin"])
+    assert 'id="human-evaluation-form"' in client.get(built.url()).content.decode()
+
+
+# --- Exports and API --------------------------------------------------------------------------
+
+STYLES = {"success": "percent", "f1": "3", "quote_support": "3", "rm_score": "3", "steps": "2", "tool_errors": "2",
+          "kl": "2", "success_vs_baseline": "points"}
+
+
+def test_the_csv_and_json_exports_agree_with_the_page(client, built, researcher):
+    client.force_login(researcher)
+    page = client.get(built.url()).content.decode()
+    response = client.get(built.url("export.csv"))
+    assert response["Content-Type"].startswith("text/csv")
+    assert response["Content-Disposition"] == f'attachment; filename="arbiter-evaluation-{built.evaluation.pk}.csv"'
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert len(rows) == 4 + 1 + 3 + 4 + 1 + 2 + 1  # start 4+1, best-of-4 3+1, PPO 4+1+1+1
+    for row in rows:
+        value = {k: float(row[k]) for k in ("mean", "low", "high")}
+        assert interval(value, STYLES[row["metric"]]) in row_html(page, int(row["entry_id"]), row["mode"])
+    ppo_success = next(r for r in rows if r["system"] == "PPO best by dev" and r["metric"] == "success"
+                       and r["mode"] == "sampled")
+    assert (ppo_success["mean"], ppo_success["tasks"], ppo_success["episodes"]) == ("0.75", "4", "8")
+
+    response = client.get(built.url("export.json"))
+    assert response["Content-Disposition"] == f'attachment; filename="arbiter-evaluation-{built.evaluation.pk}.json"'
+    report = response.json()
+    by_label = {s["label"]: s for s in report["systems"]}
+    for row in rows:
+        system = by_label[row["system"]]
+        found = (system["success_vs_baseline"][row["mode"]] if row["metric"] == "success_vs_baseline"
+                 else system["metrics"][row["mode"]][row["metric"]])
+        assert [float(row[k]) for k in ("mean", "low", "high")] == pytest.approx([found[k] for k in
+                                                                                 ("mean", "low", "high")])
+    assert report["config"]["best_of_n"] == [4] and report["baseline_id"] == built.base.pk
+    assert report["ppo_runs"][0]["best_iteration"] == 2
+    assert client.get(built.url("export.xml")).status_code == 404
+
+
+def test_the_api_lists_evaluations_and_returns_the_report(built, role_users):
+    api = token_client(role_users["researcher"])
+    listed = api.get("/api/v1/evaluations/")
+    assert listed.status_code == 200
+    assert listed.json() == [{"id": built.evaluation.pk, "name": "bc vs ppo", "split": "eval", "tasks": 4,
+                              "systems": 3, "run_id": None, "reference_policy_id": built.start.pk,
+                              "created_at": listed.json()[0]["created_at"]}]
+    detail = api.get(f"/api/v1/evaluations/{built.evaluation.pk}/")
+    assert detail.status_code == 200
+    web = Client()
+    web.force_login(role_users["researcher"])
+    assert detail.json() == web.get(built.url("export.json")).json()
+    assert token_client(role_users["admin"]).get(f"/api/v1/evaluations/{built.evaluation.pk}/").status_code == 200
+    assert token_client(role_users["annotator"]).get("/api/v1/evaluations/").status_code == 403
+    assert token_client(role_users["annotator"]).get(
+        f"/api/v1/evaluations/{built.evaluation.pk}/").status_code == 403
+    assert APIClient().get("/api/v1/evaluations/").status_code in (401, 403)
+    assert api.get("/api/v1/evaluations/999999/").status_code == 404
+
+
+# --- From a real evaluation -------------------------------------------------------------------
+
+def test_a_played_evaluation_renders_and_its_human_evaluation_pairs_sample_zero(client, admin_user):
+    """The tiny untrained policy against a wider one on 3 eval tasks, through evaluation_execute."""
+    policies = Path(settings.VAR_DIR) / "policies"
+    start = Policy.objects.create(name="tiny", version="1",
+                                  model_dir=str(tiny_policy_dir(policies / "tiny-test-policy")))
+    other = Policy.objects.create(name="tiny-wide", version="1",
+                                  model_dir=str(tiny_policy_dir(policies / "tiny-wide-policy", hidden=48)))
+    evaluation = evaluation_execute(name="tiny before/after", baseline=start, others=[("wide", other)], n_tasks=3,
+                                    samples=2, greedy=False)
+    base, wide = evaluation.entries.order_by("position")
+    client.force_login(admin_user)
+    url = f"/training/evaluations/{evaluation.pk}/"
+    page = client.get(url).content.decode()
+    success = wide.metrics["sampled"]["success"]
+    assert interval(success, "percent") in row_html(page, wide.pk, "sampled")
+    assert interval(wide.metrics["sampled"]["kl"], "2") in row_html(page, wide.pk, "sampled")
+
+    page = client.get(f"{url}compare/?candidate={wide.pk}").content.decode()
+    assert page.count('class="pair"') == 3
+
+    assert client.post(url, {"candidate": wide.pk, "mode": "sampled", "votes_per_comparison": 1}).status_code == 302
+    human = HumanEvaluation.objects.get(evaluation=evaluation)
+    sample0 = {(e.entry_id, e.task_id): e.trajectory_id
+               for e in EvaluationEpisode.objects.filter(entry__evaluation=evaluation, mode="sampled", sample=0)}
+    comparisons = Comparison.objects.filter(campaign=human.campaign)
+    assert comparisons.count() + human.identical_pairs == 3
+    for c in comparisons:
+        assert {c.trajectory_a_id, c.trajectory_b_id} == {sample0[(base.pk, c.task_id)], sample0[(wide.pk, c.task_id)]}

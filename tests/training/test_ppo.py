@@ -1,0 +1,187 @@
+"""The PPO loop at tiny size, without Django: it learns, leaves environment tokens alone,
+stops where it must (KL budget, cancel, divergence) and resumes where it stopped."""
+import json
+import math
+
+import pytest
+import torch
+
+from tests.policy_fixtures import tiny_policy_dir
+from training.env.world import main_world
+from training.policy.model_io import load_policy
+from training.policy.rollout import RolloutConfig, rollout
+from training.ppo import PPOCallbacks, episode_batch, forward_agent_tokens, token_logprobs, train_ppo
+from training.ppo_config import PPOConfig
+from training.ppo_math import policy_loss, value_loss
+
+FAST = dict(episodes_per_iteration=8, minibatch_size=4, epochs=2, eval_every=0, rollout_batch_size=8, seed=0)
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    return tiny_policy_dir(tmp_path_factory.mktemp("ppo") / "policy")
+
+
+@pytest.fixture(scope="module")
+def world():
+    return main_world()
+
+
+def token_share_scorer(below: int):
+    """The share of the agent's tokens with an id below `below`: a reward any policy can raise by
+    moving probability onto those tokens."""
+    def score(episodes):
+        return [sum(1 for t, m in zip(e.ids, e.agent_mask) if m and t < below) / max(1, e.agent_tokens)
+                for e in episodes]
+    return score
+
+
+def parameters(path) -> dict:
+    model, _ = load_policy(path)
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def test_ppo_changes_the_parameters_and_raises_a_score_it_can_raise(policy_dir, world, tmp_path):
+    seen: dict[int, dict] = {}
+    # Monte-Carlo credit (lam 1) reaches every token of the ~360 the untrained policy writes.
+    config = PPOConfig(iterations=12, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0,
+                       **{**FAST, "episodes_per_iteration": 16, "minibatch_size": 8, "rollout_batch_size": 16})
+    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+                       dev_tasks=world.split("dev", 4), browser=world.browser, out_dir=tmp_path, config=config,
+                       callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    assert result.stop_reason == "finished" and result.iterations == 12
+    assert all(math.isfinite(v) for figures in seen.values() for v in figures.values())
+    for key in ("objective/rm_score", "objective/kl", "objective/entropy", "policy/approx_kl", "policy/clipfrac",
+                "loss/policy", "loss/value", "value/explained_variance", "episode/steps", "episode/tool_errors",
+                "objective/score_std", "policy/grad_norm"):
+        assert key in seen[1], key
+    score = [seen[i]["objective/rm_score"] for i in sorted(seen)]
+    assert sum(score[-2:]) / 2 > sum(score[:3]) / 3 + 0.04, score
+    before, after = parameters(policy_dir), parameters(result.last_checkpoint)
+    assert any(not torch.equal(before[name], after[name]) for name in before)
+
+
+def test_no_gradient_reaches_the_environment_tokens_of_real_episodes(policy_dir, world):
+    model, tokenizer = load_policy(policy_dir)
+    episodes = rollout(model, tokenizer, world.browser, world.split("train", 3), RolloutConfig(batch_size=3),
+                       seeds=[1, 2, 3])
+    batch = episode_batch(episodes, tokenizer.pad_token_id, "cpu")
+    captured = {}
+
+    def keep(module, inputs, output):
+        output.last_hidden_state.retain_grad()
+        captured["hidden"] = output.last_hidden_state
+
+    handle = model.base_model.register_forward_hook(keep)
+    head = torch.nn.Linear(model.config.hidden_size, 1)
+    logits, values = forward_agent_tokens(model, head, batch, temperature=1.0)
+    handle.remove()
+    logprobs = token_logprobs(logits, batch.tokens)
+    loss = policy_loss(logprobs, logprobs.detach() - 0.1, torch.randn_like(logprobs), batch.mask)[0] \
+        + value_loss(values, values.detach(), torch.randn_like(values), batch.mask)[0]
+    loss.backward()
+    touched = captured["hidden"].grad.abs().sum(-1) > 0
+    # A hidden state gets gradient only where it predicts one of the agent's tokens (one position before it).
+    expected = torch.zeros_like(touched)
+    for row, episode in enumerate(episodes):
+        for t, agent in enumerate(episode.agent_mask):
+            if agent:
+                expected[row, t - 1] = True
+    assert torch.equal(touched, expected)
+
+
+def test_the_rollout_log_probs_are_the_ones_ppo_recomputes(policy_dir, world):
+    model, tokenizer = load_policy(policy_dir)
+    episodes = rollout(model, tokenizer, world.browser, world.split("train", 4), RolloutConfig(batch_size=4),
+                       seeds=[5, 6, 7, 8])
+    batch = episode_batch(episodes, tokenizer.pad_token_id, "cpu")
+    with torch.no_grad():
+        logits, _ = forward_agent_tokens(model, None, batch, temperature=1.0)
+    recomputed = token_logprobs(logits, batch.tokens)
+    for row, episode in enumerate(episodes):
+        sampled = [lp for lp, agent in zip(episode.logprobs, episode.agent_mask) if agent]
+        assert torch.allclose(recomputed[row, :episode.agent_tokens], torch.tensor(sampled), atol=1e-4)
+
+
+def test_the_kl_budget_stops_training_and_says_why(policy_dir, world, tmp_path):
+    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+                       dev_tasks=world.split("dev", 2), browser=world.browser, out_dir=tmp_path,
+                       config=PPOConfig(iterations=20, learning_rate=3e-2, kl_coef=0.0, kl_budget=1e-6, **FAST))
+    assert result.stop_reason == "kl_budget" and result.iterations < 20
+    assert "budget" in result.message and result.last_checkpoint
+
+
+def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(policy_dir, world, tmp_path):
+    calls = {"n": 0}
+
+    def breaks_on_the_second_batch(episodes):
+        calls["n"] += 1
+        return [float("nan") if calls["n"] == 3 else 1.0 + i for i in range(len(episodes))]
+
+    config = PPOConfig(iterations=5, **{**FAST, "eval_every": 1, "eval_samples": 1})
+    result = train_ppo(policy_dir=policy_dir, scorer=breaks_on_the_second_batch, train_tasks=world.split("train"),
+                       dev_tasks=world.split("dev", 2), browser=world.browser, out_dir=tmp_path, config=config)
+    assert result.diverged and "non-finite" in result.message
+    assert result.last_checkpoint.endswith("iter-0002") and result.last_checkpoint in result.message
+    assert (tmp_path / "checkpoints" / "iter-0002" / "model.safetensors").exists()
+
+
+def test_cancel_stops_within_an_iteration_and_resume_continues_to_the_same_end(policy_dir, world, tmp_path):
+    config = PPOConfig(iterations=4, checkpoint_every=1, **FAST)
+    checkpoints, stop = [], {"now": False}
+
+    def on_checkpoint(iteration, path):
+        checkpoints.append(path)
+        stop["now"] = iteration == 2
+
+    kwargs = dict(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+                  dev_tasks=world.split("dev", 2), browser=world.browser, config=config)
+    first = train_ppo(out_dir=tmp_path / "a", **kwargs,
+                      callbacks=PPOCallbacks(checkpoint=on_checkpoint, should_stop=lambda: stop["now"]))
+    assert first.cancelled and first.iterations == 2 and checkpoints[-1].endswith("iter-0002")
+    assert (tmp_path / "a" / "checkpoints" / "iter-0002" / "optimizer.pt").exists()
+    assert not (tmp_path / "a" / "checkpoints" / "iter-0001" / "optimizer.pt").exists()  # only the latest resumes
+
+    resumed = train_ppo(out_dir=tmp_path / "a", resume_from=checkpoints[-1], **kwargs)
+    straight = train_ppo(out_dir=tmp_path / "b", **kwargs)
+    assert resumed.stop_reason == straight.stop_reason == "finished" and resumed.iterations == 4
+    a, b = parameters(resumed.last_checkpoint), parameters(straight.last_checkpoint)
+    assert all(torch.allclose(a[name], b[name], atol=1e-5) for name in a)
+
+
+def test_dev_evaluations_keep_the_best_checkpoint_and_flag_over_optimization(policy_dir, world, tmp_path):
+    """Scores that rise while dev success falls: the flag goes up and the best stays early."""
+    from training.ppo import flag_overoptimization
+
+    config = PPOConfig()
+    state = {"best": None, "evaluations": []}
+    logs = []
+    callbacks = PPOCallbacks(log=logs.append)
+    for iteration, rm_score, success in [(0, 0.0, 0.30), (5, 0.5, 0.40), (10, 0.9, 0.20)]:
+        entry = {"iteration": iteration, "rm_score": rm_score, "dev": {"success": success}}
+        state["evaluations"].append(entry)
+        if state["best"] is None or success > state["best"]["dev"]["success"]:
+            state["best"] = {"iteration": iteration, "dev": entry["dev"]}
+        flag_overoptimization(state, entry, config, callbacks)
+    assert state["best"]["iteration"] == 5
+    assert state["evaluations"][-1].get("overoptimization") and "Over-optimization" in logs[-1]
+    assert not state["evaluations"][1].get("overoptimization")
+
+
+def test_checkpoints_record_their_config_and_state(policy_dir, world, tmp_path):
+    config = PPOConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
+    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+                       dev_tasks=world.split("dev", 3), browser=world.browser, out_dir=tmp_path, config=config)
+    state = json.loads((tmp_path / "checkpoints" / "iter-0001" / "ppo_state.json").read_text())
+    assert state["iteration"] == 1 and [e["iteration"] for e in state["evaluations"]] == [0, 1]
+    assert state["evaluations"][1]["dev"]["episodes"] == 3
+    assert result.best["iteration"] in (0, 1)
+    saved = json.loads((tmp_path / "checkpoints" / "iter-0001" / "ppo_config.json").read_text())
+    assert saved["episodes_per_iteration"] == 8
+
+
+def test_invalid_configs_are_refused():
+    assert any("kl_coef" in p for p in PPOConfig(kl_coef=-0.1).validate())
+    assert any("learning_rate" in p for p in PPOConfig(learning_rate=0).validate())
+    assert any("minibatch_size" in p for p in PPOConfig(episodes_per_iteration=8, minibatch_size=16).validate())
+    assert PPOConfig().validate() == []

@@ -1,0 +1,67 @@
+"""Evaluations over REST (researchers and admins): the list, and one evaluation's report, the
+same dict the page and the exports render."""
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from training.evaluation_selectors import evaluation_report, evaluations_list
+from training.models import Evaluation
+from webapp.access import api_role
+from webapp.roles import Role
+
+READ_ROLES = (Role.RESEARCHER, Role.ADMIN)
+
+
+class EvaluationListApi(APIView):
+    permission_classes = [api_role(*READ_ROLES)]
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        name = serializers.CharField()
+        split = serializers.CharField()
+        tasks = serializers.IntegerField(source="config.tasks", default=None)
+        systems = serializers.IntegerField(source="n_systems")
+        run_id = serializers.IntegerField(allow_null=True)
+        reference_policy_id = serializers.IntegerField(allow_null=True)
+        created_at = serializers.DateTimeField()
+
+        class Meta:
+            ref_name = "EvaluationListItem"
+
+    @extend_schema(responses={200: OutputSerializer(many=True)})
+    def get(self, request):
+        return Response(self.OutputSerializer(evaluations_list()[:200], many=True).data)
+
+
+class EvaluationDetailApi(APIView):
+    permission_classes = [api_role(*READ_ROLES)]
+
+    class OutputSerializer(serializers.Serializer):
+        """See docs/evaluation.md for the fields of each part."""
+
+        id = serializers.IntegerField()
+        name = serializers.CharField()
+        split = serializers.CharField()
+        created_at = serializers.CharField()
+        run_id = serializers.IntegerField(allow_null=True)
+        reference_policy = serializers.DictField(allow_null=True)
+        reward_model = serializers.DictField(allow_null=True)
+        config = serializers.DictField()
+        modes = serializers.ListField(child=serializers.CharField())
+        metrics = serializers.ListField(child=serializers.CharField())
+        baseline_id = serializers.IntegerField(allow_null=True)
+        systems = serializers.ListField(child=serializers.DictField())
+        human_evaluations = serializers.ListField(child=serializers.DictField())
+        ppo_runs = serializers.ListField(child=serializers.DictField())
+
+        class Meta:
+            ref_name = "EvaluationReport"
+
+    @extend_schema(responses={200: OutputSerializer})
+    def get(self, request, evaluation_id: int):
+        report = evaluation_report(get_object_or_404(Evaluation, pk=evaluation_id))
+        return Response(self.OutputSerializer(report).data)

@@ -1,0 +1,204 @@
+"""Reads for the before/after dashboards.
+
+`evaluation_report` is the one description of an evaluation that the page, the JSON and CSV
+exports and the API all render, so they never disagree: the config, every system's figures
+per mode, each system's success against the baseline with a paired interval, the human
+evaluations with their win rates, and the curves of the PPO runs whose checkpoints appear.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections import defaultdict
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, QuerySet
+
+from annotate.models import Policy, Trajectory
+from training.evaluation import paired_difference
+from training.evaluation_service import human_evaluation_result
+from training.models import Evaluation, EvaluationEntry, EvaluationEpisode
+from webapp.models import Run
+from webapp.run_selectors import run_metric_series
+
+MODES = tuple(EvaluationEpisode.Mode.values)  # sampled, then greedy
+# The table's columns, in the order the page shows them.
+METRICS = ("success", "f1", "quote_support", "rm_score", "steps", "tool_errors", "kl")
+FIGURE_FIELDS = ("mean", "low", "high", "tasks", "episodes")
+PAIRS_PER_PAGE = 10
+
+
+def evaluations_list() -> QuerySet[Evaluation]:
+    """Newest first, with the number of systems."""
+    return (Evaluation.objects.select_related("run", "reference_policy")
+            .annotate(n_systems=Count("entries")).order_by("-created_at"))
+
+
+def evaluations_for_policy(*, policy: Policy) -> QuerySet[Evaluation]:
+    """Evaluations in which the policy is one of the systems."""
+    return Evaluation.objects.filter(entries__policy=policy).distinct().order_by("-created_at")
+
+
+def _policy_ref(policy: Policy | None) -> dict | None:
+    if policy is None:
+        return None
+    return {"id": policy.pk, "name": policy.name, "version": policy.version, "label": str(policy)}
+
+
+def _outcomes(evaluation: Evaluation) -> dict[tuple[int, str], dict[int, list[float]]]:
+    """(entry id, mode) -> task id -> rubric success of each episode."""
+    found: dict[tuple[int, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    rows = (EvaluationEpisode.objects.filter(entry__evaluation=evaluation)
+            .order_by("entry_id", "mode", "task_id", "sample").values_list("entry_id", "mode", "task_id", "correct"))
+    for entry_id, mode, task_id, correct in rows:
+        found[(entry_id, mode)][task_id].append(float(correct))
+    return found
+
+
+def _success_difference(baseline: dict[int, list[float]], other: dict[int, list[float]]) -> dict | None:
+    """Mean over the tasks both played of (other - baseline) success, with its paired interval."""
+    tasks = sorted(set(baseline) & set(other))
+    if not tasks:
+        return None
+    return paired_difference([baseline[t] for t in tasks], [other[t] for t in tasks])
+
+
+def _system(entry: EvaluationEntry, baseline: EvaluationEntry | None, outcomes: dict) -> dict:
+    ppo = (entry.policy.metadata or {}).get("ppo")
+    metrics = {mode: {name: {k: entry.metrics[mode][name].get(k) for k in FIGURE_FIELDS}
+                      for name in METRICS if name in entry.metrics[mode]}
+               for mode in MODES if mode in entry.metrics}
+    difference = {}
+    if baseline is not None and entry.pk != baseline.pk:
+        for mode in metrics:
+            found = _success_difference(outcomes.get((baseline.pk, mode), {}), outcomes.get((entry.pk, mode), {}))
+            if found is not None:
+                difference[mode] = found
+    return {
+        "id": entry.pk, "label": entry.label, "kind": entry.kind, "n": entry.n, "is_baseline": entry.is_baseline,
+        "policy": _policy_ref(entry.policy),
+        "ppo": {"run_id": ppo.get("run_id") or entry.policy.run_id, "iteration": ppo.get("iteration"),
+                "best": bool(ppo.get("best"))} if ppo else None,
+        "metrics": metrics,
+        "success_vs_baseline": difference,
+    }
+
+
+def _human_evaluations(evaluation: Evaluation) -> list[dict]:
+    rows = evaluation.human_evaluations.select_related("campaign", "baseline", "candidate").order_by("created_at")
+    return [{"id": h.pk, "campaign": {"id": h.campaign_id, "name": h.campaign.name},
+             "baseline": {"id": h.baseline_id, "label": h.baseline.label},
+             "candidate": {"id": h.candidate_id, "label": h.candidate.label},
+             "mode": h.mode, "votes_per_comparison": h.campaign.votes_per_comparison,
+             "created_at": h.created_at.isoformat(), "result": human_evaluation_result(h)} for h in rows]
+
+
+def _points(points: list[tuple[int, float | None]], transform=float) -> list[list]:
+    return [[step, transform(value)] for step, value in points if isinstance(value, (int, float))]
+
+
+def _ppo_run(run: Run, evaluated: dict[int, int]) -> dict:
+    """A PPO run's curves (reward-model score, dev rubric success, sqrt(KL) per iteration), its
+    checkpoints and the iterations where over-optimization was flagged."""
+    series = run_metric_series(run)
+    checkpoints = sorted(Policy.objects.filter(run=run, metadata__ppo__isnull=False),
+                         key=lambda p: p.metadata["ppo"].get("iteration") or 0)
+    best = next((p for p in checkpoints if p.metadata["ppo"].get("best")), None)
+    return {
+        "run_id": run.pk, "name": run.name, "status": run.status,
+        # What `objective/rm_score` scored: the learnt reward model, or the rubric (the upper bound).
+        "reward": next((p.metadata["ppo"].get("reward") for p in checkpoints), None) or "reward_model",
+        "curves": {
+            "rm_score": _points(series.get("objective/rm_score", [])),
+            "dev_success": _points(series.get("eval/dev_success", [])),
+            # The per-episode KL estimate can dip below zero on a batch; its root is read as 0 there.
+            "sqrt_kl": _points(series.get("objective/kl", []), lambda v: math.sqrt(max(float(v), 0.0))),
+        },
+        "best_iteration": best.metadata["ppo"].get("iteration") if best else None,
+        "best_policy_id": best.pk if best else None,
+        "overoptimization": [step for step, value in series.get("eval/overoptimization", []) if value],
+        "checkpoints": [{"policy": _policy_ref(p), "iteration": p.metadata["ppo"].get("iteration"),
+                         "dev_success": (p.metadata["ppo"].get("dev") or {}).get("success"),
+                         "best": bool(p.metadata["ppo"].get("best")), "entry_id": evaluated.get(p.pk)}
+                        for p in checkpoints],
+    }
+
+
+def evaluation_report(evaluation: Evaluation) -> dict:
+    """Everything the dashboard shows, as plain JSON values."""
+    entries = list(evaluation.entries.select_related("policy"))
+    baseline = next((e for e in entries if e.is_baseline), None)
+    outcomes = _outcomes(evaluation)
+    systems = [_system(e, baseline, outcomes) for e in entries]
+    run_ids = sorted({s["ppo"]["run_id"] for s in systems if s["ppo"] and s["ppo"]["run_id"]})
+    evaluated = {e.policy_id: e.pk for e in entries}
+    reward_model = evaluation.reward_model
+    return {
+        "id": evaluation.pk, "name": evaluation.name, "split": evaluation.split,
+        "created_at": evaluation.created_at.isoformat(), "run_id": evaluation.run_id,
+        "reference_policy": _policy_ref(evaluation.reference_policy),
+        "reward_model": {"id": reward_model.pk, "label": str(reward_model), "snapshot_id": reward_model.snapshot_id}
+        if reward_model else None,
+        "config": evaluation.config,
+        "modes": [m for m in MODES if any(m in s["metrics"] for s in systems)],
+        "metrics": list(METRICS),
+        "baseline_id": baseline.pk if baseline else None,
+        "systems": systems,
+        "human_evaluations": _human_evaluations(evaluation),
+        "ppo_runs": [_ppo_run(run, evaluated) for run in Run.objects.filter(pk__in=run_ids).order_by("pk")],
+    }
+
+
+CSV_COLUMNS = ("system", "entry_id", "kind", "n", "is_baseline", "policy_id", "mode", "metric", *FIGURE_FIELDS)
+
+
+def evaluation_report_csv(report: dict) -> str:
+    """One row per (system, mode, metric); the success difference against the baseline is the
+    metric `success_vs_baseline`."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for system in report["systems"]:
+        head = [system["label"], system["id"], system["kind"], system["n"], system["is_baseline"],
+                system["policy"]["id"]]
+        for mode in report["modes"]:
+            figures = dict(system["metrics"].get(mode, {}))
+            if mode in system["success_vs_baseline"]:
+                figures["success_vs_baseline"] = system["success_vs_baseline"][mode]
+            for metric, figure in figures.items():
+                writer.writerow([*head, mode, metric, *(figure.get(k) for k in FIGURE_FIELDS)])
+    return out.getvalue()
+
+
+def evaluation_pairs_page(*, baseline: EvaluationEntry, candidate: EvaluationEntry, mode: str, differ: bool,
+                          page: str | int | None) -> tuple[Page, int]:
+    """One page of tasks both systems played in `mode`: sample 0 of each side
+    ({task, before, after, differ}, trajectories loaded for this page only), and how many
+    tasks there are before the `differ` filter (outcome: correct against not)."""
+    episodes = (EvaluationEpisode.objects.filter(entry__in=[baseline, candidate], mode=mode, sample=0)
+                .select_related("task").defer("task__metadata"))
+    sides: dict[int, dict] = defaultdict(dict)
+    for episode in episodes:
+        sides[episode.task_id]["before" if episode.entry_id == baseline.pk else "after"] = episode
+    rows = [{"task": pair["before"].task, "before": pair["before"], "after": pair["after"],
+             "differ": pair["before"].correct != pair["after"].correct}
+            for _, pair in sorted(sides.items()) if len(pair) == 2]
+    total = len(rows)
+    if differ:
+        rows = [row for row in rows if row["differ"]]
+    shown = Paginator(rows, PAIRS_PER_PAGE).get_page(page)
+    trajectories = Trajectory.objects.in_bulk([r[side].trajectory_id for r in shown.object_list
+                                               for side in ("before", "after")])
+    for row in shown.object_list:
+        for side in ("before", "after"):
+            row[side].trajectory = trajectories[row[side].trajectory_id]
+    return shown, total
+
+
+def evaluation_default_candidate(evaluation: Evaluation) -> EvaluationEntry | None:
+    """The system the side-by-side view opens on: the PPO checkpoint best by dev rubric, else the
+    first system that is not the baseline."""
+    others = list(evaluation.entries.filter(is_baseline=False).select_related("policy"))
+    best = next((e for e in others if ((e.policy.metadata or {}).get("ppo") or {}).get("best")), None)
+    return best or (others[0] if others else None)

@@ -1,0 +1,130 @@
+"""The before/after dashboards: the evaluations, one evaluation's table, curves and human
+evaluations, the side-by-side view of two systems task by task, and the report's exports.
+
+Every figure comes from `evaluation_report`, which the exports and the API render too.
+"""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from annotate.trajectory_view import pair_view
+from training.evaluation_forms import CompareForm, HumanEvaluationForm
+from training.evaluation_selectors import (
+    evaluation_default_candidate,
+    evaluation_pairs_page,
+    evaluation_report,
+    evaluation_report_csv,
+    evaluations_list,
+)
+from training.evaluation_service import human_evaluation_create
+from training.models import Evaluation
+from webapp.access import role_required
+from webapp.charts import line_chart_svg
+from webapp.errors import ArbiterError
+from webapp.roles import Role, user_has_role
+
+VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
+# The table's columns: (metric, heading, how its figures are written; see the `interval` filter).
+COLUMNS = (("success", "Success", "percent"), ("f1", "F1", "3"), ("quote_support", "Quote support", "3"),
+           ("rm_score", "RM score", "3"), ("steps", "Steps", "2"), ("tool_errors", "Tool errors", "2"),
+           ("kl", "KL (nats)", "2"))
+CURVES = (("rm_score", "Reward-model score"), ("dev_success", "Dev rubric success"),
+          ("sqrt_kl", "sqrt(KL to the start)"))
+
+
+def _tables(report: dict) -> list[dict]:
+    """Per mode, a row per system with its cells in column order."""
+    return [{"mode": mode, "rows": [
+        {"system": system, "cells": [(system["metrics"][mode].get(metric), style) for metric, _, style in COLUMNS],
+         "difference": system["success_vs_baseline"].get(mode)}
+        for system in report["systems"] if mode in system["metrics"]]} for mode in report["modes"]]
+
+
+def _curves(report: dict) -> list[dict]:
+    """Per PPO run, its three curves side by side on one iteration axis, the best checkpoint marked."""
+    found = []
+    for run in report["ppo_runs"]:
+        steps = [point[0] for points in run["curves"].values() for point in points]
+        best = run["best_iteration"]
+        markers = [(best, f"best by dev rubric: iteration {best}")] if best is not None else []
+        titles = dict(CURVES)
+        if run["reward"] != "reward_model":
+            titles["rm_score"] = f"Training reward ({run['reward']})"
+        charts = [line_chart_svg({title.lower(): run["curves"][key]}, title=title, x_label="iteration",
+                                 markers=markers, x_range=(min(steps), max(steps)) if steps else None)
+                  for key, title in titles.items()]
+        found.append({"run": run, "charts": charts})
+    return found
+
+
+@role_required(*VIEW_ROLES)
+def evaluations(request: HttpRequest) -> HttpResponse:
+    return render(request, "training/evaluations.html", {"evaluations": evaluations_list()[:200]})
+
+
+@role_required(*VIEW_ROLES)
+def evaluation(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    """The before/after page; admins POST here to build a blind human evaluation."""
+    row = get_object_or_404(Evaluation.objects.select_related("run", "reward_model__snapshot", "reference_policy"),
+                            pk=evaluation_id)
+    form = HumanEvaluationForm(row, request.POST if request.method == "POST" else None)
+    error = ""
+    if request.method == "POST":
+        if not user_has_role(request.user, Role.ADMIN):
+            raise PermissionDenied("Only admins build human evaluations.")
+        if form.is_valid():
+            try:
+                human = human_evaluation_create(evaluation=row, created_by=request.user, **form.cleaned_data)
+            except ArbiterError as exc:
+                error = exc.message
+            else:
+                messages.success(request, f"Campaign “{human.campaign.name}” built with "
+                                          f"{human.campaign.comparisons.count()} comparisons "
+                                          f"({human.identical_pairs} identical pairs left out).")
+                return redirect("training:evaluation", evaluation_id=row.pk)
+    report = evaluation_report(row)
+    return render(request, "training/evaluation.html", {
+        "evaluation": row, "report": report, "columns": COLUMNS, "tables": _tables(report),
+        "curves": _curves(report), "form": form, "error": error,
+    }, status=400 if request.method == "POST" else 200)
+
+
+@role_required(*VIEW_ROLES)
+def evaluation_compare(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    """Per task, the baseline's and a candidate's episode (sample 0) side by side."""
+    row = get_object_or_404(Evaluation, pk=evaluation_id)
+    baseline = row.entries.filter(is_baseline=True).first()
+    form = CompareForm(row, request.GET)
+    context = {"evaluation": row, "baseline": baseline, "form": form,
+               "candidates": row.entries.filter(is_baseline=False).order_by("position", "id")}
+    if not form.is_valid():
+        return render(request, "training/evaluation_compare.html", context, status=400)
+    candidate = form.cleaned_data["candidate"] or evaluation_default_candidate(row)
+    mode, differ = form.cleaned_data["mode"] or "sampled", form.cleaned_data["differ"]
+    context.update({"candidate": candidate, "mode": mode, "differ": differ})
+    if baseline is not None and candidate is not None:
+        page, total = evaluation_pairs_page(baseline=baseline, candidate=candidate, mode=mode, differ=differ,
+                                            page=request.GET.get("page"))
+        query = request.GET.copy()
+        query.pop("page", None)
+        context.update({"page": page, "total": total, "query": query.urlencode(), "rows": [
+            {**r, "pair": pair_view(r["before"].trajectory.steps, r["after"].trajectory.steps)}
+            for r in page.object_list]})
+    return render(request, "training/evaluation_compare.html", context)
+
+
+@role_required(*VIEW_ROLES)
+def evaluation_export(request: HttpRequest, evaluation_id: int, fmt: str) -> HttpResponse:
+    """The report as JSON, or as CSV with one row per (system, mode, metric)."""
+    if fmt not in ("json", "csv"):
+        raise Http404("Exports are .json or .csv.")
+    report = evaluation_report(get_object_or_404(Evaluation, pk=evaluation_id))
+    if fmt == "json":
+        response = JsonResponse(report, json_dumps_params={"indent": 2})
+    else:
+        response = HttpResponse(evaluation_report_csv(report), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="arbiter-evaluation-{evaluation_id}.{fmt}"'
+    return response
