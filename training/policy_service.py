@@ -47,7 +47,7 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
     from training.policy.model_io import build_model, save_policy, train_tokenizer
 
     target = target or default_policy_dir()
-    existing = Policy.objects.filter(name=name, model_dir=str(target)).first()
+    existing = Policy.objects.filter(name=name, model_dir=str(target)).order_by("-created_at").first()
     if existing and (target / "config.json").exists() and not force:
         return existing
     torch.set_num_threads(max(1, torch.get_num_threads()))
