@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -35,6 +35,8 @@ class PipelineConfig:
     annotators: int = 3  # simulated annotators, each voting once on every comparison
     annotator_temperature: float = 1.0  # Bradley-Terry temperature over the rubric utility
     annotator_flip: float = 0.05  # share of labels each simulated annotator flips
+    annotator_correct_weight: float = 30.0  # utility of a correct answer to the annotators (the rubric's is 10):
+    # correctness first, as the blind-evaluation guidelines ask; steps and tool errors keep the rubric's weights
     reward_model: dict = field(default_factory=dict)  # reward_model run config overrides
     ppo: dict = field(default_factory=dict)  # ppo run config overrides
     upper_bound: bool = False  # also PPO against the rubric itself, evaluated beside the rest
@@ -90,6 +92,7 @@ def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress], lo
     """Run every stage; `stage(title)` gives the progress callback of the stage starting."""
     from training.policy_service import policy_train_default
     from training.services import campaign_simulate_labels
+    from training.env.rubric import RubricWeights
     from training.simulated_annotators import AnnotatorProfile
 
     name = config.name or f"pipeline-{timezone.now():%Y%m%d-%H%M%S}"
@@ -126,7 +129,8 @@ def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress], lo
 
     step = stage("3/7 simulated annotators")
     total = campaign.comparisons.count() * config.annotators
-    profile = AnnotatorProfile(temperature=config.annotator_temperature, flip=config.annotator_flip)
+    profile = AnnotatorProfile(temperature=config.annotator_temperature, flip=config.annotator_flip,
+                               weights=replace(RubricWeights(), correct=config.annotator_correct_weight))
     made = 0
     while True:
         batch = campaign_simulate_labels(campaign=campaign, annotators=config.annotators, profile=profile,

@@ -4,13 +4,17 @@ Each annotator prefers trajectory A over B with probability sigmoid((u_A - u_B) 
 Bradley-Terry draw over the rubric utilities at temperature T; then flips its label with
 probability `flip`; and with probability `position_bias` simply picks the side shown on
 the left. The strength of the verdict (better / much better) follows the utility gap;
-equal utilities give a tie unless `break_ties`.
+equal utilities give a tie unless `break_ties`. With `weights`, an annotator judges by its
+own utility, recomputed from the outcome's parts (correct, steps, tool errors, loop),
+instead of the utility stored with the trajectory.
 """
 from __future__ import annotations
 
 import math
 import random
 from dataclasses import dataclass
+
+from training.env.rubric import RubricWeights
 
 
 @dataclass(frozen=True)
@@ -20,6 +24,17 @@ class AnnotatorProfile:
     position_bias: float = 0.0
     much_better_gap: float = 8.0
     break_ties: bool = False
+    weights: RubricWeights | None = None  # judge by these utility weights (None: the stored utility)
+
+    def utility(self, outcome: dict) -> float | None:
+        """The utility this annotator sees in a stored outcome (None when it cannot tell)."""
+        if self.weights is None:
+            return outcome.get("utility")
+        if any(key not in outcome for key in ("correct", "steps", "tool_errors", "loop")):
+            return None
+        w = self.weights
+        return (w.correct * bool(outcome["correct"]) + w.step * outcome["steps"]
+                + w.tool_error * outcome["tool_errors"] + w.loop * bool(outcome["loop"]))
 
     def validate(self) -> None:
         if self.temperature < 0:

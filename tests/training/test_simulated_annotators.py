@@ -48,3 +48,14 @@ def test_strength_and_ties():
 def test_temperature_softens_choices():
     soft = _agreement(AnnotatorProfile(temperature=5.0), PAIRS)
     assert 0.6 < soft < 0.95
+
+
+def test_an_annotator_with_its_own_weights_judges_by_its_own_utility():
+    from training.env.rubric import RubricWeights
+
+    quick_wrong = {"correct": False, "steps": 2, "tool_errors": 0, "loop": False, "utility": -2.0}
+    slow_right = {"correct": True, "steps": 6, "tool_errors": 2, "loop": False, "utility": -6.0}
+    rubric, correctness_first = AnnotatorProfile(), AnnotatorProfile(weights=RubricWeights(correct=30.0))
+    assert rubric.utility(quick_wrong) > rubric.utility(slow_right)  # the stored utility: giving up early wins
+    assert correctness_first.utility(slow_right) == 30 - 6 - 10 > correctness_first.utility(quick_wrong) == -2
+    assert correctness_first.utility({"utility": 1.0}) is None  # cannot tell without the outcome's parts

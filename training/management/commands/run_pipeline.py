@@ -29,6 +29,8 @@ class Command(BaseCommand):
         parser.add_argument("--rollout-tasks", type=int, default=defaults.rollout_tasks)
         parser.add_argument("--samples-per-task", type=int, default=defaults.samples_per_task)
         parser.add_argument("--annotators", type=int, default=defaults.annotators)
+        parser.add_argument("--annotator-correct-weight", type=float, default=defaults.annotator_correct_weight,
+                            help="utility of a correct answer to the simulated annotators (the rubric's is 10)")
         parser.add_argument("--ppo-iterations", type=int, default=None, help="PPO iterations (default: the PPO run's)")
         parser.add_argument("--ppo", default="{}", help="PPO run config overrides, as JSON")
         parser.add_argument("--reward-model", default="{}", help="reward-model run config overrides, as JSON")
@@ -48,7 +50,8 @@ class Command(BaseCommand):
             ppo["iterations"] = options["ppo_iterations"]
         config = PipelineConfig(
             name=options["name"], policy_id=options["policy_id"], rollout_tasks=options["rollout_tasks"], samples_per_task=options["samples_per_task"],
-            annotators=options["annotators"], reward_model=reward_model, ppo=ppo, upper_bound=options["upper_bound"],
+            annotators=options["annotators"], annotator_correct_weight=options["annotator_correct_weight"],
+            reward_model=reward_model, ppo=ppo, upper_bound=options["upper_bound"],
             best_of_n=options["best_of_n"], eval_tasks=options["eval_tasks"], eval_samples=options["eval_samples"],
             seed=options["seed"])
         problems = pipeline_problems(config)
