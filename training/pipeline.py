@@ -163,7 +163,7 @@ def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress], lo
         runs["ppo_rubric"] = run_in_process(
             kind="ppo", name=f"{name} PPO on the rubric", user=user, progress=stage("6b/7 PPO on the rubric"),
             config={**ppo, "reward": "rubric", "reward_model_id": 0, "policy_name": f"{name}-ppo-rubric"})
-        extra = str(runs["ppo_rubric"].summary["best_policy_id"])
+        extra = str(runs["ppo_rubric"].summary["best_policy_id"] or runs["ppo_rubric"].summary["last_policy_id"] or "")
         timed("ppo_rubric")
 
     runs["evaluation"] = run_in_process(kind="evaluation", name=f"{name} evaluation", user=user,

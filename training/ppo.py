@@ -191,6 +191,8 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         value_head.load_state_dict(torch.load(start_dir / VALUE_HEAD_FILE, map_location=device))
         if (start_dir / OPTIMIZER_FILE).exists():
             optimizer.load_state_dict(torch.load(start_dir / OPTIMIZER_FILE, map_location=device))
+        else:
+            callbacks.log(f"{start_dir} has no optimizer state; the optimizer starts afresh.")
         callbacks.log(f"Resuming after iteration {state['iteration']} from {start_dir}.")
 
     pad_id = tokenizer.pad_token_id
@@ -230,10 +232,10 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
             flag_overoptimization(state, entry, config, callbacks)
         state["iteration"] = iteration
         (path / STATE_FILE).write_text(json.dumps(state, indent=2))
-        if last_checkpoint and Path(last_checkpoint).parent == path.parent:
-            (Path(last_checkpoint) / OPTIMIZER_FILE).unlink(missing_ok=True)  # only the latest can resume
-        last_checkpoint = str(path)
+        previous, last_checkpoint = last_checkpoint, str(path)
         callbacks.checkpoint(iteration, str(path))
+        if previous and Path(previous).parent == path.parent and previous != str(path):
+            (Path(previous) / OPTIMIZER_FILE).unlink(missing_ok=True)  # only the latest resumes
         callbacks.policy_saved(iteration, str(path), entry["dev"] if entry else {})
         return str(path)
 
@@ -243,7 +245,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
                          last_checkpoint=last_checkpoint, evaluations=state["evaluations"],
                          seconds=round(time.monotonic() - started, 1))
 
-    if state["iteration"] == 0 and config.eval_every:
+    if state["iteration"] == 0 and config.eval_every and not resume_from:
         model.eval()
         save(0, evaluate(0, None))
     iteration = state["iteration"]
@@ -252,8 +254,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
             return finish("cancelled", f"Cancelled after iteration {iteration}.")
         if config.max_seconds and time.monotonic() - started > config.max_seconds:
             if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
-                save(iteration, evaluate(iteration, state["evaluations"][-1]["rm_score"] if state["evaluations"]
-                                         else None) if config.eval_every else None)
+                save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
             return finish("time_limit", f"Stopped at the time limit after iteration {iteration}.")
         iteration += 1
         timer = time.monotonic()
@@ -270,8 +271,12 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         timer = time.monotonic()
         raw = torch.tensor(scorer(episodes), dtype=torch.float32)
         if state["score_mean"] is None:
-            state["score_mean"], state["score_std"] = float(raw.mean()), float(raw.std().clamp(min=1e-3))
+            spread = float(raw.std()) if len(raw) > 1 else 0.0
+            # A first batch whose scores are all equal (every episode wrong, say) gives no scale: keep 1.
+            state["score_mean"], state["score_std"] = float(raw.mean()), spread if spread > 1e-6 else 1.0
         scores = (raw - state["score_mean"]) / state["score_std"] if config.normalize_scores else raw.clone()
+        if iteration == 1 and state["evaluations"] and state["evaluations"][0]["rm_score"] is None:
+            state["evaluations"][0]["rm_score"] = float(raw.mean())  # the starting policy's episodes
         shaping = torch.tensor([config.invalid_action_penalty * invalid_actions(e) for e in episodes])
         scores = scores - shaping
         score_seconds = time.monotonic() - timer
@@ -358,6 +363,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
             **{key: sum(values) / len(values) for key, values in stats.items()},
         }
         callbacks.metrics(iteration, figures)
+        state["last_rm_score"] = figures["objective/rm_score"]
         warn_collapse(state, figures, iteration, callbacks)
         callbacks.progress(iteration / config.iterations, f"iteration {iteration} of {config.iterations}")
         if callbacks.should_stop():
@@ -374,8 +380,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
                                        f"{config.kl_budget:g}.")
     if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
         model.eval()
-        save(iteration, evaluate(iteration, state["evaluations"][-1]["rm_score"]) if config.eval_every and
-             state["evaluations"] else None)
+        save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
     return finish("finished", f"Finished {iteration} iterations in {time.monotonic() - started:.0f} s.")
 
 
@@ -466,7 +471,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reward", default="rubric", help="'rubric', 'utility' or a reward-model directory")
     parser.add_argument("--out", default="var/ppo-cli")
     for name, value in asdict(PPOConfig()).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+        if isinstance(value, bool):
+            parser.add_argument(f"--{name.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=value)
+        else:
+            parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     args = parser.parse_args(argv)
     config = PPOConfig(**{name: getattr(args, name) for name in asdict(PPOConfig())})
     corpus = generate_corpus(seed=0)

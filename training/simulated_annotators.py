@@ -48,8 +48,10 @@ def simulated_choice(*, utility_a: float, utility_b: float, left_is_a: bool, pro
                      rng: random.Random) -> int:
     """A choice on the 5-point scale in A/B terms (1 A much better .. 5 B much better)."""
     gap = utility_a - utility_b
+    strong = abs(gap) >= profile.much_better_gap
     if rng.random() < profile.position_bias:
         prefers_a = left_is_a
+        strong = False  # a pick by position is not a considered "much better"
     elif gap == 0 and not profile.break_ties:
         return 3
     else:
@@ -60,7 +62,6 @@ def simulated_choice(*, utility_a: float, utility_b: float, left_is_a: bool, pro
             prefers_a = rng.random() < 1 / (1 + math.exp(-z))
         if rng.random() < profile.flip:
             prefers_a = not prefers_a
-    strong = abs(gap) >= profile.much_better_gap
     if prefers_a:
         return 1 if strong else 2
     return 5 if strong else 4

@@ -185,3 +185,31 @@ def test_invalid_configs_are_refused():
     assert any("learning_rate" in p for p in PPOConfig(learning_rate=0).validate())
     assert any("minibatch_size" in p for p in PPOConfig(episodes_per_iteration=8, minibatch_size=16).validate())
     assert PPOConfig().validate() == []
+
+
+def test_a_first_batch_with_equal_scores_keeps_the_scale_and_iteration_zero_gets_its_score(policy_dir, world,
+                                                                                            tmp_path):
+    calls = {"n": 0}
+
+    def zeros_then_ones(episodes):
+        calls["n"] += 1
+        return [0.0 if calls["n"] == 1 else 1.0] * len(episodes)
+
+    seen: dict[int, dict] = {}
+    config = PPOConfig(iterations=2, **{**FAST, "eval_every": 2, "eval_samples": 1})
+    result = train_ppo(policy_dir=policy_dir, scorer=zeros_then_ones, train_tasks=world.split("train"),
+                       dev_tasks=world.split("dev", 2), browser=world.browser, out_dir=tmp_path, config=config,
+                       callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    assert result.stop_reason == "finished"
+    assert seen[2]["objective/score"] == pytest.approx(1.0)  # (1 - 0) / 1, not / 0.001
+    assert result.evaluations[0]["rm_score"] == 0.0  # the starting policy's first batch
+
+
+def test_resuming_from_the_first_checkpoint_does_not_evaluate_it_again(policy_dir, world, tmp_path):
+    config = PPOConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
+    kwargs = dict(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+                  dev_tasks=world.split("dev", 2), browser=world.browser, config=config, out_dir=tmp_path)
+    first = train_ppo(**kwargs, callbacks=PPOCallbacks(should_stop=lambda: True))
+    assert first.cancelled and first.last_checkpoint.endswith("iter-0000")
+    resumed = train_ppo(**kwargs, resume_from=first.last_checkpoint)
+    assert resumed.stop_reason == "finished" and [e["iteration"] for e in resumed.evaluations] == [0, 1]

@@ -133,20 +133,15 @@ def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -
     from training.ppo import PPOCallbacks
     from training.ppo_service import best_checkpoint_mark, ppo_train
     from webapp.errors import ArbiterError
+    from webapp.models import Run
     from webapp.runs import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
     start = Policy.objects.get(pk=config.policy_id)
     reference = Policy.objects.get(pk=config.reference_policy_id or config.policy_id)
     reward_model = RewardModel.objects.filter(pk=config.reward_model_id).first() if config.reward_model_id else None
     name = f"{config.policy_name}-run{run.pk}"
-    saved: list[int] = []
-
-    def on_saved(iteration: int, path: str, dev: dict) -> None:
-        saved.append(iteration)
-
     callbacks = PPOCallbacks(progress=lambda f, m="": reporter.progress(0.98 * f, m), metrics=reporter.metrics,
-                             log=reporter.log, should_stop=reporter.should_stop, checkpoint=reporter.checkpoint,
-                             policy_saved=on_saved)
+                             log=reporter.log, should_stop=reporter.should_stop, checkpoint=reporter.checkpoint)
     reporter.log(f"PPO from {start} against {config.reward if config.reward != 'reward_model' else reward_model}, "
                  f"KL to {reference} (coefficient {config.kl_coef}), on {compute.name}.")
     out = run_dir(run) / "ppo"
@@ -154,10 +149,12 @@ def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -
                        config=config.ppo_config(), out_dir=out, name=name, callbacks=callbacks,
                        resume_from=resume_from, device=compute.device)
     best = best_checkpoint_mark(name=name, iteration=result.best["iteration"] if result.best else None)
+    # Every checkpoint of the run, an earlier attempt's too, is an output (once in the lineage).
+    already = {link["id"] for link in Run.objects.get(pk=run.pk).lineage if link.get("direction") == "output"}
     outputs = Policy.objects.filter(name=name).order_by("version")
     run_add_lineage(run=run, links=[{k: v for k, v in policy_link(p.pk, "output").items() if k != "direction"}
                                     | ({"label": f"{p} (best by dev rubric)"} if best and p.pk == best.pk else {})
-                                    for p in outputs if p.version in {f"iter-{i:04d}" for i in saved}])
+                                    for p in outputs if p.pk not in already])
     if result.cancelled:
         raise RunCancelled()
     if result.diverged:

@@ -91,7 +91,8 @@ class Command(BaseCommand):
         ppo = result.runs["ppo"].summary
         self.stdout.write(f"\nPPO: {ppo['message']} Best checkpoint by dev rubric: iteration {ppo['best_iteration']}.")
         rm = result.runs["reward_model"].summary
-        self.stdout.write(f"Reward model: held-out accuracy {rm['accuracy']:.1%}.")
+        if rm.get("accuracy") is not None:
+            self.stdout.write(f"Reward model: held-out accuracy {rm['accuracy']:.1%}.")
         self.stdout.write("Stage seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in result.seconds.items())
                           + f"; total {sum(result.seconds.values()):.0f}.")
         self.stdout.write(self.style.SUCCESS(
