@@ -87,15 +87,17 @@ def run_in_process(*, kind: str, config: dict, name: str, user, progress: Progre
     return run
 
 
-def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress], log: Callable[[str], None] = print,
-                 policy_progress: Callable[[float], None] | None = None) -> PipelineResult:
+def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress],
+                 log: Callable[[str], None] = print) -> PipelineResult:
     """Run every stage; `stage(title)` gives the progress callback of the stage starting."""
+    from training.env.rubric import RubricWeights
     from training.policy_service import policy_train_default
     from training.services import campaign_simulate_labels
-    from training.env.rubric import RubricWeights
     from training.simulated_annotators import AnnotatorProfile
 
     name = config.name or f"pipeline-{timezone.now():%Y%m%d-%H%M%S}"
+    if Campaign.objects.filter(name=f"{name} comparisons").exists():
+        raise ArbiterError(f"A pipeline named {name!r} ran already; choose another --name.")
     user = pipeline_user()
     seconds: dict[str, float] = {}
     runs: dict[str, Run] = {}
