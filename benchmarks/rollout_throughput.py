@@ -2,21 +2,33 @@
 batch and lengths, in the same run.
 
     .venv/bin/python benchmarks/rollout_throughput.py --policy var/policies/default-bc [--batch 32] [--repeats 3]
+        [--tasks 128] [--against OTHER_ROLLOUT.py]
 
 The rollout plays whole multi-turn episodes on eval tasks at temperature 1 (browser steps,
 observations fed into the cache, per-episode generators). The baseline asks
 `model.generate` for the same number of sequences, each starting from the same prompts and
 producing exactly the mean number of agent tokens per episode (sampling, no early stop),
 so it does no environment work and generates every token in one call. Medians of repeats.
+With `--tasks` larger than `--batch`, the rollout plays that many episodes and the
+baseline is timed per batch-sized call, summed.
 
-It also prints the decode bound: actions are decoded turn by turn for the whole batch, so
-a turn takes as many decode steps as its longest action, and the batch as many as the sum
-of those. Mean agent tokens per episode / that sum is the ratio the rollout would reach if
-observations cost nothing to prefill and each decode step cost what one of generate's does.
+`--against` loads another rollout module (for example an earlier `rollout.py` from git)
+and times it in the same repeats, on the same tasks and seeds, so that the two codes are
+compared on the same noisy machine at the same moment.
+
+It also prints the turn-synchronous step ratio: actions are decoded turn by turn for the
+whole batch, so a turn takes as many decode steps as its longest action, and the batch as
+many as the sum of those. Mean agent tokens per episode / that sum is the ratio the
+rollout would reach if observations cost nothing to prefill and each of its decode steps
+cost what one of generate's does (on a CPU a step of fewer rows costs less, so the rollout
+can beat it). And it times a second, diagnostic baseline: `model.generate` of the same
+number of tokens from each episode's own context before its last action, which is what
+the rollout's attention reads: the share of the gap that is long contexts, not turns.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import sys
 import time
@@ -40,61 +52,115 @@ def decode_steps(episodes) -> int:
     return sum(per_turn.values())
 
 
+def last_action_context(episode) -> list[int]:
+    """The episode's tokens before its last action (up to and with that action's `<|assistant|>`)."""
+    mask = episode.agent_mask
+    end = max((k for k, m in enumerate(mask) if m), default=len(mask) - 1)
+    start = end
+    while start > 0 and mask[start - 1]:
+        start -= 1
+    return episode.ids[:start]
+
+
+def load_module(path: str):
+    spec = importlib.util.spec_from_file_location("other_rollout", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     import torch
 
     from training.env.browser import TextBrowser
     from training.env.corpus import generate_corpus, generate_tasks
+    from training.policy import rollout as ours
     from training.policy.layout import encode, prompt_text
     from training.policy.model_io import load_policy
-    from training.policy.rollout import RolloutConfig, rollout
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default=str(ROOT / "var" / "policies" / "default-bc"))
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--tasks", type=int, default=None, help="episodes per repeat (default: one batch)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (1 is steadier on a busy shared CPU)")
+    parser.add_argument("--against", default=None, help="another rollout module to time in the same repeats")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer = load_policy(args.policy)
     corpus = generate_corpus(seed=0)
-    tasks = [t for t in generate_tasks(corpus, seed=0) if t.split == "eval"][: args.batch]
+    tasks = [t for t in generate_tasks(corpus, seed=0) if t.split == "eval"][: args.tasks or args.batch]
     browser = TextBrowser(corpus)
-    rows = []
+    codes = {"this rollout": ours}
+    if args.against:
+        codes[f"--against {args.against}"] = load_module(args.against)
+
+    def generate_seconds(prompts: list[list[int]], per_episode: int, seed: int) -> tuple[float, int]:
+        """model.generate from these prompts, a batch at a time: (seconds, tokens generated)."""
+        seconds, generated = 0.0, 0
+        for start in range(0, len(prompts), args.batch):
+            chunk = prompts[start:start + args.batch]
+            width = max(map(len, chunk))
+            ids = torch.full((len(chunk), width), tokenizer.pad_token_id)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for i, p in enumerate(chunk):
+                ids[i, width - len(p):] = torch.tensor(p)
+                mask[i, width - len(p):] = 1
+            torch.manual_seed(seed)
+            begin = time.perf_counter()
+            with torch.no_grad():
+                out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
+                                     max_new_tokens=per_episode, min_new_tokens=per_episode,
+                                     pad_token_id=tokenizer.pad_token_id)
+            seconds += time.perf_counter() - begin
+            generated += (out.shape[1] - width) * len(chunk)
+        return seconds, generated
+
+    questions = [encode(tokenizer, prompt_text(t.question) + "<|assistant|>") for t in tasks]
+    long_context = []
+    rows: dict[str, list[tuple[float, float, int, float]]] = {name: [] for name in codes}
+    same, compared = 0, 0
     for r in range(args.repeats):
-        start = time.perf_counter()
-        episodes = rollout(model, tokenizer, browser, tasks, RolloutConfig(temperature=1.0, batch_size=args.batch),
-                           seeds=[1000 * r + i for i in range(len(tasks))])
-        rollout_s = time.perf_counter() - start
-        agent_tokens = sum(e.agent_tokens for e in episodes)
-        per_episode = max(1, round(agent_tokens / len(episodes)))
-        prompts = [encode(tokenizer, prompt_text(t.question) + "<|assistant|>") for t in tasks]
-        width = max(map(len, prompts))
-        ids = torch.full((len(prompts), width), tokenizer.pad_token_id)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
-        torch.manual_seed(r)
-        start = time.perf_counter()
-        with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
-                                 max_new_tokens=per_episode, min_new_tokens=per_episode,
-                                 pad_token_id=tokenizer.pad_token_id)
-        generate_s = time.perf_counter() - start
-        generated = (out.shape[1] - width) * len(prompts)
-        bound = agent_tokens / len(episodes) / decode_steps(episodes)
-        rows.append((agent_tokens / rollout_s, generated / generate_s, per_episode, bound))
-        print(f"repeat {r + 1}: rollout {agent_tokens} agent tokens in {rollout_s:.2f} s; generate {generated} tokens "
-              f"in {generate_s:.2f} s", flush=True)
-    ratio = [r[0] / r[1] for r in rows]
-    print(f"\nbatch {args.batch}, {rows[0][2]} agent tokens per episode (mean), medians of {args.repeats}:")
-    print("| rollout agent tokens/s | model.generate tokens/s | rollout / generate |")
-    print("|---|---|---|")
-    print(f"| {statistics.median(r[0] for r in rows):.0f} | {statistics.median(r[1] for r in rows):.0f} | "
-          f"{statistics.median(ratio):.2f} |")
-    print(f"decode bound (mean agent tokens per episode / turn-synchronous decode steps): "
-          f"{statistics.median(r[3] for r in rows):.2f}")
+        played = {}
+        for name, code in codes.items():
+            start = time.perf_counter()
+            episodes = code.rollout(model, tokenizer, browser, tasks,
+                                    code.RolloutConfig(temperature=1.0, batch_size=args.batch),
+                                    seeds=[1000 * r + i for i in range(len(tasks))])
+            rollout_s = time.perf_counter() - start
+            played[name] = [e.ids for e in episodes]
+            agent_tokens = sum(e.agent_tokens for e in episodes)
+            per_episode = max(1, round(agent_tokens / len(episodes)))
+            generate_s, generated = generate_seconds(questions, per_episode, r)
+            if name == "this rollout":
+                contexts = [last_action_context(e) for e in episodes]
+                seconds, tokens = generate_seconds(contexts, per_episode, r)
+                long_context.append((tokens / seconds, sum(map(len, contexts)) / len(contexts)))
+            steps = sum(decode_steps(episodes[b:b + args.batch]) for b in range(0, len(episodes), args.batch))
+            bound = agent_tokens / min(args.batch, len(episodes)) / steps
+            rows[name].append((agent_tokens / rollout_s, generated / generate_s, per_episode, bound))
+            print(f"repeat {r + 1}, {name}: rollout {agent_tokens} agent tokens in {rollout_s:.2f} s; "
+                  f"generate {generated} tokens in {generate_s:.2f} s", flush=True)
+        if len(played) == 2:
+            first, second = played.values()
+            same += sum(a == b for a, b in zip(first, second))
+            compared += len(first)
+    print(f"\nbatch {args.batch}, {len(tasks)} episodes, medians of {args.repeats}:")
+    print("| code | agent tokens per episode | rollout agent tokens/s | model.generate tokens/s | rollout / generate "
+          "| turn-synchronous step ratio |")
+    print("|---|---|---|---|---|---|")
+    for name, found in rows.items():
+        print(f"| {name} | {statistics.median(r[2] for r in found):.0f} | {statistics.median(r[0] for r in found):.0f} "
+              f"| {statistics.median(r[1] for r in found):.0f} | {statistics.median(r[0] / r[1] for r in found):.2f} "
+              f"| {statistics.median(r[3] for r in found):.2f} |")
+    print(f"model.generate from each episode's context before its last action (mean "
+          f"{statistics.median(c[1] for c in long_context):.0f} tokens, not the question's "
+          f"{sum(map(len, questions)) / len(questions):.0f}), the same number of tokens: "
+          f"{statistics.median(c[0] for c in long_context):.0f} tokens/s; this rollout / that: "
+          f"{statistics.median(r[0] for r in rows['this rollout']) / statistics.median(c[0] for c in long_context):.2f}")
+    if compared:
+        print(f"the two codes played the same episodes (token for token) in {same} of {compared}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
 """The policy at tiny sizes: token layout, behaviour cloning, batched rollouts, loading."""
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -10,6 +14,7 @@ from training.policy.model_io import PolicyLoadError, build_model, load_policy, 
 from training.policy.rollout import RolloutConfig, rollout
 
 torch.set_num_threads(2)
+ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(hidden=48, layers=2, heads=2)
 
 
@@ -66,6 +71,24 @@ def test_batched_rollouts_equal_unbatched_ones_for_the_same_seeds(world, trained
     assert [e.episode.actions for e in batched] == [e.episode.actions for e in alone]
     for a, b in zip(batched, alone):
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_the_rollout_experiment_whose_rows_do_not_wait_plays_the_same_episodes(world, trained):
+    """benchmarks/experiments/rollout_rows.py is timed against the product; the comparison
+    only means something while both play the same episodes (here with row refills)."""
+    spec = importlib.util.spec_from_file_location("rollout_rows", ROOT / "benchmarks" / "experiments" / "rollout_rows.py")
+    rows = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = rows
+    spec.loader.exec_module(rows)
+    corpus, tasks, _, _, tokenizer = world
+    browser, seeds = TextBrowser(corpus), list(range(200, 208))
+    product = rollout(trained[0], tokenizer, browser, tasks[:8], RolloutConfig(max_action_tokens=16, batch_size=3),
+                      seeds=seeds)
+    experiment = rows.rollout(trained[0], tokenizer, browser, tasks[:8],
+                              RolloutConfig(max_action_tokens=16, batch_size=3), seeds=seeds)
+    assert [e.ids for e in experiment] == [e.ids for e in product]
+    assert [e.agent_mask for e in experiment] == [e.agent_mask for e in product]
+    assert [e.outcome for e in experiment] == [e.outcome for e in product]
 
 
 def test_rollout_action_mask_and_logprobs_cover_exactly_the_agent_tokens(world, trained):
