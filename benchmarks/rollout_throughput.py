@@ -2,15 +2,15 @@
 batch and lengths, in the same run.
 
     .venv/bin/python benchmarks/rollout_throughput.py --policy var/policies/default-bc [--batch 32] [--repeats 3]
-        [--tasks 128] [--against OTHER_ROLLOUT.py]
+        [--tasks 124] [--against OTHER_ROLLOUT.py]
 
 The rollout plays whole multi-turn episodes on eval tasks at temperature 1 (browser steps,
 observations fed into the cache, per-episode generators). The baseline asks
 `model.generate` for the same number of sequences, each starting from the same prompts and
 producing exactly the mean number of agent tokens per episode (sampling, no early stop),
 so it does no environment work and generates every token in one call. Medians of repeats.
-With `--tasks` larger than `--batch`, the rollout plays that many episodes and the
-baseline is timed per batch-sized call, summed.
+With `--tasks` larger than `--batch` (at most the 124 eval tasks), the rollout plays that
+many episodes and the baseline is timed per batch-sized call, summed.
 
 `--against` loads another rollout module (for example an earlier `rollout.py` from git)
 and times it in the same repeats, on the same tasks and seeds, so that the two codes are
