@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from annotate.models import Campaign, Comparison, Judgement, Policy, Trajectory
-from annotate.services.imports import trajectories_import_objects
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode, HumanEvaluation
 from webapp.errors import ArbiterError
 
@@ -106,8 +105,7 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
 
 @transaction.atomic
 def _store(*, name, run, baseline, reward_model, config, plays, summarize, created_by) -> Evaluation:
-    from training.env.scripted import episode_to_trajectory
-    from training.policy_service import without_nul
+    from training.policy_service import policy_episodes_store
 
     evaluation = Evaluation.objects.create(name=name[:200], run=run, split=config["split"], reference_policy=baseline,
                                            reward_model=reward_model, config=config, created_by=created_by)
@@ -122,13 +120,8 @@ def _store(*, name, run, baseline, reward_model, config, plays, summarize, creat
         entry = entries[system.label]
         entry.metrics[mode] = summarize(played)
         flat = [(t, s, e) for t, episodes in enumerate(played.episodes) for s, e in enumerate(episodes)]
-        objects = [without_nul(episode_to_trajectory(e.task, e.episode, e.outcome, agent=system.policy.name,
-                                                     version=system.policy.version)) for _, _, e in flat]
-        for obj, (_, _, e) in zip(objects, flat):
-            obj["metadata"].update({"agent_tokens": e.agent_tokens, "mode": mode})
-        report = trajectories_import_objects(objects=objects)
-        Trajectory.objects.filter(pk__in=report.trajectory_ids, source=Trajectory.Source.IMPORTED).update(
-            source=Trajectory.Source.GENERATED)
+        report = policy_episodes_store(episodes=[e for _, _, e in flat], policy=system.policy,
+                                       metadata={"mode": mode})
         task_ids = dict(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("pk", "task_id"))
         EvaluationEpisode.objects.bulk_create([
             EvaluationEpisode(entry=entry, task_id=task_ids[trajectory_id], trajectory_id=trajectory_id, mode=mode,

@@ -97,12 +97,7 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
     episodes = rollout(model, tokenizer, TextBrowser(corpus), repeated,
                        RolloutConfig(temperature=temperature), seeds=[seed * 100_000 + i for i in range(len(repeated))],
                        progress=progress)
-    objects = [without_nul(episode_to_trajectory(e.task, e.episode, e.outcome, agent=policy.name,
-                                                  version=policy.version)) for e in episodes]
-    for obj, e in zip(objects, episodes):
-        obj["metadata"].update({"agent_tokens": e.agent_tokens, "temperature": temperature})
-    report = trajectories_import_objects(objects=objects)
-    Trajectory.objects.filter(pk__in=report.trajectory_ids).update(source=Trajectory.Source.GENERATED)
+    report = policy_episodes_store(episodes=episodes, policy=policy, metadata={"temperature": temperature})
     comparisons = 0
     if campaign is not None:
         task_ids = list(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True)
@@ -113,12 +108,26 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
             "success": success}
 
 
-def without_nul(value):
+def policy_episodes_store(*, episodes, policy: Policy, metadata: dict):
+    """Store rollout episodes as generated trajectories of `policy`, each with its agent token
+    count and `metadata`; an episode already stored keeps its row. Returns the import report
+    (`trajectory_ids` in episode order)."""
+    objects = [_without_nul(episode_to_trajectory(e.task, e.episode, e.outcome, agent=policy.name,
+                                                  version=policy.version)) for e in episodes]
+    for obj, e in zip(objects, episodes):
+        obj["metadata"].update({"agent_tokens": e.agent_tokens, **metadata})
+    report = trajectories_import_objects(objects=objects)
+    Trajectory.objects.filter(pk__in=report.trajectory_ids, source=Trajectory.Source.IMPORTED).update(
+        source=Trajectory.Source.GENERATED)
+    return report
+
+
+def _without_nul(value):
     """A sampled action may decode to a NUL byte, which database text cannot hold: it becomes U+FFFD."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, dict):
-        return {k: without_nul(v) for k, v in value.items()}
+        return {k: _without_nul(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [without_nul(v) for v in value]
+        return [_without_nul(v) for v in value]
     return value
