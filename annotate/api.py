@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -16,18 +16,19 @@ from annotate.services.imports import (
     trajectories_import_objects,
 )
 from webapp.access import api_role
+from webapp.api_input import IdField, Int32Field, StrictJSONParser, query_id
 from webapp.errors import ArbiterError
 from webapp.models import pseudonym_for
 from webapp.roles import Role
 
 
-def _campaign_from(value) -> Campaign | None:
-    if value in (None, ""):
+def _campaign_from(campaign_id: int | None) -> Campaign | None:
+    if campaign_id is None:
         return None
-    try:
-        return Campaign.objects.get(pk=int(value))
-    except (ValueError, TypeError, Campaign.DoesNotExist):
-        raise ArbiterError(f"No campaign with id {value!r}.") from None
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:
+        raise ArbiterError(f"No campaign with id {campaign_id}.")
+    return campaign
 
 
 class ImportBatchOutput(serializers.ModelSerializer):
@@ -44,7 +45,7 @@ class TrajectoryImportApi(APIView):
     """Import trajectories posted as JSON: one object or a list, canonical v1 or OpenAI chat."""
 
     permission_classes = [api_role(Role.ADMIN)]
-    parser_classes = [JSONParser]
+    parser_classes = [StrictJSONParser]
 
     class OutputSerializer(serializers.Serializer):
         created = serializers.IntegerField()
@@ -58,7 +59,7 @@ class TrajectoryImportApi(APIView):
         responses={201: OutputSerializer},
     )
     def post(self, request):
-        campaign = _campaign_from(request.query_params.get("campaign"))
+        campaign = _campaign_from(query_id(request, "campaign"))
         body = request.data
         if isinstance(body, dict):
             body = [body]
@@ -84,7 +85,7 @@ class ImportUploadApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         file = serializers.FileField()
-        campaign = serializers.IntegerField(required=False)
+        campaign = IdField(required=False)
 
     @extend_schema(request=InputSerializer, responses={201: ImportBatchOutput, 202: ImportBatchOutput})
     def post(self, request):
@@ -140,9 +141,7 @@ class AssignmentNextApi(APIView):
     def get(self, request):
         from annotate.services.assignments import assignment_next
 
-        campaign = _campaign_from(request.query_params.get("campaign"))
-        if campaign is None:
-            raise ArbiterError("Give the campaign id: ?campaign=ID.")
+        campaign = _campaign_from(query_id(request, "campaign", required=True))
         assignment = assignment_next(campaign=campaign, annotator=request.user)
         if assignment is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
@@ -172,8 +171,8 @@ class JudgementSubmitApi(APIView):
             child=serializers.DictField(child=serializers.IntegerField(min_value=1, max_value=5)),
             required=False, default=dict,
         )
-        first_wrong_step_left = serializers.IntegerField(min_value=0, required=False, allow_null=True)
-        first_wrong_step_right = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+        first_wrong_step_left = Int32Field(required=False, allow_null=True)
+        first_wrong_step_right = Int32Field(required=False, allow_null=True)
         rationale = serializers.CharField(required=False, allow_blank=True, default="", max_length=20_000)
 
     @extend_schema(request=InputSerializer, responses={201: JudgementOutput, 200: JudgementOutput})
@@ -213,21 +212,48 @@ class AssignmentSkipApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class CampaignJudgement(JudgementOutput):
+    annotator = serializers.SerializerMethodField(help_text="Pseudonym, stable across exports.")
+
+    class Meta(JudgementOutput.Meta):
+        fields = [*JudgementOutput.Meta.fields, "annotator"]
+
+    def get_annotator(self, judgement) -> str:
+        return pseudonym_for(judgement.annotator_id)
+
+
 class CampaignJudgementsApi(APIView):
     """Every judgement of a campaign, annotators pseudonymized (researchers and admins)."""
 
     permission_classes = [api_role(Role.RESEARCHER, Role.ADMIN)]
 
-    @extend_schema(responses={200: JudgementOutput(many=True)})
+    @extend_schema(responses={200: CampaignJudgement(many=True)})
     def get(self, request, campaign_id: int):
         campaign = get_object_or_404(Campaign, pk=campaign_id)
         rows = Judgement.objects.filter(comparison__campaign=campaign).order_by("id")
-        data = []
-        for j in rows:
-            item = JudgementOutput(j).data
-            item["annotator"] = pseudonym_for(j.annotator_id)
-            data.append(item)
-        return Response(data)
+        return Response(CampaignJudgement(rows, many=True).data)
+
+
+class AgreementPairwise(serializers.Serializer):
+    pairs = serializers.IntegerField(help_text="Pairs of votes on the same comparison.")
+    with_ties = serializers.FloatField(allow_null=True, help_text="Share of pairs on the same side (A, B or tie).")
+    excluding_ties = serializers.FloatField(allow_null=True, help_text="The same over pairs with no tie vote.")
+    pairs_without_ties = serializers.IntegerField()
+    tie_as_half = serializers.FloatField(allow_null=True, help_text="A tie against a side counts as half.")
+
+
+class AgreementAnnotator(serializers.Serializer):
+    annotator = serializers.CharField(help_text="Pseudonym, stable across exports.")
+    synthetic = serializers.BooleanField()
+    judgements = serializers.IntegerField()
+    median_seconds = serializers.FloatField(allow_null=True)
+    gold_judged = serializers.IntegerField()
+    gold_accuracy = serializers.FloatField(allow_null=True)
+    majority_compared = serializers.IntegerField()
+    majority_agreement = serializers.FloatField(allow_null=True)
+    non_tie = serializers.IntegerField()
+    left_rate = serializers.FloatField(allow_null=True, help_text="Share of non-tie votes for the left side.")
+    skips = serializers.IntegerField()
 
 
 class CampaignAgreementApi(APIView):
@@ -235,15 +261,25 @@ class CampaignAgreementApi(APIView):
 
     permission_classes = [api_role(Role.RESEARCHER, Role.ADMIN)]
 
+    class OutputSerializer(serializers.Serializer):
+        judgements = serializers.IntegerField()
+        comparisons = serializers.IntegerField()
+        complete = serializers.IntegerField(help_text="Comparisons with all their votes.")
+        krippendorff_alpha_ordinal = serializers.FloatField(allow_null=True)
+        pairwise = AgreementPairwise()
+        annotators = AgreementAnnotator(many=True)
+
+    @extend_schema(responses={200: OutputSerializer})
     def get(self, request, campaign_id: int):
         from dataclasses import asdict
 
         from annotate.quality import campaign_quality
 
         q = campaign_quality(campaign=get_object_or_404(Campaign, pk=campaign_id))
+        annotators = [{**asdict(a), "annotator": pseudonym_for(a.annotator_id)} for a in q.annotators]
         return Response({
             "judgements": q.judgements, "comparisons": q.comparisons, "complete": q.complete,
-            "krippendorff_alpha_ordinal": q.alpha, "pairwise": asdict(q.pairwise),
-            "annotators": [{**asdict(a), "username": None, "annotator": pseudonym_for(a.annotator_id)}
-                           for a in q.annotators],
+            "krippendorff_alpha_ordinal": q.alpha,
+            "pairwise": AgreementPairwise(q.pairwise).data,
+            "annotators": AgreementAnnotator(annotators, many=True).data,
         })

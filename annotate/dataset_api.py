@@ -12,6 +12,7 @@ from annotate.exports import FILETYPES, FORMATS, export_download_path
 from annotate.models import Campaign, DatasetSnapshot
 from annotate.services.datasets import snapshot_create_from_input
 from webapp.access import api_role
+from webapp.api_input import IdField, Int32Field
 from webapp.errors import ArbiterError
 from webapp.roles import Role
 
@@ -32,16 +33,16 @@ class DatasetListCreateApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=200)
-        description = serializers.CharField(required=False, allow_blank=True, default="")
-        campaigns = serializers.ListField(child=serializers.IntegerField(), min_length=1)
-        min_votes = serializers.IntegerField(min_value=1, default=1)
+        description = serializers.CharField(required=False, allow_blank=True, default="", max_length=20_000)
+        campaigns = serializers.ListField(child=IdField(), min_length=1, max_length=1000)
+        min_votes = Int32Field(min_value=1, max_value=1000, default=1)
         min_agreement = serializers.FloatField(min_value=0, max_value=1, default=0.0)
         include_synthetic = serializers.BooleanField(default=False)
         date_from = serializers.DateField(required=False, allow_null=True, default=None)
         date_to = serializers.DateField(required=False, allow_null=True, default=None)
         aggregation = serializers.ChoiceField(choices=["majority", "mean"], default="majority")
         ties = serializers.ChoiceField(choices=["keep", "drop"], default="keep")
-        seed = serializers.IntegerField(min_value=0, default=0)
+        seed = Int32Field(default=0)
         test_fraction = serializers.FloatField(min_value=0, max_value=0.95, default=0.2)
 
     @extend_schema(responses={200: SnapshotOutput(many=True)})

@@ -1,6 +1,7 @@
 from django import forms
 
 from annotate.models import Campaign
+from webapp.api_input import INT32_MAX
 
 
 class ImportUploadForm(forms.Form):
@@ -20,8 +21,8 @@ class JudgementForm(forms.Form):
         "min_value": "The scale runs from 1 to 5.", "max_value": "The scale runs from 1 to 5.",
     })
     both_bad = forms.BooleanField(required=False)
-    first_wrong_left = forms.IntegerField(required=False, min_value=0)
-    first_wrong_right = forms.IntegerField(required=False, min_value=0)
+    first_wrong_left = forms.IntegerField(required=False, min_value=0, max_value=INT32_MAX)
+    first_wrong_right = forms.IntegerField(required=False, min_value=0, max_value=INT32_MAX)
     rationale = forms.CharField(required=False, max_length=20_000, strip=True)
 
     def __init__(self, *args, dimensions: list[str] = (), **kwargs):

@@ -27,6 +27,8 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
+from webapp import json_input
+
 SCHEMA_V1 = "arbiter.trajectory/v1"
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "trajectory.v1.schema.json"
 STEP_KINDS = ("thought", "action", "observation", "answer")
@@ -113,8 +115,14 @@ def _check_limits(obj: Any, limits: Limits, path: str = "") -> None:
             _check_limits(value, limits, f"{path}[{i}]")
 
 
+# OpenAI content part types that carry text. Any other part (an image, audio, a file, or a
+# block of another vendor's format such as Anthropic's `tool_use` and `tool_result`) is
+# refused: dropping it would store a trajectory without what the agent saw or did.
+TEXT_PART_TYPES = ("text", "input_text", "output_text")
+
+
 def _text_of(content: Any, where: str) -> str:
-    """OpenAI message content: a string, null, or a list of parts with `text`."""
+    """OpenAI message content: a string, null, or a list of text parts."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -122,9 +130,19 @@ def _text_of(content: Any, where: str) -> str:
     if isinstance(content, list):
         texts = []
         for i, part in enumerate(content):
-            if not isinstance(part, dict) or not isinstance(part.get("text", ""), str):
-                raise TrajectoryFormatError(f"{where}.content[{i}]: expected a part with text")
-            texts.append(part.get("text", ""))
+            if not isinstance(part, dict):
+                raise TrajectoryFormatError(f"{where}.content[{i}]: expected a content part object")
+            kind = part.get("type", "text")
+            if kind not in TEXT_PART_TYPES:
+                hint = (" (an Anthropic Messages block: this importer reads OpenAI chat only)"
+                        if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking") else "")
+                raise TrajectoryFormatError(
+                    f"{where}.content[{i}]: content part of type {str(kind)[:40]!r} cannot be imported{hint}; "
+                    f"only text parts ({', '.join(TEXT_PART_TYPES)}) are read, and nothing is dropped"
+                )
+            if not isinstance(part.get("text"), str):
+                raise TrajectoryFormatError(f"{where}.content[{i}]: a text part needs its text as a string")
+            texts.append(part["text"])
         return "\n".join(texts)
     raise TrajectoryFormatError(f"{where}.content: expected a string, a list of parts or null")
 
@@ -134,8 +152,8 @@ def _arguments(raw: Any) -> dict | str:
         return raw
     if isinstance(raw, str):
         try:
-            parsed = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
+            parsed = json_input.loads(raw) if raw.strip() else {}
+        except json_input.JsonInputError:
             return raw
         return parsed if isinstance(parsed, dict) else raw
     return json.dumps(raw)
@@ -167,6 +185,12 @@ def openai_chat_to_canonical(obj: dict) -> dict:
         if not isinstance(msg, dict):
             raise TrajectoryFormatError(f"{where}: expected an object")
         role = msg.get("role")
+        if msg.get("function_call") is not None:
+            raise TrajectoryFormatError(
+                f"{where}.function_call: the legacy function_call field is not read; log tool calls as tool_calls"
+            )
+        if msg.get("audio") is not None:
+            raise TrajectoryFormatError(f"{where}.audio: audio messages cannot be imported")
         if role == "system" or role == "developer":
             system_parts.append(_text_of(msg.get("content"), where))
         elif role == "user":
@@ -178,6 +202,11 @@ def openai_chat_to_canonical(obj: dict) -> dict:
                 steps.append({"kind": "observation", "tool": "user", "content": text})
         elif role == "assistant":
             text = _text_of(msg.get("content"), where)
+            refusal = msg.get("refusal")
+            if refusal is not None:
+                if not isinstance(refusal, str):
+                    raise TrajectoryFormatError(f"{where}.refusal: expected a string")
+                text = "\n".join(t for t in (text, refusal) if t)
             calls = msg.get("tool_calls") or []
             if not isinstance(calls, list):
                 raise TrajectoryFormatError(f"{where}.tool_calls: expected a list")
@@ -296,13 +325,7 @@ def parse_trajectory(obj: Any, limits: Limits = Limits()) -> ParsedTrajectory:
 def parse_line(raw: bytes, limits: Limits = Limits()) -> ParsedTrajectory:
     """One JSONL line (bytes) to a trajectory; every failure is a TrajectoryFormatError."""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TrajectoryFormatError(f"bytes that are not UTF-8 at offset {exc.start}") from None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TrajectoryFormatError(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
-    except RecursionError:
-        raise TrajectoryFormatError("invalid JSON: nested too deeply") from None
+        obj = json_input.loads(raw)
+    except json_input.JsonInputError as exc:
+        raise TrajectoryFormatError(str(exc)) from None
     return parse_trajectory(obj, limits)

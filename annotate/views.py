@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import RequestDataTooBig
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -44,8 +45,12 @@ def home(request: HttpRequest) -> HttpResponse:
 @role_required(Role.ADMIN)
 def imports(request: HttpRequest) -> HttpResponse:
     """Upload a JSONL file of trajectories and follow earlier imports."""
-    form = ImportUploadForm(request.POST or None, request.FILES or None)
-    if request.method == "POST" and form.is_valid():
+    too_big = ""
+    try:
+        form = ImportUploadForm(request.POST or None, request.FILES or None)
+    except RequestDataTooBig as exc:  # refused while the body arrived (webapp/uploads.py)
+        form, too_big = ImportUploadForm(), str(exc)
+    if request.method == "POST" and not too_big and form.is_valid():
         try:
             batch = import_upload_create(
                 upload=form.cleaned_data["file"],
@@ -59,9 +64,10 @@ def imports(request: HttpRequest) -> HttpResponse:
                 messages.info(request, f"{batch.filename} is large: it is being imported by a job.")
             return redirect("annotate:import-detail", batch_id=batch.id)
     import_batches_fail_stale()
-    status = 400 if form.errors else 200
+    status = 413 if too_big else (400 if form.errors else 200)
     return render(
-        request, "annotate/imports.html", {"form": form, "batches": import_batches_recent()}, status=status
+        request, "annotate/imports.html", {"form": form, "too_big": too_big, "batches": import_batches_recent()},
+        status=status
     )
 
 

@@ -5,10 +5,10 @@ from training import evaluation_views, views
 app_name = "training"
 urlpatterns = [
     path("policies/", views.policies, name="policies"),
-    path("policies/<int:policy_id>/", views.policy, name="policy"),
+    path("policies/<id:policy_id>/", views.policy, name="policy"),
     path("evaluations/", evaluation_views.evaluations, name="evaluations"),
-    path("evaluations/<int:evaluation_id>/", evaluation_views.evaluation, name="evaluation"),
-    path("evaluations/<int:evaluation_id>/compare/", evaluation_views.evaluation_compare, name="evaluation_compare"),
-    path("evaluations/<int:evaluation_id>/export.<str:fmt>", evaluation_views.evaluation_export,
+    path("evaluations/<id:evaluation_id>/", evaluation_views.evaluation, name="evaluation"),
+    path("evaluations/<id:evaluation_id>/compare/", evaluation_views.evaluation_compare, name="evaluation_compare"),
+    path("evaluations/<id:evaluation_id>/export.<str:fmt>", evaluation_views.evaluation_export,
          name="evaluation_export"),
 ]

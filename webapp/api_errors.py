@@ -1,23 +1,111 @@
-"""DRF exception handler: domain errors and oversized bodies become clear 4xx answers."""
+"""Every API error is JSON of one shape: `{"detail": "...", "errors": [{"message", "field"?, "line"?}]}`.
+
+Two places produce it: DRF's exception handler (domain errors, validation, auth, parse
+errors, oversized bodies) and a middleware for what happens outside DRF's views under
+/api/ (an unknown path, an id of the wrong shape, a method no route takes, and, as a last
+line of defence, an unexpected exception), which Django would otherwise answer with HTML.
+The shape is documented once in the schema (`webapp.api_schema`).
+"""
 from __future__ import annotations
 
-from django.core.exceptions import RequestDataTooBig
+import logging
+
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.http import JsonResponse
 from rest_framework import status
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from webapp.errors import ArbiterError
 
+logger = logging.getLogger(__name__)
+API_PREFIX = "/api/"
+
+
+def error_body(detail: str, errors: list[dict] | None = None) -> dict:
+    body = {"detail": detail}
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def _items(data, field: str = "") -> list[dict]:
+    """DRF's nested validation errors as a flat list of {field, message}."""
+    if isinstance(data, dict):
+        out = []
+        for key, value in data.items():
+            name = field if key == "non_field_errors" else (f"{field}.{key}" if field else str(key))
+            out.extend(_items(value, name))
+        return out
+    if isinstance(data, list):
+        if all(not isinstance(v, (dict, list)) for v in data):
+            return [{"field": field, "message": str(v)} if field else {"message": str(v)} for v in data]
+        return [item for i, v in enumerate(data) for item in _items(v, f"{field}[{i}]" if field else f"[{i}]")]
+    return [{"field": field, "message": str(data)} if field else {"message": str(data)}]
+
+
+def _arbiter_items(details: list[dict]) -> list[dict]:
+    items = []
+    for d in details:
+        item = {k: v for k, v in d.items() if k in ("field", "line")}
+        item["message"] = str(d.get("message") or d.get("error") or d.get("problem") or "")
+        items.append(item)
+    return items
+
+
+def _summary(items: list[dict]) -> str:
+    parts = [f"{i['field']}: {i['message']}" if i.get("field") else i["message"] for i in items[:3]]
+    more = f" (and {len(items) - 3} more)" if len(items) > 3 else ""
+    return "The request is not valid: " + "; ".join(parts) + more
+
 
 def exception_handler(exc, context):
     if isinstance(exc, ArbiterError):
-        body = {"detail": exc.message}
-        if exc.details:
-            body["errors"] = exc.details
-        return Response(body, status=status.HTTP_400_BAD_REQUEST)
+        return Response(error_body(exc.message, _arbiter_items(exc.details)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, RequestDataTooBig):
-        return Response(
-            {"detail": "Request body is larger than the upload limit (API_MAX_BODY_BYTES)."},
-            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-        )
-    return drf_exception_handler(exc, context)
+        return Response(error_body(str(exc) or "The request body is larger than the upload limit."),
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, SuspiciousOperation):
+        return Response(error_body(f"The request was refused: {exc}"), status=status.HTTP_400_BAD_REQUEST)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, ValidationError):
+        items = _items(response.data)
+        response.data = error_body(_summary(items) if items else "The request is not valid.", items)
+    else:
+        detail = response.data.get("detail") if isinstance(response.data, dict) else None
+        response.data = error_body(str(detail or response.status_text))
+    return response
+
+
+class ApiJsonErrorsMiddleware:
+    """Under /api/, an error answered outside DRF (404, 405, 500, ...) is JSON too."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (request.path.startswith(API_PREFIX) and response.status_code >= 400
+                and not response.get("Content-Type", "").startswith("application/json")):
+            reason = {404: "No such API route or object.", 405: f"Method {request.method} is not allowed here."}
+            json_response = JsonResponse(
+                error_body(reason.get(response.status_code, response.reason_phrase or "Error.")),
+                status=response.status_code)
+            if response.has_header("Allow"):
+                json_response["Allow"] = response["Allow"]
+            return json_response
+        return response
+
+    def process_exception(self, request, exception):
+        if not request.path.startswith(API_PREFIX):
+            return None
+        if isinstance(exception, RequestDataTooBig):
+            return JsonResponse(error_body(str(exception)), status=413)
+        if isinstance(exception, SuspiciousOperation):
+            return JsonResponse(error_body(f"The request was refused: {exception}"), status=400)
+        logger.exception("unexpected error on %s %s", request.method, request.path)
+        return JsonResponse(error_body("An unexpected error happened on the server; it has been logged."),
+                            status=500)

@@ -14,27 +14,27 @@ urlpatterns = [
     # Trajectory import (admins)
     path("trajectories/", annotate_api.TrajectoryImportApi.as_view(), name="api-trajectories"),
     path("imports/", annotate_api.ImportUploadApi.as_view(), name="api-imports"),
-    path("imports/<int:batch_id>/", annotate_api.ImportDetailApi.as_view(), name="api-import-detail"),
+    path("imports/<id:batch_id>/", annotate_api.ImportDetailApi.as_view(), name="api-import-detail"),
     # Labeling (annotators and admins)
     path("assignments/next", annotate_api.AssignmentNextApi.as_view(), name="api-assignment-next"),
-    path("assignments/<int:assignment_id>/judgement", annotate_api.JudgementSubmitApi.as_view(),
+    path("assignments/<id:assignment_id>/judgement", annotate_api.JudgementSubmitApi.as_view(),
          name="api-judgement-submit"),
-    path("assignments/<int:assignment_id>/skip", annotate_api.AssignmentSkipApi.as_view(), name="api-assignment-skip"),
+    path("assignments/<id:assignment_id>/skip", annotate_api.AssignmentSkipApi.as_view(), name="api-assignment-skip"),
     # Reading campaigns (researchers and admins)
-    path("campaigns/<int:campaign_id>/judgements", annotate_api.CampaignJudgementsApi.as_view(),
+    path("campaigns/<id:campaign_id>/judgements", annotate_api.CampaignJudgementsApi.as_view(),
          name="api-campaign-judgements"),
-    path("campaigns/<int:campaign_id>/agreement", annotate_api.CampaignAgreementApi.as_view(),
+    path("campaigns/<id:campaign_id>/agreement", annotate_api.CampaignAgreementApi.as_view(),
          name="api-campaign-agreement"),
     # Datasets (researchers and admins)
     path("datasets/", dataset_api.DatasetListCreateApi.as_view(), name="api-datasets"),
-    path("datasets/<int:snapshot_id>", dataset_api.DatasetDetailApi.as_view(), name="api-dataset"),
-    path("datasets/<int:snapshot_id>/download", dataset_api.DatasetDownloadApi.as_view(), name="api-dataset-download"),
+    path("datasets/<id:snapshot_id>", dataset_api.DatasetDetailApi.as_view(), name="api-dataset"),
+    path("datasets/<id:snapshot_id>/download", dataset_api.DatasetDownloadApi.as_view(), name="api-dataset-download"),
     # Runs (researchers read; admins launch, cancel, resume)
     path("runs/", run_api.RunListCreateApi.as_view(), name="api-runs"),
-    path("runs/<int:run_id>", run_api.RunDetailApi.as_view(), name="api-run"),
-    path("runs/<int:run_id>/cancel", run_api.RunCancelApi.as_view(), name="api-run-cancel"),
-    path("runs/<int:run_id>/resume", run_api.RunResumeApi.as_view(), name="api-run-resume"),
+    path("runs/<id:run_id>", run_api.RunDetailApi.as_view(), name="api-run"),
+    path("runs/<id:run_id>/cancel", run_api.RunCancelApi.as_view(), name="api-run-cancel"),
+    path("runs/<id:run_id>/resume", run_api.RunResumeApi.as_view(), name="api-run-resume"),
     # Before/after evaluations (researchers and admins)
     path("evaluations/", evaluation_api.EvaluationListApi.as_view(), name="api-evaluations"),
-    path("evaluations/<int:evaluation_id>/", evaluation_api.EvaluationDetailApi.as_view(), name="api-evaluation"),
+    path("evaluations/<id:evaluation_id>/", evaluation_api.EvaluationDetailApi.as_view(), name="api-evaluation"),
 ]

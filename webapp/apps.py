@@ -13,5 +13,10 @@ class WebappConfig(AppConfig):
     verbose_name = "Arbiter core"
 
     def ready(self) -> None:
+        from django.urls import register_converter
+
+        from webapp.converters import IdConverter
+
+        register_converter(IdConverter, "id")
         # Once per migrate run: after the last app's permissions exist.
         post_migrate.connect(_sync_roles, dispatch_uid="webapp.roles_sync")

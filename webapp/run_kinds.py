@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from functools import cache
 
 _KINDS: dict[str, RunKind] = {}
+# Whole numbers in a config stay exact in JSON (and in JavaScript): at most 2**53.
+MAX_CONFIG_INT = 2**53
 
 
 @dataclass(frozen=True)
@@ -102,18 +104,25 @@ def _coerce(value, kind, name: str):
             raise ValueError(f"{name}: expected a whole number, got {value!r}.")
         try:
             number = float(value)
+        except OverflowError:
+            raise ValueError(f"{name}: out of range (at most {MAX_CONFIG_INT:,} either way).") from None
         except ValueError:
-            raise ValueError(f"{name}: expected a whole number, got {value!r}.") from None
+            raise ValueError(f"{name}: expected a whole number, got {str(value)[:40]!r}.") from None
         if not number.is_integer():
             raise ValueError(f"{name}: expected a whole number, got {value!r}.")
-        return int(number)
+        whole = int(value) if isinstance(value, int) else int(number)
+        if abs(whole) > MAX_CONFIG_INT:
+            raise ValueError(f"{name}: {whole} is out of range (at most {MAX_CONFIG_INT:,} either way).")
+        return whole
     if kind is float:
         if isinstance(value, bool):
             raise ValueError(f"{name}: expected a number, got {value!r}.")
         try:
             number = float(value)
+        except OverflowError:
+            raise ValueError(f"{name}: must be a finite number.") from None
         except (TypeError, ValueError):
-            raise ValueError(f"{name}: expected a number, got {value!r}.") from None
+            raise ValueError(f"{name}: expected a number, got {str(value)[:40]!r}.") from None
         if not math.isfinite(number):
             raise ValueError(f"{name}: must be a finite number.")
         return number

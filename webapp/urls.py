@@ -17,3 +17,8 @@ urlpatterns = [
     path("reward-models/", include("rewardmodel.urls")),
     path("api/v1/", include("webapp.api_urls")),
 ]
+
+handler400 = "webapp.views.bad_request"
+handler403 = "webapp.views.permission_denied"
+handler404 = "webapp.views.page_not_found"
+handler500 = "webapp.views.server_error"

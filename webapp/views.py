@@ -7,3 +7,41 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 def health(request: HttpRequest) -> HttpResponse:
     """Liveness for load balancers and the benchmark's baseline: no database, no session."""
     return JsonResponse({"ok": True})
+
+
+# Error pages in the site's layout (API paths get JSON from webapp.api_errors instead).
+
+def _error_page(request, *, status: int, title: str, message: str, advice: str) -> HttpResponse:
+    from django.shortcuts import render
+
+    try:
+        return render(request, "webapp/error.html",
+                      {"title": title, "message": message, "advice": advice}, status=status)
+    except Exception:  # the error page must not fail in turn (a broken template, no database)
+        return HttpResponse(f"{title}: {message}", status=status, content_type="text/plain")
+
+
+def bad_request(request: HttpRequest, exception=None) -> HttpResponse:
+    from django.core.exceptions import RequestDataTooBig
+
+    if isinstance(exception, RequestDataTooBig):
+        return _error_page(request, status=413, title="Too large", message=str(exception),
+                           advice="Split the file, or ask an admin to raise the limit.")
+    return _error_page(request, status=400, title="Bad request", message="The request could not be read.",
+                       advice="Go back and try again.")
+
+
+def permission_denied(request: HttpRequest, exception=None) -> HttpResponse:
+    return _error_page(request, status=403, title="Not allowed",
+                       message="Your role does not allow this page.",
+                       advice="Ask an admin for the role you need, or sign in as another user.")
+
+
+def page_not_found(request: HttpRequest, exception=None) -> HttpResponse:
+    return _error_page(request, status=404, title="Not found", message="There is nothing at this address.",
+                       advice="The link may be old, or the object deleted.")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    return _error_page(request, status=500, title="Server error", message="Something failed on the server.",
+                       advice="It has been logged; try again in a moment.")

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from annotate.models import Campaign, Comparison, Trajectory
+from webapp.db import bulk_create_new
 from webapp.errors import ArbiterError
 
 STRATEGIES = ("all_pairs", "outcome_differs")
@@ -80,5 +81,10 @@ def comparisons_build(
             new.append(
                 Comparison(campaign=campaign, task_id=task_id, trajectory_a_id=a_id, trajectory_b_id=b_id)
             )
-    Comparison.objects.bulk_create(new, batch_size=1000)
-    return len(new)
+    inserted = bulk_create_new(
+        Comparison, new, key=lambda c: (c.trajectory_a_id, c.trajectory_b_id),
+        stored_keys=lambda keys: Comparison.objects.filter(
+            campaign=campaign, trajectory_a_id__in={a for a, _ in keys}, trajectory_b_id__in={b for _, b in keys},
+        ).values_list("trajectory_a_id", "trajectory_b_id"),
+    )
+    return len(inserted)

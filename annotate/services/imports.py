@@ -29,6 +29,7 @@ from annotate.trajectory_formats import (
     parse_line,
     parse_trajectory,
 )
+from webapp.db import bulk_create_new
 from webapp.errors import ArbiterError
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,6 @@ class _Writer:
                 self.report.duplicates += 1
                 continue
             task = tasks[p.task["external_id"]]
-            self.task_ids.add(task.id)
             new[p.content_hash] = Trajectory(
                 task=task,
                 policy=self._policy(p.agent),
@@ -153,8 +153,15 @@ class _Writer:
                 num_steps=len(p.steps),
                 metadata=p.metadata,
             )
-        Trajectory.objects.bulk_create(new.values(), batch_size=BATCH_SIZE)
-        self.report.created += len(new)
+        inserted = bulk_create_new(
+            Trajectory, list(new.values()), key=lambda t: t.content_hash, batch_size=BATCH_SIZE,
+            stored_keys=lambda keys: Trajectory.objects.filter(content_hash__in=keys).values_list(
+                "content_hash", flat=True),
+        )
+        # Rows another import stored at the same moment count as already stored.
+        self.report.duplicates += len(new) - len(inserted)
+        self.report.created += len(inserted)
+        self.task_ids.update(t.task_id for t in inserted)
         if self.keep_ids:
             ids = dict(
                 Trajectory.objects.filter(content_hash__in=hashes).values_list("content_hash", "id")

@@ -53,14 +53,14 @@ def test_bad_items_give_400_with_every_reason_and_store_nothing(admin_api):
     assert response.status_code == 400
     body = response.json()
     assert [e["line"] for e in body["errors"]] == [2, 3]
-    assert "unknown schema version" in body["errors"][0]["error"]
+    assert "unknown schema version" in body["errors"][0]["message"]
     assert Trajectory.objects.count() == 0
 
 
 @pytest.mark.parametrize(
     ("body", "content_type", "reason"),
     [
-        ("{not json", "application/json", "JSON parse error"),
+        ("{not json", "application/json", "invalid JSON at line 1, column 2"),
         ("42", "application/json", "one trajectory object or a list"),
         ("[]", "application/json", "the list is empty"),
     ],
@@ -109,8 +109,8 @@ def test_upload_over_the_limit_is_refused(admin_api, settings):
     settings.IMPORT_MAX_UPLOAD_BYTES = 100
     upload = SimpleUploadedFile("t.jsonl", jsonl(canonical()))
     response = admin_api.post("/api/v1/imports/", {"file": upload}, format="multipart")
-    assert response.status_code == 400
-    assert "over the upload limit" in response.json()["detail"]
+    assert response.status_code == 413
+    assert "over the limit of 100 bytes" in response.json()["detail"]
     assert ImportBatch.objects.count() == 0 and Trajectory.objects.count() == 0
 
 

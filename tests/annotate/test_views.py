@@ -51,8 +51,8 @@ def test_upload_over_the_limit_shows_the_reason(client, admin_user, settings):
     settings.IMPORT_MAX_UPLOAD_BYTES = 10
     client.force_login(admin_user)
     response = client.post("/annotate/imports/", {"file": SimpleUploadedFile("t.jsonl", jsonl(canonical()))})
-    assert response.status_code == 400
-    assert "over the upload limit" in response.content.decode()
+    assert response.status_code == 413
+    assert "over the limit of 10 bytes" in response.content.decode()
     assert ImportBatch.objects.count() == 0
 
 

@@ -3,12 +3,14 @@
     python manage.py import_trajectories FILE.jsonl [--campaign NAME]
 
 With --campaign, comparisons are built from the imported trajectories in that campaign
-(created with default settings if it does not exist).
+(created with default settings if it does not exist). A refused file changes nothing at
+all: not even the campaign is created.
 """
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from annotate.services.campaigns import campaign_get_or_create
 from annotate.services.imports import trajectories_import_stream
@@ -31,18 +33,19 @@ class Command(BaseCommand):
                 f"{file} is {size:,} bytes, over the limit of {settings.IMPORT_MAX_UPLOAD_BYTES:,} "
                 "(IMPORT_MAX_UPLOAD_BYTES)"
             )
+        created = False
         try:
-            target = None
-            if campaign:
-                target, created = campaign_get_or_create(name=campaign)
-                if created:
-                    self.stdout.write(f"Created campaign {target.name!r} (id {target.id}).")
-            with file.open("rb") as stream:
+            with transaction.atomic(), file.open("rb") as stream:
+                target = None
+                if campaign:
+                    target, created = campaign_get_or_create(name=campaign)
                 report = trajectories_import_stream(stream=stream, campaign=target)
         except ArbiterError as exc:
             for detail in exc.details:
                 self.stderr.write(f"line {detail['line']}: {detail['error']}")
             raise CommandError(exc.message) from None
+        if created:
+            self.stdout.write(f"Created campaign {target.name!r} (id {target.id}).")
         self.stdout.write(
             self.style.SUCCESS(
                 f"Imported {report.created} trajectories from {report.lines_read} lines "

@@ -1,0 +1,105 @@
+"""Strict JSON for untrusted input: what parses here can be stored, or the reason why not.
+
+Python's `json` module accepts input that the database then refuses or that crashes later:
+`NaN`, `Infinity` and numbers like `1e400` (no JSON column holds them), lone UTF-16
+surrogates such as `"\\ud800"` (not encodable as UTF-8), NUL characters (PostgreSQL text
+cannot hold them), integers of thousands of digits (Python refuses to convert them) and
+nesting deep enough to exhaust the recursion limit when the value is written. `loads`
+refuses each with a message that names the place, so the API, the upload page and the
+import command can all answer "line 3: ..." instead of failing with a 500.
+
+Plain Python, no Django.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+MAX_DEPTH = 64  # far deeper than any trajectory, config or filter needs
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JsonInputError(ValueError):
+    """The text is not JSON that Arbiter can store; the message says why and where."""
+
+
+def _refuse_constant(name: str):
+    raise JsonInputError(f"{name} is not a number JSON allows; send a finite number or null")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonInputError(f"the number {text[:40]} is too large to store")
+    return value
+
+
+def _decode_error(exc: json.JSONDecodeError) -> str:
+    # The decoder's messages for control characters end in a bare "at": drop it.
+    reason = exc.msg.removesuffix(" at").rstrip(":")
+    return f"invalid JSON at line {exc.lineno}, column {exc.colno}: {reason[:1].lower()}{reason[1:]}"
+
+
+def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Decode `text` and check the value (see `check`); raises `JsonInputError`."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JsonInputError(f"bytes that are not UTF-8 at offset {exc.start}") from None
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise JsonInputError(_decode_error(exc)) from None
+    except RecursionError:
+        raise JsonInputError(f"JSON nested more than {max_depth} levels deep") from None
+    except JsonInputError:
+        raise
+    except ValueError as exc:  # e.g. an integer over Python's 4300-digit conversion limit
+        raise JsonInputError(f"invalid JSON: {str(exc).split(';')[0]}") from None
+    check(value, max_depth=max_depth)
+    return value
+
+
+def _where(path: tuple) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the top level"
+
+
+def _check_text(text: str, path: tuple) -> None:
+    if "\x00" in text:
+        raise JsonInputError(f"{_where(path)}: contains a NUL character (\\u0000), which cannot be stored")
+    if _SURROGATE.search(text):
+        raise JsonInputError(
+            f"{_where(path)}: contains a lone UTF-16 surrogate (such as \\ud800), which is not valid Unicode text"
+        )
+
+
+def check(value: Any, *, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse a decoded value that cannot be stored: too deep, non-finite numbers, bad text.
+
+    Iterative, so a value of any depth is checked without recursion.
+    """
+    stack: list[tuple[Any, tuple, int]] = [(value, (), 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, path)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise JsonInputError(f"{_where(path)}: {item} is not a finite number")
+        elif isinstance(item, (dict, list)):
+            if depth >= max_depth:
+                raise JsonInputError(f"{_where(path)}: JSON nested more than {max_depth} levels deep")
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        raise JsonInputError(f"{_where(path)}: object keys must be text")
+                    _check_text(key, path + (key,))
+                    stack.append((child, path + (key,), depth + 1))
+            else:
+                stack.extend((child, path + (i,), depth + 1) for i, child in enumerate(item))
