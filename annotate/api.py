@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
@@ -16,7 +16,7 @@ from annotate.services.imports import (
     trajectories_import_objects,
 )
 from webapp.access import api_role
-from webapp.api_input import IdField, Int32Field, StrictJSONParser, query_id
+from webapp.api_input import IdField, Int32Field, StrictJSONParser, id_parameter, query_id
 from webapp.errors import ArbiterError
 from webapp.models import pseudonym_for
 from webapp.roles import Role
@@ -54,7 +54,7 @@ class TrajectoryImportApi(APIView):
         trajectory_ids = serializers.ListField(child=serializers.IntegerField())
 
     @extend_schema(
-        parameters=[OpenApiParameter("campaign", int, description="Build comparisons in this campaign")],
+        parameters=[id_parameter("campaign", description="Build comparisons in this campaign.")],
         request={"application/json": {"oneOf": [{"type": "object"}, {"type": "array"}]}},
         responses={201: OutputSerializer},
     )
@@ -136,7 +136,7 @@ class AssignmentNextApi(APIView):
 
     permission_classes = [api_role(*LABELERS)]
 
-    @extend_schema(parameters=[OpenApiParameter("campaign", int, required=True)],
+    @extend_schema(parameters=[id_parameter("campaign", required=True)],
                    responses={200: AssignmentOutput, 204: None})
     def get(self, request):
         from annotate.services.assignments import assignment_next

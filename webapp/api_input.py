@@ -52,3 +52,11 @@ def query_id(request, name: str, *, required: bool = False) -> int | None:
         return field.run_validation(raw)
     except serializers.ValidationError as exc:
         raise serializers.ValidationError({name: exc.detail}) from None
+
+
+def id_parameter(name: str, *, description: str = "", required: bool = False):
+    """The OpenAPI query parameter read by `query_id`, with its range."""
+    from drf_spectacular.utils import OpenApiParameter
+
+    return OpenApiParameter(name, {"type": "integer", "minimum": 1, "maximum": ID_MAX},
+                            description=description or f"The {name} id.", required=required)

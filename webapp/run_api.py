@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -37,7 +37,10 @@ class RunListCreateApi(APIView):
         roles = (Role.ADMIN,) if self.request.method == "POST" else READ_ROLES
         return [api_role(*roles)()]
 
-    @extend_schema(responses={200: RunOutput(many=True)})
+    @extend_schema(parameters=[OpenApiParameter("kind", str, description="Only runs of this kind."),
+                               OpenApiParameter("status", str, enum=list(Run.Status.values),
+                                                description="Only runs in this status.")],
+                   responses={200: RunOutput(many=True)})
     def get(self, request):
         runs_fail_stale()
         runs = runs_filtered(kind=request.query_params.get("kind", ""), status=request.query_params.get("status", ""))
@@ -56,7 +59,9 @@ class RunListCreateApi(APIView):
 class RunDetailApi(APIView):
     permission_classes = [api_role(*READ_ROLES)]
 
-    @extend_schema(responses={200: RunOutput})
+    @extend_schema(parameters=[OpenApiParameter("metrics", str, enum=["0", "1"],
+                                                description="0 leaves out the metric series.")],
+                   responses={200: RunOutput})
     def get(self, request, run_id: int):
         runs_fail_stale()
         run = get_object_or_404(Run, pk=run_id)
