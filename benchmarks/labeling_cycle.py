@@ -46,15 +46,15 @@ def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
 
     django.setup()
     from django.db import connection
-    from rest_framework.authtoken.models import Token
 
     from annotate.models import Campaign, Comparison, Policy, Task, Trajectory
     from webapp.models import User
     from webapp.roles import Role, user_role_set
+    from webapp.tokens import api_token_create
 
     with connection.cursor() as cur:
         cur.execute("TRUNCATE annotate_judgement, annotate_assignment, annotate_comparison, annotate_trajectory, "
-                    "annotate_task, annotate_policy, annotate_campaign, authtoken_token CASCADE")
+                    "annotate_task, annotate_policy, annotate_campaign, webapp_apitoken CASCADE")
     policy = Policy.objects.create(name="bench")
     tasks = Task.objects.bulk_create(Task(external_id=f"b{i}", prompt=f"Question {i}?") for i in range(n_comparisons))
     steps = lambda i, s: [{"kind": "action", "tool": "search", "arguments": {"query": f"q{i}"}},  # noqa: E731
@@ -74,7 +74,7 @@ def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
     for i in range(n_annotators):
         user, _ = User.objects.get_or_create(username=f"bench-annotator-{i}")
         user_role_set(user=user, roles=[Role.ANNOTATOR])
-        tokens.append(Token.objects.create(user=user).key)
+        tokens.append(api_token_create(user=user, name="bench")[1])
     print(json.dumps({"campaign": campaign.id, "tokens": tokens}))
 
 

@@ -6,11 +6,11 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
@@ -41,8 +41,10 @@ def role_users(annotator, researcher, admin_user):
 
 def token_client(user) -> APIClient:
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    from webapp.tokens import api_token_create
+
+    _, key = api_token_create(user=user, name=f"tests {uuid.uuid4().hex[:8]}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
 
 

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
-from webapp.models import User
+from webapp.models import ApiToken, User
 
 
 @admin.register(User)
@@ -9,3 +9,16 @@ class UserAdmin(BaseUserAdmin):
     list_display = ("username", "email", "is_synthetic", "is_staff", "is_active")
     list_filter = ("groups", "is_synthetic", "is_staff", "is_active")
     fieldsets = BaseUserAdmin.fieldsets + (("Arbiter", {"fields": ("is_synthetic",)}),)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are created by their user (their Tokens page); here an admin sees and revokes them."""
+
+    list_display = ("name", "user", "prefix", "created_at", "last_used_at")
+    list_filter = ("user",)
+    search_fields = ("name", "user__username", "prefix")
+    readonly_fields = ("user", "name", "prefix", "key_hash", "created_at", "last_used_at")
+
+    def has_add_permission(self, request):
+        return False

@@ -1,10 +1,13 @@
 """Core REST endpoints."""
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.models import ApiToken
 from webapp.roles import user_roles
+from webapp.tokens import api_token_create, api_token_revoke, api_tokens_of
 
 
 class WhoAmIApi(APIView):
@@ -17,3 +20,44 @@ class WhoAmIApi(APIView):
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request):
         return Response({"username": request.user.username, "roles": sorted(r.value for r in user_roles(request.user))})
+
+
+class TokenOutput(serializers.ModelSerializer):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "prefix", "created_at", "last_used_at"]
+
+
+class TokenListCreateApi(APIView):
+    """The caller's own API tokens: list them, or create one (its key is in this answer only)."""
+
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=100)
+
+    class CreatedSerializer(TokenOutput):
+        key = serializers.CharField(help_text="The token itself; it is not stored and never shown again.")
+
+        class Meta(TokenOutput.Meta):
+            fields = [*TokenOutput.Meta.fields, "key"]
+
+    @extend_schema(responses={200: TokenOutput(many=True)})
+    def get(self, request):
+        return Response(TokenOutput(api_tokens_of(request.user), many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        token, key = api_token_create(user=request.user, name=data.validated_data["name"])
+        token.key = key
+        return Response(self.CreatedSerializer(token).data, status=status.HTTP_201_CREATED)
+
+
+class TokenRevokeApi(APIView):
+    """Revoke one of the caller's tokens; it stops working at once."""
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request, token_id: int):
+        get_object_or_404(ApiToken, pk=token_id, user=request.user)
+        api_token_revoke(user=request.user, token_id=token_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)

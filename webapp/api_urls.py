@@ -6,11 +6,14 @@ from annotate import api as annotate_api
 from annotate import dataset_api
 from training import evaluation_api
 from webapp import run_api
-from webapp.api import WhoAmIApi
+from webapp.api import TokenListCreateApi, TokenRevokeApi, WhoAmIApi
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("whoami", WhoAmIApi.as_view(), name="api-whoami"),
+    # The caller's own API tokens (every signed-in user)
+    path("tokens/", TokenListCreateApi.as_view(), name="api-tokens"),
+    path("tokens/<id:token_id>", TokenRevokeApi.as_view(), name="api-token"),
     # Trajectory import (admins)
     path("trajectories/", annotate_api.TrajectoryImportApi.as_view(), name="api-trajectories"),
     path("imports/", annotate_api.ImportUploadApi.as_view(), name="api-imports"),

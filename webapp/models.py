@@ -55,6 +55,33 @@ def pseudonym_for(user_id: int) -> str:
     return "annotator-" + hashlib.sha256(f"{pseudonym_salt()}:{user_id}".encode()).hexdigest()[:12]
 
 
+class ApiToken(BaseModel):
+    """A user's own API token, one of several (a script, a notebook, a CI job).
+
+    Only the key's sha256 is stored: the key is shown once, when it is created. The prefix
+    tells a user's tokens apart on their page.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64)
+    prefix = models.CharField(max_length=8)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Its index serves the lookup of every token-authenticated request.
+            models.UniqueConstraint(fields=["key_hash"], name="apitoken_key_hash_unique"),
+        ]
+        indexes = [
+            # A user's token page lists their tokens.
+            models.Index(fields=["user", "created_at"], name="apitoken_user_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}...)"
+
+
 class Run(BaseModel):
     """One training job of any kind (rollout, behaviour cloning, reward model, PPO, ...).
 

@@ -54,7 +54,10 @@ def roles_sync() -> None:
             perms.extend(domain.filter(codename__startswith="view_"))
         if role is Role.ADMIN:
             perms.extend(domain)
-            perms.extend(Permission.objects.filter(content_type__app_label="authtoken"))
+            # Users, groups and API tokens in the Django admin.
+            perms.extend(Permission.objects.filter(content_type__app_label="auth", content_type__model="group"))
+            perms.extend(Permission.objects.filter(content_type__app_label="webapp",
+                                                   content_type__model__in=["user", "apitoken"]))
         group.permissions.set(perms)
 
 

@@ -11,6 +11,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("account/tokens/", views.tokens, name="tokens"),
+    path("account/tokens/<id:token_id>/revoke", views.token_revoke, name="token-revoke"),
     path("annotate/", include("annotate.urls")),
     path("runs/", include("webapp.run_urls")),
     path("training/", include("training.urls")),

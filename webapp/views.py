@@ -1,7 +1,9 @@
 """Core views that need no domain app (the home page lives in annotate: it shows its counts)."""
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_http_methods, require_POST
 
 
 def health(request: HttpRequest) -> HttpResponse:
@@ -45,3 +47,42 @@ def page_not_found(request: HttpRequest, exception=None) -> HttpResponse:
 def server_error(request: HttpRequest) -> HttpResponse:
     return _error_page(request, status=500, title="Server error", message="Something failed on the server.",
                        advice="It has been logged; try again in a moment.")
+
+
+# A user's own API tokens.
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def tokens(request: HttpRequest) -> HttpResponse:
+    """List, create (the key is shown once) and revoke the signed-in user's API tokens."""
+    from django.shortcuts import render
+
+    from webapp.errors import ArbiterError
+    from webapp.tokens import api_token_create, api_tokens_of
+
+    new_key, error, status = "", "", 200
+    if request.method == "POST":
+        try:
+            _, new_key = api_token_create(user=request.user, name=request.POST.get("name", ""))
+        except ArbiterError as exc:
+            error, status = exc.message, 400
+    return render(request, "webapp/tokens.html",
+                  {"tokens": api_tokens_of(request.user), "new_key": new_key, "error": error}, status=status)
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    from django.contrib import messages
+    from django.shortcuts import redirect
+
+    from webapp.errors import ArbiterError
+    from webapp.tokens import api_token_revoke
+
+    try:
+        api_token_revoke(user=request.user, token_id=token_id)
+    except ArbiterError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Token revoked: it no longer works.")
+    return redirect("tokens")

@@ -42,13 +42,13 @@ def _write_counts():
 @pytest.fixture
 def world(transactional_db):
     """A token per role, and a little of everything so that some generated ids exist."""
-    from rest_framework.authtoken.models import Token
-
     from tests.annotate.test_assignments import make_campaign
     from tests.factories import UserFactory
     from webapp.models import Run
 
-    tokens = {role: Token.objects.create(user=UserFactory(username=f"fz-{role}", roles=[role])).key
+    from webapp.tokens import api_token_create
+
+    tokens = {role: api_token_create(user=UserFactory(username=f"fz-{role}", roles=[role]), name="fuzz")[1]
               for role in ROLES[:3]}
     make_campaign(n_comparisons=2, k=2)
     Run.objects.create(kind="rollout", status="failed", config={})

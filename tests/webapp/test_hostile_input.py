@@ -31,7 +31,7 @@ def _nested(depth: int, leaf="x"):
 
 def _counts() -> dict[str, int]:
     return {m._meta.label: m.objects.count() for m in apps.get_models() if m._meta.app_label in
-            ("annotate", "webapp", "training", "rewardmodel", "authtoken")}
+            ("annotate", "webapp", "training", "rewardmodel")}
 
 
 # Bodies that are not JSON Arbiter can store, whatever the route.
