@@ -11,7 +11,6 @@ from rest_framework.views import APIView
 from annotate.models import Campaign, ImportBatch, Judgement
 from annotate.selectors import assignment_screen_payload
 from annotate.services.imports import (
-    import_batches_fail_stale,
     import_upload_create,
     trajectories_import_objects,
 )
@@ -109,7 +108,6 @@ class ImportDetailApi(APIView):
 
     @extend_schema(responses={200: ImportBatchOutput})
     def get(self, request, batch_id: int):
-        import_batches_fail_stale()
         return Response(ImportBatchOutput(get_object_or_404(ImportBatch, pk=batch_id)).data)
 
 

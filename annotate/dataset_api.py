@@ -59,7 +59,7 @@ class DatasetListCreateApi(APIView):
         if missing:
             raise ArbiterError(f"No campaign with id {', '.join(map(str, missing))}.")
         snapshot = snapshot_create_from_input(data=d, campaigns=campaigns, created_by=request.user)
-        code = status.HTTP_201_CREATED if snapshot.status == DatasetSnapshot.Status.READY else status.HTTP_202_ACCEPTED
+        code = status.HTTP_201_CREATED if snapshot.status == DatasetSnapshot.Status.SUCCEEDED else status.HTTP_202_ACCEPTED
         return Response(SnapshotOutput(snapshot).data, status=code)
 
 

@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from annotate.dataset_forms import SnapshotForm
 from annotate.exports import FILETYPES, FORMATS, export_download_path
 from annotate.models import DatasetSnapshot
-from annotate.services.datasets import snapshot_create_from_input, snapshots_fail_stale
+from annotate.services.datasets import snapshot_create_from_input
 from webapp.access import role_required
 from webapp.errors import ArbiterError
 from webapp.roles import Role
@@ -27,7 +27,6 @@ def datasets(request: HttpRequest) -> HttpResponse:
             form.add_error(None, exc.message)
         else:
             return redirect("annotate:dataset", snapshot_id=snapshot.id)
-    snapshots_fail_stale()
     snapshots = DatasetSnapshot.objects.prefetch_related("campaigns").order_by("-created_at")[:100]
     return render(request, "annotate/datasets.html", {"form": form, "snapshots": snapshots},
                   status=400 if form.errors else 200)
@@ -35,12 +34,11 @@ def datasets(request: HttpRequest) -> HttpResponse:
 
 @role_required(*DATA_ROLES)
 def dataset(request: HttpRequest, snapshot_id: int) -> HttpResponse:
-    snapshots_fail_stale()
     snapshot = get_object_or_404(DatasetSnapshot.objects.prefetch_related("campaigns"), pk=snapshot_id)
     context = {"snapshot": snapshot, "formats": FORMATS, "filetypes": FILETYPES}
     if request.htmx:
         response = render(request, "annotate/dataset.html#snapshot-status", context)
-        if snapshot.status != DatasetSnapshot.Status.BUILDING:
+        if snapshot.finished:
             response.status_code = 286  # htmx: stop polling
         return response
     return render(request, "annotate/dataset.html", context)

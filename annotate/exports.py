@@ -78,9 +78,9 @@ DESCRIPTIONS = {
 
 
 def _require_ready(snapshot: DatasetSnapshot) -> None:
-    if snapshot.status == DatasetSnapshot.Status.BUILDING:
+    if snapshot.status in DatasetSnapshot.ACTIVE:
         raise ArbiterError(f"Snapshot {snapshot.pk} is still building ({snapshot.progress:.0%}); try again when it is ready.")
-    if snapshot.status != DatasetSnapshot.Status.READY:
+    if snapshot.status != DatasetSnapshot.Status.SUCCEEDED:
         raise ArbiterError(f"Snapshot {snapshot.pk} failed to build and has nothing to export: {snapshot.message}")
 
 

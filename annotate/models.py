@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from webapp.models import BaseModel
+from webapp.models import BaseModel, Job, job_status_condition
 
 
 class Task(BaseModel):
@@ -314,14 +314,8 @@ class Judgement(BaseModel):
         ]
 
 
-class ImportBatch(BaseModel):
-    """One trajectory import (upload, API call or command) and what came of it."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
+class ImportBatch(Job):
+    """One trajectory import (upload, API call or command) and what came of it (a job: webapp/jobs.py)."""
 
     filename = models.CharField(max_length=300)
     stored_path = models.CharField(max_length=500, blank=True, default="")
@@ -329,7 +323,6 @@ class ImportBatch(BaseModel):
     campaign = models.ForeignKey(
         Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports"
     )
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     lines_read = models.PositiveIntegerField(default=0)
     created_count = models.PositiveIntegerField(default=0)
     duplicate_count = models.PositiveIntegerField(default=0)
@@ -337,7 +330,6 @@ class ImportBatch(BaseModel):
     error_count = models.PositiveIntegerField(default=0)
     errors = models.JSONField(default=list, blank=True, help_text="[{line, error}], capped.")
     message = models.TextField(blank=True, default="")
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -345,33 +337,22 @@ class ImportBatch(BaseModel):
     class Meta:
         verbose_name_plural = "import batches"
         constraints = [
-            models.CheckConstraint(
-                condition=Q(status__in=["queued", "running", "succeeded", "failed"]),
-                name="importbatch_status_valid",
-            ),
+            models.CheckConstraint(condition=job_status_condition(), name="importbatch_status_valid"),
         ]
         indexes = [
             # Finding imports whose worker stopped heartbeating.
             models.Index(fields=["status", "heartbeat_at"], name="importbatch_status_idx"),
         ]
 
-    @property
-    def finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
 
 
-class DatasetSnapshot(BaseModel):
+class DatasetSnapshot(Job):
     """A frozen, versioned selection of judgements, aggregated into preference pairs.
 
     Membership is stored (`SnapshotPair`, `SnapshotJudgement`, both protecting the rows
     they point at), so a snapshot never changes once it is ready, whatever happens to
     its campaigns later.
     """
-
-    class Status(models.TextChoices):
-        BUILDING = "building"
-        READY = "ready"
-        FAILED = "failed"
 
     class Aggregation(models.TextChoices):
         MAJORITY = "majority", "Majority of the votes"
@@ -389,26 +370,22 @@ class DatasetSnapshot(BaseModel):
     ties = models.CharField(max_length=4, choices=Ties.choices, default=Ties.KEEP)
     seed = models.PositiveIntegerField(default=0)
     test_fraction = models.FloatField(default=0.2)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.BUILDING)
     progress = models.FloatField(default=0.0)
     message = models.TextField(blank=True, default="")
     content_hash = models.CharField(max_length=64, blank=True, default="")
     stats = models.JSONField(default=dict, blank=True, help_text="Counts, split sizes, agreement.")
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
     class Meta:
         constraints = [
-            models.CheckConstraint(
-                condition=Q(status__in=["building", "ready", "failed"]), name="snapshot_status_valid"
-            ),
+            models.CheckConstraint(condition=job_status_condition(), name="snapshot_status_valid"),
             models.CheckConstraint(
                 condition=Q(test_fraction__gte=0) & Q(test_fraction__lt=1), name="snapshot_test_fraction_range"
             ),
             models.CheckConstraint(
-                condition=Q(status="ready") | Q(content_hash=""), name="snapshot_hash_only_when_ready"
+                condition=Q(status="succeeded") | Q(content_hash=""), name="snapshot_hash_only_when_ready"
             ),
         ]
 

@@ -20,7 +20,7 @@ from annotate.services.assignments import (
     comparison_adjudicate,
     judgement_submit,
 )
-from annotate.services.imports import import_batches_fail_stale, import_upload_create
+from annotate.services.imports import import_upload_create
 from annotate.trajectory_view import pair_view
 from annotate.workbench import workbench_context
 from webapp.access import role_required
@@ -63,7 +63,6 @@ def imports(request: HttpRequest) -> HttpResponse:
             if not batch.finished:
                 messages.info(request, f"{batch.filename} is large: it is being imported by a job.")
             return redirect("annotate:import-detail", batch_id=batch.id)
-    import_batches_fail_stale()
     status = 413 if too_big else (400 if form.errors else 200)
     return render(
         request, "annotate/imports.html", {"form": form, "too_big": too_big, "batches": import_batches_recent()},
@@ -74,7 +73,6 @@ def imports(request: HttpRequest) -> HttpResponse:
 @role_required(Role.ADMIN)
 def import_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
     """One import; while it runs, the status fragment polls itself and stops when done."""
-    import_batches_fail_stale()
     batch = get_object_or_404(ImportBatch.objects.select_related("campaign"), pk=batch_id)
     if request.htmx:
         response = render(request, "annotate/import_detail.html#import-status", {"batch": batch})

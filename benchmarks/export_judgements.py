@@ -63,8 +63,8 @@ SELECT now(), now(), a.comparison_id, a.annotator_id, a.id, 1 + (a.id %% 5), fal
        NULL, CASE WHEN a.id %% 7 = 0 THEN 0 END, 'because the left one quotes its source', 12.5 + (a.id %% 30), false
 FROM annotate_assignment a;
 INSERT INTO annotate_datasetsnapshot (created_at, updated_at, name, description, filters, aggregation, ties, seed,
-                                      test_fraction, status, progress, message, content_hash, stats)
-VALUES (now(), now(), 'bench', '', '{}', 'majority', 'keep', 0, 0.2, 'ready', 1, '', repeat('0', 64), '{}');
+                                      test_fraction, status, progress, message, content_hash, stats, error)
+VALUES (now(), now(), 'bench', '', '{}', 'majority', 'keep', 0, 0.2, 'succeeded', 1, '', repeat('0', 64), '{}', '');
 INSERT INTO annotate_snapshotjudgement (snapshot_id, judgement_id, split)
 SELECT (SELECT id FROM annotate_datasetsnapshot LIMIT 1), j.id, CASE WHEN j.comparison_id %% 5 = 0 THEN 'test' ELSE 'train' END
 FROM annotate_judgement j;

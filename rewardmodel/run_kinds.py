@@ -41,7 +41,7 @@ class RewardModelRunConfig(RewardModelConfig):
 
 
 def _snapshot_choices():
-    return [(s.pk, str(s)) for s in DatasetSnapshot.objects.filter(status="ready").order_by("-created_at")[:200]]
+    return [(s.pk, str(s)) for s in DatasetSnapshot.objects.filter(status="succeeded").order_by("-created_at")[:200]]
 
 
 def _policy_choices():

@@ -52,7 +52,7 @@ def snapshot_problems(snapshot_id: int) -> list[str]:
     snapshot = DatasetSnapshot.objects.filter(pk=snapshot_id).first()
     if snapshot is None:
         return [f"No dataset snapshot with id {snapshot_id}."]
-    if snapshot.status != DatasetSnapshot.Status.READY:
+    if snapshot.status != DatasetSnapshot.Status.SUCCEEDED:
         return [f"Snapshot {snapshot} is {snapshot.status}, not ready."]
     pairs = SnapshotPair.objects.filter(snapshot=snapshot).exclude(preferred="tie")
     train, test = pairs.filter(split="train").count(), pairs.filter(split="test").count()

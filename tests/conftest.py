@@ -54,12 +54,14 @@ def admin_api(admin_user):
 
 
 def start_worker(*, queues: str = "default,gpu", name: str = "celery-worker", env_extra: dict | None = None,
-                 pool: str = "prefork"):
+                 pool: str = "prefork", beat: bool = False):
     """Start a real `celery worker` process on the test database and broker; returns (process, log file)."""
     from webapp.celery import app
 
     db = settings.DATABASES["default"]
     env = dict(os.environ)
+    # Heartbeats every half second, so the sweeper below can tell a dead worker within seconds.
+    env.setdefault("JOB_HEARTBEAT_SECONDS", "0.5")
     env["DATABASE_URL"] = (
         f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     )
@@ -71,7 +73,7 @@ def start_worker(*, queues: str = "default,gpu", name: str = "celery-worker", en
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues,
          "--pool", pool, "--concurrency", "1", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-         "--hostname", hostname],
+         "--hostname", hostname, *(["--beat", "--schedule", str(ARTIFACTS / f"{name}-beat-schedule")] if beat else [])],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
@@ -102,6 +104,19 @@ def celery_worker_process(django_db_setup, django_db_blocker):
 
     app.control.purge()
     proc, log = start_worker()
+    yield proc
+    stop_worker(proc, log)
+
+
+@pytest.fixture
+def job_sweeper(django_db_setup):
+    """Celery beat with a worker of its own that runs only the scheduled stale-job sweep, every second.
+
+    Jobs count as stale after 8 s without a heartbeat (test workers beat every 0.5 s).
+    """
+    env = {"JOB_SWEEP_QUEUE": "sweep-test", "JOB_SWEEP_SECONDS": "1", "RUN_STALE_SECONDS": "8",
+           "IMPORT_STALE_SECONDS": "8", "SNAPSHOT_STALE_SECONDS": "8"}
+    proc, log = start_worker(queues="sweep-test", name="job-sweeper", env_extra=env, pool="solo", beat=True)
     yield proc
     stop_worker(proc, log)
 

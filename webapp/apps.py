@@ -18,5 +18,13 @@ class WebappConfig(AppConfig):
         from webapp.converters import IdConverter
 
         register_converter(IdConverter, "id")
+
+        from django.conf import settings
+
+        from webapp.jobs import JobKind, job_kind_register
+        from webapp.models import Run
+        from webapp.runs import runs_sweep_stale
+
+        job_kind_register(JobKind(Run, stale_seconds=lambda: settings.RUN_STALE_SECONDS, sweep=runs_sweep_stale))
         # Once per migrate run: after the last app's permissions exist.
         post_migrate.connect(_sync_roles, dispatch_uid="webapp.roles_sync")

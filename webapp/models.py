@@ -19,6 +19,43 @@ class BaseModel(models.Model):
         abstract = True
 
 
+class JobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Job(BaseModel):
+    """The fields every job shares."""
+
+    Status = JobStatus
+    ACTIVE = (JobStatus.QUEUED, JobStatus.RUNNING)
+
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from its worker.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="", help_text="Why the job failed, when it did.")
+
+    class Meta:
+        abstract = True
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in self.ACTIVE
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+
+def job_status_condition(prefix: str = "") -> models.Q:
+    """The check constraint every job table carries on its status."""
+    return models.Q(**{f"{prefix}status__in": list(JobStatus.values)})
+
+
 class User(AbstractUser):
     """A person, or a simulated annotator (`is_synthetic`), who works in Arbiter.
 
@@ -82,7 +119,7 @@ class ApiToken(BaseModel):
         return f"{self.name} ({self.prefix}...)"
 
 
-class Run(BaseModel):
+class Run(Job):
     """One training job of any kind (rollout, behaviour cloning, reward model, PPO, ...).
 
     Its config is validated against the kind's dataclass before it is queued; the worker
@@ -91,23 +128,12 @@ class Run(BaseModel):
     and wrote, filled in by the kind, so this core app imports no domain app.
     """
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-
-    ACTIVE = (Status.QUEUED, Status.RUNNING)
-
     kind = models.CharField(max_length=32, db_index=True)
     name = models.CharField(max_length=200, blank=True, default="")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     config = models.JSONField(default=dict, help_text="The kind's config dataclass, validated, with defaults filled in.")
     progress = models.FloatField(default=0.0)
     progress_message = models.CharField(max_length=300, blank=True, default="")
     log = models.TextField(blank=True, default="", help_text="The last lines the job logged.")
-    error = models.TextField(blank=True, default="")
     summary = models.JSONField(default=dict, blank=True, help_text="Final figures of the run.")
     artifacts = models.JSONField(default=list, blank=True, help_text="[{name, path, bytes}] under the run's folder.")
     lineage = models.JSONField(default=list, blank=True,
@@ -117,9 +143,6 @@ class Run(BaseModel):
     worker = models.CharField(max_length=200, blank=True, default="")
     attempt = models.PositiveIntegerField(default=0, help_text="Goes up each time the run is queued (resume).")
     cancel_requested = models.BooleanField(default=False)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=64, blank=True, default="",
                                        help_text="A launch repeated with the same key makes no second run.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -127,10 +150,7 @@ class Run(BaseModel):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(
-                condition=models.Q(status__in=["queued", "running", "succeeded", "failed", "cancelled"]),
-                name="run_status_valid",
-            ),
+            models.CheckConstraint(condition=job_status_condition(), name="run_status_valid"),
             models.CheckConstraint(condition=models.Q(progress__gte=0) & models.Q(progress__lte=1),
                                    name="run_progress_range"),
             models.UniqueConstraint(fields=["created_by", "idempotency_key"], condition=~models.Q(idempotency_key=""),
@@ -140,9 +160,6 @@ class Run(BaseModel):
     def __str__(self) -> str:
         return f"{self.kind} run #{self.pk}"
 
-    @property
-    def is_active(self) -> bool:
-        return self.status in self.ACTIVE
 
 
 class RunMetric(models.Model):

@@ -14,14 +14,13 @@ from webapp.roles import Role
 from webapp.run_forms import RunLaunchForm
 from webapp.run_kinds import all_kinds, get_kind
 from webapp.run_selectors import metric_groups, run_metric_series, runs_filtered
-from webapp.runs import run_cancel, run_launch, run_resume, runs_fail_stale
+from webapp.runs import run_cancel, run_launch, run_resume
 
 VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
 
 @role_required(*VIEW_ROLES)
 def runs(request: HttpRequest) -> HttpResponse:
-    runs_fail_stale()
     kind, status = request.GET.get("kind", ""), request.GET.get("status", "")
     return render(request, "webapp/runs.html", {
         "runs": runs_filtered(kind=kind, status=status)[:200], "kinds": all_kinds(), "statuses": Run.Status,
@@ -55,7 +54,6 @@ def _charts(run: Run) -> list:
 @role_required(*VIEW_ROLES)
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     """A run; while it is active its live section polls itself and stops when the run ends."""
-    runs_fail_stale()
     run = get_object_or_404(Run.objects.select_related("created_by"), pk=run_id)
     context = {"run": run, "charts": _charts(run), "kind": get_kind(run.kind)}
     if request.htmx:

@@ -6,25 +6,25 @@ The life of a run:
     failed / cancelled --(resume)--> queued (attempt + 1, from the last checkpoint)
 
 Every write a worker makes is guarded by the run's attempt number, so a worker that lost
-its run (it was failed as stale, then resumed elsewhere) can no longer change it. While a
-run executes, a thread beats its heartbeat; a run whose heartbeat is older than
-RUN_STALE_SECONDS is failed with the reason, so nothing stays "running" forever.
+its run (it was failed as stale, then resumed elsewhere) can no longer change it. A run is
+a job (webapp/jobs.py): while it executes, a thread beats its heartbeat, and the scheduled
+sweep fails a run whose heartbeat is older than RUN_STALE_SECONDS with the reason (by
+`runs_sweep_stale`), so nothing stays "running" forever.
 """
 from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 import traceback
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from webapp.errors import ArbiterError
+from webapp.jobs import Heartbeat
 from webapp.models import Run, RunMetric
 from webapp.run_kinds import config_as_json, config_from_input, get_kind
 
@@ -124,10 +124,8 @@ def run_resume(*, run_id: int) -> Run:
     return run
 
 
-def runs_fail_stale() -> int:
-    """Runs whose worker stopped beating are failed (or cancelled, when that was asked)."""
-    limit = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
-    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=limit)
+def runs_sweep_stale(stale, now) -> int:
+    """The run kind's sweep (webapp/jobs.py): stale runs are failed, or cancelled when that was asked."""
     changed = 0
     for run in stale.only("pk", "heartbeat_at", "cancel_requested", "checkpoint"):
         seen = run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -139,8 +137,7 @@ def runs_fail_stale() -> int:
                       f"machine was lost.")
             if run.checkpoint.get("path"):
                 reason += f" Resume to continue from the checkpoint at step {run.checkpoint['step']}."
-        changed += Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, heartbeat_at__lt=limit).update(
-            status=status, error=reason, finished_at=timezone.now())
+        changed += stale.filter(pk=run.pk).update(status=status, error=reason, finished_at=now)
     return changed
 
 
@@ -221,27 +218,6 @@ def _append_log(run: Run, line: str) -> None:
     Run.objects.filter(pk=run.pk).update(log=_tail(run.log, [line]))
 
 
-class Heartbeat(threading.Thread):
-    """Beats `heartbeat_at` every few seconds while the run executes (its own DB connection)."""
-
-    def __init__(self, run_id: int, attempt: int, interval: float):
-        super().__init__(daemon=True, name=f"heartbeat-run-{run_id}")
-        self.run_id, self.attempt, self.interval = run_id, attempt, interval
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        try:
-            while not self.stopped.wait(self.interval):
-                Run.objects.filter(pk=self.run_id, attempt=self.attempt, status=Run.Status.RUNNING).update(
-                    heartbeat_at=timezone.now())
-        finally:
-            connection.close()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join(timeout=10)
-
-
 def run_execute(*, run_id: int, attempt: int) -> None:
     """Claim a queued run and execute it; its final status always gets written."""
     from webapp.compute import pick_compute
@@ -258,7 +234,7 @@ def run_execute(*, run_id: int, attempt: int) -> None:
                 error=f"This worker knows no run kind {run.kind!r}; is its app installed and up to date?")
         return
     reporter = RunReporter(run)
-    heartbeat = Heartbeat(run_id, attempt, settings.RUN_HEARTBEAT_SECONDS)
+    heartbeat = Heartbeat(Run, run_id, attempt=attempt)
     heartbeat.start()
     try:
         compute = pick_compute()

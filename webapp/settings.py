@@ -232,14 +232,25 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
-# A running import whose worker has not finished it after this long is marked failed.
-IMPORT_STALE_SECONDS = env.int("IMPORT_STALE_SECONDS", default=30 * 60)
-# Dataset snapshots: larger ones are built by a job; a build silent this long is failed.
+# Background jobs (imports, dataset builds, runs) share one lifecycle (webapp/jobs.py): a
+# worker beats a running job's heartbeat every JOB_HEARTBEAT_SECONDS; Celery beat sweeps
+# every JOB_SWEEP_SECONDS and fails a job silent for longer than its kind's stale limit,
+# so a dead worker's job is failed within a minute whether or not anyone looks.
+JOB_HEARTBEAT_SECONDS = env.float("JOB_HEARTBEAT_SECONDS", default=5.0)
+JOB_SWEEP_SECONDS = env.float("JOB_SWEEP_SECONDS", default=10.0)
+JOB_SWEEP_QUEUE = env.str("JOB_SWEEP_QUEUE", default="default")
+IMPORT_STALE_SECONDS = env.int("IMPORT_STALE_SECONDS", default=45)
+# Dataset snapshots: larger ones are built by a job.
 SNAPSHOT_INLINE_MAX_JUDGEMENTS = env.int("SNAPSHOT_INLINE_MAX_JUDGEMENTS", default=20_000)
-SNAPSHOT_STALE_SECONDS = env.int("SNAPSHOT_STALE_SECONDS", default=30 * 60)
+SNAPSHOT_STALE_SECONDS = env.int("SNAPSHOT_STALE_SECONDS", default=45)
 EXPORT_DIR = VAR_DIR / "exports"
-# Runs: a worker beats each running run's heartbeat this often; a run silent for
-# RUN_STALE_SECONDS is failed with the reason (its worker was killed or lost).
-RUN_HEARTBEAT_SECONDS = env.float("RUN_HEARTBEAT_SECONDS", default=5.0)
-RUN_STALE_SECONDS = env.int("RUN_STALE_SECONDS", default=120)
+RUN_STALE_SECONDS = env.int("RUN_STALE_SECONDS", default=45)
 RUN_QUEUE = env.str("RUN_QUEUE", default="gpu")  # the Celery queue runs are sent to
+CELERY_BEAT_SCHEDULE = {
+    "sweep-stale-jobs": {
+        "task": "webapp.sweep_stale_jobs",
+        "schedule": JOB_SWEEP_SECONDS,
+        "options": {"queue": JOB_SWEEP_QUEUE, "expires": JOB_SWEEP_SECONDS},
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

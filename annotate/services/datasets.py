@@ -23,6 +23,7 @@ from annotate.agreement import krippendorff_alpha_ordinal, pairwise_agreement
 from annotate.models import Campaign, DatasetSnapshot, Judgement, SnapshotJudgement, SnapshotPair
 from annotate.preferences import RULES, aggregate, task_split
 from webapp.errors import ArbiterError
+from webapp.jobs import Heartbeat
 
 log = logging.getLogger(__name__)
 WRITE_BATCH = 5000
@@ -135,12 +136,15 @@ def _progress(snapshot_id: int, value: float) -> None:
 
 
 def snapshot_build(*, snapshot_id: int) -> None:
-    """Aggregate, split and freeze. Safe to run again on a snapshot that is still building."""
-    snapshot = DatasetSnapshot.objects.get(pk=snapshot_id)
-    if snapshot.status != DatasetSnapshot.Status.BUILDING:
+    """Aggregate, split and freeze (a job: webapp/jobs.py). A snapshot is claimed once."""
+    now = timezone.now()
+    if not DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.QUEUED).update(
+            status=DatasetSnapshot.Status.RUNNING, started_at=now, heartbeat_at=now):
         return
+    snapshot = DatasetSnapshot.objects.get(pk=snapshot_id)
     try:
-        _build(snapshot)
+        with Heartbeat(DatasetSnapshot, snapshot.pk):
+            _build(snapshot)
     except ArbiterError as exc:
         _fail(snapshot, exc.message)
     except Exception as exc:
@@ -151,7 +155,8 @@ def snapshot_build(*, snapshot_id: int) -> None:
 
 def _fail(snapshot: DatasetSnapshot, message: str) -> None:
     DatasetSnapshot.objects.filter(pk=snapshot.pk).update(
-        status=DatasetSnapshot.Status.FAILED, message=message, progress=0, heartbeat_at=timezone.now()
+        status=DatasetSnapshot.Status.FAILED, message=message, error=message, progress=0,
+        heartbeat_at=timezone.now(), finished_at=timezone.now(),
     )
 
 
@@ -242,18 +247,12 @@ def _build(snapshot: DatasetSnapshot) -> None:
                 batch_size=WRITE_BATCH,
             )
         DatasetSnapshot.objects.filter(pk=snapshot.pk).update(
-            status=DatasetSnapshot.Status.READY, progress=1.0, content_hash=digest.hexdigest(),
-            stats=json.loads(json.dumps(stats)), message="", heartbeat_at=timezone.now(),
+            status=DatasetSnapshot.Status.SUCCEEDED, progress=1.0, content_hash=digest.hexdigest(),
+            stats=json.loads(json.dumps(stats)), message="", heartbeat_at=timezone.now(), finished_at=timezone.now(),
         )
 
 
-def snapshots_fail_stale() -> int:
-    """Builds whose worker vanished are marked failed, so none stays 'building' forever."""
-    cutoff = timezone.now() - timedelta(seconds=settings.SNAPSHOT_STALE_SECONDS)
-    return DatasetSnapshot.objects.filter(status=DatasetSnapshot.Status.BUILDING, heartbeat_at__lt=cutoff).update(
-        status=DatasetSnapshot.Status.FAILED,
-        message="The worker stopped before the snapshot was built; nothing was frozen. Create it again.",
-    )
+SNAPSHOT_STALE_REASON = "The worker stopped before the snapshot was built; nothing was frozen. Create it again."
 
 
 def snapshot_create_from_input(*, data: dict, campaigns: list[Campaign], created_by) -> DatasetSnapshot:

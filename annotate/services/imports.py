@@ -12,7 +12,6 @@ import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -31,6 +30,7 @@ from annotate.trajectory_formats import (
 )
 from webapp.db import bulk_create_new
 from webapp.errors import ArbiterError
+from webapp.jobs import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -260,15 +260,14 @@ def import_upload_create(
 
 
 def import_batch_run(*, batch_id: int) -> None:
-    """Run a stored import. Safe to run again: the import itself is one transaction."""
-    batch = ImportBatch.objects.get(pk=batch_id)
-    if batch.finished:
+    """Run a stored import (a job: webapp/jobs.py). Claimed once; the import itself is one transaction."""
+    now = timezone.now()
+    if not ImportBatch.objects.filter(pk=batch_id, status=ImportBatch.Status.QUEUED).update(
+            status=ImportBatch.Status.RUNNING, started_at=now, heartbeat_at=now):
         return
-    ImportBatch.objects.filter(pk=batch.pk).update(
-        status=ImportBatch.Status.RUNNING, heartbeat_at=timezone.now()
-    )
+    batch = ImportBatch.objects.select_related("campaign").get(pk=batch_id)
     try:
-        with open(batch.stored_path, "rb") as stream:
+        with Heartbeat(ImportBatch, batch.pk), open(batch.stored_path, "rb") as stream:
             report = trajectories_import_stream(stream=stream, campaign=batch.campaign)
     except ArbiterError as exc:
         _import_batch_finish(
@@ -304,8 +303,11 @@ def _import_batch_finish(
     error_count: int = 0,
     report: ImportReport | None = None,
 ) -> None:
+    """Write the outcome. Not guarded by status: what the import did is the truth, even if a
+    sweep had given up on it meanwhile (a heartbeat held up by a locked SQLite file)."""
     batch.status = status
     batch.message = message
+    batch.error = message if status == ImportBatch.Status.FAILED else ""
     batch.errors = errors or []
     batch.error_count = error_count
     if report is not None:
@@ -313,17 +315,9 @@ def _import_batch_finish(
         batch.created_count = report.created
         batch.duplicate_count = report.duplicates
         batch.comparisons_created = report.comparisons_created
-    batch.heartbeat_at = timezone.now()
+    batch.heartbeat_at = batch.finished_at = timezone.now()
     batch.save()
     Path(batch.stored_path).unlink(missing_ok=True)
 
 
-def import_batches_fail_stale() -> int:
-    """Mark imports whose worker vanished as failed, so nothing stays 'running' forever."""
-    cutoff = timezone.now() - timedelta(seconds=settings.IMPORT_STALE_SECONDS)
-    return ImportBatch.objects.filter(
-        status=ImportBatch.Status.RUNNING, heartbeat_at__lt=cutoff
-    ).update(
-        status=ImportBatch.Status.FAILED,
-        message="The worker stopped before the import finished; nothing was imported. Upload the file again.",
-    )
+IMPORT_STALE_REASON = "The worker stopped before the import finished; nothing was imported. Upload the file again."

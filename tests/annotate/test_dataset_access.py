@@ -33,7 +33,7 @@ def test_data_roles_create_list_and_read_snapshots_over_the_api(role_users, role
     created = api.post("/api/v1/datasets/", {"name": "api", "campaigns": [campaign.id]}, format="json")
     assert created.status_code == 201, created.content
     body = created.json()
-    assert body["status"] == "ready" and body["stats"]["pairs"] == 2
+    assert body["status"] == "succeeded" and body["stats"]["pairs"] == 2
     assert api.get(f"/api/v1/datasets/{body['id']}").json()["content_hash"] == body["content_hash"]
     assert any(s["id"] == body["id"] for s in api.get("/api/v1/datasets/").json())
 
@@ -75,7 +75,7 @@ def test_bad_downloads(researcher, snapshot, query, status, reason):
 def test_missing_and_building_snapshots(researcher, snapshot):
     api = token_client(researcher)
     assert api.get("/api/v1/datasets/999999/download?format=trl&filetype=jsonl").status_code == 404
-    DatasetSnapshot.objects.filter(pk=snapshot.pk).update(status="building", content_hash="")
+    DatasetSnapshot.objects.filter(pk=snapshot.pk).update(status="running", content_hash="")
     response = api.get(f"/api/v1/datasets/{snapshot.id}/download?format=trl&filetype=jsonl")
     assert response.status_code == 400 and "still building" in response.json()["detail"]
 
@@ -125,6 +125,6 @@ def test_a_large_snapshot_is_built_by_a_job(celery_worker_process, researcher, s
     campaign, _ = voted_campaign([[1, 2], [5, 5]])
     response = token_client(researcher).post("/api/v1/datasets/", {"name": "job", "campaigns": [campaign.id]},
                                              format="json")
-    assert response.status_code == 202 and response.json()["status"] == "building"
-    snapshot = wait_for(lambda: DatasetSnapshot.objects.exclude(status="building").filter(pk=response.json()["id"]).first())
-    assert snapshot.status == "ready" and snapshot.stats["pairs"] == 2 and snapshot.progress == 1.0
+    assert response.status_code == 202 and response.json()["status"] == "queued"
+    snapshot = wait_for(lambda: DatasetSnapshot.objects.exclude(status__in=["queued", "running"]).filter(pk=response.json()["id"]).first())
+    assert snapshot.status == "succeeded" and snapshot.stats["pairs"] == 2 and snapshot.progress == 1.0

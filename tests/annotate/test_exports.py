@@ -160,7 +160,7 @@ def test_building_failed_and_unknown_are_refused(snapshot, tmp_path):
         export_file(snapshot, "csv", tmp_path / "x.jsonl")
     with pytest.raises(ArbiterError, match="Unknown file type"):
         export_file(snapshot, "trl", tmp_path / "x.csv")
-    DatasetSnapshot.objects.filter(pk=snapshot.pk).update(status="building", content_hash="")
+    DatasetSnapshot.objects.filter(pk=snapshot.pk).update(status="running", content_hash="")
     snapshot.refresh_from_db()
     with pytest.raises(ArbiterError, match="still building"):
         export_file(snapshot, "trl", tmp_path / "x.jsonl")

@@ -19,7 +19,7 @@ def _pairs(snapshot):
 def test_majority_snapshot_with_known_answers():
     campaign, (c1, c2, c3) = voted_campaign([[1, 2, 4], [5, 4, 5], [1, 5]])
     snapshot = snapshot_create(name="s", campaigns=[campaign])
-    assert snapshot.status == "ready" and len(snapshot.content_hash) == 64
+    assert snapshot.status == "succeeded" and len(snapshot.content_hash) == 64
     pairs = _pairs(snapshot)
     assert (pairs[c1.id].preferred, pairs[c1.id].margin) == ("A", pytest.approx(1 / 3))
     assert (pairs[c2.id].preferred, pairs[c2.id].margin) == ("B", pytest.approx(1.0))

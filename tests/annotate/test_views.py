@@ -72,11 +72,16 @@ def test_stale_running_import_is_marked_failed(client, admin_user, settings):
 
     from django.utils import timezone
 
+    from webapp.jobs import jobs_sweep_stale
+
     client.force_login(admin_user)
     stale = ImportBatch.objects.create(
         filename="a.jsonl", status="running", heartbeat_at=timezone.now() - timedelta(hours=2)
     )
+    fresh = ImportBatch.objects.create(filename="b.jsonl", status="running", heartbeat_at=timezone.now())
+    assert jobs_sweep_stale()["annotate.ImportBatch"] == 1
     page = client.get(f"/annotate/imports/{stale.id}/").content.decode()
     stale.refresh_from_db()
-    assert stale.status == "failed"
+    assert stale.status == "failed" and stale.finished_at and "worker stopped" in stale.error
     assert "worker stopped" in page
+    assert ImportBatch.objects.get(pk=fresh.pk).status == "running"

@@ -62,13 +62,12 @@ def test_cancel_stops_a_reward_model_run_within_a_step_and_registers_nothing(cel
     assert not RewardModel.objects.exists()
 
 
-def test_a_killed_worker_fails_the_run_and_resume_continues_from_the_checkpoint(admin_user, settings):
+def test_a_killed_worker_fails_the_run_and_resume_continues_from_the_checkpoint(admin_user, settings, job_sweeper):
     settings.RUN_QUEUE = "gpu-resume-test"
-    settings.RUN_STALE_SECONDS = 3
     policy = tiny_policy()
     snapshot = simulated_snapshot(tasks=40, seed=2)
     api = token_client(admin_user)
-    env = {"RUN_HEARTBEAT_SECONDS": "0.5"}
+    env = {}
     proc, log = start_worker(queues="gpu-resume-test", name="resume-test-worker-1", env_extra=env, pool="solo")
     try:
         run_id = _launch(api, snapshot_id=snapshot.pk, epochs=12, checkpoint_every=4,

@@ -39,7 +39,7 @@ def test_simulated_annotators_fill_a_campaign_through_the_assignment_service():
     with pytest.raises(ArbiterError, match="No judgement matches"):
         snapshot_create(name="humans", campaigns=[campaign])
     assert snapshot_create(name="sim", campaigns=[campaign],
-                           filters=SnapshotFilters(include_synthetic=True)).status == "ready"
+                           filters=SnapshotFilters(include_synthetic=True)).status == "succeeded"
 
 
 def test_simulate_annotators_command(tmp_path):

@@ -71,7 +71,7 @@ def test_load_demo_is_idempotent_and_prints_users(settings):
     run = Run.objects.get(name="Demo rollouts")
     assert run.status == "succeeded" and run.created_by.username == "demo-admin"
     snapshot = DatasetSnapshot.objects.get(name="Demo: simulated labels")
-    assert snapshot.status == "ready" and snapshot.stats["pairs"] > 100
+    assert snapshot.status == "succeeded" and snapshot.stats["pairs"] > 100
     from django.contrib.auth import get_user_model
 
     assert user_roles(get_user_model().objects.get(username="demo-admin")) == {Role.ADMIN}

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from webapp.errors import ArbiterError
+from webapp.jobs import jobs_sweep_stale
 from webapp.models import Run, RunMetric
 from webapp.run_kinds import (
     RunKind,
@@ -25,7 +26,6 @@ from webapp.runs import (
     run_execute,
     run_launch,
     run_resume,
-    runs_fail_stale,
 )
 
 pytestmark = pytest.mark.django_db
@@ -173,7 +173,7 @@ def test_a_run_whose_heartbeat_is_stale_is_failed_with_the_reason(admin_user, se
                                          checkpoint={"step": 7, "path": "/tmp/x"})
     fresh = run_launch(kind="count", config={}, user=admin_user)
     Run.objects.filter(pk=fresh.pk).update(status="running", heartbeat_at=timezone.now())
-    assert runs_fail_stale() == 1
+    assert jobs_sweep_stale()["webapp.Run"] == 1
     run.refresh_from_db()
     assert run.status == "failed" and "stopped sending heartbeats" in run.error and "step 7" in run.error
     assert Run.objects.get(pk=fresh.pk).status == "running"

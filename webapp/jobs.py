@@ -1,0 +1,106 @@
+"""One lifecycle for every background job: imports, dataset builds and training runs.
+
+    queued --(a worker claims it)--> running --> succeeded | failed | cancelled
+
+A job model inherits `Job` (status, heartbeat, start and finish times, the failure
+reason). While a worker executes a job, a `Heartbeat` thread beats its `heartbeat_at`;
+`jobs_sweep_stale()` runs on a schedule (Celery beat, every JOB_SWEEP_SECONDS) and fails
+every running job whose heartbeat is older than its kind's stale limit, with the reason,
+so a job whose worker died is failed within a minute whether or not anyone opens a page.
+
+The fields and statuses live in `webapp.models` (`Job`, `JobStatus`). Apps register their job models in `AppConfig.ready()` with `job_kind_register`, so this
+core module imports none of them.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from webapp.models import Job, JobStatus
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobKind:
+    model: type[Job]
+    stale_seconds: Callable[[], float]
+    # sweep(queryset of stale running jobs, now) -> number failed; the default fails each with `reason`.
+    reason: str = "Its worker stopped sending heartbeats: the process was killed or its machine was lost."
+    reason_fields: tuple[str, ...] = ("error",)  # where the reason is written
+    sweep: Callable | None = None
+
+
+_KINDS: dict[str, JobKind] = {}
+
+
+def job_kind_register(kind: JobKind) -> None:
+    _KINDS[kind.model._meta.label] = kind
+
+
+def job_kinds() -> list[JobKind]:
+    return list(_KINDS.values())
+
+
+def jobs_fail_stale(kind: JobKind) -> int:
+    """Fail the running jobs of one kind whose heartbeat is older than its stale limit."""
+    now = timezone.now()
+    stale = kind.model.objects.filter(status=JobStatus.RUNNING,
+                                      heartbeat_at__lt=now - timedelta(seconds=kind.stale_seconds()))
+    if kind.sweep is not None:
+        return kind.sweep(stale, now)
+    return stale.update(status=JobStatus.FAILED, finished_at=now, **{f: kind.reason for f in kind.reason_fields})
+
+
+def jobs_sweep_stale() -> dict[str, int]:
+    """Fail every stale job of every kind; returns how many per model (Celery beat runs this)."""
+    counts = {}
+    for label, kind in _KINDS.items():
+        counts[label] = jobs_fail_stale(kind)
+        if counts[label]:
+            logger.warning("failed %d stale %s job(s)", counts[label], label)
+    return counts
+
+
+class Heartbeat(threading.Thread):
+    """Beats `heartbeat_at` of one running job every few seconds, on its own connection.
+
+    A write that fails (a locked SQLite file, a dropped connection) is retried at the next
+    beat: only a dead process stops the heartbeat.
+    """
+
+    def __init__(self, model: type[Job], pk: int, *, interval: float | None = None, **guard):
+        super().__init__(daemon=True, name=f"heartbeat-{model._meta.model_name}-{pk}")
+        self.model, self.pk, self.guard = model, pk, guard
+        self.interval = settings.JOB_HEARTBEAT_SECONDS if interval is None else interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(self.interval):
+                try:
+                    self.model.objects.filter(pk=self.pk, status=JobStatus.RUNNING, **self.guard).update(
+                        heartbeat_at=timezone.now())
+                except DatabaseError:
+                    logger.warning("heartbeat of %s %s could not be written; retrying", self.model.__name__, self.pk)
+                    connection.close()
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=10)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
