@@ -5,7 +5,9 @@ defaults are this machine's services) with a storage folder of their own under
 test-output/, which the Celery worker started by the tests shares.
 """
 import os
+import signal
 import socket
+import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -22,6 +24,10 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop 
 os.environ["HF_HOME"] = str(OUTPUT / "hf-home")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
+# One torch thread in the test process and the workers it starts: on a busy 2-core machine
+# torch's default of 2 threads made rollouts ~10x slower (benchmarks/RESULTS.md).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 HOW_TO_START = {
     "PostgreSQL": "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
@@ -54,3 +60,58 @@ def pytest_configure(config):
                 f"  {HOW_TO_START[name]}",
                 returncode=3,
             )
+
+
+# --- Timeouts that fail one test, not the ones after it ----------------------------------
+# pytest-timeout's signal method raises wherever the test happens to be. Inside a database
+# query that leaves the shared psycopg connection mid-command ("another command is already
+# in progress"), and every later test that touches the database errors. Here the timer
+# first cancels a query in flight on the server: the query then fails with QueryCanceled,
+# the test fails with it, and the connection is left in a state its rollback can clear.
+# Only if nothing was in flight (or the cancel did not help within 10 s) does it raise.
+
+
+def _cancel_running_queries() -> bool:
+    try:
+        import psycopg
+        from django.db import connections
+    except Exception:
+        return False
+    cancelled = False
+    for conn in connections.all(initialized_only=True):
+        raw = getattr(conn, "connection", None)
+        pgconn = getattr(raw, "pgconn", None)
+        if pgconn is not None and pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+            try:
+                raw.cancel_safe(timeout=3)
+                cancelled = True
+            except Exception:
+                pass
+    return cancelled
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    if settings.method != "signal" or not settings.timeout or not hasattr(signal, "SIGALRM"):
+        return None
+    state = {"cancelled": False}
+
+    def on_alarm(signum, frame):
+        if not state["cancelled"] and _cancel_running_queries():
+            state["cancelled"] = True
+            sys.stderr.write(f"\nTimeout >{settings.timeout}s in {item.nodeid}: cancelled the query in flight\n")
+            signal.setitimer(signal.ITIMER_REAL, 10)
+            return
+        pytest.fail(f"Timeout >{settings.timeout}s", pytrace=False)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item):
+    if hasattr(signal, "SIGALRM"):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    return True

@@ -2,7 +2,7 @@
 # `make run`: the embedded default on one machine. SQLite and a filesystem Celery broker
 # under var/ (unless DATABASE_URL / CELERY_BROKER_URL say otherwise), the default policy
 # trained once (about 5 minutes, with a progress bar; reused afterwards), demo data loaded
-# once, one worker on both queues in the background, gunicorn in the foreground.
+# once, one worker on both queues (with the beat scheduler) in the background, gunicorn in the foreground.
 # Ctrl-C stops both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,8 +15,9 @@ $BIN/python manage.py collectstatic --noinput -v0
 $BIN/python manage.py train_policy
 $BIN/python manage.py load_demo
 
-$BIN/celery -A webapp worker -Q default,gpu --concurrency 1 --loglevel INFO \
-  --logfile var/worker.log --hostname "embedded@%h" &
+# --beat: the scheduler in the same process sweeps jobs whose worker died (webapp/jobs.py).
+$BIN/celery -A webapp worker -Q default,gpu --concurrency 1 --loglevel INFO --beat \
+  --schedule var/celerybeat-schedule --logfile var/worker.log --hostname "embedded@%h" &
 WORKER=$!
 trap 'kill "$WORKER" 2>/dev/null || true; wait "$WORKER" 2>/dev/null || true' EXIT INT TERM
 

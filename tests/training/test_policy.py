@@ -13,7 +13,7 @@ from training.policy.layout import encode, episode_tokens
 from training.policy.model_io import PolicyLoadError, build_model, load_policy, save_policy, train_tokenizer
 from training.policy.rollout import RolloutConfig, rollout
 
-torch.set_num_threads(2)
+torch.set_num_threads(1)  # tests size their work for one thread (tests_env.py)
 ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(hidden=48, layers=2, heads=2)
 

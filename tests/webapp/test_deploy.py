@@ -41,7 +41,8 @@ def test_docker_compose_has_the_services_and_a_gpu_for_the_gpu_worker():
     import json
 
     services = json.loads(result.stdout)["services"]
-    assert {"postgres", "redis", "web", "worker", "gpu-worker"} <= set(services)
+    assert {"postgres", "redis", "web", "worker", "gpu-worker", "beat"} <= set(services)
+    assert services["beat"]["command"][:4] == ["celery", "-A", "webapp", "beat"]
     assert "healthcheck" in services["postgres"]
     devices = services["gpu-worker"]["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
@@ -51,3 +52,9 @@ def test_docker_compose_has_the_services_and_a_gpu_for_the_gpu_worker():
 @pytest.mark.django_db
 def test_models_and_migrations_agree():
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+
+
+def test_make_run_starts_the_beat_scheduler_beside_the_worker():
+    script = (ROOT / "scripts" / "run_embedded.sh").read_text()
+    worker_line = next(line for line in script.splitlines() if "celery -A webapp worker" in line)
+    assert "--beat" in worker_line
