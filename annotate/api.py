@@ -15,6 +15,7 @@ from annotate.services.imports import (
     trajectories_import_objects,
 )
 from webapp.access import api_role
+from webapp.api_errors import error_body, error_items
 from webapp.api_input import IdField, Int32Field, StrictJSONParser, id_parameter, query_id
 from webapp.errors import ArbiterError
 from webapp.models import pseudonym_for
@@ -94,10 +95,11 @@ class ImportUploadApi(APIView):
         batch = import_upload_create(
             upload=data.validated_data["file"], campaign=campaign, created_by=request.user
         )
-        code = status.HTTP_202_ACCEPTED if not batch.finished else (
-            status.HTTP_201_CREATED if batch.status == ImportBatch.Status.SUCCEEDED
-            else status.HTTP_400_BAD_REQUEST
-        )
+        if batch.status == ImportBatch.Status.FAILED:  # imported in the request, and refused
+            body = error_body(batch.message, error_items(batch.errors))
+            body["import"] = ImportBatchOutput(batch).data
+            return Response(body, status=status.HTTP_400_BAD_REQUEST)
+        code = status.HTTP_201_CREATED if batch.finished else status.HTTP_202_ACCEPTED
         return Response(ImportBatchOutput(batch).data, status=code)
 
 

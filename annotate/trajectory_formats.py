@@ -14,6 +14,11 @@ OpenAI chat mapping (a line with `messages` and no `schema`):
   when they are not a JSON object); parallel calls stay in their order.
 - a `tool` message is an `observation` tied to its call by `tool_call_id`.
 - the last `assistant` message without tool calls is the `answer`; earlier ones are thoughts.
+- content is a string or a list of text parts; any other part (an image, Anthropic's
+  `tool_use` / `tool_result` blocks) and the legacy `function_call` field are refused with
+  the reason: an import never drops what it does not understand.
+- the JSON of a line is decoded strictly (`webapp.json_input`): no NaN, 1e400, lone
+  surrogates, NUL or nesting past 64 levels.
 """
 from __future__ import annotations
 

@@ -45,7 +45,8 @@ def _items(data, field: str = "") -> list[dict]:
     return [{"field": field, "message": str(data)} if field else {"message": str(data)}]
 
 
-def _arbiter_items(details: list[dict]) -> list[dict]:
+def error_items(details: list[dict]) -> list[dict]:
+    """`ArbiterError.details` (or an import's stored errors) as error items: {message, field?, line?}."""
     items = []
     for d in details:
         item = {k: v for k, v in d.items() if k in ("field", "line")}
@@ -62,7 +63,7 @@ def _summary(items: list[dict]) -> str:
 
 def exception_handler(exc, context):
     if isinstance(exc, ArbiterError):
-        return Response(error_body(exc.message, _arbiter_items(exc.details)), status=status.HTTP_400_BAD_REQUEST)
+        return Response(error_body(exc.message, error_items(exc.details)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, RequestDataTooBig):
         return Response(error_body(str(exc) or "The request body is larger than the upload limit."),
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)

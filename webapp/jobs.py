@@ -8,8 +8,9 @@ reason). While a worker executes a job, a `Heartbeat` thread beats its `heartbea
 every running job whose heartbeat is older than its kind's stale limit, with the reason,
 so a job whose worker died is failed within a minute whether or not anyone opens a page.
 
-The fields and statuses live in `webapp.models` (`Job`, `JobStatus`). Apps register their job models in `AppConfig.ready()` with `job_kind_register`, so this
-core module imports none of them.
+The fields and statuses live in `webapp.models` (`Job`, `JobStatus`). Apps register their
+job models in `AppConfig.ready()` with `job_kind_register`, so this core module imports
+none of them.
 """
 from __future__ import annotations
 
@@ -43,10 +44,6 @@ _KINDS: dict[str, JobKind] = {}
 
 def job_kind_register(kind: JobKind) -> None:
     _KINDS[kind.model._meta.label] = kind
-
-
-def job_kinds() -> list[JobKind]:
-    return list(_KINDS.values())
 
 
 def jobs_fail_stale(kind: JobKind) -> int:

@@ -1,9 +1,15 @@
 """Core views that need no domain app (the home page lives in annotate: it shows its counts)."""
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
+
+from webapp.errors import ArbiterError
+from webapp.tokens import api_token_create, api_token_revoke, api_tokens_of
 
 
 def health(request: HttpRequest) -> HttpResponse:
@@ -14,8 +20,6 @@ def health(request: HttpRequest) -> HttpResponse:
 # Error pages in the site's layout (API paths get JSON from webapp.api_errors instead).
 
 def _error_page(request, *, status: int, title: str, message: str, advice: str) -> HttpResponse:
-    from django.shortcuts import render
-
     try:
         return render(request, "webapp/error.html",
                       {"title": title, "message": message, "advice": advice}, status=status)
@@ -24,8 +28,6 @@ def _error_page(request, *, status: int, title: str, message: str, advice: str) 
 
 
 def bad_request(request: HttpRequest, exception=None) -> HttpResponse:
-    from django.core.exceptions import RequestDataTooBig
-
     if isinstance(exception, RequestDataTooBig):
         return _error_page(request, status=413, title="Too large", message=str(exception),
                            advice="Split the file, or ask an admin to raise the limit.")
@@ -55,11 +57,6 @@ def server_error(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def tokens(request: HttpRequest) -> HttpResponse:
     """List, create (the key is shown once) and revoke the signed-in user's API tokens."""
-    from django.shortcuts import render
-
-    from webapp.errors import ArbiterError
-    from webapp.tokens import api_token_create, api_tokens_of
-
     new_key, error, status = "", "", 200
     if request.method == "POST":
         try:
@@ -73,12 +70,6 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
-    from django.contrib import messages
-    from django.shortcuts import redirect
-
-    from webapp.errors import ArbiterError
-    from webapp.tokens import api_token_revoke
-
     try:
         api_token_revoke(user=request.user, token_id=token_id)
     except ArbiterError as exc:

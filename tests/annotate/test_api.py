@@ -100,9 +100,11 @@ def test_bad_upload_answers_400_with_the_lines(admin_api):
     upload = SimpleUploadedFile("t.jsonl", jsonl(canonical()) + b"{x\n")
     response = admin_api.post("/api/v1/imports/", {"file": upload}, format="multipart")
     assert response.status_code == 400
-    assert response.json()["errors"][0]["line"] == 2
+    body = response.json()
+    assert body["detail"].startswith("Nothing was imported")  # the API's one error shape
+    assert body["errors"][0]["line"] == 2 and "invalid JSON" in body["errors"][0]["message"]
+    assert body["import"]["status"] == "failed" and body["import"]["id"] == ImportBatch.objects.get().id
     assert Trajectory.objects.count() == 0
-    assert ImportBatch.objects.get().status == "failed"
 
 
 def test_upload_over_the_limit_is_refused(admin_api, settings):

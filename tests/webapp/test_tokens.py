@@ -59,3 +59,16 @@ def test_admins_reach_users_groups_and_tokens_in_the_django_admin(client, admin_
     for section in ("/admin/webapp/user/", "/admin/auth/group/", "/admin/webapp/apitoken/"):
         assert section in index, section
         assert client.get(section).status_code == 200
+
+
+def test_the_command_prints_a_working_key(capsys):
+    from django.core.management import CommandError, call_command
+
+    UserFactory(username="cli", roles=["admin"])
+    call_command("create_api_token", "cli", "--name", "setup script")
+    key = capsys.readouterr().out.strip()
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api.get("/api/v1/whoami").json()["username"] == "cli"
+    with pytest.raises(CommandError, match="No user"):
+        call_command("create_api_token", "nobody")
