@@ -1,0 +1,238 @@
+"""The environment interface: what an agent's world must provide, in plain Python (no Django).
+
+An environment gives tasks (by split), the tools an agent may call (each a name, a
+description and a JSON Schema of its arguments, declared as OpenAI function tools are),
+carries out one tool call at a time, and scores a finished episode with a rubric:
+
+    class MyEnv(Environment):
+        name = "my-env"
+        def tasks(self, split): ...                     # [EnvTask]
+        def tools(self): ...                            # [Tool]
+        def start(self, task): ...                      # per-episode state (anything)
+        def call(self, state, tool, arguments): ...     # ToolResult
+        def outcome(self, state, episode): ...          # Rubric
+
+Episode limits (steps, loops), argument checking against the schemas and the record of
+the episode in Arbiter's canonical trajectory form belong to `EpisodeRunner`, not to each
+environment: a malformed call (an unknown tool, arguments that fail the schema) is an
+error observation that uses a step, whatever the environment.
+
+How to write one, register it and point Arbiter at it: docs/environments.md.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import jsonschema
+
+SYSTEM_PROMPT = ("You are an agent. Use the tools to find what the task asks, then give your final answer "
+                 "with the answer tool.")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the agent may call: OpenAI's function-tool declaration."""
+
+    name: str
+    description: str
+    parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def as_openai(self) -> dict:
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+@dataclass(frozen=True)
+class EnvTask:
+    """One task of an environment. `reference` is the known answer (never shown to annotators)."""
+
+    external_id: str
+    prompt: str
+    reference: str = ""
+    split: str = "train"
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call gives back. `done` ends the episode (the answer tool); `error` uses a step as any call."""
+
+    content: str
+    error: bool = False
+    done: bool = False
+    answer: str | None = None  # the final answer, when the call gave one
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """The outcome of a finished episode: correct or not, a score, and the named parts behind them."""
+
+    correct: bool
+    score: float
+    parts: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"correct": self.correct, "utility": self.score, **self.parts}
+
+
+@dataclass
+class EpisodeRecord:
+    """What the runner saw of an episode; given to `Environment.outcome`."""
+
+    task: EnvTask
+    steps: list[dict] = field(default_factory=list)  # canonical v1 steps
+    calls: int = 0
+    tool_errors: int = 0
+    answer: str | None = None
+    loop: bool = False
+    truncated: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.answer is not None or self.loop or self.truncated
+
+
+class Environment(ABC):
+    """Subclass and fill in the abstract methods; see the module docstring."""
+
+    name: str = ""
+    description: str = ""
+    system_prompt: str = SYSTEM_PROMPT
+
+    @abstractmethod
+    def tasks(self, split: str) -> list[EnvTask]:
+        """The tasks of a split (train, dev or eval), in a fixed order."""
+
+    @abstractmethod
+    def tools(self) -> list[Tool]:
+        """The tools an agent may call, with the JSON Schemas of their arguments."""
+
+    def start(self, task: EnvTask) -> Any:
+        """Per-episode state, handed back to `call` and `outcome` (None when there is none)."""
+        return None
+
+    @abstractmethod
+    def call(self, state: Any, tool: str, arguments: dict) -> ToolResult:
+        """Carry out one call; the runner has checked the tool exists and the arguments fit its schema."""
+
+    @abstractmethod
+    def outcome(self, state: Any, episode: EpisodeRecord) -> Rubric:
+        """Score a finished episode."""
+
+    def opening_messages(self, task: EnvTask) -> list[dict]:
+        """The chat an episode starts from (the tools go beside it, as `tools`)."""
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int = 8
+    loop_repeats: int = 3  # the same call this many times in a row ends the episode as a loop
+
+
+class EpisodeRunner:
+    """Plays episodes of one environment under the runner's limits, one tool call at a time."""
+
+    def __init__(self, env: Environment, limits: Limits = Limits()):
+        self.env, self.limits = env, limits
+
+    @cached_property
+    def tools(self) -> dict[str, Tool]:
+        tools = {t.name: t for t in self.env.tools()}
+        for tool in tools.values():
+            jsonschema.Draft202012Validator.check_schema(tool.parameters)
+        return tools
+
+    @cached_property
+    def _validators(self) -> dict[str, jsonschema.Draft202012Validator]:
+        return {name: jsonschema.Draft202012Validator(t.parameters) for name, t in self.tools.items()}
+
+    def start(self, task: EnvTask) -> Episode:
+        return Episode(self, task, self.env.start(task))
+
+
+class Episode:
+    """One episode in progress: `call` until `done`, then `outcome()`."""
+
+    def __init__(self, runner: EpisodeRunner, task: EnvTask, state: Any):
+        self.runner, self.state = runner, state
+        self.record = EpisodeRecord(task=task)
+        self._recent: list[str] = []
+
+    @property
+    def done(self) -> bool:
+        return self.record.done
+
+    def call(self, tool: str, arguments: Any, *, call_id: str | None = None) -> ToolResult:
+        """Carry out one tool call (or refuse it as an error result); every call uses a step."""
+        if self.done:
+            raise RuntimeError("the episode has ended")
+        record = self.record
+        record.calls += 1
+        problem = self._problem(tool, arguments)
+        if problem:
+            result = ToolResult(f"Error: {problem}", error=True)
+        else:
+            result = self.runner.env.call(self.state, tool, arguments)
+        self._record(tool, arguments, result, call_id)
+        signature = f"{tool}:{sorted(arguments.items()) if isinstance(arguments, dict) else arguments!r}"
+        self._recent = (self._recent + [signature])[-self.runner.limits.loop_repeats:]
+        if not self.done:
+            repeats = self.runner.limits.loop_repeats
+            if len(self._recent) == repeats and len(set(self._recent)) == 1:
+                record.loop = True
+            elif record.calls >= self.runner.limits.max_steps:
+                record.truncated = True
+        return result
+
+    def _problem(self, tool: str, arguments: Any) -> str:
+        tools = self.runner.tools
+        if tool not in tools:
+            return f"unknown tool {tool!r}; the tools are {', '.join(sorted(tools))}."
+        if not isinstance(arguments, dict):
+            return f"the arguments of {tool} must be a JSON object."
+        errors = sorted(self.runner._validators[tool].iter_errors(arguments), key=lambda e: list(e.path))
+        if errors:
+            where = ".".join(map(str, errors[0].absolute_path))
+            return f"bad arguments for {tool}: {(where + ': ') if where else ''}{errors[0].message}."
+        return ""
+
+    def _record(self, tool: str, arguments: Any, result: ToolResult, call_id: str | None) -> None:
+        record = self.record
+        if result.done:  # the answer is a step of its own in the canonical form, as in imported transcripts
+            record.answer = result.answer if result.answer is not None else result.content
+            record.steps.append({"kind": "answer", "text": record.answer})
+            return
+        action = {"kind": "action", "tool": tool, "arguments": arguments if isinstance(arguments, dict)
+                  else str(arguments)}
+        if call_id:
+            action["call_id"] = call_id
+        record.steps.append(action)
+        observation = {"kind": "observation", "tool": tool, "content": result.content}
+        if call_id:
+            observation["call_id"] = call_id
+        if result.error:
+            observation["is_error"] = True
+            record.tool_errors += 1
+        record.steps.append(observation)
+
+    def outcome(self) -> Rubric:
+        return self.runner.env.outcome(self.state, self.record)
+
+    def trajectory(self, *, agent: str, version: str = "") -> dict:
+        """The finished episode as a canonical v1 trajectory (annotate/schemas/trajectory.v1.schema.json)."""
+        task = self.record.task
+        return {
+            "schema": "arbiter.trajectory/v1",
+            "task": {"external_id": task.external_id, "prompt": task.prompt, "reference_answer": task.reference,
+                     "split": task.split},
+            "agent": {"name": agent, "version": version},
+            "steps": list(self.record.steps),
+            "answer": self.record.answer or "",
+            "outcome": self.outcome().as_dict(),
+            "metadata": {"environment": self.runner.env.name,
+                         "tools": [t.as_openai() for t in self.runner.tools.values()]},
+        }

@@ -1,0 +1,68 @@
+"""The encyclopedia browser (training/env/) through the environment interface.
+
+The WebGPT-style text browser over a fictional encyclopedia generated per seed, with its
+tools declared as OpenAI function tools: `search(query)`, `open(n)`, `find(text)`,
+`quote(text)` and `answer(text)`. The browser's own observations and rubric are used as
+they are; the episode limits are the runner's (`training.envs.base.EpisodeRunner`).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from training.env.browser import BrowserConfig, TextBrowser
+from training.env.corpus import generate_corpus, generate_tasks
+from training.env.rubric import score
+from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
+
+UNLIMITED = 10**9  # the browser's own limits are switched off: the runner's apply
+
+
+def _text_tool(name: str, description: str, field: str = "text") -> Tool:
+    return Tool(name, description, {"type": "object", "properties": {field: {"type": "string"}},
+                                    "required": [field], "additionalProperties": False})
+
+
+class EncyclopediaEnvironment(Environment):
+    name = "encyclopedia"
+    description = "A WebGPT-style text browser over a fictional encyclopedia generated per seed."
+    system_prompt = ("Answer the question from the encyclopedia: search, open a result, find or quote what "
+                     "supports the answer, then answer.")
+
+    def __init__(self, *, seed: int = 0, config: BrowserConfig | None = None):
+        self.seed = seed
+        corpus = generate_corpus(seed=seed)
+        self._specs = generate_tasks(corpus, seed=seed)
+        config = replace(config or BrowserConfig(), max_steps=UNLIMITED, loop_repeats=UNLIMITED)
+        self.browser = TextBrowser(corpus, config)
+
+    def tasks(self, split: str) -> list[EnvTask]:
+        return [EnvTask(external_id=t.external_id, prompt=t.question, reference=t.answer, split=t.split,
+                        metadata={"environment": self.name, "seed": self.seed, "qtype": t.qtype, "hops": t.hops})
+                for t in self._specs if t.split == split]
+
+    def tools(self) -> list[Tool]:
+        return [
+            _text_tool("search", "Search the encyclopedia; returns numbered results.", "query"),
+            Tool("open", "Open result n of the last search.",
+                 {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}},
+                  "required": ["n"], "additionalProperties": False}),
+            _text_tool("find", "The sentences of the open page that contain the text."),
+            _text_tool("quote", "Keep a quote from the open page as evidence."),
+            _text_tool("answer", "Give the final answer and end the episode."),
+        ]
+
+    def start(self, task: EnvTask):
+        return self.browser.reset(task.prompt)
+
+    def call(self, state, tool: str, arguments: dict) -> ToolResult:
+        argument = next(iter(arguments.values()))
+        result = self.browser.step(state, f"{tool}[{argument}]")
+        if tool == "answer":
+            return ToolResult(str(argument), done=True, answer=str(argument))
+        return ToolResult(result.observation, error=result.error)
+
+    def outcome(self, state, episode: EpisodeRecord) -> Rubric:
+        graded = score(answer=episode.answer, reference=episode.task.reference, quotes=state.quotes,
+                       opened=state.opened, steps=episode.calls, tool_errors=episode.tool_errors, loop=episode.loop)
+        parts = {k: v for k, v in graded.as_dict().items() if k not in ("correct", "utility")}
+        return Rubric(correct=graded.correct, score=graded.utility, parts=parts)

@@ -1,0 +1,60 @@
+"""Environments by name: the built-ins, a user's class by dotted path, or a package's entry point.
+
+    get_environment("arithmetic")                           # built in
+    get_environment("encyclopedia", seed=7)                 # built in, options passed to the class
+    get_environment("mypackage.envs:TicketDesk")            # a user's class, by dotted path
+    get_environment("ticket-desk")                          # an entry point in group "arbiter.environments"
+
+A name that is none of these is refused with the names that exist. Nothing needs editing
+in Arbiter to add an environment.
+"""
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from training.envs.base import Environment
+
+ENTRY_POINT_GROUP = "arbiter.environments"
+BUILT_IN = {
+    "encyclopedia": "training.envs.encyclopedia:EncyclopediaEnvironment",
+    "arithmetic": "training.envs.arithmetic:ArithmeticEnvironment",
+}
+
+
+class UnknownEnvironment(ValueError):
+    """The name is not a built-in, an entry point or an importable Environment class."""
+
+
+def _load(dotted: str) -> type:
+    module_name, _, attr = dotted.partition(":") if ":" in dotted else dotted.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+        cls = getattr(module, attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UnknownEnvironment(f"cannot import environment {dotted!r}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Environment)):
+        raise UnknownEnvironment(f"{dotted!r} is not a subclass of training.envs.base.Environment")
+    return cls
+
+
+def environment_names() -> list[str]:
+    """The built-ins and the installed entry points (dotted paths work too, unlisted)."""
+    return sorted({*BUILT_IN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+
+
+def environment_class(name: str) -> type[Environment]:
+    if name in BUILT_IN:
+        return _load(BUILT_IN[name])
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return _load(ep.value)
+    if "." in name or ":" in name:
+        return _load(name)
+    raise UnknownEnvironment(f"no environment {name!r}; known: {', '.join(environment_names())}, "
+                             "or give a class by dotted path (package.module:Class)")
+
+
+def get_environment(name: str, **options) -> Environment:
+    """An instance of the environment called `name`, built with `options`."""
+    return environment_class(name)(**options)
