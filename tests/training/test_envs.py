@@ -126,7 +126,7 @@ def test_a_users_environment_by_dotted_path_goes_through_the_runner():
 
 def test_unknown_names_are_refused_with_the_known_ones():
     assert {"encyclopedia", "arithmetic"} <= set(environment_names())
-    with pytest.raises(UnknownEnvironment, match="known: arithmetic, encyclopedia"):
+    with pytest.raises(UnknownEnvironment, match="known: arithmetic, encyclopedia, mcp"):
         get_environment("nope")
     with pytest.raises(UnknownEnvironment, match="not a subclass"):
         get_environment("training.envs.base:Tool")

@@ -4,6 +4,7 @@
     get_environment("encyclopedia", seed=7)                 # built in, options passed to the class
     get_environment("mypackage.envs:TicketDesk")            # a user's class, by dotted path
     get_environment("ticket-desk")                          # an entry point in group "arbiter.environments"
+    get_environment("mcp", server=[...], tasks="t.jsonl")   # tools from an MCP server (training/envs/mcp.py)
 
 A name that is none of these is refused with the names that exist. Nothing needs editing
 in Arbiter to add an environment.
@@ -19,6 +20,7 @@ ENTRY_POINT_GROUP = "arbiter.environments"
 BUILT_IN = {
     "encyclopedia": "training.envs.encyclopedia:EncyclopediaEnvironment",
     "arithmetic": "training.envs.arithmetic:ArithmeticEnvironment",
+    "mcp": "training.envs.mcp:MCPEnvironment",
 }
 
 

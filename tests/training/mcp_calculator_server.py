@@ -1,0 +1,28 @@
+"""An MCP server over stdio serving the arithmetic environment's calculator (used by test_envs_mcp.py).
+
+    python tests/training/mcp_calculator_server.py
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
+
+from training.envs.arithmetic import CalculatorError, _format, calculate  # noqa: E402
+
+server = MCPServer("arbiter-calculator")
+
+
+@server.tool()
+def calculate_expression(expression: str) -> str:
+    """Evaluate an arithmetic expression, e.g. 48 * 17 - 95."""
+    try:
+        return _format(calculate(expression))
+    except CalculatorError as exc:
+        raise ToolError(str(exc)) from None
+
+
+if __name__ == "__main__":
+    server.run("stdio")

@@ -1,0 +1,88 @@
+"""An environment whose tools come from a real MCP server that the test starts (stdio)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from training.envs.arithmetic import ArithmeticEnvironment
+from training.envs.base import EpisodeRunner, Limits
+from training.envs.mcp import MCPEnvironmentError
+from training.envs.registry import get_environment
+
+SERVER = [sys.executable, str(Path(__file__).with_name("mcp_calculator_server.py"))]
+
+
+@pytest.fixture(scope="module")
+def tasks_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("mcp") / "tasks.jsonl"
+    tasks = ArithmeticEnvironment(seed=5, n_tasks=20)
+    rows = [{"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference, "split": t.split}
+            for split in ("train", "dev", "eval") for t in tasks.tasks(split)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def env(tasks_file):
+    environment = get_environment("mcp", server=SERVER, tasks=str(tasks_file))
+    yield environment
+    environment.close()
+
+
+def test_the_tools_and_their_schemas_come_from_the_server(env):
+    tools = {t.name: t for t in env.tools()}
+    assert set(tools) == {"calculate_expression", "answer"}  # the server's, and Arbiter's answer tool
+    schema = tools["calculate_expression"].parameters
+    assert schema["properties"]["expression"]["type"] == "string" and schema["required"] == ["expression"]
+    assert "48 * 17 - 95" in tools["calculate_expression"].description
+
+
+def test_episodes_call_the_server_and_are_scored_by_the_tasks_reference(env):
+    task = env.tasks("eval")[0]
+    runner = EpisodeRunner(env, Limits(max_steps=6))
+    episode = runner.start(task)
+    assert episode.call("calculate_expression", {"expression": "48 * 17 - 95"}).content == "721"
+    failed = episode.call("calculate_expression", {"expression": "1 / 0"})
+    assert failed.error and "division by zero" in failed.content
+    refused = episode.call("calculate_expression", {"expr": "1"})  # fails the server's schema: never sent
+    assert refused.error and "bad arguments" in refused.content
+    episode.call("answer", {"text": task.reference})
+    outcome = episode.outcome()
+    assert outcome.correct and outcome.parts == {"steps": 4, "tool_errors": 2, "loop": False, "answered": True}
+    stored = episode.trajectory(agent="mcp-agent")
+    assert stored["metadata"]["tools"][0]["function"]["name"] == "calculate_expression"
+    wrong = runner.start(task)
+    wrong.call("answer", {"text": "no idea"})
+    assert not wrong.outcome().correct
+
+
+def test_a_rubric_hook_by_dotted_path(tasks_file):
+    env = get_environment("mcp", server=SERVER, tasks=str(tasks_file),
+                          rubric="tests.training.test_envs_mcp:lenient")
+    try:
+        episode = EpisodeRunner(env).start(env.tasks("train")[0])
+        episode.call("answer", {"text": "anything"})
+        assert episode.outcome().correct and episode.outcome().parts == {"hook": True}
+    finally:
+        env.close()
+
+
+def lenient(task, episode):
+    from training.envs.base import Rubric
+
+    return Rubric(correct=episode.answer is not None, score=1.0, parts={"hook": True})
+
+
+def test_bad_tasks_and_unreachable_servers_are_refused_with_the_reason(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "no id"}\n{"external_id": "x", "prompt": "p", "split": "test"}\n')
+    with pytest.raises(MCPEnvironmentError, match="line 1: KeyError.*line 2: split must be"):
+        get_environment("mcp", server=SERVER, tasks=str(bad))
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"external_id": "x", "prompt": "p"}\n')
+    with pytest.raises(MCPEnvironmentError, match="cannot connect"):
+        get_environment("mcp", server=[sys.executable, "-c", "import sys; sys.exit(3)"], tasks=str(good),
+                        timeout=10)

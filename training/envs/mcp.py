@@ -1,0 +1,150 @@
+"""An environment whose tools are served by a Model Context Protocol server (the official `mcp` SDK).
+
+    get_environment("mcp", server=["python", "my_server.py"], tasks="tasks.jsonl")      # stdio
+    get_environment("mcp", server="http://127.0.0.1:8765/mcp", tasks="tasks.jsonl")     # streamable HTTP
+
+The tools and their JSON Schemas come from the server's tool list; each call goes to the
+server, and a result the server marks `is_error` is an error observation. Arbiter adds an
+`answer` tool (unless the server has one) that ends the episode. Tasks come from a JSONL
+file (`external_id`, `prompt`, `reference`, `split`, optional `metadata`); the rubric is
+normalized exact match of the answer against `reference`, or a Python hook named by
+dotted path: `rubric="mypackage.grading:grade"`, a function `(task, episode) -> Rubric`.
+
+The SDK is asynchronous; the connection runs its event loop in a thread of its own
+(anyio's blocking portal), so the rest of Arbiter calls it like any other environment.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from training.env.rubric import normalize
+from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
+
+ANSWER_TOOL = Tool("answer", "Give the final answer and end the episode.",
+                   {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+
+
+class MCPEnvironmentError(ValueError):
+    """The server could not be reached, or the tasks or rubric hook are not usable; the message says why."""
+
+
+class MCPConnection:
+    """A synchronous handle on one MCP client session (stdio command or streamable HTTP URL)."""
+
+    def __init__(self, server: str | list[str], *, env: dict | None = None, timeout: float = 30.0):
+        from anyio.from_thread import start_blocking_portal
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters
+
+        if isinstance(server, str) and server.startswith(("http://", "https://")):
+            target = server
+        else:
+            command = server.split() if isinstance(server, str) else list(server)
+            if not command:
+                raise MCPEnvironmentError("give the MCP server's command or URL")
+            target = StdioServerParameters(command=command[0], args=command[1:], env=env)
+        self._portal_cm = start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        try:
+            self._client_cm = self._portal.wrap_async_context_manager(
+                Client(target, read_timeout_seconds=timeout))
+            self._client = self._client_cm.__enter__()
+        except Exception as exc:
+            self._portal_cm.__exit__(None, None, None)
+            raise MCPEnvironmentError(f"cannot connect to the MCP server {server!r}: {exc}") from exc
+
+    def list_tools(self) -> list:
+        tools, cursor = [], None
+        while True:
+            page = self._portal.call(lambda: self._client.list_tools(cursor=cursor))
+            tools.extend(page.tools)
+            cursor = getattr(page, "next_cursor", None)
+            if not cursor:
+                return tools
+
+    def call_tool(self, name: str, arguments: dict):
+        return self._portal.call(self._client.call_tool, name, arguments)
+
+    def close(self) -> None:
+        try:
+            self._client_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+
+
+def load_tasks_jsonl(path: str | Path) -> list[EnvTask]:
+    """Tasks from JSONL; every bad line is named at once."""
+    tasks, problems = [], []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            tasks.append(EnvTask(external_id=str(row["external_id"]), prompt=str(row["prompt"]),
+                                 reference=str(row.get("reference", "")), split=row.get("split", "train"),
+                                 metadata=dict(row.get("metadata") or {})))
+            if tasks[-1].split not in ("train", "dev", "eval"):
+                problems.append(f"line {number}: split must be train, dev or eval")
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(f"line {number}: {type(exc).__name__}: {exc}")
+    if problems:
+        raise MCPEnvironmentError(f"{path}: " + "; ".join(problems[:10]))
+    return tasks
+
+
+def exact_match_rubric(task: EnvTask, episode: EpisodeRecord) -> Rubric:
+    correct = episode.answer is not None and bool(normalize(task.reference)) and (
+        normalize(episode.answer) == normalize(task.reference))
+    score = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
+    return Rubric(correct=correct, score=score, parts={"steps": episode.calls, "tool_errors": episode.tool_errors,
+                                                       "loop": episode.loop, "answered": episode.answer is not None})
+
+
+def _hook(dotted: str) -> Callable:
+    module, _, name = dotted.partition(":") if ":" in dotted else dotted.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise MCPEnvironmentError(f"cannot import the rubric hook {dotted!r}: {exc}") from None
+
+
+class MCPEnvironment(Environment):
+    name = "mcp"
+    description = "Tools served by an MCP server; tasks from a JSONL file."
+
+    def __init__(self, *, server: str | list[str], tasks: str | Path, rubric: str | None = None,
+                 server_env: dict | None = None, timeout: float = 30.0):
+        self._tasks = load_tasks_jsonl(tasks)
+        self._rubric = _hook(rubric) if rubric else exact_match_rubric
+        self.connection = MCPConnection(server, env=server_env, timeout=timeout)
+        served = [Tool(t.name, t.description or "", t.input_schema or {"type": "object"})
+                  for t in self.connection.list_tools()]
+        self._tools = served + ([] if any(t.name == "answer" for t in served) else [ANSWER_TOOL])
+        self._served = {t.name for t in served}
+
+    def tasks(self, split: str) -> list[EnvTask]:
+        return [t for t in self._tasks if t.split == split]
+
+    def tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    def call(self, state, tool: str, arguments: dict) -> ToolResult:
+        if tool == "answer" and tool not in self._served:
+            return ToolResult(arguments["text"], done=True, answer=arguments["text"])
+        try:
+            result = self.connection.call_tool(tool, arguments)
+        except Exception as exc:  # the server failed the request (not a tool error): the agent sees why
+            return ToolResult(f"Error: the tool server failed: {exc}", error=True)
+        text = "\n".join(getattr(part, "text", "") or "" for part in result.content)
+        if tool == "answer":
+            return ToolResult(text, done=True, answer=str(arguments.get("text", text)))
+        return ToolResult(text, error=bool(result.is_error))
+
+    def outcome(self, state, episode: EpisodeRecord) -> Rubric:
+        return self._rubric(episode.task, episode)
+
+    def close(self) -> None:
+        self.connection.close()
