@@ -33,6 +33,10 @@ class RunListCreateApi(APIView):
         name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
         idempotency_key = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
+    class FilterSerializer(serializers.Serializer):
+        kind = serializers.CharField(max_length=32, required=False, allow_blank=True, default="")
+        status = serializers.ChoiceField(choices=Run.Status.values, required=False, allow_blank=True, default="")
+
     def get_permissions(self):
         roles = (Role.ADMIN,) if self.request.method == "POST" else READ_ROLES
         return [api_role(*roles)()]
@@ -42,7 +46,9 @@ class RunListCreateApi(APIView):
                                                 description="Only runs in this status.")],
                    responses={200: RunOutput(many=True)})
     def get(self, request):
-        runs = runs_filtered(kind=request.query_params.get("kind", ""), status=request.query_params.get("status", ""))
+        query = self.FilterSerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        runs = runs_filtered(**query.validated_data)
         return Response(RunOutput(runs[:200], many=True).data)
 
     @extend_schema(request=InputSerializer, responses={201: RunOutput})

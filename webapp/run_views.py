@@ -22,6 +22,9 @@ VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
 @role_required(*VIEW_ROLES)
 def runs(request: HttpRequest) -> HttpResponse:
     kind, status = request.GET.get("kind", ""), request.GET.get("status", "")
+    # Filters from the address bar: anything but a known kind or status means no filter.
+    kind = kind if get_kind(kind) else ""
+    status = status if status in Run.Status.values else ""
     return render(request, "webapp/runs.html", {
         "runs": runs_filtered(kind=kind, status=status)[:200], "kinds": all_kinds(), "statuses": Run.Status,
         "kind": kind, "status": status,

@@ -20,7 +20,7 @@ from webapp.models import Run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 HUGE = str(2**70)
-JUNK_QUERY = f"?kind=%ff%fe&status=x&campaign={HUGE}&page=-1&format=nope&filetype=..%2f..&metrics=2&q=%00"
+JUNK_QUERY = f"?kind=%00%ff%fe&status=%00x&campaign={HUGE}&page=-1&format=nope&filetype=..%2f..&metrics=2&q=%00"
 JUNK_FORM = {
     "name": "a\x00b", "description": "x" * 30_000, "choice": HUGE, "both_bad": "maybe",
     "first_wrong_left": HUGE, "first_wrong_right": "-5", "rationale": "\x00", "reason": "r" * 1000,

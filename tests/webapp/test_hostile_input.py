@@ -243,6 +243,9 @@ def test_api_answers_json_for_unknown_paths_wrong_ids_and_methods(clients):
         assert response["Content-Type"].startswith("application/json") and response.json()["detail"]
     response = admin.put("/api/v1/runs/", {}, format="json")
     assert response.status_code == 405 and response.json()["detail"]
+    for query in ("?status=%00", "?kind=a%00b", "?status=nope", f"?kind={'k' * 40}"):  # found by the fuzzer
+        response = admin.get(f"/api/v1/runs/{query}")
+        assert response.status_code == 400 and response.json()["errors"][0]["field"] in ("kind", "status")
     response = APIClient().get("/api/v1/whoami")
     assert response.status_code in (401, 403) and response.json()["detail"]
 
