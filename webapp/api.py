@@ -1,7 +1,7 @@
 """Core REST endpoints."""
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -58,6 +58,6 @@ class TokenRevokeApi(APIView):
 
     @extend_schema(request=None, responses={204: None})
     def delete(self, request, token_id: int):
-        get_object_or_404(ApiToken, pk=token_id, user=request.user)
-        api_token_revoke(user=request.user, token_id=token_id)
+        if not api_token_revoke(user=request.user, token_id=token_id):
+            raise NotFound(f"You have no token with id {token_id}.")
         return Response(status=status.HTTP_204_NO_CONTENT)

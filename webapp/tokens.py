@@ -39,13 +39,9 @@ def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
     return token, key
 
 
-def api_token_revoke(*, user, token_id: int, any_user: bool = False) -> None:
-    """Revoke one of `user`'s tokens (any user's when `any_user`, for admins)."""
-    tokens = ApiToken.objects.filter(pk=token_id)
-    if not any_user:
-        tokens = tokens.filter(user=user)
-    if not tokens.delete()[0]:
-        raise ArbiterError(f"You have no token with id {token_id}.")
+def api_token_revoke(*, user, token_id: int) -> bool:
+    """Revoke one of `user`'s tokens; False when they have none with that id."""
+    return ApiToken.objects.filter(pk=token_id, user=user).delete()[0] > 0
 
 
 def api_tokens_of(user):

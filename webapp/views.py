@@ -70,10 +70,8 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
-    try:
-        api_token_revoke(user=request.user, token_id=token_id)
-    except ArbiterError as exc:
-        messages.error(request, exc.message)
-    else:
+    if api_token_revoke(user=request.user, token_id=token_id):
         messages.success(request, "Token revoked: it no longer works.")
+    else:
+        messages.error(request, f"You have no token with id {token_id}.")
     return redirect("tokens")
