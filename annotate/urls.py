@@ -1,6 +1,7 @@
 from django.urls import path
 
-from annotate import dataset_views, views
+from annotate import views
+from annotate.datasets import views as dataset_views
 
 app_name = "annotate"
 urlpatterns = [

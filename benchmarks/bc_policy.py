@@ -1,5 +1,5 @@
 """Behaviour cloning of the default policy without Django: the same steps as
-`training.policy_service.policy_train_default` (tokenizer, demonstrations, model, BC, then
+`training.policy.services.policy_train_default` (tokenizer, demonstrations, model, BC, then
 rubric success greedy and at temperature 1), timed, on the split you choose.
 
     nice -n 10 .venv/bin/python benchmarks/bc_policy.py [--split dev|eval] [--save DIR] [--set hidden=160 ...]
@@ -21,14 +21,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def success_rates(model, tokenizer, browser, tasks) -> dict:
-    """The service's figures plus the first episodes' actions, to read what the policy does."""
+def success_rates(model, tokenizer, runner, tasks, chat) -> dict:
+    """The service's figures plus the first episodes' turns, to read what the policy does."""
     from training.policy.evaluation import success_rates as rates
     from training.policy.rollout import RolloutConfig, rollout
 
-    figures = rates(model, tokenizer, browser, tasks)
-    greedy = rollout(model, tokenizer, browser, tasks[:3], RolloutConfig(temperature=0.0))
-    figures["greedy_examples"] = [e.episode.actions for e in greedy]
+    figures = rates(model, tokenizer, runner, tasks, chat=chat)
+    greedy = rollout(model, tokenizer, runner, tasks[:3], RolloutConfig(temperature=0.0), chat=chat)
+    figures["greedy_examples"] = [[m["content"] for m in e.messages if m["role"] == "assistant"] for e in greedy]
     return figures
 
 
@@ -44,14 +44,11 @@ def _parse(value: str):
 def main() -> None:
     import torch
 
-    from training.env.browser import TextBrowser
-    from training.env.corpus import generate_corpus, generate_tasks
-    from training.policy.bc import (
-        BCConfig,
-        demonstration_texts,
-        demonstrations,
-        train_bc,
-    )
+    from training.envs.base import EpisodeRunner
+    from training.envs.registry import get_environment
+    from training.policy.bc import BCConfig, demonstration_texts, demonstrations, play_demonstrations, train_bc
+    from training.policy.chat import ChatFormat
+    from training.policy.layout import TOOL_PARSER
     from training.policy.model_io import build_model, save_policy, train_tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -66,13 +63,14 @@ def main() -> None:
     config = BCConfig(**{k: _parse(v) for k, v in overrides.items()})
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
-    corpus = generate_corpus(seed=0)
-    tasks = generate_tasks(corpus, seed=0)
-    train = [t for t in tasks if t.split == "train"]
-    held_out = [t for t in tasks if t.split == args.split]
+    env = get_environment(config.environment)
+    held_out = env.tasks(args.split)
     started = time.monotonic()
-    tokenizer = train_tokenizer(demonstration_texts(corpus, train, config), vocab_size=config.vocab_size)
-    examples = demonstrations(corpus, train, tokenizer, config)
+    played = play_demonstrations(env, config, parser=TOOL_PARSER,
+                                 make_env=lambda seed: get_environment(config.environment, seed=seed))
+    tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
+    chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
+    examples = demonstrations(chat, played)
     prepared = time.monotonic() - started
     model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
     params = sum(p.numel() for p in model.parameters())
@@ -87,10 +85,10 @@ def main() -> None:
 
     result = train_bc(model, tokenizer, examples, config, metrics=metrics)
     trained = time.monotonic() - started
-    figures = success_rates(model, tokenizer, TextBrowser(corpus), held_out)
+    figures = success_rates(model, tokenizer, EpisodeRunner(env), held_out, chat)
     total = time.monotonic() - started
     if args.save:
-        save_policy(model, tokenizer, args.save)
+        save_policy(model, tokenizer, args.save, tool_parser=TOOL_PARSER)
     print(json.dumps({"overrides": overrides, "bc": {k: v for k, v in result.items() if k != "config"},
                       "figures": figures}, indent=1, default=str))
     g, t = figures["greedy"], figures["t1"]

@@ -56,7 +56,7 @@ def prepare(env: dict) -> dict:
     from rewardmodel.services import labels_vs_rubric, test_pairs_with_truth
     from training.policy.bc import BCConfig, demonstration_texts
     from training.policy.model_io import train_tokenizer
-    from training.env.corpus import generate_corpus, generate_tasks
+    from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
     from training.services import campaign_simulate_labels, scripted_trajectories_generate
     from training.simulated_annotators import AnnotatorProfile
 
@@ -124,7 +124,7 @@ def arbiter_run(env: dict, snapshot_id: int, tokenizer_dir: str) -> dict:
     from django.contrib.auth import get_user_model
 
     from webapp.models import Run
-    from webapp.runs import run_execute, run_launch
+    from webapp.runs.services import run_execute, run_launch
 
     user, _ = get_user_model().objects.get_or_create(username="bench-admin")
     run = run_launch(kind="reward_model", user=user, enqueue=False, config={

@@ -2,9 +2,10 @@
 batch and lengths, in the same run.
 
     .venv/bin/python benchmarks/rollout_throughput.py --policy var/policies/default-bc [--batch 32] [--repeats 3]
-        [--tasks 124] [--against OTHER_ROLLOUT.py]
+        [--tasks 124] [--environment encyclopedia] [--baseline-tree OTHER_CHECKOUT]
 
-The rollout plays whole multi-turn episodes on eval tasks at temperature 1 (browser steps,
+The rollout plays whole multi-turn episodes on eval tasks at temperature 1 (the policy's
+chat template and tool-call parser, the environment's tools through the episode runner,
 observations fed into the cache, per-episode generators). The baseline asks
 `model.generate` for the same number of sequences, each starting from the same prompts and
 producing exactly the mean number of agent tokens per episode (sampling, no early stop),
@@ -12,8 +13,10 @@ so it does no environment work and generates every token in one call. Medians of
 With `--tasks` larger than `--batch` (at most the 124 eval tasks), the rollout plays that
 many episodes and the baseline is timed per batch-sized call, summed.
 
-`--against` loads another rollout module (for example an earlier `rollout.py` from git)
-and times it in the same repeats, on the same tasks and seeds, so that the two codes are
+`--baseline-tree` times another checkout of Arbiter (for example the commit before a
+change, from `git worktree add`) in the same repeats, alternating with this one: each
+repeat runs that checkout's own copy of this script for one repeat in a subprocess (same
+policy, tasks, batch and threads) and reads its rollout time, so that the two codes are
 compared on the same noisy machine at the same moment.
 
 It also prints the turn-synchronous step ratio: actions are decoded turn by turn for the
@@ -28,8 +31,9 @@ the rollout's attention reads: the share of the gap that is long contexts, not t
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -62,39 +66,44 @@ def last_action_context(episode) -> list[int]:
     return episode.ids[:start]
 
 
-def load_module(path: str):
-    spec = importlib.util.spec_from_file_location("other_rollout", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+def baseline_repeat(tree: str, args) -> tuple[int, float]:
+    """(agent tokens, rollout seconds) of one repeat of another checkout's copy of this script."""
+    command = [sys.executable, "benchmarks/rollout_throughput.py", "--policy", str(Path(args.policy).resolve()),
+               "--batch", str(args.batch), "--repeats", "1", "--threads", str(args.threads)]
+    if args.tasks:
+        command += ["--tasks", str(args.tasks)]
+    out = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=True).stdout
+    found = re.search(r"rollout (\d+) agent tokens in ([\d.]+) s", out)
+    if not found:
+        raise SystemExit(f"no rollout timing in the baseline's output:\n{out[-2000:]}")
+    return int(found.group(1)), float(found.group(2))
 
 
 def main() -> None:
     import torch
 
-    from training.env.browser import TextBrowser
-    from training.env.corpus import generate_corpus, generate_tasks
-    from training.policy import rollout as ours
-    from training.policy.layout import encode, prompt_text
+    from training.envs.base import EpisodeRunner
+    from training.envs.registry import get_environment
+    from training.policy.chat import ChatFormat
     from training.policy.model_io import load_policy
+    from training.policy.rollout import RolloutConfig, rollout
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default=str(ROOT / "var" / "policies" / "default-bc"))
+    parser.add_argument("--environment", default="encyclopedia")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--tasks", type=int, default=None, help="episodes per repeat (default: one batch)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (1 is steadier on a busy shared CPU)")
-    parser.add_argument("--against", default=None, help="another rollout module to time in the same repeats")
+    parser.add_argument("--baseline-tree", default=None, help="another checkout to time in the same repeats")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer = load_policy(args.policy)
-    corpus = generate_corpus(seed=0)
-    tasks = [t for t in generate_tasks(corpus, seed=0) if t.split == "eval"][: args.tasks or args.batch]
-    browser = TextBrowser(corpus)
-    codes = {"this rollout": ours}
-    if args.against:
-        codes[f"--against {args.against}"] = load_module(args.against)
+    chat = ChatFormat.for_policy(tokenizer, args.policy)
+    env = get_environment(args.environment)
+    runner = EpisodeRunner(env)
+    tools = [t.as_openai() for t in runner.tools.values()]
+    tasks = env.tasks("eval")[: args.tasks or args.batch]
 
     def generate_seconds(prompts: list[list[int]], per_episode: int, seed: int) -> tuple[float, int]:
         """model.generate from these prompts, a batch at a time: (seconds, tokens generated)."""
@@ -117,35 +126,35 @@ def main() -> None:
             generated += (out.shape[1] - width) * len(chunk)
         return seconds, generated
 
-    questions = [encode(tokenizer, prompt_text(t.question) + "<|assistant|>") for t in tasks]
+    questions = [chat.opening(env.opening_messages(t), tools) for t in tasks]
     long_context = []
-    rows: dict[str, list[tuple[float, float, int, float]]] = {name: [] for name in codes}
-    same, compared = 0, 0
+    names = ["this rollout"] + ([f"--baseline-tree {args.baseline_tree}"] if args.baseline_tree else [])
+    rows: dict[str, list[tuple[float, float, int, float]]] = {name: [] for name in names}
     for r in range(args.repeats):
-        played = {}
-        for name, code in codes.items():
+        for name in names:
+            if name != "this rollout":
+                agent_tokens, rollout_s = baseline_repeat(args.baseline_tree, args)
+                per_episode = max(1, round(agent_tokens / len(tasks)))
+                generate_s, generated = generate_seconds(questions, per_episode, r)
+                rows[name].append((agent_tokens / rollout_s, generated / generate_s, per_episode, float("nan")))
+                print(f"repeat {r + 1}, {name}: rollout {agent_tokens} agent tokens in {rollout_s:.2f} s", flush=True)
+                continue
             start = time.perf_counter()
-            episodes = code.rollout(model, tokenizer, browser, tasks,
-                                    code.RolloutConfig(temperature=1.0, batch_size=args.batch),
-                                    seeds=[1000 * r + i for i in range(len(tasks))])
+            episodes = rollout(model, tokenizer, runner, tasks,
+                               RolloutConfig(temperature=1.0, batch_size=args.batch, threads=args.threads),
+                               seeds=[1000 * r + i for i in range(len(tasks))], chat=chat)
             rollout_s = time.perf_counter() - start
-            played[name] = [e.ids for e in episodes]
             agent_tokens = sum(e.agent_tokens for e in episodes)
             per_episode = max(1, round(agent_tokens / len(episodes)))
             generate_s, generated = generate_seconds(questions, per_episode, r)
-            if name == "this rollout":
-                contexts = [last_action_context(e) for e in episodes]
-                seconds, tokens = generate_seconds(contexts, per_episode, r)
-                long_context.append((tokens / seconds, sum(map(len, contexts)) / len(contexts)))
+            contexts = [last_action_context(e) for e in episodes]
+            seconds, tokens = generate_seconds(contexts, per_episode, r)
+            long_context.append((tokens / seconds, sum(map(len, contexts)) / len(contexts)))
             steps = sum(decode_steps(episodes[b:b + args.batch]) for b in range(0, len(episodes), args.batch))
             bound = agent_tokens / min(args.batch, len(episodes)) / steps
             rows[name].append((agent_tokens / rollout_s, generated / generate_s, per_episode, bound))
             print(f"repeat {r + 1}, {name}: rollout {agent_tokens} agent tokens in {rollout_s:.2f} s; "
                   f"generate {generated} tokens in {generate_s:.2f} s", flush=True)
-        if len(played) == 2:
-            first, second = played.values()
-            same += sum(a == b for a, b in zip(first, second))
-            compared += len(first)
     print(f"\nbatch {args.batch}, {len(tasks)} episodes, medians of {args.repeats}:")
     print("| code | agent tokens per episode | rollout agent tokens/s | model.generate tokens/s | rollout / generate "
           "| turn-synchronous step ratio |")
@@ -159,8 +168,6 @@ def main() -> None:
           f"{sum(map(len, questions)) / len(questions):.0f}), the same number of tokens: "
           f"{statistics.median(c[0] for c in long_context):.0f} tokens/s; this rollout / that: "
           f"{statistics.median(r[0] for r in rows['this rollout']) / statistics.median(c[0] for c in long_context):.2f}")
-    if compared:
-        print(f"the two codes played the same episodes (token for token) in {same} of {compared}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from django.urls import reverse
 from annotate.models import Campaign, DatasetSnapshot, Policy
 from rewardmodel.models import CampaignRewardModel, RewardModel
 from rewardmodel.train import RewardModelConfig
-from webapp.run_kinds import RunKind, register
+from webapp.runs.kinds import RunKind, register
 
 
 def _help(text: str) -> dict:
@@ -90,7 +90,7 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
     from rewardmodel.scoring import RewardScorer
     from rewardmodel.services import evaluate_reward_model, reward_model_register
     from rewardmodel.train import Callbacks, train_reward_model
-    from webapp.runs import RunCancelled, run_add_artifact, run_add_lineage, run_dir
+    from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)
     rows = list(iter_rows(snapshot, "trl", split="train"))
@@ -172,7 +172,7 @@ def _scoring_lineage(config: ScoringRunConfig) -> list[dict]:
 def _scoring_execute(*, run, config: ScoringRunConfig, reporter, compute, resume_from) -> dict:
     from rewardmodel.scoring import RewardScorer
     from rewardmodel.services import campaign_order_by_uncertainty, comparisons_score
-    from webapp.runs import RunCancelled
+    from webapp.runs.services import RunCancelled
 
     model = _reward_model_of(config)
     campaign = Campaign.objects.get(pk=config.campaign_id)

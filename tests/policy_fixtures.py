@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from training.env.corpus import generate_corpus, generate_tasks
+from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
 
 
 def tiny_policy_dir(path: Path, *, hidden: int = 32, layers: int = 1, heads: int = 2) -> Path:

@@ -20,8 +20,8 @@ from annotate.models import Campaign, Policy
 from annotate.services.datasets import SnapshotFilters, snapshot_create
 from webapp.errors import ArbiterError
 from webapp.models import Run
-from webapp.run_kinds import config_from_input, get_kind
-from webapp.runs import run_execute, run_launch
+from webapp.runs.kinds import config_from_input, get_kind
+from webapp.runs.services import run_execute, run_launch
 
 Progress = Callable[[float, str], None]
 
@@ -29,6 +29,7 @@ Progress = Callable[[float, str], None]
 @dataclass
 class PipelineConfig:
     name: str = ""  # prefix of everything the pipeline creates (default: pipeline-<time>)
+    environment: str = "encyclopedia"  # every stage plays this environment (docs/environments.md)
     policy_id: int = 0  # the policy to improve (0: the default behaviour-cloned policy, trained if missing)
     rollout_tasks: int = 431  # training tasks the policy is rolled out on (431: all of them)
     samples_per_task: int = 2  # episodes per task, paired into comparisons
@@ -90,8 +91,11 @@ def run_in_process(*, kind: str, config: dict, name: str, user, progress: Progre
 def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress],
                  log: Callable[[str], None] = print) -> PipelineResult:
     """Run every stage; `stage(title)` gives the progress callback of the stage starting."""
-    from training.env.rubric import RubricWeights
-    from training.policy_service import policy_train_default
+    from django.conf import settings
+
+    from training.envs.encyclopedia.rubric import RubricWeights
+    from training.policy.bc_config import BCConfig
+    from training.policy.services import DEFAULT_POLICY, policy_train_default
     from training.services import campaign_simulate_labels
     from training.simulated_annotators import AnnotatorProfile
 
@@ -114,7 +118,10 @@ def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress],
         if policy is None:
             raise ArbiterError(f"No policy with id {config.policy_id}.")
     else:
-        policy = policy_train_default(progress=lambda f: step(f, "behaviour cloning"), log=log)
+        own = DEFAULT_POLICY if config.environment == "encyclopedia" else f"{DEFAULT_POLICY}-{config.environment}"
+        policy = policy_train_default(config=BCConfig(environment=config.environment), name=own,
+                                      target=settings.VAR_DIR / "policies" / own,
+                                      progress=lambda f: step(f, "behaviour cloning"), log=log)
     step(1.0, f"{policy}")
     timed("policy")
 
@@ -124,7 +131,7 @@ def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress],
                                                   "annotators for the pipeline.")
     runs["rollout"] = run_in_process(kind="rollout", name=f"{name} rollouts", user=user, progress=stage(
         "2/7 rollouts and comparisons"), config={
-        "policy_id": policy.pk, "split": "train", "tasks": config.rollout_tasks,
+        "policy_id": policy.pk, "environment": config.environment, "split": "train", "tasks": config.rollout_tasks,
         "samples_per_task": config.samples_per_task, "temperature": 1.0, "campaign_id": campaign.pk,
         "seed": config.seed})
     timed("rollouts")
@@ -156,7 +163,7 @@ def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress],
     reward_model_id = runs["reward_model"].summary["reward_model_id"]
     timed("reward_model")
 
-    ppo = {"policy_id": policy.pk, "reward": "reward_model", "reward_model_id": reward_model_id,
+    ppo = {"policy_id": policy.pk, "environment": config.environment, "reward": "reward_model", "reward_model_id": reward_model_id,
            "policy_name": f"{name}-ppo", "seed": config.seed, **config.ppo}
     runs["ppo"] = run_in_process(kind="ppo", name=f"{name} PPO", user=user, progress=stage("6/7 PPO"), config=ppo)
     timed("ppo")
@@ -170,7 +177,8 @@ def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress],
 
     runs["evaluation"] = run_in_process(kind="evaluation", name=f"{name} evaluation", user=user,
                                         progress=stage("7/7 best-of-n and evaluation"), config={
-        "name": name, "baseline_policy_id": policy.pk, "ppo_run_id": runs["ppo"].pk, "policy_ids": extra,
+        "name": name, "environment": config.environment, "baseline_policy_id": policy.pk,
+        "ppo_run_id": runs["ppo"].pk, "policy_ids": extra,
         "reward_model_id": reward_model_id, "best_of_n": config.best_of_n, "split": "eval",
         "tasks": config.eval_tasks, "samples": config.eval_samples, "seed": config.seed})
     timed("evaluation")
@@ -216,7 +224,9 @@ def format_table(rows: list[dict]) -> str:
 
 
 def pipeline_problems(config: PipelineConfig) -> list[str]:
-    problems = []
+    from training.envs.services import environment_problems
+
+    problems = environment_problems(config.environment)
     if config.rollout_tasks < 10:
         problems.append("rollout_tasks: at least 10 (the reward model needs pairs).")
     if config.samples_per_task < 2:

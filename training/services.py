@@ -11,10 +11,12 @@ from annotate.models import Campaign, Trajectory
 from annotate.services.assignments import Verdict, assignment_next, assignment_skip, judgement_submit
 from annotate.services.comparisons import comparisons_build
 from annotate.services.imports import trajectories_import_objects
-from training.env.browser import TextBrowser
-from training.env.corpus import generate_corpus, generate_tasks
-from training.env.rubric import score_episode
-from training.env.scripted import Mistakes, ScriptedAgent, episode_to_trajectory
+from training.envs.base import EpisodeRunner
+from training.envs.encyclopedia.scripted import Mistakes
+from training.envs.registry import get_environment
+from training.envs.services import environment_get
+from training.policy.parsers import CompactParser
+from training.policy.rollout import play_scripted
 from training.simulated_annotators import AnnotatorProfile, simulated_choice
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_role_set
@@ -38,21 +40,21 @@ def scripted_trajectories_generate(*, campaign: Campaign | None, n_tasks: int, s
     """Run the scripted agents on encyclopedia tasks and store their trajectories (and comparisons)."""
     if n_tasks < 1 or samples_per_agent < 1:
         raise ArbiterError("n_tasks and samples_per_agent must be at least 1.")
-    corpus = generate_corpus(seed=corpus_seed)
-    tasks = [t for t in generate_tasks(corpus, seed=corpus_seed) if t.split == split]
+    env = environment_get("encyclopedia") if corpus_seed == 0 else get_environment("encyclopedia", seed=corpus_seed)
+    tasks = env.tasks(split)
     rng = random.Random(seed)
     rng.shuffle(tasks)
     tasks = tasks[:n_tasks]
-    browser = TextBrowser(corpus)
+    runner = EpisodeRunner(env)
+    writer = CompactParser(list(runner.tools.values()))
     objects, correct = [], 0
     for name, mistakes in SCRIPTED_AGENTS.items():
-        agent = ScriptedAgent(corpus, mistakes, seed=seed * 1000 + len(name))
+        turns = env.demonstrator(seed=seed * 1000 + len(name), mistakes=mistakes)
         for task in tasks:
             for _ in range(samples_per_agent):
-                episode = agent.run(browser, task)
-                outcome = score_episode(episode, task.answer)
-                correct += outcome.correct
-                objects.append(episode_to_trajectory(task, episode, outcome, agent=name, version="1"))
+                episode = play_scripted(runner, task, turns, writer)
+                correct += episode.outcome.correct
+                objects.append(episode.trajectory(agent=name, version="1"))
     report = trajectories_import_objects(objects=objects, campaign=None)
     comparisons = 0
     if campaign is not None:

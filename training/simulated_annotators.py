@@ -14,7 +14,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from training.env.rubric import RubricWeights
+from training.envs.encyclopedia.rubric import RubricWeights
 
 
 @dataclass(frozen=True)

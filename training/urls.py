@@ -1,6 +1,7 @@
 from django.urls import path
 
-from training import evaluation_views, views
+from training import views
+from training.evaluation import views as evaluation_views
 
 app_name = "training"
 urlpatterns = [

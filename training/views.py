@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from annotate.models import Policy
-from training.evaluation_selectors import evaluations_for_policy
+from training.evaluation.selectors import evaluations_for_policy
 from webapp.access import role_required
 from webapp.roles import Role
 

@@ -3,9 +3,9 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from annotate import api as annotate_api
-from annotate import dataset_api
-from training import evaluation_api
-from webapp import run_api
+from annotate.datasets import api as dataset_api
+from training.evaluation import api as evaluation_api
+from webapp.runs import api as run_api
 from webapp.api import TokenListCreateApi, TokenRevokeApi, WhoAmIApi
 
 urlpatterns = [

@@ -23,7 +23,7 @@ class WebappConfig(AppConfig):
 
         from webapp.jobs import JobKind, job_kind_register
         from webapp.models import Run
-        from webapp.runs import runs_sweep_stale
+        from webapp.runs.services import runs_sweep_stale
 
         job_kind_register(JobKind(Run, stale_seconds=lambda: settings.RUN_STALE_SECONDS, sweep=runs_sweep_stale))
         # Once per migrate run: after the last app's permissions exist.

@@ -254,3 +254,24 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# Environments the training half may use besides the built-ins, by name (docs/environments.md):
+# a JSON file {"name": {"class": "mcp" | "package.module:Class", "options": {...}}, ...}.
+ARBITER_ENVIRONMENTS_FILE = env.str("ARBITER_ENVIRONMENTS_FILE", default="")
+
+
+def _environments() -> dict:
+    import json
+
+    if not ARBITER_ENVIRONMENTS_FILE:
+        return {}
+    try:
+        value = json.loads(Path(ARBITER_ENVIRONMENTS_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"ARBITER_ENVIRONMENTS_FILE {ARBITER_ENVIRONMENTS_FILE}: {exc}") from None
+    if not isinstance(value, dict):
+        raise RuntimeError(f"ARBITER_ENVIRONMENTS_FILE {ARBITER_ENVIRONMENTS_FILE}: a JSON object of environments")
+    return value
+
+
+ARBITER_ENVIRONMENTS = _environments()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from webapp.jobs import jobs_sweep_stale
-from webapp.runs import run_execute
+from webapp.runs.services import run_execute
 
 
 # No time limit: a training run may take hours; cancel and the heartbeat bound it instead.

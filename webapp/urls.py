@@ -14,7 +14,7 @@ urlpatterns = [
     path("account/tokens/", views.tokens, name="tokens"),
     path("account/tokens/<id:token_id>/revoke", views.token_revoke, name="token-revoke"),
     path("annotate/", include("annotate.urls")),
-    path("runs/", include("webapp.run_urls")),
+    path("runs/", include("webapp.runs.urls")),
     path("training/", include("training.urls")),
     path("reward-models/", include("rewardmodel.urls")),
     path("api/v1/", include("webapp.api_urls")),

@@ -21,7 +21,7 @@ from tests.factories import UserFactory
 from tests.rewardmodel.rm_fixtures import tiny_policy
 from webapp.errors import ArbiterError
 from webapp.models import Run
-from webapp.runs import run_launch
+from webapp.runs.services import run_launch
 
 pytestmark = pytest.mark.django_db
 

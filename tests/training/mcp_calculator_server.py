@@ -1,4 +1,5 @@
-"""An MCP server over stdio serving the arithmetic environment's calculator (used by test_envs_mcp.py).
+"""An MCP server over stdio serving the arithmetic environment's calculator (test_envs_mcp.py,
+test_bring_your_own.py).
 
     python tests/training/mcp_calculator_server.py
 """
@@ -10,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
-from training.envs.arithmetic import CalculatorError, _format, calculate  # noqa: E402
+from training.envs.arithmetic import CalculatorError, _format, calculate as evaluate  # noqa: E402
 
 server = MCPServer("arbiter-calculator")
 
@@ -19,9 +20,15 @@ server = MCPServer("arbiter-calculator")
 def calculate_expression(expression: str) -> str:
     """Evaluate an arithmetic expression, e.g. 48 * 17 - 95."""
     try:
-        return _format(calculate(expression))
+        return _format(evaluate(expression))
     except CalculatorError as exc:
         raise ToolError(str(exc)) from None
+
+
+@server.tool()
+def calculate(expression: str) -> str:
+    """Evaluate an arithmetic expression (the arithmetic environment's own tool, served over MCP)."""
+    return calculate_expression(expression)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ import pytest
 
 from annotate.models import Policy
 from webapp.models import Run
-from webapp.runs import run_execute, run_launch
+from webapp.runs.services import run_execute, run_launch
 
 pytestmark = pytest.mark.django_db
 

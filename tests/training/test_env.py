@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from training.env.browser import BrowserConfig, TextBrowser
-from training.env.corpus import (
+from training.envs.encyclopedia.browser import BrowserConfig, TextBrowser
+from training.envs.encyclopedia.corpus import (
     Corpus,
     CorpusFileError,
     Document,
@@ -13,8 +13,8 @@ from training.env.corpus import (
     load_corpus_jsonl,
     load_tasks_jsonl,
 )
-from training.env.rubric import normalize, score_episode, token_f1
-from training.env.scripted import Mistakes, ScriptedAgent
+from training.envs.encyclopedia.rubric import normalize, score_episode, token_f1
+from training.envs.encyclopedia.scripted import Mistakes, ScriptedAgent
 
 
 @pytest.fixture(scope="module")

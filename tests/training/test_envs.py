@@ -120,14 +120,19 @@ def test_a_users_environment_by_dotted_path_goes_through_the_runner():
     for _ in range(2):
         episode.call("press", {})
     episode.call("answer", {"text": "2"})
-    assert episode.outcome() == Rubric(correct=True, score=1.0, parts={"presses": 2})
+    # The runner's own figures join the environment's rubric parts, under one vocabulary.
+    assert episode.outcome() == Rubric(correct=True, score=1.0, parts={
+        "steps": 3, "tool_errors": 0, "loop": False, "truncated": False, "answered": True, "presses": 2})
     assert get_environment("tests.training.test_envs.Counter").name == "counter"
 
 
 def test_unknown_names_are_refused_with_the_known_ones():
     assert {"encyclopedia", "arithmetic"} <= set(environment_names())
-    with pytest.raises(UnknownEnvironment, match="known: arithmetic, encyclopedia, mcp"):
+    with pytest.raises(UnknownEnvironment, match="known: arithmetic, encyclopedia, or give a class"):
         get_environment("nope")
+    # The MCP adapter needs a server: it is listed once configured with one.
+    assert "mcp" not in environment_names()
+    assert "tickets" in environment_names({"tickets": {"class": "mcp", "options": {}}})
     with pytest.raises(UnknownEnvironment, match="not a subclass"):
         get_environment("training.envs.base:Tool")
     with pytest.raises(UnknownEnvironment, match="cannot import"):

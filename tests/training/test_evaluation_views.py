@@ -16,8 +16,8 @@ from annotate.services.assignments import Verdict, assignment_next, judgement_su
 from tests.conftest import token_client
 from tests.factories import PolicyFactory, TaskFactory, TrajectoryFactory, UserFactory
 from tests.policy_fixtures import tiny_policy_dir
-from training.evaluation_selectors import evaluation_report
-from training.evaluation_service import evaluation_execute
+from training.evaluation.selectors import evaluation_report
+from training.evaluation.services import evaluation_execute
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode, HumanEvaluation
 from webapp.models import Run, RunMetric
 from webapp.templatetags.arbiter import interval
@@ -232,7 +232,7 @@ def test_the_compare_page_opens_on_the_best_checkpoint_and_pages(client, built, 
     client.force_login(researcher)
     page = client.get(built.url("compare/")).content.decode()
     assert f'<option value="{built.ppo.pk}" selected>' in page
-    monkeypatch.setattr("training.evaluation_selectors.PAIRS_PER_PAGE", 3)
+    monkeypatch.setattr("training.evaluation.selectors.PAIRS_PER_PAGE", 3)
     second = client.get(built.url(f"compare/?candidate={built.ppo.pk}&page=2")).content.decode()
     assert [f'id="task-{t.pk}"' in second for t in built.tasks] == [False, False, False, True]
     assert "page 2 of 2" in second

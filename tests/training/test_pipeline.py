@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 def cloned_policy(tmp_path):
     """A tiny behaviour-cloned policy: its episodes differ in quality, so comparisons are not all ties."""
     from training.policy.bc import BCConfig
-    from training.policy_service import policy_train_default
+    from training.policy.services import policy_train_default
 
     config = BCConfig(hidden=48, layers=2, heads=2, vocab_size=512, max_steps=120, max_seconds=0, extra_worlds=0,
                       demos_per_task=1, learning_rate=3e-3, warmup_steps=5)

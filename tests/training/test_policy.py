@@ -1,38 +1,37 @@
-"""The policy at tiny sizes: token layout, behaviour cloning, batched rollouts, loading."""
-import importlib.util
-import sys
-from pathlib import Path
-
+"""The default policy at tiny sizes, through the same chat interface as any model: token
+layout, behaviour cloning, batched rollouts, loading."""
 import pytest
 import torch
 
-from training.env.browser import TextBrowser
-from training.env.corpus import generate_corpus, generate_tasks
-from training.policy.bc import BCConfig, batch_loss, demonstration_texts, demonstrations, train_bc
-from training.policy.layout import encode, episode_tokens
+from tests.training.chat_models import agent_spans
+from training.envs.base import EpisodeRunner
+from training.envs.encyclopedia.environment import EncyclopediaEnvironment
+from training.policy.bc import BCConfig, batch_loss, demonstration_texts, demonstrations, play_demonstrations, train_bc
+from training.policy.chat import ChatFormat
+from training.policy.layout import CHAT_TEMPLATE, LEGACY_TEMPLATES
 from training.policy.model_io import PolicyLoadError, build_model, load_policy, save_policy, train_tokenizer
-from training.policy.rollout import RolloutConfig, rollout
+from training.policy.parsers import CompactParser
+from training.policy.rollout import RolloutConfig, episode_tokens, play_scripted, rollout
 
 torch.set_num_threads(1)  # tests size their work for one thread (tests_env.py)
-ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(hidden=48, layers=2, heads=2)
 
 
 @pytest.fixture(scope="module")
 def world():
-    corpus = generate_corpus(seed=1, n_places=12, n_people=24, n_orgs=8)
-    tasks = generate_tasks(corpus, seed=1)
+    env = EncyclopediaEnvironment(seed=1, n_places=12, n_people=24, n_orgs=8)
     config = BCConfig(demos_per_task=2, extra_worlds=0, vocab_size=400, batch_size=8, max_steps=150, max_seconds=90,
                       learning_rate=3e-3, warmup_steps=5, **TINY)
-    train = [t for t in tasks if t.split == "train"][:40]
-    tokenizer = train_tokenizer(demonstration_texts(corpus, train, config), vocab_size=config.vocab_size)
-    return corpus, tasks, train, config, tokenizer
+    played = play_demonstrations(env, config)[:80]
+    tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
+    chat = ChatFormat.for_policy(tokenizer, parser="compact")
+    return env, EpisodeRunner(env), played, config, tokenizer, chat
 
 
 @pytest.fixture(scope="module")
 def trained(world):
-    corpus, tasks, train, config, tokenizer = world
-    examples = demonstrations(corpus, train, tokenizer, config)
+    env, runner, played, config, tokenizer, chat = world
+    examples = demonstrations(chat, played)
     model = build_model(tokenizer, **TINY)
     before = [p.detach().clone() for p in model.parameters()]
     loss_before, _ = batch_loss(model, examples, list(range(8)), pad_id=tokenizer.pad_token_id, observation_weight=0.5)
@@ -42,11 +41,17 @@ def trained(world):
 
 
 def test_agent_mask_covers_exactly_the_action_tokens(world):
-    *_, tokenizer = world
-    ids, mask = episode_tokens(tokenizer, "Who?", [("search[Kessa]", "[0] Kessa: a port"), ("answer[Kessa]", None)])
-    agent_text = tokenizer.decode([t for t, m in zip(ids, mask) if m])
-    assert agent_text == "search[Kessa]<|end|>answer[Kessa]<|end|>"
-    assert tokenizer.decode(ids).startswith("<|bos|><|user|>Who?<|end|><|assistant|>")
+    env, runner, _, _, tokenizer, chat = world
+    task = env.tasks("train")[0]
+    script = lambda task, state: iter([("search", {"query": "Kessa"}), ("answer", {"text": "Kessa"})])  # noqa: E731
+    episode = play_scripted(runner, task, script, CompactParser(list(runner.tools.values())))
+    ids, mask = episode_tokens(chat, episode, [t.as_openai() for t in runner.tools.values()])
+    assert tokenizer.decode([t for t, m in zip(ids, mask) if m]) == "search[ Kessa]<|end|>answer[ Kessa]<|end|>"
+    context = tokenizer.decode([t for t, m in zip(ids, mask) if not m])
+    assert context.startswith(f"<|bos|><|user|>{task.prompt}<|end|><|assistant|>")
+    assert "<|tool|>" in context and "system" not in context  # the compact template leaves the system prompt out
+    assert [s["kind"] for s in episode.steps] == ["action", "observation", "answer"]
+    assert episode.steps[0]["arguments"] == {"query": "Kessa"}
 
 
 def test_behaviour_cloning_changes_the_parameters_and_lowers_the_loss(trained):
@@ -58,83 +63,56 @@ def test_behaviour_cloning_changes_the_parameters_and_lowers_the_loss(trained):
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_batched_rollouts_equal_unbatched_ones_for_the_same_seeds(world, trained, temperature):
-    corpus, tasks, _, _, tokenizer = world
+    env, runner, _, _, tokenizer, chat = world
     model = trained[0]
-    browser = TextBrowser(corpus)
-    chosen = tasks[:6]
+    chosen = env.tasks("dev")[:6]
     config = RolloutConfig(temperature=temperature, max_action_tokens=16, batch_size=6)
-    batched = rollout(model, tokenizer, browser, chosen, config, seeds=list(range(100, 106)))
-    alone = [rollout(model, tokenizer, browser, [t], RolloutConfig(temperature=temperature, max_action_tokens=16,
-                                                                   batch_size=1), seeds=[100 + i])[0]
+    batched = rollout(model, tokenizer, runner, chosen, config, seeds=list(range(100, 106)), chat=chat)
+    alone = [rollout(model, tokenizer, runner, [t], RolloutConfig(temperature=temperature, max_action_tokens=16,
+                                                                  batch_size=1), seeds=[100 + i], chat=chat)[0]
              for i, t in enumerate(chosen)]
     assert [e.ids for e in batched] == [e.ids for e in alone]
-    assert [e.episode.actions for e in batched] == [e.episode.actions for e in alone]
+    assert [e.steps for e in batched] == [e.steps for e in alone]
     for a, b in zip(batched, alone):
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
 
 
-def test_the_rollout_experiment_whose_rows_do_not_wait_plays_the_same_episodes(world, trained):
-    """benchmarks/experiments/rollout_rows.py is timed against the product; the comparison
-    only means something while both play the same episodes (here with row refills)."""
-    spec = importlib.util.spec_from_file_location("rollout_rows", ROOT / "benchmarks" / "experiments" / "rollout_rows.py")
-    rows = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = rows
-    spec.loader.exec_module(rows)
-    corpus, tasks, _, _, tokenizer = world
-    browser, seeds = TextBrowser(corpus), list(range(200, 208))
-    product = rollout(trained[0], tokenizer, browser, tasks[:8], RolloutConfig(max_action_tokens=16, batch_size=3),
-                      seeds=seeds)
-    experiment = rows.rollout(trained[0], tokenizer, browser, tasks[:8],
-                              RolloutConfig(max_action_tokens=16, batch_size=3), seeds=seeds)
-    assert [e.ids for e in experiment] == [e.ids for e in product]
-    assert [e.agent_mask for e in experiment] == [e.agent_mask for e in product]
-    assert [e.outcome for e in experiment] == [e.outcome for e in product]
-
-
 def test_rollout_action_mask_and_logprobs_cover_exactly_the_agent_tokens(world, trained):
-    corpus, tasks, _, _, tokenizer = world
-    episodes = rollout(trained[0], tokenizer, TextBrowser(corpus), tasks[:4], RolloutConfig(temperature=1.0,
-                       max_action_tokens=16, batch_size=4))
+    env, runner, _, _, tokenizer, chat = world
+    episodes = rollout(trained[0], tokenizer, runner, env.tasks("dev")[:4],
+                       RolloutConfig(temperature=1.0, max_action_tokens=16, batch_size=4), chat=chat)
     end = tokenizer.convert_tokens_to_ids("<|end|>")
     for e in episodes:
         assert len(e.ids) == len(e.agent_mask) == len(e.logprobs)
-        spans, current = [], []
-        for token, m in zip(e.ids, e.agent_mask):
-            if m:
-                current.append(token)
-            elif current:
-                spans.append(current)
-                current = []
-        if current:
-            spans.append(current)
-        decoded = [tokenizer.decode([t for t in s if t != end]).strip() for s in spans]
-        assert decoded == e.episode.actions
+        spans = agent_spans(e)
+        turns = [m["content"] for m in e.messages if m["role"] == "assistant"]
+        assert [tokenizer.decode([t for t in s if t != end]) for s in spans] == turns
         assert all(lp <= 0 for lp, m in zip(e.logprobs, e.agent_mask) if m)
         assert all(lp == 0 for lp, m in zip(e.logprobs, e.agent_mask) if not m)
-        assert e.outcome is not None
+        assert e.outcome is not None and e.outcome.parts["steps"] == len(turns)
 
 
 def test_a_cloned_policy_beats_a_random_one_on_the_rubric(world, trained):
-    corpus, tasks, _, _, tokenizer = world
-    evaluation = [t for t in tasks if t.split != "train"][:24]
-    browser = TextBrowser(corpus)
+    env, runner, _, _, tokenizer, chat = world
+    evaluation = (env.tasks("dev") + env.tasks("eval"))[:24]
     config = RolloutConfig(temperature=0.0, max_action_tokens=24, batch_size=24)
-    cloned = rollout(trained[0], tokenizer, browser, evaluation, config)
-    random_model = build_model(tokenizer, seed=123, **TINY)
-    random = rollout(random_model, tokenizer, browser, evaluation, config)
+    cloned = rollout(trained[0], tokenizer, runner, evaluation, config, chat=chat)
+    random = rollout(build_model(tokenizer, seed=123, **TINY), tokenizer, runner, evaluation, config, chat=chat)
     # At this size and training time the cloned policy has learnt the action format, not
     # yet the answers (the full-size policy's success is measured by the benchmark): it
-    # makes far fewer invalid actions than a random policy of the same shape.
-    error_rate = lambda eps: sum(e.outcome.tool_errors for e in eps) / sum(e.outcome.steps for e in eps)  # noqa: E731
+    # makes far fewer malformed calls than a random policy of the same shape.
+    error_rate = lambda eps: (sum(e.outcome.parts["tool_errors"] for e in eps)  # noqa: E731
+                              / sum(e.outcome.parts["steps"] for e in eps))
     assert error_rate(random) > 0.95
     assert error_rate(cloned) < error_rate(random) - 0.2
 
 
 def test_policy_directories_round_trip_and_non_causal_lms_are_refused(world, trained, tmp_path):
-    *_, tokenizer = world
-    save_policy(trained[0], tokenizer, tmp_path / "policy")
+    *_, tokenizer, _ = world
+    save_policy(trained[0], tokenizer, tmp_path / "policy", tool_parser="compact")
     model, loaded = load_policy(tmp_path / "policy")
-    assert loaded.decode(encode(loaded, "search[x]<|end|>")) == "search[x]<|end|>"
+    assert loaded.decode(loaded("search[x]<|end|>", add_special_tokens=False)["input_ids"]) == "search[x]<|end|>"
+    assert ChatFormat.for_policy(loaded, tmp_path / "policy").parser_name == "compact"
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in trained[0].parameters())
     with pytest.raises(PolicyLoadError, match="no config.json"):
         load_policy(tmp_path)
@@ -143,3 +121,13 @@ def test_policy_directories_round_trip_and_non_causal_lms_are_refused(world, tra
     T5Config(d_model=8, d_ff=8, num_layers=1, num_heads=1, d_kv=8, vocab_size=10).save_pretrained(tmp_path / "t5")
     with pytest.raises(PolicyLoadError, match="not a causal language model"):
         load_policy(tmp_path / "t5")
+
+
+def test_a_policy_saved_with_the_old_template_loads_with_the_current_one(world, trained, tmp_path):
+    *_, tokenizer, _ = world
+    tokenizer.chat_template = LEGACY_TEMPLATES[0]
+    try:
+        save_policy(trained[0], tokenizer, tmp_path / "old")
+    finally:
+        tokenizer.chat_template = CHAT_TEMPLATE
+    assert load_policy(tmp_path / "old")[1].chat_template == CHAT_TEMPLATE

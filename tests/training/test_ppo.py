@@ -7,12 +7,13 @@ import pytest
 import torch
 
 from tests.policy_fixtures import tiny_policy_dir
-from training.env.world import main_world
+from training.envs.base import EpisodeRunner
+from training.envs.registry import get_environment
 from training.policy.model_io import load_policy
 from training.policy.rollout import RolloutConfig, rollout
-from training.ppo import PPOCallbacks, episode_batch, forward_agent_tokens, token_logprobs, train_ppo
-from training.ppo_config import PPOConfig
-from training.ppo_math import policy_loss, value_loss
+from training.rl.ppo import PPOCallbacks, episode_batch, forward_agent_tokens, token_logprobs, train_ppo
+from training.rl.config import PPOConfig
+from training.rl.ppo_math import policy_loss, value_loss
 
 FAST = dict(episodes_per_iteration=8, minibatch_size=4, epochs=2, eval_every=0, rollout_batch_size=8, seed=0)
 
@@ -22,9 +23,20 @@ def policy_dir(tmp_path_factory):
     return tiny_policy_dir(tmp_path_factory.mktemp("ppo") / "policy")
 
 
+class World:
+    """An environment's tasks by split, and a runner for its episodes."""
+
+    def __init__(self, env):
+        self.env, self.runner = env, EpisodeRunner(env)
+
+    def split(self, name: str, limit: int = 0) -> list:
+        tasks = self.env.tasks(name)
+        return tasks[:limit] if limit else tasks
+
+
 @pytest.fixture(scope="module")
 def world():
-    return main_world()
+    return World(get_environment("encyclopedia"))
 
 
 def token_share_scorer(below: int):
@@ -47,7 +59,7 @@ def test_ppo_changes_the_parameters_and_raises_a_score_it_can_raise(policy_dir, 
     config = PPOConfig(iterations=12, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0,
                        **{**FAST, "episodes_per_iteration": 16, "minibatch_size": 8, "rollout_batch_size": 16})
     result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 4), browser=world.browser, out_dir=tmp_path, config=config,
+                       dev_tasks=world.split("dev", 4), runner=world.runner, out_dir=tmp_path, config=config,
                        callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
     assert result.stop_reason == "finished" and result.iterations == 12
     assert all(math.isfinite(v) for figures in seen.values() for v in figures.values())
@@ -63,7 +75,7 @@ def test_ppo_changes_the_parameters_and_raises_a_score_it_can_raise(policy_dir, 
 
 def test_no_gradient_reaches_the_environment_tokens_of_real_episodes(policy_dir, world):
     model, tokenizer = load_policy(policy_dir)
-    episodes = rollout(model, tokenizer, world.browser, world.split("train", 3), RolloutConfig(batch_size=3),
+    episodes = rollout(model, tokenizer, world.runner, world.split("train", 3), RolloutConfig(batch_size=3),
                        seeds=[1, 2, 3])
     batch = episode_batch(episodes, tokenizer.pad_token_id, "cpu")
     captured = {}
@@ -92,7 +104,7 @@ def test_no_gradient_reaches_the_environment_tokens_of_real_episodes(policy_dir,
 
 def test_the_rollout_log_probs_are_the_ones_ppo_recomputes(policy_dir, world):
     model, tokenizer = load_policy(policy_dir)
-    episodes = rollout(model, tokenizer, world.browser, world.split("train", 4), RolloutConfig(batch_size=4),
+    episodes = rollout(model, tokenizer, world.runner, world.split("train", 4), RolloutConfig(batch_size=4),
                        seeds=[5, 6, 7, 8])
     batch = episode_batch(episodes, tokenizer.pad_token_id, "cpu")
     with torch.no_grad():
@@ -105,7 +117,7 @@ def test_the_rollout_log_probs_are_the_ones_ppo_recomputes(policy_dir, world):
 
 def test_the_kl_budget_stops_training_and_says_why(policy_dir, world, tmp_path):
     result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 2), browser=world.browser, out_dir=tmp_path,
+                       dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path,
                        config=PPOConfig(iterations=20, learning_rate=3e-2, kl_coef=0.0, kl_budget=1e-6, **FAST))
     assert result.stop_reason == "kl_budget" and result.iterations < 20
     assert "budget" in result.message and result.last_checkpoint
@@ -120,7 +132,7 @@ def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(policy
 
     config = PPOConfig(iterations=5, **{**FAST, "eval_every": 1, "eval_samples": 1})
     result = train_ppo(policy_dir=policy_dir, scorer=breaks_on_the_second_batch, train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 2), browser=world.browser, out_dir=tmp_path, config=config)
+                       dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config)
     assert result.diverged and "non-finite" in result.message
     assert result.last_checkpoint.endswith("iter-0002") and result.last_checkpoint in result.message
     assert (tmp_path / "checkpoints" / "iter-0002" / "model.safetensors").exists()
@@ -135,7 +147,7 @@ def test_cancel_stops_within_an_iteration_and_resume_continues_to_the_same_end(p
         stop["now"] = iteration == 2
 
     kwargs = dict(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                  dev_tasks=world.split("dev", 2), browser=world.browser, config=config)
+                  dev_tasks=world.split("dev", 2), runner=world.runner, config=config)
     first = train_ppo(out_dir=tmp_path / "a", **kwargs,
                       callbacks=PPOCallbacks(checkpoint=on_checkpoint, should_stop=lambda: stop["now"]))
     assert first.cancelled and first.iterations == 2 and checkpoints[-1].endswith("iter-0002")
@@ -151,7 +163,7 @@ def test_cancel_stops_within_an_iteration_and_resume_continues_to_the_same_end(p
 
 def test_dev_evaluations_keep_the_best_checkpoint_and_flag_over_optimization(policy_dir, world, tmp_path):
     """Scores that rise while dev success falls: the flag goes up and the best stays early."""
-    from training.ppo import flag_overoptimization
+    from training.rl.ppo import flag_overoptimization
 
     config = PPOConfig()
     state = {"best": None, "evaluations": []}
@@ -171,7 +183,7 @@ def test_dev_evaluations_keep_the_best_checkpoint_and_flag_over_optimization(pol
 def test_checkpoints_record_their_config_and_state(policy_dir, world, tmp_path):
     config = PPOConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
     result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 3), browser=world.browser, out_dir=tmp_path, config=config)
+                       dev_tasks=world.split("dev", 3), runner=world.runner, out_dir=tmp_path, config=config)
     state = json.loads((tmp_path / "checkpoints" / "iter-0001" / "ppo_state.json").read_text())
     assert state["iteration"] == 1 and [e["iteration"] for e in state["evaluations"]] == [0, 1]
     assert state["evaluations"][1]["dev"]["episodes"] == 3
@@ -198,7 +210,7 @@ def test_a_first_batch_with_equal_scores_keeps_the_scale_and_iteration_zero_gets
     seen: dict[int, dict] = {}
     config = PPOConfig(iterations=2, **{**FAST, "eval_every": 2, "eval_samples": 1})
     result = train_ppo(policy_dir=policy_dir, scorer=zeros_then_ones, train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 2), browser=world.browser, out_dir=tmp_path, config=config,
+                       dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config,
                        callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
     assert result.stop_reason == "finished"
     assert seen[2]["objective/score"] == pytest.approx(1.0)  # (1 - 0) / 1, not / 0.001
@@ -208,7 +220,7 @@ def test_a_first_batch_with_equal_scores_keeps_the_scale_and_iteration_zero_gets
 def test_resuming_from_the_first_checkpoint_does_not_evaluate_it_again(policy_dir, world, tmp_path):
     config = PPOConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
     kwargs = dict(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                  dev_tasks=world.split("dev", 2), browser=world.browser, config=config, out_dir=tmp_path)
+                  dev_tasks=world.split("dev", 2), runner=world.runner, config=config, out_dir=tmp_path)
     first = train_ppo(**kwargs, callbacks=PPOCallbacks(should_stop=lambda: True))
     assert first.cancelled and first.last_checkpoint.endswith("iter-0000")
     resumed = train_ppo(**kwargs, resume_from=first.last_checkpoint)

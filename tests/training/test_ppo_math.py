@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from training.ppo_math import (
+from training.rl.ppo_math import (
     explained_variance,
     gae,
     kl_penalty_rewards,

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _no_queue(monkeypatch):
-    monkeypatch.setattr("webapp.runs._enqueue", lambda run: None)
+    monkeypatch.setattr("webapp.runs.services._enqueue", lambda run: None)
 
 
 @pytest.fixture
@@ -76,18 +76,19 @@ def test_the_launch_form_refuses_a_bad_config_with_the_reason_and_queues_nothing
     client.force_login(admin_user)
     form = client.get("/runs/new/rollout/").content.decode()
     assert "Samples per task" in form and "episodes per task" in form  # label and help text
-    missing = client.post("/runs/new/rollout/", {"idempotency_key": "a", "policy_id": "", "split": "train",
+    missing = client.post("/runs/new/rollout/", {"idempotency_key": "a", "policy_id": "", "environment": "encyclopedia", "split": "train",
                                                  "tasks": 5, "samples_per_task": 1, "temperature": -1,
                                                  "campaign_id": 0, "seed": 0})
     assert missing.status_code == 400 and not Run.objects.filter(kind="rollout", name="x").exists()
     (tmp_path / "config.json").write_text("{}")
     policy = Policy.objects.create(name="p", model_dir=str(tmp_path))
     bad = client.post("/runs/new/rollout/", {"idempotency_key": "b", "name": "x", "policy_id": policy.pk,
-                                             "split": "train", "tasks": 5, "samples_per_task": 1,
+                                             "environment": "encyclopedia", "split": "train", "tasks": 5, "samples_per_task": 1,
                                              "temperature": -1, "campaign_id": 0, "seed": 0})
     assert bad.status_code == 400 and "temperature: 0 (greedy) or more" in bad.content.decode()
     assert not Run.objects.filter(name="x").exists()
-    ok = {"idempotency_key": "c", "name": "x", "policy_id": policy.pk, "split": "train", "tasks": 5,
+    ok = {"idempotency_key": "c", "name": "x", "policy_id": policy.pk, "environment": "encyclopedia",
+          "split": "train", "tasks": 5,
           "samples_per_task": 1, "temperature": 1, "campaign_id": 0, "seed": 0}
     first, second = client.post("/runs/new/rollout/", ok), client.post("/runs/new/rollout/", ok)  # double click
     assert first.status_code == second.status_code == 302 and first.url == second.url

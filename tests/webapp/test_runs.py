@@ -13,14 +13,14 @@ from django.utils import timezone
 from webapp.errors import ArbiterError
 from webapp.jobs import jobs_sweep_stale
 from webapp.models import Run, RunMetric
-from webapp.run_kinds import (
+from webapp.runs.kinds import (
     RunKind,
     config_from_input,
     field_help,
     register,
     simple_fields,
 )
-from webapp.runs import (
+from webapp.runs.services import (
     RunCancelled,
     run_cancel,
     run_execute,
@@ -74,7 +74,7 @@ register(RunKind(name="count", label="Count", description="counts", config_class
 def _no_queue(monkeypatch):
     """Launches are recorded, not sent: these tests call run_execute themselves."""
     sent = []
-    monkeypatch.setattr("webapp.runs._enqueue", lambda run: sent.append((run.pk, run.attempt)))
+    monkeypatch.setattr("webapp.runs.services._enqueue", lambda run: sent.append((run.pk, run.attempt)))
     return sent
 
 
@@ -195,7 +195,7 @@ def test_the_web_process_loads_every_run_kind_without_torch():
     import sys
 
     code = ("import os, sys, django; os.environ['DJANGO_SETTINGS_MODULE'] = 'webapp.settings'; django.setup(); "
-            "import webapp.urls; from webapp.run_kinds import all_kinds; "
+            "import webapp.urls; from webapp.runs.kinds import all_kinds; "
             "print(sorted(k.name for k in all_kinds()), 'torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("False False")

@@ -67,15 +67,14 @@ def _format(number: float) -> str:
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
-STORIES = [
-    ("A depot holds {a} crates of {b} jars; {c} jars break. How many jars are left?", lambda a, b, c: a * b - c),
+STORIES = [  # (the problem, the expression that solves it)
+    ("A depot holds {a} crates of {b} jars; {c} jars break. How many jars are left?", "{a} * {b} - {c}"),
     ("A train has {a} carriages with {b} seats each, and {c} seats are taken. How many seats are free?",
-     lambda a, b, c: a * b - c),
-    ("{a} workers each pack {b} boxes a day for {c} days. How many boxes do they pack?", lambda a, b, c: a * b * c),
+     "{a} * {b} - {c}"),
+    ("{a} workers each pack {b} boxes a day for {c} days. How many boxes do they pack?", "{a} * {b} * {c}"),
     ("A library had {a} books, bought {b} more and gave away {c}. How many books does it have now?",
-     lambda a, b, c: a + b - c),
-    ("A baker makes {a} trays of {b} rolls and sells all but {c}. How many rolls are sold?",
-     lambda a, b, c: a * b - c),
+     "{a} + {b} - {c}"),
+    ("A baker makes {a} trays of {b} rolls and sells all but {c}. How many rolls are sold?", "{a} * {b} - {c}"),
 ]
 SPLIT_OF = ["train"] * 7 + ["dev"] + ["eval"] * 2
 
@@ -97,12 +96,13 @@ class ArithmeticEnvironment(Environment):
         rng = random.Random(f"arithmetic:{seed}")
         self._tasks = []
         for i in range(n_tasks):
-            template, solve = STORIES[rng.randrange(len(STORIES))]
+            template, solution = STORIES[rng.randrange(len(STORIES))]
             a, b = rng.randint(2, 60), rng.randint(2, 40)
             c = rng.randint(1, min(90, a + b - 1))  # every answer stays positive
+            expression = solution.format(a=a, b=b, c=c)
             self._tasks.append(EnvTask(external_id=f"arith-{seed}-{i}", prompt=template.format(a=a, b=b, c=c),
-                                       reference=_format(solve(a, b, c)), split=SPLIT_OF[i % len(SPLIT_OF)],
-                                       metadata={"environment": self.name, "seed": seed}))
+                                       reference=_format(calculate(expression)), split=SPLIT_OF[i % len(SPLIT_OF)],
+                                       metadata={"environment": self.name, "seed": seed, "expression": expression}))
 
     def tasks(self, split: str) -> list[EnvTask]:
         return [t for t in self._tasks if t.split == split]
@@ -129,6 +129,13 @@ class ArithmeticEnvironment(Environment):
             return ToolResult(f"Error: {exc}.", error=True)
         state.results.append(result)
         return ToolResult(result)
+
+    def demonstrator(self, *, seed: int = 0, **options):
+        """A scripted solver for behaviour cloning: calculate the task's expression, answer the result."""
+        def turns(task: EnvTask, state: _State):
+            yield "calculate", {"expression": task.metadata["expression"]}
+            yield "answer", {"text": state.results[-1] if state.results else ""}
+        return turns
 
     def outcome(self, state: _State, episode: EpisodeRecord) -> Rubric:
         numbers = _NUMBER.findall(episode.answer or "")

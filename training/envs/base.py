@@ -28,6 +28,7 @@ from typing import Any
 
 import jsonschema
 
+INVALID_TOOL = "invalid"  # the tool name a turn that is no tool call is recorded under
 SYSTEM_PROMPT = ("You are an agent. Use the tools to find what the task asks, then give your final answer "
                  "with the answer tool.")
 
@@ -122,6 +123,16 @@ class Environment(ABC):
     def outcome(self, state: Any, episode: EpisodeRecord) -> Rubric:
         """Score a finished episode."""
 
+    def demonstrator(self, *, seed: int = 0, **options):
+        """Optional, for behaviour cloning: a scripted agent, as a function (task, state) giving
+        its turns one at a time, each a (tool, arguments) pair, or a str written as it is (a
+        deliberate malformed turn). None when the environment has none."""
+        return None
+
+    def vocabulary_texts(self) -> list[str]:
+        """Optional: texts of the world (documents, pages) a tokenizer trained for it should read."""
+        return []
+
     def opening_messages(self, task: EnvTask) -> list[dict]:
         """The chat an episode starts from (the tools go beside it, as `tools`)."""
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
@@ -168,11 +179,24 @@ class Episode:
 
     def call(self, tool: str, arguments: Any, *, call_id: str | None = None) -> ToolResult:
         """Carry out one tool call (or refuse it as an error result); every call uses a step."""
+        problem = self._problem(tool, arguments)
+        return self._step(tool, arguments, call_id, problem)
+
+    def think(self, text: str) -> None:
+        """Text the policy wrote beside its tool calls: a thought step (it uses no step of the limit)."""
+        if text.strip():
+            self.record.steps.append({"kind": "thought", "text": text})
+
+    def refuse(self, text: str, problem: str, *, call_id: str | None = None) -> ToolResult:
+        """A turn the policy wrote that is no tool call at all (unparseable): an error result
+        that uses a step, recorded as a call of the tool "invalid" with the text it wrote."""
+        return self._step(INVALID_TOOL, {"text": text}, call_id, problem)
+
+    def _step(self, tool: str, arguments: Any, call_id: str | None, problem: str) -> ToolResult:
         if self.done:
             raise RuntimeError("the episode has ended")
         record = self.record
         record.calls += 1
-        problem = self._problem(tool, arguments)
         if problem:
             result = ToolResult(f"Error: {problem}", error=True)
         else:
@@ -220,19 +244,28 @@ class Episode:
         record.steps.append(observation)
 
     def outcome(self) -> Rubric:
-        return self.runner.env.outcome(self.state, self.record)
+        """The environment's rubric, with the runner's own figures (steps, tool errors, loop,
+        truncated, answered) among its parts unless the environment gave them."""
+        rubric = self.runner.env.outcome(self.state, self.record)
+        record = self.record
+        standard = {"steps": record.calls, "tool_errors": record.tool_errors, "loop": record.loop,
+                    "truncated": record.truncated, "answered": record.answer is not None}
+        return Rubric(correct=rubric.correct, score=rubric.score, parts={**standard, **rubric.parts})
 
     def trajectory(self, *, agent: str, version: str = "") -> dict:
         """The finished episode as a canonical v1 trajectory (annotate/schemas/trajectory.v1.schema.json)."""
         task = self.record.task
+        system = [m["content"] for m in self.runner.env.opening_messages(task) if m.get("role") == "system"]
         return {
             "schema": "arbiter.trajectory/v1",
             "task": {"external_id": task.external_id, "prompt": task.prompt, "reference_answer": task.reference,
-                     "split": task.split},
+                     "environment": self.runner.env.name, "split": task.split, "metadata": dict(task.metadata)},
             "agent": {"name": agent, "version": version},
-            "steps": list(self.record.steps),
+            "steps": list(self.record.steps) or [{"kind": "thought", "text": "(no action)"}],
             "answer": self.record.answer or "",
             "outcome": self.outcome().as_dict(),
-            "metadata": {"environment": self.runner.env.name,
+            "metadata": {"environment": self.runner.env.name, "loop": self.record.loop,
+                         **({"system_prompt": "\n\n".join(system)} if system else {}),
+                         "truncated": self.record.truncated,
                          "tools": [t.as_openai() for t in self.runner.tools.values()]},
         }

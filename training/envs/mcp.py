@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from training.env.rubric import normalize
+from training.envs.encyclopedia.rubric import normalize
 from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 
 ANSWER_TOOL = Tool("answer", "Give the final answer and end the episode.",

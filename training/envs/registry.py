@@ -6,6 +6,10 @@
     get_environment("ticket-desk")                          # an entry point in group "arbiter.environments"
     get_environment("mcp", server=[...], tasks="t.jsonl")   # tools from an MCP server (training/envs/mcp.py)
 
+A deployment can also name configured environments (a built-in or a class with its
+options, e.g. an MCP server and its tasks file): `configured` maps each name to
+{"class": ..., "options": {...}}; Django reads it from settings.ARBITER_ENVIRONMENTS.
+
 A name that is none of these is refused with the names that exist. Nothing needs editing
 in Arbiter to add an environment.
 """
@@ -18,7 +22,7 @@ from training.envs.base import Environment
 
 ENTRY_POINT_GROUP = "arbiter.environments"
 BUILT_IN = {
-    "encyclopedia": "training.envs.encyclopedia:EncyclopediaEnvironment",
+    "encyclopedia": "training.envs.encyclopedia.environment:EncyclopediaEnvironment",
     "arithmetic": "training.envs.arithmetic:ArithmeticEnvironment",
     "mcp": "training.envs.mcp:MCPEnvironment",
 }
@@ -40,9 +44,11 @@ def _load(dotted: str) -> type:
     return cls
 
 
-def environment_names() -> list[str]:
-    """The built-ins and the installed entry points (dotted paths work too, unlisted)."""
-    return sorted({*BUILT_IN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+def environment_names(configured: dict | None = None) -> list[str]:
+    """The configured environments, the built-ins and the installed entry points (dotted paths
+    work too, unlisted). The MCP adapter needs a server, so only configured MCP environments count."""
+    names = {*BUILT_IN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)), *(configured or {})}
+    return sorted(names - ({"mcp"} - set(configured or {})))
 
 
 def environment_class(name: str) -> type[Environment]:
@@ -57,6 +63,18 @@ def environment_class(name: str) -> type[Environment]:
                              "or give a class by dotted path (package.module:Class)")
 
 
-def get_environment(name: str, **options) -> Environment:
-    """An instance of the environment called `name`, built with `options`."""
-    return environment_class(name)(**options)
+def get_environment(name: str, *, configured: dict | None = None, **options) -> Environment:
+    """An instance of the environment called `name`, built with `options` (a configured
+    environment's own options first)."""
+    if configured and name in configured:
+        entry = configured[name]
+        if not isinstance(entry, dict) or not isinstance(entry.get("class", ""), str):
+            raise UnknownEnvironment(f"configured environment {name!r}: give {{'class': ..., 'options': {{...}}}}")
+        cls = environment_class(entry.get("class") or name)
+        env = cls(**{**(entry.get("options") or {}), **options})
+        env.name = name
+        return env
+    try:
+        return environment_class(name)(**options)
+    except TypeError as exc:
+        raise UnknownEnvironment(f"environment {name!r} cannot be built with {sorted(options)}: {exc}") from None

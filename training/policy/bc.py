@@ -1,4 +1,8 @@
-"""Behaviour cloning of the default policy on scripted demonstrations.
+"""Behaviour cloning of the default policy on an environment's scripted demonstrations.
+
+The demonstrations are episodes of the environment's scripted agent (its `demonstrator`),
+carried out through the episode runner and tokenized exactly as the policy's own rollouts
+are (training/policy/rollout.py), so what it imitates is what it will generate.
 
 The imitation loss is on agent tokens. At a few million parameters the policy must also
 learn to copy names out of what it reads, so the observation text gets a language-model
@@ -13,64 +17,73 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import torch
 
-from training.env.browser import TextBrowser
-from training.env.corpus import Corpus, TaskSpec
-from training.env.scripted import ScriptedAgent
+from training.envs.base import Environment, EpisodeRunner
 from training.policy.bc_config import BCConfig
-from training.policy.layout import episode_tokens, model_action, turns_of
+from training.policy.rollout import RolloutEpisode, episode_tokens, play_scripted
+from training.policy.parsers import PARSERS
 
 
-def _scripted_turns(corpus: Corpus, tasks: list[TaskSpec], config: BCConfig, repeats: int,
-                    browser: TextBrowser | None = None):
-    """(task, turns) of scripted episodes, the actions spelled as the policy writes them."""
-    browser = browser or TextBrowser(corpus)
-    agent = ScriptedAgent(corpus, config.mistakes, seed=config.seed)
-    for task in tasks:
-        for _ in range(repeats):
-            episode = agent.run(browser, task)
-            yield task, [(model_action(action), observation) for action, observation in turns_of(episode)]
+class NoDemonstrator(ValueError):
+    """The environment has no scripted agent to clone."""
 
 
-def demonstration_worlds(corpus: Corpus, tasks: list[TaskSpec], config: BCConfig):
-    """(corpus, tasks, config) of each world demonstrated: the main world's training tasks,
-    `demos_per_task` episodes each, then every task of `extra_worlds` other generated
-    encyclopedias (seeds 1, 2, ...), one episode each."""
-    from training.env.corpus import generate_corpus, generate_tasks
-
-    worlds = [(corpus, tasks, config)]
+def demonstration_worlds(env: Environment, config: BCConfig, make_env=None) -> list[tuple[Environment, list, int]]:
+    """(environment, tasks, episodes per task) of each world demonstrated: the environment's
+    training tasks, `demos_per_task` episodes each, then every task of `extra_worlds` other
+    worlds of it (built by `make_env(seed)` for seeds 1, 2, ...), one episode each."""
+    worlds = [(env, env.tasks("train"), config.demos_per_task)]
     for seed in range(1, config.extra_worlds + 1):
-        world = generate_corpus(seed=seed)
-        worlds.append((world, generate_tasks(world, seed=seed),
-                       replace(config, demos_per_task=1, seed=config.seed + seed)))
+        if make_env is None:
+            raise NoDemonstrator("extra_worlds needs an environment built per seed.")
+        world = make_env(seed)
+        worlds.append((world, [t for split in ("train", "dev", "eval") for t in world.tasks(split)], 1))
     return worlds
 
 
-def demonstrations(corpus: Corpus, tasks: list[TaskSpec], tokenizer, config: BCConfig,
-                   browser: TextBrowser | None = None) -> list[tuple[list[int], list[int]]]:
-    """(ids, agent_mask) of the scripted episodes of every world demonstrated."""
-    examples = []
-    for world, world_tasks, world_config in demonstration_worlds(corpus, tasks, config):
-        here = browser if world is corpus else None
-        examples += [episode_tokens(tokenizer, task.question, turns) for task, turns in
-                     _scripted_turns(world, world_tasks, world_config, world_config.demos_per_task, here)]
-    return examples
+def play_demonstrations(env: Environment, config: BCConfig, *, make_env=None, parser: str = "compact",
+                        limits=None) -> list[tuple[EpisodeRunner, RolloutEpisode]]:
+    """The scripted agent's episodes in every world demonstrated, each turn written as a policy
+    with `parser` writes it."""
+    episodes = []
+    for index, (world, tasks, repeats) in enumerate(demonstration_worlds(env, config, make_env)):
+        turns = world.demonstrator(seed=config.seed + index, mistakes=config.mistakes)
+        if turns is None:
+            raise NoDemonstrator(f"environment {world.name!r} has no scripted demonstrator, so there is nothing "
+                                 f"to clone; start from a policy of your own instead (docs/policies.md).")
+        runner = EpisodeRunner(world, limits) if limits else EpisodeRunner(world)
+        writer = PARSERS[parser](list(runner.tools.values()))
+        for task in tasks:
+            for _ in range(repeats):
+                episodes.append((runner, play_scripted(runner, task, turns, writer)))
+    return episodes
 
 
-def demonstration_texts(corpus: Corpus, tasks: list[TaskSpec], config: BCConfig) -> list[str]:
-    """Text to train the tokenizer on: articles, questions and the demonstrations' turns of every world."""
-    texts = []
-    for world, world_tasks, world_config in demonstration_worlds(corpus, tasks, config):
-        texts += [d.text for d in world.documents] + [t.question for t in world_tasks]
-        for _, turns in _scripted_turns(world, world_tasks, world_config, 1):
-            for action, observation in turns:
-                texts.append(action)
-                if observation:
-                    texts.append(observation)
+def demonstration_texts(played: list[tuple[EpisodeRunner, RolloutEpisode]]) -> list[str]:
+    """Text to train the tokenizer on: each world's own texts (an encyclopedia's articles) and
+    every message of the demonstrations."""
+    texts, seen = [], set()
+    for runner, episode in played:
+        if id(runner.env) not in seen:
+            seen.add(id(runner.env))
+            texts += runner.env.vocabulary_texts()
+        texts += [m["content"] for m in episode.messages if m["role"] != "system"]
     return texts
+
+
+def demonstrations(chat, played: list[tuple[EpisodeRunner, RolloutEpisode]]) -> list[tuple[list[int], list[int]]]:
+    """(ids, agent_mask) of every demonstration, tokenized as a rollout of the policy would be."""
+    tools = {}
+    examples = []
+    for runner, episode in played:
+        key = id(runner)
+        if key not in tools:
+            tools[key] = [t.as_openai() for t in runner.tools.values()]
+        examples.append(episode_tokens(chat, episode, tools[key]))
+    return examples
 
 
 def _batches(examples, batch_size: int, rng: random.Random):

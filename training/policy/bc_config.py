@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from training.env.scripted import Mistakes
+from training.envs.encyclopedia.scripted import Mistakes
 
 
 @dataclass
@@ -27,4 +27,5 @@ class BCConfig:
     first_action_weight: float = 2.0  # loss weight of the first action's tokens (the search that copies the question)
     grad_clip: float = 1.0  # gradient norm clip
     threads: int = 0  # torch threads while training; 0: the faster of 1 and all cores, measured during the run
+    environment: str = "encyclopedia"  # the environment whose scripted agent is cloned (it needs a demonstrator)
     seed: int = 0  # data order, demonstrations and initialisation

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from training.policy.layout import CHAT_TEMPLATE, SPECIAL_TOKENS
+from training.policy.layout import CHAT_TEMPLATE, LEGACY_TEMPLATES, SPECIAL_TOKENS
 
 
 class PolicyLoadError(ValueError):
@@ -60,12 +60,23 @@ def load_policy(model_dir: str | Path, *, device: str = "cpu"):
         raise PolicyLoadError(f"{path}: no usable tokenizer ({exc}).") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if getattr(tokenizer, "chat_template", None) in LEGACY_TEMPLATES:
+        tokenizer.chat_template = CHAT_TEMPLATE
     return model.to(device).eval(), tokenizer
 
 
-def save_policy(model, tokenizer, model_dir: str | Path) -> Path:
+def save_policy(model, tokenizer, model_dir: str | Path, *, tool_parser: str = "") -> Path:
+    """Save with `save_pretrained`; `tool_parser` is written to arbiter_policy.json beside it."""
+    import json
+
+    from training.policy.chat import POLICY_FILE
+
     path = Path(model_dir)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
+    if tool_parser:
+        info = path / POLICY_FILE
+        existing = json.loads(info.read_text()) if info.exists() else {}
+        info.write_text(json.dumps({**existing, "tool_parser": tool_parser}, indent=2, default=str))
     return path

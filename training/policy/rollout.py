@@ -1,11 +1,18 @@
-"""Batched multi-turn rollouts in the text browser, with one key-value cache per batch.
+"""Batched multi-turn rollouts of a chat policy in an environment, one key-value cache per batch.
 
-Many episodes advance together. The cache of a batch lives across turns: each turn only
-the new tokens of each episode (the observation, and the `<|assistant|>` that opens its
-next action) are fed, left-padded into one chunk with the padding masked out, and then
-actions are decoded token by token until every live row has produced `<|end|>` (or the
-action token limit). Finished episodes leave the cache. Each episode records its token
-ids, per token whether the agent produced it (the action mask), and the log-probability
+Any environment (training/envs/) and any Hugging Face chat model: each episode is its
+environment's opening messages rendered by the policy's own chat template with the tools,
+then turns of (the model's action, the tool results), built as in training/policy/chat.py.
+The model's turn is parsed by its tool-call parser (training/policy/tool_calls.py) and each
+call goes through the episode runner, which checks it against the tool's schema: a turn
+that is no valid call is an error observation that uses a step, never a crash.
+
+Many episodes advance together. The cache of a batch lives across turns: each turn only the
+new context tokens of each episode (the tool results and the next generation prompt) are
+fed, left-padded into one chunk with the padding masked out, and then actions are decoded
+token by token until every live row has produced an end-of-turn token (or the action token
+limit). Finished episodes leave the cache. Each episode records its token ids, per token
+whether the agent produced it (the action mask: only sampled tokens), and the log-probability
 of each agent token under the sampling distribution: what PPO needs next.
 
 Each episode samples with its own seeded generator (its uniforms for a whole action drawn
@@ -18,10 +25,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from training.env.browser import Episode, TextBrowser
-from training.env.corpus import TaskSpec
-from training.env.rubric import Outcome, score_episode
-from training.policy.layout import encode, observation_text, prompt_text
+from training.envs.base import INVALID_TOOL, Episode, EpisodeRunner, EnvTask, Rubric
+from training.policy.chat import ChatFormat
+from training.policy.parsers import ToolCall
 
 
 @dataclass
@@ -30,25 +36,56 @@ class RolloutConfig:
     max_action_tokens: int = 48
     batch_size: int = 32
     max_context: int = 1536
+    threads: int = 0  # torch threads while rolling out; 0: automatic (rollout_threads)
+
+
+SMALL_MODEL = 100_000_000  # parameters
+
+
+def rollout_threads(model) -> int:
+    """Torch threads for a rollout: 1 for a small model on the CPU, else torch's own choice.
+
+    Decoding a small model is many tiny matrix products, one token at a time: threads spend
+    more time waiting on each other than working. Measured on the 2-core machine
+    (benchmarks/rollout_throughput.py, RESULTS.md): about as fast with 1 thread as with 2
+    when the machine is idle, and several times faster when other work keeps the cores busy.
+    """
+    device = next(model.parameters()).device
+    if device.type == "cpu" and sum(p.numel() for p in model.parameters()) < SMALL_MODEL:
+        return 1
+    return torch.get_num_threads()
 
 
 @dataclass
 class RolloutEpisode:
-    task: TaskSpec
+    task: EnvTask
     episode: Episode
+    messages: list[dict] = field(default_factory=list)
+    opening: int = 0  # how many of the messages are the environment's opening ones
     ids: list[int] = field(default_factory=list)
     agent_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    outcome: Outcome | None = None
+    outcome: Rubric | None = None
 
     @property
     def agent_tokens(self) -> int:
         return sum(self.agent_mask)
 
+    @property
+    def steps(self) -> list[dict]:
+        """The canonical steps (actions with structured arguments, observations, the answer)."""
+        return self.episode.record.steps
+
     def extend(self, tokens: list[int], *, agent: bool, logprobs: list[float] | None = None) -> None:
         self.ids += tokens
         self.agent_mask += [int(agent)] * len(tokens)
         self.logprobs += logprobs if logprobs is not None else [0.0] * len(tokens)
+
+    def trajectory(self, *, agent: str, version: str = "") -> dict:
+        """The episode in the canonical form, as an imported transcript of it would be stored."""
+        trajectory = self.episode.trajectory(agent=agent, version=version)
+        trajectory["metadata"]["agent_tokens"] = self.agent_tokens
+        return trajectory
 
 
 def _growing_layer_class():
@@ -157,7 +194,7 @@ class CachedBatch:
 
 
 def sample_actions(batch: CachedBatch, logits: torch.Tensor, generators: list[torch.Generator], *,
-                   temperature: float, max_new: int, end_id: int) -> tuple[list[list[int]], list[list[float]], list[int]]:
+                   temperature: float, max_new: int, stop_ids: list[int]) -> tuple[list[list[int]], list[list[float]], list[int]]:
     """Decode one action per row. Returns tokens, their log-probs, and per row the tokens
     sampled but not yet fed to the cache (the caller feeds them first next turn).
 
@@ -171,6 +208,7 @@ def sample_actions(batch: CachedBatch, logits: torch.Tensor, generators: list[to
     logps = torch.zeros((rows, max_new), device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
     lengths = torch.zeros(rows, dtype=torch.long, device=device)
+    stops = torch.tensor(stop_ids, dtype=torch.long, device=device)
     for step in range(max_new):
         scaled = logits.float() / temperature if temperature > 0 else logits.float()
         log_probs = torch.log_softmax(scaled, dim=-1)
@@ -184,7 +222,7 @@ def sample_actions(batch: CachedBatch, logits: torch.Tensor, generators: list[to
         tokens[:, step] = torch.where(active, token, batch.pad_id)
         logps[:, step] = log_probs.gather(1, token[:, None]).squeeze(1)
         lengths += active
-        finished |= token == end_id
+        finished |= torch.isin(token, stops)
         if step == max_new - 1 or bool(finished.all()):
             break
         logits = batch.feed_tensors(tokens[:, step:step + 1], active[:, None].long())
@@ -197,56 +235,147 @@ def sample_actions(batch: CachedBatch, logits: torch.Tensor, generators: list[to
     return out_tokens, out_logps, unfed
 
 
-def rollout(model, tokenizer, browser, tasks: list[TaskSpec], config: RolloutConfig,
-            *, seeds: list[int] | None = None, progress=None) -> list[RolloutEpisode]:
-    """Run one episode per task (in batches of `config.batch_size`). `browser` is a TextBrowser,
-    or a function giving each task its browser (tasks from several worlds in one batch)."""
+def rollout(model, tokenizer, runner, tasks: list[EnvTask], config: RolloutConfig, *, seeds: list[int] | None = None,
+            progress=None, chat: ChatFormat | None = None) -> list[RolloutEpisode]:
+    """Run one episode per task (in batches of `config.batch_size`). `runner` is an
+    EpisodeRunner, or a function giving each task its runner (tasks of several worlds in one
+    batch). `chat` is the policy's format (its chat template and tool-call parser)."""
+    chat = chat or ChatFormat.for_policy(tokenizer, getattr(model, "name_or_path", None) or None)
     seeds = seeds if seeds is not None else list(range(len(tasks)))
     results: list[RolloutEpisode] = []
-    for start in range(0, len(tasks), config.batch_size):
-        chunk = list(zip(tasks[start:start + config.batch_size], seeds[start:start + config.batch_size]))
-        results.extend(_rollout_batch(model, tokenizer, browser, chunk, config))
-        if progress:
-            progress(min(1.0, (start + len(chunk)) / len(tasks)))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(config.threads or rollout_threads(model))
+    try:
+        for start in range(0, len(tasks), config.batch_size):
+            chunk = list(zip(tasks[start:start + config.batch_size], seeds[start:start + config.batch_size]))
+            results.extend(_rollout_batch(model, chat, runner, chunk, config))
+            if progress:
+                progress(min(1.0, (start + len(chunk)) / len(tasks)))
+    finally:
+        torch.set_num_threads(previous)
     return results
 
 
-def _rollout_batch(model, tokenizer, browser, chunk, config) -> list[RolloutEpisode]:
-    end_id = tokenizer.convert_tokens_to_ids("<|end|>")
-    assistant = encode(tokenizer, "<|assistant|>")
-    browsers = [browser(task) if callable(browser) else browser for task, _ in chunk]
-    episodes = [RolloutEpisode(task=task, episode=b.reset(task.question)) for (task, _), b in zip(chunk, browsers)]
+def _new_episode(runner: EpisodeRunner, task: EnvTask) -> RolloutEpisode:
+    messages = runner.env.opening_messages(task)
+    return RolloutEpisode(task=task, episode=runner.start(task), messages=messages, opening=len(messages))
+
+
+def play_scripted(runner: EpisodeRunner, task: EnvTask, turns, parser) -> RolloutEpisode:
+    """An episode whose turns come from a scripted agent (`Environment.demonstrator`), each
+    written as the policy writes it (`parser.format`) and carried out as a rollout would."""
+    e = _new_episode(runner, task)
+    answer_tool = "answer" if "answer" in runner.tools else None
+    for turn in turns(task, e.episode.state):
+        if e.episode.done:
+            break
+        text = turn if isinstance(turn, str) else parser.format([ToolCall(*turn)])
+        e.messages.append({"role": "assistant", "content": text})
+        _act(e, parser, text, answer_tool)
+    e.outcome = e.episode.outcome()
+    return e
+
+
+def episode_tokens(chat: ChatFormat, e: RolloutEpisode, tools: list[dict]) -> tuple[list[int], list[int]]:
+    """(ids, agent_mask) of a finished episode's messages, built exactly as a rollout builds
+    them: each assistant turn is agent tokens (its text and the end-of-turn token), the rest
+    is context."""
+    messages = e.messages
+    ids = chat.opening(messages[:e.opening], tools)
+    mask = [0] * len(ids)
+    i = e.opening
+    while i < len(messages):
+        action = chat.encode(messages[i]["content"]) + chat.turn_end
+        ids += action
+        mask += [1] * len(action)
+        j = i + 1
+        while j < len(messages) and messages[j]["role"] == "tool":
+            j += 1
+        if j < len(messages):  # the episode went on: the results and the next generation prompt
+            context = chat.continuation(messages[:j], tools, j - i - 1)
+            ids += context
+            mask += [0] * len(context)
+        i = j
+    return ids, mask
+
+
+def _tool_message(call_id: str, name: str, content: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+
+
+def _act(e: RolloutEpisode, parser, text: str, answer_tool: str | None) -> int:
+    """Carry out the calls of one turn; returns how many tool messages it added.
+
+    A turn of plain text is the final answer (as in chat APIs) when the environment has an
+    answer tool; a turn that cannot be read, or plain text without one, is an error result."""
+    turn = parser.parse(text)
+    calls, problem = list(turn.calls), turn.problem
+    if not problem and not calls:
+        if answer_tool and turn.content.strip():
+            key = next(iter(e.episode.runner.tools[answer_tool].parameters.get("properties", {})), "text")
+            calls = [ToolCall(answer_tool, {key: turn.content.strip()})]
+        else:
+            problem = "no tool call; call one of the tools, or answer."
+    if problem:
+        call_id = f"call_{e.episode.record.calls}"
+        result = e.episode.refuse(text, problem, call_id=call_id)
+        e.messages.append(_tool_message(call_id, INVALID_TOOL, result.content))
+        return 1
+    if turn.calls:
+        e.episode.think(turn.content)
+    added = 0
+    for call in calls:
+        if e.episode.done:
+            break
+        call_id = f"call_{e.episode.record.calls}"
+        result = e.episode.call(call.name, call.arguments, call_id=call_id)
+        if not result.done:
+            e.messages.append(_tool_message(call_id, call.name, result.content))
+            added += 1
+    return added
+
+
+def _rollout_batch(model, chat: ChatFormat, runner, chunk, config) -> list[RolloutEpisode]:
+    runners = [runner(task) if callable(runner) and not isinstance(runner, EpisodeRunner) else runner
+               for task, _ in chunk]
+    episodes, pending, parsers, tool_specs, answer_tools = [], [], [], [], []
+    for (task, _), r in zip(chunk, runners):
+        e = _new_episode(r, task)
+        tools = [t.as_openai() for t in r.tools.values()]
+        opening = chat.opening(e.messages, tools)
+        e.extend(opening, agent=False)
+        episodes.append(e)
+        pending.append(opening)
+        parsers.append(chat.parser(list(r.tools.values())))
+        tool_specs.append(tools)
+        answer_tools.append("answer" if "answer" in r.tools else None)
     generators = [torch.Generator().manual_seed(seed) for _, seed in chunk]
-    # What each live row must feed before its next action: the prompt at first.
-    pending = [encode(tokenizer, prompt_text(task.question)) for task, _ in chunk]
-    for e, tokens in zip(episodes, pending):
-        e.extend(tokens, agent=False)
-    batch = CachedBatch(model, tokenizer.pad_token_id)
+    batch = CachedBatch(model, chat.tokenizer.pad_token_id)
     live = list(range(len(episodes)))
+    stop_ids = set(chat.stop_ids)
     while live:
-        for i in live:
-            episodes[i].extend(assistant, agent=False)
-        logits = batch.feed([pending[i] + assistant for i in live])
+        logits = batch.feed([pending[i] for i in live])
         actions, logps, unfed = sample_actions(batch, logits, [generators[i] for i in live],
                                                temperature=config.temperature, max_new=config.max_action_tokens,
-                                               end_id=end_id)
+                                               stop_ids=chat.stop_ids)
         keep, still = [], []
         for row, (i, tokens, lp, tail) in enumerate(zip(live, actions, logps, unfed)):
             e = episodes[i]
             e.extend(tokens, agent=True, logprobs=lp)
             pending[i] = [tail] if tail is not None else []
-            if not tokens or tokens[-1] != end_id:  # ran out of action tokens: close the turn for it
-                e.extend([end_id], agent=False)
-                pending[i].append(end_id)
-            text = tokenizer.decode([t for t in tokens if t != end_id], skip_special_tokens=False)
-            result = browsers[i].step(e.episode, text)
-            if result.done:
+            if not tokens or tokens[-1] not in stop_ids:  # ran out of action tokens: close the turn for it
+                e.extend(chat.turn_end, agent=False)
+                pending[i] += chat.turn_end
+            text = chat.decode(tokens)
+            e.messages.append({"role": "assistant", "content": text})
+            results = _act(e, parsers[i], text, answer_tools[i])
+            if e.episode.done:
                 continue
-            obs = encode(tokenizer, observation_text(result.observation))
-            e.extend(obs, agent=False)
-            pending[i] += obs
-            if len(e.ids) + config.max_action_tokens + len(assistant) > config.max_context:
-                e.episode.truncated = True
+            context = chat.continuation(e.messages, tool_specs[i], results)
+            e.extend(context, agent=False)
+            pending[i] += context
+            if len(e.ids) + config.max_action_tokens > config.max_context:
+                e.episode.record.truncated = True
                 continue
             keep.append(row)
             still.append(i)
@@ -254,5 +383,5 @@ def _rollout_batch(model, tokenizer, browser, chunk, config) -> list[RolloutEpis
             batch.keep(keep)
         live = still
     for e in episodes:
-        e.outcome = score_episode(e.episode, e.task.answer)
+        e.outcome = e.episode.outcome()
     return episodes

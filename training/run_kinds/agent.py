@@ -9,8 +9,18 @@ from django.urls import reverse
 
 from annotate.models import Campaign, Policy
 from training.policy.bc_config import BCConfig
-from training.run_kinds.common import SPLITS, campaign_choices, policy_choices, policy_link, policy_problems
-from webapp.run_kinds import RunKind, register
+from training.run_kinds.common import (
+    ENVIRONMENT_HELP,
+    SPLITS,
+    TASK_IDS_HELP,
+    campaign_choices,
+    environment_check,
+    environment_choices,
+    policy_choices,
+    policy_link,
+    policy_problems,
+)
+from webapp.runs.kinds import RunKind, register
 
 
 # --- Rollouts ---------------------------------------------------------------------------
@@ -18,8 +28,10 @@ from webapp.run_kinds import RunKind, register
 @dataclass
 class RolloutRunConfig:
     policy_id: int = 0  # the policy to run (it needs a model directory)
+    environment: str = field(default="encyclopedia", metadata={"help": ENVIRONMENT_HELP})
     split: str = "train"  # tasks of this split: train, dev or eval
     tasks: int = 50  # how many tasks of the split, in a fixed order
+    task_ids: str = field(default="", metadata={"help": TASK_IDS_HELP})
     samples_per_task: int = 2  # episodes per task
     temperature: float = 1.0  # sampling temperature; 0 is greedy
     campaign_id: int = 0  # build comparisons of the new trajectories in this campaign (0: none)
@@ -39,7 +51,8 @@ class RolloutRunConfig:
 
 
 def _rollout_check(config: RolloutRunConfig) -> list[str]:
-    problems = policy_problems(config.policy_id)
+    problems = policy_problems(config.policy_id) + environment_check(config.environment, config.split,
+                                                                     config.task_ids)
     if config.campaign_id and not Campaign.objects.filter(pk=config.campaign_id).exists():
         problems.append(f"No campaign with id {config.campaign_id}.")
     return problems
@@ -55,8 +68,8 @@ def _rollout_lineage(config: RolloutRunConfig) -> list[dict]:
 
 
 def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume_from) -> dict:
-    from training.policy_service import policy_rollouts_store
-    from webapp.runs import RunCancelled
+    from training.policy.services import policy_rollouts_store
+    from webapp.runs.services import RunCancelled
 
     def progress(fraction: float) -> None:
         reporter.progress(0.95 * fraction, f"{fraction:.0%} of the episodes")
@@ -65,11 +78,14 @@ def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume
 
     policy = Policy.objects.get(pk=config.policy_id)
     campaign = Campaign.objects.filter(pk=config.campaign_id).first() if config.campaign_id else None
-    reporter.log(f"Rolling out {policy} on {config.tasks} {config.split} tasks x {config.samples_per_task} "
-                 f"at temperature {config.temperature}.")
+    from training.envs.services import parse_task_ids
+
+    reporter.log(f"Rolling out {policy} in {config.environment} on {config.tasks} {config.split} tasks x "
+                 f"{config.samples_per_task} at temperature {config.temperature}.")
     result = policy_rollouts_store(policy=policy, split=config.split, n_tasks=config.tasks,
                                    samples=config.samples_per_task, temperature=config.temperature,
-                                   campaign=campaign, seed=config.seed, progress=progress, device=compute.device)
+                                   campaign=campaign, seed=config.seed, progress=progress, device=compute.device,
+                                   environment=config.environment, task_ids=parse_task_ids(config.task_ids))
     reporter.log(f"Stored {result['trajectories']} trajectories ({result['duplicates']} duplicates), "
                  f"{result['comparisons']} comparisons; success {result['success']:.1%}.")
     return result
@@ -97,9 +113,19 @@ class BCRunConfig(BCConfig):
         return problems
 
 
+def _bc_check(config: BCRunConfig) -> list[str]:
+    from training.envs.services import environment_get
+
+    problems = environment_check(config.environment)
+    if not problems and environment_get(config.environment).demonstrator(seed=0) is None:
+        problems.append(f"environment: {config.environment} has no scripted demonstrator, so behaviour cloning has "
+                        f"nothing to imitate; roll out a policy of your own instead (docs/policies.md).")
+    return problems
+
+
 def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> dict:
-    from training.policy_service import PolicyTrainingStopped, policy_train_default
-    from webapp.runs import RunCancelled, run_add_artifact, run_add_lineage
+    from training.policy.services import PolicyTrainingStopped, policy_train_default
+    from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage
 
     bc = BCConfig(**{k: v for k, v in vars(config).items() if k != "policy_name"})
     target = Path(settings.VAR_DIR) / "policies" / f"{config.policy_name}-run{run.pk}"
@@ -118,12 +144,15 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
 def register_agent_kinds() -> None:
     register(RunKind(
         name="rollout", label="Rollouts", config_class=RolloutRunConfig, execute=_rollout_execute,
-        description="Sample episodes from a policy in the text browser and store them as trajectories "
+        description="Sample episodes from a policy in an environment and store them as trajectories "
                     "(and comparisons in a campaign).",
         check=_rollout_check, lineage=_rollout_lineage,
-        choices={"policy_id": policy_choices, "campaign_id": campaign_choices, "split": lambda: [(s, s) for s in SPLITS]},
+        choices={"policy_id": policy_choices, "campaign_id": campaign_choices, "environment": environment_choices,
+                 "split": lambda: [(s, s) for s in SPLITS]},
     ))
     register(RunKind(
-        name="bc", label="Behaviour cloning", config_class=BCRunConfig, execute=_bc_execute,
-        description="Train a policy from nothing on scripted demonstrations (tokenizer, model, imitation).",
+        name="bc", label="Behaviour cloning", config_class=BCRunConfig, execute=_bc_execute, check=_bc_check,
+        description="Train a policy from nothing on an environment's scripted demonstrations (tokenizer, model, "
+                    "imitation).",
+        choices={"environment": environment_choices},
     ))

@@ -8,6 +8,25 @@ from django.urls import reverse
 from annotate.models import Campaign, Policy
 
 SPLITS = ("train", "dev", "eval")
+ENVIRONMENT_HELP = ("The environment (a built-in, an installed entry point, one configured in "
+                    "ARBITER_ENVIRONMENTS_FILE, or package.module:Class); docs/environments.md.")
+TASK_IDS_HELP = "Only these tasks of the split, by external id, separated by commas (empty: the first `tasks`)."
+
+
+def environment_check(name: str, split: str | None = None, task_ids: str = "") -> list[str]:
+    """Why a run cannot use this environment (unknown, fails to start) or these tasks (not of its split)."""
+    from training.envs.services import environment_get, environment_problems, parse_task_ids, task_problems
+
+    problems = environment_problems(name)
+    if not problems and split and task_ids:
+        problems = task_problems(environment_get(name), split, parse_task_ids(task_ids))
+    return problems
+
+
+def environment_choices() -> list[tuple[str, str]]:
+    from training.envs.services import environment_choices as choices
+
+    return choices()
 
 
 def policy_choices() -> list[tuple[int, str]]:

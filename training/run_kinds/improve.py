@@ -9,10 +9,18 @@ from django.urls import reverse
 
 from annotate.models import Policy
 from rewardmodel.models import RewardModel
-from training.env.world import SPLITS
-from training.ppo_config import PPOConfig
-from training.run_kinds.common import policy_choices, policy_link, policy_problems
-from webapp.run_kinds import RunKind, register
+from training.rl.config import PPOConfig
+from training.run_kinds.common import (
+    ENVIRONMENT_HELP,
+    SPLITS,
+    TASK_IDS_HELP,
+    environment_check,
+    environment_choices,
+    policy_choices,
+    policy_link,
+    policy_problems,
+)
+from webapp.runs.kinds import RunKind, register
 
 REWARDS = ("reward_model", "rubric", "utility")
 
@@ -32,25 +40,27 @@ def _reward_model_link(model: RewardModel) -> list[dict]:
              "url": reverse("rewardmodel:detail", args=[model.pk])}]
 
 
-def _sample_texts() -> list[str]:
-    """Transcripts of a few episodes in the policy's world, as a reward model reads them."""
+def _sample_texts(environment: str) -> list[str]:
+    """Transcripts of a few episodes in the environment, as a reward model reads them: its
+    scripted agent's where it has one, else the tasks' prompts."""
     from rewardmodel.serialize import episode_text_full
-    from training.env.rubric import score_episode
-    from training.env.scripted import Mistakes, ScriptedAgent, episode_to_trajectory
-    from training.env.world import main_world
+    from training.envs.base import EpisodeRunner
+    from training.envs.services import environment_get
+    from training.policy.parsers import HermesParser
+    from training.policy.rollout import play_scripted
 
-    world = main_world()
-    agent = ScriptedAgent(world.corpus, Mistakes(), seed=0)
-    texts = []
-    for task in world.split("train", 4):
-        episode = agent.run(world.browser, task)
-        steps = episode_to_trajectory(task, episode, score_episode(episode, task.answer), agent="check")["steps"]
-        texts.append(episode_text_full(task.question, steps))
-    return texts
+    env = environment_get(environment)
+    tasks = env.tasks("train")[:4]
+    turns = env.demonstrator(seed=0)
+    if turns is None:
+        return [task.prompt for task in tasks]
+    runner = EpisodeRunner(env)
+    parser = HermesParser(list(runner.tools.values()))
+    return [episode_text_full(task.prompt, play_scripted(runner, task, turns, parser).steps) for task in tasks]
 
 
-def reward_model_problems(reward_model_id: int) -> list[str]:
-    """Why the reward model cannot score the policy's episodes, if it cannot."""
+def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia") -> list[str]:
+    """Why the reward model cannot score the policy's episodes in the environment, if it cannot."""
     from rewardmodel.backbones import UNREADABLE_SHARE, BackboneError, unknown_token_share
 
     model = RewardModel.objects.filter(pk=reward_model_id).first()
@@ -59,7 +69,7 @@ def reward_model_problems(reward_model_id: int) -> list[str]:
     if not (Path(model.model_dir) / "config.json").exists():
         return [f"Reward model {model} has no files at {model.model_dir}."]
     try:
-        share = unknown_token_share(model.model_dir, _sample_texts())
+        share = unknown_token_share(model.model_dir, _sample_texts(environment))
     except BackboneError as exc:
         return [f"Reward model {model}: {exc}"]
     if share > UNREADABLE_SHARE:
@@ -79,6 +89,7 @@ def _same_tokenizer(a: Policy, b: Policy) -> bool:
 class PPORunConfig(PPOConfig):
     policy_id: int = field(default=0, metadata=_help("The policy to start from (and, unless given, the KL "
                                                      "reference)."))
+    environment: str = field(default="encyclopedia", metadata=_help(ENVIRONMENT_HELP))
     reward: str = field(default="reward_model", metadata=_help(
         "What PPO maximises: 'reward_model' (the loop's learnt model), or the rubric itself as the upper bound: "
         "'rubric' (1 for a correct answer) or 'utility' (the rubric's utility)."))
@@ -102,19 +113,28 @@ class PPORunConfig(PPOConfig):
 
 
 def _ppo_check(config: PPORunConfig) -> list[str]:
-    from training.env.world import main_world
+    from training.envs.services import environment_get
 
     problems = policy_problems(config.policy_id)
+    environment = environment_check(config.environment)
+    problems += environment
     if config.reference_policy_id:
         problems += [f"reference_policy_id: {p}" for p in policy_problems(config.reference_policy_id)]
         if not problems and not _same_tokenizer(Policy.objects.get(pk=config.policy_id),
                                                 Policy.objects.get(pk=config.reference_policy_id)):
             problems.append("reference_policy_id: the reference policy must share the policy's tokenizer.")
     if config.reward == "reward_model":
-        problems += reward_model_problems(config.reward_model_id) if config.reward_model_id else [
-            "reward_model_id: choose the reward model to train against (or reward 'rubric' for the upper bound)."]
-    tasks = len(main_world().split("train"))
-    if config.episodes_per_iteration > tasks:
+        if not config.reward_model_id:
+            problems.append("reward_model_id: choose the reward model to train against (or reward 'rubric' for "
+                            "the upper bound).")
+        elif not environment:
+            problems += reward_model_problems(config.reward_model_id, config.environment)
+    if environment:
+        return problems
+    tasks = len(environment_get(config.environment).tasks("train"))
+    if not tasks:
+        problems.append(f"environment: {config.environment} has no training tasks.")
+    elif config.episodes_per_iteration > tasks:
         problems.append(f"episodes_per_iteration: {config.episodes_per_iteration} is more than the {tasks} training "
                         f"tasks; each episode of a batch plays a different task.")
     return problems
@@ -130,11 +150,11 @@ def _ppo_lineage(config: PPORunConfig) -> list[dict]:
 
 
 def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -> dict:
-    from training.ppo import PPOCallbacks
-    from training.ppo_service import best_checkpoint_mark, ppo_train
+    from training.rl.ppo import PPOCallbacks
+    from training.rl.services import best_checkpoint_mark, ppo_train
     from webapp.errors import ArbiterError
     from webapp.models import Run
-    from webapp.runs import RunCancelled, run_add_artifact, run_add_lineage, run_dir
+    from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
     start = Policy.objects.get(pk=config.policy_id)
     reference = Policy.objects.get(pk=config.reference_policy_id or config.policy_id)
@@ -147,7 +167,7 @@ def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -
     out = run_dir(run) / "ppo"
     result = ppo_train(run=run, start=start, reference=reference, reward_model=reward_model, reward=config.reward,
                        config=config.ppo_config(), out_dir=out, name=name, callbacks=callbacks,
-                       resume_from=resume_from, device=compute.device)
+                       resume_from=resume_from, device=compute.device, environment=config.environment)
     best = best_checkpoint_mark(name=name, iteration=result.best["iteration"] if result.best else None)
     # Every checkpoint of the run, an earlier attempt's too, is an output (once in the lineage).
     already = {link["id"] for link in Run.objects.get(pk=run.pk).lineage if link.get("direction") == "output"}
@@ -197,8 +217,10 @@ class EvaluationRunConfig:
         "Scores every episode and picks best-of-n (0: no reward-model scores and no best-of-n)."))
     best_of_n: str = field(default="4", metadata=_help(
         "Best-of-n over the baseline at these n, separated by commas (empty for none)."))
+    environment: str = field(default="encyclopedia", metadata=_help(ENVIRONMENT_HELP))
     split: str = field(default="eval", metadata=_help("Tasks of this split (eval is for final reports only)."))
     tasks: int = field(default=0, metadata=_help("How many tasks of the split, in a fixed order (0: all)."))
+    task_ids: str = field(default="", metadata=_help(TASK_IDS_HELP))
     samples: int = field(default=2, metadata=_help("Sampled episodes per task and system."))
     temperature: float = field(default=1.0, metadata=_help("Sampling temperature."))
     greedy: bool = field(default=True, metadata=_help("Also one greedy episode per task and policy."))
@@ -237,6 +259,8 @@ def _evaluation_check(config: EvaluationRunConfig) -> list[str]:
     from webapp.models import Run
 
     problems = [f"baseline_policy_id: {p}" for p in policy_problems(config.baseline_policy_id)]
+    environment = environment_check(config.environment, config.split, config.task_ids)
+    problems += environment
     if not config.validate():
         for policy_id in _ids(config.policy_ids):
             problems += [f"policy_ids: {p}" for p in policy_problems(policy_id)]
@@ -251,9 +275,9 @@ def _evaluation_check(config: EvaluationRunConfig) -> list[str]:
             problems.append(f"ppo_run_id: no PPO run with id {config.ppo_run_id}.")
         elif not _ppo_run_policies(run.pk):
             problems.append(f"ppo_run_id: PPO run #{run.pk} has saved no checkpoint yet.")
-    if config.reward_model_id:
-        problems += reward_model_problems(config.reward_model_id)
-    elif _ids(config.best_of_n) if not _ids_problem("best_of_n", config.best_of_n) else False:
+    if config.reward_model_id and not environment:
+        problems += reward_model_problems(config.reward_model_id, config.environment)
+    elif not config.reward_model_id and _ids(config.best_of_n) if not _ids_problem("best_of_n", config.best_of_n) else False:
         problems.append("best_of_n: needs a reward model to choose with (reward_model_id).")
     return problems
 
@@ -271,9 +295,10 @@ def _evaluation_lineage(config: EvaluationRunConfig) -> list[dict]:
 
 def _evaluate(*, run, reporter, compute, name: str, baseline_id: int, others: list[tuple[str, Policy]],
               reward_model_id: int, best_of_n: list[int], split: str, tasks: int, samples: int, temperature: float,
-              greedy: bool, seed: int) -> dict:
-    from training.evaluation_service import evaluation_execute
-    from webapp.runs import RunCancelled, run_add_lineage
+              greedy: bool, seed: int, environment: str, task_ids: str) -> dict:
+    from training.envs.services import parse_task_ids
+    from training.evaluation.services import evaluation_execute
+    from webapp.runs.services import RunCancelled, run_add_lineage
 
     def progress(fraction: float, message: str) -> None:
         reporter.progress(fraction, message)
@@ -284,7 +309,8 @@ def _evaluate(*, run, reporter, compute, name: str, baseline_id: int, others: li
         name=name, baseline=Policy.objects.get(pk=baseline_id), others=others,
         reward_model=RewardModel.objects.filter(pk=reward_model_id).first() if reward_model_id else None,
         best_of_n=best_of_n, split=split, n_tasks=tasks, samples=samples, temperature=temperature, greedy=greedy,
-        seed=seed, device=compute.device, run=run, created_by=run.created_by, progress=progress, log=reporter.log)
+        seed=seed, device=compute.device, run=run, created_by=run.created_by, progress=progress, log=reporter.log,
+        environment=environment, task_ids=parse_task_ids(task_ids))
     run_add_lineage(run=run, links=[{"type": "evaluation", "id": evaluation.pk, "label": str(evaluation),
                                      "url": reverse("training:evaluation", args=[evaluation.pk])}])
     table = {entry.label: {mode: {k: v["mean"] for k, v in figures.items()} for mode, figures in entry.metrics.items()}
@@ -299,7 +325,8 @@ def _evaluation_execute(*, run, config: EvaluationRunConfig, reporter, compute, 
     return _evaluate(run=run, reporter=reporter, compute=compute, name=config.name,
                      baseline_id=config.baseline_policy_id, others=others, reward_model_id=config.reward_model_id,
                      best_of_n=_ids(config.best_of_n), split=config.split, tasks=config.tasks,
-                     samples=config.samples, temperature=config.temperature, greedy=config.greedy, seed=config.seed)
+                     samples=config.samples, temperature=config.temperature, greedy=config.greedy, seed=config.seed,
+                     environment=config.environment, task_ids=config.task_ids)
 
 
 @dataclass
@@ -307,8 +334,10 @@ class BestOfNRunConfig:
     policy_id: int = field(default=0, metadata=_help("The policy to sample from."))
     reward_model_id: int = field(default=0, metadata=_help("The reward model that picks the best sample."))
     n: int = field(default=4, metadata=_help("Samples per task; the highest-scored one is kept."))
+    environment: str = field(default="encyclopedia", metadata=_help(ENVIRONMENT_HELP))
     split: str = field(default="eval", metadata=_help("Tasks of this split."))
     tasks: int = field(default=0, metadata=_help("How many tasks of the split, in a fixed order (0: all)."))
+    task_ids: str = field(default="", metadata=_help(TASK_IDS_HELP))
     samples: int = field(default=1, metadata=_help("Best-of-n draws per task (each from n fresh samples)."))
     temperature: float = field(default=1.0, metadata=_help("Sampling temperature."))
     seed: int = field(default=0, metadata=_help("Sampling seed."))
@@ -329,8 +358,10 @@ class BestOfNRunConfig:
 
 
 def _best_of_n_check(config: BestOfNRunConfig) -> list[str]:
-    return policy_problems(config.policy_id) + (reward_model_problems(config.reward_model_id)
-                                                if config.reward_model_id else ["reward_model_id: choose one."])
+    environment = environment_check(config.environment, config.split, config.task_ids)
+    return policy_problems(config.policy_id) + environment + (
+        reward_model_problems(config.reward_model_id, config.environment) if config.reward_model_id and not environment
+        else [] if config.reward_model_id else ["reward_model_id: choose one."])
 
 
 def _best_of_n_lineage(config: BestOfNRunConfig) -> list[dict]:
@@ -339,12 +370,13 @@ def _best_of_n_lineage(config: BestOfNRunConfig) -> list[dict]:
 
 
 def _best_of_n_execute(*, run, config: BestOfNRunConfig, reporter, compute, resume_from) -> dict:
-    from training.evaluation import best_of_n_kl
+    from training.evaluation.episodes import best_of_n_kl
 
     summary = _evaluate(run=run, reporter=reporter, compute=compute, name=f"best-of-{config.n} run #{run.pk}",
                         baseline_id=config.policy_id, others=[], reward_model_id=config.reward_model_id,
                         best_of_n=[config.n], split=config.split, tasks=config.tasks, samples=config.samples,
-                        temperature=config.temperature, greedy=False, seed=config.seed)
+                        temperature=config.temperature, greedy=False, seed=config.seed,
+                        environment=config.environment, task_ids=config.task_ids)
     summary["kl_to_policy"] = best_of_n_kl(config.n)
     reporter.log(f"Best-of-{config.n}: KL to the policy log n - (n-1)/n = {summary['kl_to_policy']:.3f} nats.")
     return summary
@@ -357,7 +389,8 @@ def register_improve_kinds() -> None:
         description="Fine-tune a policy with multi-turn PPO against a reward model (or the rubric, as the upper "
                     "bound), with a KL penalty to the starting policy; dev-rubric checkpoints become policies.",
         choices={"policy_id": policy_choices, "reference_policy_id": lambda: [(0, "(the starting policy)")] + policy_choices(),
-                 "reward_model_id": _reward_model_choices, "reward": lambda: [(r, r) for r in REWARDS]},
+                 "reward_model_id": _reward_model_choices, "reward": lambda: [(r, r) for r in REWARDS],
+                 "environment": environment_choices},
     ))
     register(RunKind(
         name="best_of_n", label="Best-of-n", config_class=BestOfNRunConfig, execute=_best_of_n_execute,
@@ -365,7 +398,7 @@ def register_improve_kinds() -> None:
         description="Sample n episodes per task and keep the one the reward model scores highest; reports its "
                     "rubric figures against the plain policy's, and its KL, log n - (n-1)/n.",
         choices={"policy_id": policy_choices, "reward_model_id": _reward_model_choices,
-                 "split": lambda: [(s, s) for s in SPLITS]},
+                 "split": lambda: [(s, s) for s in SPLITS], "environment": environment_choices},
     ))
     register(RunKind(
         name="evaluation", label="Evaluation (before/after)", config_class=EvaluationRunConfig,
@@ -373,5 +406,5 @@ def register_improve_kinds() -> None:
         description="Play the starting policy, best-of-n and tuned policies on held-out tasks: rubric success, F1, "
                     "quote support, reward-model score, steps, tool errors and KL, each with a 95% interval.",
         choices={"baseline_policy_id": policy_choices, "reward_model_id": _reward_model_choices,
-                 "split": lambda: [(s, s) for s in SPLITS]},
+                 "split": lambda: [(s, s) for s in SPLITS], "environment": environment_choices},
     ))

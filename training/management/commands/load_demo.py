@@ -25,7 +25,7 @@ from annotate.services.datasets import SnapshotFilters, snapshot_create
 from training.services import campaign_simulate_labels, scripted_trajectories_generate
 from training.simulated_annotators import AnnotatorProfile
 from webapp.roles import Role, user_role_set
-from webapp.runs import run_execute, run_launch
+from webapp.runs.services import run_execute, run_launch
 
 DEMO_USERS = {
     "demo-admin": [Role.ADMIN],

@@ -26,6 +26,8 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="", help="prefix of what it creates (default pipeline-<time>)")
         parser.add_argument("--policy-id", type=int, default=0,
                             help="the policy to improve (default: the behaviour-cloned default policy)")
+        parser.add_argument("--environment", default=defaults.environment,
+                            help="the environment every stage plays (a built-in, configured or installed one)")
         parser.add_argument("--rollout-tasks", type=int, default=defaults.rollout_tasks)
         parser.add_argument("--samples-per-task", type=int, default=defaults.samples_per_task)
         parser.add_argument("--annotators", type=int, default=defaults.annotators)
@@ -49,7 +51,8 @@ class Command(BaseCommand):
         if options["ppo_iterations"] is not None:
             ppo["iterations"] = options["ppo_iterations"]
         config = PipelineConfig(
-            name=options["name"], policy_id=options["policy_id"], rollout_tasks=options["rollout_tasks"], samples_per_task=options["samples_per_task"],
+            name=options["name"], environment=options["environment"], policy_id=options["policy_id"],
+            rollout_tasks=options["rollout_tasks"], samples_per_task=options["samples_per_task"],
             annotators=options["annotators"], annotator_correct_weight=options["annotator_correct_weight"],
             reward_model=reward_model, ppo=ppo, upper_bound=options["upper_bound"],
             best_of_n=options["best_of_n"], eval_tasks=options["eval_tasks"], eval_samples=options["eval_samples"],
@@ -74,7 +77,7 @@ class Command(BaseCommand):
                     bar.set_postfix_str((message or "")[:60], refresh=True)
             return progress
 
-        logging.getLogger("webapp.runs").setLevel(logging.WARNING)  # the bars say it; the run pages keep the log
+        logging.getLogger("webapp.runs.services").setLevel(logging.WARNING)  # the bars say it; the run pages keep the log
         try:
             result = run_pipeline(config, stage=stage, log=lambda line: None)
         except ArbiterError as exc:

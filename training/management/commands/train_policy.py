@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
 from training.policy.bc import BCConfig
-from training.policy_service import policy_train_default
+from training.policy.services import policy_train_default
 
 
 class Command(BaseCommand):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from training.env.browser import Episode, TextBrowser
-from training.env.corpus import Corpus, TaskSpec
+from training.envs.encyclopedia.browser import Episode, TextBrowser
+from training.envs.encyclopedia.corpus import Corpus, TaskSpec
 
 
 @dataclass(frozen=True)

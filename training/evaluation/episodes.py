@@ -6,10 +6,12 @@ the temperature (and optionally one greedy episode), and every figure is a mean 
 with a 95% percentile-bootstrap interval that resamples tasks (so several samples of one
 task count as one unit, not as independent draws).
 
-Figures per episode: rubric success, token F1, quote support, steps, tool errors, the
-reward model's score, and the KL to the reference (starting) policy, log pi - log pi_ref
-summed over the agent's tokens of a sampled episode (its mean over episodes estimates
-KL(pi || pi_ref) per episode). Best-of-n's KL is the analytic log n - (n-1)/n.
+Figures per episode: the rubric's (training/evaluation/metrics.py: success, score, steps,
+tool errors, and the environment's own parts such as the encyclopedia's F1 and quote
+support), the reward model's score, and the KL to the reference (starting) policy,
+log pi - log pi_ref summed over the agent's tokens of a sampled episode (its mean over
+episodes estimates KL(pi || pi_ref) per episode). Best-of-n's KL is the analytic
+log n - (n-1)/n.
 """
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-METRICS = ("success", "f1", "quote_support", "steps", "tool_errors", "rm_score", "kl")
+from training.evaluation.metrics import episode_figures
+
+METRICS = ("success", "score", "f1", "quote_support", "steps", "tool_errors", "rm_score", "kl")
 RESAMPLES = 1000
 
 
@@ -36,15 +40,16 @@ def best_of_n_kl(n: int) -> float:
     return math.log(n) - (n - 1) / n
 
 
-def play(model, tokenizer, browser, tasks: list, *, samples: int, temperature: float, seed: int,
-         batch_size: int = 64, progress=None) -> list[list]:
+def play(model, tokenizer, runner, tasks: list, *, samples: int, temperature: float, seed: int,
+         batch_size: int = 64, progress=None, chat=None) -> list[list]:
     """`samples` episodes per task; episode s of task t has its own seed, so a rerun gives the same."""
     from training.policy.rollout import RolloutConfig, rollout
 
     repeated = [task for task in tasks for _ in range(samples)]
     seeds = [seed * 1_000_003 + t * 1000 + s for t in range(len(tasks)) for s in range(samples)]
-    episodes = rollout(model, tokenizer, browser, repeated,
-                       RolloutConfig(temperature=temperature, batch_size=batch_size), seeds=seeds, progress=progress)
+    episodes = rollout(model, tokenizer, runner, repeated,
+                       RolloutConfig(temperature=temperature, batch_size=batch_size), seeds=seeds, progress=progress,
+                       chat=chat)
     return [episodes[t * samples:(t + 1) * samples] for t in range(len(tasks))]
 
 
@@ -52,7 +57,7 @@ def episode_kls(episodes: list, model, reference, tokenizer, *, temperature: flo
     """log pi - log pi_ref summed over each episode's agent tokens, both at the sampling temperature."""
     import torch
 
-    from training.ppo import episode_batch, forward_agent_tokens, token_logprobs
+    from training.rl.ppo import episode_batch, forward_agent_tokens, token_logprobs
 
     device = next(model.parameters()).device
     kls = []
@@ -91,16 +96,9 @@ def best_of_n(played: Played, n: int, *, group: int | None = None) -> Played:
 
 def episode_values(played: Played) -> dict[str, list[list[float]]]:
     """Per metric, its value for every episode, grouped by task."""
-    def per_task(fn):
-        return [[float(fn(e)) for e in episodes] for episodes in played.episodes]
-
-    values = {
-        "success": per_task(lambda e: e.outcome.correct),
-        "f1": per_task(lambda e: e.outcome.f1),
-        "quote_support": per_task(lambda e: e.outcome.quote_support),
-        "steps": per_task(lambda e: e.outcome.steps),
-        "tool_errors": per_task(lambda e: e.outcome.tool_errors),
-    }
+    figures = [[episode_figures(e) for e in episodes] for episodes in played.episodes]
+    names = [m for m in METRICS if any(m in f for task in figures for f in task)]
+    values = {name: [[f[name] for f in task if name in f] for task in figures] for name in names}
     if played.rm_scores is not None:
         values["rm_score"] = played.rm_scores
     if played.kls is not None:

@@ -11,10 +11,10 @@ from webapp.charts import line_chart_svg
 from webapp.errors import ArbiterError
 from webapp.models import Run
 from webapp.roles import Role
-from webapp.run_forms import RunLaunchForm
-from webapp.run_kinds import all_kinds, get_kind
-from webapp.run_selectors import metric_groups, run_metric_series, runs_filtered
-from webapp.runs import run_cancel, run_launch, run_resume
+from webapp.runs.forms import RunLaunchForm
+from webapp.runs.kinds import all_kinds, get_kind
+from webapp.runs.selectors import metric_groups, run_metric_series, runs_filtered
+from webapp.runs.services import run_cancel, run_launch, run_resume
 
 VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
 

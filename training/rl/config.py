@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass
 class PPOConfig:
-    """Multi-turn PPO settings (training/ppo.py)."""
+    """Multi-turn PPO settings (training/rl/ppo.py)."""
 
     iterations: int = 30  # PPO iterations: one batch of episodes, then `epochs` passes over it
     episodes_per_iteration: int = 64  # episodes per batch, on as many different training tasks

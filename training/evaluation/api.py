@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from training.evaluation_selectors import evaluation_report, evaluations_list
+from training.evaluation.selectors import evaluation_report, evaluations_list
 from training.models import Evaluation
 from webapp.access import api_role
 from webapp.roles import Role

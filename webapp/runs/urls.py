@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp import run_views
+from webapp.runs import views as run_views
 
 app_name = "runs"
 urlpatterns = [

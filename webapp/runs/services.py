@@ -26,7 +26,7 @@ from django.utils import timezone
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat
 from webapp.models import Run, RunMetric
-from webapp.run_kinds import config_as_json, config_from_input, get_kind
+from webapp.runs.kinds import config_as_json, config_from_input, get_kind
 
 logger = logging.getLogger(__name__)
 LOG_LINES = 300

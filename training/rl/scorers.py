@@ -15,15 +15,13 @@ Scorer = Callable[[Sequence], list[float]]  # finished RolloutEpisodes -> one sc
 def rubric_scorer(*, utility: bool = False) -> Scorer:
     """1 for a correct answer, else 0; or the rubric's utility (steps, tool errors and loops count)."""
     def score(episodes) -> list[float]:
-        return [float(e.outcome.utility) if utility else float(e.outcome.correct) for e in episodes]
+        return [float(e.outcome.score) if utility else float(e.outcome.correct) for e in episodes]
     return score
 
 
 def episode_steps(episode) -> list[dict]:
     """The canonical steps of a rollout episode, as stored and as the reward model read them in training."""
-    from training.env.scripted import episode_to_trajectory
-
-    return episode_to_trajectory(episode.task, episode.episode, episode.outcome, agent="policy")["steps"]
+    return episode.trajectory(agent="policy")["steps"]
 
 
 def reward_model_scorer(model_dir: str | Path, *, device: str = "cpu") -> Scorer:
@@ -33,5 +31,5 @@ def reward_model_scorer(model_dir: str | Path, *, device: str = "cpu") -> Scorer
     reward_model = RewardScorer(model_dir, device=device)
 
     def score(episodes) -> list[float]:
-        return reward_model.score_episodes([(e.task.question, episode_steps(e)) for e in episodes])
+        return reward_model.score_episodes([(e.task.prompt, episode_steps(e)) for e in episodes])
     return score

@@ -1,4 +1,4 @@
-"""Django glue for PPO: feed training/ppo.py the policy, the reward model and the tasks;
+"""Django glue for PPO: feed training/rl/ppo.py the policy, the reward model and the tasks;
 register each checkpoint as a policy with its lineage (dataset -> reward model -> policy)."""
 from __future__ import annotations
 
@@ -36,11 +36,12 @@ def best_checkpoint_mark(*, name: str, iteration: int | None) -> Policy | None:
 
 
 def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: str, config, out_dir: Path,
-              name: str, callbacks, resume_from: str | None, device: str):
-    """Run PPO from `start`; every checkpoint becomes a policy called `name`. Returns PPOResult."""
-    from training.env.world import main_world
-    from training.ppo import train_ppo
-    from training.scorers import reward_model_scorer, rubric_scorer
+              name: str, callbacks, resume_from: str | None, device: str, environment: str = "encyclopedia"):
+    """Run PPO from `start` in `environment`; every checkpoint becomes a policy called `name`. Returns PPOResult."""
+    from training.envs.base import EpisodeRunner
+    from training.envs.services import environment_get
+    from training.rl.ppo import train_ppo
+    from training.rl.scorers import reward_model_scorer, rubric_scorer
 
     if reward == "reward_model":
         if reward_model is None:
@@ -51,15 +52,15 @@ def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: st
     else:
         scorer = rubric_scorer(utility=reward == "utility")
         lineage = {"reward": reward}
-    world = main_world()
+    env = environment_get(environment)
     saved = callbacks.policy_saved
 
     def register(iteration: int, path: str, dev: dict) -> None:
         checkpoint_policy_register(run=run, start=start, name=name, iteration=iteration, path=path, dev=dev,
-                                   reward=lineage)
+                                   reward={**lineage, "environment": env.name})
         saved(iteration, path, dev)
 
     callbacks.policy_saved = register
     return train_ppo(policy_dir=start.model_dir, reference_dir=reference.model_dir, scorer=scorer,
-                     train_tasks=world.split("train"), dev_tasks=world.split("dev"), browser=world.browser,
+                     train_tasks=env.tasks("train"), dev_tasks=env.tasks("dev"), runner=EpisodeRunner(env),
                      config=config, out_dir=out_dir, callbacks=callbacks, resume_from=resume_from, device=device)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from annotate.dataset_forms import SnapshotForm
+from annotate.datasets.forms import SnapshotForm
 from annotate.exports import FILETYPES, FORMATS, export_download_path
 from annotate.models import DatasetSnapshot
 from annotate.services.datasets import snapshot_create_from_input

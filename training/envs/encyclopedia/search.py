@@ -5,7 +5,7 @@ import math
 import re
 from collections import Counter
 
-from training.env.corpus import Document
+from training.envs.encyclopedia.corpus import Document
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 

@@ -1,4 +1,4 @@
-"""WebGPT-style multi-turn PPO for the text-browser agent, against any episode scorer.
+"""WebGPT-style multi-turn PPO of a chat policy in any environment, against any episode scorer.
 
 One iteration, top to bottom (after CleanRL's ppo.py and TRL <= 0.11's PPOTrainer):
 
@@ -27,7 +27,8 @@ last hidden state, trained with `vf_coef` times the value loss (TRL's old defaul
 
 Plain Python and torch, no Django:
 
-    .venv/bin/python -m training.ppo --policy var/policies/default-bc --reward rubric --iterations 20
+    .venv/bin/python -m training.rl.ppo --policy var/policies/default-bc --environment encyclopedia \
+        --reward rubric --iterations 20
 """
 from __future__ import annotations
 
@@ -41,12 +42,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rewardmodel.train import Callbacks, _nothing
-from training.ppo_config import PPOConfig
-from training.scorers import Scorer
+from training.envs.base import INVALID_TOOL
+from training.evaluation.metrics import mean_figures
+from training.policy.chat import POLICY_FILE
+from training.rl.config import PPOConfig
+from training.rl.scorers import Scorer
 
 STATE_FILE = "ppo_state.json"
 VALUE_HEAD_FILE = "value_head.pt"
 OPTIMIZER_FILE = "optimizer.pt"
+EPISODE_METRICS = ("success", "score", "steps", "tool_errors", "loop", "truncated", "agent_tokens")
+DEV_METRICS = ("success", "score", "f1", "steps", "tool_errors")
 
 @dataclass
 class PPOCallbacks(Callbacks):
@@ -142,20 +148,22 @@ def token_logprobs(logits, tokens):
 
 # --- The loop -----------------------------------------------------------------------------
 
-def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_tasks: list, browser,
+def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_tasks: list, runner,
               config: PPOConfig, out_dir: str | Path, reference_dir: str | Path | None = None,
               callbacks: PPOCallbacks | None = None, resume_from: str | Path | None = None,
               device: str = "cpu") -> PPOResult:
     """Fine-tune the policy in `policy_dir` with PPO; checkpoints go under `out_dir`.
 
+    `runner` plays the environment's episodes (training/envs/base.py EpisodeRunner).
     `scorer(episodes)` returns one score per finished episode (higher is better).
     `reference_dir` is the frozen policy of the KL penalty (the starting policy unless given).
     """
     import torch
 
+    from training.policy.chat import ChatFormat
     from training.policy.model_io import load_policy
     from training.policy.rollout import RolloutConfig, rollout
-    from training.ppo_math import (
+    from training.rl.ppo_math import (
         explained_variance,
         gae,
         kl_penalty_rewards,
@@ -177,6 +185,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
     model, tokenizer = load_policy(start_dir, device=device)
     reference, _ = load_policy(reference_dir or policy_dir, device=device)
     reference.requires_grad_(False)
+    chat = ChatFormat.for_policy(tokenizer, policy_dir)
     hidden_size = model.get_output_embeddings().in_features
     value_head = torch.nn.Linear(hidden_size, 1).to(device)
     torch.nn.init.zeros_(value_head.weight)
@@ -203,12 +212,11 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
     last_checkpoint = str(start_dir) if resume_from else None
 
     def evaluate(iteration: int, rm_score: float | None) -> dict:
-        figures = dev_figures(model, tokenizer, browser, dev_tasks, config, seed=config.seed)
+        figures = dev_figures(model, tokenizer, runner, dev_tasks, config, seed=config.seed, chat=chat)
         entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
         state["evaluations"].append(entry)
-        callbacks.metrics(iteration, {"eval/dev_success": figures["success"], "eval/dev_f1": figures["f1"],
-                                      "eval/dev_steps": figures["mean_steps"],
-                                      "eval/dev_tool_errors": figures["tool_errors_per_episode"]})
+        callbacks.metrics(iteration, {f"eval/dev_{name}": value for name, value in figures.items()
+                                      if name in DEV_METRICS})
         callbacks.log(f"Iteration {iteration}: dev success {figures['success']:.1%} "
                       f"({figures['episodes']} episodes)" + (f", reward-model score {rm_score:+.3f}." if rm_score
                                                                  is not None else "."))
@@ -222,6 +230,8 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         path.mkdir(parents=True)
         model.save_pretrained(path)
         tokenizer.save_pretrained(path)
+        if (Path(policy_dir) / POLICY_FILE).exists():  # the policy's tool parser goes with every checkpoint
+            shutil.copyfile(Path(policy_dir) / POLICY_FILE, path / POLICY_FILE)
         torch.save(value_head.state_dict(), path / VALUE_HEAD_FILE)
         torch.save(optimizer.state_dict(), path / OPTIMIZER_FILE)
         (path / "ppo_config.json").write_text(json.dumps(asdict(config), indent=2))
@@ -264,7 +274,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         picks = task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration)
         tasks = [train_tasks[i] for i in picks]
         seeds = [config.seed * 1_000_003 + iteration * 10_007 + i for i in range(len(tasks))]
-        episodes = rollout(model, tokenizer, browser, tasks, rollout_config, seeds=seeds)
+        episodes = rollout(model, tokenizer, runner, tasks, rollout_config, seeds=seeds, chat=chat)
         rollout_seconds = time.monotonic() - timer
 
         # 2. Score.
@@ -355,10 +365,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
             "objective/entropy": float(masked_mean(-old_logprobs, batch.mask)),
             "objective/shaping": float(-shaping.mean()),
             "value/explained_variance": explained_variance(old_values, returns, batch.mask),
-            "episode/agent_tokens": float(batch.mask.sum(1).mean()),
-            "episode/steps": sum(len(e.episode.actions) for e in episodes) / len(episodes),
-            "episode/tool_errors": sum(e.episode.tool_errors for e in episodes) / len(episodes),
-            "episode/rubric_success": sum(e.outcome.correct for e in episodes) / len(episodes),
+            **{f"episode/{name}": value for name, value in mean_figures(episodes).items() if name in EPISODE_METRICS},
             "time/rollout": rollout_seconds, "time/score": score_seconds, "time/update": update_seconds,
             **{key: sum(values) / len(values) for key, values in stats.items()},
         }
@@ -392,28 +399,20 @@ def _minibatches(n: int, size: int, generator):
 
 
 def invalid_actions(episode) -> int:
-    """Actions the browser refused as invalid (not a known tool), for the optional shaping term."""
-    return sum(1 for step in episode.episode.steps if step.get("kind") == "action" and step.get("tool") == "invalid")
+    """Turns that were no tool call at all (recorded as the tool "invalid"), for the optional shaping term."""
+    return sum(1 for step in episode.steps if step.get("kind") == "action" and step.get("tool") == INVALID_TOOL)
 
 
-def dev_figures(model, tokenizer, browser, tasks, config: PPOConfig, *, seed: int) -> dict:
-    """Rubric figures of the policy on the dev tasks, `eval_samples` episodes per task."""
+def dev_figures(model, tokenizer, runner, tasks, config: PPOConfig, *, seed: int, chat=None) -> dict:
+    """Rubric figures of the policy on the dev tasks (training/evaluation/metrics.py),
+    `eval_samples` episodes per task."""
     from training.policy.rollout import RolloutConfig, rollout
 
     repeated = [t for t in tasks for _ in range(config.eval_samples)]
-    episodes = rollout(model, tokenizer, browser, repeated,
+    episodes = rollout(model, tokenizer, runner, repeated,
                        RolloutConfig(temperature=config.eval_temperature, batch_size=config.rollout_batch_size),
-                       seeds=[seed * 7 + 500_000 + i for i in range(len(repeated))])
-    n = len(episodes)
-    return {
-        "success": sum(e.outcome.correct for e in episodes) / n,
-        "f1": sum(e.outcome.f1 for e in episodes) / n,
-        "quote_support": sum(e.outcome.quote_support for e in episodes) / n,
-        "mean_steps": sum(e.outcome.steps for e in episodes) / n,
-        "tool_errors_per_episode": sum(e.outcome.tool_errors for e in episodes) / n,
-        "episodes": n,
-        "temperature": config.eval_temperature,
-    }
+                       seeds=[seed * 7 + 500_000 + i for i in range(len(repeated))], chat=chat)
+    return {**mean_figures(episodes), "episodes": len(episodes), "temperature": config.eval_temperature}
 
 
 def flag_overoptimization(state: dict, entry: dict, config: PPOConfig, callbacks: PPOCallbacks) -> None:
@@ -462,12 +461,13 @@ def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: PPOCall
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    from training.env.browser import TextBrowser
-    from training.env.corpus import generate_corpus, generate_tasks
-    from training.scorers import reward_model_scorer, rubric_scorer
+    from training.envs.base import EpisodeRunner
+    from training.envs.registry import get_environment
+    from training.rl.scorers import reward_model_scorer, rubric_scorer
 
-    parser = argparse.ArgumentParser(description="Multi-turn PPO of a policy in the text browser.")
+    parser = argparse.ArgumentParser(description="Multi-turn PPO of a policy in an environment.")
     parser.add_argument("--policy", required=True, help="policy directory to start from")
+    parser.add_argument("--environment", default="encyclopedia", help="a built-in, an entry point or package.module:Class")
     parser.add_argument("--reward", default="rubric", help="'rubric', 'utility' or a reward-model directory")
     parser.add_argument("--out", default="var/ppo-cli")
     for name, value in asdict(PPOConfig()).items():
@@ -477,12 +477,11 @@ def main(argv: list[str] | None = None) -> None:
             parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     args = parser.parse_args(argv)
     config = PPOConfig(**{name: getattr(args, name) for name in asdict(PPOConfig())})
-    corpus = generate_corpus(seed=0)
-    tasks = generate_tasks(corpus, seed=0)
+    env = get_environment(args.environment)
     scorer = rubric_scorer(utility=args.reward == "utility") if args.reward in ("rubric", "utility") \
         else reward_model_scorer(args.reward)
-    result = train_ppo(policy_dir=args.policy, scorer=scorer, train_tasks=[t for t in tasks if t.split == "train"],
-                       dev_tasks=[t for t in tasks if t.split == "dev"], browser=TextBrowser(corpus), config=config,
+    result = train_ppo(policy_dir=args.policy, scorer=scorer, train_tasks=env.tasks("train"),
+                       dev_tasks=env.tasks("dev"), runner=EpisodeRunner(env), config=config,
                        out_dir=args.out, callbacks=PPOCallbacks(
                            log=print, metrics=lambda i, m: print(i, json.dumps({k: round(v, 4) for k, v in m.items()}))))
     print(result.message, "best:", result.best and (result.best["iteration"], result.best["dev"]["success"]))

@@ -1,7 +1,7 @@
 """Django glue for before/after evaluations: play systems on held-out tasks, store their
 figures and episodes, build blind human evaluations from them and read back the win rate.
 
-The figures come from training/evaluation.py (no Django); this module loads the policies
+The figures come from training/evaluation/episodes.py (no Django); this module loads the policies
 and the reward model, stores every episode a figure rests on as a trajectory of its
 policy, and writes the evaluation in one transaction, so a failed or cancelled run leaves
 no half-written evaluation.
@@ -34,23 +34,28 @@ def _nothing(*args, **kwargs) -> None:
 def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, Policy]], reward_model=None,
                        best_of_n: list[int] = (), split: str = "eval", n_tasks: int = 0, samples: int = 2,
                        temperature: float = 1.0, greedy: bool = True, seed: int = 0, device: str = "cpu",
-                       run=None, created_by=None, progress=_nothing, log=_nothing) -> Evaluation:
+                       run=None, created_by=None, progress=_nothing, log=_nothing, environment: str = "encyclopedia",
+                       task_ids: list[str] = ()) -> Evaluation:
     """Play the baseline policy, best-of-n over it and the other policies on the same tasks;
     store the evaluation. `progress(fraction, message)` may raise to cancel."""
-    from training.env.world import main_world
-    from training.evaluation import Played, best_of_n as choose_best, episode_kls, play, summarize
+    from training.envs.base import EpisodeRunner
+    from training.envs.services import environment_get, environment_tasks
+    from training.evaluation.episodes import Played, best_of_n as choose_best, episode_kls, play, summarize
+    from training.policy.chat import ChatFormat
     from training.policy.model_io import load_policy
-    from training.scorers import reward_model_scorer
+    from training.rl.scorers import reward_model_scorer
 
-    world = main_world()
-    tasks = world.split(split, n_tasks)
+    env = environment_get(environment)
+    runner = EpisodeRunner(env)
+    tasks = environment_tasks(env, split, n_tasks, task_ids=list(task_ids))
     if not tasks:
-        raise ArbiterError(f"The {split} split has no tasks.")
+        raise ArbiterError(f"The {split} split of {env.name} has no tasks.")
     if best_of_n and reward_model is None:
         raise ArbiterError("Best-of-n needs a reward model to choose with.")
     scorer = reward_model_scorer(reward_model.model_dir, device=device) if reward_model else None
     group = max([1, *best_of_n])
     reference, tokenizer = load_policy(baseline.model_dir, device=device)
+    chat = ChatFormat.for_policy(tokenizer, baseline.model_dir)
     plays: list[tuple[System, str, Played]] = []  # (system, mode, played)
     units = 1 + len(others)
 
@@ -69,8 +74,8 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
         log(message)
 
     stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({samples * group} samples each).")
-    sampled = score(Played(play(reference, tokenizer, world.browser, tasks, samples=samples * group,
-                                temperature=temperature, seed=seed)))
+    sampled = score(Played(play(reference, tokenizer, runner, tasks, samples=samples * group,
+                                temperature=temperature, seed=seed, chat=chat)))
     base = System(label=f"{baseline} (start)", policy=baseline, is_baseline=True)
     first = choose_best(sampled, 1, group=group)
     first.kls = [[0.0] * len(e) for e in first.episodes]  # the reference itself
@@ -79,25 +84,25 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
         plays.append((System(label=f"best-of-{n} over {baseline}", policy=baseline, n=n), "sampled",
                       choose_best(sampled, n, group=group)))
     if greedy:
-        plays.append((base, "greedy", score(Played(play(reference, tokenizer, world.browser, tasks, samples=1,
-                                                           temperature=0.0, seed=seed)))))
+        plays.append((base, "greedy", score(Played(play(reference, tokenizer, runner, tasks, samples=1,
+                                                           temperature=0.0, seed=seed, chat=chat)))))
     for done, (label, policy) in enumerate(others, start=1):
         stage(done, f"Playing {policy} on {len(tasks)} {split} tasks.")
         model, own_tokenizer = load_policy(policy.model_dir, device=device)
         if own_tokenizer.get_vocab() != tokenizer.get_vocab():
             raise ArbiterError(f"{policy} does not share {baseline}'s tokenizer, so its KL to it cannot be measured.")
         system = System(label=label, policy=policy)
-        played = score(Played(play(model, tokenizer, world.browser, tasks, samples=samples, temperature=temperature,
-                                   seed=seed)))
+        played = score(Played(play(model, tokenizer, runner, tasks, samples=samples, temperature=temperature,
+                                   seed=seed, chat=chat)))
         flat = episode_kls([e for episodes in played.episodes for e in episodes], model, reference, tokenizer,
                            temperature=temperature)
         played.kls = [flat[i * samples:(i + 1) * samples] for i in range(len(tasks))]
         plays.append((system, "sampled", played))
         if greedy:
-            plays.append((system, "greedy", score(Played(play(model, tokenizer, world.browser, tasks, samples=1,
-                                                              temperature=0.0, seed=seed)))))
+            plays.append((system, "greedy", score(Played(play(model, tokenizer, runner, tasks, samples=1,
+                                                              temperature=0.0, seed=seed, chat=chat)))))
     progress(0.96, "storing the episodes")
-    config = {"split": split, "tasks": len(tasks), "samples": samples, "temperature": temperature, "greedy": greedy,
+    config = {"environment": env.name, "split": split, "tasks": len(tasks), "samples": samples, "temperature": temperature, "greedy": greedy,
               "best_of_n": sorted(set(best_of_n)), "seed": seed}
     return _store(name=name, run=run, baseline=baseline, reward_model=reward_model, config=config, plays=plays,
                   summarize=summarize, created_by=created_by)
@@ -105,7 +110,7 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
 
 @transaction.atomic
 def _store(*, name, run, baseline, reward_model, config, plays, summarize, created_by) -> Evaluation:
-    from training.policy_service import policy_episodes_store
+    from training.policy.services import policy_episodes_store
 
     evaluation = Evaluation.objects.create(name=name[:200], run=run, split=config["split"], reference_policy=baseline,
                                            reward_model=reward_model, config=config, created_by=created_by)
@@ -193,7 +198,7 @@ def human_evaluation_create(*, evaluation: Evaluation, candidate: EvaluationEntr
 def human_evaluation_result(human_eval: HumanEvaluation) -> dict:
     """The candidate's win rate over the baseline from the campaign's votes: a win counts 1, a
     tie 1/2 (WebGPT's soft label), with a 95% bootstrap interval over comparisons."""
-    from training.evaluation import task_bootstrap
+    from training.evaluation.episodes import task_bootstrap
 
     candidate_ids = set(EvaluationEpisode.objects.filter(entry=human_eval.candidate, mode=human_eval.mode,
                                                          sample=0).values_list("trajectory_id", flat=True))

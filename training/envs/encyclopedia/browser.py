@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from training.env.corpus import Corpus, Document
-from training.env.search import BM25Index
+from training.envs.encyclopedia.corpus import Corpus, Document
+from training.envs.encyclopedia.search import BM25Index
 
 ACTION = re.compile(r"^\s*(search|open|find|quote|answer)\[(.*)\]\s*$", re.DOTALL)
 TOOLS = ("search", "open", "find", "quote", "answer")

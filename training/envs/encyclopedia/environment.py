@@ -1,4 +1,4 @@
-"""The encyclopedia browser (training/env/) through the environment interface.
+"""The encyclopedia browser (training/envs/encyclopedia/) through the environment interface.
 
 The WebGPT-style text browser over a fictional encyclopedia generated per seed, with its
 tools declared as OpenAI function tools: `search(query)`, `open(n)`, `find(text)`,
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from training.env.browser import BrowserConfig, TextBrowser
-from training.env.corpus import generate_corpus, generate_tasks
-from training.env.rubric import score
+from training.envs.encyclopedia.browser import BrowserConfig, TextBrowser
+from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
+from training.envs.encyclopedia.rubric import score
 from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 
 UNLIMITED = 10**9  # the browser's own limits are switched off: the runner's apply
@@ -28,9 +28,10 @@ class EncyclopediaEnvironment(Environment):
     system_prompt = ("Answer the question from the encyclopedia: search, open a result, find or quote what "
                      "supports the answer, then answer.")
 
-    def __init__(self, *, seed: int = 0, config: BrowserConfig | None = None):
+    def __init__(self, *, seed: int = 0, config: BrowserConfig | None = None, **corpus_options):
+        """`corpus_options` size the generated world (n_places, n_people, n_orgs: training/envs/encyclopedia/corpus.py)."""
         self.seed = seed
-        corpus = generate_corpus(seed=seed)
+        corpus = generate_corpus(seed=seed, **corpus_options)
         self._specs = generate_tasks(corpus, seed=seed)
         config = replace(config or BrowserConfig(), max_steps=UNLIMITED, loop_repeats=UNLIMITED)
         self.browser = TextBrowser(corpus, config)
@@ -60,6 +61,26 @@ class EncyclopediaEnvironment(Environment):
         if tool == "answer":
             return ToolResult(str(argument), done=True, answer=str(argument))
         return ToolResult(result.observation, error=result.error)
+
+    def vocabulary_texts(self) -> list[str]:
+        return [d.text for d in self.browser.corpus.documents]
+
+    def demonstrator(self, *, seed: int = 0, mistakes=None, **options):
+        """The scripted agent (training/envs/encyclopedia/scripted.py) with its deliberate mistakes: its text
+        actions as tool calls, and an action that is no tool call as written."""
+        from training.envs.encyclopedia.scripted import Mistakes, ScriptedAgent
+        from training.policy.parsers import CompactParser
+
+        agent = ScriptedAgent(self.browser.corpus, mistakes or Mistakes(), seed=seed)
+        specs = {t.external_id: t for t in self._specs}
+        parser = CompactParser(self.tools())
+
+        def turns(task: EnvTask, state):
+            for action in agent.actions(self.browser, state, specs[task.external_id]):
+                parsed = parser.parse(action)
+                yield (parsed.calls[0].name, parsed.calls[0].arguments) if parsed.calls and not parsed.problem \
+                    else action
+        return turns
 
     def outcome(self, state, episode: EpisodeRecord) -> Rubric:
         graded = score(answer=episode.answer, reference=episode.task.reference, quotes=state.quotes,

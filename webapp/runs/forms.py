@@ -5,7 +5,7 @@ import uuid
 
 from django import forms
 
-from webapp.run_kinds import RunKind, simple_fields
+from webapp.runs.kinds import RunKind, simple_fields
 
 _FIELDS = {int: forms.IntegerField, float: forms.FloatField, str: forms.CharField}
 

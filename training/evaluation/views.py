@@ -11,15 +11,15 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotate.trajectory_view import pair_view
-from training.evaluation_forms import CompareForm, HumanEvaluationForm
-from training.evaluation_selectors import (
+from training.evaluation.forms import CompareForm, HumanEvaluationForm
+from training.evaluation.selectors import (
     evaluation_default_candidate,
     evaluation_pairs_page,
     evaluation_report,
     evaluation_report_csv,
     evaluations_list,
 )
-from training.evaluation_service import human_evaluation_create
+from training.evaluation.services import human_evaluation_create
 from training.models import Evaluation
 from webapp.access import role_required
 from webapp.charts import line_chart_svg

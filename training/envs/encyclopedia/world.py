@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from training.env.browser import TextBrowser
-from training.env.corpus import Corpus, TaskSpec, generate_corpus, generate_tasks
+from training.envs.encyclopedia.browser import TextBrowser
+from training.envs.encyclopedia.corpus import Corpus, TaskSpec, generate_corpus, generate_tasks
 
 SPLITS = ("train", "dev", "eval")
 

@@ -10,8 +10,8 @@ from rest_framework.views import APIView
 from webapp.access import api_role
 from webapp.models import Run
 from webapp.roles import Role
-from webapp.run_selectors import run_metric_series, runs_filtered
-from webapp.runs import run_cancel, run_launch, run_resume
+from webapp.runs.selectors import run_metric_series, runs_filtered
+from webapp.runs.services import run_cancel, run_launch, run_resume
 
 READ_ROLES = (Role.RESEARCHER, Role.ADMIN)
 

@@ -16,11 +16,11 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, QuerySet
 
 from annotate.models import Policy, Trajectory
-from training.evaluation import paired_difference
-from training.evaluation_service import human_evaluation_result
+from training.evaluation.episodes import paired_difference
+from training.evaluation.services import human_evaluation_result
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode
 from webapp.models import Run
-from webapp.run_selectors import run_metric_series
+from webapp.runs.selectors import run_metric_series
 
 MODES = tuple(EvaluationEpisode.Mode.values)  # sampled, then greedy
 # The table's columns, in the order the page shows them.

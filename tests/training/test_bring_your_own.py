@@ -1,0 +1,201 @@
+"""Bring your own agent, end to end: an environment defined here, outside Arbiter (named by dotted
+path), and tools served by a real MCP server (configured by name) each go through behaviour
+cloning, rollouts, simulated labeling, a reward model, PPO and the before/after evaluation,
+the same `run_pipeline` the encyclopedia uses."""
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+
+from annotate.models import Trajectory
+from tests.conftest import token_client
+from tests.rewardmodel.rm_fixtures import TINY_RM
+from training.envs.arithmetic import ArithmeticEnvironment
+from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
+from training.models import Evaluation
+from webapp.models import Run
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+INVENTORY = "tests.training.test_bring_your_own:Inventory"
+SERVER = [sys.executable, str(Path(__file__).with_name("mcp_calculator_server.py"))]
+COLOURS = ["red", "blue", "green", "grey", "black", "white", "pink", "gold"]
+THINGS = ["lamps", "chairs", "boxes", "ropes", "cups", "tiles", "bolts", "nails", "pens", "mats"]
+PIPELINE = ["--rollout-tasks", "48", "--samples-per-task", "3", "--annotators", "2", "--eval-tasks", "4", "--eval-samples", "1",
+            "--best-of-n", "2", "--reward-model", json.dumps({**TINY_RM, "epochs": 1}),
+            "--ppo", json.dumps({"iterations": 2, "episodes_per_iteration": 8, "minibatch_size": 4, "eval_every": 1,
+                                 "eval_samples": 1, "rollout_batch_size": 8})]
+
+
+class Inventory(Environment):
+    """A user's own environment: stock counts behind a lookup tool, nothing of Arbiter's world."""
+
+    name = "inventory"
+    description = "How many of an item are in stock: look it up, answer the count."
+    system_prompt = "Look the item up, then answer with its count."
+
+    def __init__(self, *, seed: int = 0):
+        rng = random.Random(f"inventory:{seed}")
+        items = [f"{c} {t}" for c in COLOURS for t in THINGS]
+        rng.shuffle(items)
+        self.stock = {item: rng.randint(1, 99) for item in items}
+        self._tasks = [EnvTask(external_id=f"inventory-{seed}-{i}", prompt=f"How many {item} are in stock?",
+                               reference=str(count), split=("train", "train", "train", "dev", "eval")[i % 5],
+                               metadata={"item": item})
+                       for i, (item, count) in enumerate(self.stock.items())]
+
+    def tasks(self, split):
+        return [t for t in self._tasks if t.split == split]
+
+    def tools(self):
+        text = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+        return [Tool("lookup", "The stock count of an item.",
+                     {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}),
+                Tool("answer", "Answer and end the episode.", text)]
+
+    def start(self, task):
+        return {"seen": []}
+
+    def call(self, state, tool, arguments):
+        if tool == "answer":
+            return ToolResult(arguments["text"], done=True, answer=arguments["text"])
+        item = arguments["item"].strip()
+        if item not in self.stock:
+            return ToolResult(f"No item named {item!r}.", error=True)
+        state["seen"].append(str(self.stock[item]))
+        return ToolResult(f"{item}: {self.stock[item]}")
+
+    def outcome(self, state, episode: EpisodeRecord):
+        correct = (episode.answer or "").strip() == episode.task.reference
+        return Rubric(correct=correct, score=10.0 * correct - episode.calls - 5.0 * episode.tool_errors,
+                      parts={"looked_up": episode.task.reference in state["seen"]})
+
+    def demonstrator(self, *, seed=0, **options):
+        def turns(task, state):
+            yield "lookup", {"item": task.metadata["item"]}
+            yield "answer", {"text": state["seen"][-1] if state["seen"] else ""}
+        return turns
+
+
+def cloned_policy(environment: str, tmp_path, name: str):
+    from training.policy.bc import BCConfig
+    from training.policy.services import policy_train_default
+
+    config = BCConfig(environment=environment, hidden=48, layers=2, heads=2, vocab_size=400, max_steps=150,
+                      max_seconds=0, extra_worlds=0, demos_per_task=2, learning_rate=3e-3, warmup_steps=5)
+    return policy_train_default(config=config, name=name, target=tmp_path / name, log=lambda m: None)
+
+
+def assert_the_loop_ran(environment_name: str, tool: str, policy) -> None:
+    runs = {run.kind: run for run in Run.objects.all()}
+    assert set(runs) == {"rollout", "reward_model", "ppo", "evaluation"}
+    assert all(run.status == "succeeded" for run in runs.values()), {k: r.error for k, r in runs.items()}
+    assert runs["rollout"].summary["environment"] == environment_name and runs["rollout"].summary["comparisons"] > 0
+    stored = Trajectory.objects.filter(policy=policy).select_related("task")
+    assert stored and {t.task.environment for t in stored} == {environment_name}
+    calls = [s for t in stored for s in t.steps if s["kind"] == "action" and s["tool"] == tool]
+    assert calls and all(isinstance(s["arguments"], dict) and s.get("call_id") for s in calls)
+    assert all(tool in {spec["function"]["name"] for spec in t.metadata["tools"]} for t in stored)
+    checkpoint = runs["ppo"].summary["last_policy_id"]
+    assert checkpoint and runs["ppo"].summary["iterations"] == 2
+    evaluation = Evaluation.objects.get()
+    assert evaluation.config["environment"] == environment_name
+    assert evaluation.entries.count() == 4  # start, best-of-2, PPO best and last
+
+
+def test_a_python_environment_of_the_users_goes_through_the_whole_loop(tmp_path):
+    policy = cloned_policy(INVENTORY, tmp_path, "inventory-bc")
+    assert policy.metadata["environment"] == "inventory" and policy.metadata["tool_parser"] == "compact"
+    call_command("run_pipeline", "--name", "inventory", "--environment", INVENTORY, "--policy-id", str(policy.pk),
+                 *PIPELINE)
+    assert_the_loop_ran("inventory", "lookup", policy)
+
+
+@pytest.fixture
+def mcp_environment(tmp_path):
+    """The calculator served over MCP (stdio), with arithmetic word problems as its tasks."""
+    from training.envs import services
+
+    tasks = tmp_path / "tasks.jsonl"
+    problems = ArithmeticEnvironment(seed=11, n_tasks=120)
+    tasks.write_text("".join(json.dumps({"external_id": f"mcp-{t.external_id}", "prompt": t.prompt,
+                                         "reference": t.reference, "split": t.split}) + "\n"
+                             for split in ("train", "dev", "eval") for t in problems.tasks(split)))
+    configured = {"calculator-mcp": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks)}}}
+    with override_settings(ARBITER_ENVIRONMENTS=configured):
+        yield "calculator-mcp"
+    for env in list(services._built.values()):
+        if hasattr(env, "close"):
+            env.close()
+    services._built.clear()
+
+
+def test_an_mcp_served_environment_goes_through_the_whole_loop(tmp_path, mcp_environment):
+    # The same agent as in the arithmetic environment (cloned there), now with its tools served over MCP.
+    policy = cloned_policy("arithmetic", tmp_path, "calculator-bc")
+    call_command("run_pipeline", "--name", "mcp", "--environment", mcp_environment, "--policy-id", str(policy.pk),
+                 *PIPELINE)
+    assert_the_loop_ran("calculator-mcp", "calculate", policy)
+
+
+def test_launches_name_environments_and_refuse_unknown_ones_and_foreign_tasks(admin_user, client):
+    from tests.rewardmodel.rm_fixtures import tiny_policy
+
+    api = token_client(admin_user)
+    policy = tiny_policy()
+    client.force_login(admin_user)
+    page = client.get("/runs/new/rollout/")
+    assert page.status_code == 200
+    for name in ("encyclopedia", "arithmetic"):
+        assert f'<option value="{name}"' in page.content.decode()
+
+    def launch(**config):
+        return api.post("/api/v1/runs/", {"kind": "rollout", "config": {"policy_id": policy.pk, **config}},
+                        format="json")
+
+    refused = launch(environment="nope")
+    assert refused.status_code == 400 and "no environment 'nope'" in json.dumps(refused.json())
+    foreign = launch(environment="arithmetic", split="train", task_ids="inventory-0-1")
+    assert foreign.status_code == 400 and "not a task of environment 'arithmetic'" in json.dumps(foreign.json())
+    other_split = ArithmeticEnvironment().tasks("eval")[0].external_id
+    wrong_split = launch(environment="arithmetic", split="train", task_ids=other_split)
+    assert wrong_split.status_code == 400 and "is in the eval split of arithmetic, not in train" in json.dumps(wrong_split.json())
+    for kind, config in (("ppo", {"policy_id": policy.pk, "reward": "rubric", "environment": "nope"}),
+                         ("evaluation", {"baseline_policy_id": policy.pk, "best_of_n": "", "environment": "nope"}),
+                         ("best_of_n", {"policy_id": policy.pk, "reward_model_id": 1, "environment": "nope"}),
+                         ("bc", {"environment": "nope"})):
+        response = api.post("/api/v1/runs/", {"kind": kind, "config": config}, format="json")
+        assert response.status_code == 400 and "no environment 'nope'" in json.dumps(response.json()), kind
+    cloned = api.post("/api/v1/runs/", {"kind": "bc", "config": {"environment": INVENTORY}}, format="json")
+    assert cloned.status_code == 201  # a user's environment with a scripted demonstrator can be cloned
+    assert not Run.objects.filter(kind__in=["ppo", "evaluation", "best_of_n"]).exists()
+
+
+def test_a_hugging_face_chat_model_is_registered_as_a_policy_after_its_checks(tmp_path):
+    from annotate.models import Policy
+    from django.core.management.base import CommandError
+    from tests.training.chat_models import chat_model_dir
+
+    qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
+    Policy.objects.create(name="my-agent", version="7")  # known from its imported transcripts, no model yet
+    call_command("register_policy", str(qwen), "--name", "my-agent", "--agent-version", "7", "--environment", "arithmetic")
+    policy = Policy.objects.get(name="my-agent", version="7")
+    assert policy.model_dir == str(qwen.resolve()) and policy.metadata["tool_parser"] == "detected"
+
+    with pytest.raises(CommandError, match="no config.json"):
+        call_command("register_policy", str(tmp_path), "--name", "nothing")
+    from transformers import T5Config
+
+    T5Config(d_model=8, d_ff=8, num_layers=1, num_heads=1, d_kv=8, vocab_size=10).save_pretrained(tmp_path / "t5")
+    with pytest.raises(CommandError):
+        call_command("register_policy", str(tmp_path / "t5"), "--name", "t5")
+    with pytest.raises(CommandError, match="already has a model"):
+        call_command("register_policy", str(chat_model_dir(tmp_path / "llama", "llama", [])), "--name", "my-agent",
+                     "--agent-version", "7")
+    with pytest.raises(CommandError, match="no environment 'nope'"):
+        call_command("register_policy", str(qwen), "--name", "other", "--environment", "nope")
+    assert not Policy.objects.filter(name__in=["nothing", "t5", "other"]).exists()

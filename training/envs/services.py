@@ -1,0 +1,72 @@
+"""Django glue for environments: the ones this deployment knows (built-ins, entry points and
+settings.ARBITER_ENVIRONMENTS), built once per process, and the checks run configs share."""
+from __future__ import annotations
+
+import json
+import threading
+
+from django.conf import settings
+
+from training.envs.base import Environment, EnvTask
+from training.envs.registry import UnknownEnvironment, environment_names, get_environment
+
+DEFAULT_ENVIRONMENT = "encyclopedia"
+_built: dict[str, Environment] = {}
+_lock = threading.Lock()
+
+
+def _configured() -> dict:
+    return getattr(settings, "ARBITER_ENVIRONMENTS", {}) or {}
+
+
+def environment_get(name: str) -> Environment:
+    """The environment called `name`, built once per process (an encyclopedia builds its index,
+    an MCP environment starts its server). Raises UnknownEnvironment with the reason."""
+    configured = _configured()
+    key = json.dumps([name, configured.get(name)], sort_keys=True, default=str)
+    with _lock:
+        if key not in _built:
+            _built[key] = get_environment(name, configured=configured)
+        return _built[key]
+
+
+def environment_choices() -> list[tuple[str, str]]:
+    return [(name, name) for name in environment_names(_configured())]
+
+
+def environment_problems(name: str, *, field: str = "environment") -> list[str]:
+    try:
+        environment_get(name)
+    except UnknownEnvironment as exc:
+        return [f"{field}: {exc}"]
+    except Exception as exc:  # noqa: BLE001 - a user's environment may fail to start in any way
+        return [f"{field}: environment {name!r} could not be started: {exc}"]
+    return []
+
+
+def environment_tasks(env: Environment, split: str, limit: int = 0, *, task_ids: list[str] = ()) -> list[EnvTask]:
+    """The tasks of a split in their fixed order (the first `limit` when above 0), or the named
+    ones (external ids) when given."""
+    tasks = env.tasks(split)
+    if task_ids:
+        by_id = {t.external_id: t for t in tasks}
+        return [by_id[i] for i in task_ids if i in by_id]
+    return tasks[:limit] if limit else tasks
+
+
+def task_problems(env: Environment, split: str, task_ids: list[str], *, field: str = "task_ids") -> list[str]:
+    """Each named task that is not a task of this environment's split, with the reason."""
+    known = {t.external_id for t in env.tasks(split)}
+    problems = []
+    for task_id in task_ids:
+        if task_id in known:
+            continue
+        other = next((s for s in ("train", "dev", "eval") if s != split
+                      and any(t.external_id == task_id for t in env.tasks(s))), None)
+        problems.append(f"{field}: {task_id!r} is in the {other} split of {env.name}, not in {split}." if other else
+                        f"{field}: {task_id!r} is not a task of environment {env.name!r}.")
+    return problems[:20]
+
+
+def parse_task_ids(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]

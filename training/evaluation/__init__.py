@@ -1,0 +1,1 @@
+"""Evaluation: play systems on held-out tasks, figures with intervals, before/after dashboards."""

@@ -1,0 +1,39 @@
+"""Episode metrics, one vocabulary for every stage (plain Python).
+
+Every figure of an episode, wherever it is reported (behaviour cloning's check, PPO's
+batches and dev evaluations, best-of-n, the before/after evaluation), comes from here:
+
+    success      the rubric says the answer is correct (0 or 1)
+    score        the rubric's score (its utility)
+    steps        tool calls made, an invalid turn counting as one
+    tool_errors  calls that gave an error result
+    loop         the episode ended repeating one call
+    truncated    the episode ran out of steps or context
+    agent_tokens tokens the policy generated (when the episode has them)
+    + any other number among the rubric's parts, under its own name (the encyclopedia's
+      f1 and quote_support, say)
+"""
+from __future__ import annotations
+
+STANDARD = ("success", "score", "steps", "tool_errors", "loop", "truncated")
+
+
+def episode_figures(episode) -> dict[str, float]:
+    """The figures of one finished rollout episode (its `outcome` is a rubric)."""
+    outcome = episode.outcome
+    figures = {"success": float(outcome.correct), "score": float(outcome.score)}
+    for name, value in outcome.parts.items():
+        if isinstance(value, bool | int | float) and name not in figures:
+            figures[name] = float(value)
+    if getattr(episode, "agent_mask", None):
+        figures["agent_tokens"] = float(episode.agent_tokens)
+    return figures
+
+
+def mean_figures(episodes) -> dict[str, float]:
+    """Each figure's mean over the episodes (a figure some episodes lack is averaged over those that have it)."""
+    sums: dict[str, list[float]] = {}
+    for episode in episodes:
+        for name, value in episode_figures(episode).items():
+            sums.setdefault(name, []).append(value)
+    return {name: sum(values) / len(values) for name, values in sums.items()}

@@ -1,0 +1,238 @@
+"""Tool-call parsers: a chat model's generated text -> its message (content and tool calls).
+
+Each model family writes tool calls its own way; the parser of a policy reads them back and,
+for behaviour cloning, writes them the same way (`format`):
+
+    hermes       Qwen2/2.5/3, Hermes and most open chat templates:
+                 <tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>
+    llama3_json  Llama 3.1/3.2/3.3: the whole turn is one JSON object (optionally after
+                 <|python_tag|>): {"name": "search", "parameters": {"query": "x"}}
+    compact      Arbiter's default policy: search[ x]. One text argument per tool, short
+                 enough for a 1M-parameter model to learn (training/policy/layout.py).
+    transformers the tokenizer's own `response_template` (transformers' `parse_response`),
+                 chosen whenever the model directory declares one.
+
+A parse never raises on what the model wrote: text it cannot read becomes a `ParsedTurn`
+with a `problem`, which the rollout turns into an error observation that uses a step.
+How to add a parser: docs/policies.md.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: Any  # a dict when well formed; anything else is refused by the episode runner
+
+
+@dataclass(frozen=True)
+class ParsedTurn:
+    """One assistant turn read back: free text, the tool calls in order, or why it could not be read."""
+
+    content: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    problem: str = ""
+
+
+@dataclass
+class ToolCallParser:
+    """Base class: `parse` the text of one turn (without the end-of-turn token), `format` calls as the model writes them."""
+
+    name: str = ""
+    tools: list = field(default_factory=list)  # training.envs.base.Tool, for parsers that need the schemas
+
+    def parse(self, text: str) -> ParsedTurn:
+        raise NotImplementedError
+
+    def format(self, calls: list[ToolCall], content: str = "") -> str:
+        raise NotImplementedError
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads(text: str) -> tuple[Any, str]:
+    """(value, problem): JSON from a model's text; NaN and Infinity, and nesting deep enough to
+    exhaust the recursion limit, are problems, not exceptions."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant), ""
+    except json.JSONDecodeError as exc:
+        return None, f"{exc.msg} at character {exc.pos}"
+    except (ValueError, RecursionError) as exc:
+        return None, str(exc) or "nested too deeply"
+
+
+def _call_from(obj: Any, argument_keys: tuple[str, ...]) -> tuple[ToolCall | None, str]:
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None, 'a tool call is a JSON object with a "name" string.'
+    arguments = next((obj[k] for k in argument_keys if k in obj), {})
+    if isinstance(arguments, str):  # some models write the arguments as a JSON string, as OpenAI's API does
+        decoded, problem = _loads(arguments)
+        if problem:
+            return None, f"the arguments of {obj['name']} are a string that is not JSON ({problem})."
+        arguments = decoded
+    return ToolCall(obj["name"], arguments), ""
+
+
+def _json_calls(texts: list[str], argument_keys: tuple[str, ...]) -> tuple[tuple[ToolCall, ...], str]:
+    """(calls, problem) from the JSON text of each call."""
+    calls = []
+    for text in texts:
+        obj, problem = _loads(text)
+        if problem:
+            return (), f"the tool call is not JSON: {problem}"
+        call, problem = _call_from(obj, argument_keys)
+        if problem:
+            return (), problem
+        calls.append(call)
+    return tuple(calls), ""
+
+
+class HermesParser(ToolCallParser):
+    BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
+
+    def __init__(self, tools=None):
+        super().__init__("hermes", list(tools or []))
+
+    def parse(self, text: str) -> ParsedTurn:
+        if "<tool_call>" not in text:
+            return ParsedTurn(content=_without_thinking(text))
+        blocks = list(self.BLOCK.finditer(text))
+        if not all(match.group(2) for match in blocks):
+            return ParsedTurn(content=text, problem="a <tool_call> without its </tool_call>.")
+        calls, problem = _json_calls([match.group(1).strip() for match in blocks], ("arguments", "parameters"))
+        if problem:
+            return ParsedTurn(content=text, problem=problem)
+        return ParsedTurn(content=_without_thinking(self.BLOCK.sub("", text)), calls=calls)
+
+    def format(self, calls, content=""):
+        blocks = [f'<tool_call>\n{json.dumps({"name": c.name, "arguments": c.arguments})}\n</tool_call>' for c in calls]
+        return "\n".join(([content] if content else []) + blocks)
+
+
+class Llama3JsonParser(ToolCallParser):
+    def __init__(self, tools=None):
+        super().__init__("llama3_json", list(tools or []))
+
+    def parse(self, text: str) -> ParsedTurn:
+        body = text.strip()
+        tagged = body.startswith("<|python_tag|>")
+        body = body.removeprefix("<|python_tag|>").strip()
+        if not (tagged or body.startswith("{")):
+            return ParsedTurn(content=text.strip())
+        calls, problem = _json_calls(_split_top_level(body), ("parameters", "arguments"))
+        return ParsedTurn(content=text, problem=problem) if problem else ParsedTurn(calls=calls)
+
+    def format(self, calls, content=""):
+        return "; ".join(json.dumps({"name": c.name, "parameters": c.arguments}) for c in calls)
+
+
+def _split_top_level(body: str) -> list[str]:
+    """`{...}; {...}` -> the objects (Llama 3 separates parallel calls with semicolons)."""
+    parts, depth, start, in_string, escaped = [], 0, 0, False, False
+    for i, ch in enumerate(body):
+        if in_string:
+            escaped = not escaped and ch == "\\"
+            if ch == '"' and not escaped:
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        elif ch == ";" and depth == 0:
+            parts.append(body[start:i].strip())
+            start = i + 1
+    parts.append(body[start:].strip())
+    return [p for p in parts if p]
+
+
+class CompactParser(ToolCallParser):
+    """`tool[ argument]`: the tool's one argument (its first property) given as text; an
+    integer or number argument is converted by its schema."""
+
+    ACTION = re.compile(r"^\s*([A-Za-z_][\w-]*)\[(.*)\]\s*$", re.S)
+
+    def __init__(self, tools=None):
+        super().__init__("compact", list(tools or []))
+
+    def parse(self, text: str) -> ParsedTurn:
+        match = self.ACTION.match(text)
+        if not match:
+            return ParsedTurn(content=text, problem="write one action as tool[argument], e.g. search[ query].")
+        name, raw = match.group(1), match.group(2).strip()
+        tool = next((t for t in self.tools if t.name == name), None)
+        if tool is None:
+            return ParsedTurn(calls=(ToolCall(name, {"text": raw}),))  # the runner names the known tools
+        properties = tool.parameters.get("properties", {})
+        if not properties:
+            return ParsedTurn(calls=(ToolCall(name, {}),))
+        key, schema = next(iter(properties.items()))
+        value: Any = raw
+        if schema.get("type") in ("integer", "number"):
+            try:
+                value = int(raw) if schema["type"] == "integer" else float(raw)
+            except ValueError:
+                return ParsedTurn(content=text, problem=f"{name} takes a {schema['type']}, not {raw!r}.")
+        return ParsedTurn(calls=(ToolCall(name, {key: value}),))
+
+    def format(self, calls, content=""):
+        (call,) = calls
+        value = next(iter(call.arguments.values()), "") if call.arguments else ""
+        return f"{call.name}[ {value}]" if isinstance(value, str) else f"{call.name}[{value}]"
+
+
+class TransformersParser(ToolCallParser):
+    """The tokenizer's own `response_template`, through transformers' `parse_response`."""
+
+    def __init__(self, tokenizer, tools=None):
+        super().__init__("transformers", list(tools or []))
+        self.tokenizer = tokenizer
+
+    def parse(self, text: str, prefix: str = "") -> ParsedTurn:
+        try:
+            message = self.tokenizer.parse_response(text, prefix=prefix,
+                                                    tools=[t.as_openai() for t in self.tools] or None)
+        except Exception as exc:  # noqa: BLE001 - whatever the template's parser raises is the model's mistake
+            return ParsedTurn(content=text, problem=f"the response could not be parsed: {exc}")
+        calls = []
+        for raw in message.get("tool_calls") or []:
+            function = raw.get("function", raw) if isinstance(raw, dict) else {}
+            call, problem = _call_from(function, ("arguments", "parameters"))
+            if problem:
+                return ParsedTurn(content=text, problem=problem)
+            calls.append(call)
+        content = message.get("content") or ""
+        return ParsedTurn(content=content if isinstance(content, str) else str(content), calls=tuple(calls))
+
+    def format(self, calls, content=""):
+        return HermesParser().format(calls, content)
+
+
+def _without_thinking(text: str) -> str:
+    return re.sub(r"<think>.*?</think>", "", text, flags=re.S).strip()
+
+
+PARSERS = {"hermes": HermesParser, "llama3_json": Llama3JsonParser, "compact": CompactParser}
+
+
+def detect_parser(chat_template: str | None, *, response_template=None) -> str:
+    """The parser a chat template's tool calls need, by what the template writes."""
+    template = chat_template or ""
+    if response_template:
+        return "transformers"
+    if "<tool_call>" in template:
+        return "hermes"
+    if "<|python_tag|>" in template or "ipython" in template:
+        return "llama3_json"
+    if "<|assistant|>" in template and "<|end|>" in template:  # Arbiter's default policy (training/policy/layout.py)
+        return "compact"
+    return ""

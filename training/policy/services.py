@@ -1,0 +1,203 @@
+"""Django glue for the policy: build the default policy once, store rollouts as trajectories."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from django.conf import settings
+
+from annotate.models import Campaign, Policy, Trajectory
+from annotate.services.comparisons import comparisons_build
+from annotate.services.imports import trajectories_import_objects
+from training.envs.services import environment_get, environment_tasks
+from training.envs.base import EpisodeRunner
+from training.envs.registry import UnknownEnvironment, get_environment
+from training.policy.evaluation import success_rates
+from webapp.errors import ArbiterError
+
+DEFAULT_POLICY = "default-bc"
+
+
+class PolicyTrainingStopped(Exception):
+    """Behaviour cloning was stopped (cancelled) before it finished; nothing was saved."""
+
+
+def default_policy_dir() -> Path:
+    return Path(settings.VAR_DIR) / "policies" / DEFAULT_POLICY
+
+
+def policy_train_default(*, config=None, force: bool = False, progress=None, log=print, metrics=None,
+                         should_stop=None, name: str = DEFAULT_POLICY, target: Path | None = None,
+                         run=None) -> Policy:
+    """Train a policy by behaviour cloning into `target` (the default policy unless given).
+
+    The default policy is trained once and reused unless `force`. `should_stop()` ends
+    training early (a cancelled run); the caller decides what a stopped run means.
+    """
+    import torch
+
+    from training.policy.bc import NoDemonstrator, demonstration_texts, demonstrations, play_demonstrations, train_bc
+    from training.policy.bc_config import BCConfig
+    from training.policy.chat import ChatFormat
+    from training.policy.layout import TOOL_PARSER
+    from training.policy.model_io import build_model, save_policy, train_tokenizer
+
+    target = target or default_policy_dir()
+    existing = Policy.objects.filter(name=name, model_dir=str(target)).order_by("-created_at").first()
+    if existing and (target / "config.json").exists() and not force:
+        return existing
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    config = config or BCConfig()
+    try:
+        env = environment_get(config.environment)
+        played = play_demonstrations(env, config, parser=TOOL_PARSER,
+                                     make_env=lambda seed: get_environment(config.environment, seed=seed,
+                                                                           configured=settings.ARBITER_ENVIRONMENTS))
+    except (UnknownEnvironment, NoDemonstrator) as exc:
+        raise ArbiterError(str(exc)) from None
+    evaluation = env.tasks("eval")
+    started = time.monotonic()
+    log(f"Training the tokenizer on {len(played)} demonstrations in {env.name} ...")
+    tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
+    chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
+    examples = demonstrations(chat, played)
+    model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
+    log(f"Behaviour cloning a {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M-parameter policy on "
+        f"{len(examples)} demonstrations ...")
+    result = train_bc(model, tokenizer, examples, config, progress=progress, metrics=metrics, should_stop=should_stop)
+    if should_stop and should_stop():
+        raise PolicyTrainingStopped(f"stopped after {result['steps']} steps")
+    log(f"Evaluating on {len(evaluation)} eval tasks (greedy and temperature 1) ...")
+    figures = success_rates(model, tokenizer, EpisodeRunner(env), evaluation, chat=chat)
+    save_policy(model, tokenizer, target)
+    report = {"bc": {k: v for k, v in result.items() if k != "config"}, "eval": figures, "environment": env.name,
+              "tool_parser": TOOL_PARSER, "config": asdict(config),
+              "total_seconds": round(time.monotonic() - started, 1)}
+    (target / "arbiter_policy.json").write_text(json.dumps(report, indent=2, default=str))
+    version = time.strftime("%Y%m%d-%H%M%S")
+    policy, _ = Policy.objects.update_or_create(
+        name=name, version=version,
+        defaults={"model_dir": str(target), "metadata": report, "run": run},
+    )
+    return policy
+
+
+def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: int, temperature: float,
+                          campaign: Campaign | None, seed: int = 0, progress=None, device: str = "cpu",
+                          environment: str = "encyclopedia", task_ids: list[str] = ()) -> dict:
+    """Roll the policy out on an environment's tasks; store each episode as a trajectory of that policy."""
+    from training.policy.model_io import load_policy
+    from training.policy.rollout import RolloutConfig, rollout
+
+    if not policy.model_dir:
+        raise ArbiterError(f"Policy {policy} has no model directory to run.")
+    if samples < 1 or n_tasks < 1:
+        raise ArbiterError("tasks and samples must be at least 1.")
+    env = environment_get(environment)
+    tasks = environment_tasks(env, split, n_tasks, task_ids=list(task_ids))
+    if not tasks:
+        raise ArbiterError(f"Environment {env.name} has no {split} tasks.")
+    model, tokenizer = load_policy(policy.model_dir, device=device)
+    repeated = [t for t in tasks for _ in range(samples)]
+    episodes = rollout(model, tokenizer, EpisodeRunner(env), repeated,
+                       RolloutConfig(temperature=temperature), seeds=[seed * 100_000 + i for i in range(len(repeated))],
+                       progress=progress)
+    report = policy_episodes_store(episodes=episodes, policy=policy, metadata={"temperature": temperature})
+    comparisons = 0
+    if campaign is not None:
+        task_ids = list(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True)
+                        .distinct())
+        comparisons = comparisons_build(campaign=campaign, task_ids=task_ids, max_per_task=max(1, samples))
+    success = sum(e.outcome.correct for e in episodes) / len(episodes)
+    return {"trajectories": report.created, "duplicates": report.duplicates, "comparisons": comparisons,
+            "success": success, "environment": env.name}
+
+
+def policy_episodes_store(*, episodes, policy: Policy, metadata: dict):
+    """Store rollout episodes as generated trajectories of `policy` (canonical form, structured
+    tool calls, the tools in the metadata), each with its agent token count and `metadata`; an
+    episode already stored keeps its row. Returns the import report (`trajectory_ids` in
+    episode order)."""
+    objects = [_without_nul(e.trajectory(agent=policy.name, version=policy.version)) for e in episodes]
+    for obj in objects:
+        obj["metadata"].update(metadata)
+    report = trajectories_import_objects(objects=objects)
+    Trajectory.objects.filter(pk__in=report.trajectory_ids, source=Trajectory.Source.IMPORTED).update(
+        source=Trajectory.Source.GENERATED)
+    return report
+
+
+def _without_nul(value):
+    """A sampled action may decode to a NUL byte, which database text cannot hold: it becomes U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {k: _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
+def policy_dir_problems(model_dir: str | Path, *, tool_parser: str = "", environment: str = "encyclopedia") -> list[str]:
+    """Why a directory cannot be a policy in `environment`: not a causal LM, no chat template, no
+    tool-call parser for it, or a template that cannot render an episode of the environment."""
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    from training.policy.chat import ChatFormat, ChatTemplateError
+
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        return [f"{path}: no config.json, so not a Hugging Face model directory."]
+    try:
+        config = AutoConfig.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (ValueError, OSError, KeyError) as exc:
+        return [f"{path}: cannot be loaded ({exc})."]
+    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return [f"{path}: a {config.model_type} model is not a causal language model."]
+    try:
+        chat = ChatFormat.for_policy(tokenizer, path, parser=tool_parser)
+        env = environment_get(environment)
+        runner = EpisodeRunner(env)
+        task = (env.tasks("train") or env.tasks("dev") or env.tasks("eval"))[0]
+        tools = [t.as_openai() for t in runner.tools.values()]
+        messages = env.opening_messages(task)
+        chat.opening(messages, tools)
+        probe = [*messages, {"role": "assistant", "content": "x"},
+                 {"role": "tool", "tool_call_id": "call_0", "name": "probe", "content": "y"}]
+        chat.continuation(probe, tools, 1)
+    except ChatTemplateError as exc:
+        return [f"{path}: {exc}"]
+    except (UnknownEnvironment, IndexError) as exc:
+        return [f"environment {environment!r}: {exc or 'it has no tasks'}"]
+    return []
+
+
+def policy_register(*, name: str, version: str, model_dir: str | Path, tool_parser: str = "",
+                    environment: str = "encyclopedia") -> Policy:
+    """Register a Hugging Face chat model directory as a policy, after checking it can play the
+    environment. An agent already known by name and version (from imported transcripts) gets
+    the model, so its rollouts and its logged transcripts are one policy's."""
+    from training.policy.chat import POLICY_FILE
+
+    path = Path(model_dir).expanduser().resolve()
+    problems = policy_dir_problems(path, tool_parser=tool_parser, environment=environment)
+    if problems:
+        raise ArbiterError(" ".join(problems))
+    if not name.strip() or len(name) > 200 or len(version) > 100:
+        raise ArbiterError("name: 1 to 200 characters; version: at most 100.")
+    existing = Policy.objects.filter(name=name, version=version).first()
+    if existing and existing.model_dir and Path(existing.model_dir).resolve() != path:
+        raise ArbiterError(f"Policy {existing} already has a model, at {existing.model_dir}.")
+    if tool_parser:
+        info = path / POLICY_FILE
+        current = json.loads(info.read_text()) if info.exists() else {}
+        info.write_text(json.dumps({**current, "tool_parser": tool_parser}, indent=2))
+    metadata = {**(existing.metadata if existing else {}), "registered_from": str(path),
+                "tool_parser": tool_parser or "detected"}
+    policy, _ = Policy.objects.update_or_create(name=name, version=version,
+                                                defaults={"model_dir": str(path), "metadata": metadata})
+    return policy
