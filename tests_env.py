@@ -27,6 +27,7 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 # One torch thread in the test process and the workers it starts: on a busy 2-core machine
 # torch's default of 2 threads made rollouts ~10x slower (benchmarks/RESULTS.md).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("ARBITER_ENVIRONMENT_MODULES", "tests")  # the suite's own environments, by dotted path
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 HOW_TO_START = {

@@ -275,3 +275,6 @@ def _environments() -> dict:
 
 
 ARBITER_ENVIRONMENTS = _environments()
+# Packages whose environment classes a run may name by dotted path (mypackage.envs:TicketDesk);
+# a run config is input, and importing a module runs its code, so none by default.
+ARBITER_ENVIRONMENT_MODULES = tuple(env.list("ARBITER_ENVIRONMENT_MODULES", default=[]))

@@ -159,6 +159,11 @@ def test_launches_name_environments_and_refuse_unknown_ones_and_foreign_tasks(ad
 
     refused = launch(environment="nope")
     assert refused.status_code == 400 and "no environment 'nope'" in json.dumps(refused.json())
+    # A run config is input: a dotted path is imported only from the modules the deployment allows.
+    for name in ("os:system", "antigravity:Thing", "training.envs.base:Environment"):
+        outside = launch(environment=name)
+        assert outside.status_code == 400 and "ARBITER_ENVIRONMENT_MODULES" in json.dumps(outside.json()), name
+    assert "antigravity" not in sys.modules
     foreign = launch(environment="arithmetic", split="train", task_ids="inventory-0-1")
     assert foreign.status_code == 400 and "not a task of environment 'arithmetic'" in json.dumps(foreign.json())
     other_split = ArithmeticEnvironment().tasks("eval")[0].external_id

@@ -151,12 +151,15 @@ def test_an_episode_is_stored_as_a_canonical_trajectory_an_import_accepts(name):
     assert parsed.outcome["correct"] is False and parsed.metadata["environment"] == name
 
 
-def test_the_environment_modules_run_without_django():
+def test_the_ml_modules_run_without_django():
     import subprocess
     import sys
 
     code = ("import sys; import training.envs.registry as r; r.get_environment('arithmetic'); "
-            "r.get_environment('encyclopedia'); assert 'django' not in sys.modules, 'django was imported'")
+            "r.get_environment('encyclopedia'); import training.envs.mcp, training.policy.chat, "
+            "training.policy.parsers, training.policy.rollout, training.policy.bc, training.rl.ppo, "
+            "training.rl.scorers, training.evaluation.episodes, training.evaluation.metrics; "
+            "assert 'django' not in sys.modules, 'django was imported'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."})
     assert result.returncode == 0, result.stderr[-800:]

@@ -10,7 +10,6 @@ from django.conf import settings
 from training.envs.base import Environment, EnvTask
 from training.envs.registry import UnknownEnvironment, environment_names, get_environment
 
-DEFAULT_ENVIRONMENT = "encyclopedia"
 _built: dict[str, Environment] = {}
 _lock = threading.Lock()
 
@@ -19,10 +18,25 @@ def _configured() -> dict:
     return getattr(settings, "ARBITER_ENVIRONMENTS", {}) or {}
 
 
+def _dotted_path_allowed(name: str, configured: dict) -> bool:
+    """A class by dotted path is imported only from the modules the deployment allows
+    (settings.ARBITER_ENVIRONMENT_MODULES): a run config is input, and importing a module runs it."""
+    if name in configured or name in environment_names(configured) or not ("." in name or ":" in name):
+        return True
+    module = name.split(":", 1)[0]
+    return any(module == prefix or module.startswith(prefix + ".")
+               for prefix in getattr(settings, "ARBITER_ENVIRONMENT_MODULES", ()))
+
+
 def environment_get(name: str) -> Environment:
     """The environment called `name`, built once per process (an encyclopedia builds its index,
     an MCP environment starts its server). Raises UnknownEnvironment with the reason."""
     configured = _configured()
+    if not _dotted_path_allowed(name, configured):
+        raise UnknownEnvironment(
+            f"{name!r} is not an environment this deployment knows ({', '.join(environment_names(configured))}); "
+            f"a class by dotted path must be in a module listed in ARBITER_ENVIRONMENT_MODULES, or be named in "
+            f"ARBITER_ENVIRONMENTS_FILE")
     key = json.dumps([name, configured.get(name)], sort_keys=True, default=str)
     with _lock:
         if key not in _built:

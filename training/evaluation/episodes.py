@@ -41,14 +41,16 @@ def best_of_n_kl(n: int) -> float:
 
 
 def play(model, tokenizer, runner, tasks: list, *, samples: int, temperature: float, seed: int,
-         batch_size: int = 64, progress=None, chat=None) -> list[list]:
+         batch_size: int = 64, progress=None, chat=None, limits: dict | None = None) -> list[list]:
+    """`limits`: the rollout's max_action_tokens and max_context, when not the defaults."""
     """`samples` episodes per task; episode s of task t has its own seed, so a rerun gives the same."""
     from training.policy.rollout import RolloutConfig, rollout
 
     repeated = [task for task in tasks for _ in range(samples)]
     seeds = [seed * 1_000_003 + t * 1000 + s for t in range(len(tasks)) for s in range(samples)]
     episodes = rollout(model, tokenizer, runner, repeated,
-                       RolloutConfig(temperature=temperature, batch_size=batch_size), seeds=seeds, progress=progress,
+                       RolloutConfig(temperature=temperature, batch_size=batch_size, **(limits or {})), seeds=seeds,
+                       progress=progress,
                        chat=chat)
     return [episodes[t * samples:(t + 1) * samples] for t in range(len(tasks))]
 

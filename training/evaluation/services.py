@@ -35,7 +35,7 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
                        best_of_n: list[int] = (), split: str = "eval", n_tasks: int = 0, samples: int = 2,
                        temperature: float = 1.0, greedy: bool = True, seed: int = 0, device: str = "cpu",
                        run=None, created_by=None, progress=_nothing, log=_nothing, environment: str = "encyclopedia",
-                       task_ids: list[str] = ()) -> Evaluation:
+                       task_ids: list[str] = (), limits: dict | None = None) -> Evaluation:
     """Play the baseline policy, best-of-n over it and the other policies on the same tasks;
     store the evaluation. `progress(fraction, message)` may raise to cancel."""
     from training.envs.base import EpisodeRunner
@@ -75,7 +75,7 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
 
     stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({samples * group} samples each).")
     sampled = score(Played(play(reference, tokenizer, runner, tasks, samples=samples * group,
-                                temperature=temperature, seed=seed, chat=chat)))
+                                temperature=temperature, seed=seed, chat=chat, limits=limits)))
     base = System(label=f"{baseline} (start)", policy=baseline, is_baseline=True)
     first = choose_best(sampled, 1, group=group)
     first.kls = [[0.0] * len(e) for e in first.episodes]  # the reference itself
@@ -85,7 +85,7 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
                       choose_best(sampled, n, group=group)))
     if greedy:
         plays.append((base, "greedy", score(Played(play(reference, tokenizer, runner, tasks, samples=1,
-                                                           temperature=0.0, seed=seed, chat=chat)))))
+                                                           temperature=0.0, seed=seed, chat=chat, limits=limits)))))
     for done, (label, policy) in enumerate(others, start=1):
         stage(done, f"Playing {policy} on {len(tasks)} {split} tasks.")
         model, own_tokenizer = load_policy(policy.model_dir, device=device)
@@ -93,16 +93,17 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
             raise ArbiterError(f"{policy} does not share {baseline}'s tokenizer, so its KL to it cannot be measured.")
         system = System(label=label, policy=policy)
         played = score(Played(play(model, tokenizer, runner, tasks, samples=samples, temperature=temperature,
-                                   seed=seed, chat=chat)))
+                                   seed=seed, chat=chat, limits=limits)))
         flat = episode_kls([e for episodes in played.episodes for e in episodes], model, reference, tokenizer,
                            temperature=temperature)
         played.kls = [flat[i * samples:(i + 1) * samples] for i in range(len(tasks))]
         plays.append((system, "sampled", played))
         if greedy:
             plays.append((system, "greedy", score(Played(play(model, tokenizer, runner, tasks, samples=1,
-                                                              temperature=0.0, seed=seed, chat=chat)))))
+                                                              temperature=0.0, seed=seed, chat=chat, limits=limits)))))
     progress(0.96, "storing the episodes")
-    config = {"environment": env.name, "split": split, "tasks": len(tasks), "samples": samples, "temperature": temperature, "greedy": greedy,
+    config = {"environment": env.name, **(limits or {}), "split": split, "tasks": len(tasks), "samples": samples,
+              "temperature": temperature, "greedy": greedy,
               "best_of_n": sorted(set(best_of_n)), "seed": seed}
     return _store(name=name, run=run, baseline=baseline, reward_model=reward_model, config=config, plays=plays,
                   summarize=summarize, created_by=created_by)

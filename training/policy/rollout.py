@@ -45,10 +45,12 @@ SMALL_MODEL = 100_000_000  # parameters
 def rollout_threads(model) -> int:
     """Torch threads for a rollout: 1 for a small model on the CPU, else torch's own choice.
 
-    Decoding a small model is many tiny matrix products, one token at a time: threads spend
-    more time waiting on each other than working. Measured on the 2-core machine
-    (benchmarks/rollout_throughput.py, RESULTS.md): about as fast with 1 thread as with 2
-    when the machine is idle, and several times faster when other work keeps the cores busy.
+    Decoding a small model is many tiny matrix products, one token at a time, and threads
+    that spin waiting for each other lose badly when other work holds the cores. Measured
+    with the default policy on the 2-core machine (benchmarks/rollout_throughput.py,
+    RESULTS.md): 1 thread is about a fifth slower than 2 when the machine is idle, and 2.7
+    times faster when other work keeps both cores busy; a worker rarely has the machine to
+    itself, so 1.
     """
     device = next(model.parameters()).device
     if device.type == "cpu" and sum(p.numel() for p in model.parameters()) < SMALL_MODEL:

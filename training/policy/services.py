@@ -86,7 +86,8 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
 
 def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: int, temperature: float,
                           campaign: Campaign | None, seed: int = 0, progress=None, device: str = "cpu",
-                          environment: str = "encyclopedia", task_ids: list[str] = ()) -> dict:
+                          environment: str = "encyclopedia", task_ids: list[str] = (), max_action_tokens: int = 48,
+                          max_context: int = 1536) -> dict:
     """Roll the policy out on an environment's tasks; store each episode as a trajectory of that policy."""
     from training.policy.model_io import load_policy
     from training.policy.rollout import RolloutConfig, rollout
@@ -102,7 +103,8 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
     model, tokenizer = load_policy(policy.model_dir, device=device)
     repeated = [t for t in tasks for _ in range(samples)]
     episodes = rollout(model, tokenizer, EpisodeRunner(env), repeated,
-                       RolloutConfig(temperature=temperature), seeds=[seed * 100_000 + i for i in range(len(repeated))],
+                       RolloutConfig(temperature=temperature, max_action_tokens=max_action_tokens,
+                                     max_context=max_context), seeds=[seed * 100_000 + i for i in range(len(repeated))],
                        progress=progress)
     report = policy_episodes_store(episodes=episodes, policy=policy, metadata={"temperature": temperature})
     comparisons = 0

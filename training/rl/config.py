@@ -32,6 +32,8 @@ class PPOConfig:
     checkpoint_every: int = 0  # extra checkpoints between evaluations (0: only at evaluations)
     overoptimization_tolerance: float = 0.05  # dev success may fall this much below the best while the score rises before it is flagged
     rollout_batch_size: int = 64  # episodes decoded together in a rollout
+    max_action_tokens: int = 48  # tokens one turn of the policy may generate (raise it for chat models that write JSON calls)
+    max_context: int = 1536  # an episode longer than this many tokens ends as truncated
     max_seconds: float = 0.0  # stop after this wall time, with a checkpoint (0: no limit)
     threads: int = 0  # torch threads (0: torch's default)
     seed: int = 0  # task order, sampling and minibatch order
@@ -39,7 +41,7 @@ class PPOConfig:
     def validate(self) -> list[str]:
         problems = []
         for name in ("iterations", "episodes_per_iteration", "minibatch_size", "epochs", "eval_samples",
-                     "rollout_batch_size"):
+                     "rollout_batch_size", "max_action_tokens", "max_context"):
             if getattr(self, name) < 1:
                 problems.append(f"{name}: at least 1.")
         if not self.learning_rate > 0:

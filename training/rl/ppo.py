@@ -205,7 +205,8 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         callbacks.log(f"Resuming after iteration {state['iteration']} from {start_dir}.")
 
     pad_id = tokenizer.pad_token_id
-    rollout_config = RolloutConfig(temperature=config.temperature, batch_size=config.rollout_batch_size)
+    rollout_config = RolloutConfig(temperature=config.temperature, batch_size=config.rollout_batch_size,
+                                   max_action_tokens=config.max_action_tokens, max_context=config.max_context)
     task_rng = random.Random(config.seed)
     for _ in range(state["iteration"]):  # the same task order after a resume
         task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration)
@@ -410,7 +411,8 @@ def dev_figures(model, tokenizer, runner, tasks, config: PPOConfig, *, seed: int
 
     repeated = [t for t in tasks for _ in range(config.eval_samples)]
     episodes = rollout(model, tokenizer, runner, repeated,
-                       RolloutConfig(temperature=config.eval_temperature, batch_size=config.rollout_batch_size),
+                       RolloutConfig(temperature=config.eval_temperature, batch_size=config.rollout_batch_size,
+                                     max_action_tokens=config.max_action_tokens, max_context=config.max_context),
                        seeds=[seed * 7 + 500_000 + i for i in range(len(repeated))], chat=chat)
     return {**mean_figures(episodes), "episodes": len(episodes), "temperature": config.eval_temperature}
 

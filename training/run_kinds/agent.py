@@ -36,6 +36,8 @@ class RolloutRunConfig:
     temperature: float = 1.0  # sampling temperature; 0 is greedy
     campaign_id: int = 0  # build comparisons of the new trajectories in this campaign (0: none)
     seed: int = 0  # sampling seed
+    max_action_tokens: int = 48  # tokens one turn may generate (raise it for chat models that write JSON calls)
+    max_context: int = 1536  # an episode longer than this many tokens ends as truncated
 
     def validate(self) -> list[str]:
         problems = []
@@ -47,6 +49,8 @@ class RolloutRunConfig:
             problems.append("samples_per_task: between 1 and 64.")
         if self.temperature < 0:
             problems.append("temperature: 0 (greedy) or more.")
+        if not 1 <= self.max_action_tokens <= 8192 or not 16 <= self.max_context <= 262_144:
+            problems.append("max_action_tokens: 1 to 8192; max_context: 16 to 262144.")
         return problems
 
 
@@ -85,7 +89,8 @@ def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume
     result = policy_rollouts_store(policy=policy, split=config.split, n_tasks=config.tasks,
                                    samples=config.samples_per_task, temperature=config.temperature,
                                    campaign=campaign, seed=config.seed, progress=progress, device=compute.device,
-                                   environment=config.environment, task_ids=parse_task_ids(config.task_ids))
+                                   environment=config.environment, task_ids=parse_task_ids(config.task_ids),
+                                   max_action_tokens=config.max_action_tokens, max_context=config.max_context)
     reporter.log(f"Stored {result['trajectories']} trajectories ({result['duplicates']} duplicates), "
                  f"{result['comparisons']} comparisons; success {result['success']:.1%}.")
     return result

@@ -29,6 +29,20 @@ def _help(text: str) -> dict:
     return {"help": text}
 
 
+ACTION_TOKENS_HELP = "Tokens one turn may generate (raise it for chat models that write JSON tool calls)."
+CONTEXT_HELP = "An episode longer than this many tokens ends as truncated."
+
+
+def limits_problems(config) -> list[str]:
+    if not 1 <= config.max_action_tokens <= 8192 or not 16 <= config.max_context <= 262_144:
+        return ["max_action_tokens: 1 to 8192; max_context: 16 to 262144."]
+    return []
+
+
+def _limits(config) -> dict:
+    return {"max_action_tokens": config.max_action_tokens, "max_context": config.max_context}
+
+
 def _reward_model_choices():
     return [(0, "(none)")] + [(m.pk, str(m)) for m in RewardModel.objects.order_by("-created_at")[:200]]
 
@@ -225,6 +239,8 @@ class EvaluationRunConfig:
     temperature: float = field(default=1.0, metadata=_help("Sampling temperature."))
     greedy: bool = field(default=True, metadata=_help("Also one greedy episode per task and policy."))
     seed: int = field(default=0, metadata=_help("Sampling seed (the same for every system)."))
+    max_action_tokens: int = field(default=48, metadata=_help(ACTION_TOKENS_HELP))
+    max_context: int = field(default=1536, metadata=_help(CONTEXT_HELP))
 
     def validate(self) -> list[str]:
         problems = _ids_problem("policy_ids", self.policy_ids) + _ids_problem("best_of_n", self.best_of_n)
@@ -240,7 +256,7 @@ class EvaluationRunConfig:
             problems.append("best_of_n x samples: at most 256 episodes per task.")
         if not self.name.strip():
             problems.append("name: give the evaluation a name.")
-        return problems
+        return problems + limits_problems(self)
 
 
 def _ppo_run_policies(run_id: int) -> list[tuple[str, Policy]]:
@@ -275,9 +291,10 @@ def _evaluation_check(config: EvaluationRunConfig) -> list[str]:
             problems.append(f"ppo_run_id: no PPO run with id {config.ppo_run_id}.")
         elif not _ppo_run_policies(run.pk):
             problems.append(f"ppo_run_id: PPO run #{run.pk} has saved no checkpoint yet.")
-    if config.reward_model_id and not environment:
-        problems += reward_model_problems(config.reward_model_id, config.environment)
-    elif not config.reward_model_id and _ids(config.best_of_n) if not _ids_problem("best_of_n", config.best_of_n) else False:
+    if config.reward_model_id:
+        if not environment:
+            problems += reward_model_problems(config.reward_model_id, config.environment)
+    elif not _ids_problem("best_of_n", config.best_of_n) and _ids(config.best_of_n):
         problems.append("best_of_n: needs a reward model to choose with (reward_model_id).")
     return problems
 
@@ -295,7 +312,7 @@ def _evaluation_lineage(config: EvaluationRunConfig) -> list[dict]:
 
 def _evaluate(*, run, reporter, compute, name: str, baseline_id: int, others: list[tuple[str, Policy]],
               reward_model_id: int, best_of_n: list[int], split: str, tasks: int, samples: int, temperature: float,
-              greedy: bool, seed: int, environment: str, task_ids: str) -> dict:
+              greedy: bool, seed: int, environment: str, task_ids: str, limits: dict) -> dict:
     from training.envs.services import parse_task_ids
     from training.evaluation.services import evaluation_execute
     from webapp.runs.services import RunCancelled, run_add_lineage
@@ -310,7 +327,7 @@ def _evaluate(*, run, reporter, compute, name: str, baseline_id: int, others: li
         reward_model=RewardModel.objects.filter(pk=reward_model_id).first() if reward_model_id else None,
         best_of_n=best_of_n, split=split, n_tasks=tasks, samples=samples, temperature=temperature, greedy=greedy,
         seed=seed, device=compute.device, run=run, created_by=run.created_by, progress=progress, log=reporter.log,
-        environment=environment, task_ids=parse_task_ids(task_ids))
+        environment=environment, task_ids=parse_task_ids(task_ids), limits=limits)
     run_add_lineage(run=run, links=[{"type": "evaluation", "id": evaluation.pk, "label": str(evaluation),
                                      "url": reverse("training:evaluation", args=[evaluation.pk])}])
     table = {entry.label: {mode: {k: v["mean"] for k, v in figures.items()} for mode, figures in entry.metrics.items()}
@@ -326,7 +343,7 @@ def _evaluation_execute(*, run, config: EvaluationRunConfig, reporter, compute, 
                      baseline_id=config.baseline_policy_id, others=others, reward_model_id=config.reward_model_id,
                      best_of_n=_ids(config.best_of_n), split=config.split, tasks=config.tasks,
                      samples=config.samples, temperature=config.temperature, greedy=config.greedy, seed=config.seed,
-                     environment=config.environment, task_ids=config.task_ids)
+                     environment=config.environment, task_ids=config.task_ids, limits=_limits(config))
 
 
 @dataclass
@@ -341,6 +358,8 @@ class BestOfNRunConfig:
     samples: int = field(default=1, metadata=_help("Best-of-n draws per task (each from n fresh samples)."))
     temperature: float = field(default=1.0, metadata=_help("Sampling temperature."))
     seed: int = field(default=0, metadata=_help("Sampling seed."))
+    max_action_tokens: int = field(default=48, metadata=_help(ACTION_TOKENS_HELP))
+    max_context: int = field(default=1536, metadata=_help(CONTEXT_HELP))
 
     def validate(self) -> list[str]:
         problems = []
@@ -354,7 +373,7 @@ class BestOfNRunConfig:
             problems.append("samples: between 1 and 16.")
         if not self.temperature > 0:
             problems.append("temperature: above 0 (n greedy samples would all be the same).")
-        return problems
+        return problems + limits_problems(self)
 
 
 def _best_of_n_check(config: BestOfNRunConfig) -> list[str]:
@@ -376,7 +395,7 @@ def _best_of_n_execute(*, run, config: BestOfNRunConfig, reporter, compute, resu
                         baseline_id=config.policy_id, others=[], reward_model_id=config.reward_model_id,
                         best_of_n=[config.n], split=config.split, tasks=config.tasks, samples=config.samples,
                         temperature=config.temperature, greedy=False, seed=config.seed,
-                        environment=config.environment, task_ids=config.task_ids)
+                        environment=config.environment, task_ids=config.task_ids, limits=_limits(config))
     summary["kl_to_policy"] = best_of_n_kl(config.n)
     reporter.log(f"Best-of-{config.n}: KL to the policy log n - (n-1)/n = {summary['kl_to_policy']:.3f} nats.")
     return summary

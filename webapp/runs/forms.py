@@ -30,8 +30,9 @@ class RunLaunchForm(forms.Form):
             elif kind_type is bool:
                 field = forms.BooleanField(required=False, initial=default, label=label, help_text=help_text)
             else:
+                # A number left empty takes its default, as a field missing from an API config does.
                 field = _FIELDS[kind_type](initial=default, label=label, help_text=help_text,
-                                           required=kind_type is not str and default is not None)
+                                           required=kind_type is not str and default is None)
             self.fields[name] = field
             self.config_names.append(name)
 

@@ -89,19 +89,3 @@ class ScriptedAgent:
                 break
             browser.step(episode, action)
         return episode
-
-
-def episode_to_trajectory(task: TaskSpec, episode: Episode, outcome, *, agent: str, version: str = "",
-                          environment: str = "encyclopedia") -> dict:
-    """An episode in the canonical trajectory form (schema v1), ready to import."""
-    return {
-        "schema": "arbiter.trajectory/v1",
-        "task": {"external_id": task.external_id, "prompt": task.question, "reference_answer": task.answer,
-                 "environment": environment, "split": task.split,
-                 "metadata": {"qtype": task.qtype, "hops": task.hops}},
-        "agent": {"name": agent, "version": version},
-        "steps": episode.steps or [{"kind": "thought", "text": "(no action)"}],
-        "answer": episode.answer or "",
-        "outcome": outcome.as_dict(),
-        "metadata": {"loop": episode.loop, "truncated": episode.truncated},
-    }
