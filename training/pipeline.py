@@ -36,8 +36,9 @@ class PipelineConfig:
     annotators: int = 3  # simulated annotators, each voting once on every comparison
     annotator_temperature: float = 1.0  # Bradley-Terry temperature over the rubric utility
     annotator_flip: float = 0.05  # share of labels each simulated annotator flips
-    annotator_correct_weight: float = 30.0  # utility of a correct answer to the annotators (the rubric's is 10):
-    # correctness first, as the blind-evaluation guidelines ask; steps and tool errors keep the rubric's weights
+    annotator_correct_first: bool = True  # a correct answer beats any wrong one, as a person checking answers judges;
+    # steps, tool errors and loops (the rubric's weights) decide between equally correct ones
+    annotator_correct_weight: float = 30.0  # without correct_first: the utility of a correct answer (the rubric's is 10)
     reward_model: dict = field(default_factory=dict)  # reward_model run config overrides
     ppo: dict = field(default_factory=dict)  # ppo run config overrides
     upper_bound: bool = False  # also PPO against the rubric itself, evaluated beside the rest
@@ -139,7 +140,8 @@ def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress],
     step = stage("3/7 simulated annotators")
     total = campaign.comparisons.count() * config.annotators
     profile = AnnotatorProfile(temperature=config.annotator_temperature, flip=config.annotator_flip,
-                               weights=replace(RubricWeights(), correct=config.annotator_correct_weight))
+                               weights=replace(RubricWeights(), correct=config.annotator_correct_weight),
+                               correct_first=config.annotator_correct_first)
     made = 0
     while True:
         batch = campaign_simulate_labels(campaign=campaign, annotators=config.annotators, profile=profile,

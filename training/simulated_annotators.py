@@ -4,9 +4,16 @@ Each annotator prefers trajectory A over B with probability sigmoid((u_A - u_B) 
 Bradley-Terry draw over the rubric utilities at temperature T; then flips its label with
 probability `flip`; and with probability `position_bias` simply picks the side shown on
 the left. The strength of the verdict (better / much better) follows the utility gap;
-equal utilities give a tie unless `break_ties`. With `weights`, an annotator judges by its
-own utility, recomputed from the outcome's parts (correct, steps, tool errors, loop),
-instead of the utility stored with the trajectory.
+equal utilities give a tie unless `break_ties`.
+
+What an annotator values is what the reward model learns, so the default judges as a
+person checking answers would: **correctness first** (`correct_first`): a correct answer
+beats any wrong one, and steps, tool errors and loops (`weights`, the rubric's by default)
+only decide between trajectories that are equally correct or equally wrong. Without it an
+annotator judges by a single utility: its own `weights` recomputed from the outcome's parts,
+or the utility stored with the trajectory; under the rubric's +10 for a correct answer a
+two-step wrong guess is worth about as much as a careful correct search, and a policy
+trained on such labels learns to guess (docs/agent.md).
 """
 from __future__ import annotations
 
@@ -17,6 +24,9 @@ from dataclasses import dataclass
 from training.envs.encyclopedia.rubric import RubricWeights
 
 
+CORRECT_FIRST_BONUS = 1000.0  # above anything steps, tool errors and loops can add up to
+
+
 @dataclass(frozen=True)
 class AnnotatorProfile:
     temperature: float = 1.0
@@ -25,9 +35,17 @@ class AnnotatorProfile:
     much_better_gap: float = 8.0
     break_ties: bool = False
     weights: RubricWeights | None = None  # judge by these utility weights (None: the stored utility)
+    correct_first: bool = True  # a correct answer beats any wrong one; the weights break ties within each
 
     def utility(self, outcome: dict) -> float | None:
         """The utility this annotator sees in a stored outcome (None when it cannot tell)."""
+        if self.correct_first:
+            if "correct" not in outcome:
+                return None
+            w = self.weights or RubricWeights()
+            efficiency = (w.step * outcome.get("steps", 0) + w.tool_error * outcome.get("tool_errors", 0)
+                          + w.loop * bool(outcome.get("loop", False)))
+            return CORRECT_FIRST_BONUS * bool(outcome["correct"]) + efficiency
         if self.weights is None:
             return outcome.get("utility")
         if any(key not in outcome for key in ("correct", "steps", "tool_errors", "loop")):

@@ -175,6 +175,8 @@ def test_launches_name_environments_and_refuse_unknown_ones_and_foreign_tasks(ad
                          ("bc", {"environment": "nope"})):
         response = api.post("/api/v1/runs/", {"kind": kind, "config": config}, format="json")
         assert response.status_code == 400 and "no environment 'nope'" in json.dumps(response.json()), kind
+    later = api.post("/api/v1/runs/", {"kind": "bc", "config": {"extra_worlds": 64}}, format="json")
+    assert later.status_code == 400 and "extra_worlds: at most 63" in json.dumps(later.json())  # kept for evaluation
     cloned = api.post("/api/v1/runs/", {"kind": "bc", "config": {"environment": INVENTORY}}, format="json")
     assert cloned.status_code == 201  # a user's environment with a scripted demonstrator can be cloned
     assert not Run.objects.filter(kind__in=["ppo", "evaluation", "best_of_n"]).exists()
@@ -204,3 +206,16 @@ def test_a_hugging_face_chat_model_is_registered_as_a_policy_after_its_checks(tm
     with pytest.raises(CommandError, match="no environment 'nope'"):
         call_command("register_policy", str(qwen), "--name", "other", "--environment", "nope")
     assert not Policy.objects.filter(name__in=["nothing", "t5", "other"]).exists()
+
+
+def test_behaviour_cloning_is_bounded_by_steps_and_says_loudly_when_it_ran_over_budget(tmp_path):
+    from training.policy.bc import BCConfig
+    from training.policy.services import policy_train_default
+
+    lines = []
+    config = BCConfig(environment=INVENTORY, hidden=32, layers=1, heads=2, vocab_size=300, max_steps=30,
+                      extra_worlds=0, demos_per_task=1, budget_seconds=0.001)
+    policy = policy_train_default(config=config, name="over-budget", target=tmp_path / "p", log=lines.append)
+    assert policy.metadata["bc"]["steps"] == 30  # complete, not cut short
+    assert policy.metadata["over_budget"] is True
+    assert any(line.startswith("WARNING: behaviour cloning took") and "not cut short" in line for line in lines)

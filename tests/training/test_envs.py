@@ -128,7 +128,7 @@ def test_a_users_environment_by_dotted_path_goes_through_the_runner():
 
 def test_unknown_names_are_refused_with_the_known_ones():
     assert {"encyclopedia", "arithmetic"} <= set(environment_names())
-    with pytest.raises(UnknownEnvironment, match="known: arithmetic, encyclopedia, or give a class"):
+    with pytest.raises(UnknownEnvironment, match="known: arithmetic, encyclopedia, encyclopedia-unseen, or give a class"):
         get_environment("nope")
     # The MCP adapter needs a server: it is listed once configured with one.
     assert "mcp" not in environment_names()
@@ -179,3 +179,21 @@ def test_the_examples_in_the_environments_doc_run():
     episode.call("answer", {"text": "closed"})
     assert episode.outcome().correct
     exec(blocks[1], {})  # the arithmetic walk-through
+
+
+def test_the_unseen_world_shares_no_name_with_any_world_training_may_see():
+    from training.envs.base import TRAINING_SEEDS
+    from training.envs.encyclopedia.environment import EncyclopediaEnvironment, training_world_names
+
+    unseen = get_environment("encyclopedia-unseen")
+    names = unseen.browser.corpus.names
+    assert unseen.name == "encyclopedia-unseen" and unseen.seed >= 10_000 and len(names) > 300
+    assert not names & training_world_names()
+    for task in unseen.tasks("eval")[:50]:  # no task mentions or answers with a name training could have seen
+        words = set(task.prompt.replace("?", "").split()) | set(task.reference.split())
+        assert not words & training_world_names(), task
+    assert len(unseen.tasks("eval")) >= 124
+    assert max(TRAINING_SEEDS) < 10_000
+    with pytest.raises(ValueError, match="10000 or above"):
+        EncyclopediaEnvironment(seed=5, unseen=True)
+    assert "encyclopedia-unseen" in environment_names()

@@ -55,7 +55,23 @@ def test_an_annotator_with_its_own_weights_judges_by_its_own_utility():
 
     quick_wrong = {"correct": False, "steps": 2, "tool_errors": 0, "loop": False, "utility": -2.0}
     slow_right = {"correct": True, "steps": 6, "tool_errors": 2, "loop": False, "utility": -6.0}
-    rubric, correctness_first = AnnotatorProfile(), AnnotatorProfile(weights=RubricWeights(correct=30.0))
-    assert rubric.utility(quick_wrong) > rubric.utility(slow_right)  # the stored utility: giving up early wins
-    assert correctness_first.utility(slow_right) == 30 - 6 - 10 > correctness_first.utility(quick_wrong) == -2
-    assert correctness_first.utility({"utility": 1.0}) is None  # cannot tell without the outcome's parts
+    stored = AnnotatorProfile(correct_first=False)
+    weighted = AnnotatorProfile(weights=RubricWeights(correct=30.0), correct_first=False)
+    assert stored.utility(quick_wrong) > stored.utility(slow_right)  # the stored utility: giving up early wins
+    assert weighted.utility(slow_right) == 30 - 6 - 10 > weighted.utility(quick_wrong) == -2
+    assert weighted.utility({"utility": 1.0}) is None  # cannot tell without the outcome's parts
+
+
+def test_by_default_a_correct_answer_beats_any_wrong_one_and_efficiency_decides_the_rest():
+    rng = random.Random(3)
+    profile = AnnotatorProfile()  # correctness first, at temperature 1
+    for _ in range(300):
+        right = {"correct": True, "steps": rng.randint(1, 8), "tool_errors": rng.randint(0, 8), "loop": rng.random() < 0.3}
+        wrong = {"correct": False, "steps": rng.randint(1, 8), "tool_errors": 0, "loop": False}
+        choice = simulated_choice(utility_a=profile.utility(right), utility_b=profile.utility(wrong), left_is_a=True,
+                                  profile=profile, rng=rng)
+        assert choice == 1  # A (the correct one) much better, every time
+    quick = {"correct": True, "steps": 3, "tool_errors": 0, "loop": False}
+    slow = {"correct": True, "steps": 7, "tool_errors": 1, "loop": False}
+    assert profile.utility(quick) > profile.utility(slow)  # between two correct answers, the efficient one
+    assert profile.utility({"utility": 5.0}) is None  # an outcome that does not say whether it is correct

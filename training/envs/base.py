@@ -28,6 +28,9 @@ from typing import Any
 
 import jsonschema
 
+# Seeded environments: training (behaviour cloning's worlds, rollouts, PPO) uses seeds in this
+# range only, so a world of a seed above it is one no training step saw.
+TRAINING_SEEDS = range(64)
 INVALID_TOOL = "invalid"  # the tool name a turn that is no tool call is recorded under
 SYSTEM_PROMPT = ("You are an agent. Use the tools to find what the task asks, then give your final answer "
                  "with the answer tool.")

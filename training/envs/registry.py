@@ -2,6 +2,7 @@
 
     get_environment("arithmetic")                           # built in
     get_environment("encyclopedia", seed=7)                 # built in, options passed to the class
+    get_environment("encyclopedia-unseen")                  # a world no training step saw (seed 10,000)
     get_environment("mypackage.envs:TicketDesk")            # a user's class, by dotted path
     get_environment("ticket-desk")                          # an entry point in group "arbiter.environments"
     get_environment("mcp", server=[...], tasks="t.jsonl")   # tools from an MCP server (training/envs/mcp.py)
@@ -26,6 +27,10 @@ BUILT_IN = {
     "arithmetic": "training.envs.arithmetic:ArithmeticEnvironment",
     "mcp": "training.envs.mcp:MCPEnvironment",
 }
+# Built-in environments that are another built-in with options: a world no training step saw.
+VARIANTS = {
+    "encyclopedia-unseen": ("encyclopedia", {"seed": 10_000, "unseen": True}),
+}
 
 
 class UnknownEnvironment(ValueError):
@@ -47,11 +52,13 @@ def _load(dotted: str) -> type:
 def environment_names(configured: dict | None = None) -> list[str]:
     """The configured environments, the built-ins and the installed entry points (dotted paths
     work too, unlisted). The MCP adapter needs a server, so only configured MCP environments count."""
-    names = {*BUILT_IN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)), *(configured or {})}
+    names = {*BUILT_IN, *VARIANTS, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)), *(configured or {})}
     return sorted(names - ({"mcp"} - set(configured or {})))
 
 
 def environment_class(name: str) -> type[Environment]:
+    if name in VARIANTS:
+        return environment_class(VARIANTS[name][0])
     if name in BUILT_IN:
         return _load(BUILT_IN[name])
     for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -75,6 +82,10 @@ def get_environment(name: str, *, configured: dict | None = None, **options) -> 
         env.name = name
         return env
     try:
+        if name in VARIANTS:
+            env = environment_class(name)(**{**VARIANTS[name][1], **options})
+            env.name = name
+            return env
         return environment_class(name)(**options)
     except TypeError as exc:
         raise UnknownEnvironment(f"environment {name!r} cannot be built with {sorted(options)}: {exc}") from None

@@ -21,8 +21,9 @@ class BCConfig:
     learning_rate: float = 2e-3  # AdamW peak learning rate
     warmup_steps: int = 30  # linear warm-up, then cosine decay
     batch_size: int = 16  # episodes per optimizer step
-    max_steps: int = 900  # optimizer steps (the wall-time limit usually ends training first)
-    max_seconds: float = 290.0  # a safety net on slow or busy machines (0: no limit); the learning rate anneals to whichever limit comes first
+    max_steps: int = 900  # optimizer steps: training is bounded by steps, so the policy is the same on a fast or a busy machine
+    max_seconds: float = 0.0  # an optional wall-time cut (0: none, the default); the learning rate anneals to whichever limit comes first
+    budget_seconds: float = 600.0  # training longer than this is reported loudly (the policy is still complete); 0: never
     observation_loss_weight: float = 0.5  # weight of the language-model loss on environment tokens
     first_action_weight: float = 2.0  # loss weight of the first action's tokens (the search that copies the question)
     grad_clip: float = 1.0  # gradient norm clip

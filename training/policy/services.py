@@ -69,10 +69,19 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
     result = train_bc(model, tokenizer, examples, config, progress=progress, metrics=metrics, should_stop=should_stop)
     if should_stop and should_stop():
         raise PolicyTrainingStopped(f"stopped after {result['steps']} steps")
+    over_budget = bool(config.budget_seconds and result["seconds"] > config.budget_seconds)
+    if over_budget:
+        log(f"WARNING: behaviour cloning took {result['seconds']:.0f} s, over its budget of "
+            f"{config.budget_seconds:.0f} s: this machine is slower or busier than the defaults assume. The policy "
+            f"is complete ({result['steps']} steps), not cut short.")
+    elif config.max_seconds and result["steps"] < config.max_steps:
+        log(f"WARNING: behaviour cloning stopped at max_seconds after {result['steps']} of {config.max_steps} steps; "
+            f"the policy is weaker than a full run.")
     log(f"Evaluating on {len(evaluation)} eval tasks (greedy and temperature 1) ...")
     figures = success_rates(model, tokenizer, EpisodeRunner(env), evaluation, chat=chat)
     save_policy(model, tokenizer, target)
     report = {"bc": {k: v for k, v in result.items() if k != "config"}, "eval": figures, "environment": env.name,
+              "over_budget": over_budget,
               "tool_parser": TOOL_PARSER, "config": asdict(config),
               "total_seconds": round(time.monotonic() - started, 1)}
     (target / "arbiter_policy.json").write_text(json.dumps(report, indent=2, default=str))

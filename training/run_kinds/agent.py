@@ -8,6 +8,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
+from training.envs.base import TRAINING_SEEDS
 from training.policy.bc_config import BCConfig
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
@@ -111,8 +112,11 @@ class BCRunConfig(BCConfig):
             problems.append("hidden: a multiple of heads.")
         if self.learning_rate <= 0:
             problems.append("learning_rate: must be positive.")
-        if self.max_seconds < 0 or self.observation_loss_weight < 0 or self.extra_worlds < 0:
-            problems.append("max_seconds, observation_loss_weight and extra_worlds: 0 or more.")
+        if min(self.max_seconds, self.budget_seconds, self.observation_loss_weight, self.extra_worlds) < 0:
+            problems.append("max_seconds, budget_seconds, observation_loss_weight and extra_worlds: 0 or more.")
+        if self.extra_worlds >= len(TRAINING_SEEDS):
+            problems.append(f"extra_worlds: at most {len(TRAINING_SEEDS) - 1} (worlds from seed "
+                            f"{len(TRAINING_SEEDS)} on are never trained on, so evaluation can use them).")
         if not self.policy_name.strip() or "/" in self.policy_name or self.policy_name.startswith("."):
             problems.append("policy_name: a plain name (letters, digits, dashes).")
         return problems

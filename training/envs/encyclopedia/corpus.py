@@ -43,6 +43,7 @@ class Document:
 class Corpus:
     documents: list[Document]
     facts: dict[str, dict] = field(default_factory=dict)  # entity title -> attributes
+    names: frozenset[str] = frozenset()  # every generated name word (towns, rivers, people, organisations)
 
     def by_title(self) -> dict[str, Document]:
         return {d.title: d for d in self.documents}
@@ -70,9 +71,11 @@ def _name(rng: random.Random, syllables: tuple[int, int], used: set[str]) -> str
             return word
 
 
-def generate_corpus(*, seed: int = 0, n_places: int = 60, n_people: int = 160, n_orgs: int = 60) -> Corpus:
+def generate_corpus(*, seed: int = 0, n_places: int = 60, n_people: int = 160, n_orgs: int = 60,
+                    exclude: frozenset[str] = frozenset()) -> Corpus:
+    """A world of `seed`; no generated name word is one of `exclude` (the names of other worlds)."""
     rng = random.Random(seed)
-    used: set[str] = set()
+    used: set[str] = set(exclude)
     rivers = [_name(rng, (2, 2), used) for _ in range(max(8, n_places // 4))]
     places = []
     for _ in range(n_places):
@@ -109,7 +112,7 @@ def generate_corpus(*, seed: int = 0, n_places: int = 60, n_people: int = 160, n
         documents.append(Document(_doc_id(p["name"]), p["name"], text, "person"))
         facts[p["name"]] = {"kind": "person", **p}
     documents.sort(key=lambda d: d.doc_id)
-    return Corpus(documents=documents, facts=facts)
+    return Corpus(documents=documents, facts=facts, names=frozenset(used - set(exclude)))
 
 
 def _doc_id(title: str) -> str:

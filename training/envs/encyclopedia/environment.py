@@ -8,13 +8,21 @@ they are; the episode limits are the runner's (`training.envs.base.EpisodeRunner
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 
 from training.envs.encyclopedia.browser import BrowserConfig, TextBrowser
 from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
 from training.envs.encyclopedia.rubric import score
-from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
+from training.envs.base import TRAINING_SEEDS, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 
 UNLIMITED = 10**9  # the browser's own limits are switched off: the runner's apply
+UNSEEN_SEEDS_FROM = 10_000  # held-out worlds: seeds from here on, sharing no name with any training world
+
+
+@cache
+def training_world_names(**corpus_options) -> frozenset[str]:
+    """Every name word of every world training may see (TRAINING_SEEDS)."""
+    return frozenset().union(*(generate_corpus(seed=s, **corpus_options).names for s in TRAINING_SEEDS))
 
 
 def _text_tool(name: str, description: str, field: str = "text") -> Tool:
@@ -28,17 +36,28 @@ class EncyclopediaEnvironment(Environment):
     system_prompt = ("Answer the question from the encyclopedia: search, open a result, find or quote what "
                      "supports the answer, then answer.")
 
-    def __init__(self, *, seed: int = 0, config: BrowserConfig | None = None, **corpus_options):
-        """`corpus_options` size the generated world (n_places, n_people, n_orgs: training/envs/encyclopedia/corpus.py)."""
-        self.seed = seed
-        corpus = generate_corpus(seed=seed, **corpus_options)
+    def __init__(self, *, seed: int = 0, unseen: bool = False, config: BrowserConfig | None = None,
+                 **corpus_options):
+        """`corpus_options` size the generated world (n_places, n_people, n_orgs: training/envs/encyclopedia/corpus.py).
+
+        `unseen`: a held-out world (seed UNSEEN_SEEDS_FROM or above) whose names are none of
+        the training worlds', so its questions test reading, not memory."""
+        if unseen and seed < UNSEEN_SEEDS_FROM:
+            raise ValueError(f"an unseen world's seed is {UNSEEN_SEEDS_FROM} or above (training may see seeds "
+                             f"below {TRAINING_SEEDS.stop})")
+        self.seed, self.unseen = seed, unseen
+        exclude = training_world_names(**corpus_options) if unseen else frozenset()
+        corpus = generate_corpus(seed=seed, exclude=exclude, **corpus_options)
+        if unseen:
+            assert not corpus.names & exclude, "an unseen world shares a name with a training world"
         self._specs = generate_tasks(corpus, seed=seed)
         config = replace(config or BrowserConfig(), max_steps=UNLIMITED, loop_repeats=UNLIMITED)
         self.browser = TextBrowser(corpus, config)
 
     def tasks(self, split: str) -> list[EnvTask]:
         return [EnvTask(external_id=t.external_id, prompt=t.question, reference=t.answer, split=t.split,
-                        metadata={"environment": self.name, "seed": self.seed, "qtype": t.qtype, "hops": t.hops})
+                        metadata={"environment": self.name, "seed": self.seed, "unseen": self.unseen,
+                                  "qtype": t.qtype, "hops": t.hops})
                 for t in self._specs if t.split == split]
 
     def tools(self) -> list[Tool]:

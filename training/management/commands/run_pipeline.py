@@ -31,8 +31,10 @@ class Command(BaseCommand):
         parser.add_argument("--rollout-tasks", type=int, default=defaults.rollout_tasks)
         parser.add_argument("--samples-per-task", type=int, default=defaults.samples_per_task)
         parser.add_argument("--annotators", type=int, default=defaults.annotators)
+        parser.add_argument("--annotator-weighted", action="store_false", dest="annotator_correct_first",
+                            help="simulated annotators judge by one weighted utility instead of correctness first")
         parser.add_argument("--annotator-correct-weight", type=float, default=defaults.annotator_correct_weight,
-                            help="utility of a correct answer to the simulated annotators (the rubric's is 10)")
+                            help="with --annotator-weighted: the utility of a correct answer (the rubric's is 10)")
         parser.add_argument("--ppo-iterations", type=int, default=None, help="PPO iterations (default: the PPO run's)")
         parser.add_argument("--ppo", default="{}", help="PPO run config overrides, as JSON")
         parser.add_argument("--reward-model", default="{}", help="reward-model run config overrides, as JSON")
@@ -54,6 +56,7 @@ class Command(BaseCommand):
             name=options["name"], environment=options["environment"], policy_id=options["policy_id"],
             rollout_tasks=options["rollout_tasks"], samples_per_task=options["samples_per_task"],
             annotators=options["annotators"], annotator_correct_weight=options["annotator_correct_weight"],
+            annotator_correct_first=options["annotator_correct_first"],
             reward_model=reward_model, ppo=ppo, upper_bound=options["upper_bound"],
             best_of_n=options["best_of_n"], eval_tasks=options["eval_tasks"], eval_samples=options["eval_samples"],
             seed=options["seed"])

@@ -22,14 +22,18 @@ class Command(BaseCommand):
         parser.add_argument("--position-bias", type=float, default=0.0)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--limit", type=int)
+        parser.add_argument("--stored-utility", action="store_true",
+                            help="judge by the utility stored with each trajectory instead of correctness first")
 
-    def handle(self, *args, campaign, annotators, temperature, flip, position_bias, seed, limit, **options):
+    def handle(self, *args, campaign, annotators, temperature, flip, position_bias, seed, limit, stored_utility,
+               **options):
         target = Campaign.objects.filter(name=campaign).first()
         if target is None:
             raise CommandError(f"No campaign named {campaign!r}.")
         if annotators < 1:
             raise CommandError("--annotators must be at least 1.")
-        profile = AnnotatorProfile(temperature=temperature, flip=flip, position_bias=position_bias)
+        profile = AnnotatorProfile(temperature=temperature, flip=flip, position_bias=position_bias,
+                                   correct_first=not stored_utility)
         try:
             n = campaign_simulate_labels(campaign=target, annotators=annotators, profile=profile, seed=seed, limit=limit)
         except ArbiterError as exc:
