@@ -418,3 +418,15 @@ def test_a_played_evaluation_renders_and_its_human_evaluation_pairs_sample_zero(
     assert comparisons.count() + human.identical_pairs == 3
     for c in comparisons:
         assert {c.trajectory_a_id, c.trajectory_b_id} == {sample0[(base.pk, c.task_id)], sample0[(wide.pk, c.task_id)]}
+
+
+def test_the_chosen_checkpoint_shows_its_dev_interval(client, built, researcher):
+    built.best.metadata["ppo"]["dev"] = {"success": 0.4, "success_low": 0.31, "success_high": 0.5, "episodes": 90,
+                                         "greedy_success": 0.5, "greedy_low": 0.36, "greedy_high": 0.64}
+    built.best.save()
+    client.force_login(researcher)
+    curves = client.get(built.url()).content.decode().split('id="curves"')[1]
+    assert '<span class="best-dev-interval">40.0% [31.0%, 50.0%]</span> over 90 episodes' in curves
+    assert "greedy 50.0% [36.0%, 64.0%]" in curves
+    (run,) = evaluation_report(built.evaluation)["ppo_runs"]
+    assert run["best_dev"]["low"] == 0.31 and run["best_dev"]["episodes"] == 90

@@ -225,3 +225,21 @@ def test_resuming_from_the_first_checkpoint_does_not_evaluate_it_again(policy_di
     assert first.cancelled and first.last_checkpoint.endswith("iter-0000")
     resumed = train_ppo(**kwargs, resume_from=first.last_checkpoint)
     assert resumed.stop_reason == "finished" and [e["iteration"] for e in resumed.evaluations] == [0, 1]
+
+
+def test_a_checkpoint_replaces_the_best_only_on_signal_not_on_one_lucky_episode():
+    from training.rl.ppo import clearly_better, wilson_interval
+
+    start = {"success": 4 / 90, "episodes": 90}
+    assert not clearly_better({"success": 5 / 90, "episodes": 90}, start, margin=PPOConfig().best_margin)  # one episode more
+    assert not clearly_better({"success": 0.10, "episodes": 90}, start, margin=PPOConfig().best_margin)  # within the noise
+    assert clearly_better({"success": 0.30, "episodes": 90}, start, margin=PPOConfig().best_margin)
+    zero = {"success": 0.0, "episodes": 40}
+    assert not clearly_better({"success": 1 / 40, "episodes": 40}, zero, margin=PPOConfig().best_margin)
+    # Greedy episodes count too: a sampled gain the greedy episodes contradict is not enough.
+    with_greedy = lambda s, g: {"success": s, "episodes": 90, "greedy_success": g, "greedy_episodes": 45}  # noqa: E731
+    assert clearly_better(with_greedy(0.25, 0.40), with_greedy(0.05, 0.10), margin=PPOConfig().best_margin)
+    assert not clearly_better(with_greedy(0.12, 0.0), with_greedy(0.05, 0.30), margin=PPOConfig().best_margin)
+    low, high = wilson_interval(0.5, 100)
+    assert low == pytest.approx(0.404, abs=0.002) and high == pytest.approx(0.596, abs=0.002)
+    assert wilson_interval(0.0, 30)[0] == 0.0 and wilson_interval(0.0, 30)[1] > 0.1

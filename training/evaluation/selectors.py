@@ -98,6 +98,14 @@ def _points(points: list[tuple[int, float | None]], transform=float) -> list[lis
     return [[step, transform(value)] for step, value in points if isinstance(value, (int, float))]
 
 
+def _dev_interval(dev: dict) -> dict | None:
+    if dev.get("success") is None:
+        return None
+    return {"success": dev["success"], "low": dev.get("success_low"), "high": dev.get("success_high"),
+            "episodes": dev.get("episodes"), "greedy": dev.get("greedy_success"),
+            "greedy_low": dev.get("greedy_low"), "greedy_high": dev.get("greedy_high")}
+
+
 def _ppo_run(run: Run, evaluated: dict[int, int]) -> dict:
     """A PPO run's curves (reward-model score, dev rubric success, sqrt(KL) per iteration), its
     checkpoints and the iterations where over-optimization was flagged."""
@@ -116,6 +124,9 @@ def _ppo_run(run: Run, evaluated: dict[int, int]) -> dict:
             "sqrt_kl": _points(series.get("objective/kl", []), lambda v: math.sqrt(max(float(v), 0.0))),
         },
         "best_iteration": best.metadata["ppo"].get("iteration") if best else None,
+        # The chosen checkpoint's dev success with its 95% interval (checkpoints saved before
+        # intervals were recorded have none).
+        "best_dev": _dev_interval(best.metadata["ppo"].get("dev") or {}) if best else None,
         "best_policy_id": best.pk if best else None,
         "overoptimization": [step for step, value in series.get("eval/overoptimization", []) if value],
         "checkpoints": [{"policy": _policy_ref(p), "iteration": p.metadata["ppo"].get("iteration"),

@@ -29,6 +29,8 @@ class PPOConfig:
     eval_every: int = 5  # iterations between dev-rubric evaluations, each with a checkpoint (0: none)
     eval_samples: int = 2  # episodes per dev task at each evaluation
     eval_temperature: float = 1.0  # sampling temperature of the dev evaluations
+    eval_greedy: bool = True  # each dev evaluation also plays one greedy episode per task
+    best_margin: float = 2.0  # a checkpoint becomes the best only when its dev success beats the best's by this many standard errors of the difference
     checkpoint_every: int = 0  # extra checkpoints between evaluations (0: only at evaluations)
     overoptimization_tolerance: float = 0.05  # dev success may fall this much below the best while the score rises before it is flagged
     rollout_batch_size: int = 64  # episodes decoded together in a rollout
@@ -49,6 +51,7 @@ class PPOConfig:
         if self.kl_coef < 0:
             problems.append("kl_coef: 0 or more (0 turns the KL penalty off).")
         for name in ("kl_budget", "temperature", "eval_temperature", "entropy_coef", "vf_coef", "max_seconds",
+                     "best_margin",
                      "invalid_action_penalty", "overoptimization_tolerance", "eval_every", "checkpoint_every",
                      "threads"):
             if getattr(self, name) < 0:

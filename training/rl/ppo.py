@@ -238,7 +238,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         (path / "ppo_config.json").write_text(json.dumps(asdict(config), indent=2))
         if entry is not None:
             best = state["best"]
-            if best is None or entry["dev"]["success"] > best["dev"]["success"]:
+            if best is None or clearly_better(entry["dev"], best["dev"], config.best_margin):
                 state["best"] = {"iteration": iteration, "path": str(path), "dev": entry["dev"]}
             flag_overoptimization(state, entry, config, callbacks)
         state["iteration"] = iteration
@@ -409,12 +409,48 @@ def dev_figures(model, tokenizer, runner, tasks, config: PPOConfig, *, seed: int
     `eval_samples` episodes per task."""
     from training.policy.rollout import RolloutConfig, rollout
 
-    repeated = [t for t in tasks for _ in range(config.eval_samples)]
-    episodes = rollout(model, tokenizer, runner, repeated,
-                       RolloutConfig(temperature=config.eval_temperature, batch_size=config.rollout_batch_size,
+    def play(temperature: float, samples: int) -> list:
+        repeated = [t for t in tasks for _ in range(samples)]
+        return rollout(model, tokenizer, runner, repeated,
+                       RolloutConfig(temperature=temperature, batch_size=config.rollout_batch_size,
                                      max_action_tokens=config.max_action_tokens, max_context=config.max_context),
                        seeds=[seed * 7 + 500_000 + i for i in range(len(repeated))], chat=chat)
-    return {**mean_figures(episodes), "episodes": len(episodes), "temperature": config.eval_temperature}
+
+    episodes = play(config.eval_temperature, config.eval_samples)
+    figures = {**mean_figures(episodes), "episodes": len(episodes), "temperature": config.eval_temperature}
+    figures["success_low"], figures["success_high"] = wilson_interval(figures["success"], len(episodes))
+    if config.eval_greedy and config.eval_temperature > 0:
+        greedy = play(0.0, 1)
+        figures["greedy_success"], figures["greedy_episodes"] = mean_figures(greedy)["success"], len(greedy)
+        figures["greedy_low"], figures["greedy_high"] = wilson_interval(figures["greedy_success"], len(greedy))
+    return figures
+
+
+def wilson_interval(rate: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a success rate over n episodes."""
+    if n == 0:
+        return 0.0, 1.0
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def clearly_better(candidate: dict, best: dict, margin: float) -> bool:
+    """Whether a checkpoint's dev success beats the best's by more than `margin` standard errors
+    of the difference, and by more than one and a half episodes' worth, so that one lucky
+    episode cannot decide which checkpoint is kept. Sampled and greedy episodes are pooled
+    when both evaluations have greedy ones."""
+    def pooled(dev: dict, greedy: bool) -> tuple[float, int]:
+        n = dev.get("episodes", 1)
+        if not greedy:
+            return dev["success"], n
+        g = dev["greedy_episodes"]
+        return (dev["success"] * n + dev["greedy_success"] * g) / (n + g), n + g
+
+    greedy = "greedy_success" in candidate and "greedy_success" in best
+    (p, n), (q, m) = pooled(candidate, greedy), pooled(best, greedy)
+    spread = math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
+    return p - q > max(margin * spread, 1.5 / min(n, m))
 
 
 def flag_overoptimization(state: dict, entry: dict, config: PPOConfig, callbacks: PPOCallbacks) -> None:

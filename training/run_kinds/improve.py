@@ -197,6 +197,8 @@ def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -
     return {"stop_reason": result.stop_reason, "message": result.message, "iterations": result.iterations,
             "best_policy_id": best.pk if best else None, "best_iteration": result.best and result.best["iteration"],
             "best_dev_success": result.best and result.best["dev"]["success"],
+            "best_dev_interval": result.best and [result.best["dev"].get("success_low"),
+                                                  result.best["dev"].get("success_high")],
             "last_policy_id": outputs.last().pk if outputs.exists() else None,
             "evaluations": [{"iteration": e["iteration"], "rm_score": e["rm_score"],
                              "dev_success": e["dev"]["success"], "overoptimization": e.get("overoptimization", False)}
