@@ -26,6 +26,7 @@ from annotate.models import (
     Trajectory,
 )
 from rewardmodel.models import CampaignRewardModel, ComparisonScore, RewardModel
+from rewardmodel.probes import Probed, answer_swap_accuracy, answer_swap_pairs
 from webapp.errors import ArbiterError
 
 MIN_TRAIN_PAIRS = 16
@@ -121,6 +122,20 @@ def fresh_policy_pairs(policy: Policy, exclude_task_ids: set[int], *, limit: int
     return pairs[:limit]
 
 
+def probe_trajectories(snapshot: DatasetSnapshot, eval_policy: Policy | None, train_tasks: set[int]) -> list[Probed]:
+    """Held-out trajectories whose correctness is known: both sides of the snapshot's test pairs,
+    and the evaluation policy's own on tasks the reward model did not train on."""
+    test = SnapshotPair.objects.filter(snapshot=snapshot, split="test")
+    ids = set(test.values_list("comparison__trajectory_a_id", flat=True)) | set(
+        test.values_list("comparison__trajectory_b_id", flat=True))
+    query = Trajectory.objects.filter(pk__in=ids)
+    if eval_policy is not None:
+        query = query | Trajectory.objects.filter(policy=eval_policy).exclude(task_id__in=train_tasks)
+    return [Probed(task=t.task_id, prompt=t.task.prompt, steps=t.steps, correct=bool(t.outcome["correct"]))
+            for t in query.select_related("task").order_by("pk")[:5000]
+            if isinstance(t.outcome, dict) and "correct" in t.outcome]
+
+
 def evaluate_reward_model(*, scorer, snapshot: DatasetSnapshot, eval_policy: Policy | None, seed: int = 0) -> dict:
     """Every held-out figure of a reward model, read against its ceilings."""
     from rewardmodel.evaluate import ordering_accuracy, pair_metrics
@@ -139,9 +154,10 @@ def evaluate_reward_model(*, scorer, snapshot: DatasetSnapshot, eval_policy: Pol
     metrics["rubric"] = ordering_accuracy(rubric_rows) if rubric_rows else None
     metrics["labels_vs_rubric"] = labels_vs_rubric(list(truth.values()))
     metrics["human_agreement"] = human_agreement(snapshot)
+    train_tasks = set(SnapshotPair.objects.filter(snapshot=snapshot, split="train").values_list("task_id", flat=True))
+    metrics["answer_swap"] = answer_swap_accuracy(scorer, answer_swap_pairs(
+        probe_trajectories(snapshot, eval_policy, train_tasks), seed=seed))
     if eval_policy is not None:
-        train_tasks = set(SnapshotPair.objects.filter(snapshot=snapshot, split="train").values_list("task_id",
-                                                                                                   flat=True))
         pairs = fresh_policy_pairs(eval_policy, train_tasks, seed=seed)
         if pairs:
             items = [(t.task.prompt, t.steps) for pair in pairs for t in pair]

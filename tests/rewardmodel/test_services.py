@@ -155,3 +155,25 @@ def test_only_admins_choose_a_campaigns_current_model(client, role_users, campai
     client.force_login(role_users["admin"])
     client.post(f"/reward-models/{model.pk}/use", {"campaign": campaign.pk})
     assert campaign.current_reward_model.reward_model == model
+
+
+def test_the_evaluation_probes_answer_swaps_of_held_out_trajectories(client, admin_user, tmp_path):
+    from rewardmodel.services import evaluate_reward_model
+    from tests.rewardmodel.rm_fixtures import simulated_snapshot
+
+    class PairLengthScorer(LengthScorer):
+        def score_pairs(self, rows):
+            return [float(len(r["chosen"])) for r in rows], [float(len(r["rejected"])) for r in rows]
+
+    snapshot = simulated_snapshot(tasks=12, seed=3)
+    metrics = evaluate_reward_model(scorer=PairLengthScorer(), snapshot=snapshot, eval_policy=None)
+    swap = metrics["answer_swap"]
+    assert swap["n"] > 0 and swap["accuracy"] == 0.5  # a scorer blind to the answer is at chance, ties and all
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    run = Run.objects.create(kind="reward_model", status="running", attempt=1, created_by=admin_user)
+    model = reward_model_register(run=run, name="probed", snapshot=snapshot, config={"backbone": "policy-llama"},
+                                  trained_dir=tmp_path / "model", metrics=metrics, created_by=admin_user)
+    client.force_login(admin_user)
+    page = client.get(f"/reward-models/{model.pk}/").content.decode()
+    assert 'id="answer-swap"' in page and f"Answer swap ({swap['n']})" in page and "50.0%" in page
