@@ -219,3 +219,21 @@ def test_behaviour_cloning_is_bounded_by_steps_and_says_loudly_when_it_ran_over_
     assert policy.metadata["bc"]["steps"] == 30  # complete, not cut short
     assert policy.metadata["over_budget"] is True
     assert any(line.startswith("WARNING: behaviour cloning took") and "not cut short" in line for line in lines)
+
+
+def test_rloo_and_grpo_are_run_kinds_beside_ppo_with_the_same_checks(admin_user, client):
+    from tests.rewardmodel.rm_fixtures import tiny_policy
+
+    api = token_client(admin_user)
+    policy = tiny_policy()
+    client.force_login(admin_user)
+    for kind in ("rloo", "grpo"):
+        page = client.get(f"/runs/new/{kind}/").content.decode()
+        assert page.count(f'<option value="{kind}"') == 1 and 'name="group_size"' in page
+        wrong = api.post("/api/v1/runs/", {"kind": kind, "config": {"policy_id": policy.pk, "reward": "rubric",
+                                                                      "algorithm": "ppo"}}, format="json")
+        assert wrong.status_code == 400 and f"a {kind} run is {kind}" in json.dumps(wrong.json())
+        uneven = api.post("/api/v1/runs/", {"kind": kind, "config": {"policy_id": policy.pk, "reward": "rubric",
+                                                                       "group_size": 5}}, format="json")
+        assert uneven.status_code == 400 and "multiple of it" in json.dumps(uneven.json())
+    assert not Run.objects.exists()

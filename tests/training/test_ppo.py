@@ -243,3 +243,32 @@ def test_a_checkpoint_replaces_the_best_only_on_signal_not_on_one_lucky_episode(
     low, high = wilson_interval(0.5, 100)
     assert low == pytest.approx(0.404, abs=0.002) and high == pytest.approx(0.596, abs=0.002)
     assert wilson_interval(0.0, 30)[0] == 0.0 and wilson_interval(0.0, 30)[1] > 0.1
+
+
+@pytest.mark.parametrize("algorithm", ["rloo", "grpo"])
+def test_rloo_and_grpo_raise_a_score_they_can_raise_without_a_critic(policy_dir, world, tmp_path, algorithm):
+    seen: dict[int, dict] = {}
+    # Advantages are one number per episode, of the scale of the within-task spread: a larger step than PPO's.
+    config = PPOConfig(algorithm=algorithm, group_size=4, iterations=10, learning_rate=3e-2, kl_coef=0.0,
+                       kl_budget=0, **{**FAST, "episodes_per_iteration": 16, "minibatch_size": 8,
+                                       "rollout_batch_size": 16})
+    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+                       dev_tasks=world.split("dev", 4), runner=world.runner, out_dir=tmp_path, config=config,
+                       callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    assert result.stop_reason == "finished" and result.iterations == 10
+    assert "value/explained_variance" not in seen[1]  # no critic
+    score = [seen[i]["objective/rm_score"] for i in sorted(seen)]
+    assert sum(score[-2:]) / 2 > sum(score[:3]) / 3 + 0.04, score
+
+
+def test_group_advantages_compare_the_samples_of_one_task():
+    from training.rl.ppo_math import group_advantages
+
+    returns = torch.tensor([1.0, 0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0])
+    rloo = group_advantages(returns, 4, mode="rloo")
+    assert torch.allclose(rloo, torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3, 0, 0, 0, 0]))
+    grpo = group_advantages(returns, 4, mode="grpo")
+    assert grpo[0] > 0 > grpo[1] and torch.allclose(grpo[4:], torch.zeros(4))  # an all-equal group teaches nothing
+    assert PPOConfig(algorithm="grpo", group_size=3, episodes_per_iteration=64).validate()
+    assert not PPOConfig(algorithm="rloo", group_size=4).validate()
+    assert "algorithm: one of" in " ".join(PPOConfig(algorithm="dpo").validate())

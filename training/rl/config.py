@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+ALGORITHMS = ("ppo", "rloo", "grpo")
+
+
 @dataclass
 class PPOConfig:
     """Multi-turn PPO settings (training/rl/ppo.py)."""
 
-    iterations: int = 30  # PPO iterations: one batch of episodes, then `epochs` passes over it
+    algorithm: str = "ppo"  # ppo (a value head, per-token GAE), rloo or grpo (group_size samples per task, no critic)
+    group_size: int = 4  # rloo and grpo: samples per task in a batch, compared with each other
+    iterations: int = 30  # iterations: one batch of episodes, then `epochs` passes over it
     episodes_per_iteration: int = 64  # episodes per batch, on as many different training tasks
     minibatch_size: int = 16  # episodes per optimizer step
     epochs: int = 2  # passes over each batch
@@ -66,4 +71,9 @@ class PPOConfig:
             problems.append("grad_clip: must be positive.")
         if self.minibatch_size > self.episodes_per_iteration:
             problems.append("minibatch_size: at most episodes_per_iteration.")
+        if self.algorithm not in ALGORITHMS:
+            problems.append(f"algorithm: one of {', '.join(ALGORITHMS)}.")
+        elif self.algorithm != "ppo" and (self.group_size < 2 or self.episodes_per_iteration % self.group_size):
+            problems.append("group_size: at least 2, and episodes_per_iteration a multiple of it (rloo and grpo "
+                            "compare the samples of one task).")
         return problems

@@ -166,6 +166,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
     from training.rl.ppo_math import (
         explained_variance,
         gae,
+        group_advantages,
         kl_penalty_rewards,
         masked_entropy,
         masked_mean,
@@ -208,8 +209,9 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
     rollout_config = RolloutConfig(temperature=config.temperature, batch_size=config.rollout_batch_size,
                                    max_action_tokens=config.max_action_tokens, max_context=config.max_context)
     task_rng = random.Random(config.seed)
+    group = config.group_size if config.algorithm != "ppo" else 1
     for _ in range(state["iteration"]):  # the same task order after a resume
-        task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration)
+        task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration // group)
     last_checkpoint = str(start_dir) if resume_from else None
 
     def evaluate(iteration: int, rm_score: float | None) -> dict:
@@ -272,8 +274,8 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
 
         # 1. Rollout.
         model.eval()
-        picks = task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration)
-        tasks = [train_tasks[i] for i in picks]
+        picks = task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration // group)
+        tasks = [train_tasks[i] for i in picks for _ in range(group)]  # rloo and grpo: `group` samples per task
         seeds = [config.seed * 1_000_003 + iteration * 10_007 + i for i in range(len(tasks))]
         episodes = rollout(model, tokenizer, runner, tasks, rollout_config, seeds=seeds, chat=chat)
         rollout_seconds = time.monotonic() - timer
@@ -310,8 +312,13 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
             # 4. Rewards, advantages, returns.
             rewards, kl = kl_penalty_rewards(scores.to(device), old_logprobs, ref_logprobs, batch.mask,
                                              config.kl_coef)
-            advantages, returns = gae(rewards, old_values, batch.mask, gamma=config.gamma, lam=config.lam)
-            advantages = masked_whiten(advantages, batch.mask)
+            if config.algorithm == "ppo":
+                advantages, returns = gae(rewards, old_values, batch.mask, gamma=config.gamma, lam=config.lam)
+                advantages = masked_whiten(advantages, batch.mask)
+            else:  # one return per episode (score and KL penalty), compared within its task's group
+                episode_returns = (rewards * batch.mask).sum(1)
+                advantages = group_advantages(episode_returns, group, mode=config.algorithm)[:, None] * batch.mask
+                returns = old_values
 
         # 5. Epochs of minibatch updates.
         model.train()
@@ -328,7 +335,8 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
                 vf_loss, vf_stats = value_loss(values, old_values[index], returns[index], part.mask,
                                                clip=config.value_clip_range)
                 entropy = masked_entropy(logits, part.mask)
-                loss = pg_loss + config.vf_coef * vf_loss - config.entropy_coef * entropy
+                vf_coef = config.vf_coef if config.algorithm == "ppo" else 0.0  # no critic in rloo and grpo
+                loss = pg_loss + vf_coef * vf_loss - config.entropy_coef * entropy
                 if not torch.isfinite(loss):
                     diverged = f"a non-finite loss at iteration {iteration}, epoch {epoch + 1}"
                     break
@@ -365,11 +373,12 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
             "objective/kl_penalty": float(-config.kl_coef * episode_kl),
             "objective/entropy": float(masked_mean(-old_logprobs, batch.mask)),
             "objective/shaping": float(-shaping.mean()),
-            "value/explained_variance": explained_variance(old_values, returns, batch.mask),
             **{f"episode/{name}": value for name, value in mean_figures(episodes).items() if name in EPISODE_METRICS},
             "time/rollout": rollout_seconds, "time/score": score_seconds, "time/update": update_seconds,
             **{key: sum(values) / len(values) for key, values in stats.items()},
         }
+        if config.algorithm == "ppo":  # rloo and grpo have no critic to explain anything
+            figures["value/explained_variance"] = explained_variance(old_values, returns, batch.mask)
         callbacks.metrics(iteration, figures)
         state["last_rm_score"] = figures["objective/rm_score"]
         warn_collapse(state, figures, iteration, callbacks)

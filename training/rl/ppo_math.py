@@ -121,3 +121,18 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     if var_returns <= 0:
         return float("nan")
     return float(1 - masked_var(returns - values, mask) / var_returns)
+
+
+def group_advantages(returns: torch.Tensor, group_size: int, *, mode: str) -> torch.Tensor:
+    """Per-episode advantages within consecutive groups of `group_size` samples of one task,
+    with no critic: `rloo`, the return minus the mean of the group's other samples (RLOO,
+    Ahmadian et al. 2024); `grpo`, the return minus the group's mean over its spread (GRPO,
+    Shao et al. 2024; a group whose returns are all equal gets 0)."""
+    groups = returns.view(-1, group_size)
+    if mode == "rloo":
+        others = (groups.sum(1, keepdim=True) - groups) / (group_size - 1)
+        return (groups - others).reshape(-1)
+    if mode == "grpo":
+        spread = groups.std(1, keepdim=True)
+        return ((groups - groups.mean(1, keepdim=True)) / (spread + 1e-6)).reshape(-1)
+    raise ValueError(f"unknown group advantage {mode!r}")
