@@ -131,25 +131,24 @@ class PPORunConfig(PPOConfig):
 
 
 @dataclass
-class RLOORunConfig(PPORunConfig):
-    algorithm: str = field(default="rloo", metadata=_help(
-        "rloo: group_size samples per task, each against the mean of the others (no critic)."))
-    policy_name: str = field(default="rloo", metadata=_help(
-        "Checkpoints are registered as policies named NAME-runID@iter-NNNN."))
+class _GroupRunConfig(PPORunConfig):
     learning_rate: float = field(default=3e-4, metadata=_help(
         "AdamW learning rate: 3x PPO's, as one advantage per episode moves less than PPO's per-token ones "
         "(measured at tiny size, not yet tuned on the encyclopedia)."))
 
 
 @dataclass
-class GRPORunConfig(PPORunConfig):
+class RLOORunConfig(_GroupRunConfig):
+    algorithm: str = field(default="rloo", metadata=_help(
+        "rloo: group_size samples per task, each against the mean of the others (no critic)."))
+    policy_name: str = field(default="rloo", metadata=_help("Checkpoints are policies named NAME-runID@iter-NNNN."))
+
+
+@dataclass
+class GRPORunConfig(_GroupRunConfig):
     algorithm: str = field(default="grpo", metadata=_help(
         "grpo: group_size samples per task, each against the group's mean over its spread (no critic)."))
-    policy_name: str = field(default="grpo", metadata=_help(
-        "Checkpoints are registered as policies named NAME-runID@iter-NNNN."))
-    learning_rate: float = field(default=3e-4, metadata=_help(
-        "AdamW learning rate: 3x PPO's, as one advantage per episode moves less than PPO's per-token ones "
-        "(measured at tiny size, not yet tuned on the encyclopedia)."))
+    policy_name: str = field(default="grpo", metadata=_help("Checkpoints are policies named NAME-runID@iter-NNNN."))
 
 
 def _ppo_check(config: PPORunConfig) -> list[str]:
