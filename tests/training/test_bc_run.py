@@ -9,7 +9,7 @@ from webapp.runs.services import run_execute, run_launch
 
 pytestmark = pytest.mark.django_db
 
-TINY_BC = {"demos_per_task": 1, "vocab_size": 400, "hidden": 32, "layers": 1, "heads": 2, "batch_size": 8,
+TINY_BC = {"demos_per_task": 1, "extra_worlds": 0, "vocab_size": 400, "hidden": 32, "layers": 1, "heads": 2, "batch_size": 8,
            "max_steps": 4, "warmup_steps": 1, "max_seconds": 30}
 
 

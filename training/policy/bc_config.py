@@ -11,8 +11,8 @@ from training.envs.encyclopedia.scripted import Mistakes
 class BCConfig:
     """Behaviour cloning settings; every field is saved beside the model."""
 
-    demos_per_task: int = 3  # scripted episodes per training task
-    extra_worlds: int = 3  # also one episode on every task of this many other generated encyclopedias: more names than it can memorise, so it learns to read what it opens
+    demos_per_task: int = 1  # scripted episodes per training task of the main world
+    extra_worlds: int = 20  # also one episode on every task of this many other generated worlds (seeds 1-20): more names than it can memorise, so it learns to read (benchmarks/RESULTS.md, issue 16)
     mistakes: Mistakes = field(default_factory=lambda: Mistakes(0.1, 0.1, 0.08, 0.05))  # the demonstrator's error rates
     vocab_size: int = 1024  # BPE vocabulary (at 2,048 held-out names become single tokens never seen in training)
     hidden: int = 128  # model width (0.9M parameters with 4 layers: about 3x the steps of hidden 192 x 6 in the budget)
@@ -21,7 +21,7 @@ class BCConfig:
     learning_rate: float = 2e-3  # AdamW peak learning rate
     warmup_steps: int = 30  # linear warm-up, then cosine decay
     batch_size: int = 16  # episodes per optimizer step
-    max_steps: int = 900  # optimizer steps: training is bounded by steps, so the policy is the same on a fast or a busy machine
+    max_steps: int = 1500  # optimizer steps: training is bounded by steps, so the policy is the same on a fast or a busy machine
     max_seconds: float = 0.0  # an optional wall-time cut (0: none, the default); the learning rate anneals to whichever limit comes first
     budget_seconds: float = 600.0  # training longer than this is reported loudly (the policy is still complete); 0: never
     observation_loss_weight: float = 0.5  # weight of the language-model loss on environment tokens
