@@ -21,7 +21,7 @@ class BCConfig:
     learning_rate: float = 2e-3  # AdamW peak learning rate
     warmup_steps: int = 30  # linear warm-up, then cosine decay
     batch_size: int = 16  # episodes per optimizer step
-    max_steps: int = 1500  # optimizer steps: training is bounded by steps, so the policy is the same on a fast or a busy machine
+    max_steps: int = 1500  # optimizer steps: training is bounded by steps, so a busy machine trains as fully as a fast one
     max_seconds: float = 0.0  # an optional wall-time cut (0: none, the default); the learning rate anneals to whichever limit comes first
     budget_seconds: float = 600.0  # training longer than this is reported loudly (the policy is still complete); 0: never
     observation_loss_weight: float = 0.5  # weight of the language-model loss on environment tokens
