@@ -182,8 +182,10 @@ def policy_dir_problems(model_dir: str | Path, *, tool_parser: str = "", environ
         chat.continuation(probe, tools, 1)
     except ChatTemplateError as exc:
         return [f"{path}: {exc}"]
-    except (UnknownEnvironment, IndexError) as exc:
-        return [f"environment {environment!r}: {exc or 'it has no tasks'}"]
+    except IndexError:
+        return [f"environment {environment!r}: it has no tasks"]
+    except Exception as exc:  # noqa: BLE001 - an unknown environment, or one that fails to start in any way
+        return [f"environment {environment!r}: {exc}"]
     return []
 
 
