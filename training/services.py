@@ -16,7 +16,7 @@ from training.envs.encyclopedia.scripted import Mistakes
 from training.envs.registry import get_environment
 from training.envs.services import environment_get
 from training.policy.parsers import CompactParser
-from training.policy.rollout import play_scripted
+from training.policy.episodes import play_scripted
 from training.simulated_annotators import AnnotatorProfile, simulated_choice
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_role_set

@@ -14,7 +14,8 @@ from training.policy.bc import BCConfig, demonstrations, play_demonstrations, tr
 from training.policy.chat import POLICY_FILE, ChatFormat, ChatTemplateError
 from training.policy.model_io import load_policy, save_policy
 from training.policy.parsers import CompactParser, HermesParser, Llama3JsonParser, ToolCall, detect_parser
-from training.policy.rollout import RolloutConfig, episode_tokens, play_scripted, rollout
+from training.policy.episodes import episode_tokens, play_scripted
+from training.policy.rollout import RolloutConfig, rollout
 from training.rl.config import PPOConfig
 from training.rl.ppo import train_ppo
 from training.rl.scorers import rubric_scorer

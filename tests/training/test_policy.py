@@ -11,7 +11,8 @@ from training.policy.chat import ChatFormat
 from training.policy.layout import CHAT_TEMPLATE, LEGACY_TEMPLATES
 from training.policy.model_io import PolicyLoadError, build_model, load_policy, save_policy, train_tokenizer
 from training.policy.parsers import CompactParser
-from training.policy.rollout import RolloutConfig, episode_tokens, play_scripted, rollout
+from training.policy.episodes import episode_tokens, play_scripted
+from training.policy.rollout import RolloutConfig, rollout
 
 torch.set_num_threads(1)  # tests size their work for one thread (tests_env.py)
 TINY = dict(hidden=48, layers=2, heads=2)

@@ -23,7 +23,7 @@ import torch
 
 from training.envs.base import TRAINING_SEEDS, Environment, EpisodeRunner
 from training.policy.bc_config import BCConfig
-from training.policy.rollout import RolloutEpisode, episode_tokens, play_scripted
+from training.policy.episodes import RolloutEpisode, episode_tokens, play_scripted
 from training.policy.parsers import PARSERS
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,17 +41,19 @@ class ParsedTurn:
 
 
 @dataclass
-class ToolCallParser:
+class ToolCallParser(ABC):
     """Base class: `parse` the text of one turn (without the end-of-turn token), `format` calls as the model writes them."""
 
     name: str = ""
     tools: list = field(default_factory=list)  # training.envs.base.Tool, for parsers that need the schemas
 
+    @abstractmethod
     def parse(self, text: str) -> ParsedTurn:
-        raise NotImplementedError
+        """The turn read back; what cannot be read is a `problem`, never an exception."""
 
+    @abstractmethod
     def format(self, calls: list[ToolCall], content: str = "") -> str:
-        raise NotImplementedError
+        """The calls (and content) written as the model writes them."""
 
 
 def _refuse_constant(name: str):

@@ -21,13 +21,13 @@ rollout gives the same episodes as running them one at a time with the same seed
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from training.envs.base import INVALID_TOOL, Episode, EpisodeRunner, EnvTask, Rubric
+from training.envs.base import EpisodeRunner, EnvTask
 from training.policy.chat import ChatFormat
-from training.policy.parsers import ToolCall
+from training.policy.episodes import RolloutEpisode, act, new_episode
 
 
 @dataclass
@@ -56,38 +56,6 @@ def rollout_threads(model) -> int:
     if device.type == "cpu" and sum(p.numel() for p in model.parameters()) < SMALL_MODEL:
         return 1
     return torch.get_num_threads()
-
-
-@dataclass
-class RolloutEpisode:
-    task: EnvTask
-    episode: Episode
-    messages: list[dict] = field(default_factory=list)
-    opening: int = 0  # how many of the messages are the environment's opening ones
-    ids: list[int] = field(default_factory=list)
-    agent_mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    outcome: Rubric | None = None
-
-    @property
-    def agent_tokens(self) -> int:
-        return sum(self.agent_mask)
-
-    @property
-    def steps(self) -> list[dict]:
-        """The canonical steps (actions with structured arguments, observations, the answer)."""
-        return self.episode.record.steps
-
-    def extend(self, tokens: list[int], *, agent: bool, logprobs: list[float] | None = None) -> None:
-        self.ids += tokens
-        self.agent_mask += [int(agent)] * len(tokens)
-        self.logprobs += logprobs if logprobs is not None else [0.0] * len(tokens)
-
-    def trajectory(self, *, agent: str, version: str = "") -> dict:
-        """The episode in the canonical form, as an imported transcript of it would be stored."""
-        trajectory = self.episode.trajectory(agent=agent, version=version)
-        trajectory["metadata"]["agent_tokens"] = self.agent_tokens
-        return trajectory
 
 
 def _growing_layer_class():
@@ -258,91 +226,12 @@ def rollout(model, tokenizer, runner, tasks: list[EnvTask], config: RolloutConfi
     return results
 
 
-def _new_episode(runner: EpisodeRunner, task: EnvTask) -> RolloutEpisode:
-    messages = runner.env.opening_messages(task)
-    return RolloutEpisode(task=task, episode=runner.start(task), messages=messages, opening=len(messages))
-
-
-def play_scripted(runner: EpisodeRunner, task: EnvTask, turns, parser) -> RolloutEpisode:
-    """An episode whose turns come from a scripted agent (`Environment.demonstrator`), each
-    written as the policy writes it (`parser.format`) and carried out as a rollout would."""
-    e = _new_episode(runner, task)
-    answer_tool = "answer" if "answer" in runner.tools else None
-    for turn in turns(task, e.episode.state):
-        if e.episode.done:
-            break
-        text = turn if isinstance(turn, str) else parser.format([ToolCall(*turn)])
-        e.messages.append({"role": "assistant", "content": text})
-        _act(e, parser, text, answer_tool)
-    e.outcome = e.episode.outcome()
-    return e
-
-
-def episode_tokens(chat: ChatFormat, e: RolloutEpisode, tools: list[dict]) -> tuple[list[int], list[int]]:
-    """(ids, agent_mask) of a finished episode's messages, built exactly as a rollout builds
-    them: each assistant turn is agent tokens (its text and the end-of-turn token), the rest
-    is context."""
-    messages = e.messages
-    ids = chat.opening(messages[:e.opening], tools)
-    mask = [0] * len(ids)
-    i = e.opening
-    while i < len(messages):
-        action = chat.encode(messages[i]["content"]) + chat.turn_end
-        ids += action
-        mask += [1] * len(action)
-        j = i + 1
-        while j < len(messages) and messages[j]["role"] == "tool":
-            j += 1
-        if j < len(messages):  # the episode went on: the results and the next generation prompt
-            context = chat.continuation(messages[:j], tools, j - i - 1)
-            ids += context
-            mask += [0] * len(context)
-        i = j
-    return ids, mask
-
-
-def _tool_message(call_id: str, name: str, content: str) -> dict:
-    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
-
-
-def _act(e: RolloutEpisode, parser, text: str, answer_tool: str | None) -> int:
-    """Carry out the calls of one turn; returns how many tool messages it added.
-
-    A turn of plain text is the final answer (as in chat APIs) when the environment has an
-    answer tool; a turn that cannot be read, or plain text without one, is an error result."""
-    turn = parser.parse(text)
-    calls, problem = list(turn.calls), turn.problem
-    if not problem and not calls:
-        if answer_tool and turn.content.strip():
-            key = next(iter(e.episode.runner.tools[answer_tool].parameters.get("properties", {})), "text")
-            calls = [ToolCall(answer_tool, {key: turn.content.strip()})]
-        else:
-            problem = "no tool call; call one of the tools, or answer."
-    if problem:
-        call_id = f"call_{e.episode.record.calls}"
-        result = e.episode.refuse(text, problem, call_id=call_id)
-        e.messages.append(_tool_message(call_id, INVALID_TOOL, result.content))
-        return 1
-    if turn.calls:
-        e.episode.think(turn.content)
-    added = 0
-    for call in calls:
-        if e.episode.done:
-            break
-        call_id = f"call_{e.episode.record.calls}"
-        result = e.episode.call(call.name, call.arguments, call_id=call_id)
-        if not result.done:
-            e.messages.append(_tool_message(call_id, call.name, result.content))
-            added += 1
-    return added
-
-
 def _rollout_batch(model, chat: ChatFormat, runner, chunk, config) -> list[RolloutEpisode]:
     runners = [runner(task) if callable(runner) and not isinstance(runner, EpisodeRunner) else runner
                for task, _ in chunk]
     episodes, pending, parsers, tool_specs, answer_tools = [], [], [], [], []
     for (task, _), r in zip(chunk, runners):
-        e = _new_episode(r, task)
+        e = new_episode(r, task)
         tools = [t.as_openai() for t in r.tools.values()]
         opening = chat.opening(e.messages, tools)
         e.extend(opening, agent=False)
@@ -370,7 +259,7 @@ def _rollout_batch(model, chat: ChatFormat, runner, chunk, config) -> list[Rollo
                 pending[i] += chat.turn_end
             text = chat.decode(tokens)
             e.messages.append({"role": "assistant", "content": text})
-            results = _act(e, parsers[i], text, answer_tools[i])
+            results = act(e, parsers[i], text, answer_tools[i])
             if e.episode.done:
                 continue
             context = chat.continuation(e.messages, tool_specs[i], results)

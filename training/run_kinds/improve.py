@@ -62,7 +62,7 @@ def _sample_texts(environment: str) -> list[str]:
     from training.envs.base import EpisodeRunner
     from training.envs.services import environment_get
     from training.policy.parsers import HermesParser
-    from training.policy.rollout import play_scripted
+    from training.policy.episodes import play_scripted
 
     env = environment_get(environment)
     tasks = env.tasks("train")[:4]
