@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from annotate.models import Campaign, Policy, Task, Trajectory
+from annotate.models import Campaign, Comparison, Policy, Task, Trajectory
 from webapp.models import BaseModel
 
 
@@ -94,3 +94,72 @@ class HumanEvaluation(BaseModel):
     class Meta:
         constraints = [models.CheckConstraint(condition=~models.Q(baseline=models.F("candidate")),
                                               name="humaneval_two_systems")]
+
+
+class LoopRound(BaseModel):
+    """One round of an iterated loop: roll out the round's starting policy, label its
+    comparisons, retrain the reward model on every label of the loop so far, RL from the
+    starting policy (KL to round one's start), evaluate, and open the audit of what the new
+    reward model scores highest. `run_pipeline` makes round one; "next round" makes the rest.
+    The loop's settings (a PipelineConfig) are copied from round to round."""
+
+    class Stage(models.TextChoices):
+        COLLECTING = "collecting"  # rolling out and building the round's comparisons
+        LABELLING = "labelling"  # waiting for people to label the round's campaign
+        TRAINING = "training"  # reward model, audit, RL and evaluation
+        DONE = "done"
+
+    loop = models.CharField(max_length=150, help_text="The loop's name (the pipeline's --name).")
+    number = models.PositiveIntegerField()
+    stage = models.CharField(max_length=10, choices=Stage.choices, default=Stage.COLLECTING)
+    labels = models.CharField(max_length=10, default="simulated",
+                              help_text="'simulated' (annotators by the rubric) or 'people' (the round waits).")
+    config = models.JSONField(default=dict, help_text="The loop's settings (training.pipeline.PipelineConfig).")
+    start_policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="+",
+                                     help_text="The policy this round rolls out and improves.")
+    reference_policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="+",
+                                         help_text="Round one's start: the KL reference of every round.")
+    campaign = models.OneToOneField(Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                    help_text="Comparisons of the start policy's samples on training tasks.")
+    reward_model = models.ForeignKey("rewardmodel.RewardModel", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+", help_text="Trained on every label of the loop so far.")
+    rl_run = models.ForeignKey("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    policy = models.ForeignKey(Policy, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                               help_text="The round's result: the RL run's best checkpoint by dev (else its last).")
+    evaluation = models.OneToOneField(Evaluation, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="loop_round")
+    audit_campaign = models.OneToOneField(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
+                                          related_name="audited_round")
+    seconds = models.JSONField(default=dict, blank=True, help_text="Wall seconds per stage.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["loop", "number"]
+        constraints = [models.UniqueConstraint(fields=["loop", "number"], name="loopround_once"),
+                       models.CheckConstraint(condition=models.Q(number__gte=1), name="loopround_number_positive")]
+
+    def __str__(self) -> str:
+        return f"{self.loop} round {self.number}"
+
+
+class AuditItem(models.Model):
+    """One comparison of a round's blind audit: an episode the reward model scored highest
+    against the start's episode of the same task ("top"), or a labelled pair where the reward
+    model most disagrees with the people's majority ("disagreement"). `favourite` is the side
+    the reward model prefers; annotators are never told which side that is."""
+
+    class Kind(models.TextChoices):
+        TOP = "top"
+        DISAGREEMENT = "disagreement"
+
+    round = models.ForeignKey(LoopRound, on_delete=models.CASCADE, related_name="audit_items")
+    comparison = models.OneToOneField(Comparison, on_delete=models.CASCADE, related_name="audit_item")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    favourite = models.ForeignKey(Trajectory, on_delete=models.PROTECT, related_name="+")
+    favourite_score = models.FloatField()
+    other_score = models.FloatField()
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(kind__in=["top", "disagreement"]),
+                                              name="audititem_kind_valid")]

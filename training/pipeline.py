@@ -1,29 +1,27 @@
-"""The whole loop, headless: behaviour-cloned policy -> rollouts -> comparisons -> simulated
-annotators -> snapshot -> reward model -> best-of-n and PPO -> evaluation.
+"""The whole loop, headless: behaviour-cloned policy, then `rounds` rounds of rollouts ->
+comparisons -> simulated annotators -> dataset of all labels so far -> reward model -> RL
+(PPO, RLOO or GRPO) -> evaluation on held-out tasks (best-of-n in round one) -> the audit.
 
 Every training stage is a run of the run machinery (launched, then executed in this
-process), so what the pipeline made shows on the run pages with its lineage, and the final
-evaluation is an ordinary before/after dashboard. `python manage.py run_pipeline` drives it.
+process), so what the pipeline made shows on the run pages with its lineage, each round's
+evaluation is an ordinary before/after dashboard with the loop's curves, and the loop goes
+on from the dashboard's "next round". `python manage.py run_pipeline` drives it; the rounds
+themselves are training/loop/rounds.py.
 """
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from django.contrib.auth import get_user_model
-from django.db import connection
 from django.utils import timezone
 
 from annotate.models import Campaign, Policy
-from annotate.services.datasets import SnapshotFilters, snapshot_create
+from training.loop.rounds import Stage, pipeline_user, round_advance, round_first, round_next
+from training.models import LoopRound
+from training.rl.config import ALGORITHMS as RL_KINDS
 from webapp.errors import ArbiterError
-from webapp.models import Run
 from webapp.runs.kinds import config_from_input, get_kind
-from webapp.runs.services import run_execute, run_launch
-
-Progress = Callable[[float, str], None]
 
 
 @dataclass
@@ -45,75 +43,39 @@ class PipelineConfig:
     best_of_n: str = "4"  # best-of-n over the starting policy at these n
     eval_tasks: int = 0  # eval tasks (0: all 124)
     eval_samples: int = 2  # sampled episodes per eval task and system
+    eval_environment: str = ""  # where every round is evaluated ("": the environment's unseen variant if it has one)
+    rounds: int = 1  # rounds of rollouts, labels, reward model and RL, each from the last round's result
+    rl_kind: str = "ppo"  # the RL run kind of every round: ppo, rloo or grpo
+    audit_size: int = 24  # per round: the reward model's favourite episodes shown blind to people
+    audit_disagreements: int = 12  # per round: labelled pairs the reward model most disagrees with, asked again
+    max_action_tokens: int = 48  # tokens one turn of the policy may generate
+    max_context: int = 1536  # an episode longer than this many tokens ends as truncated
     seed: int = 0
 
 
 @dataclass
 class PipelineResult:
     policy: Policy
-    campaign: Campaign
-    runs: dict[str, Run]
-    evaluation: object
+    rounds: list  # LoopRound, in order
+    evaluation: object  # the last round's
     seconds: dict[str, float]
 
 
-def pipeline_user():
-    """The user every pipeline run is launched by (it cannot log in)."""
-    user, created = get_user_model().objects.get_or_create(username="pipeline", defaults={"is_active": False})
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    return user
-
-
-def run_in_process(*, kind: str, config: dict, name: str, user, progress: Progress) -> Run:
-    """Launch a run (refused configs raise ArbiterError) and execute it here, reporting its progress."""
-    run = run_launch(kind=kind, config=config, user=user, name=name, enqueue=False)
-
-    def execute() -> None:
-        try:
-            run_execute(run_id=run.pk, attempt=run.attempt)
-        finally:
-            connection.close()  # this thread's own connection
-
-    worker = threading.Thread(target=execute, daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(timeout=0.5)
-        current = Run.objects.only("progress", "progress_message").get(pk=run.pk)
-        progress(current.progress, current.progress_message)
-    run.refresh_from_db()
-    if run.status != Run.Status.SUCCEEDED:
-        raise ArbiterError(f"The {kind} run #{run.pk} {run.status}: {run.error or run.progress_message}")
-    progress(1.0, "done")
-    return run
-
-
-def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress],
-                 log: Callable[[str], None] = print) -> PipelineResult:
-    """Run every stage; `stage(title)` gives the progress callback of the stage starting."""
+def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], None] = print) -> PipelineResult:
+    """The starting policy, then `config.rounds` rounds; `stage(title)` gives the progress
+    callback of the stage starting."""
     from django.conf import settings
 
-    from training.envs.encyclopedia.rubric import RubricWeights
     from training.policy.bc_config import BCConfig
     from training.policy.services import DEFAULT_POLICY, policy_train_default
-    from training.services import campaign_simulate_labels
-    from training.simulated_annotators import AnnotatorProfile
 
     name = config.name or f"pipeline-{timezone.now():%Y%m%d-%H%M%S}"
-    if Campaign.objects.filter(name=f"{name} comparisons").exists():
+    if LoopRound.objects.filter(loop=name).exists() or Campaign.objects.filter(
+            name__startswith=f"{name} round 1").exists():
         raise ArbiterError(f"A pipeline named {name!r} ran already; choose another --name.")
     user = pipeline_user()
-    seconds: dict[str, float] = {}
-    runs: dict[str, Run] = {}
     clock = time.monotonic()
-
-    def timed(label: str) -> None:
-        nonlocal clock
-        seconds[label] = round(time.monotonic() - clock, 1)
-        clock = time.monotonic()
-
-    step = stage("1/7 behaviour-cloned policy")
+    step = stage("behaviour-cloned policy")
     if config.policy_id:
         policy = Policy.objects.filter(pk=config.policy_id).first()
         if policy is None:
@@ -124,70 +86,16 @@ def run_pipeline(config: PipelineConfig, *, stage: Callable[[str], Progress],
                                       target=settings.VAR_DIR / "policies" / own,
                                       progress=lambda f: step(f, "behaviour cloning"), log=log)
     step(1.0, f"{policy}")
-    timed("policy")
-
-    campaign = Campaign.objects.create(name=f"{name} comparisons", votes_per_comparison=config.annotators,
-                                       created_by=user,
-                                       guidelines="Comparisons of the policy's own episodes, labelled by simulated "
-                                                  "annotators for the pipeline.")
-    runs["rollout"] = run_in_process(kind="rollout", name=f"{name} rollouts", user=user, progress=stage(
-        "2/7 rollouts and comparisons"), config={
-        "policy_id": policy.pk, "environment": config.environment, "split": "train", "tasks": config.rollout_tasks,
-        "samples_per_task": config.samples_per_task, "temperature": 1.0, "campaign_id": campaign.pk,
-        "seed": config.seed})
-    timed("rollouts")
-
-    step = stage("3/7 simulated annotators")
-    total = campaign.comparisons.count() * config.annotators
-    profile = AnnotatorProfile(temperature=config.annotator_temperature, flip=config.annotator_flip,
-                               weights=replace(RubricWeights(), correct=config.annotator_correct_weight),
-                               correct_first=config.annotator_correct_first)
-    made = 0
-    while True:
-        batch = campaign_simulate_labels(campaign=campaign, annotators=config.annotators, profile=profile,
-                                         seed=config.seed + made, limit=200)
-        made += batch
-        step(min(1.0, made / max(1, total)), f"{made} judgements")
-        if batch < 200:
-            break
-    timed("labels")
-
-    step = stage("4/7 dataset snapshot")
-    snapshot = snapshot_create(name=f"{name} snapshot", campaigns=[campaign], seed=config.seed, test_fraction=0.2,
-                               filters=SnapshotFilters(include_synthetic=True), created_by=user)
-    step(1.0, ", ".join(f"{k} {v}" for k, v in snapshot.stats.items() if isinstance(v, int)) or "built")
-    timed("snapshot")
-
-    runs["reward_model"] = run_in_process(kind="reward_model", name=f"{name} reward model", user=user,
-                                          progress=stage("5/7 reward model"), config={
-        "snapshot_id": snapshot.pk, "name": f"{name}-rm", "eval_policy_id": policy.pk,
-        "tokenizer_dir": policy.model_dir, "seed": config.seed, **config.reward_model})
-    reward_model_id = runs["reward_model"].summary["reward_model_id"]
-    timed("reward_model")
-
-    ppo = {"policy_id": policy.pk, "environment": config.environment, "reward": "reward_model", "reward_model_id": reward_model_id,
-           "policy_name": f"{name}-ppo", "seed": config.seed, **config.ppo}
-    runs["ppo"] = run_in_process(kind="ppo", name=f"{name} PPO", user=user, progress=stage("6/7 PPO"), config=ppo)
-    timed("ppo")
-    extra = ""
-    if config.upper_bound:
-        runs["ppo_rubric"] = run_in_process(
-            kind="ppo", name=f"{name} PPO on the rubric", user=user, progress=stage("6b/7 PPO on the rubric"),
-            config={**ppo, "reward": "rubric", "reward_model_id": 0, "policy_name": f"{name}-ppo-rubric"})
-        extra = str(runs["ppo_rubric"].summary["best_policy_id"] or runs["ppo_rubric"].summary["last_policy_id"] or "")
-        timed("ppo_rubric")
-
-    runs["evaluation"] = run_in_process(kind="evaluation", name=f"{name} evaluation", user=user,
-                                        progress=stage("7/7 best-of-n and evaluation"), config={
-        "name": name, "environment": config.environment, "baseline_policy_id": policy.pk,
-        "ppo_run_id": runs["ppo"].pk, "policy_ids": extra,
-        "reward_model_id": reward_model_id, "best_of_n": config.best_of_n, "split": "eval",
-        "tasks": config.eval_tasks, "samples": config.eval_samples, "seed": config.seed})
-    timed("evaluation")
-    from training.models import Evaluation
-
-    evaluation = Evaluation.objects.get(pk=runs["evaluation"].summary["evaluation_id"])
-    return PipelineResult(policy=policy, campaign=campaign, runs=runs, evaluation=evaluation, seconds=seconds)
+    seconds = {"policy": round(time.monotonic() - clock, 1)}
+    rounds = [round_first(loop=name, config=replace(config, name=name), policy=policy, user=user)]
+    round_advance(rounds[0], stage=stage, user=user)
+    for _ in range(config.rounds - 1):
+        rounds.append(round_next(previous=rounds[-1], labels="simulated", user=user))
+        round_advance(rounds[-1], stage=stage, user=user)
+    for loop_round in rounds:
+        seconds.update({f"round {loop_round.number} {k}": v for k, v in loop_round.seconds.items()})
+    last = rounds[-1]
+    return PipelineResult(policy=policy, rounds=rounds, evaluation=last.evaluation, seconds=seconds)
 
 
 def before_after_rows(evaluation) -> list[dict]:
@@ -229,15 +137,24 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
     from training.envs.services import environment_problems
 
     problems = environment_problems(config.environment)
+    if config.eval_environment:
+        problems += [f"eval_environment: {p}" for p in environment_problems(config.eval_environment)]
+    if not 1 <= config.rounds <= 50:
+        problems.append("rounds: 1 to 50.")
+    if config.audit_size < 0 or config.audit_disagreements < 0:
+        problems.append("audit_size and audit_disagreements: 0 or more.")
     if config.rollout_tasks < 10:
         problems.append("rollout_tasks: at least 10 (the reward model needs pairs).")
     if config.samples_per_task < 2:
         problems.append("samples_per_task: at least 2 (comparisons pair a task's episodes).")
     if config.annotators < 1:
         problems.append("annotators: at least 1.")
-    try:  # the PPO settings are known now; the ids they refer to are checked when each run launches
-        config_from_input(get_kind("ppo").config_class, config.ppo)
+    if config.rl_kind not in RL_KINDS:
+        problems.append(f"rl_kind: one of {', '.join(RL_KINDS)}.")
+        return problems
+    try:  # the RL settings are known now; the ids they refer to are checked when each run launches
+        config_from_input(get_kind(config.rl_kind).config_class, config.ppo)
     except ValueError as exc:
-        problems.append(f"PPO settings: {' '.join(str(exc).splitlines())}")
+        problems.append(f"{config.rl_kind.upper()} settings: {' '.join(str(exc).splitlines())}")
     return problems
 

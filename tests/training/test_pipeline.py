@@ -1,14 +1,23 @@
 """run_pipeline end to end at tiny size: every stage is a run with its lineage, and the
-before/after table comes from the evaluation it stored."""
+before/after table comes from the evaluation it stored. Then the loop's next round from the
+dashboard, labelled by people: it waits for them, refuses to train before they have labelled,
+trains on every label so far, keeps round one's start as the KL reference, and audits."""
 import json
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from django.test import Client
+
+from annotate.models import Judgement
 from rewardmodel.models import RewardModel
+from tests.factories import UserFactory
 from tests.rewardmodel.rm_fixtures import TINY_RM, tiny_policy
-from training.models import Evaluation
+from training.models import AuditItem, Evaluation, LoopRound
+from training.services import campaign_simulate_labels
+from webapp.errors import ArbiterError
 from webapp.models import Run
+from webapp.runs.services import run_execute, run_launch
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -24,11 +33,12 @@ def cloned_policy(tmp_path):
     return policy_train_default(config=config, name="tiny-bc", target=tmp_path / "tiny-bc", log=lambda m: None)
 
 
-def test_the_pipeline_runs_every_stage_and_prints_the_before_after_table(tmp_path, capsys, cloned_policy):
+def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(tmp_path, capsys, cloned_policy):
     policy = cloned_policy
     out = tmp_path / "pipeline.json"
     call_command("run_pipeline", "--name", "tiny", "--policy-id", str(policy.pk), "--rollout-tasks", "40",
                  "--annotators", "2", "--eval-tasks", "3", "--eval-samples", "1", "--best-of-n", "2",
+                 "--audit-size", "2",
                  "--reward-model", json.dumps({**TINY_RM, "epochs": 1}), "--ppo", json.dumps(
                      {"iterations": 2, "episodes_per_iteration": 8, "minibatch_size": 4, "eval_every": 1,
                       "eval_samples": 1, "rollout_batch_size": 8}), "--json", str(out))
@@ -46,7 +56,53 @@ def test_the_pipeline_runs_every_stage_and_prints_the_before_after_table(tmp_pat
         assert label in printed
     assert "success" in printed and f"/training/evaluations/{evaluation.pk}/" in printed
     report = json.loads(out.read_text())
-    assert report["evaluation_id"] == evaluation.pk and set(report["seconds"]) >= {"rollouts", "ppo", "evaluation"}
+    assert report["evaluation_id"] == evaluation.pk
+    assert set(report["seconds"]) >= {"policy", "round 1 rollouts", "round 1 rl", "round 1 evaluation"}
+    # Round one of a loop, evaluated on a world no training step saw, its audit labelled.
+    first = LoopRound.objects.get(loop="tiny")
+    assert first.stage == "done" and first.reference_policy == first.start_policy == policy
+    assert evaluation.config["environment"] == "encyclopedia-unseen" and first.evaluation == evaluation
+    assert first.policy.run_id == runs["ppo"].pk and first.audit_campaign.comparisons.count() <= 2 + 12
+    # (At this size RL's best checkpoint by dev is often its iteration 0, whose episodes are the start's:
+    # identical pairs are not audited, so the labelled pairs the model disagrees with fill the audit.)
+    assert AuditItem.objects.filter(kind="top").count() <= 2
+    assert report["rounds"][1]["audit"]["disagreement"]["judged"] == AuditItem.objects.filter(
+        kind="disagreement").count() > 0
+    assert "audit: favourite preferred" in printed
+
+    # The next round from the dashboard, labelled by people.
+    admin = UserFactory(roles=["admin"])
+    client = Client()
+    client.force_login(admin)
+    page = client.get(f"/training/evaluations/{evaluation.pk}/")
+    assert page.status_code == 200 and 'id="next-round-form"' in page.content.decode()
+    assert client.post(f"/training/evaluations/{evaluation.pk}/next-round/", {"labels": "people"}).status_code == 302
+    run = Run.objects.get(kind="round")
+    run_execute(run_id=run.pk, attempt=run.attempt)
+    run.refresh_from_db()
+    second = LoopRound.objects.get(loop="tiny", number=2)
+    assert run.status == "succeeded" and second.stage == "labelling" and "waiting for people" in run.summary["message"]
+    assert second.start_policy == first.policy and second.campaign.comparisons.count() > 0
+    with pytest.raises(ArbiterError, match="waiting for labels"):  # nobody has labelled yet
+        run_launch(kind="round", config={"loop": "tiny"}, user=admin)
+    campaign_simulate_labels(campaign=second.campaign, annotators=2, seed=1)  # the people, here
+    run = run_launch(kind="round", config={"loop": "tiny"}, user=admin, enqueue=False)
+    run_execute(run_id=run.pk, attempt=run.attempt)
+    run.refresh_from_db()
+    second.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    assert second.stage == "done" and second.evaluation_id and second.audit_campaign_id
+    # Every label so far trains round two's reward model; the audits never do.
+    assert set(second.reward_model.snapshot.campaigns.all()) == {first.campaign, second.campaign}
+    # RL from round one's result, with the KL to round one's start.
+    assert second.rl_run.config["policy_id"] == first.policy_id
+    assert second.rl_run.config["reference_policy_id"] == policy.pk
+    assert second.evaluation.reference_policy == policy
+    assert {e.policy_id for e in second.evaluation.entries.all()} >= {policy.pk, first.policy_id, second.policy_id}
+    # Audit judgements stay out of the next round (it labels with people: nobody has judged the audit).
+    assert not Judgement.objects.filter(comparison__campaign=second.audit_campaign).exists()
+    page = client.get(f"/training/evaluations/{second.evaluation_id}/").content.decode()
+    assert 'id="round-2"' in page and 'id="round-0"' in page and "no votes yet" in page
 
 
 def test_bad_pipeline_settings_are_refused_before_anything_runs():

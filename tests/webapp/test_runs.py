@@ -199,7 +199,7 @@ def test_the_web_process_loads_every_run_kind_without_torch():
             "print(sorted(k.name for k in all_kinds()), 'torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("False False")
-    assert "['bc', 'best_of_n', 'evaluation', 'grpo', 'ppo', 'reward_model', 'reward_scoring', 'rloo', 'rollout']" in out
+    assert "['bc', 'best_of_n', 'evaluation', 'grpo', 'ppo', 'reward_model', 'reward_scoring', 'rloo', 'rollout', 'round']" in out
 
 
 def test_a_run_of_a_kind_the_worker_does_not_know_fails_with_the_reason(admin_user):

@@ -57,6 +57,8 @@ class EvaluationDetailApi(APIView):
         systems = serializers.ListField(child=serializers.DictField())
         human_evaluations = serializers.ListField(child=serializers.DictField())
         ppo_runs = serializers.ListField(child=serializers.DictField())
+        loop = serializers.DictField(allow_null=True, help_text="The loop this evaluation is a round of: its name, "
+                                                                "this round's number and every round's figures.")
 
         class Meta:
             ref_name = "EvaluationReport"

@@ -158,7 +158,19 @@ def evaluation_report(evaluation: Evaluation) -> dict:
         "systems": systems,
         "human_evaluations": _human_evaluations(evaluation),
         "ppo_runs": [_ppo_run(run, evaluated) for run in Run.objects.filter(pk__in=run_ids).order_by("pk")],
+        "loop": _loop(evaluation),
     }
+
+
+def _loop(evaluation: Evaluation) -> dict | None:
+    """The loop this evaluation is a round of, with every round's figures (training/loop/report.py)."""
+    from training.loop.report import loop_report
+    from training.models import LoopRound
+
+    loop_round = LoopRound.objects.filter(evaluation=evaluation).first()
+    if loop_round is None:
+        return None
+    return {"name": loop_round.loop, "round": loop_round.number, "rounds": loop_report(loop_round.loop)}
 
 
 CSV_COLUMNS = ("system", "entry_id", "kind", "n", "is_baseline", "policy_id", "mode", "metric", *FIGURE_FIELDS)

@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from annotate.trajectory_view import pair_view
 from training.evaluation.forms import CompareForm, HumanEvaluationForm
@@ -20,11 +21,14 @@ from training.evaluation.selectors import (
     evaluations_list,
 )
 from training.evaluation.services import human_evaluation_create
-from training.models import Evaluation
+from training.loop.report import loop_curves
+from training.models import Evaluation, LoopRound
 from webapp.access import role_required
 from webapp.charts import line_chart_svg
 from webapp.errors import ArbiterError
+from webapp.models import Run
 from webapp.roles import Role, user_has_role
+from webapp.runs.services import run_launch
 
 VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
 # The table's columns: (metric, heading, how its figures are written; see the `interval` filter).
@@ -88,8 +92,47 @@ def evaluation(request: HttpRequest, evaluation_id: int) -> HttpResponse:
     report = evaluation_report(row)
     return render(request, "training/evaluation.html", {
         "evaluation": row, "report": report, "columns": COLUMNS, "tables": _tables(report),
-        "curves": _curves(report), "form": form, "error": error,
+        "curves": _curves(report), "form": form, "error": error, "loop": _loop(report),
     }, status=400 if request.method == "POST" else 200)
+
+
+def _loop(report: dict) -> dict | None:
+    """The loop this evaluation is a round of: its rounds, their curves and what comes next."""
+    if report["loop"] is None:
+        return None
+    rows = report["loop"]["rounds"]
+    curves = loop_curves(rows)
+    x_range = (0, max(1, rows[-1]["number"]))
+    charts = [line_chart_svg({"T=1": curves["success"], "greedy": curves["success_greedy"]},
+                             title="Rubric success on held-out tasks", x_label="round", x_range=x_range),
+              line_chart_svg({"favourite preferred": curves["audit_top"],
+                              "sides with the model": curves["audit_disagreement"]},
+                             title="Audit: people's verdicts", x_label="round", x_range=x_range),
+              line_chart_svg({"RM score": curves["rm_score"]}, title="Reward-model score (each round's model)",
+                             x_label="round", x_range=x_range),
+              line_chart_svg({"sqrt(KL)": curves["sqrt_kl"]}, title="sqrt(KL to round one's start)",
+                             x_label="round", x_range=x_range)]
+    name = report["loop"]["name"]
+    return {"name": name, "number": report["loop"]["round"], "rows": rows, "charts": charts,
+            "latest": LoopRound.objects.filter(loop=name).select_related("campaign").order_by("-number").first(),
+            "active_run": Run.objects.filter(kind="round", status__in=Run.ACTIVE, config__loop=name)
+            .order_by("-created_at").first()}
+
+
+@require_POST
+@role_required(Role.ADMIN)
+def evaluation_next_round(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    """Launch the "round" run that takes this evaluation's loop one round further."""
+    loop_round = get_object_or_404(LoopRound, evaluation_id=evaluation_id)
+    labels = request.POST.get("labels", "simulated")
+    try:
+        run = run_launch(kind="round", config={"loop": loop_round.loop, "labels": labels}, user=request.user,
+                         name=f"{loop_round.loop} next round", idempotency_key=request.POST.get("key", "")[:64])
+    except ArbiterError as exc:
+        messages.error(request, exc.message)
+        return redirect("training:evaluation", evaluation_id=evaluation_id)
+    messages.success(request, f"Run #{run.pk} takes {loop_round.loop} a round further.")
+    return redirect("runs:detail", run.pk)
 
 
 @role_required(*VIEW_ROLES)

@@ -1,11 +1,13 @@
 """Run kinds of the training app, registered in apps.py: rollouts and behaviour cloning
-(agent.py); PPO, best-of-n and evaluation (improve.py)."""
+(agent.py); PPO, RLOO, GRPO, best-of-n and evaluation (improve.py); a loop's next round (loop.py)."""
 from __future__ import annotations
 
 
 def register_kinds() -> None:
     from training.run_kinds.agent import register_agent_kinds
     from training.run_kinds.improve import register_improve_kinds
+    from training.run_kinds.loop import register_loop_kinds
 
     register_agent_kinds()
     register_improve_kinds()
+    register_loop_kinds()

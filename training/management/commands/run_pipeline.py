@@ -1,11 +1,14 @@
 """The whole loop in one command, headless, with a progress bar per stage:
 
-    python manage.py run_pipeline [--upper-bound] [--ppo-iterations 30] [--rollout-tasks 431]
+    python manage.py run_pipeline [--rounds 2] [--rl ppo|rloo|grpo] [--upper-bound] [--ppo-iterations 30]
 
-behaviour-cloned policy (trained once, then reused) -> rollouts on the training tasks ->
-comparisons -> simulated annotators -> snapshot -> reward model -> PPO against it ->
-best-of-n and evaluation on the eval tasks; prints the before/after table. Everything it
-makes is an ordinary campaign, snapshot, run, policy and evaluation in the web UI.
+behaviour-cloned policy (trained once, then reused), then per round: rollouts on the
+training tasks -> comparisons -> simulated annotators -> dataset of every label so far ->
+reward model -> RL against it (KL to round one's start) -> evaluation on held-out tasks (an
+unseen world where the environment has one; best-of-n in round one) -> the blind audit of
+what the reward model scores highest. Prints the before/after table of the last round and
+the loop's per-round figures. Everything it makes is an ordinary campaign, snapshot, run,
+policy and evaluation in the web UI, and the loop goes on from the dashboard's "next round".
 """
 import json
 import logging
@@ -14,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 from tqdm import tqdm
 
+from training.loop.report import format_rounds, loop_report
 from training.pipeline import PipelineConfig, before_after_rows, format_table, pipeline_problems, run_pipeline
 from webapp.errors import ArbiterError
 
@@ -35,13 +39,23 @@ class Command(BaseCommand):
                             help="simulated annotators judge by one weighted utility instead of correctness first")
         parser.add_argument("--annotator-correct-weight", type=float, default=defaults.annotator_correct_weight,
                             help="with --annotator-weighted: the utility of a correct answer (the rubric's is 10)")
-        parser.add_argument("--ppo-iterations", type=int, default=None, help="PPO iterations (default: the PPO run's)")
-        parser.add_argument("--ppo", default="{}", help="PPO run config overrides, as JSON")
+        parser.add_argument("--rounds", type=int, default=defaults.rounds,
+                            help="rounds of rollouts, labels, reward model and RL, each from the last one's result")
+        parser.add_argument("--rl", default=defaults.rl_kind, help="the RL run kind of every round: ppo, rloo or grpo")
+        parser.add_argument("--ppo-iterations", type=int, default=None,
+                            help="RL iterations per round (default: the RL run's)")
+        parser.add_argument("--ppo", default="{}", help="RL run config overrides, as JSON")
         parser.add_argument("--reward-model", default="{}", help="reward-model run config overrides, as JSON")
         parser.add_argument("--upper-bound", action="store_true", help="also PPO against the rubric itself")
         parser.add_argument("--best-of-n", default=defaults.best_of_n, help="best-of-n at these n, e.g. 2,4")
         parser.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="0: all eval tasks")
         parser.add_argument("--eval-samples", type=int, default=defaults.eval_samples)
+        parser.add_argument("--eval-environment", default=defaults.eval_environment,
+                            help="where each round is evaluated (default: the environment's unseen variant if any)")
+        parser.add_argument("--audit-size", type=int, default=defaults.audit_size,
+                            help="per round: the reward model's favourite episodes put to a blind audit")
+        parser.add_argument("--audit-disagreements", type=int, default=defaults.audit_disagreements,
+                            help="per round: labelled pairs the reward model most disagrees with, asked again")
         parser.add_argument("--seed", type=int, default=defaults.seed)
         parser.add_argument("--json", default="", help="also write the before/after table and timings to this file")
 
@@ -59,6 +73,8 @@ class Command(BaseCommand):
             annotator_correct_first=options["annotator_correct_first"],
             reward_model=reward_model, ppo=ppo, upper_bound=options["upper_bound"],
             best_of_n=options["best_of_n"], eval_tasks=options["eval_tasks"], eval_samples=options["eval_samples"],
+            eval_environment=options["eval_environment"], rounds=options["rounds"], rl_kind=options["rl"],
+            audit_size=options["audit_size"], audit_disagreements=options["audit_disagreements"],
             seed=options["seed"])
         problems = pipeline_problems(config)
         if problems:
@@ -89,21 +105,28 @@ class Command(BaseCommand):
             for bar in bars:
                 bar.close()
         rows = before_after_rows(result.evaluation)
+        evaluation = result.evaluation
         self.stdout.write("")
-        self.stdout.write(f"Before/after on {result.evaluation.config['tasks']} eval tasks "
-                          f"({result.evaluation.config['samples']} samples per task at temperature "
-                          f"{result.evaluation.config['temperature']:g}, and greedy); 95% intervals over tasks:")
+        self.stdout.write(f"Before/after, round {len(result.rounds)}, on {evaluation.config['tasks']} eval tasks of "
+                          f"{evaluation.config.get('environment', 'encyclopedia')} "
+                          f"({evaluation.config['samples']} samples per task at temperature "
+                          f"{evaluation.config['temperature']:g}, and greedy); 95% intervals over tasks:")
         self.stdout.write(format_table(rows))
-        ppo = result.runs["ppo"].summary
-        self.stdout.write(f"\nPPO: {ppo['message']} Best checkpoint by dev rubric: iteration {ppo['best_iteration']}.")
-        rm = result.runs["reward_model"].summary
-        if rm.get("accuracy") is not None:
-            self.stdout.write(f"Reward model: held-out accuracy {rm['accuracy']:.1%}.")
+        report = loop_report(result.rounds[-1].loop)
+        self.stdout.write("\n" + format_rounds(report))
+        last = result.rounds[-1]
+        rl = last.rl_run.summary
+        self.stdout.write(f"\n{last.rl_run.kind.upper()}: {rl['message']} Best checkpoint by dev rubric: "
+                          f"iteration {rl['best_iteration']}.")
+        accuracy = ((last.reward_model.metrics or {}).get("test") or {}).get("accuracy")
+        if accuracy is not None:
+            self.stdout.write(f"Reward model: held-out accuracy {accuracy:.1%}.")
         self.stdout.write("Stage seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in result.seconds.items())
                           + f"; total {sum(result.seconds.values()):.0f}.")
         self.stdout.write(self.style.SUCCESS(
-            f"Dashboard: {reverse('training:evaluation', args=[result.evaluation.pk])}"))
+            f"Dashboard: {reverse('training:evaluation', args=[evaluation.pk])}"))
         if options["json"]:
             with open(options["json"], "w") as handle:
-                json.dump({"rows": rows, "seconds": result.seconds, "ppo": ppo, "reward_model": rm,
-                           "evaluation_id": result.evaluation.pk}, handle, indent=2, default=str)
+                json.dump({"rows": rows, "seconds": result.seconds, "rounds": report, "rl": rl,
+                           "reward_model": last.reward_model.metrics, "evaluation_id": evaluation.pk},
+                          handle, indent=2, default=str)

@@ -1,0 +1,117 @@
+"""A loop's figures per round, for the dashboard's curves, the command's table and the API:
+the round's policy on held-out tasks (rubric success sampled and greedy, its reward-model
+score, sqrt(KL) to round one's start), its reward model (held-out accuracy, answer-swap
+probe), and the audit of what that reward model scores highest.
+
+Round 0 is the start (round one's starting policy, from round one's evaluation). Each
+round's reward-model score is by that round's model, so scores of different rounds are not
+on one scale: read the rubric and the audit across rounds, the score within one.
+"""
+from __future__ import annotations
+
+import math
+
+from training.loop.audit import audit_result
+from training.loop.rounds import judged_comparisons
+from training.models import EvaluationEntry, LoopRound
+
+
+def _figure(entry: EvaluationEntry | None, mode: str, metric: str) -> dict | None:
+    value = ((entry.metrics if entry else {}).get(mode) or {}).get(metric)
+    return value if value and value.get("mean") is not None else None
+
+
+def _policy_figures(entry: EvaluationEntry | None) -> dict:
+    kl = _figure(entry, "sampled", "kl")
+    return {"success": _figure(entry, "sampled", "success"), "success_greedy": _figure(entry, "greedy", "success"),
+            "rm_score": _figure(entry, "sampled", "rm_score"),
+            "sqrt_kl": math.sqrt(max(0.0, kl["mean"])) if kl else None}
+
+
+def _reward_model(loop_round: LoopRound) -> dict | None:
+    model = loop_round.reward_model
+    if model is None:
+        return None
+    metrics = model.metrics or {}
+    return {"id": model.pk, "label": str(model), "accuracy": (metrics.get("test") or {}).get("accuracy"),
+            "answer_swap": (metrics.get("answer_swap") or {}).get("accuracy"),
+            "labels_vs_rubric": (metrics.get("labels_vs_rubric") or {}).get("accuracy")}
+
+
+def loop_report(loop: str) -> list[dict]:
+    """One row per round (round 0: the start), in order."""
+    rounds = list(LoopRound.objects.filter(loop=loop).select_related(
+        "start_policy", "reference_policy", "policy", "campaign", "reward_model", "rl_run", "evaluation",
+        "audit_campaign").order_by("number"))
+    if not rounds:
+        return []
+    first = rounds[0]
+    start_entry = (first.evaluation.entries.filter(is_baseline=True).first() if first.evaluation else None)
+    rows = [{"number": 0, "stage": "start", "policy": {"id": first.reference_policy_id,
+                                                        "label": str(first.reference_policy)},
+             **_policy_figures(start_entry), "sqrt_kl": 0.0 if start_entry else None}]
+    for loop_round in rounds:
+        entry = (loop_round.evaluation.entries.filter(policy_id=loop_round.policy_id, is_baseline=False, n=1)
+                 .first() if loop_round.evaluation and loop_round.policy_id else None)
+        campaign = loop_round.campaign
+        rows.append({
+            "number": loop_round.number, "id": loop_round.pk, "stage": loop_round.stage, "labels": loop_round.labels,
+            "policy": {"id": loop_round.policy_id, "label": str(loop_round.policy)} if loop_round.policy else None,
+            "start_policy": {"id": loop_round.start_policy_id, "label": str(loop_round.start_policy)},
+            "campaign": {"id": campaign.pk, "name": campaign.name, "comparisons": campaign.comparisons.count(),
+                         "judged": judged_comparisons(campaign.pk)} if campaign else None,
+            "reward_model": _reward_model(loop_round),
+            "rl_run": {"id": loop_round.rl_run_id, "kind": loop_round.rl_run.kind} if loop_round.rl_run else None,
+            "evaluation_id": loop_round.evaluation_id,
+            "audit_campaign": ({"id": loop_round.audit_campaign_id, "name": loop_round.audit_campaign.name}
+                               if loop_round.audit_campaign else None),
+            "audit": audit_result(loop_round) if loop_round.audit_campaign_id else None,
+            "seconds": loop_round.seconds, **_policy_figures(entry)})
+    return rows
+
+
+def loop_curves(rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """(round, value) series for the dashboard's per-round charts."""
+    def series(get) -> list[tuple[float, float]]:
+        points = []
+        for row in rows:
+            value = get(row)
+            if value is not None:
+                points.append((row["number"], value))
+        return points
+
+    def mean(key):
+        return lambda row: (row.get(key) or {}).get("mean")
+
+    return {
+        "success": series(mean("success")), "success_greedy": series(mean("success_greedy")),
+        "rm_score": series(mean("rm_score")), "sqrt_kl": series(lambda row: row.get("sqrt_kl")),
+        "audit_top": series(lambda row: ((row.get("audit") or {}).get("top") or {}).get("favourite_preferred")),
+        "audit_disagreement": series(
+            lambda row: ((row.get("audit") or {}).get("disagreement") or {}).get("favourite_preferred")),
+    }
+
+
+def format_rounds(rows: list[dict]) -> str:
+    """The per-round table the command prints."""
+    def pct(figure) -> str:
+        if not figure:
+            return "-"
+        return f"{100 * figure['mean']:.1f}% [{100 * figure['low']:.1f}, {100 * figure['high']:.1f}]"
+
+    def share(value) -> str:
+        return "-" if value is None else f"{100 * value:.0f}%"
+
+    lines = [f"{'round':<7}{'success T=1':<22}{'greedy':<22}{'sqrt KL':<9}{'RM acc':<8}{'answer swap':<13}"
+             f"{'audit: favourite preferred':<28}{'favourite correct':<18}"]
+    lines.append("-" * len(lines[0]))
+    for row in rows:
+        rm = row.get("reward_model") or {}
+        top = (row.get("audit") or {}).get("top") or {}
+        audit = ("-" if top.get("favourite_preferred") is None else
+                 f"{share(top['favourite_preferred'])} [{share(top['low'])}, {share(top['high'])}] n={top['judged']}")
+        sqrt_kl = "-" if row.get("sqrt_kl") is None else f"{row['sqrt_kl']:.2f}"
+        lines.append(f"{row['number']:<7}{pct(row.get('success')):<22}{pct(row.get('success_greedy')):<22}"
+                     f"{sqrt_kl:<9}{share(rm.get('accuracy')):<8}{share(rm.get('answer_swap')):<13}"
+                     f"{audit:<28}{share(top.get('favourite_correct')):<18}")
+    return "\n".join(lines)

@@ -1,0 +1,330 @@
+"""Rounds of the loop, each an ordinary set of runs:
+
+    collect   roll out the round's starting policy on training tasks into the round's campaign;
+              label it (simulated annotators), or wait for people
+    train     dataset of every label of the loop so far -> reward model -> RL from the round's
+              start, KL to round one's start -> evaluation on held-out tasks -> the blind audit
+              of what the new reward model scores highest
+
+Round one starts from the pipeline's policy; round n + 1 starts from round n's result (its
+RL run's best checkpoint by dev, else its last). A round records each piece as it is made,
+so a round stopped anywhere (a crash, a cancel) goes on from where it was.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, fields, replace
+
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+
+from annotate.models import Campaign, DatasetSnapshot, Judgement
+from webapp.errors import ArbiterError
+from webapp.models import Run
+from webapp.runs.services import RunCancelled, run_cancel, run_execute, run_launch
+
+Progress = Callable[[float, str], None]
+Stage = Callable[[str], Progress]
+LABELS = ("simulated", "people")
+MIN_JUDGED = 10  # judged comparisons a round needs before its reward model is trained
+
+
+def pipeline_user():
+    """The user every pipeline run is launched by (it cannot log in)."""
+    user, created = get_user_model().objects.get_or_create(username="pipeline", defaults={"is_active": False})
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+def run_in_process(*, kind: str, config: dict, name: str, user, progress: Progress,
+                   should_stop: Callable[[], bool] | None = None) -> Run:
+    """Launch a run (refused configs raise ArbiterError) and execute it here, reporting its
+    progress. When `should_stop()` turns true the run is cancelled and RunCancelled raised."""
+    run = run_launch(kind=kind, config=config, user=user, name=name, enqueue=False)
+
+    def execute() -> None:
+        try:
+            run_execute(run_id=run.pk, attempt=run.attempt)
+        finally:
+            connection.close()  # this thread's own connection
+
+    worker = threading.Thread(target=execute, daemon=True)
+    worker.start()
+    cancelled = False
+    while worker.is_alive():
+        worker.join(timeout=0.5)
+        current = Run.objects.only("progress", "progress_message", "status").get(pk=run.pk)
+        progress(current.progress, current.progress_message)
+        if should_stop and not cancelled and should_stop() and current.status == Run.Status.RUNNING:
+            run_cancel(run_id=run.pk)
+            cancelled = True
+    run.refresh_from_db()
+    if cancelled:
+        raise RunCancelled()
+    if run.status != Run.Status.SUCCEEDED:
+        raise ArbiterError(f"The {kind} run #{run.pk} {run.status}: {run.error or run.progress_message}")
+    progress(1.0, "done")
+    return run
+
+
+def loop_config(loop_round):
+    """The loop's settings as a PipelineConfig (fields added since it was saved get defaults)."""
+    from training.pipeline import PipelineConfig
+
+    names = {f.name for f in fields(PipelineConfig)}
+    return PipelineConfig(**{k: v for k, v in loop_round.config.items() if k in names})
+
+
+def eval_environment(config) -> str:
+    """Where a loop is evaluated: its `eval_environment`, else the environment's unseen
+    variant where it has one (names no training step saw), else the environment itself."""
+    from training.envs.registry import VARIANTS
+
+    if config.eval_environment:
+        return config.eval_environment
+    unseen = f"{config.environment}-unseen"
+    return unseen if VARIANTS.get(unseen, ("",))[0] == config.environment else config.environment
+
+
+def _timed(loop_round, label: str, started: float) -> None:
+    loop_round.seconds = {**loop_round.seconds, label: round(time.monotonic() - started, 1)}
+    loop_round.save(update_fields=["seconds", "updated_at"])
+
+
+# --- Starting rounds ---------------------------------------------------------------------
+
+def round_first(*, loop: str, config, policy, user):
+    """Round one of a new loop, from `policy` (which is also every round's KL reference)."""
+    from training.models import LoopRound
+
+    if LoopRound.objects.filter(loop=loop).exists():
+        raise ArbiterError(f"A loop named {loop!r} exists already; choose another name.")
+    return LoopRound.objects.create(loop=loop, number=1, config=asdict(config), start_policy=policy,
+                                    reference_policy=policy, labels="simulated", created_by=user)
+
+
+def round_next(*, previous, labels: str, user):
+    """The round after `previous` (which must be done), from its result."""
+    from training.models import LoopRound
+
+    if labels not in LABELS:
+        raise ArbiterError(f"labels: one of {', '.join(LABELS)}.")
+    if previous.stage != LoopRound.Stage.DONE or previous.policy_id is None:
+        raise ArbiterError(f"{previous} has not finished; the next round starts from its result.")
+    with transaction.atomic():
+        if LoopRound.objects.select_for_update().filter(loop=previous.loop, number__gt=previous.number).exists():
+            raise ArbiterError(f"{previous.loop} has a round after {previous.number} already.")
+        return LoopRound.objects.create(loop=previous.loop, number=previous.number + 1, config=previous.config,
+                                        start_policy=previous.policy, reference_policy=previous.reference_policy,
+                                        labels=labels, created_by=user)
+
+
+# --- Collect -----------------------------------------------------------------------------
+
+def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
+    from training.envs.encyclopedia.rubric import RubricWeights
+    from training.services import campaign_simulate_labels
+    from training.simulated_annotators import AnnotatorProfile
+
+    profile = AnnotatorProfile(temperature=config.annotator_temperature, flip=config.annotator_flip,
+                               weights=replace(RubricWeights(), correct=config.annotator_correct_weight),
+                               correct_first=config.annotator_correct_first)
+    total = campaign.comparisons.count() * campaign.votes_per_comparison
+    made = 0
+    while True:
+        batch = campaign_simulate_labels(campaign=campaign, annotators=campaign.votes_per_comparison,
+                                         profile=profile, seed=seed + made, limit=200)
+        made += batch
+        progress(min(1.0, made / max(1, total)), f"{made} judgements")
+        if batch < 200:
+            return made
+
+
+def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
+    """Roll the round's start policy out on training tasks into the round's campaign, and
+    label it when the round's labels are simulated (else the round waits for people)."""
+    from training.models import LoopRound
+
+    config = loop_config(loop_round)
+    started = time.monotonic()
+    if loop_round.campaign_id is None:
+        campaign = Campaign.objects.create(
+            name=f"{loop_round} comparisons"[:200], votes_per_comparison=config.annotators, created_by=user,
+            guidelines="Comparisons of the policy's own episodes on training tasks, for the loop's reward model. "
+                       "A correct, supported answer first; then fewer wasted steps and no tool errors.")
+        run_in_process(kind="rollout", name=f"{loop_round} rollouts", user=user, should_stop=should_stop,
+                       progress=stage(f"round {loop_round.number}: rollouts and comparisons"), config={
+                           "policy_id": loop_round.start_policy_id, "environment": config.environment,
+                           "split": "train", "tasks": config.rollout_tasks,
+                           "samples_per_task": config.samples_per_task, "temperature": 1.0,
+                           "campaign_id": campaign.pk, "seed": config.seed + 1000 * (loop_round.number - 1),
+                           "max_action_tokens": config.max_action_tokens, "max_context": config.max_context})
+        loop_round.campaign = campaign
+        loop_round.save(update_fields=["campaign", "updated_at"])
+        _timed(loop_round, "rollouts", started)
+    if loop_round.labels == "simulated":
+        started = time.monotonic()
+        _simulate(loop_round.campaign, config, stage(f"round {loop_round.number}: simulated annotators"),
+                  seed=config.seed + 1000 * (loop_round.number - 1))
+        _timed(loop_round, "labels", started)
+        loop_round.stage = LoopRound.Stage.TRAINING
+    else:
+        loop_round.stage = LoopRound.Stage.LABELLING
+    loop_round.save(update_fields=["stage", "updated_at"])
+
+
+def judged_comparisons(campaign_id: int) -> int:
+    return Judgement.objects.filter(comparison__campaign_id=campaign_id).values("comparison_id").distinct().count()
+
+
+# --- Train -------------------------------------------------------------------------------
+
+def _snapshot(loop_round, config, user) -> DatasetSnapshot:
+    """Every label of the loop so far (its rounds' campaigns, never the audits), built here."""
+    from annotate.services.datasets import SnapshotFilters, snapshot_build, snapshot_create
+    from training.models import LoopRound
+
+    campaigns = list(Campaign.objects.filter(pk__in=LoopRound.objects.filter(
+        loop=loop_round.loop, number__lte=loop_round.number, campaign__isnull=False).values("campaign_id")))
+    snapshot = snapshot_create(name=f"{loop_round} dataset"[:200], campaigns=campaigns, seed=config.seed,
+                               test_fraction=0.2, filters=SnapshotFilters(include_synthetic=True), created_by=user)
+    if snapshot.status in DatasetSnapshot.ACTIVE:  # too large to build inline: build it here, not on a worker
+        snapshot_build(snapshot_id=snapshot.pk)
+        snapshot.refresh_from_db()
+    if snapshot.status != DatasetSnapshot.Status.SUCCEEDED:
+        raise ArbiterError(f"The dataset of {loop_round} could not be built: {snapshot.message}")
+    return snapshot
+
+
+def _score_loop_comparisons(loop_round, reward_model) -> dict[int, tuple[float, float]]:
+    """The round's reward model's scores of both sides of every comparison of the loop so far."""
+    from rewardmodel.models import ComparisonScore
+    from rewardmodel.scoring import RewardScorer
+    from rewardmodel.services import comparisons_score
+    from training.models import LoopRound
+
+    scorer = RewardScorer(reward_model.model_dir)
+    campaigns = Campaign.objects.filter(pk__in=LoopRound.objects.filter(
+        loop=loop_round.loop, number__lte=loop_round.number, campaign__isnull=False).values("campaign_id"))
+    for campaign in campaigns:
+        comparisons_score(reward_model=reward_model, campaign=campaign, scorer=scorer)
+    return {c: (a, b) for c, a, b in ComparisonScore.objects.filter(
+        reward_model=reward_model, comparison__campaign__in=campaigns).values_list("comparison_id", "score_a",
+                                                                                  "score_b")}
+
+
+def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
+    """Reward model on all labels so far, RL, evaluation and audit; each piece is kept on
+    the round as soon as it exists, so a stopped round goes on from the next one."""
+    from rewardmodel.models import RewardModel
+    from training.loop.audit import audit_create, disagreement_candidates, top_candidates
+    from training.models import Evaluation, LoopRound
+
+    config = loop_config(loop_round)
+    n = loop_round.number
+    if loop_round.campaign_id is None:
+        raise ArbiterError(f"{loop_round} has no comparisons yet; collect them first.")
+    judged = judged_comparisons(loop_round.campaign_id)
+    if judged < MIN_JUDGED:
+        raise ArbiterError(f"{loop_round} is waiting for labels: {judged} comparisons of its campaign are judged, "
+                           f"and its reward model needs at least {MIN_JUDGED}.")
+    loop_round.stage = LoopRound.Stage.TRAINING
+    loop_round.save(update_fields=["stage", "updated_at"])
+    seed = config.seed + n - 1
+    if loop_round.reward_model_id is None:
+        started = time.monotonic()
+        progress = stage(f"round {n}: dataset of all labels")
+        snapshot = _snapshot(loop_round, config, user)
+        progress(1.0, ", ".join(f"{k} {v}" for k, v in snapshot.stats.items() if isinstance(v, int)))
+        run = run_in_process(kind="reward_model", name=f"{loop_round} reward model", user=user,
+                             should_stop=should_stop, progress=stage(f"round {n}: reward model"), config={
+                                 "snapshot_id": snapshot.pk, "name": f"{loop_round.loop}-r{n}-rm",
+                                 "eval_policy_id": loop_round.start_policy_id,
+                                 "tokenizer_dir": loop_round.start_policy.model_dir, "seed": seed,
+                                 **config.reward_model})
+        loop_round.reward_model = RewardModel.objects.get(pk=run.summary["reward_model_id"])
+        loop_round.save(update_fields=["reward_model", "updated_at"])
+        _timed(loop_round, "reward_model", started)
+    if loop_round.rl_run_id is None:
+        started = time.monotonic()
+        run = run_in_process(kind=config.rl_kind, name=f"{loop_round} {config.rl_kind.upper()}", user=user,
+                             should_stop=should_stop, progress=stage(f"round {n}: {config.rl_kind.upper()}"),
+                             config=_rl_config(loop_round, config, seed))
+        policy_id = run.summary.get("best_policy_id") or run.summary.get("last_policy_id")
+        if not policy_id:
+            raise ArbiterError(f"The {config.rl_kind} run #{run.pk} registered no checkpoint.")
+        loop_round.rl_run, loop_round.policy_id = run, policy_id
+        loop_round.save(update_fields=["rl_run", "policy", "updated_at"])
+        _timed(loop_round, "rl", started)
+    if loop_round.evaluation_id is None:
+        started = time.monotonic()
+        run = run_in_process(kind="evaluation", name=f"{loop_round} evaluation", user=user, should_stop=should_stop,
+                             progress=stage(f"round {n}: evaluation"), config=_evaluation_config(loop_round, config, stage, user, should_stop))
+        loop_round.evaluation = Evaluation.objects.get(pk=run.summary["evaluation_id"])
+        loop_round.save(update_fields=["evaluation", "updated_at"])
+        _timed(loop_round, "evaluation", started)
+    if loop_round.audit_campaign_id is None:
+        started = time.monotonic()
+        progress = stage(f"round {n}: audit")
+        scores = _score_loop_comparisons(loop_round, loop_round.reward_model)
+        campaign = audit_create(loop_round=loop_round, top=top_candidates(loop_round, config.audit_size),
+                                disagreements=disagreement_candidates(loop_round, config.audit_disagreements, scores),
+                                votes=config.annotators, created_by=user)
+        if campaign is not None and loop_round.labels == "simulated":
+            _simulate(campaign, config, progress, seed=config.seed + 1000 * n + 500)
+        progress(1.0, f"{campaign.comparisons.count() if campaign else 0} audit comparisons")
+        _timed(loop_round, "audit", started)
+    loop_round.stage = LoopRound.Stage.DONE
+    loop_round.save(update_fields=["stage", "updated_at"])
+
+
+def _rl_config(loop_round, config, seed: int) -> dict:
+    return {"policy_id": loop_round.start_policy_id, "reference_policy_id": loop_round.reference_policy_id,
+            "environment": config.environment, "reward": "reward_model",
+            "reward_model_id": loop_round.reward_model_id, "policy_name": f"{loop_round.loop}-r{loop_round.number}",
+            "seed": seed, "max_action_tokens": config.max_action_tokens, "max_context": config.max_context,
+            **config.ppo}
+
+
+def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> dict:
+    """Every round is read against round one's start, on the same held-out tasks and seed."""
+    others = []
+    if loop_round.number > 1:
+        others.append(loop_round.start_policy_id)  # the previous round's result, for this round's own gain
+    if loop_round.number == 1 and config.upper_bound:
+        rubric = _upper_bound(loop_round, config, stage, user, should_stop)
+        if rubric:
+            others.append(rubric)
+    return {"name": str(loop_round), "environment": eval_environment(config),
+            "baseline_policy_id": loop_round.reference_policy_id, "ppo_run_id": loop_round.rl_run_id,
+            "policy_ids": ",".join(str(p) for p in others), "reward_model_id": loop_round.reward_model_id,
+            "best_of_n": config.best_of_n if loop_round.number == 1 else "", "split": "eval",
+            "tasks": config.eval_tasks, "samples": config.eval_samples, "seed": config.seed,
+            "max_action_tokens": config.max_action_tokens, "max_context": config.max_context}
+
+
+def _upper_bound(loop_round, config, stage: Stage, user, should_stop) -> int | None:
+    """Round one's RL against the rubric itself (the upper bound), evaluated beside the rest."""
+    summary = run_in_process(
+        kind=config.rl_kind, name=f"{loop_round} {config.rl_kind.upper()} on the rubric", user=user,
+        should_stop=should_stop, progress=stage(f"round 1: {config.rl_kind.upper()} on the rubric"),
+        config={**_rl_config(loop_round, config, config.seed), "reward": "rubric", "reward_model_id": 0,
+                "policy_name": f"{loop_round.loop}-rubric"}).summary
+    return summary.get("best_policy_id") or summary.get("last_policy_id")
+
+
+def round_advance(loop_round, *, stage: Stage, user, should_stop=None, train_waiting: bool = False) -> None:
+    """Take a round as far as it can go now: collect, then train. A round waiting for
+    people's labels is trained only when asked (`train_waiting`: someone pressed "train")."""
+    from training.models import LoopRound
+
+    if loop_round.stage == LoopRound.Stage.COLLECTING:
+        round_collect(loop_round, stage=stage, user=user, should_stop=should_stop)
+    elif loop_round.stage == LoopRound.Stage.LABELLING and train_waiting:
+        loop_round.stage = LoopRound.Stage.TRAINING
+    if loop_round.stage == LoopRound.Stage.TRAINING:
+        round_train(loop_round, stage=stage, user=user, should_stop=should_stop)
