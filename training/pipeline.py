@@ -31,6 +31,7 @@ class PipelineConfig:
     policy_id: int = 0  # the policy to improve (0: the default behaviour-cloned policy, trained if missing)
     rollout_tasks: int = 431  # training tasks the policy is rolled out on (431: all of them)
     samples_per_task: int = 2  # episodes per task, paired into comparisons
+    pairing: str = "all_pairs"  # how a task's episodes are paired (annotate/services/comparisons.py strategies)
     annotators: int = 3  # simulated annotators, each voting once on every comparison
     annotator_temperature: float = 1.0  # Bradley-Terry temperature over the rubric utility
     annotator_flip: float = 0.05  # share of labels each simulated annotator flips
@@ -145,6 +146,10 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append("audit_size and audit_disagreements: 0 or more.")
     if config.rollout_tasks < 10:
         problems.append("rollout_tasks: at least 10 (the reward model needs pairs).")
+    from annotate.services.comparisons import STRATEGIES
+
+    if config.pairing not in STRATEGIES:
+        problems.append(f"pairing: one of {', '.join(STRATEGIES)}.")
     if config.samples_per_task < 2:
         problems.append("samples_per_task: at least 2 (comparisons pair a task's episodes).")
     if config.annotators < 1:

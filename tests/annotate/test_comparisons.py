@@ -49,3 +49,36 @@ def test_outcome_differs_pairs_only_trajectories_with_different_known_outcomes()
 def test_unknown_strategy_is_refused():
     with pytest.raises(ArbiterError, match="Unknown strategy"):
         comparisons_build(campaign=CampaignFactory(), strategy="best")
+
+
+def _episode(task, calls: list[tuple[str, dict]], answer: str):
+    steps = [step for tool, arguments in calls for step in (
+        {"kind": "action", "tool": tool, "arguments": arguments},
+        {"kind": "observation", "tool": tool, "content": f"result of {tool}"})]
+    return TrajectoryFactory(task=task, steps=steps + [{"kind": "answer", "text": answer, "quotes": []}],
+                             answer=answer)
+
+
+def test_same_calls_different_answer_pairs_only_where_the_answer_is_the_difference():
+    task = TaskFactory()
+    read = [("search", {"query": "Ada"}), ("open", {"page": 3})]
+    first = _episode(task, read, "1815")
+    other_answer = _episode(task, list(reversed(read)), "1816")  # the same calls in another order
+    same_answer = _episode(task, read, " 1815 ")  # the same answer, spaced differently: not a difference
+    _episode(task, [("search", {"query": "Ada"})], "1816")  # read less: a different path
+    _episode(task, [], "1816")  # no calls at all: nothing was read
+    campaign = CampaignFactory()
+    assert comparisons_build(campaign=campaign, strategy="same_calls_different_answer") == 2
+    pairs = {frozenset((c.trajectory_a_id, c.trajectory_b_id)) for c in Comparison.objects.all()}
+    assert pairs == {frozenset((first.pk, other_answer.pk)), frozenset((same_answer.pk, other_answer.pk))}
+
+
+def test_pairing_can_be_restricted_to_some_trajectories():
+    task = TaskFactory()
+    old = [TrajectoryFactory(task=task) for _ in range(2)]
+    new = [TrajectoryFactory(task=task) for _ in range(2)]
+    campaign = CampaignFactory()
+    assert comparisons_build(campaign=campaign, trajectory_ids=[t.pk for t in new]) == 1
+    comparison = Comparison.objects.get()
+    assert {comparison.trajectory_a_id, comparison.trajectory_b_id} == {t.pk for t in new}
+    assert not {t.pk for t in old} & {comparison.trajectory_a_id, comparison.trajectory_b_id}

@@ -161,6 +161,7 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
                            "policy_id": loop_round.start_policy_id, "environment": config.environment,
                            "split": "train", "tasks": config.rollout_tasks,
                            "samples_per_task": config.samples_per_task, "temperature": 1.0,
+                           "pairing": config.pairing,
                            "campaign_id": campaign.pk, "seed": config.seed + 1000 * (loop_round.number - 1),
                            "max_action_tokens": config.max_action_tokens, "max_context": config.max_context})
         loop_round.campaign = campaign

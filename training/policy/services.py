@@ -96,8 +96,10 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
 def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: int, temperature: float,
                           campaign: Campaign | None, seed: int = 0, progress=None, device: str = "cpu",
                           environment: str = "encyclopedia", task_ids: list[str] = (), max_action_tokens: int = 48,
-                          max_context: int = 1536) -> dict:
-    """Roll the policy out on an environment's tasks; store each episode as a trajectory of that policy."""
+                          max_context: int = 1536, pairing: str = "all_pairs") -> dict:
+    """Roll the policy out on an environment's tasks; store each episode as a trajectory of that
+    policy; with a campaign, pair this rollout's episodes of each task by `pairing` (a strategy
+    of annotate/services/comparisons.py) into comparisons."""
     from training.policy.model_io import load_policy
     from training.policy.rollout import RolloutConfig, rollout
 
@@ -120,7 +122,9 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
     if campaign is not None:
         task_ids = list(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True)
                         .distinct())
-        comparisons = comparisons_build(campaign=campaign, task_ids=task_ids, max_per_task=max(1, samples))
+        comparisons = comparisons_build(campaign=campaign, task_ids=task_ids, trajectory_ids=report.trajectory_ids,
+                                        max_per_task=max(1, samples * (samples - 1) // 2 if pairing != "all_pairs"
+                                                         else samples), strategy=pairing, seed=seed)
     success = sum(e.outcome.correct for e in episodes) / len(episodes)
     return {"trajectories": report.created, "duplicates": report.duplicates, "comparisons": comparisons,
             "success": success, "environment": env.name}

@@ -28,6 +28,7 @@ class PPOConfig:
     entropy_coef: float = 0.0  # weight of the entropy bonus
     gamma: float = 1.0  # discount per agent token
     lam: float = 0.95  # GAE lambda
+    value_warmup: int = 0  # ppo: iterations at the start in which only the value head learns (the policy does not move)
     grad_clip: float = 1.0  # gradient norm clip
     normalize_scores: bool = True  # scale scores by the mean and spread of the first batch's (kl_coef then means the same for any scorer)
     invalid_action_penalty: float = 0.0  # rubric shaping: subtracted per invalid action (off by default; reported as objective/shaping)
@@ -55,7 +56,7 @@ class PPOConfig:
             problems.append("learning_rate: must be positive.")
         if self.kl_coef < 0:
             problems.append("kl_coef: 0 or more (0 turns the KL penalty off).")
-        for name in ("kl_budget", "temperature", "eval_temperature", "entropy_coef", "vf_coef", "max_seconds",
+        for name in ("kl_budget", "value_warmup", "temperature", "eval_temperature", "entropy_coef", "vf_coef", "max_seconds",
                      "best_margin",
                      "invalid_action_penalty", "overoptimization_tolerance", "eval_every", "checkpoint_every",
                      "threads"):

@@ -23,7 +23,9 @@ One iteration, top to bottom (after CleanRL's ppo.py and TRL <= 0.11's PPOTraine
    stops being finite (the last good checkpoint stays, and the result says why).
 
 The policy and its value head share the trunk: the value head is a linear layer on the
-last hidden state, trained with `vf_coef` times the value loss (TRL's old default).
+last hidden state, trained with `vf_coef` times the value loss. For the first
+`value_warmup` iterations only the value head learns (on the trunk's features, the policy
+unchanged), so the critic starts from the policy's own returns rather than from zero.
 
 Plain Python and torch, no Django:
 
@@ -122,11 +124,13 @@ def episode_batch(episodes, pad_id: int, device) -> EpisodeBatch:
                         tokens.to(device))
 
 
-def forward_agent_tokens(model, value_head, batch: EpisodeBatch, temperature: float):
+def forward_agent_tokens(model, value_head, batch: EpisodeBatch, temperature: float, *,
+                         detach_values: bool = False):
     """(logits, values) at the agent tokens: each from the hidden state one position before.
 
     The trunk runs once over the whole episodes; the output layer and the value head run
     only at the agent tokens' positions, which saves most of the output layer's cost.
+    `detach_values`: the value loss reaches the value head only (the value warm-up).
     """
     import torch
 
@@ -136,7 +140,9 @@ def forward_agent_tokens(model, value_head, batch: EpisodeBatch, temperature: fl
     logits = model.get_output_embeddings()(states).float()
     if temperature > 0:
         logits = logits / temperature
-    values = value_head(states).squeeze(-1).float() if value_head is not None else torch.zeros_like(batch.mask)
+    if value_head is None:
+        return logits, torch.zeros_like(batch.mask)
+    values = value_head(states.detach() if detach_values else states).squeeze(-1).float()
     return logits, values
 
 
@@ -328,7 +334,9 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
             for index in _minibatches(len(episodes), config.minibatch_size, torch.Generator().manual_seed(
                     config.seed * 7919 + iteration * 31 + epoch)):
                 part = batch.rows(index)
-                logits, values = forward_agent_tokens(model, value_head, part, config.temperature)
+                warming = config.algorithm == "ppo" and iteration <= config.value_warmup
+                logits, values = forward_agent_tokens(model, value_head, part, config.temperature,
+                                                      detach_values=warming)
                 logprobs = token_logprobs(logits, part.tokens)
                 pg_loss, pg_stats = policy_loss(logprobs, old_logprobs[index], advantages[index], part.mask,
                                                 clip=config.clip_range)
@@ -336,7 +344,10 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
                                                clip=config.value_clip_range)
                 entropy = masked_entropy(logits, part.mask)
                 vf_coef = config.vf_coef if config.algorithm == "ppo" else 0.0  # no critic in rloo and grpo
-                loss = pg_loss + vf_coef * vf_loss - config.entropy_coef * entropy
+                if warming:  # only the value head learns: the policy does not move before its critic does
+                    loss = vf_loss.clone()
+                else:
+                    loss = pg_loss + vf_coef * vf_loss - config.entropy_coef * entropy
                 if not torch.isfinite(loss):
                     diverged = f"a non-finite loss at iteration {iteration}, epoch {epoch + 1}"
                     break

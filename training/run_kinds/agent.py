@@ -36,12 +36,15 @@ class RolloutRunConfig:
     samples_per_task: int = 2  # episodes per task
     temperature: float = 1.0  # sampling temperature; 0 is greedy
     campaign_id: int = 0  # build comparisons of the new trajectories in this campaign (0: none)
+    pairing: str = "all_pairs"  # how the new trajectories of a task are paired: all_pairs, outcome_differs or same_calls_different_answer
     seed: int = 0  # sampling seed
     max_action_tokens: int = 48  # tokens one turn may generate (raise it for chat models that write JSON calls)
     max_context: int = 1536  # an episode longer than this many tokens ends as truncated
 
     def validate(self) -> list[str]:
-        problems = []
+        from annotate.services.comparisons import STRATEGIES
+
+        problems = [] if self.pairing in STRATEGIES else [f"pairing: one of {', '.join(STRATEGIES)}."]
         if self.split not in SPLITS:
             problems.append(f"split: one of {', '.join(SPLITS)}.")
         if self.tasks < 1:
@@ -91,7 +94,8 @@ def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume
                                    samples=config.samples_per_task, temperature=config.temperature,
                                    campaign=campaign, seed=config.seed, progress=progress, device=compute.device,
                                    environment=config.environment, task_ids=parse_task_ids(config.task_ids),
-                                   max_action_tokens=config.max_action_tokens, max_context=config.max_context)
+                                   max_action_tokens=config.max_action_tokens, max_context=config.max_context,
+                                   pairing=config.pairing)
     reporter.log(f"Stored {result['trajectories']} trajectories ({result['duplicates']} duplicates), "
                  f"{result['comparisons']} comparisons; success {result['success']:.1%}.")
     return result

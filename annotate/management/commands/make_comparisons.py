@@ -1,6 +1,6 @@
 """Pair trajectories of the same task into comparisons for a campaign.
 
-    python manage.py make_comparisons --campaign NAME [--strategy all_pairs|outcome_differs]
+    python manage.py make_comparisons --campaign NAME [--strategy all_pairs|outcome_differs|same_calls_different_answer]
                                       [--max-per-task 10] [--seed 0]
 """
 from django.core.management.base import BaseCommand, CommandError

@@ -34,6 +34,9 @@ class Command(BaseCommand):
                             help="the environment every stage plays (a built-in, configured or installed one)")
         parser.add_argument("--rollout-tasks", type=int, default=defaults.rollout_tasks)
         parser.add_argument("--samples-per-task", type=int, default=defaults.samples_per_task)
+        parser.add_argument("--pairing", default=defaults.pairing,
+                            help="how a task's episodes are paired: all_pairs, outcome_differs or "
+                                 "same_calls_different_answer")
         parser.add_argument("--annotators", type=int, default=defaults.annotators)
         parser.add_argument("--annotator-weighted", action="store_false", dest="annotator_correct_first",
                             help="simulated annotators judge by one weighted utility instead of correctness first")
@@ -69,6 +72,7 @@ class Command(BaseCommand):
         config = PipelineConfig(
             name=options["name"], environment=options["environment"], policy_id=options["policy_id"],
             rollout_tasks=options["rollout_tasks"], samples_per_task=options["samples_per_task"],
+            pairing=options["pairing"],
             annotators=options["annotators"], annotator_correct_weight=options["annotator_correct_weight"],
             annotator_correct_first=options["annotator_correct_first"],
             reward_model=reward_model, ppo=ppo, upper_bound=options["upper_bound"],
