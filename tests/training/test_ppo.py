@@ -2,6 +2,7 @@
 stops where it must (KL budget, cancel, divergence) and resumes where it stopped."""
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -272,3 +273,17 @@ def test_group_advantages_compare_the_samples_of_one_task():
     assert PPOConfig(algorithm="grpo", group_size=3, episodes_per_iteration=64).validate()
     assert not PPOConfig(algorithm="rloo", group_size=4).validate()
     assert "algorithm: one of" in " ".join(PPOConfig(algorithm="dpo").validate())
+
+
+def test_the_value_warm_up_trains_the_critic_and_leaves_the_policy_where_it_was(policy_dir, world, tmp_path):
+    seen: dict[int, dict] = {}
+    config = PPOConfig(iterations=3, value_warmup=3, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0,
+                       **{**FAST, "eval_every": 0})
+    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+                       dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config,
+                       callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    before, after = parameters(policy_dir), parameters(result.last_checkpoint)
+    assert all(torch.equal(before[name], after[name]) for name in before)  # the policy did not move
+    head = torch.load(Path(result.last_checkpoint) / "value_head.pt")
+    assert any(value.abs().sum() > 0 for value in head.values())  # the critic did (it starts at zero)
+    assert all(math.isfinite(seen[i]["loss/value"]) for i in (1, 2, 3))
