@@ -39,6 +39,7 @@ class PipelineConfig:
     # steps, tool errors and loops (the rubric's weights) decide between equally correct ones
     annotator_correct_weight: float = 30.0  # without correct_first: the utility of a correct answer (the rubric's is 10)
     reward_model: dict = field(default_factory=dict)  # reward_model run config overrides
+    reward_model_from_policy: bool = True  # start each reward model from round one's starting policy (WebGPT, InstructGPT), unless `reward_model` names a backbone
     ppo: dict = field(default_factory=dict)  # ppo run config overrides
     upper_bound: bool = False  # also PPO against the rubric itself, evaluated beside the rest
     best_of_n: str = "4"  # best-of-n over the starting policy at these n

@@ -114,3 +114,44 @@ def test_bad_pipeline_settings_are_refused_before_anything_runs():
         call_command("run_pipeline", "--policy-id", str(tiny_policy().pk), "--rollout-tasks", "10",
                      "--ppo", json.dumps({"kl_coef": -1}), "--name", "refused")
     assert not Run.objects.filter(kind="ppo").exists()
+
+
+def test_a_round_that_fails_midway_goes_on_from_its_first_missing_piece(cloned_policy, monkeypatch):
+    import training.loop.rounds as rounds
+    from webapp.runs.services import run_resume
+
+    call_command("run_pipeline", "--name", "again", "--policy-id", str(cloned_policy.pk), "--rollout-tasks", "24",
+                 "--annotators", "1", "--eval-tasks", "2", "--eval-samples", "1", "--best-of-n", "",
+                 "--audit-size", "1", "--audit-disagreements", "1",
+                 "--reward-model", json.dumps({**TINY_RM, "epochs": 1}), "--ppo", json.dumps(
+                     {"iterations": 1, "episodes_per_iteration": 8, "minibatch_size": 4, "eval_every": 1,
+                      "eval_samples": 1, "rollout_batch_size": 8}))
+    real = rounds.run_in_process
+
+    def rl_breaks(*, kind, **kwargs):
+        if kind == "ppo":
+            raise ArbiterError("The ppo run #0 failed: the worker died.")
+        return real(kind=kind, **kwargs)
+
+    admin = UserFactory(roles=["admin"])
+    monkeypatch.setattr(rounds, "run_in_process", rl_breaks)
+    run = run_launch(kind="round", config={"loop": "again"}, user=admin, enqueue=False)
+    run_execute(run_id=run.pk, attempt=run.attempt)
+    run.refresh_from_db()
+    second = LoopRound.objects.get(loop="again", number=2)
+    assert run.status == "failed" and "worker died" in run.error
+    assert second.stage == "training" and second.reward_model_id and second.rl_run_id is None
+    reward_model, campaign = second.reward_model_id, second.campaign_id
+    # Another round cannot start while this one is unfinished, and the loop cannot skip it.
+    with pytest.raises(ArbiterError, match="has not finished"):
+        rounds.round_next(previous=second, labels="simulated", user=admin)
+
+    monkeypatch.setattr(rounds, "run_in_process", real)
+    run_resume(run_id=run.pk)
+    run.refresh_from_db()
+    run_execute(run_id=run.pk, attempt=run.attempt)
+    run.refresh_from_db()
+    second.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    assert second.stage == "done" and second.reward_model_id == reward_model and second.campaign_id == campaign
+    assert Run.objects.filter(kind="reward_model").count() == 2  # one per round: the stopped round kept its own

@@ -24,6 +24,7 @@ from django.db import transaction
 
 from annotate.models import Campaign, Comparison, Judgement, choice_direction
 from training.models import AuditItem, EvaluationEpisode, LoopRound
+from webapp.errors import ArbiterError
 
 AUDIT_GUIDELINES = """\
 **Audit.** Each comparison shows two attempts at the same question. Judge them as you would any
@@ -114,8 +115,11 @@ def audit_create(*, loop_round: LoopRound, top: list[dict], disagreements: list[
             unique.append((kind, item))
     if not unique:
         return None
-    campaign = Campaign.objects.create(name=f"{loop_round} audit"[:200], guidelines=AUDIT_GUIDELINES,
-                                       votes_per_comparison=votes, created_by=created_by)
+    name = f"{loop_round} audit"[:200]
+    if Campaign.objects.filter(name=name).exists():
+        raise ArbiterError(f"A campaign named {name!r} exists already; rename it to let the round open its audit.")
+    campaign = Campaign.objects.create(name=name, guidelines=AUDIT_GUIDELINES, votes_per_comparison=votes,
+                                       created_by=created_by)
     for kind, item in unique:
         a, b = sorted((item["favourite"], item["other"]), key=lambda t: t.pk)
         comparison = Comparison.objects.create(campaign=campaign, task_id=item["task_id"], trajectory_a=a,

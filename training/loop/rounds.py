@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, fields, replace
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -152,21 +153,29 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     config = loop_config(loop_round)
     started = time.monotonic()
     if loop_round.campaign_id is None:
-        campaign = Campaign.objects.create(
-            name=f"{loop_round} comparisons"[:200], votes_per_comparison=config.annotators, created_by=user,
+        name = f"{loop_round} comparisons"[:200]
+        if Campaign.objects.filter(name=name).exists():
+            raise ArbiterError(f"A campaign named {name!r} exists already; rename it to let the round build its own.")
+        loop_round.campaign = Campaign.objects.create(
+            name=name, votes_per_comparison=config.annotators, created_by=user,
             guidelines="Comparisons of the policy's own episodes on training tasks, for the loop's reward model. "
                        "A correct, supported answer first; then fewer wasted steps and no tool errors.")
-        run_in_process(kind="rollout", name=f"{loop_round} rollouts", user=user, should_stop=should_stop,
-                       progress=stage(f"round {loop_round.number}: rollouts and comparisons"), config={
-                           "policy_id": loop_round.start_policy_id, "environment": config.environment,
-                           "split": "train", "tasks": config.rollout_tasks,
-                           "samples_per_task": config.samples_per_task, "temperature": 1.0,
-                           "pairing": config.pairing,
-                           "campaign_id": campaign.pk, "seed": config.seed + 1000 * (loop_round.number - 1),
-                           "max_action_tokens": config.max_action_tokens, "max_context": config.max_context})
-        loop_round.campaign = campaign
         loop_round.save(update_fields=["campaign", "updated_at"])
+    if not loop_round.campaign.comparisons.exists():  # the rollout has not finished (or not started)
+        _check_stop(should_stop)
+        run = run_in_process(kind="rollout", name=f"{loop_round} rollouts", user=user, should_stop=should_stop,
+                             progress=stage(f"round {loop_round.number}: rollouts and comparisons"), config={
+                                 "policy_id": loop_round.start_policy_id, "environment": config.environment,
+                                 "split": "train", "tasks": config.rollout_tasks,
+                                 "samples_per_task": config.samples_per_task, "temperature": 1.0,
+                                 "pairing": config.pairing, "campaign_id": loop_round.campaign_id,
+                                 "seed": config.seed + 1000 * (loop_round.number - 1),
+                                 "max_action_tokens": config.max_action_tokens, "max_context": config.max_context})
+        if not run.summary.get("comparisons"):
+            raise ArbiterError(f"The rollouts of {loop_round} built no comparisons (every pair of a task's episodes "
+                               f"was identical, or none matched the pairing '{config.pairing}'): nothing to label.")
         _timed(loop_round, "rollouts", started)
+    _check_stop(should_stop)
     if loop_round.labels == "simulated":
         started = time.monotonic()
         _simulate(loop_round.campaign, config, stage(f"round {loop_round.number}: simulated annotators"),
@@ -176,6 +185,12 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     else:
         loop_round.stage = LoopRound.Stage.LABELLING
     loop_round.save(update_fields=["stage", "updated_at"])
+
+
+def _check_stop(should_stop) -> None:
+    """Between stages: a cancel asked of the round stops it here."""
+    if should_stop is not None and should_stop():
+        raise RunCancelled()
 
 
 def judged_comparisons(campaign_id: int) -> int:
@@ -237,6 +252,7 @@ def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     loop_round.save(update_fields=["stage", "updated_at"])
     seed = config.seed + n - 1
     if loop_round.reward_model_id is None:
+        _check_stop(should_stop)
         started = time.monotonic()
         progress = stage(f"round {n}: dataset of all labels")
         snapshot = _snapshot(loop_round, config, user)
@@ -246,11 +262,12 @@ def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
                                  "snapshot_id": snapshot.pk, "name": f"{loop_round.loop}-r{n}-rm",
                                  "eval_policy_id": loop_round.start_policy_id,
                                  "tokenizer_dir": loop_round.start_policy.model_dir, "seed": seed,
-                                 **config.reward_model})
+                                 **_reward_model_start(loop_round, config), **config.reward_model})
         loop_round.reward_model = RewardModel.objects.get(pk=run.summary["reward_model_id"])
         loop_round.save(update_fields=["reward_model", "updated_at"])
         _timed(loop_round, "reward_model", started)
     if loop_round.rl_run_id is None:
+        _check_stop(should_stop)
         started = time.monotonic()
         run = run_in_process(kind=config.rl_kind, name=f"{loop_round} {config.rl_kind.upper()}", user=user,
                              should_stop=should_stop, progress=stage(f"round {n}: {config.rl_kind.upper()}"),
@@ -262,25 +279,48 @@ def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
         loop_round.save(update_fields=["rl_run", "policy", "updated_at"])
         _timed(loop_round, "rl", started)
     if loop_round.evaluation_id is None:
+        _check_stop(should_stop)
         started = time.monotonic()
         run = run_in_process(kind="evaluation", name=f"{loop_round} evaluation", user=user, should_stop=should_stop,
                              progress=stage(f"round {n}: evaluation"), config=_evaluation_config(loop_round, config, stage, user, should_stop))
         loop_round.evaluation = Evaluation.objects.get(pk=run.summary["evaluation_id"])
         loop_round.save(update_fields=["evaluation", "updated_at"])
         _timed(loop_round, "evaluation", started)
+    started = time.monotonic()
+    progress = stage(f"round {n}: audit")
     if loop_round.audit_campaign_id is None:
-        started = time.monotonic()
-        progress = stage(f"round {n}: audit")
+        _check_stop(should_stop)
         scores = _score_loop_comparisons(loop_round, loop_round.reward_model)
-        campaign = audit_create(loop_round=loop_round, top=top_candidates(loop_round, config.audit_size),
-                                disagreements=disagreement_candidates(loop_round, config.audit_disagreements, scores),
-                                votes=config.annotators, created_by=user)
-        if campaign is not None and loop_round.labels == "simulated":
-            _simulate(campaign, config, progress, seed=config.seed + 1000 * n + 500)
-        progress(1.0, f"{campaign.comparisons.count() if campaign else 0} audit comparisons")
-        _timed(loop_round, "audit", started)
+        audit_create(loop_round=loop_round, top=top_candidates(loop_round, config.audit_size),
+                     disagreements=disagreement_candidates(loop_round, config.audit_disagreements, scores),
+                     votes=config.annotators, created_by=user)
+    if loop_round.audit_campaign_id is not None and loop_round.labels == "simulated":
+        _simulate(loop_round.audit_campaign, config, progress, seed=config.seed + 1000 * n + 500)
+    progress(1.0, f"{loop_round.audit_campaign.comparisons.count() if loop_round.audit_campaign else 0} "
+                  f"audit comparisons")
+    _timed(loop_round, "audit", started)
     loop_round.stage = LoopRound.Stage.DONE
     loop_round.save(update_fields=["stage", "updated_at"])
+
+
+SMALL_POLICY_BYTES = 100_000_000  # a policy below this (weights on disk) trains as a reward model at a higher rate
+FROM_POLICY_LEARNING_RATE = 3e-4  # measured on the 0.9M default policy (benchmarks/RESULTS.md, issue 16)
+
+
+def _reward_model_start(loop_round, config) -> dict:
+    """The reward model's backbone: round one's starting policy (its weights, a new score
+    head), as WebGPT and InstructGPT start theirs from the supervised policy, unless the
+    loop's settings choose a backbone. A small policy gets a from-scratch-like learning rate;
+    a large one the backbone default for pretrained models."""
+    if not config.reward_model_from_policy or "backbone" in config.reward_model:
+        return {}
+    policy_dir = Path(loop_round.reference_policy.model_dir)
+    weights = sum(f.stat().st_size for f in policy_dir.glob("*.safetensors")) or sum(
+        f.stat().st_size for f in policy_dir.glob("*.bin"))
+    start = {"backbone": str(policy_dir)}
+    if weights and weights < SMALL_POLICY_BYTES:
+        start["learning_rate"] = FROM_POLICY_LEARNING_RATE
+    return start
 
 
 def _rl_config(loop_round, config, seed: int) -> dict:

@@ -49,6 +49,8 @@ class Command(BaseCommand):
                             help="RL iterations per round (default: the RL run's)")
         parser.add_argument("--ppo", default="{}", help="RL run config overrides, as JSON")
         parser.add_argument("--reward-model", default="{}", help="reward-model run config overrides, as JSON")
+        parser.add_argument("--reward-model-from-scratch", action="store_false", dest="reward_model_from_policy",
+                            help="train each reward model from scratch instead of from round one's starting policy")
         parser.add_argument("--upper-bound", action="store_true", help="also PPO against the rubric itself")
         parser.add_argument("--best-of-n", default=defaults.best_of_n, help="best-of-n at these n, e.g. 2,4")
         parser.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="0: all eval tasks")
@@ -75,7 +77,7 @@ class Command(BaseCommand):
             pairing=options["pairing"],
             annotators=options["annotators"], annotator_correct_weight=options["annotator_correct_weight"],
             annotator_correct_first=options["annotator_correct_first"],
-            reward_model=reward_model, ppo=ppo, upper_bound=options["upper_bound"],
+            reward_model=reward_model, reward_model_from_policy=options["reward_model_from_policy"], ppo=ppo, upper_bound=options["upper_bound"],
             best_of_n=options["best_of_n"], eval_tasks=options["eval_tasks"], eval_samples=options["eval_samples"],
             eval_environment=options["eval_environment"], rounds=options["rounds"], rl_kind=options["rl"],
             audit_size=options["audit_size"], audit_disagreements=options["audit_disagreements"],
