@@ -132,9 +132,9 @@ class PPORunConfig(PPOConfig):
 
 @dataclass
 class _GroupRunConfig(PPORunConfig):
-    learning_rate: float = field(default=3e-4, metadata=_help(
-        "AdamW learning rate: 3x PPO's, as one advantage per episode moves less than PPO's per-token ones "
-        "(measured at tiny size, not yet tuned on the encyclopedia)."))
+    learning_rate: float = field(default=1e-4, metadata=_help(
+        "AdamW learning rate, PPO's: at 3e-4 both collapsed to one-search guesses against the loop's reward model "
+        "(benchmarks/RESULTS.md, issue 16)."))
 
 
 @dataclass
