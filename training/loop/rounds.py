@@ -236,12 +236,9 @@ def _score_loop_comparisons(loop_round, reward_model) -> dict[int, tuple[float, 
 def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     """Reward model on all labels so far, RL, evaluation and audit; each piece is kept on
     the round as soon as it exists, so a stopped round goes on from the next one."""
-    from rewardmodel.models import RewardModel
-    from training.loop.audit import audit_create, disagreement_candidates, top_candidates
-    from training.models import Evaluation, LoopRound
+    from training.models import LoopRound
 
     config = loop_config(loop_round)
-    n = loop_round.number
     if loop_round.campaign_id is None:
         raise ArbiterError(f"{loop_round} has no comparisons yet; collect them first.")
     judged = judged_comparisons(loop_round.campaign_id)
@@ -250,57 +247,76 @@ def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
                            f"and its reward model needs at least {MIN_JUDGED}.")
     loop_round.stage = LoopRound.Stage.TRAINING
     loop_round.save(update_fields=["stage", "updated_at"])
-    seed = config.seed + n - 1
-    if loop_round.reward_model_id is None:
-        _check_stop(should_stop)
-        started = time.monotonic()
-        progress = stage(f"round {n}: dataset of all labels")
-        snapshot = _snapshot(loop_round, config, user)
-        progress(1.0, ", ".join(f"{k} {v}" for k, v in snapshot.stats.items() if isinstance(v, int)))
-        run = run_in_process(kind="reward_model", name=f"{loop_round} reward model", user=user,
-                             should_stop=should_stop, progress=stage(f"round {n}: reward model"), config={
-                                 "snapshot_id": snapshot.pk, "name": f"{loop_round.loop}-r{n}-rm",
-                                 "eval_policy_id": loop_round.start_policy_id,
-                                 "tokenizer_dir": loop_round.start_policy.model_dir, "seed": seed,
-                                 **_reward_model_start(loop_round, config), **config.reward_model})
-        loop_round.reward_model = RewardModel.objects.get(pk=run.summary["reward_model_id"])
-        loop_round.save(update_fields=["reward_model", "updated_at"])
-        _timed(loop_round, "reward_model", started)
-    if loop_round.rl_run_id is None:
-        _check_stop(should_stop)
-        started = time.monotonic()
-        run = run_in_process(kind=config.rl_kind, name=f"{loop_round} {config.rl_kind.upper()}", user=user,
-                             should_stop=should_stop, progress=stage(f"round {n}: {config.rl_kind.upper()}"),
-                             config=_rl_config(loop_round, config, seed))
-        policy_id = run.summary.get("best_policy_id") or run.summary.get("last_policy_id")
-        if not policy_id:
-            raise ArbiterError(f"The {config.rl_kind} run #{run.pk} registered no checkpoint.")
-        loop_round.rl_run, loop_round.policy_id = run, policy_id
-        loop_round.save(update_fields=["rl_run", "policy", "updated_at"])
-        _timed(loop_round, "rl", started)
-    if loop_round.evaluation_id is None:
-        _check_stop(should_stop)
-        started = time.monotonic()
-        run = run_in_process(kind="evaluation", name=f"{loop_round} evaluation", user=user, should_stop=should_stop,
-                             progress=stage(f"round {n}: evaluation"), config=_evaluation_config(loop_round, config, stage, user, should_stop))
-        loop_round.evaluation = Evaluation.objects.get(pk=run.summary["evaluation_id"])
-        loop_round.save(update_fields=["evaluation", "updated_at"])
-        _timed(loop_round, "evaluation", started)
+    steps = (("reward_model", "reward_model_id", _train_reward_model), ("rl", "rl_run_id", _train_rl),
+             ("evaluation", "evaluation_id", _evaluate))
+    for label, field_name, make in steps:
+        if getattr(loop_round, field_name) is None:
+            _check_stop(should_stop)
+            started = time.monotonic()
+            make(loop_round, config, stage=stage, user=user, should_stop=should_stop)
+            _timed(loop_round, label, started)
     started = time.monotonic()
-    progress = stage(f"round {n}: audit")
+    _audit(loop_round, config, stage=stage, user=user, should_stop=should_stop)
+    _timed(loop_round, "audit", started)
+    loop_round.stage = LoopRound.Stage.DONE
+    loop_round.save(update_fields=["stage", "updated_at"])
+
+
+def _train_reward_model(loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    from rewardmodel.models import RewardModel
+
+    n = loop_round.number
+    progress = stage(f"round {n}: dataset of all labels")
+    snapshot = _snapshot(loop_round, config, user)
+    progress(1.0, ", ".join(f"{k} {v}" for k, v in snapshot.stats.items() if isinstance(v, int)))
+    run = run_in_process(kind="reward_model", name=f"{loop_round} reward model", user=user, should_stop=should_stop,
+                         progress=stage(f"round {n}: reward model"), config={
+                             "snapshot_id": snapshot.pk, "name": f"{loop_round.loop}-r{n}-rm",
+                             "eval_policy_id": loop_round.start_policy_id,
+                             "tokenizer_dir": loop_round.start_policy.model_dir, "seed": config.seed + n - 1,
+                             **_reward_model_start(loop_round, config), **config.reward_model})
+    loop_round.reward_model = RewardModel.objects.get(pk=run.summary["reward_model_id"])
+    loop_round.save(update_fields=["reward_model", "updated_at"])
+
+
+def _train_rl(loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    kind = config.rl_kind
+    run = run_in_process(kind=kind, name=f"{loop_round} {kind.upper()}", user=user, should_stop=should_stop,
+                         progress=stage(f"round {loop_round.number}: {kind.upper()}"),
+                         config=_rl_config(loop_round, config, config.seed + loop_round.number - 1))
+    policy_id = run.summary.get("best_policy_id") or run.summary.get("last_policy_id")
+    if not policy_id:
+        raise ArbiterError(f"The {kind} run #{run.pk} registered no checkpoint.")
+    loop_round.rl_run, loop_round.policy_id = run, policy_id
+    loop_round.save(update_fields=["rl_run", "policy", "updated_at"])
+
+
+def _evaluate(loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    from training.models import Evaluation
+
+    settings = _evaluation_config(loop_round, config, stage, user, should_stop)
+    run = run_in_process(kind="evaluation", name=f"{loop_round} evaluation", user=user, should_stop=should_stop,
+                         progress=stage(f"round {loop_round.number}: evaluation"), config=settings)
+    loop_round.evaluation = Evaluation.objects.get(pk=run.summary["evaluation_id"])
+    loop_round.save(update_fields=["evaluation", "updated_at"])
+
+
+def _audit(loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    """Open the round's audit (once), and label it when the round's labels are simulated
+    (labelling goes on where it stopped)."""
+    from training.loop.audit import audit_create, disagreement_candidates, top_candidates
+
+    progress = stage(f"round {loop_round.number}: audit")
     if loop_round.audit_campaign_id is None:
         _check_stop(should_stop)
         scores = _score_loop_comparisons(loop_round, loop_round.reward_model)
         audit_create(loop_round=loop_round, top=top_candidates(loop_round, config.audit_size),
                      disagreements=disagreement_candidates(loop_round, config.audit_disagreements, scores),
                      votes=config.annotators, created_by=user)
-    if loop_round.audit_campaign_id is not None and loop_round.labels == "simulated":
-        _simulate(loop_round.audit_campaign, config, progress, seed=config.seed + 1000 * n + 500)
-    progress(1.0, f"{loop_round.audit_campaign.comparisons.count() if loop_round.audit_campaign else 0} "
-                  f"audit comparisons")
-    _timed(loop_round, "audit", started)
-    loop_round.stage = LoopRound.Stage.DONE
-    loop_round.save(update_fields=["stage", "updated_at"])
+    campaign = loop_round.audit_campaign
+    if campaign is not None and loop_round.labels == "simulated":
+        _simulate(campaign, config, progress, seed=config.seed + 1000 * loop_round.number + 500)
+    progress(1.0, f"{campaign.comparisons.count() if campaign else 0} audit comparisons")
 
 
 SMALL_POLICY_BYTES = 100_000_000  # a policy below this (weights on disk) trains as a reward model at a higher rate

@@ -58,6 +58,12 @@ class RolloutRunConfig:
         return problems
 
 
+def _pairing_choices() -> list[tuple[str, str]]:
+    from annotate.services.comparisons import STRATEGIES
+
+    return [(strategy, strategy.replace("_", " ")) for strategy in STRATEGIES]
+
+
 def _rollout_check(config: RolloutRunConfig) -> list[str]:
     problems = policy_problems(config.policy_id) + environment_check(config.environment, config.split,
                                                                      config.task_ids)
@@ -161,7 +167,7 @@ def register_agent_kinds() -> None:
                     "(and comparisons in a campaign).",
         check=_rollout_check, lineage=_rollout_lineage,
         choices={"policy_id": policy_choices, "campaign_id": campaign_choices, "environment": environment_choices,
-                 "split": lambda: [(s, s) for s in SPLITS]},
+                 "split": lambda: [(s, s) for s in SPLITS], "pairing": _pairing_choices},
     ))
     register(RunKind(
         name="bc", label="Behaviour cloning", config_class=BCRunConfig, execute=_bc_execute, check=_bc_check,

@@ -25,8 +25,9 @@ class RunLaunchForm(forms.Form):
             if name in kind.choices:
                 choices = kind.choices[name]()
                 coerce = kind_type if kind_type in (int, float, str) else str
+                # Left out of a post, a choice takes its default, as a field missing from an API config does.
                 field = forms.TypedChoiceField(choices=choices, coerce=coerce, initial=default, label=label,
-                                               help_text=help_text)
+                                               help_text=help_text, required=False, empty_value=default)
             elif kind_type is bool:
                 field = forms.BooleanField(required=False, initial=default, label=label, help_text=help_text)
             else:
