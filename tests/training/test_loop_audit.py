@@ -2,6 +2,7 @@
 (and the labelled pairs it most disagrees with), it is blind, and its result reads each vote
 from the favourite's side."""
 import pytest
+from django.test import Client
 
 from annotate.models import Comparison
 from annotate.services.assignments import Verdict, assignment_next, judgement_submit
@@ -31,7 +32,7 @@ class Round:
     task 4: 5.0; so the top three with a different start episode are tasks 4, 1, 3."""
 
     def __init__(self):
-        self.start, self.after = PolicyFactory(name="bc"), PolicyFactory(name="rl")
+        self.start, self.after = PolicyFactory(name="bc-start-policy"), PolicyFactory(name="rl-round-policy")
         self.tasks = [TaskFactory() for _ in range(5)]
         self.evaluation = Evaluation.objects.create(name="tiny round 1", reference_policy=self.start)
         base = EvaluationEntry.objects.create(evaluation=self.evaluation, label="start", policy=self.start,
@@ -84,12 +85,20 @@ def test_the_audit_takes_the_models_favourites_against_the_start_and_is_blind():
     assert "reward model" not in campaign.guidelines.lower() and "favourite" not in campaign.guidelines.lower()
     assert all(c.trajectory_a_id < c.trajectory_b_id for c in campaign.comparisons.all())
     assert {i.favourite_id for i in AuditItem.objects.filter(kind="top")} == {built.favourites[t].pk for t in (4, 1, 3)}
+    # ... and the workbench names neither policy nor says which side the model scored.
+    annotator = UserFactory(roles=["annotator"])
+    client = Client()
+    client.force_login(annotator)
+    page = client.get(f"/annotate/campaigns/{campaign.pk}/label/")
+    text = page.content.decode()
+    assert page.status_code == 200 and "[start " in text and "[rl " in text  # a comparison is on screen
+    assert built.start.name not in text and built.after.name not in text and "score" not in text.lower()
 
     # People prefer the favourite on two comparisons of three: 2/3, read from the favourite's side
     # whichever side of the screen it was on.
     items = {item.favourite_id: item.comparison_id for item in AuditItem.objects.all()}
     vote(campaign, {items[built.favourites[4].pk]: False, items[built.favourites[1].pk]: True,
-                    items[built.favourites[3].pk]: True})
+                    items[built.favourites[3].pk]: True}, annotator)  # who holds the page's lease
     result = audit_result(built.round)["top"]
     assert result["judged"] == 3 and result["favourite_preferred"] == pytest.approx(2 / 3)
     assert 0 <= result["low"] <= result["favourite_preferred"] <= result["high"] <= 1
