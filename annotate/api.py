@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.models import Campaign, ImportBatch, Judgement
-from annotate.selectors import assignment_screen_payload
+from annotate.selectors import assignment_screen_payload, campaigns_for_labeling
 from annotate.services.imports import (
     import_upload_create,
     trajectories_import_objects,
@@ -283,3 +283,36 @@ class CampaignAgreementApi(APIView):
             "pairwise": AgreementPairwise(q.pairwise).data,
             "annotators": AgreementAnnotator(annotators, many=True).data,
         })
+
+
+class CampaignProgress(serializers.Serializer):
+    needed = serializers.IntegerField(help_text="Judgements the campaign needs: its comparisons (not gold) x votes.")
+    done = serializers.IntegerField(help_text="Judgements made on those comparisons.")
+    share = serializers.FloatField(allow_null=True, help_text="done / needed; null without comparisons.")
+    last_day = serializers.IntegerField(help_text="Judgements in the last 24 hours.")
+    per_hour = serializers.FloatField(help_text="last_day / 24.")
+    eta_hours = serializers.FloatField(allow_null=True,
+                                       help_text="Hours to finish at the last day's pace; 0 when finished; null "
+                                                 "with no pace yet or no comparisons.")
+    open_leases = serializers.IntegerField(help_text="Assignments leased now.")
+    left_for_you = serializers.IntegerField(help_text="Comparisons the queue can still give the caller, with the "
+                                                      "one they hold now.")
+    mine = serializers.IntegerField(help_text="The caller's judgements in this campaign.")
+    gold_accuracy = serializers.FloatField(allow_null=True, help_text="Share of gold judgements on the gold side.")
+
+
+class CampaignListItem(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    votes_per_comparison = serializers.IntegerField()
+    progress = CampaignProgress()
+
+
+class CampaignListApi(APIView):
+    """Active campaigns with their progress, seen by the caller (every role)."""
+
+    permission_classes = [api_role(Role.ANNOTATOR, Role.RESEARCHER, Role.ADMIN)]
+
+    @extend_schema(responses={200: CampaignListItem(many=True)})
+    def get(self, request):
+        return Response(CampaignListItem(campaigns_for_labeling(user=request.user), many=True).data)

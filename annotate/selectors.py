@@ -28,18 +28,71 @@ def domain_counts() -> dict[str, int]:
     }
 
 
-def campaigns_for_labeling(*, user) -> QuerySet[Campaign]:
-    """Active campaigns with their open comparisons and the user's own judgement count."""
-    from django.db.models import Q
+def campaigns_for_labeling(*, user) -> list[Campaign]:
+    """Active campaigns, each with its progress (`campaign_progress`) for this user."""
+    campaigns = list(Campaign.objects.filter(status=Campaign.Status.ACTIVE).order_by("name"))
+    progress = campaign_progress(campaigns=campaigns, user=user)
+    for campaign in campaigns:
+        campaign.progress = progress[campaign.pk]
+    return campaigns
 
-    return (
-        Campaign.objects.filter(status=Campaign.Status.ACTIVE)
-        .annotate(
-            n_open=Count("comparisons", filter=Q(comparisons__status="open", comparisons__is_gold=False), distinct=True),
-            n_mine=Count("comparisons__judgements", filter=Q(comparisons__judgements__annotator=user), distinct=True),
-        )
-        .order_by("name")
-    )
+
+def campaign_progress(*, campaigns: list[Campaign], user, now=None) -> dict[int, dict]:
+    """Per campaign, in a fixed number of queries however many campaigns:
+
+    - `done` of `needed` judgements (non-gold comparisons x votes per comparison) and the share;
+    - `last_day`: judgements in the last 24 hours, `per_hour` over them, and `eta_hours` to
+      finish at that pace (0 when finished; None with no pace yet or no comparisons);
+    - `open_leases`: assignments leased now; `left_for_you`: comparisons this user may still
+      be given (open, a slot free, never assigned to them) plus the one they hold now, and
+      `mine`: their judgements;
+    - `gold_accuracy`: the share of gold judgements on the gold answer's side (None without any).
+    """
+    from datetime import timedelta
+
+    from django.db.models import F
+    from django.utils import timezone
+
+    from annotate.models import Assignment, Comparison, Judgement, choice_direction
+
+    now = now or timezone.now()
+    ids = [c.pk for c in campaigns]
+    comparisons = dict(Comparison.objects.filter(campaign_id__in=ids, is_gold=False).values_list("campaign_id")
+                       .annotate(n=Count("id")))
+    judgements = Judgement.objects.filter(comparison__campaign_id__in=ids)
+    done = dict(judgements.filter(comparison__is_gold=False).values_list("comparison__campaign_id")
+                .annotate(n=Count("id")))
+    last_day = dict(judgements.filter(comparison__is_gold=False, created_at__gte=now - timedelta(days=1))
+                    .values_list("comparison__campaign_id").annotate(n=Count("id")))
+    mine = dict(judgements.filter(annotator=user).values_list("comparison__campaign_id").annotate(n=Count("id")))
+    live = Assignment.objects.filter(comparison__campaign_id__in=ids, status=Assignment.Status.LEASED,
+                                     leased_until__gt=now)
+    leases = dict(live.values_list("comparison__campaign_id").annotate(n=Count("id")))
+    my_leases = dict(live.filter(annotator=user).values_list("comparison__campaign_id").annotate(n=Count("id")))
+    left = dict(Comparison.objects.filter(campaign_id__in=ids, is_gold=False, status=Comparison.Status.OPEN,
+                                          slots_taken__lt=F("campaign__votes_per_comparison"))
+                .exclude(assignments__annotator=user).values_list("campaign_id").annotate(n=Count("id")))
+    gold: dict[int, list[bool]] = {}
+    for campaign_id, choice, gold_choice in judgements.filter(comparison__is_gold=True).values_list(
+            "comparison__campaign_id", "choice", "comparison__gold_choice"):
+        gold.setdefault(campaign_id, []).append(choice_direction(choice) == choice_direction(gold_choice))
+    found = {}
+    for campaign in campaigns:
+        needed = comparisons.get(campaign.pk, 0) * campaign.votes_per_comparison
+        made = min(done.get(campaign.pk, 0), needed)
+        per_hour = last_day.get(campaign.pk, 0) / 24
+        remaining = needed - made
+        found[campaign.pk] = {
+            "needed": needed, "done": made, "share": made / needed if needed else None,
+            "last_day": last_day.get(campaign.pk, 0), "per_hour": per_hour,
+            "eta_hours": None if not needed else (0.0 if not remaining else
+                                                  (remaining / per_hour if per_hour else None)),
+            "open_leases": leases.get(campaign.pk, 0),
+            "left_for_you": left.get(campaign.pk, 0) + my_leases.get(campaign.pk, 0),
+            "mine": mine.get(campaign.pk, 0),
+            "gold_accuracy": (sum(gold[campaign.pk]) / len(gold[campaign.pk])) if gold.get(campaign.pk) else None,
+        }
+    return found
 
 
 def assignment_screen_payload(*, assignment_id: int) -> dict:

@@ -23,7 +23,8 @@ urlpatterns = [
     path("assignments/<id:assignment_id>/judgement", annotate_api.JudgementSubmitApi.as_view(),
          name="api-judgement-submit"),
     path("assignments/<id:assignment_id>/skip", annotate_api.AssignmentSkipApi.as_view(), name="api-assignment-skip"),
-    # Reading campaigns (researchers and admins)
+    # Campaigns with their progress (every role), and reading them (researchers and admins)
+    path("campaigns/", annotate_api.CampaignListApi.as_view(), name="api-campaigns"),
     path("campaigns/<id:campaign_id>/judgements", annotate_api.CampaignJudgementsApi.as_view(),
          name="api-campaign-judgements"),
     path("campaigns/<id:campaign_id>/agreement", annotate_api.CampaignAgreementApi.as_view(),
