@@ -10,12 +10,6 @@ def import_batches_recent(*, limit: int = 20) -> QuerySet[ImportBatch]:
     return ImportBatch.objects.select_related("campaign", "created_by").order_by("-created_at")[:limit]
 
 
-def campaigns_with_counts() -> QuerySet[Campaign]:
-    return Campaign.objects.annotate(
-        n_comparisons=Count("comparisons", distinct=True),
-    ).order_by("-created_at")
-
-
 def domain_counts() -> dict[str, int]:
     """Headline numbers for the home page."""
     from annotate.models import Comparison, Judgement, Task, Trajectory
@@ -93,6 +87,33 @@ def campaign_progress(*, campaigns: list[Campaign], user, now=None) -> dict[int,
             "gold_accuracy": (sum(gold[campaign.pk]) / len(gold[campaign.pk])) if gold.get(campaign.pk) else None,
         }
     return found
+
+
+def campaign_notices(*, campaigns: list[Campaign], now=None) -> list[dict]:
+    """What an admin should hear about active campaigns (each with its `progress`):
+    finished (every needed judgement made) or stalled (work remains and no judgement for a
+    day, counted from the campaign's start when it has none)."""
+    from datetime import timedelta
+
+    from django.db.models import Max
+    from django.utils import timezone
+
+    from annotate.models import Judgement
+
+    now = now or timezone.now()
+    last = dict(Judgement.objects.filter(comparison__campaign__in=campaigns).values_list("comparison__campaign_id")
+                .annotate(at=Max("created_at")))
+    notices = []
+    for campaign in campaigns:
+        progress = campaign.progress
+        if progress["needed"] and progress["done"] >= progress["needed"]:
+            notices.append({"campaign": campaign, "kind": "finished",
+                            "text": f"{campaign.name} has finished: all {progress['needed']} judgements are in."})
+        elif progress["needed"] and (last.get(campaign.pk) or campaign.created_at) < now - timedelta(days=1):
+            notices.append({"campaign": campaign, "kind": "stalled",
+                            "text": f"{campaign.name} has stalled: no judgement for over a day, "
+                                    f"{progress['needed'] - progress['done']} still needed."})
+    return notices
 
 
 def assignment_screen_payload(*, assignment_id: int) -> dict:

@@ -12,7 +12,12 @@ from django.urls import reverse
 from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm
 from annotate.models import Assignment, Campaign, Comparison, ImportBatch, Judgement
 from annotate.quality import campaign_quality, comparisons_in_disagreement
-from annotate.selectors import campaigns_for_labeling, campaigns_with_counts, domain_counts, import_batches_recent
+from annotate.selectors import (
+    campaign_notices,
+    campaigns_for_labeling,
+    domain_counts,
+    import_batches_recent,
+)
 from annotate.services.assignments import (
     Verdict,
     assignment_next,
@@ -35,11 +40,11 @@ READERS = (Role.RESEARCHER, Role.ADMIN)
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The home page: what each of the user's roles may do, and what Arbiter holds."""
-    return render(
-        request,
-        "webapp/home.html",
-        {"counts": domain_counts(), "campaigns": campaigns_with_counts()[:10]},
-    )
+    active = campaigns_for_labeling(user=request.user)
+    return render(request, "webapp/home.html", {
+        "counts": domain_counts(), "campaigns": [c for c in active if c.progress["left_for_you"]][:10],
+        "notices": campaign_notices(campaigns=active) if user_has_role(request.user, Role.ADMIN) else [],
+    })
 
 
 @role_required(Role.ADMIN)

@@ -95,3 +95,30 @@ def test_the_api_lists_active_campaigns_with_the_callers_progress():
     assert row["progress"]["done"] == 1 and row["progress"]["needed"] == 2
     assert row["progress"]["left_for_you"] == 1 and row["progress"]["mine"] == 1
     assert token_client(UserFactory()).get("/api/v1/campaigns/").status_code == 403  # no role
+
+
+def test_the_home_page_tells_an_admin_which_campaigns_finished_or_stalled():
+    from annotate.models import Campaign
+
+    finished = campaign_with(comparisons=1, votes=1)
+    annotator = UserFactory(roles=["annotator"])
+    judge(finished, annotator, 1)
+    stalled = campaign_with(comparisons=2, votes=1)
+    judge(stalled, annotator, 1)
+    Judgement.objects.filter(comparison__campaign=stalled).update(created_at=timezone.now() - timedelta(days=2))
+    fresh = campaign_with(comparisons=2, votes=1)  # started today, nothing judged yet: not stalled
+    old_untouched = campaign_with(comparisons=1, votes=1)
+    Campaign.objects.filter(pk=old_untouched.pk).update(created_at=timezone.now() - timedelta(days=3))
+
+    admin = UserFactory(roles=["admin"])
+    client = Client()
+    client.force_login(admin)
+    page = client.get("/").content.decode()
+    notices = page.split('id="campaign-notices"')[1].split("</section>")[0]
+    assert f"{finished.name} has finished" in notices
+    assert f"{stalled.name} has stalled" in notices and f"{old_untouched.name} has stalled" in notices
+    assert fresh.name not in notices
+    client.force_login(annotator)  # annotators are not told; they see what is left for them
+    page = client.get("/").content.decode()
+    assert 'id="campaign-notices"' not in page
+    assert f"Label {fresh.name}</a> · 2 left for you" in page and f"Label {finished.name}<" not in page
