@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: a scratch PostgreSQL database, migrated."""
+"""Helpers shared by the benchmark scripts: a scratch PostgreSQL database, migrated, and
+`--set field=value` settings read as numbers, booleans or strings."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def parse_setting(value: str):
+    """A `--set` value: an int, else a float, else true/false, else the string."""
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(value.lower(), value)
 
 
 def bench_database_url() -> str:

@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _common import parse_setting  # noqa: E402
+
 
 def success_rates(model, tokenizer, runner, tasks, chat) -> dict:
     """The service's figures plus the first episodes' turns, to read what the policy does."""
@@ -30,15 +32,6 @@ def success_rates(model, tokenizer, runner, tasks, chat) -> dict:
     greedy = rollout(model, tokenizer, runner, tasks[:3], RolloutConfig(temperature=0.0), chat=chat)
     figures["greedy_examples"] = [[m["content"] for m in e.messages if m["role"] == "assistant"] for e in greedy]
     return figures
-
-
-def _parse(value: str):
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value
 
 
 def main() -> None:
@@ -60,7 +53,7 @@ def main() -> None:
     overrides = dict(kv.split("=", 1) for kv in args.set)
     if set(overrides) - known:
         parser.error(f"unknown BCConfig fields: {sorted(set(overrides) - known)}")
-    config = BCConfig(**{k: _parse(v) for k, v in overrides.items()})
+    config = BCConfig(**{k: parse_setting(v) for k, v in overrides.items()})
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
     env = get_environment(config.environment)

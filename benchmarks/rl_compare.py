@@ -26,18 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-
-def _parse(value: str):
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(value.lower(), value)
+from _common import parse_setting  # noqa: E402
 
 
 def _overrides(pairs: list[str]) -> dict:
-    return {key: _parse(value) for key, value in (pair.split("=", 1) for pair in pairs)}
+    return {key: parse_setting(value) for key, value in (pair.split("=", 1) for pair in pairs)}
 
 
 def run_one(policy: str, reward: str, environment: str, config, train_split: str) -> dict:

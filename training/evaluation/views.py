@@ -22,11 +22,11 @@ from training.evaluation.selectors import (
 )
 from training.evaluation.services import human_evaluation_create
 from training.loop.report import loop_curves
+from training.loop.rounds import active_round_run, latest_round
 from training.models import Evaluation, LoopRound
 from webapp.access import role_required
 from webapp.charts import line_chart_svg
 from webapp.errors import ArbiterError
-from webapp.models import Run
 from webapp.roles import Role, user_has_role
 from webapp.runs.services import run_launch
 
@@ -114,9 +114,7 @@ def _loop(report: dict) -> dict | None:
                              x_label="round", x_range=x_range)]
     name = report["loop"]["name"]
     return {"name": name, "number": report["loop"]["round"], "rows": rows, "charts": charts,
-            "latest": LoopRound.objects.filter(loop=name).select_related("campaign").order_by("-number").first(),
-            "active_run": Run.objects.filter(kind="round", status__in=Run.ACTIVE, config__loop=name)
-            .order_by("-created_at").first()}
+            "latest": latest_round(name), "active_run": active_round_run(name)}
 
 
 @require_POST

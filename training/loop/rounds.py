@@ -187,6 +187,20 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     loop_round.save(update_fields=["stage", "updated_at"])
 
 
+def latest_round(loop: str):
+    """The loop's newest round (None for an unknown loop)."""
+    from training.models import LoopRound
+
+    return (LoopRound.objects.filter(loop=loop).select_related("policy", "campaign").order_by("-number")
+            .first())
+
+
+def active_round_run(loop: str) -> Run | None:
+    """The `round` run taking this loop further now (queued or running), if any."""
+    return (Run.objects.filter(kind="round", status__in=Run.ACTIVE, config__loop=loop).order_by("-created_at")
+            .first())
+
+
 def _check_stop(should_stop) -> None:
     """Between stages: a cancel asked of the round stops it here."""
     if should_stop is not None and should_stop():

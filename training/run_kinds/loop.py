@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from django.urls import reverse
 
-from training.loop.rounds import LABELS, MIN_JUDGED, judged_comparisons
+from training.loop.rounds import LABELS, MIN_JUDGED, active_round_run, judged_comparisons, latest_round
 from training.models import LoopRound
 from webapp.runs.kinds import RunKind, register
 
@@ -36,22 +36,16 @@ class RoundRunConfig:
         return problems
 
 
-def latest_round(loop: str) -> LoopRound | None:
-    return LoopRound.objects.filter(loop=loop).order_by("-number").select_related("policy").first()
-
-
 def loop_choices() -> list[tuple[str, str]]:
     loops = LoopRound.objects.order_by("loop").values_list("loop", flat=True).distinct()[:200]
     return [(name, name) for name in loops]
 
 
 def _check(config: RoundRunConfig) -> list[str]:
-    from webapp.models import Run
-
     latest = latest_round(config.loop)
     if latest is None:
         return [f"No loop named {config.loop!r} (run_pipeline starts one)."]
-    if Run.objects.filter(kind="round", status__in=Run.ACTIVE, config__loop=config.loop).exists():
+    if active_round_run(config.loop) is not None:
         return [f"A round of {config.loop} is already queued or running; wait for it to end."]
     if latest.stage == LoopRound.Stage.LABELLING:
         judged = judged_comparisons(latest.campaign_id)
