@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.models import Campaign, ImportBatch, Judgement
-from annotate.selectors import assignment_screen_payload, campaigns_for_labeling
+from annotate.selectors import assignment_screen_payload
 from annotate.services.imports import (
     import_upload_create,
     trajectories_import_objects,
@@ -127,7 +127,9 @@ class AssignmentOutput(serializers.Serializer):
     prompt = serializers.CharField()
     left = serializers.DictField(help_text="steps (canonical v1) and answer of the left trajectory")
     right = serializers.DictField(help_text="steps (canonical v1) and answer of the right trajectory")
-    dimensions = serializers.ListField(child=serializers.CharField())
+    dimensions = serializers.ListField(child=serializers.CharField(), help_text="The rating dimensions' names.")
+    rating_dimensions = serializers.ListField(child=serializers.DictField(),
+                                              help_text="Each dimension: name, scale (rated 1..scale), description.")
     rationale_required = serializers.BooleanField()
 
 
@@ -168,7 +170,8 @@ class JudgementSubmitApi(APIView):
         choice = serializers.IntegerField(min_value=1, max_value=5)
         both_bad = serializers.BooleanField(default=False)
         ratings = serializers.DictField(
-            child=serializers.DictField(child=serializers.IntegerField(min_value=1, max_value=5)),
+            child=serializers.DictField(child=serializers.IntegerField(min_value=1, max_value=10)),
+            help_text="Per dimension, {left, right}: 1 to the dimension's scale (at most 10).",
             required=False, default=dict,
         )
         first_wrong_step_left = Int32Field(required=False, allow_null=True)
@@ -283,36 +286,3 @@ class CampaignAgreementApi(APIView):
             "pairwise": AgreementPairwise(q.pairwise).data,
             "annotators": AgreementAnnotator(annotators, many=True).data,
         })
-
-
-class CampaignProgress(serializers.Serializer):
-    needed = serializers.IntegerField(help_text="Judgements the campaign needs: its comparisons (not gold) x votes.")
-    done = serializers.IntegerField(help_text="Judgements made on those comparisons.")
-    share = serializers.FloatField(allow_null=True, help_text="done / needed; null without comparisons.")
-    last_day = serializers.IntegerField(help_text="Judgements in the last 24 hours.")
-    per_hour = serializers.FloatField(help_text="last_day / 24.")
-    eta_hours = serializers.FloatField(allow_null=True,
-                                       help_text="Hours to finish at the last day's pace; 0 when finished; null "
-                                                 "with no pace yet or no comparisons.")
-    open_leases = serializers.IntegerField(help_text="Assignments leased now.")
-    left_for_you = serializers.IntegerField(help_text="Comparisons the queue can still give the caller, with the "
-                                                      "one they hold now.")
-    mine = serializers.IntegerField(help_text="The caller's judgements in this campaign.")
-    gold_accuracy = serializers.FloatField(allow_null=True, help_text="Share of gold judgements on the gold side.")
-
-
-class CampaignListItem(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    votes_per_comparison = serializers.IntegerField()
-    progress = CampaignProgress()
-
-
-class CampaignListApi(APIView):
-    """Active campaigns with their progress, seen by the caller (every role)."""
-
-    permission_classes = [api_role(Role.ANNOTATOR, Role.RESEARCHER, Role.ADMIN)]
-
-    @extend_schema(responses={200: CampaignListItem(many=True)})
-    def get(self, request):
-        return Response(CampaignListItem(campaigns_for_labeling(user=request.user), many=True).data)

@@ -9,7 +9,8 @@ class AnnotateConfig(AppConfig):
         # Imports and dataset builds are jobs: the scheduled sweep fails the ones whose worker died.
         from django.conf import settings
 
-        from annotate.models import DatasetSnapshot, ImportBatch
+        from annotate.models import CampaignFill, DatasetSnapshot, ImportBatch
+        from annotate.services.campaign_fill import FILL_STALE_REASON
         from annotate.services.datasets import SNAPSHOT_STALE_REASON
         from annotate.services.imports import IMPORT_STALE_REASON
         from webapp.jobs import JobKind, job_kind_register
@@ -18,3 +19,5 @@ class AnnotateConfig(AppConfig):
                                   reason=IMPORT_STALE_REASON, reason_fields=("error", "message")))
         job_kind_register(JobKind(DatasetSnapshot, stale_seconds=lambda: settings.SNAPSHOT_STALE_SECONDS,
                                   reason=SNAPSHOT_STALE_REASON, reason_fields=("error", "message")))
+        job_kind_register(JobKind(CampaignFill, stale_seconds=lambda: settings.FILL_STALE_SECONDS,
+                                  reason=FILL_STALE_REASON, reason_fields=("error", "message")))

@@ -25,12 +25,13 @@ class JudgementForm(forms.Form):
     first_wrong_right = forms.IntegerField(required=False, min_value=0, max_value=INT32_MAX)
     rationale = forms.CharField(required=False, max_length=20_000, strip=True)
 
-    def __init__(self, *args, dimensions: list[str] = (), **kwargs):
+    def __init__(self, *args, dimensions: list[dict] = (), **kwargs):
         super().__init__(*args, **kwargs)
-        self.dimensions = list(dimensions)
-        for dim in self.dimensions:
+        self.dimensions = [d["name"] for d in dimensions]
+        for d in dimensions:
             for side in ("left", "right"):
-                self.fields[f"rating__{dim}__{side}"] = forms.IntegerField(required=False, min_value=1, max_value=5)
+                self.fields[f"rating__{d['name']}__{side}"] = forms.IntegerField(
+                    required=False, min_value=1, max_value=d["scale"])
 
     def ratings(self) -> dict:
         out = {}

@@ -85,6 +85,13 @@ class Trajectory(BaseModel):
     # Rubric outcome where known: correct, quote_support, steps, tool_errors, utility...
     outcome = models.JSONField(null=True, blank=True)
     content_hash = models.CharField(max_length=64)
+    # sha256 of the steps and answer alone (not the agent or task): two rows with the same
+    # behaviour_hash did the same thing, whatever agent name they were stored under.
+    behaviour_hash = models.CharField(max_length=64, blank=True, default="")
+    import_batch = models.ForeignKey("ImportBatch", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="trajectories", help_text="The upload that first stored it.")
+    run = models.ForeignKey("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                            help_text="The rollout run that first stored it.")
     num_steps = models.PositiveIntegerField()
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     agent_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -110,13 +117,20 @@ class Trajectory(BaseModel):
 
 
 class Campaign(BaseModel):
-    """A labeling project: guidelines, votes per comparison, leases, gold rate, dimensions."""
+    """A labeling project: guidelines, votes per comparison, leases, gold rate, dimensions,
+    who may label it, and the environment or split its tasks come from.
+
+    Status: draft -> active <-> paused; active or paused -> closed (reopened to active);
+    closed -> archived (back to closed). Only an active campaign hands out work; a lease
+    taken before a pause or close can still be submitted (annotate/services/campaigns.py).
+    """
 
     class Status(models.TextChoices):
         DRAFT = "draft"
         ACTIVE = "active"
         PAUSED = "paused"
         CLOSED = "closed"
+        ARCHIVED = "archived"
 
     name = models.CharField(max_length=200)
     guidelines = models.TextField(blank=True, default="", help_text="Markdown, rendered safely.")
@@ -125,9 +139,18 @@ class Campaign(BaseModel):
     lease_seconds = models.PositiveIntegerField(default=15 * 60)
     gold_rate = models.FloatField(default=0.0, help_text="Share of assignments that are gold.")
     dimensions = models.JSONField(
-        default=list, blank=True, help_text='Rating dimensions, e.g. ["correctness", "efficiency"].'
+        default=list, blank=True,
+        help_text='Rating dimensions: [{"name": "correctness", "scale": 5, "description": "..."}].',
     )
     rationale_required = models.BooleanField(default=False)
+    deadline = models.DateTimeField(null=True, blank=True)
+    pool_only = models.BooleanField(default=False, help_text="Only the annotators in the pool may label it.")
+    pool = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="campaign_pools")
+    environment = models.CharField(max_length=100, blank=True, default="",
+                                   help_text="Fill only from tasks of this environment (blank: any).")
+    task_split = models.CharField(max_length=8, blank=True, default="",
+                                  help_text="Fill only from tasks of this split (blank: any).")
+    cloned_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -143,7 +166,10 @@ class Campaign(BaseModel):
                 condition=Q(gold_rate__gte=0) & Q(gold_rate__lte=1), name="campaign_gold_rate_range"
             ),
             models.CheckConstraint(
-                condition=Q(status__in=["draft", "active", "paused", "closed"]),
+                condition=Q(task_split__in=["", "train", "dev", "eval"]), name="campaign_task_split_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["draft", "active", "paused", "closed", "archived"]),
                 name="campaign_status_valid",
             ),
         ]
@@ -432,3 +458,36 @@ class SnapshotJudgement(models.Model):
             models.UniqueConstraint(fields=["snapshot", "judgement"], name="snapshotjudgement_once"),
             models.CheckConstraint(condition=Q(split__in=["train", "test"]), name="snapshotjudgement_split_valid"),
         ]
+
+
+class CampaignFill(Job):
+    """Comparisons built in a campaign from stored trajectories (a job when large).
+
+    `selection` names the trajectories (import batches, policies, rollout runs, task split,
+    tags), `strategy` how they are paired; the counts say what came of it.
+    """
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="fills")
+    selection = models.JSONField(default=dict, blank=True)
+    strategy = models.CharField(max_length=40)
+    options = models.JSONField(default=dict, blank=True, help_text="max_per_task, seed, policy_a, policy_b, ...")
+    progress = models.FloatField(default=0.0)
+    trajectories = models.PositiveIntegerField(default=0, help_text="Trajectories selected.")
+    created_count = models.PositiveIntegerField(default=0, help_text="Comparisons created.")
+    existing_count = models.PositiveIntegerField(default=0, help_text="Pairs already in the campaign.")
+    identical_count = models.PositiveIntegerField(default=0, help_text="Pairs refused: the same steps and answer.")
+    message = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=job_status_condition(), name="campaignfill_status_valid"),
+        ]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"], name="campaignfill_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"fill #{self.pk} of {self.campaign_id}"

@@ -23,12 +23,72 @@ def domain_counts() -> dict[str, int]:
 
 
 def campaigns_for_labeling(*, user) -> list[Campaign]:
-    """Active campaigns, each with its progress (`campaign_progress`) for this user."""
-    campaigns = list(Campaign.objects.filter(status=Campaign.Status.ACTIVE).order_by("name"))
+    """Active campaigns the user may label (all active ones for a researcher, who reads
+    them), each with its progress (`campaign_progress`) for this user."""
+    return campaigns_with_progress(user=user, statuses=[Campaign.Status.ACTIVE])
+
+
+def campaigns_with_progress(*, user, statuses: list[str], ids: list[int] | None = None) -> list[Campaign]:
+    """Campaigns in these statuses (and of these ids) that the user may see, each with its
+    `progress`: an annotator sees the ones they may label; researchers and admins every one."""
+    from annotate.services.campaigns import campaigns_labelable_by
+    from webapp.roles import Role, user_has_role
+
+    rows = Campaign.objects.filter(status__in=statuses)
+    if ids is not None:
+        rows = rows.filter(pk__in=ids)
+    if not user_has_role(user, Role.RESEARCHER, Role.ADMIN):
+        rows = rows.filter(pk__in=campaigns_labelable_by(user).values("pk"))
+    campaigns = list(rows.order_by("name"))
     progress = campaign_progress(campaigns=campaigns, user=user)
+    labelable = set(campaigns_labelable_by(user).filter(pk__in=[c.pk for c in campaigns]).values_list("pk", flat=True))
     for campaign in campaigns:
         campaign.progress = progress[campaign.pk]
+        if campaign.pk not in labelable or campaign.status != Campaign.Status.ACTIVE:
+            campaign.progress["left_for_you"] = 0
+        campaign.may_label = campaign.pk in labelable
     return campaigns
+
+
+def campaign_activity(*, campaign: Campaign, days: int = 14, now=None) -> dict:
+    """Who labels a campaign and when: per annotator (judgements, the last day's, skips,
+    leases held now, gold accuracy, last judgement) and judgements per day over `days`."""
+    from datetime import timedelta
+
+    from django.db.models import Max
+    from django.db.models.functions import TruncDate
+    from django.utils import timezone
+
+    from annotate.models import Assignment, Judgement, choice_direction
+    from webapp.models import User
+
+    now = now or timezone.now()
+    judgements = Judgement.objects.filter(comparison__campaign=campaign)
+    per = {row["annotator"]: row for row in judgements.values("annotator").annotate(n=Count("id"), last=Max("created_at"))}
+    day = dict(judgements.filter(created_at__gte=now - timedelta(days=1)).values_list("annotator")
+               .annotate(n=Count("id")))
+    assignments = Assignment.objects.filter(comparison__campaign=campaign)
+    skips = dict(assignments.filter(status=Assignment.Status.SKIPPED).values_list("annotator").annotate(n=Count("id")))
+    leases = dict(assignments.filter(status=Assignment.Status.LEASED, leased_until__gt=now).values_list("annotator")
+                  .annotate(n=Count("id")))
+    gold: dict[int, list[bool]] = {}
+    for annotator, choice, gold_choice in judgements.filter(comparison__is_gold=True).values_list(
+            "annotator", "choice", "comparison__gold_choice"):
+        gold.setdefault(annotator, []).append(choice_direction(choice) == choice_direction(gold_choice))
+    pool = set(campaign.pool.values_list("pk", flat=True))
+    ids = set(per) | set(skips) | set(leases) | pool
+    users = {u.pk: u for u in User.objects.filter(pk__in=ids)}
+    annotators = sorted((
+        {"user": users[i], "judgements": per.get(i, {}).get("n", 0), "last_day": day.get(i, 0),
+         "skips": skips.get(i, 0), "open_leases": leases.get(i, 0), "last": per.get(i, {}).get("last"),
+         "in_pool": i in pool,
+         "gold_accuracy": sum(gold[i]) / len(gold[i]) if gold.get(i) else None}
+        for i in ids if i in users), key=lambda a: (-a["judgements"], a["user"].username))
+    start = (now - timedelta(days=days - 1)).date()
+    counts = dict(judgements.filter(created_at__date__gte=start).annotate(day=TruncDate("created_at"))
+                  .values_list("day").annotate(n=Count("id")))
+    daily = [(start + timedelta(days=d), counts.get(start + timedelta(days=d), 0)) for d in range(days)]
+    return {"annotators": annotators, "daily": daily}
 
 
 def campaign_progress(*, campaigns: list[Campaign], user, now=None) -> dict[int, dict]:
@@ -133,6 +193,8 @@ def assignment_screen_payload(*, assignment_id: int) -> dict:
     a = {"steps": row["comparison__trajectory_a__steps"], "answer": row["comparison__trajectory_a__answer"]}
     b = {"steps": row["comparison__trajectory_b__steps"], "answer": row["comparison__trajectory_b__answer"]}
     left, right = (a, b) if row["left_is_a"] else (b, a)
+    dimensions = [{"name": d, "scale": 5, "description": ""} if isinstance(d, str) else d
+                  for d in row["comparison__campaign__dimensions"] or []]
     return {
         "id": row["id"],
         "campaign": row["comparison__campaign_id"],
@@ -140,6 +202,7 @@ def assignment_screen_payload(*, assignment_id: int) -> dict:
         "prompt": row["comparison__task__prompt"],
         "left": left,
         "right": right,
-        "dimensions": row["comparison__campaign__dimensions"],
+        "dimensions": [d["name"] for d in dimensions],
+        "rating_dimensions": dimensions,
         "rationale_required": row["comparison__campaign__rationale_required"],
     }

@@ -18,3 +18,11 @@ def snapshot_build_task(snapshot_id: int) -> None:
     from annotate.services.datasets import snapshot_build
 
     snapshot_build(snapshot_id=snapshot_id)
+
+
+# A fill of a million trajectories takes minutes; half an hour is a hard ceiling.
+@shared_task(name="annotate.campaign_fill", acks_late=True, time_limit=1800, soft_time_limit=1750)
+def campaign_fill_task(fill_id: int) -> None:
+    from annotate.services.campaign_fill import campaign_fill_run
+
+    campaign_fill_run(fill_id=fill_id)

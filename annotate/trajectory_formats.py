@@ -58,6 +58,7 @@ class ParsedTrajectory:
     outcome: dict[str, Any] | None
     metadata: dict[str, Any] = field(default_factory=dict)
     content_hash: str = ""
+    behaviour_hash: str = ""
 
 
 @lru_cache(maxsize=1)
@@ -270,16 +271,33 @@ def openai_chat_to_canonical(obj: dict) -> dict:
     return canonical
 
 
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def trajectory_hashes(*, task: dict, agent: dict, steps: list, answer: str) -> tuple[str, str]:
+    """(content hash, behaviour hash), with the steps serialized once.
+
+    The content hash is sha256 over what makes two trajectories the same episode (task,
+    agent, steps, answer; not the metadata): the JSON of that object with sorted keys,
+    written out piece by piece. The behaviour hash leaves out the task and the agent: two
+    trajectories with the same one did the same thing under different agent names.
+    """
+    steps_json, answer_json = _dump(steps), _dump(answer)
+    task_json = _dump({"external_id": task["external_id"], "prompt": task["prompt"]})
+    content = f'{{"agent":{_dump(agent)},"answer":{answer_json},"steps":{steps_json},"task":{task_json}}}'
+    behaviour = f'{{"answer":{answer_json},"steps":{steps_json}}}'
+    return hashlib.sha256(content.encode()).hexdigest(), hashlib.sha256(behaviour.encode()).hexdigest()
+
+
 def content_hash(*, task: dict, agent: dict, steps: list, answer: str) -> str:
     """sha256 over what makes two trajectories the same episode (not their metadata)."""
-    body = {
-        "task": {"external_id": task["external_id"], "prompt": task["prompt"]},
-        "agent": agent,
-        "steps": steps,
-        "answer": answer,
-    }
-    blob = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return trajectory_hashes(task=task, agent=agent, steps=steps, answer=answer)[0]
+
+
+def behaviour_hash(*, steps: list, answer: str) -> str:
+    """sha256 over the steps and the answer alone (see `trajectory_hashes`)."""
+    return hashlib.sha256(f'{{"answer":{_dump(answer)},"steps":{_dump(steps)}}}'.encode()).hexdigest()
 
 
 def parse_trajectory(obj: Any, limits: Limits = Limits()) -> ParsedTrajectory:
@@ -316,6 +334,7 @@ def parse_trajectory(obj: Any, limits: Limits = Limits()) -> ParsedTrajectory:
     answer = obj.get("answer")
     if answer is None:
         answer = next((s["text"] for s in reversed(steps) if s["kind"] == "answer"), "")
+    content, behaviour = trajectory_hashes(task=task, agent=agent, steps=steps, answer=answer)
     return ParsedTrajectory(
         task=task,
         agent=agent,
@@ -323,7 +342,8 @@ def parse_trajectory(obj: Any, limits: Limits = Limits()) -> ParsedTrajectory:
         answer=answer,
         outcome=obj.get("outcome"),
         metadata=obj.get("metadata") or {},
-        content_hash=content_hash(task=task, agent=agent, steps=steps, answer=answer),
+        content_hash=content,
+        behaviour_hash=behaviour,
     )
 
 

@@ -1,13 +1,26 @@
 from django.urls import path
 
 from annotate import views
+from annotate.campaigns import views as campaign_views
 from annotate.datasets import views as dataset_views
 
 app_name = "annotate"
 urlpatterns = [
     path("imports/", views.imports, name="imports"),
     path("imports/<id:batch_id>/", views.import_detail, name="import-detail"),
-    path("campaigns/", views.campaigns, name="campaigns"),
+    path("campaigns/", campaign_views.campaigns, name="campaigns"),
+    path("campaigns/new/", campaign_views.campaign_new, name="campaign-new"),
+    path("campaigns/markdown-preview", campaign_views.markdown_preview, name="markdown-preview"),
+    path("campaigns/<id:campaign_id>/", campaign_views.campaign_detail, name="campaign"),
+    path("campaigns/<id:campaign_id>/edit/", campaign_views.campaign_edit, name="campaign-edit"),
+    path("campaigns/<id:campaign_id>/status", campaign_views.campaign_status, name="campaign-status"),
+    path("campaigns/<id:campaign_id>/clone", campaign_views.campaign_clone_post, name="campaign-clone"),
+    path("campaigns/<id:campaign_id>/fill", campaign_views.campaign_fill, name="campaign-fill"),
+    path("campaigns/<id:campaign_id>/fills/<id:fill_id>", campaign_views.campaign_fill_status,
+         name="campaign-fill-status"),
+    path("campaigns/<id:campaign_id>/gold", campaign_views.campaign_gold, name="campaign-gold"),
+    path("campaigns/<id:campaign_id>/gold/promote", campaign_views.campaign_gold_promote,
+         name="campaign-gold-promote"),
     path("campaigns/<id:campaign_id>/label/", views.label, name="label"),
     path("campaigns/<id:campaign_id>/quality/", views.quality, name="quality"),
     path("campaigns/<id:campaign_id>/disagreements/", views.disagreements, name="disagreements"),

@@ -25,6 +25,7 @@ from annotate.services.assignments import (
     comparison_adjudicate,
     judgement_submit,
 )
+from annotate.services.campaigns import dimensions_of
 from annotate.services.imports import import_upload_create
 from annotate.trajectory_view import pair_view
 from annotate.workbench import workbench_context
@@ -87,11 +88,6 @@ def import_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
     return render(request, "annotate/import_detail.html", {"batch": batch})
 
 
-@role_required(Role.ANNOTATOR, Role.RESEARCHER, Role.ADMIN)
-def campaigns(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotate/campaigns.html", {"campaigns": campaigns_for_labeling(user=request.user)})
-
-
 def _workbench(request, campaign, *, assignment=None, form=None, error="", status=200):
     if assignment is None and not error:
         try:
@@ -136,7 +132,7 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
     except ArbiterError as exc:
         return render(request, "annotate/error.html", {"message": exc.message}, status=400)
     campaign = assignment.comparison.campaign
-    form = JudgementForm(request.POST, dimensions=campaign.dimensions)
+    form = JudgementForm(request.POST, dimensions=dimensions_of(campaign))
     if not form.is_valid():
         message = " ".join(e for errors in form.errors.values() for e in errors)
         return _workbench(request, campaign, assignment=assignment, form=form, error=message, status=400)

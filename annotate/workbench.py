@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from annotate.models import Assignment, Campaign
 from annotate.quality import campaign_progress
+from annotate.services.campaigns import dimensions_of
 from annotate.trajectory_view import pair_view
 
 SCREEN_SCALE = [
@@ -25,6 +26,7 @@ def workbench_context(*, campaign: Campaign, annotator, assignment: Assignment |
                       form=None, error: str = "") -> dict:
     context = {
         "campaign": campaign,
+        "dimensions": [{**d, "points": range(1, d["scale"] + 1)} for d in dimensions_of(campaign)],
         "assignment": assignment,
         "progress": campaign_progress(campaign=campaign, annotator=annotator),
         "scale": SCREEN_SCALE,

@@ -3,7 +3,7 @@ import factory
 from django.contrib.auth import get_user_model
 
 from annotate import models
-from annotate.trajectory_formats import content_hash
+from annotate.trajectory_formats import behaviour_hash, content_hash
 from webapp.roles import Role, user_role_set
 
 
@@ -62,6 +62,7 @@ class TrajectoryFactory(factory.django.DjangoModelFactory):
             answer=o.answer,
         )
     )
+    behaviour_hash = factory.LazyAttribute(lambda o: behaviour_hash(steps=o.steps, answer=o.answer))
 
 
 class CampaignFactory(factory.django.DjangoModelFactory):

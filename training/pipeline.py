@@ -147,7 +147,7 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append("audit_size and audit_disagreements: 0 or more.")
     if config.rollout_tasks < 10:
         problems.append("rollout_tasks: at least 10 (the reward model needs pairs).")
-    from annotate.services.comparisons import STRATEGIES
+    from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
     if config.pairing not in STRATEGIES:
         problems.append(f"pairing: one of {', '.join(STRATEGIES)}.")

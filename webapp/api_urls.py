@@ -1,8 +1,9 @@
 """Every REST route, under /api/v1/."""
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from annotate import api as annotate_api
+from annotate.campaigns import api as campaign_api
 from annotate.datasets import api as dataset_api
 from training.evaluation import api as evaluation_api
 from webapp.runs import api as run_api
@@ -23,8 +24,21 @@ urlpatterns = [
     path("assignments/<id:assignment_id>/judgement", annotate_api.JudgementSubmitApi.as_view(),
          name="api-judgement-submit"),
     path("assignments/<id:assignment_id>/skip", annotate_api.AssignmentSkipApi.as_view(), name="api-assignment-skip"),
-    # Campaigns with their progress (every role), and reading them (researchers and admins)
-    path("campaigns/", annotate_api.CampaignListApi.as_view(), name="api-campaigns"),
+    # Campaigns: progress (every role), settings, status, fill, gold, clone (admins), activity (readers)
+    path("campaigns/", campaign_api.CampaignListCreateApi.as_view(), name="api-campaigns"),
+    path("campaigns/<id:campaign_id>", campaign_api.CampaignDetailApi.as_view(), name="api-campaign"),
+    path("campaigns/<id:campaign_id>/status", campaign_api.CampaignStatusApi.as_view(), name="api-campaign-status"),
+    path("campaigns/<id:campaign_id>/clone", campaign_api.CampaignCloneApi.as_view(), name="api-campaign-clone"),
+    path("campaigns/<id:campaign_id>/fill/preview", campaign_api.CampaignFillPreviewApi.as_view(),
+         name="api-campaign-fill-preview"),
+    path("campaigns/<id:campaign_id>/fills/", campaign_api.CampaignFillApi.as_view(), name="api-campaign-fills"),
+    path("campaigns/<id:campaign_id>/fills/<id:fill_id>", campaign_api.CampaignFillDetailApi.as_view(),
+         name="api-campaign-fill"),
+    path("campaigns/<id:campaign_id>/gold", campaign_api.CampaignGoldApi.as_view(), name="api-campaign-gold"),
+    path("campaigns/<id:campaign_id>/gold/promote", campaign_api.CampaignGoldPromoteApi.as_view(),
+         name="api-campaign-gold-promote"),
+    path("campaigns/<id:campaign_id>/activity", campaign_api.CampaignActivityApi.as_view(),
+         name="api-campaign-activity"),
     path("campaigns/<id:campaign_id>/judgements", annotate_api.CampaignJudgementsApi.as_view(),
          name="api-campaign-judgements"),
     path("campaigns/<id:campaign_id>/agreement", annotate_api.CampaignAgreementApi.as_view(),
@@ -38,6 +52,8 @@ urlpatterns = [
     path("runs/<id:run_id>", run_api.RunDetailApi.as_view(), name="api-run"),
     path("runs/<id:run_id>/cancel", run_api.RunCancelApi.as_view(), name="api-run-cancel"),
     path("runs/<id:run_id>/resume", run_api.RunResumeApi.as_view(), name="api-run-resume"),
+    # Users: create, invite, roles, deactivation, passwords, tokens (admins)
+    path("users/", include("webapp.users.api_urls")),
     # Before/after evaluations (researchers and admins)
     path("evaluations/", evaluation_api.EvaluationListApi.as_view(), name="api-evaluations"),
     path("evaluations/<id:evaluation_id>/", evaluation_api.EvaluationDetailApi.as_view(), name="api-evaluation"),

@@ -190,6 +190,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Human feedback on LLM agents: trajectories, comparisons, judgements, datasets and training runs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {"CampaignStatusEnum": "annotate.models.Campaign.Status",
+                            "JobStatusEnum": "webapp.models.JobStatus",
+                            "NewCampaignStatusEnum": [("draft", "draft"), ("active", "active")]},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "webapp.api_schema.add_error_responses",
@@ -243,6 +246,9 @@ IMPORT_STALE_SECONDS = env.int("IMPORT_STALE_SECONDS", default=45)
 # Dataset snapshots: larger ones are built by a job.
 SNAPSHOT_INLINE_MAX_JUDGEMENTS = env.int("SNAPSHOT_INLINE_MAX_JUDGEMENTS", default=20_000)
 SNAPSHOT_STALE_SECONDS = env.int("SNAPSHOT_STALE_SECONDS", default=45)
+# A campaign fill over more trajectories than this is built by a worker, with progress.
+FILL_INLINE_MAX_TRAJECTORIES = env.int("FILL_INLINE_MAX_TRAJECTORIES", default=5_000)
+FILL_STALE_SECONDS = env.int("FILL_STALE_SECONDS", default=45)
 EXPORT_DIR = VAR_DIR / "exports"
 RUN_STALE_SECONDS = env.int("RUN_STALE_SECONDS", default=45)
 RUN_QUEUE = env.str("RUN_QUEUE", default="gpu")  # the Celery queue runs are sent to

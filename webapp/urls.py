@@ -17,6 +17,7 @@ urlpatterns = [
     path("runs/", include("webapp.runs.urls")),
     path("training/", include("training.urls")),
     path("reward-models/", include("rewardmodel.urls")),
+    path("team/", include("webapp.users.urls")),
     path("api/v1/", include("webapp.api_urls")),
 ]
 

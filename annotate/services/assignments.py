@@ -31,11 +31,13 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.db.models import Case, Exists, F, OuterRef, Value, When
 from django.utils import timezone
 
 from annotate.models import Assignment, Campaign, Comparison, Judgement
+from annotate.services.campaigns import campaign_may_label, dimensions_of
 from webapp.errors import ArbiterError
 
 SCALE = range(1, 6)
@@ -131,7 +133,13 @@ def _take_slot(campaign: Campaign, annotator, now, *, gold: bool) -> Assignment 
 
 
 def assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
-    """The annotator's live lease in this campaign, or a new one; None when nothing is left."""
+    """The annotator's live lease in this campaign, or a new one; None when nothing is left.
+
+    Refused (PermissionDenied) for an annotator outside the campaign's pool.
+    """
+    if not campaign_may_label(campaign=campaign, user=annotator):
+        raise PermissionDenied(f"Campaign {campaign.name!r} is labelled by its pool of annotators only, "
+                               "and you are not in it. Ask an admin to add you.")
     if campaign.status != Campaign.Status.ACTIVE:
         raise ArbiterError(f"Campaign {campaign.name!r} is {campaign.status}, not active.")
     _sweep_if_due(campaign)
@@ -208,13 +216,14 @@ def _validate(assignment: Assignment, verdict: Verdict) -> None:
                     f"first wrong step on the {side}: step {index} does not exist "
                     f"(that trajectory has steps 0-{size - 1})"
                 )
+    scales = {d["name"]: d["scale"] for d in dimensions_of(campaign)}
     for dim, sides in (verdict.ratings or {}).items():
-        if dim not in campaign.dimensions:
-            problems.append(f"unknown rating dimension {dim!r} (this campaign has: {', '.join(campaign.dimensions) or 'none'})")
+        if dim not in scales:
+            problems.append(f"unknown rating dimension {str(dim)[:60]!r} (this campaign has: {', '.join(scales) or 'none'})")
             continue
         for side, value in sides.items():
-            if side not in ("left", "right") or value not in SCALE:
-                problems.append(f"rating {dim}.{side} must be left/right with a value 1-5")
+            if side not in ("left", "right") or value not in range(1, scales[dim] + 1):
+                problems.append(f"rating {dim}.{str(side)[:20]} must be left/right with a value 1-{scales[dim]}")
     if campaign.rationale_required and not verdict.rationale.strip():
         problems.append("this campaign requires a rationale")
     if len(verdict.rationale) > 20_000:

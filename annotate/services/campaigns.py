@@ -1,11 +1,366 @@
-"""Campaign writes."""
+"""Campaign writes: settings (validated here, for the pages and the API alike), status,
+clone, pool, delete.
+
+Every settings problem is reported at once, each naming its field, in words a person
+understands ("gold_rate: a share between 0 and 1 ... got 1.5").
+"""
 from __future__ import annotations
 
-from django.db import transaction
+from datetime import datetime
 
-from annotate.models import Campaign
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from annotate.models import Campaign, Comparison, Judgement, Task
 from webapp import json_input
 from webapp.errors import ArbiterError
+from webapp.roles import Role, user_has_role
+
+MAX_VOTES = 50
+MIN_LEASE_SECONDS, MAX_LEASE_SECONDS = 30, 7 * 24 * 3600
+MAX_GUIDELINES = 100_000
+MAX_DIMENSIONS = 20
+SCALES = range(2, 11)  # a dimension is rated on 1..scale
+SETTINGS = ("name", "guidelines", "votes_per_comparison", "lease_seconds", "gold_rate", "dimensions",
+            "rationale_required", "deadline", "pool_only", "pool", "environment", "task_split")
+
+# status -> {action: new status}
+TRANSITIONS = {
+    Campaign.Status.DRAFT: {"activate": Campaign.Status.ACTIVE, "close": Campaign.Status.CLOSED},
+    Campaign.Status.ACTIVE: {"pause": Campaign.Status.PAUSED, "close": Campaign.Status.CLOSED},
+    Campaign.Status.PAUSED: {"resume": Campaign.Status.ACTIVE, "close": Campaign.Status.CLOSED},
+    Campaign.Status.CLOSED: {"reopen": Campaign.Status.ACTIVE, "archive": Campaign.Status.ARCHIVED},
+    Campaign.Status.ARCHIVED: {"unarchive": Campaign.Status.CLOSED},
+}
+ACTIONS = ("activate", "pause", "resume", "close", "reopen", "archive", "unarchive")
+
+
+def _text(value, *, field: str, limit: int, problems: list, required: bool = False) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        problems.append({"field": field, "message": "must be text."})
+        return ""
+    value = value.strip()
+    if required and not value:
+        problems.append({"field": field, "message": "is required."})
+    elif len(value) > limit:
+        problems.append({"field": field, "message": f"has at most {limit:,} characters; got {len(value):,}."})
+    else:
+        try:
+            json_input.check(value)
+        except json_input.JsonInputError as exc:
+            problems.append({"field": field, "message": f"cannot be stored: {exc}."})
+    return value
+
+
+def _whole(value, *, field: str, low: int, high: int, problems: list, what: str) -> int | None:
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and len(value) < 40:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            pass
+    if number is None:
+        problems.append({"field": field, "message": f"must be a whole number ({what}); got {str(value)[:40]!r}."})
+        return None
+    if not low <= number <= high:
+        problems.append({"field": field, "message": f"must be between {low:,} and {high:,} ({what}); got {number:,}."})
+        return None
+    return number
+
+
+def _flag(value, *, field: str, problems: list) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "on", "1", 1):
+        return True
+    if value in ("false", "off", "0", 0, "", None):
+        return False
+    problems.append({"field": field, "message": "must be true or false."})
+    return False
+
+
+def dimensions_clean(raw, problems: list | None = None) -> list[dict]:
+    """Rating dimensions as [{name, scale, description}]; a plain name means a 1-5 scale.
+
+    A problem names the dimension by its position (and name, when it has one).
+    """
+    own = problems is None
+    problems = [] if own else problems
+    if raw in (None, ""):
+        raw = []
+    if not isinstance(raw, list):
+        problems.append({"field": "dimensions", "message": "must be a list of {name, scale, description}."})
+        raw = []
+    if len(raw) > MAX_DIMENSIONS:
+        problems.append({"field": "dimensions", "message": f"at most {MAX_DIMENSIONS} dimensions; got {len(raw)}."})
+        raw = raw[:MAX_DIMENSIONS]
+    cleaned, seen = [], set()
+    for i, item in enumerate(raw, start=1):
+        where = f"dimensions[{i}]"
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            problems.append({"field": where, "message": f"dimension {i} must be a name or {{name, scale, description}}."})
+            continue
+        unknown = sorted(set(item) - {"name", "scale", "description"})
+        if unknown:
+            problems.append({"field": where, "message": f"dimension {i} has unknown keys: {', '.join(map(str, unknown))}."})
+        before = len(problems)
+        name = _text(item.get("name"), field=f"{where}.name", limit=60, problems=problems)
+        if len(problems) == before and not name:
+            problems.append({"field": f"{where}.name", "message": f"dimension {i} has no name; give it one or remove it."})
+        elif name and not all(ch.isalnum() or ch in " _-" for ch in name):
+            problems.append({"field": f"{where}.name", "message": f"dimension {i} ({name!r}): a name uses letters, "
+                                                                  "digits, spaces, '-' and '_' only."})
+        elif name.lower() in seen:
+            problems.append({"field": f"{where}.name", "message": f"dimension {i}: {name!r} is named twice."})
+        seen.add(name.lower())
+        label = f"dimension {i}" + (f" ({name})" if name else "")
+        scale = _whole(item.get("scale", 5), field=f"{where}.scale", low=SCALES.start, high=SCALES.stop - 1,
+                       problems=problems, what=f"{label}: the number of points of its scale")
+        description = _text(item.get("description"), field=f"{where}.description", limit=500, problems=problems)
+        cleaned.append({"name": name, "scale": scale or 5, "description": description})
+    if own and problems:
+        raise ArbiterError("The dimensions are not valid: " + "; ".join(p["message"] for p in problems),
+                           details=problems)
+    return cleaned
+
+
+def dimensions_of(campaign: Campaign) -> list[dict]:
+    """A campaign's dimensions as objects, whatever form they were stored in."""
+    return [{"name": d, "scale": 5, "description": ""} if isinstance(d, str) else d for d in campaign.dimensions or []]
+
+
+def _deadline(value, problems: list, *, was: datetime | None) -> datetime | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str) and len(value) <= 40:
+        try:
+            moment = parse_datetime(value.strip())
+        except ValueError:
+            moment = None
+        if moment is None:
+            problems.append({"field": "deadline", "message": "must be a date and time like 2026-12-31T18:00; "
+                                                             f"got {value[:40]!r}."})
+            return None
+    else:
+        problems.append({"field": "deadline", "message": "must be a date and time like 2026-12-31T18:00."})
+        return None
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    if moment < timezone.now() and moment != was:
+        problems.append({"field": "deadline", "message": "is in the past."})
+        return None
+    return moment
+
+
+def _pool(value, problems: list) -> list:
+    """Users by username or id; each must exist, be active and be able to label."""
+    if value in (None, ""):
+        return []
+    if not isinstance(value, list) or len(value) > 10_000:
+        problems.append({"field": "pool", "message": "must be a list of usernames or user ids."})
+        return []
+    User = get_user_model()
+    names = [v for v in value if isinstance(v, str) and 0 < len(v) <= 150 and "\x00" not in v]
+    ids = [v for v in value if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**63]
+    bad = [v for v in value if v not in names and v not in ids]
+    if bad:
+        problems.append({"field": "pool", "message": f"{str(bad[0])[:40]} is neither a username nor a user id."})
+    found = list(User.objects.filter(Q(username__in=names) | Q(pk__in=ids)).prefetch_related("groups"))
+    known = {u.username for u in found} | {u.pk for u in found}
+    missing = [str(v) for v in names + ids if v not in known]
+    if missing:
+        problems.append({"field": "pool", "message": f"no such user: {', '.join(missing[:5])}."})
+    cannot = [u.username for u in found if not u.is_active or not user_has_role(u, Role.ANNOTATOR, Role.ADMIN)]
+    if cannot:
+        problems.append({"field": "pool", "message": f"{', '.join(cannot[:5])} cannot label (inactive, or without "
+                                                     "the annotator role)."})
+    return found
+
+
+def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> dict:
+    """Check the settings given in `data` (all of them on create, any of them on edit)."""
+    if not isinstance(data, dict):
+        raise ArbiterError("Send the campaign's settings as an object.")
+    unknown = sorted(set(data) - set(SETTINGS) - {"status"})
+    problems: list[dict] = [{"field": str(k)[:60], "message": "is not a campaign setting."} for k in unknown]
+    out: dict = {}
+    if campaign is None or "name" in data:
+        before = len(problems)
+        name = _text(data.get("name"), field="name", limit=200, problems=problems, required=True)
+        if len(problems) == before and Campaign.objects.filter(name=name).exclude(
+                pk=getattr(campaign, "pk", None)).exists():
+            problems.append({"field": "name", "message": f"a campaign called {name!r} exists already."})
+        out["name"] = name
+    if "guidelines" in data:
+        out["guidelines"] = _text(data["guidelines"], field="guidelines", limit=MAX_GUIDELINES, problems=problems)
+    if "votes_per_comparison" in data:
+        out["votes_per_comparison"] = _whole(data["votes_per_comparison"], field="votes_per_comparison", low=1,
+                                             high=MAX_VOTES, problems=problems,
+                                             what="judgements each comparison gets from different annotators")
+    if "lease_seconds" in data:
+        out["lease_seconds"] = _whole(data["lease_seconds"], field="lease_seconds", low=MIN_LEASE_SECONDS,
+                                      high=MAX_LEASE_SECONDS, problems=problems,
+                                      what="seconds an annotator holds a comparison")
+    if "gold_rate" in data:
+        rate = data["gold_rate"]
+        try:
+            value = float(rate) if not isinstance(rate, bool) and isinstance(rate, (int, float, str)) else None
+        except (ValueError, OverflowError):
+            value = None
+        if value is None or value != value or not 0 <= value <= 1:
+            problems.append({"field": "gold_rate", "message": "must be a share between 0 and 1 (0.1: one assignment "
+                                                              f"in ten is a gold check); got {str(rate)[:40]}."})
+        else:
+            out["gold_rate"] = value
+    if "dimensions" in data:
+        out["dimensions"] = dimensions_clean(data["dimensions"], problems)
+    if "rationale_required" in data:
+        out["rationale_required"] = _flag(data["rationale_required"], field="rationale_required", problems=problems)
+    if "pool_only" in data:
+        out["pool_only"] = _flag(data["pool_only"], field="pool_only", problems=problems)
+    if "deadline" in data:
+        out["deadline"] = _deadline(data["deadline"], problems, was=getattr(campaign, "deadline", None))
+    if "pool" in data:
+        out["pool"] = _pool(data["pool"], problems)
+    if "environment" in data:
+        out["environment"] = _text(data["environment"], field="environment", limit=100, problems=problems)
+    if "task_split" in data:
+        split = data["task_split"] or ""
+        if split not in ("", *Task.Split.values):
+            problems.append({"field": "task_split", "message": f"must be one of {', '.join(Task.Split.values)} "
+                                                               f"(or empty for any); got {str(split)[:40]!r}."})
+        else:
+            out["task_split"] = split
+    if "status" in data and campaign is None:
+        if data["status"] not in (Campaign.Status.DRAFT, Campaign.Status.ACTIVE):
+            problems.append({"field": "status", "message": "a new campaign starts as draft or active."})
+        else:
+            out["status"] = data["status"]
+    if campaign is not None and out.get("votes_per_comparison") is not None:
+        _check_votes(campaign, out["votes_per_comparison"], problems)
+    if problems:
+        raise ArbiterError("The campaign was not saved: " + "; ".join(
+            f"{p['field']}: {p['message']}" for p in problems[:5]) + (" ..." if len(problems) > 5 else ""),
+            details=problems)
+    return out
+
+
+def _check_votes(campaign: Campaign, k: int, problems: list) -> None:
+    """k may not go below the votes a comparison already has."""
+    most = (Comparison.objects.filter(campaign=campaign, is_gold=False).aggregate(m=Max("votes"))["m"]) or 0
+    if k < most:
+        problems.append({"field": "votes_per_comparison", "message": f"cannot go below {most}: a comparison already "
+                                                                     f"has {most} votes (asked for {k})."})
+
+
+def _apply(campaign: Campaign, values: dict) -> None:
+    pool = values.pop("pool", None)
+    for key, value in values.items():
+        if value is not None:
+            setattr(campaign, key, value)
+    campaign.save()
+    if pool is not None:
+        campaign.pool.set(pool)
+
+
+@transaction.atomic
+def campaign_create(*, data: dict, created_by) -> Campaign:
+    values = campaign_settings_clean(data)
+    campaign = Campaign(created_by=created_by)
+    _apply(campaign, values)
+    return campaign
+
+
+@transaction.atomic
+def campaign_update(*, campaign: Campaign, data: dict) -> Campaign:
+    """Change some settings. A new k reopens or completes comparisons to match it."""
+    campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+    if "status" in data:
+        raise ArbiterError("Change the status with an action (pause, resume, close, archive, ...).",
+                           details=[{"field": "status", "message": "use the campaign's status actions."}])
+    values = campaign_settings_clean(data, campaign=campaign)
+    old_k = campaign.votes_per_comparison
+    _apply(campaign, values)
+    k = campaign.votes_per_comparison
+    if k != old_k:
+        ordinary = Comparison.objects.filter(campaign=campaign, is_gold=False)
+        ordinary.filter(status=Comparison.Status.COMPLETE, votes__lt=k).update(status=Comparison.Status.OPEN)
+        ordinary.filter(status=Comparison.Status.OPEN, votes__gte=k).update(status=Comparison.Status.COMPLETE)
+    return campaign
+
+
+@transaction.atomic
+def campaign_act(*, campaign: Campaign, action: str) -> Campaign:
+    """Pause, resume, close, ... a campaign. Leases already given stay valid: a paused or
+    closed campaign hands out no new work, but a judgement on a live lease is still stored."""
+    campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+    if action not in ACTIONS:
+        raise ArbiterError(f"Unknown action {str(action)[:40]!r}; one of {', '.join(ACTIONS)}.")
+    allowed = TRANSITIONS[campaign.status]
+    if action not in allowed:
+        raise ArbiterError(f"A {campaign.status} campaign cannot {action}; it can "
+                           f"{' or '.join(allowed) or 'do nothing'}.")
+    campaign.status = allowed[action]
+    campaign.save(update_fields=["status", "updated_at"])
+    return campaign
+
+
+@transaction.atomic
+def campaign_clone(*, campaign: Campaign, name: str, created_by) -> Campaign:
+    """A new campaign with the same settings, guidelines and pool; no comparisons or judgements."""
+    values = campaign_settings_clean({"name": name})
+    copy = Campaign.objects.create(
+        name=values["name"], guidelines=campaign.guidelines, votes_per_comparison=campaign.votes_per_comparison,
+        lease_seconds=campaign.lease_seconds, gold_rate=campaign.gold_rate, dimensions=dimensions_of(campaign),
+        rationale_required=campaign.rationale_required, pool_only=campaign.pool_only,
+        environment=campaign.environment, task_split=campaign.task_split, cloned_from=campaign,
+        created_by=created_by,
+    )
+    copy.pool.set(campaign.pool.all())
+    return copy
+
+
+@transaction.atomic
+def campaign_delete(*, campaign: Campaign) -> None:
+    """Delete a campaign that has no judgements (one with judgements is archived instead)."""
+    if Judgement.objects.filter(comparison__campaign=campaign).exists():
+        raise ArbiterError(f"{campaign.name} has judgements: it cannot be deleted. Close and archive it instead.")
+    if campaign.snapshots.exists():
+        raise ArbiterError(f"{campaign.name} is in a dataset snapshot: it cannot be deleted. Archive it instead.")
+    campaign.delete()
+
+
+def campaign_may_label(*, campaign: Campaign, user) -> bool:
+    """Annotators may label a campaign open to everyone with the role, or whose pool has them;
+    admins may label any."""
+    if user_has_role(user, Role.ADMIN):
+        return True
+    if not user_has_role(user, Role.ANNOTATOR):
+        return False
+    return not campaign.pool_only or campaign.pool.filter(pk=user.pk).exists()
+
+
+def campaigns_labelable_by(user):
+    """The campaigns `user` may label (any status): a queryset."""
+    campaigns = Campaign.objects.all()
+    if user_has_role(user, Role.ADMIN):
+        return campaigns
+    if not user_has_role(user, Role.ANNOTATOR):
+        return campaigns.none()
+    return campaigns.filter(Q(pool_only=False) | Q(pool=user)).distinct()
 
 
 @transaction.atomic
@@ -21,3 +376,4 @@ def campaign_get_or_create(*, name: str, created_by=None) -> tuple[Campaign, boo
     except json_input.JsonInputError as exc:
         raise ArbiterError(f"The campaign name cannot be stored: {exc}.") from None
     return Campaign.objects.get_or_create(name=name, defaults={"created_by": created_by})
+

@@ -5,27 +5,37 @@ Strategies:
   chosen in a random order fixed by `seed` so reruns pick the same pairs.
 - `outcome_differs`: only pairs whose rubric outcomes are both known and differ (by
   `correct` where both have it, else by `utility`): the pairs a reward model learns most from.
+- `policy_vs_policy`: one trajectory of `policy_a` against one of `policy_b` on the same
+  task (an A/B test of two agents, the arena case).
 - `same_calls_different_answer`: only pairs that made the same tool calls (the same tools
   with the same arguments, in any order) and gave different final answers: the answer is
   the only difference, so the pair teaches a reward model to check it against what was read.
-Pairs already in the campaign are skipped, so building again only adds what is new.
-`trajectory_ids` restricts the pairing to those trajectories (one rollout's, say).
+
+Whatever the strategy, two trajectories with the same steps and answer (the same
+behaviour stored under two agent names) are never paired: there is nothing to judge.
+Pairs already in the campaign are skipped and count against `max_per_task`, so building
+again only adds what is new. `comparisons_plan` says what a build would do without
+writing (the preview); `comparisons_insert` writes a plan.
 """
 from __future__ import annotations
 
 import json
 import random
 from collections import defaultdict
-from itertools import combinations
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import combinations, product
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 
 from annotate.models import Campaign, Comparison, Trajectory
 from webapp.db import bulk_create_new
 from webapp.errors import ArbiterError
 
-STRATEGIES = ("all_pairs", "outcome_differs", "same_calls_different_answer")
+STRATEGIES = ("all_pairs", "outcome_differs", "policy_vs_policy", "same_calls_different_answer")
+# Strategies that need nothing but the trajectories (a rollout pairs its own episodes with these).
+SELF_PAIRING = ("all_pairs", "outcome_differs", "same_calls_different_answer")
 
 
 def _calls_and_answer(steps: list[dict], answer: str) -> tuple[frozenset, str]:
@@ -51,6 +61,133 @@ def _outcomes_differ(a: dict | None, b: dict | None) -> bool:
     return False
 
 
+@dataclass
+class _Row:
+    id: int
+    policy_id: int
+    behaviour: str
+    key: object  # what the strategy compares: the outcome, or (calls, answer)
+
+
+@dataclass
+class PairPlan:
+    """What a build would add: new pairs (task, a, b) in id order, and why others were left out."""
+
+    pairs: list[tuple[int, int, int]] = field(default_factory=list)
+    trajectories: int = 0
+    tasks: int = 0
+    existing: int = 0  # candidate pairs the campaign has already
+    identical: int = 0  # candidate pairs refused: the same steps and answer
+    capped: int = 0  # candidate pairs left out by max_per_task
+
+    def as_dict(self) -> dict:
+        return {"comparisons": len(self.pairs), "trajectories": self.trajectories, "tasks": self.tasks,
+                "already_in_campaign": self.existing, "identical_refused": self.identical,
+                "left_out_by_cap": self.capped}
+
+
+def _check(strategy: str, max_per_task: int, policy_a: int | None, policy_b: int | None) -> None:
+    if strategy not in STRATEGIES:
+        raise ArbiterError(f"Unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}.")
+    if max_per_task < 1:
+        raise ArbiterError("max_per_task must be at least 1.")
+    if strategy == "policy_vs_policy":
+        if not policy_a or not policy_b:
+            raise ArbiterError("policy_vs_policy needs two policies: policy_a and policy_b.")
+        if policy_a == policy_b:
+            raise ArbiterError("policy_vs_policy needs two different policies.")
+
+
+def comparisons_plan(
+    *,
+    campaign: Campaign,
+    trajectories: QuerySet[Trajectory] | None = None,
+    strategy: str = "all_pairs",
+    max_per_task: int = 10,
+    policy_a: int | None = None,
+    policy_b: int | None = None,
+    tags: list[str] = (),
+    seed: int = 0,
+) -> PairPlan:
+    """The pairs a build of `trajectories` (default: all stored) would add to `campaign`."""
+    _check(strategy, max_per_task, policy_a, policy_b)
+    rows = (trajectories if trajectories is not None else Trajectory.objects.all()).order_by("task_id", "id")
+    if strategy == "policy_vs_policy":
+        rows = rows.filter(policy_id__in=[policy_a, policy_b])
+    fields = ["id", "task_id", "policy_id", "behaviour_hash", "outcome"]
+    if strategy == "same_calls_different_answer":
+        fields += ["steps", "answer"]
+    if tags:
+        fields.append("metadata__tags")
+    wanted_tags = set(tags)
+    by_task: dict[int, list[_Row]] = defaultdict(list)
+    plan = PairPlan()
+    for values in rows.values_list(*fields).iterator(chunk_size=5000):
+        row = dict(zip(fields, values))
+        if wanted_tags:
+            found = row["metadata__tags"]
+            if not isinstance(found, list) or not wanted_tags.intersection(t for t in found if isinstance(t, str)):
+                continue
+        key = (_calls_and_answer(row["steps"], row["answer"]) if strategy == "same_calls_different_answer"
+               else row["outcome"])
+        by_task[row["task_id"]].append(_Row(row["id"], row["policy_id"], row["behaviour_hash"], key))
+        plan.trajectories += 1
+    plan.tasks = len(by_task)
+    keep: Callable[[object, object], bool] = {
+        "all_pairs": lambda a, b: True, "policy_vs_policy": lambda a, b: True,
+        "outcome_differs": _outcomes_differ, "same_calls_different_answer": _answer_is_the_difference,
+    }[strategy]
+
+    in_campaign = Comparison.objects.filter(campaign=campaign, task_id__in=list(by_task))
+    existing_count = dict(in_campaign.values_list("task_id").annotate(n=Count("id")))
+    existing_pairs = set(in_campaign.values_list("trajectory_a_id", "trajectory_b_id"))
+    rng = random.Random(seed)
+    for task_id, found in by_task.items():
+        if strategy == "policy_vs_policy":
+            candidates = product([r for r in found if r.policy_id == policy_a],
+                                 [r for r in found if r.policy_id == policy_b])
+        else:
+            candidates = combinations(found, 2)
+        pairs = []
+        for a, b in candidates:
+            if a.behaviour and a.behaviour == b.behaviour:
+                plan.identical += 1
+                continue
+            if not keep(a.key, b.key):
+                continue
+            ids = (min(a.id, b.id), max(a.id, b.id))
+            if ids in existing_pairs:
+                plan.existing += 1
+                continue
+            pairs.append(ids)
+        pairs.sort()
+        rng.shuffle(pairs)
+        room = max(0, max_per_task - existing_count.get(task_id, 0))
+        plan.capped += max(0, len(pairs) - room)
+        plan.pairs.extend((task_id, a, b) for a, b in pairs[:room])
+    return plan
+
+
+def comparisons_insert(*, campaign: Campaign, plan: PairPlan, progress: Callable[[float], None] | None = None,
+                       chunk: int = 2000) -> int:
+    """Write a plan's pairs (each chunk in its own transaction); returns how many were new."""
+    created = 0
+    for start in range(0, len(plan.pairs), chunk):
+        new = [Comparison(campaign=campaign, task_id=t, trajectory_a_id=a, trajectory_b_id=b)
+               for t, a, b in plan.pairs[start:start + chunk]]
+        with transaction.atomic():
+            created += len(bulk_create_new(
+                Comparison, new, key=lambda c: (c.trajectory_a_id, c.trajectory_b_id),
+                stored_keys=lambda keys: Comparison.objects.filter(
+                    campaign=campaign, trajectory_a_id__in={a for a, _ in keys},
+                    trajectory_b_id__in={b for _, b in keys},
+                ).values_list("trajectory_a_id", "trajectory_b_id"),
+            ))
+        if progress:
+            progress(min(1.0, (start + chunk) / len(plan.pairs)))
+    return created
+
+
 @transaction.atomic
 def comparisons_build(
     *,
@@ -59,57 +196,16 @@ def comparisons_build(
     max_per_task: int = 10,
     task_ids: list[int] | None = None,
     trajectory_ids: list[int] | None = None,
+    policy_a: int | None = None,
+    policy_b: int | None = None,
     seed: int = 0,
 ) -> int:
-    """Add comparisons to `campaign`; returns how many were created."""
-    if strategy not in STRATEGIES:
-        raise ArbiterError(f"Unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}.")
-    if max_per_task < 1:
-        raise ArbiterError("max_per_task must be at least 1.")
-    fields = ("id", "task_id", "outcome") + (("steps", "answer") if strategy == "same_calls_different_answer" else ())
-    rows = Trajectory.objects.order_by("task_id", "id").values_list(*fields)
+    """Add comparisons to `campaign` (of these tasks or trajectories); returns how many were created."""
+    rows = Trajectory.objects.all()
     if task_ids is not None:
         rows = rows.filter(task_id__in=task_ids)
     if trajectory_ids is not None:
         rows = rows.filter(pk__in=trajectory_ids)
-    by_task: dict[int, list[tuple[int, object]]] = defaultdict(list)
-    for row in rows.iterator(chunk_size=5000):
-        key = _calls_and_answer(row[3], row[4]) if strategy == "same_calls_different_answer" else row[2]
-        by_task[row[1]].append((row[0], key))
-    keep = {"all_pairs": lambda a, b: True, "outcome_differs": _outcomes_differ,
-            "same_calls_different_answer": _answer_is_the_difference}[strategy]
-
-    existing_count = dict(
-        Comparison.objects.filter(campaign=campaign, task_id__in=list(by_task))
-        .values_list("task_id")
-        .annotate(n=Count("id"))
-    )
-    existing_pairs = set(
-        Comparison.objects.filter(campaign=campaign, task_id__in=list(by_task)).values_list(
-            "trajectory_a_id", "trajectory_b_id"
-        )
-    )
-    rng = random.Random(seed)
-    new: list[Comparison] = []
-    for task_id, trajectories in by_task.items():
-        room = max_per_task - existing_count.get(task_id, 0)
-        if room <= 0 or len(trajectories) < 2:
-            continue
-        pairs = [
-            (a, b)
-            for a, b in combinations(trajectories, 2)
-            if (a[0], b[0]) not in existing_pairs
-            and keep(a[1], b[1])
-        ]
-        rng.shuffle(pairs)
-        for (a_id, _), (b_id, _) in pairs[:room]:
-            new.append(
-                Comparison(campaign=campaign, task_id=task_id, trajectory_a_id=a_id, trajectory_b_id=b_id)
-            )
-    inserted = bulk_create_new(
-        Comparison, new, key=lambda c: (c.trajectory_a_id, c.trajectory_b_id),
-        stored_keys=lambda keys: Comparison.objects.filter(
-            campaign=campaign, trajectory_a_id__in={a for a, _ in keys}, trajectory_b_id__in={b for _, b in keys},
-        ).values_list("trajectory_a_id", "trajectory_b_id"),
-    )
-    return len(inserted)
+    plan = comparisons_plan(campaign=campaign, trajectories=rows, strategy=strategy, max_per_task=max_per_task,
+                            policy_a=policy_a, policy_b=policy_b, seed=seed)
+    return comparisons_insert(campaign=campaign, plan=plan)

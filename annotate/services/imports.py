@@ -72,12 +72,12 @@ def _limits() -> Limits:
 class _Writer:
     """Buffers parsed trajectories and writes them a batch at a time."""
 
-    def __init__(self, *, keep_ids: bool):
+    def __init__(self, *, keep_ids: bool, origin: dict | None = None):
+        self.origin = origin or {}  # import_batch or run: where a new trajectory came from
         self.buffer: list[tuple[int, ParsedTrajectory]] = []
         self.errors: list[dict] = []
         self.error_count = 0
         self.report = ImportReport()
-        self.task_ids: set[int] = set()
         self.keep_ids = keep_ids
         self.policies: dict[tuple[str, str], Policy] = {}
 
@@ -150,8 +150,10 @@ class _Writer:
                 source=Trajectory.Source.IMPORTED,
                 outcome=p.outcome,
                 content_hash=p.content_hash,
+                behaviour_hash=p.behaviour_hash,
                 num_steps=len(p.steps),
                 metadata=p.metadata,
+                **self.origin,
             )
         inserted = bulk_create_new(
             Trajectory, list(new.values()), key=lambda t: t.content_hash, batch_size=BATCH_SIZE,
@@ -161,7 +163,6 @@ class _Writer:
         # Rows another import stored at the same moment count as already stored.
         self.report.duplicates += len(new) - len(inserted)
         self.report.created += len(inserted)
-        self.task_ids.update(t.task_id for t in inserted)
         if self.keep_ids:
             ids = dict(
                 Trajectory.objects.filter(content_hash__in=hashes).values_list("content_hash", "id")
@@ -179,20 +180,24 @@ class _Writer:
                 details=self.errors,
                 error_count=self.error_count,
             )
-        if campaign is not None and self.task_ids:
+        if campaign is not None and self.report.trajectory_ids:
+            # Every trajectory of the input, new or already stored, is paired in the campaign.
             self.report.comparisons_created = comparisons_build(
-                campaign=campaign, task_ids=sorted(self.task_ids)
+                campaign=campaign, trajectory_ids=sorted(set(self.report.trajectory_ids))
             )
         return self.report
 
 
 @transaction.atomic
 def trajectories_import_stream(
-    *, stream: BinaryIO | Iterable[bytes], campaign: Campaign | None = None
+    *, stream: BinaryIO | Iterable[bytes], campaign: Campaign | None = None, batch: ImportBatch | None = None
 ) -> ImportReport:
-    """Import JSONL (one trajectory per line, either format). All lines or none."""
+    """Import JSONL (one trajectory per line, either format). All lines or none.
+
+    With a campaign, the input's trajectories (new or already stored) are paired in it.
+    """
     limits = _limits()
-    writer = _Writer(keep_ids=False)
+    writer = _Writer(keep_ids=campaign is not None, origin={"import_batch": batch} if batch else None)
     for number, raw in enumerate(stream, start=1):
         writer.report.lines_read = number
         if not raw.strip():
@@ -209,13 +214,14 @@ def trajectories_import_stream(
 
 @transaction.atomic
 def trajectories_import_objects(
-    *, objects: list[Any], campaign: Campaign | None = None
+    *, objects: list[Any], campaign: Campaign | None = None, run=None
 ) -> ImportReport:
-    """Import decoded objects (the API's body). `trajectory_ids` follows the input order."""
+    """Import decoded objects (the API's body, a rollout run's episodes). `trajectory_ids`
+    follows the input order; `run` is recorded on the new rows."""
     if not objects:
         raise ArbiterError("Nothing was imported: the list is empty.")
     limits = _limits()
-    writer = _Writer(keep_ids=True)
+    writer = _Writer(keep_ids=True, origin={"run": run} if run else None)
     for number, obj in enumerate(objects, start=1):
         writer.report.lines_read = number
         try:
@@ -268,7 +274,7 @@ def import_batch_run(*, batch_id: int) -> None:
     batch = ImportBatch.objects.select_related("campaign").get(pk=batch_id)
     try:
         with Heartbeat(ImportBatch, batch.pk), open(batch.stored_path, "rb") as stream:
-            report = trajectories_import_stream(stream=stream, campaign=batch.campaign)
+            report = trajectories_import_stream(stream=stream, campaign=batch.campaign, batch=batch)
     except ArbiterError as exc:
         _import_batch_finish(
             batch,

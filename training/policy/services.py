@@ -1,4 +1,5 @@
-"""Django glue for the policy: build the default policy once, store rollouts as trajectories."""
+"""Django glue for the policy: build the default policy once (in the foreground, or as a
+behaviour-cloning run whose success queues its rollouts), store rollouts as trajectories."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 
 from annotate.models import Campaign, Policy, Trajectory
 from annotate.services.comparisons import comparisons_build
@@ -16,8 +18,10 @@ from training.envs.base import EpisodeRunner
 from training.envs.registry import UnknownEnvironment, get_environment
 from training.policy.evaluation import success_rates
 from webapp.errors import ArbiterError
+from webapp.models import Run
 
 DEFAULT_POLICY = "default-bc"
+ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 
 
 class PolicyTrainingStopped(Exception):
@@ -26,6 +30,23 @@ class PolicyTrainingStopped(Exception):
 
 def default_policy_dir() -> Path:
     return Path(settings.VAR_DIR) / "policies" / DEFAULT_POLICY
+
+
+def policy_run_dir(*, name: str, run_id: int) -> Path:
+    """Where a behaviour-cloning run saves its policy: the default policy's own folder the
+    first time it is made (where `train_policy`, `run_pipeline` and the docs find it), else a
+    folder of that run's own, so no run overwrites another's model."""
+    if name == DEFAULT_POLICY and not (default_policy_dir() / "config.json").exists():
+        return default_policy_dir()
+    return Path(settings.VAR_DIR) / "policies" / f"{name}-run{run_id}"
+
+
+def policy_with_model(name: str) -> Policy | None:
+    """The newest policy called `name` whose model directory is on disk."""
+    for policy in Policy.objects.filter(name=name).exclude(model_dir="").order_by("-created_at")[:5]:
+        if (Path(policy.model_dir) / "config.json").exists():
+            return policy
+    return None
 
 
 def policy_train_default(*, config=None, force: bool = False, progress=None, log=print, metrics=None,
@@ -93,13 +114,70 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
     return policy
 
 
+def policy_rollouts_launch(*, policy: Policy, campaign: Campaign, tasks: int, samples: int, user,
+                           idempotency_key: str) -> Run:
+    """Queue a rollout run of `policy` on `tasks` training tasks x `samples` episodes, paired
+    into comparisons of `campaign`: what a behaviour-cloning run with `rollout_campaign_id`
+    launches when it succeeds. A launch repeated with the same key queues nothing new."""
+    from webapp.runs.services import run_launch
+
+    return run_launch(kind="rollout", user=user, name=f"Rollouts of {policy} into {campaign.name}",
+                      idempotency_key=idempotency_key, config={
+                          "policy_id": policy.pk, "split": "train", "tasks": tasks, "samples_per_task": samples,
+                          "temperature": 1.0, "campaign_id": campaign.pk})
+
+
+@transaction.atomic
+def policy_by_run_ensure(*, name: str, user, campaign: Campaign | None = None, tasks: int = 30,
+                         samples: int = 2) -> tuple[Policy | None, Run | None]:
+    """The policy `name`, made by a behaviour-cloning run on a worker when it does not exist,
+    and with `campaign`, that policy's rollouts paired into it by a rollout run. Called on
+    every start (`load_demo`): it launches nothing that is queued, running or done already.
+
+    Returns (the policy, or None while it is being made; the run at work, or None when done):
+    - no policy, and a BC run making it is queued or running: (None, that run);
+    - no policy otherwise (never launched; the last run failed or was cancelled): (None, a new
+      BC run, whose success queues the rollouts: `policy_rollouts_launch`);
+    - the policy, and `campaign` has comparisons or a rollout run into it is queued, running or
+      succeeded: (policy, that run if active);
+    - the policy, and nothing fills `campaign` (the follow-up was lost): (policy, a new rollout run).
+    """
+    from webapp.runs.services import run_launch
+
+    policy = policy_with_model(name)
+    bc_runs = Run.objects.filter(kind="bc", config__policy_name=name)
+    if policy is None:
+        active = bc_runs.filter(status__in=ACTIVE).order_by("-created_at").first()
+        if active is not None:
+            return None, active
+        config = {"policy_name": name}
+        if campaign is not None:
+            config.update(rollout_campaign_id=campaign.pk, rollout_tasks=tasks, rollout_samples=samples)
+        # A key per attempt, after the last run: two starts racing launch one run, and a run that
+        # failed or was cancelled is followed by a new one.
+        last = bc_runs.order_by("-pk").values_list("pk", flat=True).first() or 0
+        key = f"policy-after-{last}-{name}"[:64]
+        return None, run_launch(kind="bc", user=user, name=f"Policy {name} (behaviour cloning)", config=config,
+                                idempotency_key=key)
+    if campaign is None:
+        return policy, None
+    rollouts = Run.objects.filter(kind="rollout", config__campaign_id=campaign.pk)
+    filling = rollouts.filter(status__in=(*ACTIVE, Run.Status.SUCCEEDED)).order_by("-created_at").first()
+    if filling is not None or campaign.comparisons.exists():
+        return policy, filling if filling is not None and filling.status in ACTIVE else None
+    last = rollouts.order_by("-pk").values_list("pk", flat=True).first() or 0
+    return policy, policy_rollouts_launch(policy=policy, campaign=campaign, tasks=tasks, samples=samples, user=user,
+                                          idempotency_key=f"rollouts-{campaign.pk}-after-{last}")
+
+
 def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: int, temperature: float,
                           campaign: Campaign | None, seed: int = 0, progress=None, device: str = "cpu",
                           environment: str = "encyclopedia", task_ids: list[str] = (), max_action_tokens: int = 48,
-                          max_context: int = 1536, pairing: str = "all_pairs") -> dict:
+                          max_context: int = 1536, pairing: str = "all_pairs", run=None) -> dict:
     """Roll the policy out on an environment's tasks; store each episode as a trajectory of that
-    policy; with a campaign, pair this rollout's episodes of each task by `pairing` (a strategy
-    of annotate/services/comparisons.py) into comparisons."""
+    policy (recording `run`, the rollout run, on the new rows); with a campaign, pair this
+    rollout's episodes of each task by `pairing` (a strategy of annotate/services/comparisons.py)
+    into comparisons."""
     from training.policy.model_io import load_policy
     from training.policy.rollout import RolloutConfig, rollout
 
@@ -117,7 +195,7 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
                        RolloutConfig(temperature=temperature, max_action_tokens=max_action_tokens,
                                      max_context=max_context), seeds=[seed * 100_000 + i for i in range(len(repeated))],
                        progress=progress)
-    report = policy_episodes_store(episodes=episodes, policy=policy, metadata={"temperature": temperature})
+    report = policy_episodes_store(episodes=episodes, policy=policy, metadata={"temperature": temperature}, run=run)
     comparisons = 0
     if campaign is not None:
         task_ids = list(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True)
@@ -130,7 +208,7 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
             "success": success, "environment": env.name}
 
 
-def policy_episodes_store(*, episodes, policy: Policy, metadata: dict):
+def policy_episodes_store(*, episodes, policy: Policy, metadata: dict, run=None):
     """Store rollout episodes as generated trajectories of `policy` (canonical form, structured
     tool calls, the tools in the metadata), each with its agent token count and `metadata`; an
     episode already stored keeps its row. Returns the import report (`trajectory_ids` in
@@ -138,7 +216,7 @@ def policy_episodes_store(*, episodes, policy: Policy, metadata: dict):
     objects = [_without_nul(e.trajectory(agent=policy.name, version=policy.version)) for e in episodes]
     for obj in objects:
         obj["metadata"].update(metadata)
-    report = trajectories_import_objects(objects=objects)
+    report = trajectories_import_objects(objects=objects, run=run)
     Trajectory.objects.filter(pk__in=report.trajectory_ids, source=Trajectory.Source.IMPORTED).update(
         source=Trajectory.Source.GENERATED)
     return report

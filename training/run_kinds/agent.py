@@ -1,10 +1,7 @@
 """Run kinds of the agent side: policy rollouts and behaviour cloning."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from django.conf import settings
+from dataclasses import dataclass, field, fields
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
@@ -42,7 +39,7 @@ class RolloutRunConfig:
     max_context: int = 1536  # an episode longer than this many tokens ends as truncated
 
     def validate(self) -> list[str]:
-        from annotate.services.comparisons import STRATEGIES
+        from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
         problems = [] if self.pairing in STRATEGIES else [f"pairing: one of {', '.join(STRATEGIES)}."]
         if self.split not in SPLITS:
@@ -59,7 +56,7 @@ class RolloutRunConfig:
 
 
 def _pairing_choices() -> list[tuple[str, str]]:
-    from annotate.services.comparisons import STRATEGIES
+    from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
     return [(strategy, strategy.replace("_", " ")) for strategy in STRATEGIES]
 
@@ -101,7 +98,7 @@ def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume
                                    campaign=campaign, seed=config.seed, progress=progress, device=compute.device,
                                    environment=config.environment, task_ids=parse_task_ids(config.task_ids),
                                    max_action_tokens=config.max_action_tokens, max_context=config.max_context,
-                                   pairing=config.pairing)
+                                   pairing=config.pairing, run=run)
     reporter.log(f"Stored {result['trajectories']} trajectories ({result['duplicates']} duplicates), "
                  f"{result['comparisons']} comparisons; success {result['success']:.1%}.")
     return result
@@ -112,6 +109,11 @@ def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume
 @dataclass
 class BCRunConfig(BCConfig):
     policy_name: str = field(default="bc", metadata={"help": "Name of the new policy (saved under var/policies/)."})
+    rollout_campaign_id: int = field(default=0, metadata={"help": (
+        "When training succeeds, queue a rollout run of the new policy that pairs its episodes into comparisons "
+        "of this campaign (0: none).")})
+    rollout_tasks: int = field(default=30, metadata={"help": "Training tasks of that rollout run."})
+    rollout_samples: int = field(default=2, metadata={"help": "Episodes per task in that rollout run."})
 
     def validate(self) -> list[str]:
         problems = []
@@ -129,6 +131,8 @@ class BCRunConfig(BCConfig):
                             f"{len(TRAINING_SEEDS)} on are never trained on, so evaluation can use them).")
         if not self.policy_name.strip() or "/" in self.policy_name or self.policy_name.startswith("."):
             problems.append("policy_name: a plain name (letters, digits, dashes).")
+        if self.rollout_tasks < 1 or not 1 <= self.rollout_samples <= 64:
+            problems.append("rollout_tasks: at least 1; rollout_samples: between 1 and 64.")
         return problems
 
 
@@ -139,15 +143,31 @@ def _bc_check(config: BCRunConfig) -> list[str]:
     if not problems and environment_get(config.environment).demonstrator(seed=0) is None:
         problems.append(f"environment: {config.environment} has no scripted demonstrator, so behaviour cloning has "
                         f"nothing to imitate; roll out a policy of your own instead (docs/policies.md).")
+    if config.rollout_campaign_id and not Campaign.objects.filter(pk=config.rollout_campaign_id).exists():
+        problems.append(f"rollout_campaign_id: no campaign with id {config.rollout_campaign_id}.")
     return problems
 
 
+def _bc_lineage(config: BCRunConfig) -> list[dict]:
+    if not config.rollout_campaign_id:
+        return []
+    campaign = Campaign.objects.get(pk=config.rollout_campaign_id)
+    return [{"direction": "output", "type": "campaign", "id": campaign.pk, "label": campaign.name,
+             "url": reverse("annotate:quality", args=[campaign.pk])}]
+
+
 def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> dict:
-    from training.policy.services import PolicyTrainingStopped, policy_train_default
+    from training.policy.services import (
+        PolicyTrainingStopped,
+        policy_rollouts_launch,
+        policy_run_dir,
+        policy_train_default,
+    )
+    from webapp.errors import ArbiterError
     from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage
 
-    bc = BCConfig(**{k: v for k, v in vars(config).items() if k != "policy_name"})
-    target = Path(settings.VAR_DIR) / "policies" / f"{config.policy_name}-run{run.pk}"
+    bc = BCConfig(**{f.name: getattr(config, f.name) for f in fields(BCConfig)})
+    target = policy_run_dir(name=config.policy_name, run_id=run.pk)
     try:
         policy = policy_train_default(
             config=bc, force=True, name=config.policy_name, target=target, run=run,
@@ -157,7 +177,24 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
         raise RunCancelled() from None
     run_add_lineage(run=run, links=[{k: v for k, v in policy_link(policy.pk, "output").items() if k != "direction"}])
     run_add_artifact(run=run, name="policy", path=target)
-    return {"policy_id": policy.pk, "eval": policy.metadata.get("eval", {}), "bc": policy.metadata.get("bc", {})}
+    summary = {"policy_id": policy.pk, "eval": policy.metadata.get("eval", {}), "bc": policy.metadata.get("bc", {})}
+    campaign = Campaign.objects.filter(pk=config.rollout_campaign_id).first() if config.rollout_campaign_id else None
+    if config.rollout_campaign_id and campaign is None:
+        reporter.log(f"WARNING: campaign {config.rollout_campaign_id} is gone, so no rollouts were queued.")
+    elif campaign is not None:
+        try:
+            follow_up = policy_rollouts_launch(policy=policy, campaign=campaign, tasks=config.rollout_tasks,
+                                               samples=config.rollout_samples, user=run.created_by,
+                                               idempotency_key=f"after-bc-run-{run.pk}")
+        except ArbiterError as exc:  # the policy is made all the same; the run says why nothing followed
+            reporter.log(f"WARNING: the rollouts into {campaign.name} could not be queued: {exc.message}")
+        else:
+            reporter.log(f"Queued rollout run #{follow_up.pk}: {policy} on {config.rollout_tasks} tasks x "
+                         f"{config.rollout_samples}, paired into comparisons of {campaign.name}.")
+            run_add_lineage(run=run, links=[{"type": "run", "id": follow_up.pk, "label": f"rollout run #{follow_up.pk}",
+                                             "url": reverse("runs:detail", args=[follow_up.pk])}])
+            summary["rollout_run_id"] = follow_up.pk
+    return summary
 
 
 def register_agent_kinds() -> None:
@@ -171,7 +208,8 @@ def register_agent_kinds() -> None:
     ))
     register(RunKind(
         name="bc", label="Behaviour cloning", config_class=BCRunConfig, execute=_bc_execute, check=_bc_check,
+        lineage=_bc_lineage,
         description="Train a policy from nothing on an environment's scripted demonstrations (tokenizer, model, "
-                    "imitation).",
-        choices={"environment": environment_choices},
+                    "imitation); optionally, once it succeeds, roll it out into a campaign for people to label.",
+        choices={"environment": environment_choices, "rollout_campaign_id": campaign_choices},
     ))
