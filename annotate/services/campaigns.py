@@ -311,7 +311,8 @@ def campaign_act(*, campaign: Campaign, action: str) -> Campaign:
         raise ArbiterError(f"Unknown action {str(action)[:40]!r}; one of {', '.join(ACTIONS)}.")
     allowed = TRANSITIONS[campaign.status]
     if action not in allowed:
-        raise ArbiterError(f"A {campaign.status} campaign cannot {action}; it can "
+        article = "An" if campaign.status[0] in "aeiou" else "A"
+        raise ArbiterError(f"{article} {campaign.status} campaign cannot {action}; it can "
                            f"{' or '.join(allowed) or 'do nothing'}.")
     campaign.status = allowed[action]
     campaign.save(update_fields=["status", "updated_at"])

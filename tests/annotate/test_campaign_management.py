@@ -124,7 +124,7 @@ def test_pausing_hands_out_nothing_and_loses_no_lease_being_worked_on():
 
 def test_a_status_change_that_makes_no_sense_says_what_can_be_done():
     campaign = CampaignFactory()
-    with pytest.raises(ArbiterError, match="active campaign cannot archive; it can pause or close"):
+    with pytest.raises(ArbiterError, match="An active campaign cannot archive; it can pause or close"):
         campaign_act(campaign=campaign, action="archive")
     campaign_act(campaign=campaign, action="close")
     assert campaign_act(campaign=campaign, action="archive").status == "archived"
