@@ -100,13 +100,16 @@ def campaign_progress(*, campaigns: list[Campaign], user, now=None) -> dict[int,
     - `open_leases`: assignments leased now; `left_for_you`: comparisons this user may still
       be given (open, a slot free, never assigned to them) plus the one they hold now, and
       `mine`: their judgements;
-    - `gold_accuracy`: the share of gold judgements on the gold answer's side (None without any).
+    - `gold_accuracy`: the share of gold judgements on the gold answer's side (None without any);
+    - `agreement`: the share of pairs of votes on one comparison that pick the same side (A,
+      B or tie), over ordinary comparisons with two votes or more (None before there are any).
     """
     from datetime import timedelta
 
     from django.db.models import F
     from django.utils import timezone
 
+    from annotate.agreement import pairwise_agreement
     from annotate.models import Assignment, Comparison, Judgement, choice_direction
 
     now = now or timezone.now()
@@ -130,6 +133,11 @@ def campaign_progress(*, campaigns: list[Campaign], user, now=None) -> dict[int,
     for campaign_id, choice, gold_choice in judgements.filter(comparison__is_gold=True).values_list(
             "comparison__campaign_id", "choice", "comparison__gold_choice"):
         gold.setdefault(campaign_id, []).append(choice_direction(choice) == choice_direction(gold_choice))
+    units: dict[int, dict[int, list[int]]] = {}
+    for campaign_id, comparison_id, choice in (
+            judgements.filter(comparison__is_gold=False, comparison__votes__gte=2)
+            .values_list("comparison__campaign_id", "comparison_id", "choice").iterator(chunk_size=10_000)):
+        units.setdefault(campaign_id, {}).setdefault(comparison_id, []).append(choice)
     found = {}
     for campaign in campaigns:
         needed = comparisons.get(campaign.pk, 0) * campaign.votes_per_comparison
@@ -145,6 +153,7 @@ def campaign_progress(*, campaigns: list[Campaign], user, now=None) -> dict[int,
             "left_for_you": left.get(campaign.pk, 0) + my_leases.get(campaign.pk, 0),
             "mine": mine.get(campaign.pk, 0),
             "gold_accuracy": (sum(gold[campaign.pk]) / len(gold[campaign.pk])) if gold.get(campaign.pk) else None,
+            "agreement": pairwise_agreement(list(units.get(campaign.pk, {}).values())).with_ties,
         }
     return found
 

@@ -50,6 +50,8 @@ class CampaignProgress(serializers.Serializer):
                                                       "one they hold now (0 where they may not label).")
     mine = serializers.IntegerField(help_text="The caller's judgements in this campaign.")
     gold_accuracy = serializers.FloatField(allow_null=True, help_text="Share of gold judgements on the gold side.")
+    agreement = serializers.FloatField(allow_null=True, help_text="Share of pairs of votes on one comparison on the "
+                                                                  "same side (A, B or tie); null before any.")
 
 
 class Dimension(serializers.Serializer):

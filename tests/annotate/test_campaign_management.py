@@ -418,3 +418,18 @@ def test_the_fill_form_previews_then_builds(client, admin_user):
     assert built.status_code == 302 and campaign.comparisons.count() == 3
     assert CampaignFill.objects.get().created_count == 3
     assert ImportBatch.objects.count() == 0
+
+
+def test_agreement_at_a_glance_counts_pairs_of_votes_on_the_same_side():
+    from annotate.selectors import campaign_progress
+
+    campaign = CampaignFactory(votes_per_comparison=2)
+    first, second = _pair(campaign), _pair(campaign)
+    ann1, ann2 = UserFactory(roles=["annotator"]), UserFactory(roles=["annotator"])
+    for user, verdicts in ((ann1, {first.pk: "A", second.pk: "A"}), (ann2, {first.pk: "A", second.pk: "B"})):
+        for _ in range(2):
+            lease = assignment_next(campaign=campaign, annotator=user)
+            wants_a = verdicts[lease.comparison_id] == "A"
+            judgement_submit(assignment_id=lease.pk, annotator=user,
+                             verdict=Verdict(choice=1 if wants_a == lease.left_is_a else 5))
+    assert campaign_progress(campaigns=[campaign], user=ann1)[campaign.pk]["agreement"] == 0.5

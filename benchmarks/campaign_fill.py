@@ -1,0 +1,116 @@
+"""Filling a campaign from stored trajectories: preview and build time, and memory.
+
+    .venv/bin/python benchmarks/campaign_fill.py --sizes 5000 20000 --repeats 3
+
+Each size runs in a fresh child process against the scratch database `<name>_bench`
+(PostgreSQL, emptied first): N ten-step trajectories (the import benchmark's lines: four
+per task, two agents) are imported, then a campaign is filled from that import batch with
+`all_pairs` (cap 10 per task: 6 pairs per task) and with `policy_vs_policy` (two of the
+file's three agent versions). Reported: the
+median seconds of the preview (counts only), of the fill (plan and insert), the
+comparisons made per second, and the peak RSS growth. The baseline, measured in the same
+process, is the floor of any fill: reading the selected rows' (id, task, outcome) once.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import ensure_bench_database  # noqa: E402
+from import_trajectories import rss_mb, write_file  # noqa: E402
+
+STRATEGIES = ("all_pairs", "policy_vs_policy")
+
+
+def child(path: Path) -> None:
+    import django
+
+    django.setup()
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.db import connection
+
+    from annotate.models import Campaign, Policy, Trajectory
+    from annotate.services.campaign_fill import campaign_fill_create, fill_preview, fill_request_clean
+    from annotate.services.imports import import_upload_create
+
+    with connection.cursor() as cur:
+        cur.execute("TRUNCATE annotate_campaignfill, annotate_comparison, annotate_trajectory, annotate_task, "
+                    "annotate_policy, annotate_importbatch, annotate_campaign CASCADE")
+    from django.conf import settings
+
+    settings.IMPORT_INLINE_MAX_BYTES = 10**10  # import in this process
+    settings.FILL_INLINE_MAX_TRAJECTORIES = 10**9  # and fill in it too: the job runs the same code
+    batch = import_upload_create(upload=SimpleUploadedFile(path.name, path.read_bytes()), campaign=None,
+                                 created_by=None)
+    assert batch.status == "succeeded", batch.message
+    out = {"trajectories": batch.created_count}
+    before = rss_mb()
+    start = time.perf_counter()
+    rows = list(Trajectory.objects.filter(import_batch=batch).values_list("id", "task_id", "outcome"))
+    out["floor_s"] = time.perf_counter() - start
+    del rows
+    arena = dict(Policy.objects.filter(name="bench-agent").values_list("version", "pk"))
+    for strategy in STRATEGIES:
+        campaign = Campaign.objects.create(name=f"bench {strategy}")
+        request = fill_request_clean({"import_batches": [batch.pk], "strategy": strategy, "max_per_task": 10,
+                                      "policy_a": arena["0"], "policy_b": arena["1"]})
+        start = time.perf_counter()
+        preview = fill_preview(campaign=campaign, request=request)
+        out[f"{strategy}_preview_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        fill = campaign_fill_create(campaign=campaign, request=request, created_by=None)
+        out[f"{strategy}_fill_s"] = time.perf_counter() - start
+        assert fill.status == "succeeded" and fill.created_count == preview["comparisons"], fill.message
+        out[f"{strategy}_comparisons"] = fill.created_count
+        again = campaign_fill_create(campaign=campaign, request=request, created_by=None)
+        assert again.created_count == 0  # idempotent
+    out["growth_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
+    print(json.dumps(out))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 20000])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    if args.child:
+        child(args.child)
+        return
+    env = ensure_bench_database()
+    print("| trajectories | strategy | comparisons | preview median s | fill median s | comparisons/s "
+          "| rows-read floor s | fill / floor | peak RSS growth MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            path = Path(tmp) / f"{n}.jsonl"
+            write_file(path, n)
+            runs = []
+            for _ in range(args.repeats):
+                done = subprocess.run([sys.executable, __file__, "--child", str(path)], cwd=ROOT, env=env,
+                                      check=True, capture_output=True, text=True)
+                runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            floor = statistics.median(r["floor_s"] for r in runs)
+            growth = statistics.median(r["growth_mb"] for r in runs)
+            for strategy in STRATEGIES:
+                preview = statistics.median(r[f"{strategy}_preview_s"] for r in runs)
+                fill = statistics.median(r[f"{strategy}_fill_s"] for r in runs)
+                made = runs[0][f"{strategy}_comparisons"]
+                print(f"| {n:,} | {strategy} | {made:,} | {preview:.2f} | {fill:.2f} | {made / fill:,.0f} | "
+                      f"{floor:.2f} | {fill / floor:.1f}x | {growth:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
