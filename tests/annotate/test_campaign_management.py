@@ -433,3 +433,23 @@ def test_agreement_at_a_glance_counts_pairs_of_votes_on_the_same_side():
             judgement_submit(assignment_id=lease.pk, annotator=user,
                              verdict=Verdict(choice=1 if wants_a == lease.left_is_a else 5))
     assert campaign_progress(campaigns=[campaign], user=ann1)[campaign.pk]["agreement"] == 0.5
+
+
+def test_uncertainty_first_builds_all_pairs_then_queues_a_scoring_run(admin_user):
+    from annotate.models import DatasetSnapshot
+    from rewardmodel.models import RewardModel
+    from webapp.models import Run
+
+    _arena()
+    campaign = CampaignFactory()
+    snapshot = DatasetSnapshot.objects.create(name="s")
+    model = RewardModel.objects.create(name="rm", snapshot=snapshot, backbone="tiny", model_dir="/nowhere")
+    with pytest.raises(ArbiterError, match="needs the reward model"):
+        fill_request_clean({"strategy": "rm_uncertainty"})
+    request = fill_request_clean({"strategy": "rm_uncertainty", "reward_model": model.pk})
+    assert fill_preview(campaign=campaign, request=request)["then_scoring_run"]
+    fill = campaign_fill_create(campaign=campaign, request=request, created_by=admin_user)
+    assert fill.status == "succeeded" and fill.created_count == 9
+    run = Run.objects.get(kind="reward_scoring")
+    assert run.config["order"] == "closest" and run.config["reward_model_id"] == model.pk
+    assert f"Scoring run #{run.pk}" in fill.message
