@@ -79,8 +79,8 @@ def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
     if not rows:
         raise ArbiterError("The gold file holds no rows.")
     problems: list[dict] = []
-    wanted: list[tuple[int, int, int, int | None]] = []  # (line, a, b, choice in id order), comparison id
-    ids: set[int] = set()
+    by_comparison: list[tuple[int, int, int]] = []  # (line, comparison id, choice)
+    by_pair: list[tuple[int, int, int, int]] = []  # (line, a, b, choice), a < b, choice in id order
     for line, row in rows:
         if isinstance(row, ValueError):
             problems.append({"line": line, "message": str(row)})
@@ -103,32 +103,31 @@ def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
             if cid is None or "trajectory_a" in row or "trajectory_b" in row:
                 problems.append({"line": line, "message": "give comparison (an id) or trajectory_a and "
                                                           "trajectory_b, not both."})
-                continue
-            wanted.append((line, -cid, 0, choice))
+            else:
+                by_comparison.append((line, cid, choice))
             continue
         a, b = _int(row.get("trajectory_a")), _int(row.get("trajectory_b"))
         if a is None or b is None:
             problems.append({"line": line, "message": "trajectory_a and trajectory_b must be trajectory ids."})
-            continue
-        if a == b:
+        elif a == b:
             problems.append({"line": line, "message": "a trajectory cannot be compared with itself."})
-            continue
-        wanted.append((line, min(a, b), max(a, b), choice if a < b else 6 - choice))
-        ids.update((a, b))
-    comparisons = {c.pk: c for c in Comparison.objects.filter(
-        campaign=campaign, pk__in=[-a for _, a, _, _ in wanted if a < 0])}
+        else:
+            by_pair.append((line, min(a, b), max(a, b), choice if a < b else 6 - choice))
+    in_campaign = set(Comparison.objects.filter(campaign=campaign, pk__in=[c for _, c, _ in by_comparison])
+                      .values_list("pk", flat=True))
+    ids = {t for _, a, b, _ in by_pair for t in (a, b)}
     trajectories = {t["id"]: t for t in Trajectory.objects.filter(pk__in=ids).values("id", "task_id", "behaviour_hash")}
-    existing = {(c.trajectory_a_id, c.trajectory_b_id): c
-                for c in Comparison.objects.filter(campaign=campaign, trajectory_a_id__in=ids, trajectory_b_id__in=ids)}
+    existing = dict(((a, b), pk) for pk, a, b in Comparison.objects.filter(
+        campaign=campaign, trajectory_a_id__in=ids, trajectory_b_id__in=ids).values_list(
+        "pk", "trajectory_a_id", "trajectory_b_id"))
     marks: dict[int, int] = {}  # comparison id -> gold choice
+    for line, cid, choice in by_comparison:
+        if cid in in_campaign:
+            marks[cid] = choice
+        else:
+            problems.append({"line": line, "message": f"campaign {campaign.name} has no comparison {cid}."})
     new: dict[tuple[int, int], Comparison] = {}
-    for line, a, b, choice in wanted:
-        if a < 0:
-            if -a not in comparisons:
-                problems.append({"line": line, "message": f"campaign {campaign.name} has no comparison {-a}."})
-            else:
-                marks[-a] = choice
-            continue
+    for line, a, b, choice in by_pair:
         ta, tb = trajectories.get(a), trajectories.get(b)
         if ta is None or tb is None:
             problems.append({"line": line, "message": f"no trajectory with id {a if ta is None else b}."})
@@ -138,11 +137,12 @@ def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
             problems.append({"line": line, "message": f"trajectories {a} and {b} have the same steps and answer: "
                                                       "there is nothing to judge."})
         elif (a, b) in existing:
-            marks[existing[(a, b)].pk] = choice
+            marks[existing[(a, b)]] = choice
         else:
             new[(a, b)] = Comparison(campaign=campaign, task_id=ta["task_id"], trajectory_a_id=a, trajectory_b_id=b,
                                      is_gold=True, gold_choice=choice)
     if problems:
+        problems.sort(key=lambda p: p["line"])
         raise ArbiterError(f"Nothing was stored: {len(problems)} bad row(s).", details=problems[:100])
     for comparison_id, choice in marks.items():
         Comparison.objects.filter(pk=comparison_id).update(is_gold=True, gold_choice=choice,
