@@ -1,8 +1,15 @@
 # The two commands: `make run` (the embedded app with demo data) and `make test`
 # (the whole suite against PostgreSQL and Redis). Each sets itself up on a fresh machine.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# pip warns about each package-index location this machine lists but lacks ("WARNING: Location
+# '...' is ignored"): those lines go only to pip's log, everything else (errors) still shows,
+# and pipefail keeps pip's exit status.
+PIP_INSTALL = $(BIN)/pip install --quiet --progress-bar off --log $(VENV)/pip.log
+NO_INDEX_NOISE = 2>&1 | sed -u "/^WARNING: Location '.*' is ignored/d"
 REQS := requirements.txt requirements-test.txt
 STAMP := $(VENV)/.installed-$(shell cat $(REQS) | sha256sum | cut -c1-12)
 
@@ -14,11 +21,12 @@ TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	@$(PIP_INSTALL) --upgrade pip $(NO_INDEX_NOISE)
 
 $(STAMP): $(REQS) | $(BIN)/python
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -r requirements-test.txt
+	@echo "Installing the Python packages into $(VENV) (a few minutes the first time; log: $(VENV)/pip.log) ..."
+	@$(PIP_INSTALL) torch==2.13.0 $(NO_INDEX_NOISE)
+	@$(PIP_INSTALL) -r requirements-test.txt $(NO_INDEX_NOISE)
 	rm -f $(VENV)/.installed-*
 	touch $@
 

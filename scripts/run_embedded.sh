@@ -1,28 +1,124 @@
 #!/usr/bin/env bash
-# `make run`: the embedded default on one machine. SQLite and a filesystem Celery broker
-# under var/ (unless DATABASE_URL / CELERY_BROKER_URL say otherwise), the default policy
-# trained once (about 5 minutes, with a progress bar; reused afterwards), demo data loaded
-# once, one worker on both queues (with the beat scheduler) in the background, gunicorn in the foreground.
-# Ctrl-C stops both.
+# `make run`: the embedded default on one machine. SQLite and a filesystem Celery broker in the
+# storage folder (var/, or ARBITER_VAR_DIR; DATABASE_URL / CELERY_BROKER_URL point elsewhere).
+#
+# The app answers within seconds: the set-up steps need no model (migrations, then `load_demo`:
+# the demo users and the scripted and simulated demo campaigns, ready to label). The default
+# policy is trained by a behaviour-cloning run on the worker (the Runs page shows its progress);
+# when it succeeds, a rollout run fills the campaign "Demo: encyclopedia QA" with its
+# trajectories. A later start reuses all of it, and picks up that chain where it stopped.
+#
+# Started in the background: gunicorn (log: var/web.log) and one Celery worker on both queues
+# with the beat scheduler (log: var/worker.log; niced, so training leaves the web server the
+# CPU it needs). The URL and the demo users are printed last, once /health answers.
+# Ctrl-C stops both, by PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 PORT="${PORT:-8000}"
-mkdir -p var
+HOST=127.0.0.1
+setting() {  # a setting from the environment, else from .env (which webapp/settings.py reads too)
+  if [ -n "${!1:-}" ]; then echo "${!1}"; elif [ -f .env ]; then
+    sed -n "s/^$1=[\"']\{0,1\}\([^\"']*\).*/\1/p" .env | tail -n 1
+  fi
+}
+ARBITER_VAR_DIR="$(setting ARBITER_VAR_DIR)"
+mkdir -p "${ARBITER_VAR_DIR:-var}"
+ARBITER_VAR_DIR="$(cd "${ARBITER_VAR_DIR:-var}" && pwd)"
+export ARBITER_VAR_DIR  # one storage folder for every process below
+VAR="$ARBITER_VAR_DIR"
+LOG="$VAR/start.log"
+LOCK="$VAR/run_embedded.pid"
 
-$BIN/python manage.py migrate --noinput -v0
-$BIN/python manage.py collectstatic --noinput -v0
-$BIN/python manage.py train_policy
-$BIN/python manage.py load_demo
+# One `make run` per storage folder: a second would share (and sweep) the first one's jobs.
+if [ -f "$LOCK" ] && kill -0 "$(cat "$LOCK")" 2>/dev/null \
+    && grep -q run_embedded "/proc/$(cat "$LOCK")/cmdline" 2>/dev/null; then
+  echo "Arbiter is already running on $VAR (PID $(cat "$LOCK")); stop it first (Ctrl-C in its terminal)." >&2
+  exit 1
+fi
+echo $$ >"$LOCK"
 
+WEB="" WORKER=""
+finish() {  # wait up to `grace` seconds for a signalled process, then SIGKILL it and its children
+  local pid=$1 grace=$2
+  [ -n "$pid" ] || return 0
+  for _ in $(seq $((grace * 4))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid" $(pgrep -P "$pid") 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+  trap - EXIT INT TERM
+  if [ -n "$WEB$WORKER" ]; then echo; echo "Stopping the web server and the worker ..."; fi
+  [ -z "$WEB" ] || kill -TERM "$WEB" 2>/dev/null || true
+  # SIGQUIT is Celery's cold shutdown: a training run stops now instead of running to its end
+  # (a warm shutdown waits for it); the next start fails that run and queues it again. The
+  # embedded beat takes ~5 s more to stop, so after 3 s the worker is killed outright.
+  [ -z "$WORKER" ] || kill -QUIT "$WORKER" 2>/dev/null || true
+  finish "$WEB" 10
+  finish "$WORKER" 3
+  rm -f "$LOCK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() {  # run a set-up step quietly; on failure show what it said
+  if ! "$@" >>"$LOG" 2>&1; then
+    echo "make run: '$*' failed; its output (from $LOG):" >&2
+    tail -n 40 "$LOG" >&2
+    exit 1
+  fi
+}
+
+echo "Starting Arbiter (set-up log: $LOG) ..."
+: >"$LOG"
+step $BIN/python manage.py migrate --noinput -v0
+step $BIN/python manage.py collectstatic --noinput -v0
+if [ -z "$(setting CELERY_BROKER_URL)$(setting DATABASE_URL)" ]; then
+  # The database and the broker are this folder's and their only worker is started below: a
+  # job still marked running was cut off when the last `make run` stopped. Fail it now, so
+  # load_demo starts the default policy's training again instead of waiting on a run nobody
+  # executes. (A shared database may have other workers: there the scheduled sweep decides.)
+  step $BIN/python manage.py jobs_sweep --orphaned
+fi
+# Demo users, the campaigns that need no model, and the default policy's run (queued once).
+if ! $BIN/python manage.py load_demo >"$VAR/demo.txt" 2>>"$LOG"; then
+  echo "make run: load_demo failed; from $LOG:" >&2
+  cat "$VAR/demo.txt" >&2
+  tail -n 40 "$LOG" >&2
+  exit 1
+fi
+
+$BIN/gunicorn webapp.wsgi --bind "$HOST:$PORT" --workers 2 --threads 4 \
+  --access-logfile "$VAR/web.log" --error-logfile "$VAR/web.log" </dev/null &
+WEB=$!
 # --beat: the scheduler in the same process sweeps jobs whose worker died (webapp/jobs.py).
-$BIN/celery -A webapp worker -Q default,gpu --concurrency 1 --loglevel INFO --beat \
-  --schedule var/celerybeat-schedule --logfile var/worker.log --hostname "embedded@%h" &
+nice -n 10 $BIN/celery -A webapp worker -Q default,gpu --concurrency 1 --loglevel INFO --beat \
+  --schedule "$VAR/celerybeat-schedule" --logfile "$VAR/worker.log" --hostname "embedded@%h" \
+  >>"$VAR/worker.log" 2>&1 </dev/null &
 WORKER=$!
-trap 'kill "$WORKER" 2>/dev/null || true; wait "$WORKER" 2>/dev/null || true' EXIT INT TERM
 
-echo
-echo "Arbiter is running at http://127.0.0.1:${PORT}/  (worker log: var/worker.log; Ctrl-C stops)"
-echo
-$BIN/gunicorn webapp.wsgi --bind "127.0.0.1:${PORT}" --workers 2 --threads 4 \
-  --access-logfile - --error-logfile -
+answers() { $BIN/python -c "import urllib.request as u; u.urlopen('http://$HOST:$PORT/health', timeout=2)" 2>/dev/null; }
+deadline=$((SECONDS + 180))
+until answers; do
+  if ! kill -0 "$WEB" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+    echo "make run: the web server did not answer on port $PORT (in use? set PORT=...); from $VAR/web.log:" >&2
+    tail -n 20 "$VAR/web.log" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+
+cat <<EOF
+
+============================================================================
+  Arbiter is running at http://$HOST:$PORT/
+
+$(sed 's/^/  /' "$VAR/demo.txt")
+
+  Logs: $VAR/web.log, $VAR/worker.log. Ctrl-C stops the server and the worker.
+============================================================================
+EOF
+# Until Ctrl-C, or until one of the two stops by itself (then the other is stopped too).
+wait -n "$WEB" "$WORKER" || true

@@ -46,21 +46,24 @@ def job_kind_register(kind: JobKind) -> None:
     _KINDS[kind.model._meta.label] = kind
 
 
-def jobs_fail_stale(kind: JobKind) -> int:
-    """Fail the running jobs of one kind whose heartbeat is older than its stale limit."""
+def jobs_fail_stale(kind: JobKind, *, older_than: float | None = None) -> int:
+    """Fail the running jobs of one kind whose heartbeat is older than its stale limit (or
+    than `older_than` seconds: 0 fails every running job, for when no worker is running)."""
     now = timezone.now()
-    stale = kind.model.objects.filter(status=JobStatus.RUNNING,
-                                      heartbeat_at__lt=now - timedelta(seconds=kind.stale_seconds()))
+    limit = kind.stale_seconds() if older_than is None else older_than
+    stale = kind.model.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=now - timedelta(seconds=limit))
     if kind.sweep is not None:
         return kind.sweep(stale, now)
     return stale.update(status=JobStatus.FAILED, finished_at=now, **{f: kind.reason for f in kind.reason_fields})
 
 
-def jobs_sweep_stale() -> dict[str, int]:
-    """Fail every stale job of every kind; returns how many per model (Celery beat runs this)."""
+def jobs_sweep_stale(*, older_than: float | None = None) -> dict[str, int]:
+    """Fail every stale job of every kind; returns how many per model (Celery beat runs this;
+    `make run` runs it with `older_than=0` before it starts its worker: a job still running
+    then lost its worker when the last `make run` stopped)."""
     counts = {}
     for label, kind in _KINDS.items():
-        counts[label] = jobs_fail_stale(kind)
+        counts[label] = jobs_fail_stale(kind, older_than=older_than)
         if counts[label]:
             logger.warning("failed %d stale %s job(s)", counts[label], label)
     return counts

@@ -33,3 +33,39 @@ def test_bc_configs_are_checked_before_queueing(admin_user):
     with pytest.raises(ArbiterError, match="policy_name"):
         run_launch(kind="bc", config={"policy_name": "../x"}, user=admin_user)
     assert not Run.objects.exists()
+
+
+def test_a_bc_run_with_a_rollout_campaign_queues_rollouts_that_fill_it_once_it_succeeds(admin_user):
+    from annotate.models import Campaign
+
+    campaign = Campaign.objects.create(name="After BC")
+    run = run_launch(kind="bc", user=admin_user, enqueue=False, config={
+        **TINY_BC, "policy_name": "tiny-bc", "rollout_campaign_id": campaign.pk, "rollout_tasks": 2,
+        "rollout_samples": 2})
+    assert not Run.objects.filter(kind="rollout").exists()  # nothing follows a run that has not succeeded
+    run_execute(run_id=run.pk, attempt=run.attempt)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error + run.log
+    follow_up = Run.objects.get(kind="rollout")
+    assert follow_up.status == "queued" and follow_up.created_by == admin_user
+    assert follow_up.config["policy_id"] == run.summary["policy_id"] and follow_up.config["campaign_id"] == campaign.pk
+    assert run.summary["rollout_run_id"] == follow_up.pk
+    assert any(link["type"] == "run" and link["id"] == follow_up.pk for link in run.lineage)
+    assert f"Queued rollout run #{follow_up.pk}" in run.log
+
+    run_execute(run_id=follow_up.pk, attempt=follow_up.attempt)
+    follow_up.refresh_from_db()
+    assert follow_up.status == "succeeded", follow_up.error + follow_up.log
+    assert campaign.comparisons.exists()
+    assert {c.trajectory_a.policy_id for c in campaign.comparisons.select_related("trajectory_a")} == {
+        run.summary["policy_id"]}
+
+
+def test_a_bc_run_into_a_missing_campaign_is_refused_before_queueing(admin_user):
+    from webapp.errors import ArbiterError
+
+    with pytest.raises(ArbiterError, match="rollout_campaign_id: no campaign with id 999999"):
+        run_launch(kind="bc", config={**TINY_BC, "rollout_campaign_id": 999999}, user=admin_user)
+    with pytest.raises(ArbiterError, match="rollout_samples: between 1 and 64"):
+        run_launch(kind="bc", config={**TINY_BC, "rollout_samples": 0}, user=admin_user)
+    assert not Run.objects.exists()

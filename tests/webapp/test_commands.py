@@ -1,15 +1,20 @@
 """The management commands, as an operator runs them."""
 import io
+import json
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from annotate.models import Campaign, Comparison, DatasetSnapshot, Policy, Trajectory
 from tests.policy_fixtures import tiny_policy_dir
+from training.policy.services import policy_run_dir
 from tests.samples import canonical, chat_parallel, jsonl
 from webapp.models import Run
 from webapp.roles import Role, user_roles
+from webapp.runs.services import run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -55,26 +60,96 @@ def test_make_comparisons(tmp_path: Path):
         call_command("make_comparisons", "--campaign", "missing")
 
 
-def test_load_demo_is_idempotent_and_prints_users(settings):
-    with pytest.raises(CommandError, match="build it with `manage.py train_policy`"):
-        call_command("load_demo", "--policy", "tiny-demo")
-    path = tiny_policy_dir(Path(settings.VAR_DIR) / "policies" / "tiny-demo")
-    policy = Policy.objects.create(name="tiny-demo", version="1", model_dir=str(path))
-    first = _run("load_demo", "--policy", "tiny-demo", "--tasks", "3", "--samples", "2")
-    second = _run("load_demo", "--policy", "tiny-demo")
-    assert "Demo campaign: 6 trajectories from tiny-demo@1" in first and "Simulated campaign" in first
-    assert "Demo campaign" not in second and "Simulated campaign" not in second
-    assert "demo-annotator" in second and "demo-admin" in second
-    campaign = Campaign.objects.get(name="Demo: encyclopedia QA")
-    assert campaign.comparisons.count() > 0
-    assert all(c.trajectory_a.policy_id == policy.pk for c in campaign.comparisons.select_related("trajectory_a"))
-    run = Run.objects.get(name="Demo rollouts")
-    assert run.status == "succeeded" and run.created_by.username == "demo-admin"
-    snapshot = DatasetSnapshot.objects.get(name="Demo: simulated labels")
-    assert snapshot.status == "succeeded" and snapshot.stats["pairs"] > 100
-    from django.contrib.auth import get_user_model
+TINY_BC = {"demos_per_task": 1, "extra_worlds": 0, "vocab_size": 400, "hidden": 32, "layers": 1, "heads": 2,
+           "batch_size": 8, "max_steps": 4, "warmup_steps": 1, "max_seconds": 30}
 
+
+def _execute(run: Run) -> Run:
+    """What the worker does with a queued run, in this process."""
+    run_execute(run_id=run.pk, attempt=run.attempt)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error + run.log
+    return run
+
+
+def test_load_demo_is_ready_to_label_without_a_policy_and_queues_the_policy_training_once(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    first = _run("load_demo")
+    second = _run("load_demo")
+    scripted = Campaign.objects.get(name="Demo: scripted agents")
+    assert scripted.comparisons.count() >= 20 and "What you are judging" in scripted.guidelines
+    assert [d["name"] for d in scripted.dimensions] == ["correctness", "efficiency", "grounding"]
+    assert all(d["scale"] == 5 and d["description"] for d in scripted.dimensions)
+    assert {c.trajectory_a.policy.name for c in scripted.comparisons.select_related("trajectory_a__policy")} <= {
+        "scripted-careful", "scripted-hasty"}
+    assert DatasetSnapshot.objects.get(name="Demo: simulated labels").stats["pairs"] > 100
+    assert not Policy.objects.exclude(model_dir="").exists()
+    # The default policy is trained by one queued run, whose config carries the follow-up.
+    bc = Run.objects.get(kind="bc")
+    demo = Campaign.objects.get(name="Demo: encyclopedia QA")
+    assert bc.status == "queued" and bc.created_by.username == "demo-admin"
+    assert bc.config["policy_name"] == "default-bc" and bc.config["rollout_campaign_id"] == demo.pk
+    assert not demo.comparisons.exists() and not Run.objects.filter(kind="rollout").exists()
+    assert f"training by behaviour cloning in run #{bc.pk} (queued" in first and f"run #{bc.pk} (queued" in second
+    assert "Demo users (username / password / role):" in second.split("training by")[1]  # the users come last
+    password = json.loads((tmp_path / "demo_users.json").read_text())["demo-annotator"]
+    assert f"demo-annotator     {password}" in first and f"demo-annotator     {password}" in second
     assert user_roles(get_user_model().objects.get(username="demo-admin")) == {Role.ADMIN}
+
+    # `make run` stopped mid-training: the next start fails the cut-off run and queues a new one, once.
+    Run.objects.filter(pk=bc.pk).update(status="running", heartbeat_at=timezone.now())
+    _run("load_demo")
+    assert Run.objects.filter(kind="bc").count() == 1  # running, as far as anyone can tell
+    assert "Failed 1 webapp.Run job(s)" in _run("jobs_sweep", "--orphaned")
+    _run("load_demo")
+    _run("load_demo")
+    assert list(Run.objects.filter(kind="bc").order_by("pk").values_list("status", flat=True)) == ["failed", "queued"]
+
+
+def test_the_demo_policy_run_fills_the_demo_campaign_when_it_succeeds_and_later_starts_reuse_it(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    _run("load_demo", "--tasks", "3", "--samples", "2")
+    bc = Run.objects.get(kind="bc")
+    # The default config trains for minutes; the chain is the same at a tiny size.
+    Run.objects.filter(pk=bc.pk).update(config={**bc.config, **TINY_BC})
+    demo = Campaign.objects.get(name="Demo: encyclopedia QA")
+    assert "Policy default-bc: training" in _run("load_demo")  # still queued: nothing new
+
+    bc = _execute(bc)
+    policy = Policy.objects.get(pk=bc.summary["policy_id"])
+    assert policy.name == "default-bc" and Path(policy.model_dir) == tmp_path / "policies" / "default-bc"
+    # where train_policy and run_pipeline find it; a later default-bc run writes beside it, not over it
+    assert policy_run_dir(name="default-bc", run_id=99) == tmp_path / "policies" / "default-bc-run99"
+    rollouts = Run.objects.get(kind="rollout")
+    assert rollouts.status == "queued" and bc.summary["rollout_run_id"] == rollouts.pk
+    assert rollouts.config["policy_id"] == policy.pk and rollouts.config["campaign_id"] == demo.pk
+    assert rollouts.config["tasks"] == 3 and rollouts.config["samples_per_task"] == 2
+    assert "queued" in _run("load_demo") and Run.objects.count() == 2  # the follow-up is on its way
+
+    rollouts = _execute(rollouts)
+    assert demo.comparisons.count() > 0 and rollouts.created_by.username == "demo-admin"
+    assert all(c.trajectory_a.policy_id == policy.pk for c in demo.comparisons.select_related("trajectory_a"))
+    again = _run("load_demo")
+    assert f"“Demo: encyclopedia QA”: {demo.comparisons.count()} comparisons of {policy}" in again
+    assert Run.objects.count() == 2
+
+
+def test_load_demo_with_a_policy_and_a_lost_follow_up_queues_the_rollouts_once(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    path = tiny_policy_dir(tmp_path / "policies" / "tiny-demo")
+    policy = Policy.objects.create(name="tiny-demo", version="1", model_dir=str(path))
+    _run("load_demo", "--policy", "tiny-demo", "--tasks", "3", "--samples", "2")
+    _run("load_demo", "--policy", "tiny-demo", "--tasks", "3", "--samples", "2")
+    assert not Run.objects.filter(kind="bc").exists()
+    rollouts = Run.objects.get(kind="rollout")
+    assert rollouts.status == "queued" and rollouts.config["policy_id"] == policy.pk
+    # The worker died with it: the next start queues the rollouts again.
+    Run.objects.filter(pk=rollouts.pk).update(status="failed")
+    out = _run("load_demo", "--policy", "tiny-demo", "--tasks", "3", "--samples", "2")
+    follow_up = Run.objects.filter(kind="rollout").exclude(pk=rollouts.pk).get()
+    assert f"in run #{follow_up.pk} (queued)" in out
+    _execute(follow_up)
+    assert Campaign.objects.get(name="Demo: encyclopedia QA").comparisons.count() > 0
 
 
 def test_set_role_creates_and_updates_users():

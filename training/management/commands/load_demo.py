@@ -1,12 +1,18 @@
-"""Demo users and demo data, loaded once; prints the users and their passwords.
+"""Demo users and demo data, made once and completed on every start; prints what is ready
+and the users with their passwords.
 
     python manage.py load_demo [--policy default-bc] [--tasks 30] [--samples 2]
 
-- `Demo: encyclopedia QA`: trajectories the behaviour-cloned policy generated in the text
-  browser (a rollout run, recorded on the Runs page), paired into comparisons for people
-  to label. `make run` builds the policy first (`train_policy`).
-- `Demo: simulated labels`: scripted agents' trajectories judged by simulated annotators,
-  and a dataset snapshot of them, ready for a reward-model run.
+It takes seconds and needs no model, so `make run` calls it before it starts the web server:
+- `Demo: scripted agents`: trajectories of two scripted agents (a careful one and a hasty
+  one), paired into comparisons for people to label.
+- `Demo: simulated labels`: more scripted trajectories judged by simulated annotators, and a
+  dataset snapshot of them, ready for a reward-model run.
+- `Demo: encyclopedia QA`: the default policy's own trajectories. The policy is trained by a
+  behaviour-cloning run on the worker (on the Runs page, with its progress); when that run
+  succeeds it queues a rollout run that pairs the policy's episodes into this campaign.
+  Every start checks that chain: it launches the training only when no run is queued,
+  running or done, and the rollouts only when nothing fills the campaign yet.
 
 Passwords are generated on first run and kept in the storage folder
 (var/demo_users.json, readable by its owner only); later runs print the same ones.
@@ -19,13 +25,14 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from annotate.models import Campaign, Policy
+from annotate.models import Campaign
 from annotate.services.campaigns import campaign_get_or_create
 from annotate.services.datasets import SnapshotFilters, snapshot_create
+from training.policy.services import DEFAULT_POLICY, policy_by_run_ensure
 from training.services import campaign_simulate_labels, scripted_trajectories_generate
 from training.simulated_annotators import AnnotatorProfile
+from webapp.errors import ArbiterError
 from webapp.roles import Role, user_role_set
-from webapp.runs.services import run_execute, run_launch
 
 DEMO_USERS = {
     "demo-admin": [Role.ADMIN],
@@ -33,6 +40,7 @@ DEMO_USERS = {
     "demo-annotator": [Role.ANNOTATOR],
     "demo-annotator2": [Role.ANNOTATOR],
 }
+SCRIPTED_CAMPAIGN = "Demo: scripted agents"
 DEMO_CAMPAIGN = "Demo: encyclopedia QA"
 SIMULATED_CAMPAIGN = "Demo: simulated labels"
 DEMO_GUIDELINES = """\
@@ -45,23 +53,34 @@ Pick the trajectory you would rather trust.
 2. Then prefer fewer wasted steps and no tool errors.
 3. Use *tie* only when neither is better; tick *both bad* when neither should be trusted.
 """
+DEMO_DIMENSIONS = [
+    {"name": "correctness", "scale": 5, "description": "Is the final answer right and supported by a quote?"},
+    {"name": "efficiency", "scale": 5, "description": "Did it get there without wasted searches, loops or tool errors?"},
+    {"name": "grounding", "scale": 5, "description": "Does every quote come from a page the agent actually opened?"},
+]
 
 
 class Command(BaseCommand):
-    help = "Create the demo users and demo campaigns (once), and print the users."
+    help = "Create the demo users and demo campaigns (once), launch what is missing, and print the users."
 
     def add_arguments(self, parser):
-        parser.add_argument("--policy", default="default-bc", help="policy whose samples fill the demo campaign")
+        parser.add_argument("--policy", default=DEFAULT_POLICY,
+                            help="policy whose samples fill the demo campaign (trained by a run if it does not exist)")
         parser.add_argument("--tasks", type=int, default=30, help="training tasks the policy is run on")
         parser.add_argument("--samples", type=int, default=2, help="episodes per task")
 
     def handle(self, *args, policy, tasks, samples, **options):
+        if tasks < 1 or not 1 <= samples <= 64:
+            raise CommandError("--tasks: at least 1; --samples: between 1 and 64.")
         passwords = self._passwords()
         admin = self._users(passwords)
-        if not Campaign.objects.filter(name=DEMO_CAMPAIGN).exists():
-            self._policy_campaign(admin, policy, tasks, samples)
-        if not Campaign.objects.filter(name=SIMULATED_CAMPAIGN).exists():
-            self._simulated_campaign(admin)
+        for name, make in ((SIMULATED_CAMPAIGN, self._simulated_campaign), (SCRIPTED_CAMPAIGN, self._scripted_campaign)):
+            campaign = Campaign.objects.filter(name=name).first()
+            if campaign is None:
+                make(admin)
+            else:
+                self.stdout.write(f"“{name}”: {campaign.comparisons.count()} comparisons.")
+        self._policy_campaign(admin, policy, tasks, samples)
         self.stdout.write("Demo users (username / password / role):")
         for username, roles in DEMO_USERS.items():
             self.stdout.write(f"  {username:18} {passwords[username]:24} {', '.join(r.value for r in roles)}")
@@ -77,31 +96,44 @@ class Command(BaseCommand):
                 user_role_set(user=user, roles=roles)
         return User.objects.get(username="demo-admin")
 
-    def _policy_campaign(self, admin, policy_name, tasks, samples):
-        policy = Policy.objects.filter(name=policy_name).exclude(model_dir="").order_by("-created_at").first()
-        if policy is None:
-            raise CommandError(f"No policy named {policy_name!r} with a model; build it with `manage.py train_policy`.")
-        campaign, _ = campaign_get_or_create(name=DEMO_CAMPAIGN)
+    def _configure(self, campaign: Campaign) -> None:
         campaign.guidelines = DEMO_GUIDELINES
         campaign.votes_per_comparison = 2
-        campaign.dimensions = ["correctness", "efficiency", "grounding"]
+        campaign.dimensions = DEMO_DIMENSIONS
         campaign.save()
-        self.stdout.write(f"Rolling out {policy} on {tasks} tasks x {samples} for the demo campaign ...")
-        run = run_launch(kind="rollout", user=admin, name="Demo rollouts", enqueue=False, config={
-            "policy_id": policy.pk, "split": "train", "tasks": tasks, "samples_per_task": samples,
-            "temperature": 1.0, "campaign_id": campaign.pk})
-        run_execute(run_id=run.pk, attempt=run.attempt)
-        run.refresh_from_db()
-        if run.status != "succeeded":
-            campaign.delete()
-            raise CommandError(f"The demo rollout run #{run.pk} {run.status}: {run.error}")
-        s = run.summary
-        self.stdout.write(f"Demo campaign: {s['trajectories']} trajectories from {policy}, {s['comparisons']} "
-                          f"comparisons (run #{run.pk}; policy success {s['success']:.0%}).")
+
+    def _scripted_campaign(self, admin):
+        with transaction.atomic():
+            campaign, _ = campaign_get_or_create(name=SCRIPTED_CAMPAIGN, created_by=admin)
+            self._configure(campaign)
+            report = scripted_trajectories_generate(campaign=campaign, n_tasks=40, samples_per_agent=1, seed=3)
+        self.stdout.write(f"“{SCRIPTED_CAMPAIGN}”: {report.comparisons} comparisons of a careful and a hasty "
+                          f"scripted agent, ready to label.")
+
+    def _policy_campaign(self, admin, policy_name, tasks, samples):
+        with transaction.atomic():
+            campaign, created = campaign_get_or_create(name=DEMO_CAMPAIGN, created_by=admin)
+            if created:
+                self._configure(campaign)
+            try:
+                policy, run = policy_by_run_ensure(name=policy_name, user=admin, campaign=campaign, tasks=tasks,
+                                                   samples=samples)
+            except ArbiterError as exc:
+                raise CommandError(f"The demo policy {policy_name!r} cannot be made: {exc.message}") from None
+        fill = f"its rollouts fill “{DEMO_CAMPAIGN}”"
+        if policy is None:
+            state = "queued" if run.status == "queued" else f"running, {run.progress:.0%}"
+            self.stdout.write(f"Policy {policy_name}: training by behaviour cloning in run #{run.pk} ({state}; see "
+                              f"the Runs page); once it succeeds, {fill}.")
+        elif run is not None:
+            self.stdout.write(f"Policy {policy}: {fill} in run #{run.pk} ({run.status}).")
+        else:
+            self.stdout.write(f"“{DEMO_CAMPAIGN}”: {campaign.comparisons.count()} comparisons of {policy}'s "
+                              f"trajectories.")
 
     def _simulated_campaign(self, admin):
         with transaction.atomic():
-            campaign, _ = campaign_get_or_create(name=SIMULATED_CAMPAIGN)
+            campaign, _ = campaign_get_or_create(name=SIMULATED_CAMPAIGN, created_by=admin)
             campaign.guidelines = DEMO_GUIDELINES
             campaign.votes_per_comparison = 3
             campaign.save()
@@ -110,7 +142,7 @@ class Command(BaseCommand):
                                               profile=AnnotatorProfile(temperature=1.0, flip=0.1), seed=7)
             snapshot = snapshot_create(name="Demo: simulated labels", campaigns=[campaign], created_by=admin,
                                        filters=SnapshotFilters(include_synthetic=True))
-        self.stdout.write(f"Simulated campaign: {report.trajectories} scripted trajectories, {labels} simulated "
+        self.stdout.write(f"“{SIMULATED_CAMPAIGN}”: {report.trajectories} scripted trajectories, {labels} simulated "
                           f"judgements; snapshot #{snapshot.pk} with {snapshot.stats.get('pairs')} pairs.")
 
     def _passwords(self) -> dict[str, str]:

@@ -4,7 +4,9 @@ behaviour cloning on scripted demonstrations, and its eval success rates.
     python manage.py train_policy [--force] [--max-seconds 240] [--max-steps 700]
 
 The policy is saved under var/policies/default-bc/ (a Hugging Face model directory) and
-registered as policy `default-bc`; later runs reuse it unless --force.
+registered as policy `default-bc`; later runs reuse it unless --force. This trains in the
+foreground; `make run` trains the same policy as a `bc` run on its worker instead
+(`load_demo`), so the app answers while it trains.
 """
 from dataclasses import replace
 
