@@ -2,9 +2,9 @@
 
     .venv/bin/python benchmarks/campaign_fill.py --sizes 5000 20000 --repeats 3
 
-Each size runs in a fresh child process against the scratch database `<name>_bench`
-(PostgreSQL, emptied first): N ten-step trajectories (the import benchmark's lines: four
-per task, two agents) are imported, then a campaign is filled from that import batch with
+Against the scratch database `<name>_bench` (PostgreSQL, emptied first), one child process
+imports N ten-step trajectories (the import benchmark's lines: four per task, three agent
+versions), then a fresh child fills a campaign from that import batch with
 `all_pairs` (cap 10 per task: 6 pairs per task) and with `policy_vs_policy` (two of the
 file's three agent versions). Reported: the
 median seconds of the preview (counts only), of the fill (plan and insert), the
@@ -33,33 +33,45 @@ from import_trajectories import rss_mb, write_file  # noqa: E402
 STRATEGIES = ("all_pairs", "policy_vs_policy")
 
 
-def child(path: Path) -> None:
+def setup(path: Path) -> None:
+    """Empty the scratch database and import the file (its own process: its memory is not the fill's)."""
     import django
 
     django.setup()
+    from django.conf import settings
     from django.core.files.uploadedfile import SimpleUploadedFile
     from django.db import connection
 
-    from annotate.models import Campaign, Policy, Trajectory
-    from annotate.services.campaign_fill import campaign_fill_create, fill_preview, fill_request_clean
     from annotate.services.imports import import_upload_create
 
     with connection.cursor() as cur:
         cur.execute("TRUNCATE annotate_campaignfill, annotate_comparison, annotate_trajectory, annotate_task, "
                     "annotate_policy, annotate_importbatch, annotate_campaign CASCADE")
-    from django.conf import settings
-
     settings.IMPORT_INLINE_MAX_BYTES = 10**10  # import in this process
-    settings.FILL_INLINE_MAX_TRAJECTORIES = 10**9  # and fill in it too: the job runs the same code
     batch = import_upload_create(upload=SimpleUploadedFile(path.name, path.read_bytes()), campaign=None,
                                  created_by=None)
     assert batch.status == "succeeded", batch.message
+
+
+def child() -> None:
+    """Preview, fill and fill again (idempotent) for each strategy; prints JSON."""
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from annotate.models import Campaign, ImportBatch, Policy, Trajectory
+    from annotate.services.campaign_fill import campaign_fill_create, fill_preview, fill_request_clean
+
+    settings.FILL_INLINE_MAX_TRAJECTORIES = 10**9  # fill in this process: the job runs the same code
+    batch = ImportBatch.objects.get()
     out = {"trajectories": batch.created_count}
     before = rss_mb()
     start = time.perf_counter()
-    rows = list(Trajectory.objects.filter(import_batch=batch).values_list("id", "task_id", "outcome"))
+    for _ in Trajectory.objects.filter(import_batch=batch).values_list("id", "task_id", "outcome").iterator(
+            chunk_size=2000):
+        pass
     out["floor_s"] = time.perf_counter() - start
-    del rows
     arena = dict(Policy.objects.filter(name="bench-agent").values_list("version", "pk"))
     for strategy in STRATEGIES:
         campaign = Campaign.objects.create(name=f"bench {strategy}")
@@ -83,11 +95,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 20000])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--setup", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    if args.setup:
+        setup(args.setup)
+        return
     if args.child:
-        child(args.child)
+        child()
         return
     env = ensure_bench_database()
     print("| trajectories | strategy | comparisons | preview median s | fill median s | comparisons/s "
@@ -99,7 +115,9 @@ def main() -> None:
             write_file(path, n)
             runs = []
             for _ in range(args.repeats):
-                done = subprocess.run([sys.executable, __file__, "--child", str(path)], cwd=ROOT, env=env,
+                subprocess.run([sys.executable, __file__, "--setup", str(path)], cwd=ROOT, env=env, check=True,
+                               capture_output=True)
+                done = subprocess.run([sys.executable, __file__, "--child"], cwd=ROOT, env=env,
                                       check=True, capture_output=True, text=True)
                 runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
             floor = statistics.median(r["floor_s"] for r in runs)

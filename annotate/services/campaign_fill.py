@@ -20,7 +20,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotate.models import Campaign, CampaignFill, ImportBatch, Policy, Task, Trajectory
-from annotate.services.comparisons import STRATEGIES, comparisons_insert, comparisons_plan
+from annotate.services.comparisons import STRATEGIES, PairPlan, comparisons_insert, comparisons_pairs
 from webapp import json_input
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat
@@ -171,16 +171,18 @@ def _selected(campaign: Campaign, request: FillRequest) -> QuerySet[Trajectory]:
     return rows
 
 
-def _plan(campaign: Campaign, request: FillRequest):
+def _pairs(campaign: Campaign, request: FillRequest, plan: PairPlan):
     pairing = "all_pairs" if request.strategy == "rm_uncertainty" else request.strategy
-    return comparisons_plan(campaign=campaign, trajectories=_selected(campaign, request), strategy=pairing,
-                            max_per_task=request.max_per_task, policy_a=request.policy_a,
-                            policy_b=request.policy_b, tags=request.tags, seed=request.seed)
+    return comparisons_pairs(campaign=campaign, plan=plan, trajectories=_selected(campaign, request),
+                             strategy=pairing, max_per_task=request.max_per_task, policy_a=request.policy_a,
+                             policy_b=request.policy_b, tags=request.tags, seed=request.seed)
 
 
 def fill_preview(*, campaign: Campaign, request: FillRequest) -> dict:
     """What filling would make, without writing: counts, and whether it would run as a job."""
-    plan = _plan(campaign, request)
+    plan = PairPlan()
+    for _ in _pairs(campaign, request, plan):
+        pass
     out = plan.as_dict()
     out["runs_as_job"] = plan.trajectories > settings.FILL_INLINE_MAX_TRAJECTORIES
     out["then_scoring_run"] = request.strategy == "rm_uncertainty"
@@ -216,14 +218,17 @@ def campaign_fill_run(*, fill_id: int) -> None:
     fill = CampaignFill.objects.select_related("campaign", "created_by").get(pk=fill_id)
     request = _request_of(fill)
 
-    def progress(fraction: float) -> None:
-        CampaignFill.objects.filter(pk=fill_id).update(progress=round(0.1 + 0.9 * fraction, 3))
+    total = max(1, _selected(fill.campaign, request).count())
+    plan = PairPlan()
+
+    def progress() -> None:  # after each chunk written: the share of the selected trajectories read
+        CampaignFill.objects.filter(pk=fill_id).update(progress=round(min(0.99, plan.trajectories / total), 3),
+                                                       trajectories=plan.trajectories)
 
     try:
         with Heartbeat(CampaignFill, fill_id):
-            plan = _plan(fill.campaign, request)
-            CampaignFill.objects.filter(pk=fill_id).update(progress=0.1, trajectories=plan.trajectories)
-            created = comparisons_insert(campaign=fill.campaign, plan=plan, progress=progress)
+            created = comparisons_insert(campaign=fill.campaign, pairs=_pairs(fill.campaign, request, plan),
+                                         progress=progress)
             message = (f"Built {created} comparisons from {plan.trajectories} trajectories on {plan.tasks} tasks "
                        f"({plan.existing} pairs were already in the campaign, {plan.identical} identical pairs "
                        f"refused, {plan.capped} left out by the cap of {request.max_per_task} per task).")

@@ -14,17 +14,17 @@ Strategies:
 Whatever the strategy, two trajectories with the same steps and answer (the same
 behaviour stored under two agent names) are never paired: there is nothing to judge.
 Pairs already in the campaign are skipped and count against `max_per_task`, so building
-again only adds what is new. `comparisons_plan` says what a build would do without
-writing (the preview); `comparisons_insert` writes a plan.
+again only adds what is new. `comparisons_pairs` streams the new pairs task by task
+(counting what it leaves out), `comparisons_plan` collects them without writing (the
+preview), `comparisons_insert` writes them in chunks.
 """
 from __future__ import annotations
 
 import json
 import random
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import combinations, product
+from itertools import combinations, islice, product
 
 from django.db import transaction
 from django.db.models import Count, QuerySet
@@ -71,17 +71,18 @@ class _Row:
 
 @dataclass
 class PairPlan:
-    """What a build would add: new pairs (task, a, b) in id order, and why others were left out."""
+    """What a build adds: its counts, and (`pairs`) the new pairs (task, a, b) in id order."""
 
     pairs: list[tuple[int, int, int]] = field(default_factory=list)
     trajectories: int = 0
     tasks: int = 0
+    new: int = 0  # pairs to create
     existing: int = 0  # candidate pairs the campaign has already
     identical: int = 0  # candidate pairs refused: the same steps and answer
     capped: int = 0  # candidate pairs left out by max_per_task
 
     def as_dict(self) -> dict:
-        return {"comparisons": len(self.pairs), "trajectories": self.trajectories, "tasks": self.tasks,
+        return {"comparisons": self.new, "trajectories": self.trajectories, "tasks": self.tasks,
                 "already_in_campaign": self.existing, "identical_refused": self.identical,
                 "left_out_by_cap": self.capped}
 
@@ -98,9 +99,13 @@ def _check(strategy: str, max_per_task: int, policy_a: int | None, policy_b: int
             raise ArbiterError("policy_vs_policy needs two different policies.")
 
 
-def comparisons_plan(
+TASKS_PER_BLOCK = 500  # tasks whose stored pairs are read in one query
+
+
+def comparisons_pairs(
     *,
     campaign: Campaign,
+    plan: PairPlan,
     trajectories: QuerySet[Trajectory] | None = None,
     strategy: str = "all_pairs",
     max_per_task: int = 10,
@@ -108,8 +113,13 @@ def comparisons_plan(
     policy_b: int | None = None,
     tags: list[str] = (),
     seed: int = 0,
-) -> PairPlan:
-    """The pairs a build of `trajectories` (default: all stored) would add to `campaign`."""
+) -> Iterator[tuple[int, int, int]]:
+    """The new pairs (task, a, b) a build of `trajectories` (default: all stored) adds to
+    `campaign`, task by task, counting into `plan` as it goes.
+
+    Streams: the rows are read in task order and only a block of tasks is held at once, so
+    memory stays flat however many trajectories are selected.
+    """
     _check(strategy, max_per_task, policy_a, policy_b)
     rows = (trajectories if trajectories is not None else Trajectory.objects.all()).order_by("task_id", "id")
     if strategy == "policy_vs_policy":
@@ -120,29 +130,37 @@ def comparisons_plan(
     if tags:
         fields.append("metadata__tags")
     wanted_tags = set(tags)
-    by_task: dict[int, list[_Row]] = defaultdict(list)
-    plan = PairPlan()
-    for values in rows.values_list(*fields).iterator(chunk_size=5000):
+    rng = random.Random(seed)
+    block: dict[int, list[_Row]] = {}
+    for values in rows.values_list(*fields).iterator(chunk_size=2000):
         row = dict(zip(fields, values))
         if wanted_tags:
             found = row["metadata__tags"]
             if not isinstance(found, list) or not wanted_tags.intersection(t for t in found if isinstance(t, str)):
                 continue
+        if row["task_id"] not in block and len(block) >= TASKS_PER_BLOCK:
+            yield from _block_pairs(campaign, block, strategy, max_per_task, policy_a, policy_b, rng, plan)
+            block = {}
         key = (_calls_and_answer(row["steps"], row["answer"]) if strategy == "same_calls_different_answer"
                else row["outcome"])
-        by_task[row["task_id"]].append(_Row(row["id"], row["policy_id"], row["behaviour_hash"], key))
+        block.setdefault(row["task_id"], []).append(_Row(row["id"], row["policy_id"], row["behaviour_hash"], key))
         plan.trajectories += 1
-    plan.tasks = len(by_task)
+    yield from _block_pairs(campaign, block, strategy, max_per_task, policy_a, policy_b, rng, plan)
+
+
+def _block_pairs(campaign, block: dict[int, list[_Row]], strategy, max_per_task, policy_a, policy_b, rng,
+                 plan: PairPlan) -> Iterator[tuple[int, int, int]]:
+    if not block:
+        return
     keep: Callable[[object, object], bool] = {
         "all_pairs": lambda a, b: True, "policy_vs_policy": lambda a, b: True,
         "outcome_differs": _outcomes_differ, "same_calls_different_answer": _answer_is_the_difference,
     }[strategy]
-
-    in_campaign = Comparison.objects.filter(campaign=campaign, task_id__in=list(by_task))
+    in_campaign = Comparison.objects.filter(campaign=campaign, task_id__in=list(block))
     existing_count = dict(in_campaign.values_list("task_id").annotate(n=Count("id")))
     existing_pairs = set(in_campaign.values_list("trajectory_a_id", "trajectory_b_id"))
-    rng = random.Random(seed)
-    for task_id, found in by_task.items():
+    for task_id, found in block.items():
+        plan.tasks += 1
         if strategy == "policy_vs_policy":
             candidates = product([r for r in found if r.policy_id == policy_a],
                                  [r for r in found if r.policy_id == policy_b])
@@ -164,28 +182,40 @@ def comparisons_plan(
         rng.shuffle(pairs)
         room = max(0, max_per_task - existing_count.get(task_id, 0))
         plan.capped += max(0, len(pairs) - room)
-        plan.pairs.extend((task_id, a, b) for a, b in pairs[:room])
+        plan.new += min(room, len(pairs))
+        for a, b in pairs[:room]:
+            yield task_id, a, b
+
+
+def comparisons_plan(*, campaign: Campaign, **selection) -> PairPlan:
+    """What a build would add (the preview), with its pairs; `comparisons_pairs` takes the same arguments."""
+    plan = PairPlan()
+    plan.pairs = list(comparisons_pairs(campaign=campaign, plan=plan, **selection))
     return plan
 
 
-def comparisons_insert(*, campaign: Campaign, plan: PairPlan, progress: Callable[[float], None] | None = None,
-                       chunk: int = 2000) -> int:
-    """Write a plan's pairs (each chunk in its own transaction); returns how many were new."""
+def comparisons_insert(*, campaign: Campaign, pairs: Iterable[tuple[int, int, int]],
+                       progress: Callable[[], None] | None = None, chunk: int = 2000) -> int:
+    """Write pairs (each chunk in its own transaction); returns how many were new."""
     created = 0
-    for start in range(0, len(plan.pairs), chunk):
-        new = [Comparison(campaign=campaign, task_id=t, trajectory_a_id=a, trajectory_b_id=b)
-               for t, a, b in plan.pairs[start:start + chunk]]
+    pairs = iter(pairs)
+    while True:
+        batch = list(islice(pairs, chunk))
+        if not batch:
+            return created
+        new = [Comparison(campaign=campaign, task_id=t, trajectory_a_id=a, trajectory_b_id=b) for t, a, b in batch]
+        # Stored pairs are looked up through the chunk's tasks (an index), not the whole campaign.
+        tasks = {t for t, _, _ in batch}
         with transaction.atomic():
             created += len(bulk_create_new(
                 Comparison, new, key=lambda c: (c.trajectory_a_id, c.trajectory_b_id),
                 stored_keys=lambda keys: Comparison.objects.filter(
-                    campaign=campaign, trajectory_a_id__in={a for a, _ in keys},
+                    campaign=campaign, task_id__in=tasks, trajectory_a_id__in={a for a, _ in keys},
                     trajectory_b_id__in={b for _, b in keys},
                 ).values_list("trajectory_a_id", "trajectory_b_id"),
             ))
         if progress:
-            progress(min(1.0, (start + chunk) / len(plan.pairs)))
-    return created
+            progress()
 
 
 @transaction.atomic
@@ -206,6 +236,6 @@ def comparisons_build(
         rows = rows.filter(task_id__in=task_ids)
     if trajectory_ids is not None:
         rows = rows.filter(pk__in=trajectory_ids)
-    plan = comparisons_plan(campaign=campaign, trajectories=rows, strategy=strategy, max_per_task=max_per_task,
-                            policy_a=policy_a, policy_b=policy_b, seed=seed)
-    return comparisons_insert(campaign=campaign, plan=plan)
+    pairs = comparisons_pairs(campaign=campaign, plan=PairPlan(), trajectories=rows, strategy=strategy,
+                              max_per_task=max_per_task, policy_a=policy_a, policy_b=policy_b, seed=seed)
+    return comparisons_insert(campaign=campaign, pairs=pairs)
