@@ -48,5 +48,11 @@ class SkipForm(forms.Form):
 
 
 class AdjudicateForm(forms.Form):
-    choice = forms.IntegerField(min_value=1, max_value=5)
+    """No default: the adjudicator picks a point on the scale."""
+
+    choice = forms.IntegerField(min_value=1, max_value=5, error_messages={
+        "required": "Pick the adjudicated label (A much better … B much better): nothing was recorded.",
+        "invalid": "Pick the adjudicated label from the list.",
+        "min_value": "The scale runs from 1 to 5.", "max_value": "The scale runs from 1 to 5.",
+    })
     note = forms.CharField(required=False, max_length=5000)

@@ -130,8 +130,52 @@ def comparisons_in_disagreement(*, campaign: Campaign, limit: int = 200):
     )
 
 
-def campaign_progress(*, campaign: Campaign, annotator) -> dict:
-    """The annotator's counter: judged by them, and comparisons still needing votes."""
-    open_count = Comparison.objects.filter(campaign=campaign, status=Comparison.Status.OPEN, is_gold=False).count()
-    mine = Judgement.objects.filter(comparison__campaign=campaign, annotator=annotator).count()
-    return {"judged_by_me": mine, "open": open_count}
+def _scalar(rows, function: str, column: str = "id", output_field=None):
+    """COUNT or SUM over `rows` as a scalar subquery, so that several figures share one query
+    (the function is not a Django aggregate, so the subquery has no GROUP BY)."""
+    from django.db.models import F, Func, IntegerField, Subquery, Value
+    from django.db.models.functions import Coalesce
+
+    output_field = output_field or IntegerField()
+    figure = rows.order_by().annotate(figure=Func(F(column), function=function, output_field=output_field))
+    return Coalesce(Subquery(figure.values("figure")), Value(0), output_field=output_field)
+
+
+def annotator_counts(*, campaign: Campaign, annotator, now=None) -> dict:
+    """The comparison screen's counter for one annotator, in one query:
+
+    - `left_for_you`: comparisons they may still be given (open, not gold, a slot free,
+      never assigned to them) plus the ones they hold now: the same figure as
+      `annotate.selectors.campaign_progress` gives the Campaigns page;
+    - `judged`: their judgements in this campaign; `today`: those since midnight
+      (settings.TIME_ZONE), and `tz`, that zone's name;
+    - `per_hour`: today's judgements per hour of today's time on task (the sum of each
+      one's seconds, lease to submit, as the server measures them); None before a minute
+      of it, when the figure would mean little.
+    """
+    from django.db.models import FloatField
+    from django.utils import timezone
+
+    now = now or timezone.now()
+    local = timezone.localtime(now)
+    midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    free = (Comparison.objects.filter(campaign=campaign, is_gold=False, status=Comparison.Status.OPEN,
+                                      slots_taken__lt=campaign.votes_per_comparison)
+            .exclude(assignments__annotator=annotator))  # an anti-join: a few ms over 30,000 comparisons
+    held = Assignment.objects.filter(annotator=annotator, comparison__campaign=campaign,
+                                     status=Assignment.Status.LEASED, leased_until__gt=now)
+    mine = Judgement.objects.filter(comparison__campaign=campaign, annotator=annotator)
+    today = mine.filter(created_at__gte=midnight)
+    figures = Campaign.objects.filter(pk=campaign.pk).values(
+        free=_scalar(free, "COUNT"), held=_scalar(held, "COUNT"), judged=_scalar(mine, "COUNT"),
+        today=_scalar(today, "COUNT"), seconds=_scalar(today, "SUM", "seconds", FloatField()),
+    ).get()
+    seconds = figures["seconds"] or 0.0
+    return {
+        "left_for_you": figures["free"] + figures["held"],
+        "judged": figures["judged"],
+        "today": figures["today"],
+        "seconds_today": seconds,
+        "per_hour": figures["today"] * 3600 / seconds if seconds >= 60 else None,
+        "tz": local.tzname(),
+    }

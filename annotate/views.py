@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -88,14 +88,24 @@ def import_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
     return render(request, "annotate/import_detail.html", {"batch": batch})
 
 
-def _workbench(request, campaign, *, assignment=None, form=None, error="", status=200):
+def _align(data) -> str:
+    """The comparison screen's alignment, from ?align= or the forms' hidden field: content unless index."""
+    return "index" if data.get("align") == "index" else "content"
+
+
+def _label_url(campaign, align: str) -> str:
+    url = reverse("annotate:label", args=[campaign.id])
+    return f"{url}?align=index" if align == "index" else url
+
+
+def _workbench(request, campaign, *, assignment=None, form=None, error="", status=200, align="content"):
     if assignment is None and not error:
         try:
             assignment = assignment_next(campaign=campaign, annotator=request.user)
         except ArbiterError as exc:
             error = exc.message
     context = workbench_context(
-        campaign=campaign, annotator=request.user, assignment=assignment, form=form, error=error
+        campaign=campaign, annotator=request.user, assignment=assignment, form=form, error=error, align=align
     )
     template = "annotate/label.html#workbench" if request.htmx else "annotate/label.html"
     # htmx swaps 2xx only: a refused submit shows its message in the fragment it replaces.
@@ -106,7 +116,7 @@ def _workbench(request, campaign, *, assignment=None, form=None, error="", statu
 def label(request: HttpRequest, campaign_id: int) -> HttpResponse:
     """The comparison screen: the current assignment, or a new one."""
     campaign = get_object_or_404(Campaign, pk=campaign_id)
-    return _workbench(request, campaign)
+    return _workbench(request, campaign, align=_align(request.GET))
 
 
 def _own_assignment(request, assignment_id) -> Assignment:
@@ -132,10 +142,12 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
     except ArbiterError as exc:
         return render(request, "annotate/error.html", {"message": exc.message}, status=400)
     campaign = assignment.comparison.campaign
+    align = _align(request.POST)
     form = JudgementForm(request.POST, dimensions=dimensions_of(campaign))
     if not form.is_valid():
         message = " ".join(e for errors in form.errors.values() for e in errors)
-        return _workbench(request, campaign, assignment=assignment, form=form, error=message, status=400)
+        return _workbench(request, campaign, assignment=assignment, form=form, error=message, status=400,
+                          align=align)
     verdict = Verdict(
         choice=form.cleaned_data["choice"],
         both_bad=form.cleaned_data["both_bad"],
@@ -149,10 +161,10 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
     except ArbiterError as exc:
         expired = "expired" in exc.message
         return _workbench(request, campaign, assignment=None if expired else assignment, form=form,
-                          error=exc.message, status=400)
+                          error=exc.message, status=400, align=align)
     if not request.htmx:
-        return redirect("annotate:label", campaign_id=campaign.id)
-    return _workbench(request, campaign)
+        return redirect(_label_url(campaign, align))
+    return _workbench(request, campaign, align=align)
 
 
 @role_required(*LABELERS)
@@ -168,9 +180,10 @@ def skip_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
     except ArbiterError as exc:
         return render(request, "annotate/error.html", {"message": exc.message}, status=400)
     campaign = assignment.comparison.campaign
+    align = _align(request.POST)
     if not request.htmx:
-        return redirect("annotate:label", campaign_id=campaign.id)
-    return _workbench(request, campaign)
+        return redirect(_label_url(campaign, align))
+    return _workbench(request, campaign, align=align)
 
 
 @role_required(*READERS)
@@ -181,11 +194,10 @@ def quality(request: HttpRequest, campaign_id: int) -> HttpResponse:
     charts = {
         "votes": bar_chart_svg([d for d, _ in q.votes_per_day], [n for _, n in q.votes_per_day],
                                title="Judgements per day"),
-        "seconds": histogram_svg(q.seconds, title="Seconds per comparison", bins=12),
+        "seconds": histogram_svg(q.seconds, title="Seconds per comparison", bins=12, unit="s"),
         "agreement": bar_chart_svg(
-            [a.username for a in q.annotators],
-            [round(100 * (a.majority_agreement or 0), 1) for a in q.annotators],
-            title="Agreement with the majority of the others (%)", max_value=100,
+            [a.username for a in q.annotators], [a.majority_agreement or 0 for a in q.annotators],
+            title="Agreement with the majority of the others", max_value=1, unit="%",
         ),
     }
     return render(request, "annotate/quality.html", {"campaign": campaign, "q": q, "charts": charts})
@@ -210,7 +222,7 @@ def comparison_votes(request: HttpRequest, comparison_id: int) -> HttpResponse:
     form = AdjudicateForm(request.POST or None)
     if request.method == "POST":
         if not user_has_role(request.user, Role.ADMIN):
-            return render(request, "annotate/error.html", {"message": "Only admins record adjudicated labels."}, status=403)
+            raise PermissionDenied("Only admins record adjudicated labels; researchers may read the votes.")
         if form.is_valid():
             comparison_adjudicate(comparison=comparison, admin=request.user, choice=form.cleaned_data["choice"],
                                   note=form.cleaned_data["note"])
@@ -220,5 +232,7 @@ def comparison_votes(request: HttpRequest, comparison_id: int) -> HttpResponse:
     return render(request, "annotate/comparison_votes.html", {
         "comparison": comparison, "votes": votes, "form": form,
         "pair": pair_view(comparison.trajectory_a.steps, comparison.trajectory_b.steps),
+        # The current ruling, if any; never a default the adjudicator did not choose.
+        "picked": None if form.is_bound else comparison.adjudicated_choice,
         "scale": [(1, "A much better"), (2, "A better"), (3, "Tie"), (4, "B better"), (5, "B much better")],
     }, status=400 if form.errors else 200)

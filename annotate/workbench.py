@@ -1,19 +1,21 @@
 """The comparison screen's context: an assignment shown in screen terms, never naming policies."""
 from __future__ import annotations
 
-from annotate.models import Assignment, Campaign
-from annotate.quality import campaign_progress
+from annotate.models import Assignment, Campaign, Comparison
+from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
-from annotate.trajectory_view import pair_view
+from annotate.trajectory_view import Align, pair_view
 
+# (value, text, short text for narrow screens)
 SCREEN_SCALE = [
-    (1, "Left much better"),
-    (2, "Left better"),
-    (3, "Tie"),
-    (4, "Right better"),
-    (5, "Right much better"),
+    (1, "Left much better", "Left ≫"),
+    (2, "Left better", "Left >"),
+    (3, "Tie", "Tie"),
+    (4, "Right better", "Right >"),
+    (5, "Right much better", "Right ≫"),
 ]
-SKIP_REASONS = ["Cannot judge: needs expertise", "Unreadable or broken", "Identical trajectories", "Other"]
+IDENTICAL = "Identical trajectories"
+SKIP_REASONS = ["Cannot judge: needs expertise", "Unreadable or broken", IDENTICAL, "Other"]
 
 
 def screen_sides(assignment: Assignment):
@@ -22,24 +24,45 @@ def screen_sides(assignment: Assignment):
     return (a, b) if assignment.left_is_a else (b, a)
 
 
+def _with_comparison(assignment: Assignment) -> Assignment:
+    """Load the comparison, its task and both trajectories in one query unless they came along."""
+    if not Assignment._meta.get_field("comparison").is_cached(assignment):
+        assignment.comparison = Comparison.objects.select_related("task", "trajectory_a", "trajectory_b").get(
+            pk=assignment.comparison_id)
+    return assignment
+
+
+def _cleaned(form, name: str):
+    return getattr(form, "cleaned_data", {}).get(name) if form is not None else None
+
+
 def workbench_context(*, campaign: Campaign, annotator, assignment: Assignment | None,
-                      form=None, error: str = "") -> dict:
+                      form=None, error: str = "", align: Align = "content") -> dict:
     context = {
         "campaign": campaign,
         "dimensions": [{**d, "points": range(1, d["scale"] + 1)} for d in dimensions_of(campaign)],
         "assignment": assignment,
-        "progress": campaign_progress(campaign=campaign, annotator=annotator),
+        "counts": annotator_counts(campaign=campaign, annotator=annotator),
         "scale": SCREEN_SCALE,
         "skip_reasons": SKIP_REASONS,
         "form": form,
         "error": error,
+        "align": align,
+        # A refused submit keeps the steps it marked.
+        "marked_left": _cleaned(form, "first_wrong_left"),
+        "marked_right": _cleaned(form, "first_wrong_right"),
     }
     if assignment is not None:
-        left, right = screen_sides(assignment)
+        left, right = screen_sides(_with_comparison(assignment))
+        pair = pair_view(left.steps, right.steps, align=align)
         context.update(
             prompt=assignment.comparison.task.prompt,
-            pair=pair_view(left.steps, right.steps),
+            pair=pair,
+            folds=any(block.folded for block in pair.blocks),
             left_answer=left.answer,
             right_answer=right.answer,
+            # The same steps and answer under two agent names: nothing to prefer.
+            identical=bool(left.behaviour_hash) and left.behaviour_hash == right.behaviour_hash,
+            identical_reason=IDENTICAL,
         )
     return context

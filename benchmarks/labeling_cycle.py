@@ -75,6 +75,8 @@ def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
         user, _ = User.objects.get_or_create(username=f"bench-annotator-{i}")
         user_role_set(user=user, roles=[Role.ANNOTATOR])
         tokens.append(api_token_create(user=user, name="bench")[1])
+    with connection.cursor() as cur:  # fresh statistics: the first round plans like the others
+        cur.execute("ANALYZE")
     print(json.dumps({"campaign": campaign.id, "tokens": tokens}))
 
 
@@ -171,6 +173,9 @@ def main() -> None:
     parser.add_argument("--comparisons", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--worker-class", default="gthread", help="gunicorn's worker class (gthread or sync)")
+    parser.add_argument("--server-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable for the server, e.g. DB_POOL=true (repeatable)")
     parser.add_argument("--setup-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.setup_child:
@@ -178,11 +183,12 @@ def main() -> None:
         return
 
     env = ensure_bench_database()
+    server_env = {**env, **dict(kv.split("=", 1) for kv in args.server_env)}
     server = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "webapp.wsgi", "--bind", f"127.0.0.1:{PORT}", "-k", "gthread",
+        [str(ROOT / ".venv/bin/gunicorn"), "webapp.wsgi", "--bind", f"127.0.0.1:{PORT}", "-k", args.worker_class,
          "--workers", str(args.workers), "--threads", str(args.threads), "--log-level", "warning",
          "--keep-alive", "30"],
-        cwd=ROOT, env=env, start_new_session=True,
+        cwd=ROOT, env=server_env, start_new_session=True,
     )
     try:
         for _ in range(100):
@@ -212,7 +218,8 @@ def main() -> None:
 
     ratios = [c["per_s"] / t["per_s"] for c, t in zip(rows["cycle"], rows["trivial"])]
     print()
-    print(f"{args.annotators} concurrent clients, gunicorn gthread {args.workers}x{args.threads}, "
+    print(f"{args.annotators} concurrent clients, gunicorn {args.worker_class} {args.workers}x{args.threads} "
+          f"{' '.join(args.server_env)}, "
           f"{args.rounds} rounds of {args.seconds:.0f} s, medians:")
     print("| scenario | per second | p50 ms | p95 ms | errors |")
     print("|---|---|---|---|---|")

@@ -23,8 +23,10 @@ def registry(request: HttpRequest) -> HttpResponse:
 
 def _reliability_chart(metrics: dict):
     bins = [b for b in (metrics.get("test") or {}).get("reliability", []) if b.get("count")]
-    labels = [f"{b['low']:.2f}-{b['high']:.2f} (n={b['count']})" for b in bins]
-    return bar_chart_svg(labels, [b["accuracy"] for b in bins], max_value=1.0,
+    labels = [f"{b['low']:.2f}–{b['high']:.2f} (n={b['count']})" for b in bins]
+    hover = [f"confidence {b['low']:.2f} to {b['high']:.2f}: accuracy {100 * b['accuracy']:.1f}% over {b['count']} pairs"
+             for b in bins]
+    return bar_chart_svg(labels, [b["accuracy"] for b in bins], max_value=1.0, unit="%", hover=hover,
                          title="Reliability: accuracy per confidence bin")
 
 

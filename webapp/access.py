@@ -19,7 +19,9 @@ def role_required(*roles: Role):
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
             if not user_has_role(request.user, *roles):
-                raise PermissionDenied("Your role does not allow this page.")
+                needed = " or ".join(r.value for r in roles)
+                raise PermissionDenied(f"This page is for the {needed} role{'s' if len(roles) > 1 else ''}; "
+                                       "yours does not include it.")
             return view(request, *args, **kwargs)
 
         return wrapped

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from annotate import api as annotate_api
+from annotate import api_fast
 from annotate.campaigns import api as campaign_api
 from annotate.datasets import api as dataset_api
 from training.evaluation import api as evaluation_api
@@ -20,9 +21,9 @@ urlpatterns = [
     path("imports/", annotate_api.ImportUploadApi.as_view(), name="api-imports"),
     path("imports/<id:batch_id>/", annotate_api.ImportDetailApi.as_view(), name="api-import-detail"),
     # Labeling (annotators and admins)
-    path("assignments/next", annotate_api.AssignmentNextApi.as_view(), name="api-assignment-next"),
-    path("assignments/<id:assignment_id>/judgement", annotate_api.JudgementSubmitApi.as_view(),
-         name="api-judgement-submit"),
+    # The two hot endpoints answer the common case on a short path (annotate/api_fast.py).
+    path("assignments/next", api_fast.assignment_next_view, name="api-assignment-next"),
+    path("assignments/<id:assignment_id>/judgement", api_fast.judgement_submit_view, name="api-judgement-submit"),
     path("assignments/<id:assignment_id>/skip", annotate_api.AssignmentSkipApi.as_view(), name="api-assignment-skip"),
     # Campaigns: progress (every role), settings, status, fill, gold, clone (admins), activity (readers)
     path("campaigns/", campaign_api.CampaignListCreateApi.as_view(), name="api-campaigns"),

@@ -39,6 +39,7 @@ SECRET_KEY = _secret_key()
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+CSRF_FAILURE_VIEW = "webapp.views.csrf_failure"  # the 403 page in the site's layout, saying what to do
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -105,13 +106,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     # Parameters travel apart from the SQL, so psycopg prepares statements that repeat
     # (after 5 runs on a connection) and PostgreSQL stops re-planning them: the labeling
     # screen's joins spent more time in planning than in execution
     # (benchmarks/labeling_cycle.py, benchmarks/RESULTS.md).
     DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
+    if env.bool("DB_POOL", default=False):
+        # Django's own connection pool (psycopg_pool): each process keeps up to DB_POOL_MAX
+        # connections and lends one to each request (persistent connections must be off).
+        DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 1, "max_size": env.int("DB_POOL_MAX", default=8),
+                                                   "timeout": 10}
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+    else:
+        DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "webapp.User"

@@ -8,6 +8,7 @@ from webapp import views
 urlpatterns = [
     path("", annotate_views.home, name="home"),
     path("health", views.health, name="health"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

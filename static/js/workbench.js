@@ -1,80 +1,238 @@
 // Keyboard-first labeling. Listeners sit on the document, so they keep working after
 // htmx swaps in the next comparison. No inline script anywhere: the CSP forbids it.
+//
+// Keys (the help dialog lists them): 1-5 scale, Enter submits wherever the focus is (not on a
+// link, in the rationale or in the skip box), Ctrl/Cmd+Enter from the rationale, b both bad,
+// r rationale, s skip, ←/→ or h/l the side the step keys work on (the side shown on a phone),
+// [ / ] or k / j move the step cursor, w marks the cursor's step as the first wrong one,
+// Esc clears that side's mark, d first difference, o observations, c identical runs,
+// a alignment, ? help.
 (function () {
   "use strict";
   const $ = (sel, root) => (root || document).querySelector(sel);
+  const $$ = (sel, root) => Array.from((root || document).querySelectorAll(sel));
+  const FORM = "#judgement-form";
 
-  function typing(el) {
-    return el && (el.tagName === "TEXTAREA" || el.tagName === "SELECT" ||
-      (el.tagName === "INPUT" && !["radio", "checkbox"].includes(el.type)));
+  // Fields where keys are text: the rationale and any text input.
+  function isText(el) {
+    return el && (el.tagName === "TEXTAREA" ||
+      (el.tagName === "INPUT" && !["radio", "checkbox", "button", "submit", "hidden"].includes(el.type)));
   }
 
   function openHelp() { const d = $("#help"); if (d && !d.open) d.showModal(); }
-  function openSkip() {
+  function openSkip(reason) {
     const f = $("#skip-form"); if (!f) return;
-    f.hidden = false; $("select", f).focus();
+    f.hidden = false;
+    const select = $("select", f);
+    if (reason) select.value = reason;
+    select.focus();
+    f.scrollIntoView({ block: "nearest" });
   }
+  function skipOpen() { const f = $("#skip-form"); return f && !f.hidden; }
   function closeSkip() { const f = $("#skip-form"); if (f) { f.hidden = true; document.activeElement.blur(); } }
-  function submitJudgement() { const f = $("#judgement-form"); if (f) f.requestSubmit(); }
+  function submitJudgement() {
+    const f = $(FORM);
+    if (!f) return;
+    // htmx wires swapped-in content after its settle delay: a key pressed in that moment
+    // would post the form natively (a full page load). Wire it now; it is idempotent.
+    if (window.htmx) window.htmx.process(f);
+    f.requestSubmit();
+  }
+
+  // --- Sides, the step cursor and first-wrong marks -------------------------------------------
+
+  function side() { const wb = $("#workbench"); return (wb && wb.dataset.side) || "left"; }
+  function stepsOf(s) { return $$(`${FORM} .step[data-side="${s}"][data-index]`); }
+  function cursorStep() { return $(`${FORM} .step.cursor`); }
+
+  function markedIndex(s) {
+    const radio = $(`${FORM} input[name=first_wrong_${s}]:checked`);
+    return radio && radio.value !== "" ? radio.value : null;
+  }
+
+  function showStatus() {
+    ["left", "right"].forEach(function (s) {
+      const b = $(`#verdict-bar b[data-mark="${s}"]`);
+      if (b) b.textContent = markedIndex(s) === null ? "–" : markedIndex(s);
+    });
+    const status = $("#step-status"); if (!status) return;
+    const cursor = cursorStep();
+    const where = $("[data-cursor]", status);
+    if (where) where.textContent = cursor ? `Cursor: ${cursor.dataset.side} step ${cursor.dataset.index} · ` : "";
+    hint("");
+  }
+  function hint(text) { const el = $("#step-status [data-hint]"); if (el) el.textContent = text; }
+
+  function moveCursor(step) {
+    $$(`${FORM} .step.cursor`).forEach(function (el) { el.classList.remove("cursor"); });
+    if (!step) { showStatus(); return; }
+    const fold = step.closest("details.same-run");
+    if (fold) fold.open = true;
+    step.classList.add("cursor");
+    step.scrollIntoView({ block: "nearest" });
+    showStatus();
+  }
+
+  // The step of side `s` in the row of `from`, else the nearest row below, else above.
+  function stepNear(from, s) {
+    const rows = $$(`${FORM} .pair-row`);
+    const at = rows.indexOf(from.closest(".pair-row"));
+    for (let k = at; k >= 0 && k < rows.length; k++) {
+      const step = $(`.step[data-side="${s}"][data-index]`, rows[k]);
+      if (step) return step;
+    }
+    for (let k = at - 1; k >= 0; k--) {
+      const step = $(`.step[data-side="${s}"][data-index]`, rows[k]);
+      if (step) return step;
+    }
+    return null;
+  }
+
+  function setSide(s) {
+    const wb = $("#workbench");
+    if (!wb || !$(FORM)) return;
+    wb.dataset.side = s;
+    $$("[data-side-tab]").forEach(function (tab) {
+      tab.setAttribute("aria-pressed", String(tab.dataset.sideTab === s));
+    });
+    const cursor = cursorStep();
+    if (cursor && cursor.dataset.side !== s) moveCursor(stepNear(cursor, s));
+    showStatus();
+  }
+
+  function stepBy(delta) {
+    const steps = stepsOf(side());
+    if (!steps.length) return;
+    const cursor = cursorStep();
+    let i = cursor ? steps.indexOf(cursor) : -1;
+    i = i < 0 ? (delta > 0 ? 0 : steps.length - 1) : Math.min(steps.length - 1, Math.max(0, i + delta));
+    moveCursor(steps[i]);
+  }
+
+  function mark(s, value) {
+    const radio = $(`${FORM} input[name=first_wrong_${s}][value="${value}"]`);
+    if (!radio) return;
+    radio.checked = true;
+    radio.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+
+  function markCursor() {
+    const cursor = cursorStep();
+    if (!cursor) { hint("No step under the cursor: press ] to move to a step first, then w."); return; }
+    mark(cursor.dataset.side, cursor.dataset.index);
+  }
+
+  // --- Reading long trajectories ---------------------------------------------------------------
+
+  function jumpToDifference() {
+    const marker = $("#first-difference");
+    if (!marker) return;
+    const fold = marker.closest("details.same-run");
+    if (fold) fold.open = true;
+    const row = marker.nextElementSibling;
+    if (row) moveCursor(stepNear(row, side()));
+    marker.scrollIntoView({ block: "start" });
+  }
+
+  function toggleAll(selector, button, openText, closeText) {
+    const all = $$(selector);
+    if (!all.length) return;
+    const open = all.some(function (d) { return !d.open; });
+    all.forEach(function (d) { d.open = open; });
+    if (button) button.firstChild.textContent = (open ? closeText : openText) + " ";
+  }
+  function toggleObservations() {
+    toggleAll(`${FORM} .step details`, $("[data-toggle-observations]"), "Expand observations", "Collapse observations");
+  }
+  function toggleFolds() {
+    toggleAll(`${FORM} details.same-run`, $("[data-toggle-folds]"), "Show identical steps", "Fold identical steps");
+  }
+  function toggleAlign() { const link = $("[data-align-toggle]"); if (link) link.click(); }
+
+  // --- Keys ------------------------------------------------------------------------------------
 
   document.addEventListener("keydown", function (ev) {
-    if (ev.altKey || ev.metaKey) return;
+    if (ev.defaultPrevented || ev.isComposing) return;
+    const help = $("#help");
+    if (help && help.open) return;  // the dialog handles Esc itself
+    const t = ev.target;
     const skip = $("#skip-form");
-    const inSkip = skip && !skip.hidden && skip.contains(ev.target);
-    if (inSkip) {
+    if (skip && !skip.hidden && skip.contains(t)) {
       if (ev.key === "Escape") { ev.preventDefault(); closeSkip(); }
       else if (ev.key === "Enter") { ev.preventDefault(); skip.requestSubmit(); }
       return;
     }
-    if (typing(ev.target)) {
-      if (ev.key === "Enter" && ev.ctrlKey) { ev.preventDefault(); submitJudgement(); }
-      else if (ev.key === "Escape") { ev.target.blur(); }
+    const mod = ev.ctrlKey || ev.metaKey;
+    if (isText(t)) {
+      if (ev.key === "Enter" && mod) { ev.preventDefault(); submitJudgement(); }
+      else if (ev.key === "Escape") { t.blur(); }
       return;
     }
-    if ($("#help") && $("#help").open) return;  // the dialog handles Esc itself
-    if (ev.ctrlKey) return;
+    if (ev.altKey || mod) return;  // browser shortcuts stay the browser's
+    const form = $(FORM);
+    if (ev.key === "Enter") {
+      // A focused summary, button, radio or menu does not swallow Enter: it submits.
+      if (!form || (t.closest && t.closest("a[href]"))) return;
+      ev.preventDefault(); submitJudgement(); return;
+    }
+    if (t.tagName === "SELECT") {  // a rating menu: digits and arrows choose the rating
+      if (ev.key === "Escape") t.blur();
+      return;
+    }
+    if (ev.key === "?") { ev.preventDefault(); openHelp(); return; }
+    if (!form) return;
+    const radio = t.tagName === "INPUT" && t.type === "radio";
+    let handled = true;
     if (/^[1-5]$/.test(ev.key)) {
-      const radio = $(`#judgement-form input[name=choice][value="${ev.key}"]`);
-      if (radio) { radio.checked = true; ev.preventDefault(); }
-    } else if (ev.key === "Enter") {
-      if (ev.target.tagName === "BUTTON" || ev.target.tagName === "SUMMARY" || ev.target.tagName === "A") return;
-      ev.preventDefault(); submitJudgement();
-    } else if (ev.key === "s") { ev.preventDefault(); openSkip(); }
-    else if (ev.key === "?") { ev.preventDefault(); openHelp(); }
-    else if (ev.key === "b") {
-      const box = $("#judgement-form input[name=both_bad]");
-      if (box) { box.checked = !box.checked; ev.preventDefault(); }
-    } else if (ev.key === "r") {
-      const area = $("#judgement-form textarea[name=rationale]");
-      if (area) { area.focus(); ev.preventDefault(); }
-    }
+      const point = $(`${FORM} input[name=choice][value="${ev.key}"]`);
+      if (point) point.checked = true;
+    } else if (ev.key === "s") openSkip();
+    else if (ev.key === "b") { const box = $(`${FORM} input[name=both_bad]`); if (box) box.checked = !box.checked; }
+    else if (ev.key === "r") { const area = $(`${FORM} textarea[name=rationale]`); if (area) area.focus(); }
+    else if (ev.key === "h" || (ev.key === "ArrowLeft" && !radio)) setSide("left");
+    else if (ev.key === "l" || (ev.key === "ArrowRight" && !radio)) setSide("right");
+    else if (ev.key === "]" || ev.key === "j") stepBy(1);
+    else if (ev.key === "[" || ev.key === "k") stepBy(-1);
+    else if (ev.key === "w") markCursor();
+    else if (ev.key === "Escape") { if (skipOpen()) closeSkip(); else mark(side(), ""); }
+    else if (ev.key === "d") jumpToDifference();
+    else if (ev.key === "o") toggleObservations();
+    else if (ev.key === "c") toggleFolds();
+    else if (ev.key === "a") toggleAlign();
+    else handled = false;
+    if (handled) ev.preventDefault();
   });
 
-  // Clicking a step marks it as the first wrong step on its side; clicking it again clears the mark.
+  // --- Clicks ----------------------------------------------------------------------------------
+
   document.addEventListener("click", function (ev) {
-    if (ev.target.closest("[data-open-help]")) { openHelp(); return; }
-    if (ev.target.closest("[data-open-skip]")) { openSkip(); return; }
-    if (ev.target.closest("[data-close-skip]")) { closeSkip(); return; }
-    const step = ev.target.closest("#judgement-form .step[data-index]");
-    if (!step || ev.target.closest("summary, details pre, label.wrong-mark")) return;
-    const radio = $(`input[name=first_wrong_${step.dataset.side}][value="${step.dataset.index}"]`, step);
-    if (!radio) return;
-    if (radio.checked) {
-      const none = $(`#judgement-form input[name=first_wrong_${step.dataset.side}][value=""]`);
-      if (none) none.checked = true;
-    } else {
-      radio.checked = true;
-    }
-    radio.dispatchEvent(new Event("change", { bubbles: true }));
+    const t = ev.target;
+    if (t.closest("[data-open-help]")) { openHelp(); return; }
+    const skipper = t.closest("[data-open-skip]");
+    if (skipper) { openSkip(skipper.dataset.reason); return; }
+    if (t.closest("[data-close-skip]")) { closeSkip(); return; }
+    const tab = t.closest("[data-side-tab]");
+    if (tab) { setSide(tab.dataset.sideTab); return; }
+    if (t.closest("[data-jump-diff]")) { jumpToDifference(); return; }
+    if (t.closest("[data-toggle-observations]")) { toggleObservations(); return; }
+    if (t.closest("[data-toggle-folds]")) { toggleFolds(); return; }
+    // Clicking a step marks it as the first wrong step on its side; clicking it again clears the mark.
+    const step = t.closest(`${FORM} .step[data-index]`);
+    if (!step || t.closest("summary, details pre, label.wrong-mark")) return;
+    const s = step.dataset.side;
+    if (side() !== s) setSide(s);
+    moveCursor(step);
+    mark(s, markedIndex(s) === step.dataset.index ? "" : step.dataset.index);
   });
 
-  // Keep the marked step visible as marked.
+  // Keep the marked step visible as marked, and the status line current.
   document.addEventListener("change", function (ev) {
     if (!ev.target.name || !ev.target.name.startsWith("first_wrong_")) return;
-    const side = ev.target.name.slice("first_wrong_".length);
-    document.querySelectorAll(`#judgement-form .step[data-side="${side}"]`).forEach(function (el) {
+    const s = ev.target.name.slice("first_wrong_".length);
+    $$(`${FORM} .step[data-side="${s}"]`).forEach(function (el) {
       el.classList.toggle("marked-wrong", el.dataset.index === ev.target.value);
     });
+    showStatus();
   });
 
   // After htmx swaps in the next comparison, give the keyboard back to the page.

@@ -1,8 +1,19 @@
-"""The comparison screen over plain HTTP: fragments, refusals, escaping, guidelines."""
-import pytest
+"""The comparison screen over plain HTTP: fragments, refusals, escaping, guidelines, counts,
+alignment, identical pairs, adjudication."""
+from datetime import timedelta
 
-from annotate.models import Assignment, Judgement
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from annotate.models import Assignment, Comparison, Judgement
+from annotate.quality import annotator_counts
+from annotate.selectors import campaign_progress
+from annotate.services.assignments import Verdict, assignment_next, judgement_submit
 from tests.annotate.test_assignments import make_campaign
+from tests.annotate.test_trajectory_view import DETOUR, REJOIN, START
+from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
 from webapp.templatetags.arbiter import markdown_safe
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +33,7 @@ def test_submit_with_htmx_returns_the_next_comparison_fragment(client, annotator
     assert response.status_code == 200 and "<html" not in page
     second = Assignment.objects.latest("id")
     assert second.id != first.id and f'data-assignment="{second.id}"' in page
-    assert "You judged 1" in page
+    assert "<b>1</b> left for you" in page and "<b>1</b> today" in page
     assert Judgement.objects.get().choice == 3
 
 
@@ -81,3 +92,111 @@ def test_quality_page_shows_agreement_and_charts(client, researcher):
     client.force_login(researcher)
     page = client.get(f"/annotate/campaigns/{campaign.id}/quality/").content.decode()
     assert "Krippendorff" in page and "Judgements per day" in page
+
+
+def _pair_campaign(left, right, *, n=1, k=1):
+    campaign = CampaignFactory(votes_per_comparison=k)
+    for _ in range(n):
+        task = TaskFactory()
+        a, b = TrajectoryFactory(task=task, steps=left), TrajectoryFactory(task=task, steps=right)
+        Comparison.objects.create(campaign=campaign, task=task, trajectory_a=a, trajectory_b=b)
+    return campaign
+
+
+def test_left_for_you_is_the_campaigns_pages_figure_and_moves_as_the_annotator_labels(client):
+    campaign = make_campaign(n_comparisons=4, k=2)
+    me, other, third = (UserFactory(roles=["annotator"]) for _ in range(3))
+
+    def same_figure(user):
+        counts = annotator_counts(campaign=campaign, annotator=user)
+        assert counts["left_for_you"] == campaign_progress(campaigns=[campaign], user=user)[campaign.pk]["left_for_you"]
+        return counts
+
+    assert same_figure(me)["left_for_you"] == 4
+    held = assignment_next(campaign=campaign, annotator=me)
+    assert same_figure(me)["left_for_you"] == 4  # three free plus the one held
+    judgement_submit(assignment_id=held.id, annotator=me, verdict=Verdict(choice=2))
+    assert same_figure(me)["left_for_you"] == 3
+    for user in (other, third):  # the second vote on my comparison, then one vote on the next
+        a = assignment_next(campaign=campaign, annotator=user)
+        judgement_submit(assignment_id=a.id, annotator=user, verdict=Verdict(choice=2))
+    counts = same_figure(me)
+    assert (counts["left_for_you"], counts["judged"], counts["today"]) == (3, 1, 1)
+    assert same_figure(other)["left_for_you"] == 3 and same_figure(third)["left_for_you"] == 2
+
+    client.force_login(me)
+    page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
+    assert f"<b>{counts['left_for_you']}</b> left for you" in page and "<b>1</b> today" in page
+
+
+def test_today_and_the_pace_per_hour_of_time_on_task():
+    campaign = make_campaign(n_comparisons=4, k=1)
+    me = UserFactory(roles=["annotator"])
+    for _ in range(3):
+        a = assignment_next(campaign=campaign, annotator=me)
+        judgement_submit(assignment_id=a.id, annotator=me, verdict=Verdict(choice=3))
+    assert annotator_counts(campaign=campaign, annotator=me)["per_hour"] is None  # under a minute on task
+    Judgement.objects.update(seconds=120)  # 3 judgements in 6 minutes on task: 30 an hour
+    counts = annotator_counts(campaign=campaign, annotator=me)
+    assert (counts["today"], counts["per_hour"], counts["tz"]) == (3, pytest.approx(30.0), "UTC")
+    yesterday = timezone.now() - timedelta(days=1, hours=1)
+    Judgement.objects.filter(pk=Judgement.objects.earliest("id").pk).update(created_at=yesterday)
+    counts = annotator_counts(campaign=campaign, annotator=me)
+    assert (counts["judged"], counts["today"], counts["per_hour"]) == (3, 2, pytest.approx(30.0))
+
+
+def test_the_label_page_stays_cheap_in_queries(client, annotator):
+    campaign = make_campaign(n_comparisons=3, k=3)
+    client.force_login(annotator)
+    client.get(f"/annotate/campaigns/{campaign.id}/label/")
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(f"/annotate/campaigns/{campaign.id}/label/")
+    assert page.status_code == 200 and "left for you" in page.content.decode()
+    # Session, user, groups, campaign, the lease (three with its savepoint), the counter (one),
+    # the comparison with both trajectories and its task (one): 13 before these counts.
+    assert len(queries) <= 9, "\n".join(q["sql"][:120] for q in queries.captured_queries)
+
+
+def test_alignment_by_content_by_default_and_by_index_kept_across_a_submit(client, annotator):
+    campaign = _pair_campaign(START + REJOIN, START + DETOUR + REJOIN, n=3)
+    client.force_login(annotator)
+    page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
+    assert 'data-align="content"' in page and "Align by index" in page
+    first = Assignment.objects.get()
+    page = client.get(f"/annotate/campaigns/{campaign.id}/label/?align=index", HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in page and 'data-align="index"' in page and 'name="align" value="index"' in page
+    response = client.post(f"/annotate/assignments/{first.id}/judgement/", {"choice": 3, "align": "index"},
+                           HTTP_HX_REQUEST="true")
+    page = response.content.decode()
+    assert f'data-assignment="{first.id}"' not in page and 'data-align="index"' in page
+    second = Assignment.objects.latest("id")
+    plain = client.post(f"/annotate/assignments/{second.id}/judgement/", {"choice": 3, "align": "index"})
+    assert plain.status_code == 302 and plain["Location"].endswith("/label/?align=index")
+    bogus = client.get(f"/annotate/campaigns/{campaign.id}/label/?align=%3Cb%3E").content.decode()
+    assert 'name="align" value="content"' in bogus and "&lt;b&gt;" not in bogus
+
+
+def test_identical_trajectories_are_flagged_with_the_skip_reason_ready(client, annotator):
+    same = START + REJOIN
+    campaign = _pair_campaign(same, [dict(s) for s in same])
+    client.force_login(annotator)
+    page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
+    assert 'id="identical-banner"' in page and "<option selected>Identical trajectories</option>" in page
+    different = _pair_campaign(START + REJOIN, START + DETOUR + REJOIN)
+    page = client.get(f"/annotate/campaigns/{different.id}/label/").content.decode()
+    assert 'id="identical-banner"' not in page and "<option selected>" not in page
+
+
+def test_adjudication_has_no_default_and_a_submit_without_a_pick_is_refused(client, admin_user):
+    campaign = make_campaign(n_comparisons=1, k=2)
+    comparison = campaign.comparisons.get()
+    client.force_login(admin_user)
+    page = client.get(f"/annotate/comparisons/{comparison.id}/").content.decode()
+    assert '<option value="" selected>– pick one –</option>' in page and "selected>A much better" not in page
+    response = client.post(f"/annotate/comparisons/{comparison.id}/", {"note": "B cites"})
+    assert response.status_code == 400 and "Pick the adjudicated label" in response.content.decode()
+    comparison.refresh_from_db()
+    assert comparison.adjudicated_choice is None
+    assert client.post(f"/annotate/comparisons/{comparison.id}/", {"choice": 4, "note": "B cites"}).status_code == 302
+    page = client.get(f"/annotate/comparisons/{comparison.id}/").content.decode()
+    assert '<option value="4" selected>B better</option>' in page  # the ruling is shown, not a default

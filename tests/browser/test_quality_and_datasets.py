@@ -27,7 +27,10 @@ def test_researcher_creates_a_snapshot_and_sees_its_hash_and_downloads(page, liv
     login(page, live_server, "rita")
     page.click("a:has-text('Datasets')")
     page.fill("input[name=name]", "first snapshot")
-    page.select_option("select[name=campaigns]", str(campaign.id))
+    # Campaigns are ticked (a filter box narrows the list), dates are picked from a calendar input.
+    page.get_by_label("Filter Campaigns").fill(campaign.name)
+    page.locator("#field-campaigns label.check", has_text=campaign.name).click()
+    assert page.locator("input[name=date_from]").get_attribute("type") == "date"
     page.click("button:has-text('Create snapshot')")
     page.wait_for_selector("#content-hash")
     snapshot = DatasetSnapshot.objects.get(name="first snapshot")

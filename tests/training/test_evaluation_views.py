@@ -430,3 +430,13 @@ def test_the_chosen_checkpoint_shows_its_dev_interval(client, built, researcher)
     assert "greedy 50.0% [36.0%, 64.0%]" in curves
     (run,) = evaluation_report(built.evaluation)["ppo_runs"]
     assert run["best_dev"]["low"] == 0.31 and run["best_dev"]["episodes"] == 90
+
+
+def test_the_empty_evaluations_page_says_how_to_make_one(client, role_users):
+    client.force_login(role_users["admin"])
+    page = client.get("/training/evaluations/").content.decode()
+    assert "No evaluations yet" in page and 'href="/runs/new/evaluation/"' in page
+    assert "python manage.py run_pipeline" in page and "POST /api/v1/runs/" in page
+    client.force_login(role_users["researcher"])
+    page = client.get("/training/evaluations/").content.decode()
+    assert "an admin launches an evaluation run" in page and 'href="/runs/new/evaluation/"' not in page

@@ -58,7 +58,8 @@ def _curves(report: dict) -> list[dict]:
         if run["reward"] != "reward_model":
             titles["rm_score"] = f"Training reward ({run['reward']})"
         charts = [line_chart_svg({title.lower(): run["curves"][key]}, title=title, x_label="iteration",
-                                 markers=markers, x_range=(min(steps), max(steps)) if steps else None)
+                                 markers=markers, x_range=(min(steps), max(steps)) if steps else None,
+                                 unit="%" if key == "dev_success" else "")
                   for key, title in titles.items()]
         found.append({"run": run, "charts": charts})
     return found
@@ -104,14 +105,14 @@ def _loop(report: dict) -> dict | None:
     curves = loop_curves(rows)
     x_range = (0, max(1, rows[-1]["number"]))
     charts = [line_chart_svg({"T=1": curves["success"], "greedy": curves["success_greedy"]},
-                             title="Rubric success on held-out tasks", x_label="round", x_range=x_range),
+                             title="Rubric success on held-out tasks", x_label="round", x_range=x_range, unit="%"),
               line_chart_svg({"favourite preferred": curves["audit_top"],
                               "sides with the model": curves["audit_disagreement"]},
-                             title="Audit: people's verdicts", x_label="round", x_range=x_range),
+                             title="Audit: people's verdicts", x_label="round", x_range=x_range, unit="%"),
               line_chart_svg({"RM score": curves["rm_score"]}, title="Reward-model score (each round's model)",
-                             x_label="round", x_range=x_range),
+                             x_label="round", x_range=x_range, unit=""),
               line_chart_svg({"sqrt(KL)": curves["sqrt_kl"]}, title="sqrt(KL to round one's start)",
-                             x_label="round", x_range=x_range)]
+                             x_label="round", x_range=x_range, unit="")]
     name = report["loop"]["name"]
     return {"name": name, "number": report["loop"]["round"], "rows": rows, "charts": charts,
             "latest": latest_round(name), "active_run": active_round_run(name)}

@@ -1,19 +1,20 @@
-"""Run pages: the list, launch forms (admins), a run's live page, cancel and resume."""
+"""Run pages: the list, launch forms (admins), a run's live page and its artifact files, cancel
+and resume."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from webapp.access import role_required
-from webapp.charts import line_chart_svg
+from webapp.charts import metric_charts
 from webapp.errors import ArbiterError
 from webapp.models import Run
 from webapp.roles import Role
 from webapp.runs.forms import RunLaunchForm
 from webapp.runs.kinds import all_kinds, get_kind
-from webapp.runs.selectors import metric_groups, run_metric_series, runs_filtered
+from webapp.runs.selectors import run_artifact_file, run_artifacts, run_metric_series, runs_filtered, summary_rows
 from webapp.runs.services import run_cancel, run_launch, run_resume
 
 VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
@@ -50,21 +51,29 @@ def run_new(request: HttpRequest, kind: str) -> HttpResponse:
     return render(request, "webapp/run_new.html", {"kind": run_kind, "form": form, "error": error}, status=status)
 
 
-def _charts(run: Run) -> list:
-    return [line_chart_svg(lines, title=title) for title, lines in metric_groups(run_metric_series(run)).items()]
-
-
 @role_required(*VIEW_ROLES)
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     """A run; while it is active its live section polls itself and stops when the run ends."""
     run = get_object_or_404(Run.objects.select_related("created_by"), pk=run_id)
-    context = {"run": run, "charts": _charts(run), "kind": get_kind(run.kind)}
+    context = {"run": run, "metric_groups": metric_charts(run_metric_series(run)), "kind": get_kind(run.kind),
+               "summary": summary_rows(run.summary), "artifacts": run_artifacts(run)}
     if request.htmx:
         response = render(request, "webapp/run_detail.html#run-live", context)
         if not run.is_active:
             response.status_code = 286  # htmx: stop polling
         return response
     return render(request, "webapp/run_detail.html", context)
+
+
+@require_GET
+@role_required(*VIEW_ROLES)
+def run_artifact(request: HttpRequest, run_id: int, name: str) -> FileResponse:
+    """Download one file of a run's artifacts; only files recorded as artifacts and inside the run's folder."""
+    run = get_object_or_404(Run, pk=run_id)
+    path = run_artifact_file(run, name)
+    if path is None:
+        raise Http404("This run has no artifact file by that name.")
+    return FileResponse(path.open("rb"), as_attachment=True, filename=f"run{run.pk}-{path.name}")
 
 
 @require_POST

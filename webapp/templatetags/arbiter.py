@@ -56,3 +56,9 @@ def interval(figure, style: str = "2") -> str:
     if _is_number(low) and _is_number(high):
         text += f' <span class="ci">[{_figure_text(low, style)}, {_figure_text(high, style)}]</span>'
     return mark_safe(text)
+
+
+@register.filter
+def startswith(text, prefix: str) -> bool:
+    """`request.path|startswith:"/runs/"`: marks the top bar's link to the section a page is in."""
+    return isinstance(text, str) and text.startswith(prefix)

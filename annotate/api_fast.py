@@ -1,0 +1,149 @@
+"""The two labeling endpoints every annotator script calls in a loop, on a short path.
+
+`GET /api/v1/assignments/next` and `POST /api/v1/assignments/{id}/judgement` are the
+hot path of labeling over REST (benchmarks/labeling_cycle.py). DRF's request wrapping,
+negotiation, parsers, serializers and renderer cost more than the work itself there, so
+the common case is answered by a plain Django view: a token in the `Authorization`
+header, a JSON body of the usual shape, the same services, JSON written by orjson.
+
+Anything else (session authentication with its CSRF check, a bad or missing token, a role
+that may not label, a form body, an unexpected field or type, an id out of range) is handed to
+the DRF view (annotate/api.py), which answers it exactly as before: the short path never
+answers a case it does not fully check, and the DRF views stay the documented contract (the
+schema is generated from them).
+"""
+from __future__ import annotations
+
+import orjson
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import AuthenticationFailed
+
+from annotate import api
+from annotate.models import Campaign
+from annotate.selectors import assignment_screen_payload
+from annotate.services.assignments import Verdict, assignment_next, judgement_submit
+from webapp import json_input
+from webapp.api_errors import error_body, error_items
+from webapp.api_input import ID_MAX, INT32_MAX
+from webapp.authentication import TokenWithRolesAuthentication
+from webapp.errors import ArbiterError
+from webapp.roles import user_has_role
+
+JSON = "application/json"
+_TOKEN = TokenWithRolesAuthentication()
+
+
+def _json(data, status: int = 200) -> HttpResponse:
+    return HttpResponse(orjson.dumps(data, option=orjson.OPT_UTC_Z), status=status, content_type=JSON)
+
+
+def _labeler(request):
+    """The token's user when they may label; None (hand over to DRF) otherwise."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme, _, key = header.partition(" ")
+    if scheme != "Token" or not key or " " in key:
+        return None
+    try:
+        user, _ = _TOKEN.authenticate_credentials(key)
+    except AuthenticationFailed:
+        return None
+    return user if user_has_role(user, *api.LABELERS) else None
+
+
+def _id(raw) -> int | None:
+    if isinstance(raw, str) and raw.isdigit() and len(raw) <= 19:
+        value = int(raw)
+        return value if 1 <= value <= ID_MAX else None
+    return None
+
+
+def _verdict(body) -> Verdict | None:
+    """The body as a Verdict when it has exactly the usual shape; None otherwise."""
+    if not isinstance(body, dict) or not set(body) <= {"choice", "both_bad", "ratings", "first_wrong_step_left",
+                                                       "first_wrong_step_right", "rationale"}:
+        return None
+    choice = body.get("choice")
+    if type(choice) is not int or not 1 <= choice <= 5:
+        return None
+    both_bad, rationale = body.get("both_bad", False), body.get("rationale", "")
+    if type(both_bad) is not bool or not isinstance(rationale, str) or len(rationale) > 20_000:
+        return None
+    steps = [body.get("first_wrong_step_left"), body.get("first_wrong_step_right")]
+    if any(s is not None and (type(s) is not int or not 0 <= s <= INT32_MAX) for s in steps):
+        return None
+    ratings = body.get("ratings", {})
+    if not isinstance(ratings, dict) or not all(
+            isinstance(sides, dict) and all(type(v) is int and 1 <= v <= 10 for v in sides.values())
+            for sides in ratings.values()):
+        return None
+    return Verdict(choice=choice, both_bad=both_bad, ratings=ratings, first_wrong_left=steps[0],
+                   first_wrong_right=steps[1], rationale=rationale)
+
+
+def _refused(exc: Exception) -> HttpResponse:
+    if isinstance(exc, PermissionDenied):
+        return _json({"detail": str(exc)}, 403)
+    return _json(error_body(exc.message, error_items(exc.details)), 400)
+
+
+def _next(request) -> HttpResponse | None:
+    if request.method != "GET" or set(request.GET) != {"campaign"}:
+        return None
+    user, campaign_id = _labeler(request), _id(request.GET["campaign"])
+    if user is None or campaign_id is None:
+        return None
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:
+        return None
+    try:
+        assignment = assignment_next(campaign=campaign, annotator=user)
+    except (ArbiterError, PermissionDenied) as exc:
+        return _refused(exc)
+    if assignment is None:
+        return HttpResponse(status=204)
+    return _json(assignment_screen_payload(assignment_id=assignment.pk))
+
+
+def _submit(request, assignment_id: int) -> HttpResponse | None:
+    if request.method != "POST" or request.content_type != JSON:
+        return None
+    user = _labeler(request)
+    if user is None:
+        return None
+    try:
+        verdict = _verdict(json_input.loads(request.body))
+    except json_input.JsonInputError:
+        return None
+    if verdict is None:
+        return None
+    try:
+        judgement, created = judgement_submit(assignment_id=assignment_id, annotator=user, verdict=verdict)
+    except ArbiterError as exc:
+        return _refused(exc)
+    return _json({
+        "id": judgement.pk, "comparison": judgement.comparison_id, "choice": judgement.choice,
+        "both_bad": judgement.both_bad, "ratings": judgement.ratings,
+        "first_wrong_step_a": judgement.first_wrong_step_a, "first_wrong_step_b": judgement.first_wrong_step_b,
+        "rationale": judgement.rationale, "seconds": judgement.seconds, "synthetic": judgement.synthetic,
+        "created_at": judgement.created_at,
+    }, 201 if created else 200)
+
+
+def short_path(drf_view_class, handler):
+    """A view that answers with `handler` when it can (it returns None when it cannot) and
+    with the DRF view otherwise. It carries the DRF view's class, so the schema documents it."""
+    drf_view = drf_view_class.as_view()
+
+    @csrf_exempt
+    def view(request, *args, **kwargs):
+        response = handler(request, *args, **kwargs)
+        return response if response is not None else drf_view(request, *args, **kwargs)
+
+    view.cls, view.initkwargs = drf_view.cls, drf_view.initkwargs
+    return view
+
+
+assignment_next_view = short_path(api.AssignmentNextApi, _next)
+judgement_submit_view = short_path(api.JudgementSubmitApi, _submit)

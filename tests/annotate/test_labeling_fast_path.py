@@ -1,0 +1,98 @@
+"""The short path of the two hot labeling endpoints (annotate/api_fast.py) answers exactly as
+the DRF views do, and hands every case it does not fully check over to them."""
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from annotate import api
+from annotate.models import Judgement
+from annotate.services.campaigns import campaign_act
+from tests.annotate.test_assignments import make_campaign
+from tests.conftest import token_client
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def handed_over(monkeypatch):
+    """The paths of the requests the short path handed to the DRF views."""
+    calls = []
+    for cls in (api.AssignmentNextApi, api.JudgementSubmitApi):
+        def dispatch(self, request, *args, _original=cls.dispatch, **kwargs):
+            calls.append(request.path)
+            return _original(self, request, *args, **kwargs)
+        monkeypatch.setattr(cls, "dispatch", dispatch)
+    return calls
+
+
+def test_the_short_path_answers_like_the_drf_view(annotator, handed_over):
+    campaign = make_campaign(n_comparisons=2, k=1, dimensions=["grounding"])
+    verdict = {"choice": 2, "ratings": {"grounding": {"left": 4}}, "first_wrong_step_right": 0}
+    fast = token_client(annotator)
+    got = fast.get(f"/api/v1/assignments/next?campaign={campaign.id}")
+    assert got.status_code == 200 and handed_over == []
+    short_next = got.json()
+    assert short_next["leased_until"].endswith("Z") and short_next["dimensions"] == ["grounding"]
+    assert short_next["rating_dimensions"] == [{"name": "grounding", "scale": 5, "description": ""}]
+    posted = fast.post(f"/api/v1/assignments/{short_next['id']}/judgement", verdict, format="json")
+    assert posted.status_code == 201 and handed_over == []
+    short = posted.json()
+
+    slow = APIClient()  # no token: authenticated without one, so the DRF views answer
+    slow.force_authenticate(UserFactory(roles=["annotator"]))
+    long_next = slow.get(f"/api/v1/assignments/next?campaign={campaign.id}").json()
+    long = slow.post(f"/api/v1/assignments/{long_next['id']}/judgement", verdict, format="json").json()
+    assert len(handed_over) == 2
+    assert set(long_next) == set(short_next) and long_next["leased_until"].endswith("Z")
+    assert set(long) == set(short) and long["created_at"].endswith("Z") and short["created_at"].endswith("Z")
+    same = ("choice", "both_bad", "rationale", "synthetic")
+    assert {k: long[k] for k in same} == {k: short[k] for k in same}
+    again = fast.post(f"/api/v1/assignments/{short_next['id']}/judgement", {"choice": 2}, format="json")
+    assert again.status_code == 200 and again.json()["id"] == short["id"]
+
+
+@pytest.mark.parametrize("request_kind", ["bad token", "form body", "unknown field", "choice as text", "extra query"])
+def test_what_the_short_path_does_not_check_goes_to_the_drf_view(annotator, handed_over, request_kind):
+    campaign = make_campaign(n_comparisons=1, k=1)
+    api = token_client(annotator)
+    assignment = api.get(f"/api/v1/assignments/next?campaign={campaign.id}").json()["id"]
+    url = f"/api/v1/assignments/{assignment}/judgement"
+    if request_kind == "bad token":
+        api.credentials(HTTP_AUTHORIZATION="Token nope")
+        response = api.post(url, {"choice": 1}, format="json")
+        assert response.status_code == 401
+    elif request_kind == "form body":
+        response = api.post(url, {"choice": 1})  # multipart
+        assert response.status_code == 201
+    elif request_kind == "unknown field":
+        response = api.post(url, {"choice": 1, "mood": "fine"}, format="json")
+        assert response.status_code == 201  # DRF ignores unknown fields
+    elif request_kind == "choice as text":
+        response = api.post(url, {"choice": "one"}, format="json")
+        assert response.status_code == 400 and response.json()["errors"][0]["field"] == "choice"
+    else:
+        response = api.get(f"/api/v1/assignments/next?campaign={campaign.id}&x=1")
+        assert response.status_code == 200
+    assert handed_over, "the DRF view answered"
+
+
+def test_refusals_on_the_short_path_have_the_api_error_shape(annotator):
+    campaign = make_campaign(n_comparisons=2, k=1)
+    api = token_client(annotator)
+    lease = api.get(f"/api/v1/assignments/next?campaign={campaign.id}").json()["id"]
+    campaign_act(campaign=campaign, action="pause")
+    paused = api.get(f"/api/v1/assignments/next?campaign={campaign.id}")
+    assert paused.status_code == 400 and "paused" in paused.json()["detail"]
+    # A lease taken before the pause is still stored.
+    assert api.post(f"/api/v1/assignments/{lease}/judgement", {"choice": 3}, format="json").status_code == 201
+    bad = api.post(f"/api/v1/assignments/{lease + 1000}/judgement", {"choice": 3}, format="json")
+    assert bad.status_code == 400 and "not assigned to you" in bad.json()["detail"]
+    pooled = make_campaign(n_comparisons=1, k=1)
+    pooled.pool_only = True
+    pooled.save()
+    refused = api.get(f"/api/v1/assignments/next?campaign={pooled.id}")
+    assert refused.status_code == 403 and "pool" in refused.json()["detail"]
+    assert Judgement.objects.count() == 1
+    assert json.loads(refused.content)  # JSON, never HTML
