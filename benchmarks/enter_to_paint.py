@@ -157,7 +157,10 @@ def measure(port: int, campaign: int, cycles: int) -> list[float]:
             deadline = time.perf_counter() + 30
             while page.evaluate("window.__paint ? window.__paint.length : -1") <= i:  # the page's CSP forbids wait_for_function's eval
                 if time.perf_counter() > deadline:
-                    raise TimeoutError(f"cycle {i}: no next comparison within 30 s")
+                    page.screenshot(path=str(ROOT / "test-output" / "enter-to-paint-timeout.png"))
+                    raise TimeoutError(f"cycle {i}: no next comparison within 30 s (navigations: {navigations}); "
+                                       f"the page says: "
+                                       f"{page.locator('main').inner_text()[:300]!r}")
                 time.sleep(0.005)
         times = page.evaluate("window.__paint")
         if navigations:
