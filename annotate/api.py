@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
@@ -14,6 +15,7 @@ from annotate.services.imports import (
     import_upload_create,
     trajectories_import_objects,
 )
+from annotate.trajectory_formats import FORMATS
 from webapp.access import api_role
 from webapp.api_errors import error_body, error_items
 from webapp.api_input import IdField, Int32Field, StrictJSONParser, id_parameter, query_id
@@ -37,12 +39,23 @@ class ImportBatchOutput(serializers.ModelSerializer):
         fields = [
             "id", "filename", "size_bytes", "campaign", "status", "lines_read", "created_count",
             "duplicate_count", "comparisons_created", "error_count", "errors", "message",
-            "created_at", "updated_at",
+            "format", "created_at", "updated_at",
         ]
 
 
+FORMAT_HELP = ("How every trajectory is read: auto (default) detects it from each one's content; "
+               "canonical, openai (OpenAI chat) or anthropic (Anthropic Messages) name it.")
+
+
+def _format_from(request) -> str:
+    raw = request.query_params.get("format") or "auto"
+    if raw not in FORMATS:
+        raise serializers.ValidationError({"format": [f"Unknown format {raw[:40]!r}: one of {', '.join(FORMATS)}."]})
+    return raw
+
+
 class TrajectoryImportApi(APIView):
-    """Import trajectories posted as JSON: one object or a list, canonical v1 or OpenAI chat."""
+    """Import trajectories posted as JSON: one object or a list, canonical v1, OpenAI chat or Anthropic Messages."""
 
     permission_classes = [api_role(Role.ADMIN)]
     parser_classes = [StrictJSONParser]
@@ -52,26 +65,34 @@ class TrajectoryImportApi(APIView):
         duplicates = serializers.IntegerField()
         comparisons_created = serializers.IntegerField()
         trajectory_ids = serializers.ListField(child=serializers.IntegerField())
+        dropped = serializers.DictField(
+            child=serializers.IntegerField(),
+            help_text="What was left out on purpose, by kind (redacted_thinking: count); empty when nothing.")
 
     @extend_schema(
-        parameters=[id_parameter("campaign", description="Build comparisons in this campaign.")],
+        parameters=[
+            id_parameter("campaign", description="Build comparisons in this campaign."),
+            OpenApiParameter("format", OpenApiTypes.STR, enum=list(FORMATS), description=FORMAT_HELP),
+        ],
         request={"application/json": {"oneOf": [{"type": "object"}, {"type": "array"}]}},
         responses={201: OutputSerializer},
     )
     def post(self, request):
         campaign = _campaign_from(query_id(request, "campaign"))
+        format = _format_from(request)
         body = request.data
         if isinstance(body, dict):
             body = [body]
         if not isinstance(body, list):
             raise ArbiterError("Send one trajectory object or a list of them.")
-        report = trajectories_import_objects(objects=body, campaign=campaign)
+        report = trajectories_import_objects(objects=body, campaign=campaign, format=format)
         out = self.OutputSerializer(
             {
                 "created": report.created,
                 "duplicates": report.duplicates,
                 "comparisons_created": report.comparisons_created,
                 "trajectory_ids": report.trajectory_ids,
+                "dropped": report.dropped,
             }
         )
         return Response(out.data, status=status.HTTP_201_CREATED)
@@ -86,6 +107,7 @@ class ImportUploadApi(APIView):
     class InputSerializer(serializers.Serializer):
         file = serializers.FileField()
         campaign = IdField(required=False)
+        format = serializers.ChoiceField(choices=FORMATS, required=False, default="auto", help_text=FORMAT_HELP)
 
     @extend_schema(request=InputSerializer, responses={201: ImportBatchOutput, 202: ImportBatchOutput})
     def post(self, request):
@@ -93,7 +115,8 @@ class ImportUploadApi(APIView):
         data.is_valid(raise_exception=True)
         campaign = _campaign_from(data.validated_data.get("campaign"))
         batch = import_upload_create(
-            upload=data.validated_data["file"], campaign=campaign, created_by=request.user
+            upload=data.validated_data["file"], campaign=campaign, created_by=request.user,
+            format=data.validated_data["format"],
         )
         if batch.status == ImportBatch.Status.FAILED:  # imported in the request, and refused
             body = error_body(batch.message, error_items(batch.errors))

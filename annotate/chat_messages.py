@@ -68,15 +68,19 @@ def steps_to_messages(steps: list[dict]) -> list[dict]:
     return messages
 
 
-def prompt_messages(prompt: str) -> list[dict]:
-    return [_message("user", prompt)]
+def prompt_messages(prompt: str, system_prompt: str | None = None) -> list[dict]:
+    """The task as chat messages: a leading `system` message when the agent had one, then the user turn."""
+    system = [_message("system", system_prompt)] if system_prompt else []
+    return system + [_message("user", prompt)]
 
 
 def messages_to_text(messages: list[dict]) -> str:
     """A plain-text transcript for models without a chat template."""
     lines = []
     for m in messages:
-        if m["role"] == "user":
+        if m["role"] == "system":
+            lines.append(f"System: {m['content']}")
+        elif m["role"] == "user":
             lines.append(f"User: {m['content']}")
         elif m["role"] == "tool":
             lines.append(f"Tool ({m['name'] or 'result'}): {m['content']}")

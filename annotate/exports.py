@@ -1,19 +1,30 @@
-"""Exports of a frozen snapshot: `trl`, `trl_text`, `raw` and `steps`, as JSONL or Parquet.
+"""Exports of a frozen snapshot: `trl`, `trl_text`, `kto`, `raw` and `steps`, as JSONL or Parquet.
 
 Rows are streamed from the database in a fixed order and written in batches, so memory
 does not grow with the snapshot, and the same snapshot always gives byte-identical files.
 
 - `trl`: `prompt`, `chosen`, `rejected` as chat messages (tool calls stay structured:
-  assistant messages with `tool_calls`, `tool` messages for results), plus `margin`,
-  `comparison_id`, `task_id`, `votes`, `preferred`, `split`. Loads with `datasets` and
-  trains with TRL's `RewardTrainer` as it is. A kept tie is a pair with margin 0 and
-  `preferred` = "tie" (chosen is A).
+  assistant messages with `tool_calls`, `tool` messages for results; the prompt starts
+  with a `system` message when the agent had a system prompt), `tools` (the JSON schemas
+  the agent was given, as JSON text; "null" when none), plus `margin`, `comparison_id`,
+  `task_id`, `votes`, `preferred`, `split`. Loads with `datasets` and trains with TRL's
+  `RewardTrainer` as it is. A kept tie is a pair with margin 0 and `preferred` = "tie"
+  (chosen is A).
 - `trl_text`: the same with plain-text transcripts, for models without a chat template.
+- `kto`: unpaired `prompt`, `completion` (chat messages), `label` (desirable or not),
+  `tools`, for TRL's `KTOTrainer`; the rule that turns judgements into labels is
+  `kto_labels`.
 - `raw`: one row per judgement: pseudonymous annotator, the side shown left, the choice
   in A/B terms, ratings, first wrong steps, rationale, seconds, synthetic, time.
-- `steps`: TRL's stepwise-supervision form for process reward models: for each judged
+- `steps`: the stepwise-supervision form for process reward models: for each judged
   side with a first wrong step, `prompt`, `completions` (the steps up to and including
   the first wrong one, as text) and `labels` (true for each good step, false for it).
+
+`tools` is JSON text rather than nested columns: every tool has its own parameter schema,
+and Arrow (Parquet, and `datasets` reading JSONL) would merge them into one struct, adding
+every other tool's parameters as nulls. TRL's trainers read a string `tools` column with
+`json.loads` before passing it to the chat template; "null" (JSON null) when the agent
+had no tools, so the template sees None, as without the column.
 """
 from __future__ import annotations
 
@@ -40,7 +51,7 @@ from webapp.errors import ArbiterError
 from webapp.models import User, pseudonym_for, pseudonym_salt
 from webapp.version import VERSION
 
-FORMATS = ("trl", "trl_text", "raw", "steps")
+FORMATS = ("trl", "trl_text", "kto", "raw", "steps")
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 FILETYPES = ("jsonl", "parquet")
 BATCH = 2000
@@ -54,8 +65,15 @@ _PAIR_META = [("margin", pa.float64()), ("comparison_id", pa.int64()), ("task_id
               ("votes", pa.int64()), ("preferred", pa.string()), ("split", pa.string())]
 
 SCHEMAS = {
-    "trl": pa.schema([("prompt", _MESSAGES), ("chosen", _MESSAGES), ("rejected", _MESSAGES), *_PAIR_META]),
+    "trl": pa.schema([("prompt", _MESSAGES), ("chosen", _MESSAGES), ("rejected", _MESSAGES), ("tools", pa.string()),
+                      *_PAIR_META]),
     "trl_text": pa.schema([("prompt", pa.string()), ("chosen", pa.string()), ("rejected", pa.string()), *_PAIR_META]),
+    "kto": pa.schema([
+        ("prompt", _MESSAGES), ("completion", _MESSAGES), ("label", pa.bool_()), ("tools", pa.string()),
+        ("judgement_id", pa.int64()), ("comparison_id", pa.int64()), ("trajectory_id", pa.int64()),
+        ("task_id", pa.string()), ("annotator", pa.string()), ("side", pa.string()), ("choice", pa.int64()),
+        ("both_bad", pa.bool_()), ("split", pa.string()),
+    ]),
     "raw": pa.schema([
         ("judgement_id", pa.int64()), ("comparison_id", pa.int64()), ("task_id", pa.string()),
         ("annotator", pa.string()), ("shown_left", pa.string()), ("choice", pa.int64()),
@@ -70,11 +88,33 @@ SCHEMAS = {
     ]),
 }
 DESCRIPTIONS = {
-    "trl": "Preference pairs as chat messages with structured tool calls; train with TRL's RewardTrainer.",
+    "trl": "Preference pairs as chat messages with structured tool calls, the system prompt and the tools.",
     "trl_text": "Preference pairs as plain-text transcripts, for models without a chat template.",
+    "kto": "Unpaired trajectories labelled desirable or undesirable from the judgements (rule below).",
     "raw": "One row per judgement, annotators pseudonymized.",
-    "steps": "Step-level labels from first-wrong-step marks (TRL stepwise supervision) for process reward models.",
+    "steps": "Step-level labels from first-wrong-step marks (stepwise supervision) for process reward models.",
 }
+# The trainer each format feeds, for the dataset card (TRL as pinned in requirements.txt).
+TRAINERS = {
+    "trl": "TRL's `RewardTrainer` (conversational preference data with an explicit prompt; `tools` goes to the "
+           "chat template); also `DPOTrainer`",
+    "trl_text": "TRL's `RewardTrainer` (standard, non-conversational preference data; TRL adds the EOS token)",
+    "kto": "TRL's `KTOTrainer` (conversational unpaired preference data: `prompt`, `completion`, boolean `label`; "
+           "`tools` goes to the chat template)",
+    "raw": "no trainer: the judgements as given, for analysis and agreement studies",
+    "steps": "a process reward model. The columns are TRL's stepwise-supervision format (`prompt`, "
+             "`completions`, `labels`), but TRL 1.16 has no trainer for it: `PRMTrainer` was removed from "
+             "`trl.experimental` (huggingface/trl#7133); it trains with that trainer from an earlier TRL or any "
+             "token-classification loop that labels the last token of each step",
+}
+TRL_TRAINERS = {"trl": "RewardTrainer", "trl_text": "RewardTrainer", "kto": "KTOTrainer", "raw": None, "steps": None}
+KTO_RULE = (
+    "One row per judged side, from each judgement on its own (several annotators give several rows): "
+    "a `both_bad` judgement makes both sides undesirable, whatever side it preferred; otherwise the preferred "
+    "side (choice 1, 2 for A; 4, 5 for B) is desirable, and the other side is undesirable only when the "
+    "preference is strong (\"much better\", choice 1 or 5); a tie (choice 3) gives no row. A slight preference "
+    "says which side is better, not that the other is bad, so its losing side gives no row."
+)
 
 
 def _require_ready(snapshot: DatasetSnapshot) -> None:
@@ -106,6 +146,60 @@ def _step_text(step: dict) -> str:
     return step.get("text", "")
 
 
+def _text_or_none(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _tools_json(tools) -> str:
+    """The agent's tool schemas as JSON text, the string form TRL's trainers `json.loads`; "null" when it had none.
+
+    Always a string, never a missing value: `datasets` infers a JSONL column that is null in
+    every row of a file as type null, and then refuses to load that split beside one with tools.
+    """
+    return json.dumps(tools or None, ensure_ascii=False, separators=(",", ":"))
+
+
+def kto_labels(*, choice: int, both_bad: bool) -> dict[str, bool]:
+    """The KTO labels one judgement gives its sides, {side: desirable}; see KTO_RULE."""
+    if both_bad:
+        return {"A": False, "B": False}
+    if choice == 3:
+        return {}
+    winner, loser = ("A", "B") if choice < 3 else ("B", "A")
+    return {winner: True, loser: False} if choice in (1, 5) else {winner: True}
+
+
+def _kto_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
+    names = _pseudonyms()
+    members = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id")
+    if split:
+        members = members.filter(split=split)
+    # Ties that are not both bad give no row: leave them in the database.
+    members = members.exclude(judgement__choice=3, judgement__both_bad=False)
+    for r in members.values_list(
+        "judgement_id", "judgement__comparison_id", "judgement__comparison__task__external_id",
+        "judgement__comparison__task__prompt", "judgement__annotator_id", "judgement__choice", "judgement__both_bad",
+        "judgement__comparison__trajectory_a_id", "judgement__comparison__trajectory_a__steps",
+        "judgement__comparison__trajectory_a__metadata__system_prompt",
+        "judgement__comparison__trajectory_a__metadata__tools",
+        "judgement__comparison__trajectory_b_id", "judgement__comparison__trajectory_b__steps",
+        "judgement__comparison__trajectory_b__metadata__system_prompt",
+        "judgement__comparison__trajectory_b__metadata__tools", "split",
+    ).iterator(chunk_size=BATCH):
+        (jid, cid, task_id, prompt, annotator, choice, both_bad, a_id, steps_a, system_a, tools_a,
+         b_id, steps_b, system_b, tools_b, row_split) = r
+        labels = kto_labels(choice=choice, both_bad=both_bad)
+        sides = {"A": (a_id, steps_a, system_a, tools_a), "B": (b_id, steps_b, system_b, tools_b)}
+        for side in ("A", "B"):
+            if side not in labels:
+                continue
+            trajectory_id, steps, system, tools = sides[side]
+            yield {"prompt": prompt_messages(prompt, _text_or_none(system)), "completion": steps_to_messages(steps),
+                   "label": labels[side], "tools": _tools_json(tools), "judgement_id": jid, "comparison_id": cid,
+                   "trajectory_id": trajectory_id, "task_id": task_id, "annotator": names[annotator], "side": side,
+                   "choice": choice, "both_bad": both_bad, "split": row_split}
+
+
 def raw_queryset(snapshot: DatasetSnapshot, *, split: str | None = None):
     """The `raw` export's query: one row of values per judgement, in judgement order."""
     members = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id")
@@ -130,20 +224,33 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
             pairs = pairs.filter(split=split)
         for p in pairs.values_list(
             "comparison_id", "preferred", "margin", "votes", "split", "task__external_id", "task__prompt",
-            "comparison__trajectory_a__steps", "comparison__trajectory_b__steps",
+            "comparison__trajectory_a__steps", "comparison__trajectory_a__metadata__system_prompt",
+            "comparison__trajectory_a__metadata__tools", "comparison__trajectory_b__steps",
+            "comparison__trajectory_b__metadata__system_prompt", "comparison__trajectory_b__metadata__tools",
         ).iterator(chunk_size=BATCH):
-            comparison_id, preferred, margin, votes, row_split, task_id, prompt, steps_a, steps_b = p
-            chosen, rejected = (steps_b, steps_a) if preferred == "B" else (steps_a, steps_b)
-            prompt_msgs = prompt_messages(prompt)
+            (comparison_id, preferred, margin, votes, row_split, task_id, prompt,
+             steps_a, system_a, tools_a, steps_b, system_b, tools_b) = p
+            # The prompt is shared, so it carries the chosen side's system prompt and tools (A for a tie):
+            # the two sides of a comparison answer one task and are normally given the same ones.
+            if preferred == "B":
+                chosen, rejected, system, tools = steps_b, steps_a, system_b, tools_b
+            else:
+                chosen, rejected, system, tools = steps_a, steps_b, system_a, tools_a
+            prompt_msgs = prompt_messages(prompt, _text_or_none(system))
             chosen_msgs, rejected_msgs = steps_to_messages(chosen), steps_to_messages(rejected)
             if fmt == "trl_text":
-                prompt_out = messages_to_text(prompt_msgs)
-                chosen_out, rejected_out = messages_to_text(chosen_msgs), messages_to_text(rejected_msgs)
+                yield {"prompt": messages_to_text(prompt_msgs), "chosen": messages_to_text(chosen_msgs),
+                       "rejected": messages_to_text(rejected_msgs), "margin": margin,
+                       "comparison_id": comparison_id, "task_id": task_id, "votes": votes, "preferred": preferred,
+                       "split": row_split}
             else:
-                prompt_out, chosen_out, rejected_out = prompt_msgs, chosen_msgs, rejected_msgs
-            yield {"prompt": prompt_out, "chosen": chosen_out, "rejected": rejected_out, "margin": margin,
-                   "comparison_id": comparison_id, "task_id": task_id, "votes": votes, "preferred": preferred,
-                   "split": row_split}
+                yield {"prompt": prompt_msgs, "chosen": chosen_msgs, "rejected": rejected_msgs,
+                       "tools": _tools_json(tools), "margin": margin, "comparison_id": comparison_id,
+                       "task_id": task_id, "votes": votes, "preferred": preferred, "split": row_split}
+        return
+
+    if fmt == "kto":
+        yield from _kto_rows(snapshot, split)
         return
 
     names = _pseudonyms()
@@ -228,6 +335,7 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
             "snapshot_id": snapshot.pk,
             "content_hash": snapshot.content_hash,
             "format": fmt,
+            "trl_trainer": TRL_TRAINERS[fmt],
             "campaigns": sorted(snapshot.campaigns.values_list("name", flat=True)),
             "filters": snapshot.filters,
             "aggregation": snapshot.aggregation,
@@ -239,7 +347,8 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         },
     }
     columns = "\n".join(f"| `{f.name}` | `{f.type}` |" for f in SCHEMAS[fmt])
-    load = f'load_dataset("{"json" if filetype == "jsonl" else "parquet"}", data_files={{"train": "data/train.{filetype}", "test": "data/test.{filetype}"}})'
+    load = (f'load_dataset("{"json" if filetype == "jsonl" else "parquet"}", data_files={{'
+            + ", ".join(f'"{split}": "data/{split}.{filetype}"' for split in files) + "})")
     return (
         "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n"
         f"# {snapshot.name}\n\n{snapshot.description}\n\n{DESCRIPTIONS[fmt]}\n\n"
@@ -247,8 +356,10 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         f"Aggregation: {snapshot.get_aggregation_display().lower()}; ties: {snapshot.get_ties_display().lower()}. "
         "Train and test are split by task, so no task is in both. Annotators are pseudonymized; "
         "gold comparisons are left out, and synthetic judgements unless the filters say otherwise.\n\n"
-        "## Files\n\n" + "\n".join(f"- `data/{s}.{filetype}`: {n} rows" for s, n in files.items()) +
-        "\n\n## Columns\n\n| column | type |\n|---|---|\n" + columns +
+        "## Files\n\n" + "\n".join(f"- `data/{s}.{filetype}`: {n} rows, format `{fmt}` ({filetype})"
+                                     for s, n in files.items()) +
+        f"\n\nFormat `{fmt}` feeds {TRAINERS[fmt]}.\n" + (f"\n## Labels\n\n{KTO_RULE}\n" if fmt == "kto" else "") +
+        "\n## Columns\n\n| column | type |\n|---|---|\n" + columns +
         f"\n\n## Loading\n\n```python\nfrom datasets import load_dataset\nds = {load}\n```\n"
     )
 
@@ -260,13 +371,18 @@ def export_bundle_dir(snapshot: DatasetSnapshot, fmt: str, filetype: str, out_di
     (out_dir / "data").mkdir(parents=True, exist_ok=True)
     files = {}
     for split in ("train", "test"):
-        files[split] = write_rows(export_rows(snapshot, fmt, split=split), out_dir / "data" / f"{split}.{filetype}",
-                                  fmt, filetype)
-    (out_dir / "README.md").write_text(dataset_card(snapshot, fmt, filetype, files), encoding="utf-8")
+        path = out_dir / "data" / f"{split}.{filetype}"
+        files[split] = write_rows(export_rows(snapshot, fmt, split=split), path, fmt, filetype)
+        if not files[split]:
+            # `datasets` cannot load an empty split file (JSONL or Parquet): it is left out, and the card says so.
+            path.unlink()
+    written = {split: n for split, n in files.items() if n}
+    (out_dir / "README.md").write_text(dataset_card(snapshot, fmt, filetype, written), encoding="utf-8")
     manifest = {
         "snapshot_id": snapshot.pk, "content_hash": snapshot.content_hash, "format": fmt, "filetype": filetype,
         "files": {name: {"sha256": _sha256(out_dir / name), "bytes": (out_dir / name).stat().st_size}
-                  for name in ["README.md"] + [f"data/{s}.{filetype}" for s in files]},
+                  for name in ["README.md"] + [f"data/{s}.{filetype}" for s in written]},
+        "empty_splits": sorted(split for split, n in files.items() if not n),
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return files

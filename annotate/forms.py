@@ -1,16 +1,24 @@
 from django import forms
 
-from annotate.models import Campaign
+from annotate.models import Campaign, ImportBatch
 from webapp.api_input import INT32_MAX
 
 
 class ImportUploadForm(forms.Form):
-    file = forms.FileField(help_text="JSONL: one trajectory per line, canonical v1 or OpenAI chat.")
+    file = forms.FileField(
+        help_text="JSONL: one trajectory per line, canonical v1, OpenAI chat or Anthropic Messages.")
+    format = forms.ChoiceField(
+        choices=ImportBatch.Format.choices, required=False, initial=ImportBatch.Format.AUTO,
+        help_text="Detect reads each line's format from its content; name it when detection refuses a line.",
+    )
     campaign = forms.ModelChoiceField(
         queryset=Campaign.objects.order_by("name"),
         required=False,
         help_text="Optional: build comparisons from these trajectories in this campaign.",
     )
+
+    def clean_format(self) -> str:
+        return self.cleaned_data.get("format") or ImportBatch.Format.AUTO
 
 
 class JudgementForm(forms.Form):

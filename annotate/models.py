@@ -343,6 +343,12 @@ class Judgement(BaseModel):
 class ImportBatch(Job):
     """One trajectory import (upload, API call or command) and what came of it (a job: webapp/jobs.py)."""
 
+    class Format(models.TextChoices):
+        AUTO = "auto", "Detect"
+        CANONICAL = "canonical", "Canonical v1"
+        OPENAI = "openai", "OpenAI chat"
+        ANTHROPIC = "anthropic", "Anthropic Messages"
+
     filename = models.CharField(max_length=300)
     stored_path = models.CharField(max_length=500, blank=True, default="")
     size_bytes = models.PositiveBigIntegerField(default=0)
@@ -358,6 +364,10 @@ class ImportBatch(Job):
     message = models.TextField(blank=True, default="")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    format = models.CharField(
+        max_length=20, choices=Format.choices, default=Format.AUTO,
+        help_text="How every line is read; auto detects it line by line (docs/formats/anthropic.md).",
     )
 
     class Meta:

@@ -1,9 +1,11 @@
-"""Trajectory formats: canonical schema v1 and OpenAI chat transcripts, parsed and checked.
+"""Trajectory formats: canonical schema v1, OpenAI chat and Anthropic Messages transcripts.
 
-Plain Python, no Django: `parse_trajectory(obj, limits)` turns one decoded JSON object
-into a `ParsedTrajectory` in canonical form or raises `TrajectoryFormatError` with a
+Plain Python, no Django: `parse_trajectory(obj, limits, format)` turns one decoded JSON
+object into a `ParsedTrajectory` in canonical form or raises `TrajectoryFormatError` with a
 reason a person can act on. The canonical schema is the JSON Schema file
-`annotate/schemas/trajectory.v1.schema.json`.
+`annotate/schemas/trajectory.v1.schema.json`. `format` is "auto" (`detect_format` reads
+the object), "canonical", "openai" or "anthropic"; the Anthropic mapping is in
+docs/formats/anthropic.md and `anthropic_to_canonical`.
 
 OpenAI chat mapping (a line with `messages` and no `schema`):
 - `system` messages go to metadata (`system_prompt`); the first `user` message is the
@@ -15,8 +17,9 @@ OpenAI chat mapping (a line with `messages` and no `schema`):
 - a `tool` message is an `observation` tied to its call by `tool_call_id`.
 - the last `assistant` message without tool calls is the `answer`; earlier ones are thoughts.
 - content is a string or a list of text parts; any other part (an image, Anthropic's
-  `tool_use` / `tool_result` blocks) and the legacy `function_call` field are refused with
-  the reason: an import never drops what it does not understand.
+  `tool_use` / `tool_result` blocks, which name `--format anthropic`), a tool call of a type
+  other than `function` and the legacy `function_call` field are refused with the reason:
+  an import never drops what it does not understand.
 - the JSON of a line is decoded strictly (`webapp.json_input`): no NaN, 1e400, lone
   surrogates, NUL or nesting past 64 levels.
 """
@@ -59,6 +62,8 @@ class ParsedTrajectory:
     metadata: dict[str, Any] = field(default_factory=dict)
     content_hash: str = ""
     behaviour_hash: str = ""
+    dropped: dict[str, int] = field(default_factory=dict)
+    """What the converter left out on purpose, by kind (`redacted_thinking`: count)."""
 
 
 @lru_cache(maxsize=1)
@@ -125,6 +130,7 @@ def _check_limits(obj: Any, limits: Limits, path: str = "") -> None:
 # block of another vendor's format such as Anthropic's `tool_use` and `tool_result`) is
 # refused: dropping it would store a trajectory without what the agent saw or did.
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
+ANTHROPIC_ONLY_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 
 
 def _text_of(content: Any, where: str) -> str:
@@ -140,10 +146,13 @@ def _text_of(content: Any, where: str) -> str:
                 raise TrajectoryFormatError(f"{where}.content[{i}]: expected a content part object")
             kind = part.get("type", "text")
             if kind not in TEXT_PART_TYPES:
-                hint = (" (an Anthropic Messages block: this importer reads OpenAI chat only)"
-                        if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking") else "")
+                if kind in ANTHROPIC_ONLY_BLOCKS:
+                    raise TrajectoryFormatError(
+                        f"{where}.content[{i}]: content block type {kind!r} is not OpenAI chat; "
+                        "is this an Anthropic Messages transcript? use --format anthropic"
+                    )
                 raise TrajectoryFormatError(
-                    f"{where}.content[{i}]: content part of type {str(kind)[:40]!r} cannot be imported{hint}; "
+                    f"{where}.content[{i}]: content part of type {str(kind)[:40]!r} cannot be imported; "
                     f"only text parts ({', '.join(TEXT_PART_TYPES)}) are read, and nothing is dropped"
                 )
             if not isinstance(part.get("text"), str):
@@ -220,6 +229,11 @@ def openai_chat_to_canonical(obj: dict) -> dict:
                 if text.strip():
                     steps.append({"kind": "thought", "text": text})
                 for j, call in enumerate(calls):
+                    if isinstance(call, dict) and call.get("type", "function") != "function":
+                        raise TrajectoryFormatError(
+                            f"{where}.tool_calls[{j}].type: tool call type {str(call.get('type'))[:40]!r} "
+                            "cannot be imported (only 'function')"
+                        )
                     fn = call.get("function") if isinstance(call, dict) else None
                     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
                         raise TrajectoryFormatError(
@@ -271,6 +285,228 @@ def openai_chat_to_canonical(obj: dict) -> dict:
     return canonical
 
 
+
+# Anthropic Messages ---------------------------------------------------------------------
+
+ANTHROPIC_USER_BLOCKS = ("text", "tool_result")
+ANTHROPIC_ASSISTANT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")
+DROPPED_REASONS = {
+    "redacted_thinking": "redacted_thinking block(s) (encrypted reasoning, unreadable) were dropped",
+}
+
+
+def _anthropic_text_blocks(value: Any, where: str) -> str:
+    """A string or a list of `text` blocks (the top-level `system`, a tool_result's content)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise TrajectoryFormatError(f"{where}: expected a string or a list of text blocks")
+    texts = []
+    for i, block in enumerate(value):
+        if not isinstance(block, dict):
+            raise TrajectoryFormatError(f"{where}[{i}]: expected a content block object")
+        if block.get("type") != "text":
+            raise TrajectoryFormatError(
+                f"{where}[{i}]: content block type {str(block.get('type'))[:40]!r} cannot be imported here; "
+                "only text blocks are read, and nothing is dropped"
+            )
+        if not isinstance(block.get("text"), str):
+            raise TrajectoryFormatError(f"{where}[{i}].text: expected a string")
+        texts.append(block["text"])
+    return "\n".join(texts)
+
+
+def _anthropic_blocks(content: Any, where: str, allowed: tuple[str, ...], role: str) -> list[dict]:
+    """Message content as a list of checked blocks (a string is one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise TrajectoryFormatError(f"{where}.content: expected a string or a list of content blocks")
+    for i, block in enumerate(content):
+        if not isinstance(block, dict):
+            raise TrajectoryFormatError(f"{where}.content[{i}]: expected a content block object")
+        kind = block.get("type")
+        if kind not in allowed:
+            raise TrajectoryFormatError(
+                f"{where}.content[{i}]: content block type {str(kind)[:40]!r} cannot be imported in a {role!r} "
+                f"message (read: {', '.join(allowed)}); nothing is dropped"
+            )
+    return content
+
+
+def anthropic_to_canonical(obj: dict) -> tuple[dict, dict[str, int]]:
+    """Map an Anthropic Messages transcript onto a canonical v1 object (not yet validated).
+
+    Returns the object and what was dropped on purpose ({"redacted_thinking": n}).
+    """
+    messages = obj.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise TrajectoryFormatError("messages: expected a non-empty list of messages")
+    if not isinstance(obj.get("task", {}), dict):
+        raise TrajectoryFormatError("task: expected an object")
+    task = dict(obj.get("task") or {})
+    metadata = dict(obj.get("metadata") or {})
+    steps: list[dict] = []
+    dropped: dict[str, int] = {}
+    tool_names: dict[str, str] = {}
+    prompt_seen = bool(task.get("prompt"))
+
+    def has_tool_use(m: Any) -> bool:
+        content = m.get("content") if isinstance(m, dict) else None
+        return isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+
+    last_plain_assistant = max(
+        (i for i, m in enumerate(messages)
+         if isinstance(m, dict) and m.get("role") == "assistant" and not has_tool_use(m)),
+        default=-1,
+    )
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(msg, dict):
+            raise TrajectoryFormatError(f"{where}: expected an object")
+        role = msg.get("role")
+        if role == "user":
+            for j, block in enumerate(_anthropic_blocks(msg.get("content"), where, ANTHROPIC_USER_BLOCKS, role)):
+                bwhere = f"{where}.content[{j}]"
+                if block["type"] == "text":
+                    if not isinstance(block.get("text"), str):
+                        raise TrajectoryFormatError(f"{bwhere}.text: expected a string")
+                    if not prompt_seen:
+                        task["prompt"] = block["text"]
+                        prompt_seen = True
+                    else:
+                        steps.append({"kind": "observation", "tool": "user", "content": block["text"]})
+                    continue
+                call_id = block.get("tool_use_id")
+                if not isinstance(call_id, str) or call_id not in tool_names:
+                    raise TrajectoryFormatError(
+                        f"{bwhere}: tool_result answers unknown tool_use_id {call_id!r} "
+                        "(no earlier tool_use block has this id)"
+                    )
+                step = {
+                    "kind": "observation",
+                    "tool": tool_names[call_id],
+                    "call_id": call_id,
+                    "content": _anthropic_text_blocks(block.get("content"), f"{bwhere}.content"),
+                }
+                is_error = block.get("is_error")
+                if is_error is not None:
+                    if not isinstance(is_error, bool):
+                        raise TrajectoryFormatError(f"{bwhere}.is_error: expected true or false")
+                    if is_error:
+                        step["is_error"] = True
+                steps.append(step)
+        elif role == "assistant":
+            blocks = _anthropic_blocks(msg.get("content"), where, ANTHROPIC_ASSISTANT_BLOCKS, role)
+            answer_texts = []
+            for j, block in enumerate(blocks):
+                bwhere = f"{where}.content[{j}]"
+                kind = block["type"]
+                if kind == "redacted_thinking":
+                    dropped["redacted_thinking"] = dropped.get("redacted_thinking", 0) + 1
+                elif kind == "thinking":
+                    if not isinstance(block.get("thinking"), str):
+                        raise TrajectoryFormatError(f"{bwhere}.thinking: expected a string")
+                    steps.append({"kind": "thought", "text": block["thinking"]})
+                elif kind == "text":
+                    if not isinstance(block.get("text"), str):
+                        raise TrajectoryFormatError(f"{bwhere}.text: expected a string")
+                    if i == last_plain_assistant:
+                        answer_texts.append(block["text"])
+                    elif block["text"].strip():
+                        steps.append({"kind": "thought", "text": block["text"]})
+                else:  # tool_use
+                    call_id, name, arguments = block.get("id"), block.get("name"), block.get("input", {})
+                    if not isinstance(call_id, str) or not call_id:
+                        raise TrajectoryFormatError(f"{bwhere}.id: expected the tool_use id as a string")
+                    if not isinstance(name, str):
+                        raise TrajectoryFormatError(f"{bwhere}.name: expected the tool's name as a string")
+                    if not isinstance(arguments, dict):
+                        raise TrajectoryFormatError(f"{bwhere}.input: expected an object (the tool's arguments)")
+                    if call_id in tool_names:
+                        raise TrajectoryFormatError(f"{bwhere}.id: tool_use id {call_id!r} is used twice")
+                    tool_names[call_id] = name
+                    steps.append({"kind": "action", "tool": name, "arguments": arguments, "call_id": call_id})
+            if i == last_plain_assistant:
+                steps.append({"kind": "answer", "text": "\n".join(answer_texts)})
+        else:
+            hint = " (Anthropic's system prompt is the top-level 'system')" if role == "system" else ""
+            raise TrajectoryFormatError(
+                f"{where}.role: unknown role {str(role)[:40]!r} (expected user or assistant){hint}"
+            )
+    if not prompt_seen:
+        raise TrajectoryFormatError("messages: no user text to take the task prompt from")
+    system = _anthropic_text_blocks(obj.get("system"), "system")
+    if system:
+        metadata["system_prompt"] = system
+    tools = obj.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(
+                isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
+            raise TrajectoryFormatError("tools: expected a list of {name, description, input_schema}")
+        metadata["tools"] = tools
+    if dropped:
+        metadata["dropped"] = dict(dropped)
+    canonical: dict[str, Any] = {"schema": SCHEMA_V1, "task": task, "steps": steps, "metadata": metadata}
+    agent = obj.get("agent")
+    if agent is None and isinstance(obj.get("model"), str):
+        agent = {"name": obj["model"]}
+    if agent is not None:
+        canonical["agent"] = agent
+    if "outcome" in obj:
+        canonical["outcome"] = obj["outcome"]
+    return canonical, dropped
+
+
+# Detection ------------------------------------------------------------------------------
+
+FORMATS = ("auto", "canonical", "openai", "anthropic")
+FORMAT_NAMES = {"canonical": "canonical v1", "openai": "OpenAI chat", "anthropic": "Anthropic Messages"}
+_OPENAI_ROLES = ("system", "developer", "tool")
+_OPENAI_KEYS = ("tool_calls", "tool_call_id", "function_call")
+
+
+def detect_format(obj: dict) -> str:
+    """The format of one decoded line, from its content (the rule in docs/formats/anthropic.md).
+
+    - a `schema` key: canonical;
+    - a `messages` list: Anthropic if a message's content list holds a `tool_use`,
+      `tool_result`, `thinking` or `redacted_thinking` block, or if there is a top-level
+      `system`; OpenAI if a message has role system/developer/tool or a `tool_calls`,
+      `tool_call_id` or `function_call` key. Signs of both: refused as ambiguous. Signs of
+      neither (plain user/assistant text, which both read the same way): OpenAI.
+    """
+    if "schema" in obj:
+        return "canonical"
+    messages = obj.get("messages")
+    if not isinstance(messages, list):
+        raise TrajectoryFormatError(
+            f"neither a canonical trajectory (a 'schema' key, {SCHEMA_V1!r}) "
+            "nor a chat transcript (a 'messages' list: OpenAI chat or Anthropic Messages)"
+        )
+    anthropic = "system" in obj
+    openai = False
+    for msg in messages:
+        if not isinstance(msg, dict):
+            continue
+        if msg.get("role") in _OPENAI_ROLES or any(k in msg for k in _OPENAI_KEYS):
+            openai = True
+        content = msg.get("content")
+        if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS for b in content):
+            anthropic = True
+    if anthropic and openai:
+        raise TrajectoryFormatError(
+            "ambiguous transcript: it has both OpenAI chat signs (tool_calls, a tool or system role) and "
+            "Anthropic Messages signs (tool_use/tool_result/thinking blocks, a top-level system); "
+            "name the format: --format openai or --format anthropic"
+        )
+    return "anthropic" if anthropic else "openai"
+
+
 def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
@@ -300,22 +536,34 @@ def behaviour_hash(*, steps: list, answer: str) -> str:
     return hashlib.sha256(f'{{"answer":{_dump(answer)},"steps":{_dump(steps)}}}'.encode()).hexdigest()
 
 
-def parse_trajectory(obj: Any, limits: Limits = Limits()) -> ParsedTrajectory:
-    """Check one decoded object (either format) and return it in canonical form."""
+def parse_trajectory(obj: Any, limits: Limits = Limits(), format: str = "auto") -> ParsedTrajectory:
+    """Check one decoded object and return it in canonical form.
+
+    `format` is one of FORMATS; "auto" detects it per object (`detect_format`).
+    """
     if not isinstance(obj, dict):
         raise TrajectoryFormatError(f"expected a JSON object, got {type(obj).__name__}")
-    if "schema" in obj:
+    kind = detect_format(obj) if format == "auto" else format
+    dropped: dict[str, int] = {}
+    if kind == "canonical":
+        if "schema" not in obj:
+            raise TrajectoryFormatError(
+                f"schema: a canonical trajectory needs 'schema': {SCHEMA_V1!r} (or name its format)"
+            )
         if obj["schema"] != SCHEMA_V1:
             raise TrajectoryFormatError(
                 f"schema: unknown schema version {obj['schema']!r} (expected {SCHEMA_V1!r})"
             )
-    elif "messages" in obj:
-        obj = openai_chat_to_canonical(obj)
-    else:
+    elif "schema" in obj:
         raise TrajectoryFormatError(
-            f"neither a canonical trajectory (a 'schema' key, {SCHEMA_V1!r}) "
-            "nor an OpenAI chat transcript (a 'messages' list)"
+            f"schema: a 'schema' key marks a canonical trajectory, not {FORMAT_NAMES[kind]}"
         )
+    elif kind == "openai":
+        obj = openai_chat_to_canonical(obj)
+    elif kind == "anthropic":
+        obj, dropped = anthropic_to_canonical(obj)
+    else:
+        raise TrajectoryFormatError(f"unknown format {format!r} (expected one of {', '.join(FORMATS)})")
     problems = _schema_errors(obj)
     if problems:
         raise TrajectoryFormatError("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
@@ -344,13 +592,14 @@ def parse_trajectory(obj: Any, limits: Limits = Limits()) -> ParsedTrajectory:
         metadata=obj.get("metadata") or {},
         content_hash=content,
         behaviour_hash=behaviour,
+        dropped=dropped,
     )
 
 
-def parse_line(raw: bytes, limits: Limits = Limits()) -> ParsedTrajectory:
+def parse_line(raw: bytes, limits: Limits = Limits(), format: str = "auto") -> ParsedTrajectory:
     """One JSONL line (bytes) to a trajectory; every failure is a TrajectoryFormatError."""
     try:
         obj = json_input.loads(raw)
     except json_input.JsonInputError as exc:
         raise TrajectoryFormatError(str(exc)) from None
-    return parse_trajectory(obj, limits)
+    return parse_trajectory(obj, limits, format)

@@ -62,6 +62,7 @@ def imports(request: HttpRequest) -> HttpResponse:
                 upload=form.cleaned_data["file"],
                 campaign=form.cleaned_data["campaign"],
                 created_by=request.user,
+                format=form.cleaned_data["format"],
             )
         except ArbiterError as exc:
             form.add_error("file", exc.message)

@@ -22,6 +22,7 @@ from django.utils import timezone
 from annotate.models import Campaign, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import comparisons_build
 from annotate.trajectory_formats import (
+    DROPPED_REASONS,
     Limits,
     ParsedTrajectory,
     TrajectoryFormatError,
@@ -53,6 +54,8 @@ class ImportReport:
     duplicates: int = 0
     comparisons_created: int = 0
     trajectory_ids: list[int] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+    """What converters left out on purpose, summed over the input (`redacted_thinking`: n)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -60,7 +63,15 @@ class ImportReport:
             "created": self.created,
             "duplicates": self.duplicates,
             "comparisons_created": self.comparisons_created,
+            "dropped": dict(self.dropped),
         }
+
+    def dropped_note(self) -> str:
+        """One sentence for the command, the upload page and the API ('' when nothing was dropped)."""
+        if not self.dropped:
+            return ""
+        return " Dropped on purpose: " + "; ".join(
+            f"{n} {DROPPED_REASONS.get(kind, kind)}" for kind, n in sorted(self.dropped.items())) + "."
 
 
 def _limits() -> Limits:
@@ -87,6 +98,8 @@ class _Writer:
             self.errors.append({"line": line, "error": reason})
 
     def add(self, line: int, parsed: ParsedTrajectory) -> None:
+        for kind, n in parsed.dropped.items():
+            self.report.dropped[kind] = self.report.dropped.get(kind, 0) + n
         self.buffer.append((line, parsed))
         if len(self.buffer) >= BATCH_SIZE:
             self.flush()
@@ -190,11 +203,13 @@ class _Writer:
 
 @transaction.atomic
 def trajectories_import_stream(
-    *, stream: BinaryIO | Iterable[bytes], campaign: Campaign | None = None, batch: ImportBatch | None = None
+    *, stream: BinaryIO | Iterable[bytes], campaign: Campaign | None = None, batch: ImportBatch | None = None,
+    format: str = "auto",
 ) -> ImportReport:
-    """Import JSONL (one trajectory per line, either format). All lines or none.
+    """Import JSONL (one trajectory per line, any format). All lines or none.
 
     With a campaign, the input's trajectories (new or already stored) are paired in it.
+    `format` ("auto", "canonical", "openai", "anthropic") applies to every line.
     """
     limits = _limits()
     writer = _Writer(keep_ids=campaign is not None, origin={"import_batch": batch} if batch else None)
@@ -203,7 +218,7 @@ def trajectories_import_stream(
         if not raw.strip():
             continue
         try:
-            writer.add(number, parse_line(raw, limits))
+            writer.add(number, parse_line(raw, limits, format))
         except TrajectoryFormatError as exc:
             writer.error(number, str(exc))
     report = writer.finish(campaign=campaign)
@@ -214,7 +229,7 @@ def trajectories_import_stream(
 
 @transaction.atomic
 def trajectories_import_objects(
-    *, objects: list[Any], campaign: Campaign | None = None, run=None
+    *, objects: list[Any], campaign: Campaign | None = None, run=None, format: str = "auto"
 ) -> ImportReport:
     """Import decoded objects (the API's body, a rollout run's episodes). `trajectory_ids`
     follows the input order; `run` is recorded on the new rows."""
@@ -225,7 +240,7 @@ def trajectories_import_objects(
     for number, obj in enumerate(objects, start=1):
         writer.report.lines_read = number
         try:
-            writer.add(number, parse_trajectory(obj, limits))
+            writer.add(number, parse_trajectory(obj, limits, format))
         except TrajectoryFormatError as exc:
             writer.error(number, str(exc))
     return writer.finish(campaign=campaign)
@@ -235,7 +250,7 @@ def trajectories_import_objects(
 
 
 def import_upload_create(
-    *, upload, campaign: Campaign | None, created_by
+    *, upload, campaign: Campaign | None, created_by, format: str = "auto"
 ) -> ImportBatch:
     """Store an uploaded JSONL file and import it now (small) or queue a job (large)."""
     if upload.size > settings.IMPORT_MAX_UPLOAD_BYTES:
@@ -254,6 +269,7 @@ def import_upload_create(
         size_bytes=upload.size,
         campaign=campaign,
         created_by=created_by,
+        format=format,
     )
     if upload.size <= settings.IMPORT_INLINE_MAX_BYTES:
         import_batch_run(batch_id=batch.id)
@@ -274,7 +290,8 @@ def import_batch_run(*, batch_id: int) -> None:
     batch = ImportBatch.objects.select_related("campaign").get(pk=batch_id)
     try:
         with Heartbeat(ImportBatch, batch.pk), open(batch.stored_path, "rb") as stream:
-            report = trajectories_import_stream(stream=stream, campaign=batch.campaign, batch=batch)
+            report = trajectories_import_stream(stream=stream, campaign=batch.campaign, batch=batch,
+                                                format=batch.format)
     except ArbiterError as exc:
         _import_batch_finish(
             batch,
@@ -295,6 +312,7 @@ def import_batch_run(*, batch_id: int) -> None:
         message=(
             f"Imported {report.created} trajectories ({report.duplicates} already stored)"
             + (f", {report.comparisons_created} comparisons built." if batch.campaign else ".")
+            + report.dropped_note()
         ),
         report=report,
     )

@@ -1,5 +1,7 @@
-"""Exports: the formats load with `datasets`, `trl` trains with TRL's RewardTrainer as it is,
-re-exports are byte-identical, annotators are pseudonymized, bad requests are refused."""
+"""Exports: the formats load with `datasets`, `trl` trains with TRL's RewardTrainer and `kto` with
+its KTOTrainer as they are, `steps` is stepwise supervision, re-exports are byte-identical,
+annotators are pseudonymized, bad requests are refused."""
+import copy
 import io
 import json
 import zipfile
@@ -8,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotate.exports import SCHEMAS, export_bundle_dir, export_file, export_zip, iter_rows
-from annotate.models import DatasetSnapshot
+from annotate.exports import SCHEMAS, export_bundle_dir, export_file, export_zip, iter_rows, kto_labels
+from annotate.models import DatasetSnapshot, Judgement, Task, Trajectory
 from annotate.services.datasets import snapshot_create
 from tests.annotate.dataset_fixtures import voted_campaign
 from webapp.errors import ArbiterError
@@ -33,7 +35,35 @@ def snapshot():
     first = comparisons[0].trajectory_a
     first.steps, first.num_steps = TOOL_STEPS, len(TOOL_STEPS)
     first.save()
-    return snapshot_create(name="prefs", campaigns=[campaign], test_fraction=0.3, seed=1)
+    # Fixed task ids: the split hashes them, and factory sequence numbers shift as tests are added.
+    # These put the first marked comparison in train and the second in test (5 test tasks of 18).
+    for i, comparison in enumerate(comparisons):
+        Task.objects.filter(pk=comparison.task_id).update(external_id=f"export-task-{i + 1}")
+    snapshot = snapshot_create(name="prefs", campaigns=[campaign], test_fraction=0.3, seed=1)
+    splits = dict(snapshot.pairs.values_list("comparison_id", "split"))
+    assert (splits[comparisons[0].pk], splits[comparisons[1].pk]) == ("train", "test")
+    return snapshot
+
+
+SYSTEM_PROMPT = "You are Quillwort, a research agent. Cite what you open."
+TOOLS = [  # as an OpenAI-chat import keeps them (trajectory metadata `tools`); each with its own parameters
+    {"type": "function", "function": {"name": "search", "description": "Search the corpus.", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
+    {"type": "function", "function": {"name": "open", "description": "Open a result.", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}},
+]
+
+
+@pytest.fixture
+def agent_snapshot(snapshot):
+    """The same snapshot's trajectories given a system prompt and tools, except the third comparison's."""
+    third = snapshot.pairs.order_by("comparison_id")[2].comparison
+    bare = {third.trajectory_a_id, third.trajectory_b_id}
+    for t in Trajectory.objects.all():
+        if t.pk not in bare:
+            t.metadata = {**t.metadata, "system_prompt": SYSTEM_PROMPT, "tools": TOOLS}
+            t.save(update_fields=["metadata"])
+    return snapshot
 
 
 def test_trl_rows_keep_tool_calls_structured(snapshot):
@@ -47,6 +77,20 @@ def test_trl_rows_keep_tool_calls_structured(snapshot):
     assert row["prompt"][0]["role"] == "user" and row["margin"] >= 0 and row["split"] in ("train", "test")
 
 
+def test_trl_rows_carry_the_system_prompt_and_the_tools(agent_snapshot):
+    rows = list(iter_rows(agent_snapshot, "trl"))
+    with_tools = [r for r in rows if json.loads(r["tools"]) is not None]
+    assert len(with_tools) == 17
+    row = with_tools[0]
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+    assert row["prompt"][0]["content"] == SYSTEM_PROMPT
+    assert json.loads(row["tools"]) == TOOLS
+    bare = next(r for r in rows if r["tools"] == "null")  # JSON null: TRL gives the template no tools
+    assert [m["role"] for m in bare["prompt"]] == ["user"]
+    text = next(iter_rows(agent_snapshot, "trl_text"))
+    assert text["prompt"].startswith(f"System: {SYSTEM_PROMPT}\nUser: ")
+
+
 def test_trl_exports_load_with_datasets(snapshot, tmp_path):
     from datasets import load_dataset
 
@@ -57,7 +101,9 @@ def test_trl_exports_load_with_datasets(snapshot, tmp_path):
         ds = load_dataset(loader, data_files={s: str(out / "data" / f"{s}.{filetype}") for s in files},
                           cache_dir=str(tmp_path / "hf-cache"))
         assert ds["train"].num_rows == files["train"] and ds["test"].num_rows == files["test"]
-        assert set(ds["train"].column_names) >= {"prompt", "chosen", "rejected", "margin", "comparison_id"}
+        assert set(ds["train"].column_names) >= {"prompt", "chosen", "rejected", "tools", "margin", "comparison_id"}
+        # No tools anywhere still loads `tools` as strings ("null"), the type a split with tools has.
+        assert ds["train"].features["tools"].dtype == ds["test"].features["tools"].dtype == "string"
         # No task on both sides of the split.
         assert not set(ds["train"]["task_id"]) & set(ds["test"]["task_id"])
         card = (out / "README.md").read_text()
@@ -67,6 +113,7 @@ def test_trl_exports_load_with_datasets(snapshot, tmp_path):
 
 
 CHAT_TEMPLATE = (
+    "{% if tools %}<|system|>toolbox {% for t in tools %}{{ t['function']['name'] }} {% endfor %}<|end|>\n{% endif %}"
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] or '' }}"
     "{% if m['tool_calls'] %}{% for c in m['tool_calls'] %}<|call|>{{ c['function']['name'] }}"
     "{{ c['function']['arguments'] }}{% endfor %}{% endif %}<|end|>\n{% endfor %}"
@@ -85,35 +132,125 @@ def _tiny_tokenizer(texts):
     return fast
 
 
-def test_a_tiny_reward_model_trains_on_the_trl_export_with_reward_trainer(snapshot, tmp_path):
+def _tiny_model_and_tokenizer(snapshot, fmt, model_class):
+    from transformers import LlamaConfig, set_seed
+
+    texts = [json.dumps(r) for r in iter_rows(snapshot, fmt)] + [
+        "<|system|> <|user|> <|assistant|> <|tool|> <|call|> <|end|> toolbox"]
+    tokenizer = _tiny_tokenizer(texts)
+    set_seed(0)
+    extra = {"num_labels": 1} if model_class.__name__.endswith("SequenceClassification") else {}
+    model = model_class(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id, **extra,
+    ))
+    return model, tokenizer
+
+
+def test_a_tiny_reward_model_trains_on_the_trl_export_with_reward_trainer(agent_snapshot, tmp_path):
     import torch
     from datasets import load_dataset
-    from transformers import LlamaConfig, LlamaForSequenceClassification, set_seed
+    from transformers import LlamaForSequenceClassification
     from trl import RewardConfig, RewardTrainer
 
     out = tmp_path / "bundle"
-    export_bundle_dir(snapshot, "trl", "parquet", out)
+    export_bundle_dir(agent_snapshot, "trl", "parquet", out)
     ds = load_dataset("parquet", data_files={"train": str(out / "data" / "train.parquet")},
                       cache_dir=str(tmp_path / "hf-cache"))["train"]
-    texts = [json.dumps(r) for r in iter_rows(snapshot, "trl")] + ["<|user|> <|assistant|> <|tool|> <|call|> <|end|>"]
-    tokenizer = _tiny_tokenizer(texts)
-    set_seed(0)
-    model = LlamaForSequenceClassification(LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, num_labels=1, pad_token_id=tokenizer.pad_token_id,
-    ))
+    assert ds[0]["prompt"][0]["role"] in ("system", "user") and "tools" in ds.column_names
+    model, tokenizer = _tiny_model_and_tokenizer(agent_snapshot, "trl", LlamaForSequenceClassification)
     before = [p.detach().clone() for p in model.parameters()]
     args = RewardConfig(output_dir=str(tmp_path / "rm"), max_steps=4, per_device_train_batch_size=4,
                         learning_rate=1e-3, bf16=False, gradient_checkpointing=False, report_to=[],
                         logging_steps=1, save_strategy="no", max_length=512, dataset_num_proc=None)
     trainer = RewardTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer)
+    # The system prompt and the tools reach the chat template: the rendered sequences hold them.
+    toolbox, system = tokenizer.convert_tokens_to_ids("toolbox"), tokenizer.convert_tokens_to_ids("Quillwort")
+    ids = trainer.train_dataset["chosen_ids"]
+    assert sum(toolbox in x for x in ids) == sum(json.loads(r["tools"]) is not None for r in ds) > 0
+    assert sum(system in x for x in ids) == sum(r["prompt"][0]["role"] == "system" for r in ds)
     result = trainer.train()
     assert result.global_step == 4 and torch.isfinite(torch.tensor(result.training_loss))
     assert any(not torch.equal(b, a) for b, a in zip(before, model.parameters()))
 
 
+def test_kto_labels_follow_the_documented_rule():
+    assert kto_labels(choice=1, both_bad=False) == {"A": True, "B": False}  # strong: loser undesirable
+    assert kto_labels(choice=2, both_bad=False) == {"A": True}  # slight: only the winner
+    assert kto_labels(choice=4, both_bad=False) == {"B": True}
+    assert kto_labels(choice=5, both_bad=False) == {"B": True, "A": False}
+    assert kto_labels(choice=3, both_bad=False) == {}  # a tie gives nothing
+    assert kto_labels(choice=3, both_bad=True) == {"A": False, "B": False}
+    assert kto_labels(choice=1, both_bad=True) == {"A": False, "B": False}
+
+
+def test_kto_rows_come_from_each_judgement(agent_snapshot):
+    # Votes per comparison: [1, 2], [5, 4], [2, 2], [4, 5], [1, 1], [5, 5] (x3): 3+3+2+3+4+4 rows each round.
+    rows = list(iter_rows(agent_snapshot, "kto"))
+    assert len(rows) == 19 * 3
+    assert sum(r["label"] for r in rows) == 12 * 3 and sum(not r["label"] for r in rows) == 7 * 3
+    for r in rows:
+        assert r["prompt"][-1]["role"] == "user" and r["completion"][0]["role"] == "assistant"
+        assert r["label"] == kto_labels(choice=r["choice"], both_bad=r["both_bad"])[r["side"]]
+        assert r["annotator"].startswith("annotator-")
+    first = min(r["judgement_id"] for r in rows if r["choice"] == 2)
+    Judgement.objects.filter(pk=first).update(both_bad=True)
+    after = [r for r in iter_rows(agent_snapshot, "kto") if r["judgement_id"] == first]
+    assert [(r["side"], r["label"]) for r in after] == [("A", False), ("B", False)]
+
+
+def test_a_tiny_model_trains_on_the_kto_export_with_kto_trainer(agent_snapshot, tmp_path):
+    import torch
+    from datasets import load_dataset
+    from transformers import LlamaForCausalLM
+    from trl import KTOConfig, KTOTrainer
+
+    files = {}
+    for filetype in ("jsonl", "parquet"):
+        out = tmp_path / filetype
+        files[filetype] = export_bundle_dir(agent_snapshot, "kto", filetype, out)
+        loader = "json" if filetype == "jsonl" else "parquet"
+        ds = load_dataset(loader, data_files={s: str(out / "data" / f"{s}.{filetype}") for s in files[filetype]},
+                          cache_dir=str(tmp_path / "hf-cache"))
+        assert ds["train"].num_rows == files[filetype]["train"] and ds["test"].num_rows == files[filetype]["test"]
+        assert ds["train"].features["label"].dtype == "bool" and ds["train"].features["tools"].dtype == "string"
+        assert not set(ds["train"]["task_id"]) & set(ds["test"]["task_id"])
+        card = (out / "README.md").read_text()
+        assert "KTOTrainer" in card and "tie (choice 3) gives no row" in card
+    train = ds["train"]
+    model, tokenizer = _tiny_model_and_tokenizer(agent_snapshot, "kto", LlamaForCausalLM)
+    before = [p.detach().clone() for p in model.parameters()]
+    args = KTOConfig(output_dir=str(tmp_path / "kto"), max_steps=2, per_device_train_batch_size=4,
+                     learning_rate=1e-3, bf16=False, gradient_checkpointing=False, report_to=[],
+                     logging_steps=1, save_strategy="no", max_length=512, dataset_num_proc=None)
+    ref_model = copy.deepcopy(model)  # a tiny model has no hub id to load the reference from
+    trainer = KTOTrainer(model=model, ref_model=ref_model, args=args, train_dataset=train, processing_class=tokenizer)
+    result = trainer.train()
+    assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))
+    assert any(not torch.equal(b, a) for b, a in zip(before, model.parameters()))
+
+
+def test_steps_export_is_stepwise_supervision(snapshot, tmp_path):
+    from datasets import load_dataset
+
+    out = tmp_path / "steps"
+    files = export_bundle_dir(snapshot, "steps", "parquet", out)
+    ds = load_dataset("parquet", data_files={s: str(out / "data" / f"{s}.parquet") for s in files},
+                      cache_dir=str(tmp_path / "hf-cache"))
+    rows = [r for split in ds for r in ds[split]]
+    assert len(rows) == 2
+    features = ds["train"].features
+    assert features["prompt"].dtype == "string"
+    assert features["completions"].feature.dtype == "string" and features["labels"].feature.dtype == "bool"
+    for r in rows:  # one label per step; good steps, then the first wrong one last
+        assert isinstance(r["prompt"], str) and len(r["completions"]) == len(r["labels"]) > 0
+        assert r["labels"] == [True] * (len(r["labels"]) - 1) + [False]
+        assert all(isinstance(c, str) and c for c in r["completions"])
+    assert "TRL 1.16 has no trainer" in (out / "README.md").read_text()
+
+
 def test_re_exporting_gives_byte_identical_files(snapshot, tmp_path):
-    for fmt in ("trl", "trl_text", "raw", "steps"):
+    for fmt in ("trl", "trl_text", "kto", "raw", "steps"):
         for filetype in ("jsonl", "parquet"):
             a, b = tmp_path / f"a-{fmt}.{filetype}", tmp_path / f"b-{fmt}.{filetype}"
             export_file(snapshot, fmt, a)
@@ -204,11 +341,29 @@ def test_raw_copy_path_gives_the_same_rows_as_the_python_path(snapshot, tmp_path
     assert table.schema.equals(SCHEMAS["raw"])
 
 
-def test_an_empty_split_exports_as_an_empty_file(tmp_path):
+def test_an_empty_split_exports_no_file(tmp_path):
     campaign, _ = voted_campaign([[1, 2], [5, 4]])
     snapshot = snapshot_create(name="all-train", campaigns=[campaign], test_fraction=0.0)
-    for fmt in ("trl", "raw", "steps"):
+    for fmt in ("trl", "kto", "raw", "steps"):
         files = export_bundle_dir(snapshot, fmt, "parquet", tmp_path / fmt)
-        assert files["test"] == 0 and pq.read_table(tmp_path / fmt / "data" / "test.parquet").num_rows == 0
+        assert files["test"] == 0 and not (tmp_path / fmt / "data" / "test.parquet").exists()
     files = export_bundle_dir(snapshot, "raw", "jsonl", tmp_path / "raw-jsonl")
-    assert files == {"train": 4, "test": 0} and (tmp_path / "raw-jsonl" / "data" / "test.jsonl").read_text() == ""
+    assert files == {"train": 4, "test": 0} and not (tmp_path / "raw-jsonl" / "data" / "test.jsonl").exists()
+    assert pq.read_table(tmp_path / "raw" / "data" / "train.parquet").num_rows == 4
+
+
+def test_an_empty_split_has_no_file_and_the_bundle_still_loads(snapshot, tmp_path):
+    """`datasets` cannot load an empty split file, so the bundle leaves it out and says so."""
+    import datasets
+
+    campaign = snapshot.campaigns.get()
+    everything_train = snapshot_create(name="all train", campaigns=[campaign], test_fraction=0.0, seed=1)
+    for filetype in ("jsonl", "parquet"):
+        out = tmp_path / filetype
+        files = export_bundle_dir(everything_train, "trl", filetype, out)
+        assert files["test"] == 0 and not (out / "data" / f"test.{filetype}").exists()
+        assert json.loads((out / "manifest.json").read_text())["empty_splits"] == ["test"]
+        loaded = datasets.load_dataset("json" if filetype == "jsonl" else "parquet",
+                                       data_files={"train": str(out / "data" / f"train.{filetype}")})
+        assert loaded["train"].num_rows == files["train"] > 0
+        assert '"test"' not in (out / "README.md").read_text()

@@ -140,16 +140,6 @@ FIELD_CASES = {
     "outcome nested 950 deep": None,  # built as text below: json.dumps itself would recurse too deep
     "steps as an object": _trajectory(steps={"kind": "thought"}),
     "an unknown step kind": _trajectory(steps=[{"kind": "dance"}]),
-    "anthropic content blocks": {
-        "messages": [
-            {"role": "user", "content": "Who founded Veloran?"},
-            {"role": "assistant", "content": [
-                {"type": "text", "text": "Let me look."},
-                {"type": "tool_use", "id": "tu1", "name": "search", "input": {"query": "Veloran"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "..."}]},
-            {"role": "assistant", "content": "Ilse Marrow"},
-        ]
-    },
     "a legacy function_call": {
         "messages": [
             {"role": "user", "content": "q"},
@@ -157,6 +147,19 @@ FIELD_CASES = {
             {"role": "assistant", "content": "a"},
         ]
     },
+}
+
+
+# Accepted as Anthropic Messages when detected; refused with the reason when named OpenAI chat.
+ANTHROPIC_TRANSCRIPT = {
+    "messages": [
+        {"role": "user", "content": "Who founded Veloran?"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "tu1", "name": "search", "input": {"query": "Veloran"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "..."}]},
+        {"role": "assistant", "content": "Ilse Marrow"},
+    ]
 }
 
 
@@ -175,8 +178,9 @@ def test_trajectory_fields_of_the_wrong_shape_are_refused_with_the_reason(client
             _assert_refused(response, before)
         except AssertionError as exc:
             raise AssertionError(f"{name}: {exc}") from None
-    anthropic = admin.post("/api/v1/trajectories/", FIELD_CASES["anthropic content blocks"], format="json")
-    assert "content part of type 'tool_use' cannot be imported" in anthropic.json()["errors"][0]["message"]
+    as_openai = admin.post("/api/v1/trajectories/?format=openai", ANTHROPIC_TRANSCRIPT, format="json")
+    _assert_refused(as_openai, before)
+    assert "content block type 'tool_use' is not OpenAI chat" in as_openai.json()["errors"][0]["message"]
 
 
 @pytest.mark.parametrize("value", [2**31, 2**32 + 5, 2**63, 2**64, -1])

@@ -1,6 +1,6 @@
 """Export a frozen snapshot.
 
-    python manage.py export_dataset SNAPSHOT_ID --format trl|trl_text|raw|steps --out PATH
+    python manage.py export_dataset SNAPSHOT_ID --format trl|trl_text|kto|raw|steps --out PATH
 
 PATH ending in .jsonl or .parquet: one data file with both splits (a `split` column).
 PATH ending in .zip: the bundle (README.md dataset card, manifest.json with sha256 sums,

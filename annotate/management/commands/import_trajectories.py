@@ -1,6 +1,9 @@
-"""Import a JSONL file of trajectories (canonical v1 or OpenAI chat), all or nothing.
+"""Import a JSONL file of trajectories (canonical v1, OpenAI chat or Anthropic Messages), all or nothing.
 
-    python manage.py import_trajectories FILE.jsonl [--campaign NAME]
+    python manage.py import_trajectories FILE.jsonl [--campaign NAME] [--format auto|canonical|openai|anthropic]
+
+--format (default auto: detected line by line, docs/formats/anthropic.md) reads every line as
+that format.
 
 With --campaign, comparisons are built from the imported trajectories in that campaign
 (created with default settings if it does not exist). A refused file changes nothing at
@@ -14,6 +17,7 @@ from django.db import transaction
 
 from annotate.services.campaigns import campaign_get_or_create
 from annotate.services.imports import trajectories_import_stream
+from annotate.trajectory_formats import FORMATS
 from webapp.errors import ArbiterError
 
 
@@ -23,8 +27,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)
         parser.add_argument("--campaign", help="build comparisons in this campaign (created if missing)")
+        parser.add_argument(
+            "--format", choices=FORMATS, default="auto",
+            help="read every line as this format (default: detect it line by line)",
+        )
 
-    def handle(self, *args, file: Path, campaign: str | None, **options):
+    def handle(self, *args, file: Path, campaign: str | None, format: str = "auto", **options):
         if not file.is_file():
             raise CommandError(f"{file}: no such file")
         size = file.stat().st_size
@@ -39,7 +47,7 @@ class Command(BaseCommand):
                 target = None
                 if campaign:
                     target, created = campaign_get_or_create(name=campaign)
-                report = trajectories_import_stream(stream=stream, campaign=target)
+                report = trajectories_import_stream(stream=stream, campaign=target, format=format)
         except ArbiterError as exc:
             for detail in exc.details:
                 self.stderr.write(f"line {detail['line']}: {detail['error']}")
@@ -53,3 +61,5 @@ class Command(BaseCommand):
                 + (f"; {report.comparisons_created} comparisons built in {campaign!r}." if campaign else ".")
             )
         )
+        if report.dropped:
+            self.stdout.write(report.dropped_note().strip())
