@@ -274,6 +274,11 @@ def openai_chat_to_canonical(obj: dict) -> dict:
         metadata["system_prompt"] = "\n\n".join(system_parts)
     if obj.get("tools") is not None:
         metadata["tools"] = obj["tools"]
+    return _canonical_from(obj, task=task, steps=steps, metadata=metadata)
+
+
+def _canonical_from(obj: dict, *, task: dict, steps: list, metadata: dict) -> dict:
+    """A converted transcript as a canonical object: its agent (or `model`) and outcome come along."""
     canonical: dict[str, Any] = {"schema": SCHEMA_V1, "task": task, "steps": steps, "metadata": metadata}
     agent = obj.get("agent")
     if agent is None and isinstance(obj.get("model"), str):
@@ -450,15 +455,7 @@ def anthropic_to_canonical(obj: dict) -> tuple[dict, dict[str, int]]:
         metadata["tools"] = tools
     if dropped:
         metadata["dropped"] = dict(dropped)
-    canonical: dict[str, Any] = {"schema": SCHEMA_V1, "task": task, "steps": steps, "metadata": metadata}
-    agent = obj.get("agent")
-    if agent is None and isinstance(obj.get("model"), str):
-        agent = {"name": obj["model"]}
-    if agent is not None:
-        canonical["agent"] = agent
-    if "outcome" in obj:
-        canonical["outcome"] = obj["outcome"]
-    return canonical, dropped
+    return _canonical_from(obj, task=task, steps=steps, metadata=metadata), dropped
 
 
 # Detection ------------------------------------------------------------------------------
