@@ -78,8 +78,9 @@ def _verdict(body) -> Verdict | None:
             isinstance(sides, dict) and all(type(v) is int and 1 <= v <= 10 for v in sides.values())
             for sides in ratings.values()):
         return None
+    # DRF's CharField trims the rationale; so does the short path.
     return Verdict(choice=choice, both_bad=both_bad, ratings=ratings, first_wrong_left=steps[0],
-                   first_wrong_right=steps[1], rationale=rationale)
+                   first_wrong_right=steps[1], rationale=rationale.strip())
 
 
 def _refused(exc: Exception) -> HttpResponse:

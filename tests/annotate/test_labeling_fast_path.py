@@ -29,7 +29,8 @@ def handed_over(monkeypatch):
 
 def test_the_short_path_answers_like_the_drf_view(annotator, handed_over):
     campaign = make_campaign(n_comparisons=2, k=1, dimensions=["grounding"])
-    verdict = {"choice": 2, "ratings": {"grounding": {"left": 4}}, "first_wrong_step_right": 0}
+    verdict = {"choice": 2, "ratings": {"grounding": {"left": 4}}, "first_wrong_step_right": 0,
+               "rationale": "  the left one cites its page \n"}
     fast = token_client(annotator)
     got = fast.get(f"/api/v1/assignments/next?campaign={campaign.id}")
     assert got.status_code == 200 and handed_over == []
