@@ -37,11 +37,11 @@ def campaigns_with_progress(*, user, statuses: list[str], ids: list[int] | None 
     rows = Campaign.objects.filter(status__in=statuses)
     if ids is not None:
         rows = rows.filter(pk__in=ids)
+    labelable = set(campaigns_labelable_by(user).filter(pk__in=rows.values("pk")).values_list("pk", flat=True))
     if not user_has_role(user, Role.RESEARCHER, Role.ADMIN):
-        rows = rows.filter(pk__in=campaigns_labelable_by(user).values("pk"))
+        rows = rows.filter(pk__in=labelable)
     campaigns = list(rows.order_by("name"))
     progress = campaign_progress(campaigns=campaigns, user=user)
-    labelable = set(campaigns_labelable_by(user).filter(pk__in=[c.pk for c in campaigns]).values_list("pk", flat=True))
     for campaign in campaigns:
         campaign.progress = progress[campaign.pk]
         if campaign.pk not in labelable or campaign.status != Campaign.Status.ACTIVE:
