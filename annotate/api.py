@@ -15,7 +15,7 @@ from annotate.services.imports import (
     import_upload_create,
     trajectories_import_objects,
 )
-from annotate.trajectory_formats import FORMATS
+from annotate.trace_formats.reading import IMPORT_FORMATS as FORMATS
 from webapp.access import api_role
 from webapp.api_errors import error_body, error_items
 from webapp.api_input import IdField, Int32Field, StrictJSONParser, id_parameter, query_id
@@ -43,8 +43,10 @@ class ImportBatchOutput(serializers.ModelSerializer):
         ]
 
 
-FORMAT_HELP = ("How every trajectory is read: auto (default) detects it from each one's content; "
-               "canonical, openai (OpenAI chat) or anthropic (Anthropic Messages) name it.")
+FORMAT_HELP = ("How the input is read: auto (default) detects it from the content; canonical, openai "
+               "(OpenAI chat) or anthropic (Anthropic Messages), a trajectory each; otel (OpenTelemetry "
+               "GenAI spans), openinference, langsmith (runs) or langfuse (traces and observations), "
+               "records grouped by trace (docs/formats/).")
 
 
 def _format_from(request) -> str:
@@ -55,7 +57,7 @@ def _format_from(request) -> str:
 
 
 class TrajectoryImportApi(APIView):
-    """Import trajectories posted as JSON: one object or a list, canonical v1, OpenAI chat or Anthropic Messages."""
+    """Import trajectories posted as JSON: one object or a list, in any import format (trace records too)."""
 
     permission_classes = [api_role(Role.ADMIN)]
     parser_classes = [StrictJSONParser]

@@ -1,19 +1,30 @@
 """Canonical steps as chat messages, the form TRL and chat templates read (plain Python).
 
 Every message has the same keys, so JSONL and Parquet carry one schema:
-`role`, `content`, `tool_calls` (list or null), `tool_call_id` (or null), `name` (or null).
+`role`, `content`, `tool_calls` (list or null), `tool_call_id` (or null), `name` (or null),
+`is_error` (true for a failed tool's result, else null).
 A thought followed by tool calls becomes one assistant message with that text as content
 and the calls as `tool_calls` (arguments as a JSON string, as the OpenAI format has
-them); each observation is a `tool` message answering its call; the answer is the final
-assistant message, with its quotes listed after the text.
+them); an action logged without a call id gets `arbiter-call-<step>` (`INVENTED_CALL_ID`),
+which the OpenAI chat import reads back as no id; each observation is a `tool` message
+answering its call; any other thought is an assistant message of its own; the answer is
+the final assistant message, with its quotes listed after the text in a `Quotes:` block
+(`QUOTES_HEADING`, one `> ` line each), which the OpenAI chat import reads back. So
+importing `prompt` + `chosen` as an OpenAI transcript gives the same steps back
+(tests/annotate/test_round_trip.py).
 """
 from __future__ import annotations
 
 import json
 
+INVENTED_CALL_ID = "arbiter-call-"
+QUOTES_HEADING = "\n\nQuotes:\n"
 
-def _message(role: str, content: str = "", *, tool_calls=None, tool_call_id=None, name=None) -> dict:
-    return {"role": role, "content": content, "tool_calls": tool_calls, "tool_call_id": tool_call_id, "name": name}
+
+def _message(role: str, content: str = "", *, tool_calls=None, tool_call_id=None, name=None,
+             is_error=None) -> dict:
+    return {"role": role, "content": content, "tool_calls": tool_calls, "tool_call_id": tool_call_id, "name": name,
+            "is_error": is_error}
 
 
 def _arguments(arguments) -> str:
@@ -31,7 +42,7 @@ def steps_to_messages(steps: list[dict]) -> list[dict]:
                 messages.append(_message("assistant", pending_thought))
             pending_thought = step.get("text", "")
         elif kind == "action":
-            call_id = step.get("call_id") or f"call_{i}"
+            call_id = step.get("call_id") or f"{INVENTED_CALL_ID}{i}"
             call = {"id": call_id, "type": "function",
                     "function": {"name": step.get("tool", ""), "arguments": _arguments(step.get("arguments", {}))}}
             last = messages[-1] if messages else None
@@ -53,14 +64,14 @@ def steps_to_messages(steps: list[dict]) -> list[dict]:
                 messages.append(_message("user", step.get("content", "")))
             else:
                 messages.append(_message("tool", step.get("content", ""), tool_call_id=call_id,
-                                         name=step.get("tool") or None))
+                                         name=step.get("tool") or None, is_error=True if step.get("is_error") else None))
         elif kind == "answer":
             text = step.get("text", "")
             quotes = step.get("quotes") or []
             if quotes:
-                text += "\n\nQuotes:\n" + "\n".join(f"> {q}" for q in quotes)
+                text += QUOTES_HEADING + "\n".join(f"> {q}" for q in quotes)
             if pending_thought is not None:
-                text = f"{pending_thought}\n\n{text}"
+                messages.append(_message("assistant", pending_thought))
                 pending_thought = None
             messages.append(_message("assistant", text))
     if pending_thought is not None:

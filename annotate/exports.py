@@ -59,7 +59,7 @@ BATCH = 2000
 _CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
                    ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
 _MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(_CALL)),
-                      ("tool_call_id", pa.string()), ("name", pa.string())])
+                      ("tool_call_id", pa.string()), ("name", pa.string()), ("is_error", pa.bool_())])
 _MESSAGES = pa.list_(_MESSAGE)
 _PAIR_META = [("margin", pa.float64()), ("comparison_id", pa.int64()), ("task_id", pa.string()),
               ("votes", pa.int64()), ("preferred", pa.string()), ("split", pa.string())]

@@ -6,10 +6,11 @@ from webapp.api_input import INT32_MAX
 
 class ImportUploadForm(forms.Form):
     file = forms.FileField(
-        help_text="JSONL: one trajectory per line, canonical v1, OpenAI chat or Anthropic Messages.")
+        help_text="JSONL: a trajectory per line (canonical v1, OpenAI chat, Anthropic Messages) or a trace "
+                  "export (OpenTelemetry GenAI, OpenInference, LangSmith, Langfuse).")
     format = forms.ChoiceField(
         choices=ImportBatch.Format.choices, required=False, initial=ImportBatch.Format.AUTO,
-        help_text="Detect reads each line's format from its content; name it when detection refuses a line.",
+        help_text="Detect reads the format from the content; name it when detection refuses the file.",
     )
     campaign = forms.ModelChoiceField(
         queryset=Campaign.objects.order_by("name"),

@@ -348,6 +348,10 @@ class ImportBatch(Job):
         CANONICAL = "canonical", "Canonical v1"
         OPENAI = "openai", "OpenAI chat"
         ANTHROPIC = "anthropic", "Anthropic Messages"
+        OTEL = "otel", "OpenTelemetry GenAI spans"
+        OPENINFERENCE = "openinference", "OpenInference spans"
+        LANGSMITH = "langsmith", "LangSmith runs"
+        LANGFUSE = "langfuse", "Langfuse traces"
 
     filename = models.CharField(max_length=300)
     stored_path = models.CharField(max_length=500, blank=True, default="")
@@ -367,7 +371,7 @@ class ImportBatch(Job):
     )
     format = models.CharField(
         max_length=20, choices=Format.choices, default=Format.AUTO,
-        help_text="How every line is read; auto detects it line by line (docs/formats/anthropic.md).",
+        help_text="How the file is read; auto detects it from the content (docs/formats/README.md).",
     )
 
     class Meta:

@@ -14,8 +14,13 @@ OpenAI chat mapping (a line with `messages` and no `schema`):
 - an `assistant` message with `tool_calls`: its text (if any) is a `thought`, then one
   `action` per call (arguments parsed from their JSON string; kept as the raw string
   when they are not a JSON object); parallel calls stay in their order.
-- a `tool` message is an `observation` tied to its call by `tool_call_id`.
+- a `tool` message is an `observation` tied to its call by `tool_call_id`; `"is_error": true`
+  on it (an Arbiter extension, written by the `trl` export) marks a failed tool.
 - the last `assistant` message without tool calls is the `answer`; earlier ones are thoughts.
+  A `Quotes:` block ending it (`\n\nQuotes:\n` then only `> ` lines), as the `trl` export
+  writes an answer's quotes, becomes the answer's `quotes`.
+- a call id starting `arbiter-call-` was invented by the `trl` export for an action logged
+  without one: it ties the call to its result and is then left out, as it was.
 - content is a string or a list of text parts; any other part (an image, Anthropic's
   `tool_use` / `tool_result` blocks, which name `--format anthropic`), a tool call of a type
   other than `function` and the legacy `function_call` field are refused with the reason:
@@ -35,6 +40,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
+from annotate.chat_messages import INVENTED_CALL_ID, QUOTES_HEADING
 from webapp import json_input
 
 SCHEMA_V1 = "arbiter.trajectory/v1"
@@ -244,11 +250,12 @@ def openai_chat_to_canonical(obj: dict) -> dict:
                     if call_id is not None:
                         if not isinstance(call_id, str):
                             raise TrajectoryFormatError(f"{where}.tool_calls[{j}].id: expected a string")
-                        step["call_id"] = call_id
+                        if not call_id.startswith(INVENTED_CALL_ID):
+                            step["call_id"] = call_id
                         tool_names[call_id] = fn["name"]
                     steps.append(step)
             elif i == last_plain_assistant:
-                steps.append({"kind": "answer", "text": text})
+                steps.append(_answer_step(text))
             else:
                 steps.append({"kind": "thought", "text": text})
         elif role == "tool":
@@ -257,12 +264,14 @@ def openai_chat_to_canonical(obj: dict) -> dict:
                 raise TrajectoryFormatError(
                     f"{where}: tool message answers unknown tool_call_id {call_id!r}"
                 )
-            step = {
-                "kind": "observation",
-                "tool": tool_names[call_id],
-                "call_id": call_id,
-                "content": _text_of(msg.get("content"), where),
-            }
+            step = {"kind": "observation", "tool": tool_names[call_id], "content": _text_of(msg.get("content"), where)}
+            if not call_id.startswith(INVENTED_CALL_ID):
+                step["call_id"] = call_id
+            is_error = msg.get("is_error")
+            if is_error is not None and not isinstance(is_error, bool):
+                raise TrajectoryFormatError(f"{where}.is_error: expected true, false or null")
+            if is_error:
+                step["is_error"] = True
             steps.append(step)
         else:
             raise TrajectoryFormatError(
@@ -275,6 +284,15 @@ def openai_chat_to_canonical(obj: dict) -> dict:
     if obj.get("tools") is not None:
         metadata["tools"] = obj["tools"]
     return _canonical_from(obj, task=task, steps=steps, metadata=metadata)
+
+
+def _answer_step(text: str) -> dict:
+    """The answer, with the quotes of a trailing `Quotes:` block of `> ` lines (the `trl` export's form)."""
+    head, heading, block = text.rpartition(QUOTES_HEADING)
+    lines = block.split("\n")
+    if heading and all(line.startswith("> ") for line in lines):
+        return {"kind": "answer", "text": head, "quotes": [line[2:] for line in lines]}
+    return {"kind": "answer", "text": text}
 
 
 def _canonical_from(obj: dict, *, task: dict, steps: list, metadata: dict) -> dict:
@@ -297,6 +315,7 @@ ANTHROPIC_USER_BLOCKS = ("text", "tool_result")
 ANTHROPIC_ASSISTANT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")
 DROPPED_REASONS = {
     "redacted_thinking": "redacted_thinking block(s) (encrypted reasoning, unreadable) were dropped",
+    "trace_without_agent_run": "trace(s) held no agent run (no model, agent or tool records) and were passed over",
 }
 
 

@@ -314,3 +314,57 @@ def pair_view(left: list[dict], right: list[dict], *, align: Align = "content",
     return PairView(rows=rows, first_difference=first, left_steps=len(lv), right_steps=len(rv),
                     align="content" if align == "content" and not note else "index", note=note,
                     blocks=_blocks(rows))
+
+
+# What the agent was given --------------------------------------------------------------
+
+@dataclass
+class ToolView:
+    name: str
+    description: str = ""
+    schema: str = ""  # the parameters' JSON schema, pretty-printed
+
+
+@dataclass
+class SetupView:
+    """A trajectory's system prompt and declared tools (metadata `system_prompt`, `tools`)."""
+
+    label: str
+    system_prompt: str = ""
+    tools: list[ToolView] = field(default_factory=list)
+
+
+def tool_views(tools) -> list[ToolView]:
+    """Declared tools in any of the shapes imports keep: OpenAI (`{"type": "function",
+    "function": {...}}`), Anthropic (`input_schema`), OpenTelemetry (`parameters` at the top)."""
+    if not isinstance(tools, list):
+        return []
+    out = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        name = spec.get("name")
+        schema = next((spec[k] for k in ("parameters", "input_schema", "json_schema") if k in spec), None)
+        out.append(ToolView(
+            name=name if isinstance(name, str) and name else "(unnamed tool)",
+            description=spec.get("description") if isinstance(spec.get("description"), str) else "",
+            schema=json.dumps(schema, indent=2, ensure_ascii=False, sort_keys=True) if schema is not None else "",
+        ))
+    return out
+
+
+def setup_views(left_metadata: dict | None, right_metadata: dict | None) -> list[SetupView]:
+    """What each side's agent was given: once when both sides had the same, else per side;
+    empty when neither recorded a system prompt or tools."""
+    def setup(metadata: dict | None, label: str) -> SetupView:
+        metadata = metadata if isinstance(metadata, dict) else {}
+        prompt = metadata.get("system_prompt")
+        return SetupView(label=label, system_prompt=prompt if isinstance(prompt, str) else "",
+                         tools=tool_views(metadata.get("tools")))
+
+    left, right = setup(left_metadata, "Left"), setup(right_metadata, "Right")
+    if (left.system_prompt, left.tools) == (right.system_prompt, right.tools):
+        both = SetupView(label="Both sides", system_prompt=left.system_prompt, tools=left.tools)
+        return [both] if both.system_prompt or both.tools else []
+    return [left, right]

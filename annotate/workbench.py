@@ -4,7 +4,7 @@ from __future__ import annotations
 from annotate.models import Assignment, Campaign, Comparison
 from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
-from annotate.trajectory_view import Align, pair_view
+from annotate.trajectory_view import Align, pair_view, setup_views
 
 # (value, text, short text for narrow screens)
 SCREEN_SCALE = [
@@ -59,6 +59,7 @@ def workbench_context(*, campaign: Campaign, annotator, assignment: Assignment |
             prompt=assignment.comparison.task.prompt,
             pair=pair,
             folds=any(block.folded for block in pair.blocks),
+            setups=setup_views(left.metadata, right.metadata),
             left_answer=left.answer,
             right_answer=right.answer,
             # The same steps and answer under two agent names: nothing to prefer.

@@ -8,9 +8,10 @@ the file.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -21,6 +22,7 @@ from django.utils import timezone
 
 from annotate.models import Campaign, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import comparisons_build
+from annotate.trace_formats.reading import TRACE_FORMATS, detect_trace_format, read_traces
 from annotate.trajectory_formats import (
     DROPPED_REASONS,
     Limits,
@@ -29,6 +31,7 @@ from annotate.trajectory_formats import (
     parse_line,
     parse_trajectory,
 )
+from webapp import json_input
 from webapp.db import bulk_create_new
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat
@@ -201,29 +204,78 @@ class _Writer:
         return self.report
 
 
+def _with_format(lines: Iterator[tuple[int, Any]], format: str) -> tuple[str, Iterator[tuple[int, Any]]]:
+    """The format to read `lines` as: a trace format is detected once, from the first record
+    (its records belong together); the others are detected line by line ("auto")."""
+    if format != "auto":
+        return format, lines
+    peeked = []
+    for number, raw in lines:
+        peeked.append((number, raw))
+        if not isinstance(raw, (bytes, str)) or raw.strip():
+            break
+    kind = None
+    if peeked:
+        first = peeked[-1][1]
+        try:
+            kind = detect_trace_format(json_input.loads(first) if isinstance(first, (bytes, str)) else first)
+        except json_input.JsonInputError:
+            pass  # reported with its line by the reading below
+    return kind or "auto", itertools.chain(peeked, lines)
+
+
+def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, limits: Limits) -> None:
+    """Parse every line (or every trace of a trace export) into the writer; bad ones are noted."""
+    format, lines = _with_format(lines, format)
+
+    def counted():
+        for number, raw in lines:
+            writer.report.lines_read = number
+            if isinstance(raw, (bytes, str)) and not raw.strip():
+                continue
+            yield number, raw
+
+    if format in TRACE_FORMATS or format == "otlp":
+        for result in read_traces(counted(), format):
+            if result.error:
+                writer.error(result.line, result.error)
+            elif result.skipped:
+                writer.report.dropped["trace_without_agent_run"] = (
+                    writer.report.dropped.get("trace_without_agent_run", 0) + 1)
+            for canonical, dropped in result.trajectories:
+                try:
+                    parsed = parse_trajectory(canonical, limits, "canonical")
+                except TrajectoryFormatError as exc:
+                    writer.error(result.line, f"trace {result.trace[:80]!r}: {exc}")
+                    continue
+                parsed.dropped = dropped
+                writer.add(result.line, parsed)
+        return
+    for number, raw in counted():
+        try:
+            parsed = parse_line(raw, limits, format) if isinstance(raw, (bytes, str)) else parse_trajectory(
+                raw, limits, format)
+        except TrajectoryFormatError as exc:
+            writer.error(number, str(exc))
+            continue
+        writer.add(number, parsed)
+
+
 @transaction.atomic
 def trajectories_import_stream(
     *, stream: BinaryIO | Iterable[bytes], campaign: Campaign | None = None, batch: ImportBatch | None = None,
     format: str = "auto",
 ) -> ImportReport:
-    """Import JSONL (one trajectory per line, any format). All lines or none.
+    """Import JSONL (one trajectory per line in a transcript format, or a trace export). All or nothing.
 
     With a campaign, the input's trajectories (new or already stored) are paired in it.
-    `format` ("auto", "canonical", "openai", "anthropic") applies to every line.
+    `format` ("auto" or one of `IMPORT_FORMATS`) applies to the whole input.
     """
-    limits = _limits()
     writer = _Writer(keep_ids=campaign is not None, origin={"import_batch": batch} if batch else None)
-    for number, raw in enumerate(stream, start=1):
-        writer.report.lines_read = number
-        if not raw.strip():
-            continue
-        try:
-            writer.add(number, parse_line(raw, limits, format))
-        except TrajectoryFormatError as exc:
-            writer.error(number, str(exc))
+    _read_into(writer, enumerate(stream, start=1), format, _limits())
     report = writer.finish(campaign=campaign)
     if report.created == 0 and report.duplicates == 0:
-        raise ArbiterError("Nothing was imported: the input holds no trajectories.")
+        raise ArbiterError("Nothing was imported: the input holds no trajectories." + report.dropped_note())
     return report
 
 
@@ -232,18 +284,15 @@ def trajectories_import_objects(
     *, objects: list[Any], campaign: Campaign | None = None, run=None, format: str = "auto"
 ) -> ImportReport:
     """Import decoded objects (the API's body, a rollout run's episodes). `trajectory_ids`
-    follows the input order; `run` is recorded on the new rows."""
+    follows the input order (trace by trace for a trace export); `run` is recorded on the new rows."""
     if not objects:
         raise ArbiterError("Nothing was imported: the list is empty.")
-    limits = _limits()
     writer = _Writer(keep_ids=True, origin={"run": run} if run else None)
-    for number, obj in enumerate(objects, start=1):
-        writer.report.lines_read = number
-        try:
-            writer.add(number, parse_trajectory(obj, limits, format))
-        except TrajectoryFormatError as exc:
-            writer.error(number, str(exc))
-    return writer.finish(campaign=campaign)
+    _read_into(writer, enumerate(objects, start=1), format, _limits())
+    report = writer.finish(campaign=campaign)
+    if report.created == 0 and report.duplicates == 0:
+        raise ArbiterError("Nothing was imported: the input holds no trajectories." + report.dropped_note())
+    return report
 
 
 # Uploaded files: small ones are imported in the request, large ones by a job.

@@ -9,7 +9,8 @@ from django.core.management import CommandError, call_command
 
 from annotate.models import ImportBatch, Trajectory
 from annotate.services.imports import trajectories_import_stream
-from annotate.trajectory_formats import FORMATS, TrajectoryFormatError, detect_format, parse_trajectory
+from annotate.trace_formats.reading import IMPORT_FORMATS
+from annotate.trajectory_formats import TrajectoryFormatError, detect_format, parse_trajectory
 from tests.samples import canonical, chat_parallel, jsonl
 from webapp.errors import ArbiterError
 
@@ -230,7 +231,7 @@ def test_malformed_anthropic_transcripts_are_refused_with_the_reason(case):
 
 
 def test_detection_rule():
-    assert tuple(ImportBatch.Format.values) == FORMATS  # the stored choice and the parser agree
+    assert tuple(ImportBatch.Format.values) == IMPORT_FORMATS  # the stored choice and the readers agree
     assert detect_format(canonical()) == "canonical"
     assert detect_format(chat_parallel()) == "openai"
     assert detect_format(research_agent()) == "anthropic"

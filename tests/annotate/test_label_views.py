@@ -200,3 +200,30 @@ def test_adjudication_has_no_default_and_a_submit_without_a_pick_is_refused(clie
     assert client.post(f"/annotate/comparisons/{comparison.id}/", {"choice": 4, "note": "B cites"}).status_code == 302
     page = client.get(f"/annotate/comparisons/{comparison.id}/").content.decode()
     assert '<option value="4" selected>B better</option>' in page  # the ruling is shown, not a default
+
+
+def test_the_system_prompt_and_tools_are_shown_folded_once_or_per_side(client, annotator):
+    campaign = make_campaign(n_comparisons=1, k=1)
+    comparison = campaign.comparisons.get()
+    tools = [{"type": "function", "function": {"name": "search", "description": "Search <the> corpus.",
+                                               "parameters": {"type": "object"}}},
+             {"name": "open", "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}]
+    for trajectory in (comparison.trajectory_a, comparison.trajectory_b):
+        trajectory.metadata = {"system_prompt": "You are <Quillwort>.", "tools": tools}
+        trajectory.save()
+    client.force_login(annotator)
+    page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
+    assert page.count('<details class="agent-setup"') == 1 and 'data-agent-setup="both sides"' in page
+    assert "system prompt and 2 tools" in page and "(search, open)" in page
+    assert "You are &lt;Quillwort&gt;." in page and "Search &lt;the&gt; corpus." in page
+    assert "&quot;integer&quot;" in page  # the parameters' schema, pretty-printed and escaped
+
+    comparison.trajectory_b.metadata = {"system_prompt": "Another prompt."}
+    comparison.trajectory_b.save()
+    page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
+    assert page.count('<details class="agent-setup"') == 2 and "Another prompt." in page
+
+    for trajectory in (comparison.trajectory_a, comparison.trajectory_b):
+        trajectory.metadata = {}
+        trajectory.save()
+    assert "agent-setup" not in client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()

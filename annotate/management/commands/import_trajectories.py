@@ -1,9 +1,11 @@
-"""Import a JSONL file of trajectories (canonical v1, OpenAI chat or Anthropic Messages), all or nothing.
+"""Import a JSONL file of trajectories or agent traces, all or nothing.
 
-    python manage.py import_trajectories FILE.jsonl [--campaign NAME] [--format auto|canonical|openai|anthropic]
+    python manage.py import_trajectories FILE.jsonl [--campaign NAME] [--format FORMAT]
 
---format (default auto: detected line by line, docs/formats/anthropic.md) reads every line as
-that format.
+Formats (docs/formats/): a trajectory per line as canonical v1, OpenAI chat or Anthropic
+Messages; or a trace export: OpenTelemetry GenAI spans (otel), OpenInference spans,
+LangSmith runs, Langfuse traces. --format (default auto: detected from the content) reads
+the whole file as that format.
 
 With --campaign, comparisons are built from the imported trajectories in that campaign
 (created with default settings if it does not exist). A refused file changes nothing at
@@ -17,7 +19,7 @@ from django.db import transaction
 
 from annotate.services.campaigns import campaign_get_or_create
 from annotate.services.imports import trajectories_import_stream
-from annotate.trajectory_formats import FORMATS
+from annotate.trace_formats.reading import IMPORT_FORMATS
 from webapp.errors import ArbiterError
 
 
@@ -28,8 +30,8 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path)
         parser.add_argument("--campaign", help="build comparisons in this campaign (created if missing)")
         parser.add_argument(
-            "--format", choices=FORMATS, default="auto",
-            help="read every line as this format (default: detect it line by line)",
+            "--format", choices=IMPORT_FORMATS, default="auto",
+            help="read the file as this format (default: detect it from the content)",
         )
 
     def handle(self, *args, file: Path, campaign: str | None, format: str = "auto", **options):

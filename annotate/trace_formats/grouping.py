@@ -1,0 +1,89 @@
+"""Records of many traces, interleaved in a file, read back one whole trace at a time.
+
+Plain Python, no Django. `TraceGroups` files each record under its trace key in a temporary
+SQLite database on disk (stdlib `sqlite3`, no journal, deleted on close): a `records` table
+(trace key, file position, line, the record as JSON) with an index on (key, position), and
+a `traces` table holding each key's first position. `traces()` then reads the keys in order
+of first appearance and, for each, its records in file order. Memory holds the write buffer
+and one trace; the file can be any size and its traces in any order.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+FLUSH_EVERY = 5000
+
+
+def _dump(record: Any) -> bytes:
+    try:
+        return orjson.dumps(record)
+    except TypeError:  # an integer past 64 bits: orjson neither writes nor reads one exactly
+        return b"J" + json.dumps(record, ensure_ascii=False).encode()
+
+
+def _load(body: bytes) -> Any:
+    return json.loads(body[1:]) if body[:1] == b"J" else orjson.loads(body)
+
+
+class TraceGroups:
+    def __init__(self) -> None:
+        handle, self.path = tempfile.mkstemp(prefix="arbiter-traces-", suffix=".sqlite3")
+        os.close(handle)
+        self.db = sqlite3.connect(self.path)
+        self.db.executescript(
+            """
+            PRAGMA journal_mode = OFF;
+            PRAGMA synchronous = OFF;
+            PRAGMA temp_store = FILE;
+            CREATE TABLE records (key TEXT NOT NULL, position INTEGER NOT NULL, line INTEGER NOT NULL,
+                                  body BLOB NOT NULL);
+            CREATE TABLE traces (key TEXT PRIMARY KEY, first INTEGER NOT NULL) WITHOUT ROWID;
+            """
+        )
+        self._rows: list[tuple[str, int, int, bytes]] = []
+        self._position = 0
+        self.records = 0
+
+    def add(self, key: str, line: int, record: Any) -> None:
+        self._rows.append((key, self._position, line, _dump(record)))
+        self._position += 1
+        self.records += 1
+        if len(self._rows) >= FLUSH_EVERY:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._rows:
+            return
+        self.db.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", self._rows)
+        self.db.executemany("INSERT OR IGNORE INTO traces VALUES (?, ?)", ((r[0], r[1]) for r in self._rows))
+        self._rows.clear()
+
+    def traces(self) -> Iterator[tuple[str, list[tuple[int, Any]]]]:
+        """(key, [(line, record), ...]) per trace, in order of first appearance."""
+        self._flush()
+        self.db.execute("CREATE INDEX records_key ON records (key, position)")
+        keys = self.db.execute("SELECT key FROM traces ORDER BY first")
+        reader = self.db.cursor()
+        for (key,) in keys:
+            rows = reader.execute("SELECT line, body FROM records WHERE key = ? ORDER BY position", (key,))
+            yield key, [(line, _load(body)) for line, body in rows]
+
+    def close(self) -> None:
+        self.db.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> TraceGroups:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,118 @@
+"""Reading a trace export: lines to records, records grouped by trace, traces converted.
+
+Plain Python, no Django. `read_traces(lines, format)` yields, for each line that could not
+be read and for each trace, a `TraceResult`: the trace's canonical objects (one per agent
+run), the reason it was refused, or that it holds no agent run (a converter returned
+nothing: counted, never stored), with the line of its first record. The import
+(annotate/services/imports.py) checks and stores the objects like any other trajectory.
+
+Formats: "otel" (OpenTelemetry GenAI spans), "openinference" (OpenInference spans),
+"langsmith" (LangSmith runs), "langfuse" (Langfuse traces and observations). OTLP exports
+carry both span conventions; detected as "otlp", each trace is then read as OpenInference
+when its spans carry `openinference.span.kind`, else as GenAI.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from annotate.trace_formats import spans
+from annotate.trace_formats.grouping import TraceGroups
+from annotate.trajectory_formats import FORMATS, TrajectoryFormatError
+from webapp import json_input
+
+MODULES = {
+    "otel": "annotate.trace_formats.otel_genai",
+    "openinference": "annotate.trace_formats.openinference",
+    "langsmith": "annotate.trace_formats.langsmith",
+    "langfuse": "annotate.trace_formats.langfuse",
+}
+TRACE_FORMATS = tuple(MODULES)
+IMPORT_FORMATS = FORMATS + TRACE_FORMATS
+"""Every `--format` value: auto, the transcript formats (a trajectory per line) and the trace formats."""
+TITLES = {
+    "otel": "OpenTelemetry GenAI spans",
+    "openinference": "OpenInference spans",
+    "langsmith": "LangSmith runs",
+    "langfuse": "Langfuse traces",
+}
+
+
+def module(name: str) -> ModuleType:
+    return importlib.import_module(MODULES[name])
+
+
+@dataclass
+class TraceResult:
+    line: int
+    trace: str = ""
+    trajectories: list[tuple[dict, dict[str, int]]] = field(default_factory=list)
+    error: str = ""
+    skipped: bool = False
+    """The trace holds no agent run of this format (an export also has a web server's spans, say):
+    nothing of it is stored, and the import reports how many such traces it passed over."""
+
+
+def detect_trace_format(obj: Any) -> str | None:
+    """The trace format one decoded line is in ("otlp" for either span convention), or None."""
+    if not isinstance(obj, dict):
+        return None
+    if spans.is_otlp(obj) or spans.is_span_json(obj):
+        return "otlp"
+    for name in ("langsmith", "langfuse"):
+        if module(name).looks_like(obj):
+            return name
+    return None
+
+
+class _Otlp:
+    """Both span conventions: the records are the same spans, the reading is per trace."""
+
+    NAME = "otlp"
+
+    @staticmethod
+    def records(obj: Any):
+        return spans.span_records(obj)
+
+    @staticmethod
+    def convert(records: list[tuple[int, Any]]):
+        trace_spans = [span for _, span in records]
+        chosen = module("openinference") if module("openinference").claims(trace_spans) else module("otel")
+        return chosen.convert(records)
+
+
+def _reader(name: str):
+    return _Otlp if name == "otlp" else module(name)
+
+
+def read_traces(lines: Iterable[tuple[int, Any]], format: str) -> Iterator[TraceResult]:
+    """`lines` are (line number, raw bytes or a decoded object); `format` a trace format or "otlp"."""
+    reader = _reader(format)
+    with TraceGroups() as groups:
+        for number, raw in lines:
+            try:
+                obj = json_input.loads(raw) if isinstance(raw, (bytes, str)) else raw
+                if not isinstance(obj, dict):
+                    raise TrajectoryFormatError(f"expected a JSON object, got {type(obj).__name__}")
+                for key, record in reader.records(obj):
+                    if not isinstance(key, str) or not key:
+                        raise TrajectoryFormatError("a record without its trace id")
+                    groups.add(key, number, record)
+            except json_input.JsonInputError as exc:
+                yield TraceResult(line=number, error=str(exc))
+            except TrajectoryFormatError as exc:
+                yield TraceResult(line=number, error=str(exc))
+        for key, records in groups.traces():
+            first = records[0][0]
+            try:
+                converted = reader.convert(records)
+            except TrajectoryFormatError as exc:
+                yield TraceResult(line=first, trace=key, error=f"trace {key[:80]!r}: {exc}")
+                continue
+            if not converted:
+                yield TraceResult(line=first, trace=key, skipped=True)
+                continue
+            yield TraceResult(line=first, trace=key, trajectories=converted)

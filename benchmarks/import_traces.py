@@ -1,0 +1,131 @@
+"""Trace-format import speed and memory against the OpenAI-chat import of the same trajectories.
+
+    .venv/bin/python benchmarks/import_traces.py --sizes 2000 10000 --repeats 3
+    .venv/bin/python benchmarks/import_traces.py --formats langsmith --sizes 10000
+
+For each size N, the same N ten-step trajectories (benchmarks/import_trajectories.py
+`make_line`: three rounds of thought, `search` call and result, then the answer) are written
+as an OpenAI chat transcript per line (the baseline) and in each trace format as its tool
+exports it (benchmarks/trace_generators/<format>.py: a model call per round carrying the
+growing history, a tool span or run per search). The records of 16 traces at a time are
+interleaved round-robin, as a live exporter writes concurrent runs, so the import has to
+group them. Each import runs in a fresh child process against the scratch database
+`<name>_bench`, emptied first, with `--format` named; the table gives medians, the ratio to
+the OpenAI import of the same N in the same run, and the peak RSS growth of the process
+(flat in N if the import streams).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import ensure_bench_database  # noqa: E402
+from import_trajectories import make_line  # noqa: E402
+
+FORMATS = ("otel", "openinference", "langsmith", "langfuse")
+INTERLEAVE = 16
+
+
+def openai_line(i: int, n_tasks: int) -> str:
+    """make_line's trajectory as an OpenAI chat transcript (what `trl` exports look like)."""
+    from annotate.chat_messages import prompt_messages, steps_to_messages
+
+    canonical = json.loads(make_line(i, n_tasks))
+    messages = prompt_messages(canonical["task"]["prompt"]) + steps_to_messages(canonical["steps"])
+    return json.dumps({"messages": messages, "agent": canonical["agent"]})
+
+
+def write_file(path: Path, n: int, fmt: str) -> int:
+    """Write N trajectories in `fmt`; returns the number of lines (records) written."""
+    n_tasks = max(1, n // 4)
+    written = 0
+    with path.open("w") as f:
+        if fmt == "openai":
+            for i in range(n):
+                f.write(openai_line(i, n_tasks) + "\n")
+            return n
+        generator = importlib.import_module(f"trace_generators.{fmt}")
+        for start in range(0, n, INTERLEAVE):
+            traces = [generator.trace_lines(i, n_tasks) for i in range(start, min(n, start + INTERLEAVE))]
+            for k in range(max(map(len, traces))):
+                for lines in traces:
+                    if k < len(lines):
+                        f.write(lines[k] + "\n")
+                        written += 1
+    return written
+
+
+def child(path: Path, fmt: str) -> None:
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from annotate.services.imports import trajectories_import_stream
+    from import_trajectories import rss_mb
+    import resource
+    import time
+
+    with connection.cursor() as cur:
+        cur.execute("TRUNCATE annotate_comparison, annotate_trajectory, annotate_task, annotate_policy CASCADE")
+    before = rss_mb()
+    start = time.perf_counter()
+    with path.open("rb") as stream:
+        report = trajectories_import_stream(stream=stream, format=fmt)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": seconds, "created": report.created, "dropped": report.dropped,
+                      "growth_mb": peak - before, "peak_rss_mb": peak}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(Path(args.child[0]), args.child[1])
+        return
+    env = ensure_bench_database()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            baseline = None
+            for fmt in ["openai", *args.formats]:
+                path = Path(tmp) / f"{fmt}-{n}.jsonl"
+                records = write_file(path, n, fmt)
+                runs = []
+                for _ in range(args.repeats):
+                    out = subprocess.run([sys.executable, __file__, "--child", str(path), fmt], cwd=ROOT, env=env,
+                                         check=True, capture_output=True, text=True)
+                    runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                assert all(r["created"] == n for r in runs), (fmt, runs[0])
+                median = statistics.median(r["seconds"] for r in runs)
+                baseline = baseline or median
+                rows.append({"n": n, "fmt": fmt, "records": records, "mb": path.stat().st_size / 2**20,
+                             "median": median, "ratio": median / baseline,
+                             "growth": statistics.median(r["growth_mb"] for r in runs),
+                             "peak": statistics.median(r["peak_rss_mb"] for r in runs)})
+                path.unlink()
+                print(json.dumps(rows[-1]), file=sys.stderr)
+    print("| trajectories | format | records (lines) | file MB | import median s | / OpenAI import | "
+          "peak RSS MB | RSS growth MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['n']:,} | {r['fmt']} | {r['records']:,} | {r['mb']:.1f} | {r['median']:.2f} | "
+              f"{r['ratio']:.2f}x | {r['peak']:.0f} | {r['growth']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
