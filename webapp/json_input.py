@@ -15,10 +15,15 @@ from __future__ import annotations
 import json
 import math
 import re
+from itertools import compress
 from typing import Any
 
 MAX_DEPTH = 64  # far deeper than any trajectory, config or filter needs
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# In JSON text, a decoded string can hold a NUL or a UTF-16 surrogate only through an escape
+# (strict decoding refuses raw control characters; UTF-8 cannot carry surrogates), or, in a
+# `str` handed in by Python code, as the character itself.
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
 class JsonInputError(ValueError):
@@ -44,7 +49,8 @@ def _decode_error(exc: json.JSONDecodeError) -> str:
 
 def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     """Decode `text` and check the value (see `check`); raises `JsonInputError`."""
-    if isinstance(text, (bytes, bytearray)):
+    from_bytes = isinstance(text, (bytes, bytearray))
+    if from_bytes:
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -59,7 +65,13 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         raise
     except ValueError as exc:  # e.g. an integer over Python's 4300-digit conversion limit
         raise JsonInputError(f"invalid JSON: {str(exc).split(';')[0]}") from None
-    check(value, max_depth=max_depth)
+    # Numbers were checked while decoding (`_finite_float`, `_refuse_constant`). With no suspect
+    # escape in the text no string can be bad, so only the depth is left to check, a walk over
+    # containers alone; a refusal is explained by the full `check`, which names the place.
+    suspect = ("\\u" in text and _SUSPECT_ESCAPE.search(text) is not None) or (
+        not from_bytes and _SURROGATE.search(text) is not None)
+    if suspect or not _shallow(value, max_depth):
+        check(value, max_depth=max_depth)
     return value
 
 
@@ -77,6 +89,26 @@ def _check_text(text: str, path: tuple) -> None:
         raise JsonInputError(
             f"{_where(path)}: contains a lone UTF-16 surrogate (such as \\ud800), which is not valid Unicode text"
         )
+
+
+_IS_CONTAINER = frozenset((dict, list)).__contains__
+
+
+def _shallow(value: Any, max_depth: int) -> bool:
+    """Whether no container lies `max_depth` or more levels deep: level by level, containers
+    only, their children filtered in C (`compress` over their types; json gives exact types)."""
+    level = [value] if _IS_CONTAINER(type(value)) else []
+    depth = 0
+    while level:
+        if depth >= max_depth:
+            return False
+        deeper: list = []
+        for item in level:
+            children = item.values() if type(item) is dict else item
+            deeper.extend(compress(children, map(_IS_CONTAINER, map(type, children))))
+        level = deeper
+        depth += 1
+    return True
 
 
 def check(value: Any, *, max_depth: int = MAX_DEPTH) -> None:

@@ -22,9 +22,8 @@ from django.utils import timezone
 
 from annotate.models import Campaign, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import comparisons_build
-from annotate.trace_formats.reading import TRACE_FORMATS, detect_trace_format, read_traces
+from annotate.trace_formats.reading import TRACE_FORMATS, detect_trace_format, dropped_reason, read_traces
 from annotate.trajectory_formats import (
-    DROPPED_REASONS,
     Limits,
     ParsedTrajectory,
     TrajectoryFormatError,
@@ -74,7 +73,7 @@ class ImportReport:
         if not self.dropped:
             return ""
         return " Dropped on purpose: " + "; ".join(
-            f"{n} {DROPPED_REASONS.get(kind, kind)}" for kind, n in sorted(self.dropped.items())) + "."
+            f"{n} {dropped_reason(kind)}" for kind, n in sorted(self.dropped.items())) + "."
 
 
 def _limits() -> Limits:

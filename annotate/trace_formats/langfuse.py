@@ -72,6 +72,17 @@ from annotate.trajectory_formats import TrajectoryFormatError
 
 NAME = "langfuse"
 TITLE = "Langfuse traces"
+DROPPED_REASONS = {
+    "event": "EVENT observation(s) were dropped",
+    "embedding": "EMBEDDING observation(s) were dropped",
+    "evaluator": "EVALUATOR observation(s) were dropped",
+    "inside_tool": "observation(s) inside a tool were dropped (the tool's own input and output are kept)",
+    "failed_generation": "GENERATION(s) at ERROR level were dropped (their input is still read)",
+    "image": "image part(s) of messages were dropped",
+    "outside_agent": "observation(s) outside every AGENT observation were dropped",
+    "score": "trace score(s) were dropped",
+    "span": "childless SPAN or CHAIN observation(s) with content were dropped",
+}
 
 OBSERVATION_TYPES = ("GENERATION", "SPAN", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR",
                      "EMBEDDING", "GUARDRAIL")

@@ -21,7 +21,7 @@ from typing import Any
 
 from annotate.trace_formats import spans
 from annotate.trace_formats.grouping import TraceGroups
-from annotate.trajectory_formats import FORMATS, TrajectoryFormatError
+from annotate.trajectory_formats import DROPPED_REASONS, FORMATS, TrajectoryFormatError
 from webapp import json_input
 
 MODULES = {
@@ -43,6 +43,17 @@ TITLES = {
 
 def module(name: str) -> ModuleType:
     return importlib.import_module(MODULES[name])
+
+
+def dropped_reason(kind: str) -> str:
+    """The sentence for a kind of content left out on purpose (each format module lists its own)."""
+    if kind in DROPPED_REASONS:
+        return DROPPED_REASONS[kind]
+    for name in TRACE_FORMATS:
+        reasons = getattr(module(name), "DROPPED_REASONS", {})
+        if kind in reasons:
+            return reasons[kind]
+    return f"{kind.replace('_', ' ')} (left out)"
 
 
 @dataclass
