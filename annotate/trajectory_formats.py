@@ -316,6 +316,7 @@ ANTHROPIC_ASSISTANT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking
 DROPPED_REASONS = {
     "redacted_thinking": "redacted_thinking block(s) (encrypted reasoning, unreadable) were dropped",
     "trace_without_agent_run": "trace(s) held no agent run (no model, agent or tool records) and were passed over",
+    "earlier_turn_message": "message(s) of earlier conversation turns, given to a later turn's model, were left out",
 }
 
 

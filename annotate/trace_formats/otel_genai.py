@@ -85,7 +85,7 @@ DROPPED_REASONS = {
     "embeddings_span": "embeddings span(s) were dropped",
     "retrieval_span": "retrieval span(s) (retrieved documents) were dropped",
     "model_call_inside_tool": "model call(s) made inside a tool's own span were dropped",
-    "span_outside_agent": "GenAI span(s) outside every invoke_agent span were dropped",
+    "span_outside_agent": "span(s) outside every agent span (invoke_agent, AGENT) were dropped",
     "evaluation_event": "gen_ai.evaluation.result event(s) were dropped",
 }
 CAPTURE_SETTING = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

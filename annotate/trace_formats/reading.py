@@ -73,7 +73,7 @@ def detect_trace_format(obj: Any) -> str | None:
         return None
     if spans.is_otlp(obj) or spans.is_span_json(obj):
         return "otlp"
-    for name in ("langsmith", "langfuse"):
+    for name in ("openinference", "langsmith", "langfuse"):  # openinference: Phoenix's dataframe rows
         if module(name).looks_like(obj):
             return name
     return None

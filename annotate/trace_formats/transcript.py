@@ -90,6 +90,7 @@ class Transcript:
         self._pending: list[dict] = []  # action steps without an observation yet, in order
         self._answered: set[str] = set()
         self._outputs_seen = 0
+        self._earlier: int | None = None  # earlier turns' messages at the start of every model input
         self._plain: int | None = None  # index in steps of the last assistant text without calls
 
     # What a converter reports ---------------------------------------------------------
@@ -115,6 +116,7 @@ class Transcript:
             self.steps.append({"kind": "observation", "tool": "user", "content": text})
 
     def model_input(self, messages: list[Message]) -> None:
+        messages = self._from_prompt(messages)
         users = assistants = 0
         for message in messages:
             if message.role == "system":
@@ -154,7 +156,7 @@ class Transcript:
                        is_error: bool = False) -> None:
         if not isinstance(name, str) or not name:
             raise TrajectoryFormatError("a tool execution without the tool's name")
-        action = None if call_id in self._answered else self._match(call_id, name)
+        action = None if call_id in self._answered else self._match(call_id, name, arguments_of(arguments))
         if action is None:  # run by the code, not asked for by a model (or a second run of a call)
             known = call_id is not None and call_id in self._names
             action = self._act(ToolCall(name=name, arguments=arguments, id=None if known else call_id))
@@ -195,6 +197,30 @@ class Transcript:
 
     # Internals ------------------------------------------------------------------------
 
+    def _from_prompt(self, messages: list[Message]) -> list[Message]:
+        """A model input from this run's prompt on. A chat agent's later turn is given the
+        earlier turns too, which are context, not what this run did: in the first model call,
+        the messages before the last user message equal to the prompt (system messages aside)
+        are earlier turns; they are counted once as `earlier_turn_message`, and as many are
+        left out of every later call's input."""
+        if self._earlier is None:
+            if self.prompt is None:
+                return messages
+            at = next((i for i in range(len(messages) - 1, -1, -1)
+                       if messages[i].role == "user" and messages[i].text == self.prompt), None)
+            self._earlier = sum(m.role != "system" for m in messages[:at]) if at else 0
+            if self._earlier:
+                self.drop("earlier_turn_message", self._earlier)
+        if not self._earlier:
+            return messages
+        kept, skipped = [], 0
+        for message in messages:
+            if message.role != "system" and skipped < self._earlier:
+                skipped += 1
+            else:
+                kept.append(message)
+        return kept
+
     def _act(self, call: ToolCall) -> dict | None:
         """Add an action; None when a call with this id is already there (an output repeated)."""
         if not isinstance(call.name, str) or not call.name:
@@ -209,18 +235,22 @@ class Transcript:
         self._pending.append(step)
         return step
 
-    def _match(self, call_id: str | None, name: str | None) -> dict | None:
-        """The pending action this result answers: by id, else the earliest of that name."""
+    def _match(self, call_id: str | None, name: str | None, arguments: Any = None) -> dict | None:
+        """The pending action this result answers: by id, else the earliest of that name with
+        the same arguments (parallel calls of one tool finish in any order), else the earliest
+        of that name."""
         if call_id is not None:
             for step in self._pending:
                 if step.get("call_id") == call_id:
                     return step
             if call_id in self._names:
                 return None
-        for step in self._pending:
-            if name is None or step["tool"] == name:
-                return step
-        return None
+        named = [step for step in self._pending if name is None or step["tool"] == name]
+        if arguments is not None:
+            for step in named:
+                if step["arguments"] == arguments:
+                    return step
+        return named[0] if named else None
 
     def _observe(self, call_id: str | None, name: str | None, content: str, is_error: bool) -> None:
         """A tool result in a model's input: the observation of the pending call it answers.

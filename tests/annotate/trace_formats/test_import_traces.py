@@ -22,6 +22,8 @@ EXPORTS = [
     ("otel/agents.otlp.jsonl", 4),
     ("otel/deprecated_events.spans.jsonl", 1),
     ("openinference/otlp.jsonl", None),
+    ("openinference/spans.jsonl", None),
+    ("openinference/phoenix_dataframe.jsonl", None),
     ("langsmith/agents.jsonl", 3),
     ("langfuse/agents.jsonl", 4),
 ]

@@ -1,30 +1,18 @@
 """Langfuse traces (annotate/trace_formats/langfuse.py), read as the import pipeline reads them."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from annotate.trace_formats import langfuse
-from annotate.trajectory_formats import TrajectoryFormatError, parse_trajectory
+from tests.annotate.trace_formats import pipeline
+from annotate.trajectory_formats import TrajectoryFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "langfuse"
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def import_lines(lines: list[str]) -> list[tuple[dict, dict]]:
-    """What the pipeline does: decode each line, split it into records, file them by trace
-    (through JSON, preserving file order), convert each trace, validate each trajectory."""
-    groups: dict[str, list] = {}
-    for number, line in enumerate(lines, 1):
-        for key, record in langfuse.records(json.loads(line)):
-            groups.setdefault(key, []).append((number, json.loads(json.dumps(record))))
-    out = []
-    for records in groups.values():
-        for obj, dropped in langfuse.convert(records):
-            parse_trajectory(obj, format="canonical")
-            out.append((obj, dropped))
-    return out
+    return pipeline.import_all(langfuse, lines)
 
 
 def import_file(name: str) -> list[tuple[dict, dict]]:
@@ -193,23 +181,3 @@ def test_malformed_files_are_refused_with_the_reason(name):
 def test_a_line_that_is_neither_trace_nor_observation_is_refused():
     with pytest.raises(TrajectoryFormatError, match="not a Langfuse record"):
         list(langfuse.records({"id": "x", "name": "no timestamp"}))
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_benchmark_generator_imports_as_make_line():
-    make_line = _load(ROOT / "benchmarks" / "import_trajectories.py", "bench_import").make_line
-    trace_lines = _load(ROOT / "benchmarks" / "trace_generators" / "langfuse.py", "bench_langfuse").trace_lines
-    for i in (0, 5):
-        expected = json.loads(make_line(i, 4))
-        [(obj, dropped)] = import_lines(trace_lines(i, 4))
-        del expected["steps"][-1]["quotes"]  # no trace format carries an answer's quotes
-        assert obj["steps"] == expected["steps"]
-        assert obj["task"]["prompt"] == expected["task"]["prompt"]
-        assert obj["agent"] == expected["agent"]
-        assert dropped == {}

@@ -1,36 +1,23 @@
 """LangSmith run exports: records filed by trace, converted, and checked as canonical v1."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from annotate.trace_formats import langsmith
-from annotate.trajectory_formats import TrajectoryFormatError, parse_trajectory
+from tests.annotate.trace_formats import pipeline
+from annotate.trajectory_formats import TrajectoryFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "langsmith"
-ROOT = Path(__file__).resolve().parents[3]
 TRACE_A = "1ef0a000-0000-4000-8000-00000000000a"
 TRACE_B = "2ef0b000-0000-4000-8000-00000000000b"
 TRACE_C = "3ef0c000-0000-4000-8000-00000000000c"
 
 
 def import_lines(lines: list[str]) -> dict[str, list]:
-    """What the import pipeline does: decode, split into records, file by trace (file order),
-    round-trip through JSON, convert, validate. {trace key: [(canonical, dropped), ...]}."""
-    groups: dict[str, list] = {}
-    for number, line in enumerate(lines, 1):
-        for key, record in langsmith.records(json.loads(line)):
-            groups.setdefault(key, []).append((number, json.loads(json.dumps(record))))
-    out = {}
-    for key, records in groups.items():
-        results = langsmith.convert(records)
-        for obj, _dropped in results:
-            parse_trajectory(obj, format="canonical")
-        out[key] = results
-    return out
+    return pipeline.import_by_trace(langsmith, lines)
 
 
 def import_file(name: str) -> dict[str, list]:
@@ -273,29 +260,3 @@ def test_looks_like_runs_and_not_other_formats():
     assert not langsmith.looks_like({"context": {"trace_id": "1", "span_id": "2"}, "name": "chat"})
     assert not langsmith.looks_like({"run_type": "llm", "name": "lonely"})  # nothing ties it to a trace
     assert not langsmith.looks_like([{"run_type": "llm", "trace_id": "t"}])
-
-
-# The benchmark generator ---------------------------------------------------------------------------
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_benchmark_generator_imports_as_make_line():
-    generator = _load("langsmith_trace_generator", ROOT / "benchmarks" / "trace_generators" / "langsmith.py")
-    bench = _load("import_trajectories_bench", ROOT / "benchmarks" / "import_trajectories.py")
-    lines = generator.trace_lines(5, 4) + generator.trace_lines(6, 4)
-    results = import_lines(lines)
-    assert len(results) == 2
-    for i, (obj, dropped) in zip((5, 6), (only(r) for r in results.values())):
-        expected = json.loads(bench.make_line(i, 4))
-        assert obj["task"]["prompt"] == expected["task"]["prompt"]
-        assert obj["agent"] == expected["agent"]
-        # a trace's tool calls carry ids; make_line's answer quotes have no counterpart in a trace
-        steps = [{k: v for k, v in step.items() if k != "call_id"} for step in obj["steps"]]
-        assert steps == [{k: v for k, v in step.items() if k != "quotes"} for step in expected["steps"]]
-        assert len(steps) == 10
-        assert dropped == {}

@@ -1,17 +1,16 @@
 """OpenTelemetry GenAI spans: records filed by trace, converted, and checked as canonical v1."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from annotate.trace_formats import otel_genai
-from annotate.trajectory_formats import TrajectoryFormatError, parse_trajectory
+from tests.annotate.trace_formats import pipeline
+from annotate.trajectory_formats import TrajectoryFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otel"
-ROOT = Path(__file__).resolve().parents[3]
 TRACE_A = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACE_B = "0af7651916cd43dd8448eb211c80319c"
 TRACE_C = "5b8aa5a2d2c872e8321cf37308d69df2"
@@ -19,30 +18,11 @@ TRACE_D = "6e0c63257de34c92bf9efcd03927272e"
 
 
 def import_lines(lines: list[str]) -> dict[str, list]:
-    """What the import pipeline does: decode, split into records, file by trace (file order),
-    round-trip through JSON, convert, validate. {trace key: [(canonical, dropped), ...]}."""
-    groups: dict[str, list] = {}
-    for number, line in enumerate(lines, 1):
-        for key, record in otel_genai.records(json.loads(line)):
-            groups.setdefault(key, []).append((number, json.loads(json.dumps(record))))
-    out = {}
-    for key, records in groups.items():
-        results = otel_genai.convert(records)
-        for obj, _dropped in results:
-            parse_trajectory(obj, format="canonical")
-        out[key] = results
-    return out
+    return pipeline.import_by_trace(otel_genai, lines)
 
 
 def import_file(name: str) -> dict[str, list]:
     return import_lines((FIXTURES / name).read_text().splitlines())
-
-
-def load_module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # The main fixture: three traces interleaved in one OTLP file, spans out of order ----------------
@@ -293,21 +273,6 @@ def test_claims_genai_traces_not_openinference_ones():
              for _, s in otel_genai.records(json.loads(line))]
     assert otel_genai.claims(spans)
     assert not otel_genai.claims(spans + [{"attributes": {"openinference.span.kind": "LLM"}, "events": []}])
-
-
-# The benchmark generator ----------------------------------------------------------------------------
-
-def test_benchmark_generator_imports_as_make_line():
-    generator = load_module(ROOT / "benchmarks" / "trace_generators" / "otel.py", "otel_trace_generator")
-    bench = load_module(ROOT / "benchmarks" / "import_trajectories.py", "import_trajectories_bench")
-    for i in (0, 5, 7):
-        expected = json.loads(bench.make_line(i, 4))
-        [(obj, dropped)] = import_lines(generator.trace_lines(i, 4))[f"{i + 1:032x}"]
-        steps = [{k: v for k, v in step.items() if k != "call_id"} for step in obj["steps"]]
-        assert steps == [{k: v for k, v in step.items() if k != "quotes"} for step in expected["steps"]]
-        assert obj["task"]["prompt"] == expected["task"]["prompt"]
-        assert obj["agent"] == expected["agent"]
-        assert dropped == {}
 
 
 def test_a_repeated_image_is_counted_once():

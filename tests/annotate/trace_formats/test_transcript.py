@@ -133,3 +133,34 @@ def test_nothing_to_import_is_refused():
     t.user("q")
     with pytest.raises(TrajectoryFormatError, match="no model output"):
         t.canonical(agent=None)
+
+
+def test_a_later_turn_leaves_the_earlier_turns_out_and_counts_them():
+    """The agent's input is this turn's question; the model is given the conversation so far."""
+    t = Transcript()
+    t.user("And in Rome?")
+    history = [SYSTEM, Message("user", "Weather in Paris?"), Message("assistant", "Sunny."),
+               Message("user", "And in Rome?")]
+    t.model_input(history)
+    out = Message("assistant", "", calls=[ToolCall("weather", {"city": "Rome"}, "c1")])
+    t.model_output([out])
+    t.model_input([*history, out, Message("tool", "Rain.", call_id="c1"), Message("user", "And in Rome?")])
+    t.model_output([Message("assistant", "Rain in Rome.")])
+    obj, dropped = t.canonical(agent=None)
+    assert obj["task"]["prompt"] == "And in Rome?" and dropped == {"earlier_turn_message": 2}
+    assert [(s["kind"], s.get("content", s.get("text"))) for s in obj["steps"]] == [
+        ("action", None), ("observation", "Rain."), ("observation", "And in Rome?"), ("answer", "Rain in Rome.")]
+
+
+def test_id_less_results_of_parallel_calls_to_one_tool_find_their_call_by_arguments():
+    t = Transcript()
+    t.user("Paris and Rome?")
+    t.model_output([Message("assistant", "", calls=[ToolCall("weather", {"city": "Paris"}),
+                                                    ToolCall("weather", {"city": "Rome"})])])
+    t.tool_execution(name="weather", arguments={"city": "Rome"}, result="Rain.")
+    t.tool_execution(name="weather", arguments='{"city": "Paris"}', result="Sun.")
+    steps = _steps(t, final_output="x")
+    assert [(s["kind"], s.get("arguments"), s.get("content")) for s in steps[:4]] == [
+        ("action", {"city": "Paris"}, None), ("action", {"city": "Rome"}, None),
+        ("observation", None, "Rain."), ("observation", None, "Sun.")]
+    assert len(steps) == 5  # the results answered the two calls: no extra actions
