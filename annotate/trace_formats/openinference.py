@@ -306,19 +306,20 @@ def _llm(trace: _Trace, span: dict, t: Transcript, seen: dict) -> None:
     """A model call. Every call repeats the conversation so far: an image in a message is
     counted when the message is first seen (its index past the longest input read before)."""
     attributes, where = span["attributes"], trace.where(span)
-    tools = [_json_or_text(tool.get("tool.json_schema")) for tool in _items(attributes, "llm.tools", where)]
+    lists = _lists(attributes, SPAN_LISTS, where)
+    tools = [_json_or_text(tool.get("tool.json_schema")) for tool in lists.get("llm.tools", [])]
     t.declare_tools([tool for tool in tools if tool])
-    inputs = _messages(attributes, "llm.input_messages", where, t, new_from=seen["inputs"])
+    inputs = _messages(lists, "llm.input_messages", where, t, new_from=seen["inputs"])
     seen["inputs"] = max(seen["inputs"], len(inputs))
     if not inputs:
         inputs = [Message(role="user", text=_str(p.get("prompt.text"), f"{where}: llm.prompts"))
-                  for p in _items(attributes, "llm.prompts", where)]
+                  for p in lists.get("llm.prompts", [])]
     if inputs:
         t.model_input(inputs)
-    outputs = _messages(attributes, "llm.output_messages", where, t)
+    outputs = _messages(lists, "llm.output_messages", where, t)
     if not outputs:
         outputs = [Message(role="assistant", text=_str(c.get("completion.text"), f"{where}: llm.choices"))
-                   for c in _items(attributes, "llm.choices", where)]
+                   for c in lists.get("llm.choices", [])]
     if not outputs and attributes.get("output.value") not in (None, ""):
         if attributes.get("output.mime_type") == JSON_MIME:
             raise TrajectoryFormatError(
@@ -332,10 +333,11 @@ def _llm(trace: _Trace, span: dict, t: Transcript, seen: dict) -> None:
         t.model_output(outputs)
 
 
-def _messages(attributes: dict, prefix: str, where: str, t: Transcript, new_from: int = 0) -> list[Message]:
-    """`prefix.N.message.*` as Messages; what is dropped is counted for messages from `new_from` on."""
+def _messages(lists: dict, prefix: str, where: str, t: Transcript, new_from: int = 0) -> list[Message]:
+    """`prefix.N.message.*` (from `_lists`) as Messages; what is dropped is counted for messages
+    from `new_from` on."""
     out = []
-    for i, item in enumerate(_items(attributes, prefix, where)):
+    for i, item in enumerate(lists.get(prefix, [])):
         drops: list[str] = []
         out.append(_message(item, f"{where}: {prefix}.{i}", drops))
         for kind in drops if i >= new_from else []:
@@ -615,18 +617,30 @@ def _span_metadata(attributes: dict) -> Any:
 
 def _items(attributes: dict, prefix: str, where: str) -> list[dict]:
     """`prefix.N.rest` keys as a list of `{rest: value}`, by N (`llm.input_messages.0.message.role`)."""
-    by_index: dict[int, dict] = {}
-    start = prefix + "."
+    return _lists(attributes, (prefix,), where).get(prefix, [])
+
+
+SPAN_LISTS = ("llm.input_messages", "llm.output_messages", "llm.tools", "llm.prompts", "llm.choices",
+              "retrieval.documents")
+
+
+def _lists(attributes: dict, prefixes: tuple[str, ...], where: str) -> dict[str, list[dict]]:
+    """Each prefix's `prefix.N.rest` keys as a list of `{rest: value}`, by N, in one pass over
+    the attributes (an LLM span holds hundreds: every message of the history, flattened).
+    Every prefix has two dotted parts (`llm.input_messages`, `message.contents`)."""
+    found: dict[str, dict[int, dict]] = {}
     for key, value in attributes.items():
-        if not key.startswith(start):
+        end = key.find(".", key.find(".") + 1)  # every list prefix has two parts: `llm.tools`
+        if end < 0 or key[:end] not in prefixes:
             continue
-        index, _, rest = key[len(start):].partition(".")
+        prefix = key[:end]
+        index, _, rest = key[end + 1:].partition(".")
         if not index.isdigit() or not rest:
             raise TrajectoryFormatError(f"{where}: attribute {key[:80]!r} has no index after {prefix!r}")
         if rest.endswith(NOT_CONTENT) or value is None:
             continue
-        by_index.setdefault(int(index), {})[rest] = value
-    return [by_index[i] for i in sorted(by_index)]
+        found.setdefault(prefix, {}).setdefault(int(index), {})[rest] = value
+    return {prefix: [by_index[i] for i in sorted(by_index)] for prefix, by_index in found.items()}
 
 
 def _str(value: Any, where: str) -> str:

@@ -494,8 +494,11 @@ def _messages(raw: Any, where: str, drop) -> list[Message]:
             raise TrajectoryFormatError(f"{mwhere}.parts: expected a list of parts")
         texts, reasoning, calls, responses = [], [], [], []
         for j, part in enumerate(parts):
-            pwhere = f"{mwhere}.parts[{j}]"
             kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and type(part.get("content")) is str:  # the common case, no `where` built
+                texts.append(part["content"])
+                continue
+            pwhere = f"{mwhere}.parts[{j}]"
             if kind == "text":
                 texts.append(_string(part, "content", pwhere))
             elif kind == "reasoning":

@@ -102,6 +102,11 @@ def key_values(items: Any, where: str) -> dict[str, Any]:
         raise TrajectoryFormatError(f"{where}: expected a list of {{key, value}}")
     out = {}
     for i, item in enumerate(items):
+        if type(item) is dict:  # the common case first: a string attribute, checked without building `where`
+            key, value = item.get("key"), item.get("value")
+            if type(key) is str and type(value) is dict and len(value) == 1 and type(value.get("stringValue")) is str:
+                out[key] = value["stringValue"]
+                continue
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise TrajectoryFormatError(f"{where}[{i}]: expected {{\"key\": ..., \"value\": ...}}")
         out[item["key"]] = any_value(item.get("value", {}), f"{where}[{i}].value")
