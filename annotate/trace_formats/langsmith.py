@@ -363,7 +363,10 @@ def _retriever(run: dict, where: str, transcript: Transcript) -> None:
         content = document.get("page_content")
         if not isinstance(content, str):
             raise TrajectoryFormatError(f"{where}: outputs.documents[{i}].page_content is not a string")
-        source = (document.get("metadata") or {}).get("source")
+        metadata = document.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise TrajectoryFormatError(f"{where}: outputs.documents[{i}].metadata is not an object")
+        source = metadata.get("source")
         paragraphs.append(f"[{i}] ({source}) {content}" if source else f"[{i}] {content}")
     transcript.tool_execution(name=run["name"], arguments=inputs, result="\n\n".join(paragraphs))
 
@@ -426,6 +429,8 @@ def _langchain_calls(body: dict, extra: dict, part_calls: list[ToolCall], where:
             call = _dict(call, f"{where}.{field}[{i}]")
             if not isinstance(call.get("name"), str) or not call["name"]:
                 raise TrajectoryFormatError(f"{where}.{field}[{i}]: the call has no tool name")
+            if call.get("id") is not None and not isinstance(call["id"], str):
+                raise TrajectoryFormatError(f"{where}.{field}[{i}].id: expected a string")
             calls.append(ToolCall(name=call["name"], arguments=call.get("args"), id=call.get("id")))
     named = {call.id for call in calls}
     return calls + [call for call in part_calls if call.id not in named]

@@ -594,6 +594,8 @@ def _event_message(role: str, body: dict, where: str) -> Message:
     elif content is not None and not isinstance(content, str):
         content = text_of(content)
     calls = []
+    if not isinstance(body.get("tool_calls") or [], list):
+        raise TrajectoryFormatError(f"{where}: tool_calls: expected a list")
     for j, call in enumerate(body.get("tool_calls") or []):
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):

@@ -14,6 +14,7 @@ when its spans carry `openinference.span.kind`, else as GenAI.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -23,6 +24,8 @@ from annotate.trace_formats import spans
 from annotate.trace_formats.grouping import TraceGroups
 from annotate.trajectory_formats import DROPPED_REASONS, FORMATS, TrajectoryFormatError
 from webapp import json_input
+
+log = logging.getLogger(__name__)
 
 MODULES = {
     "otel": "annotate.trace_formats.otel_genai",
@@ -95,6 +98,17 @@ class _Otlp:
         return chosen.convert(records)
 
 
+# A converter names every shape it refuses; one it did not foresee still ends as a refusal
+# with the technical reason, never as a failed request (and is logged, to be named next time).
+UNEXPECTED = (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError)
+
+
+def _unexpected(exc: Exception) -> str:
+    log.warning("trace import: unforeseen record shape", exc_info=exc)
+    return (f"a record of a shape this format does not have ({type(exc).__name__}: {str(exc)[:200]}); "
+            "nothing was imported")
+
+
 def _reader(name: str):
     return _Otlp if name == "otlp" else module(name)
 
@@ -112,16 +126,19 @@ def read_traces(lines: Iterable[tuple[int, Any]], format: str) -> Iterator[Trace
                     if not isinstance(key, str) or not key:
                         raise TrajectoryFormatError("a record without its trace id")
                     groups.add(key, number, record)
-            except json_input.JsonInputError as exc:
+            except (json_input.JsonInputError, TrajectoryFormatError) as exc:
                 yield TraceResult(line=number, error=str(exc))
-            except TrajectoryFormatError as exc:
-                yield TraceResult(line=number, error=str(exc))
+            except UNEXPECTED as exc:
+                yield TraceResult(line=number, error=_unexpected(exc))
         for key, records in groups.traces():
             first = records[0][0]
             try:
                 converted = reader.convert(records)
             except TrajectoryFormatError as exc:
                 yield TraceResult(line=first, trace=key, error=f"trace {key[:80]!r}: {exc}")
+                continue
+            except UNEXPECTED as exc:
+                yield TraceResult(line=first, trace=key, error=f"trace {key[:80]!r}: {_unexpected(exc)}")
                 continue
             if not converted:
                 yield TraceResult(line=first, trace=key, skipped=True)

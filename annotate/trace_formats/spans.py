@@ -174,7 +174,16 @@ def _id(value: Any, where: str, required: bool = True) -> str | None:
 
 
 def _status(code: Any, message: Any) -> dict[str, str]:
-    name = STATUS_NAMES.get(code, "UNSET") if not isinstance(code, str) else STATUS_NAMES.get(code.upper(), "UNSET")
+    if code is None:
+        return {"code": "UNSET", "message": message if isinstance(message, str) else ""}
+    name = None
+    if isinstance(code, str):
+        name = STATUS_NAMES.get(code.upper())
+    elif isinstance(code, int) and not isinstance(code, bool):
+        name = STATUS_NAMES.get(code)
+    if name is None:
+        raise TrajectoryFormatError(
+            f"status code {str(code)[:40]!r} is not one of 0, 1, 2, UNSET, OK, ERROR (or STATUS_CODE_...)")
     return {"code": name, "message": message if isinstance(message, str) else ""}
 
 

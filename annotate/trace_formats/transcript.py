@@ -52,6 +52,11 @@ class Message:
     is_error: bool = False
 
 
+def _check_id(call_id: Any) -> None:
+    if call_id is not None and not isinstance(call_id, str):
+        raise TrajectoryFormatError(f"a tool call id must be a string, not {type(call_id).__name__}")
+
+
 def arguments_of(raw: Any) -> dict | str:
     """Tool arguments as the canonical schema keeps them: an object, else the raw text."""
     if isinstance(raw, dict):
@@ -175,6 +180,7 @@ class Transcript:
                        is_error: bool = False) -> None:
         if not isinstance(name, str) or not name:
             raise TrajectoryFormatError("a tool execution without the tool's name")
+        _check_id(call_id)
         action = None if call_id in self._answered else self._match(call_id, name, arguments_of(arguments))
         if action is None:  # run by the code, not asked for by a model (or a second run of a call)
             known = call_id is not None and call_id in self._names
@@ -244,6 +250,7 @@ class Transcript:
         """Add an action; None when a call with this id is already there (an output repeated)."""
         if not isinstance(call.name, str) or not call.name:
             raise TrajectoryFormatError("a tool call without the tool's name")
+        _check_id(call.id)
         step = {"kind": "action", "tool": call.name, "arguments": arguments_of(call.arguments)}
         if call.id is not None:
             if call.id in self._names:
@@ -275,6 +282,7 @@ class Transcript:
         """A tool result in a model's input: the observation of the pending call it answers.
         A result seen already (every later model call repeats it) or whose call this trace
         does not hold (history from before the trace) adds nothing."""
+        _check_id(call_id)
         if call_id is not None and call_id in self._answered:
             return
         action = self._match(call_id, name)
