@@ -203,7 +203,7 @@ class _Writer:
         return self.report
 
 
-def _with_format(lines: Iterator[tuple[int, Any]], format: str) -> tuple[str, Iterator[tuple[int, Any]]]:
+def _with_format(lines: Iterator[tuple[int, Any]], format: str, text: bool) -> tuple[str, Iterator[tuple[int, Any]]]:
     """The format to read `lines` as: a trace format is detected once, from the first record
     (its records belong together); the others are detected line by line ("auto")."""
     if format != "auto":
@@ -211,31 +211,33 @@ def _with_format(lines: Iterator[tuple[int, Any]], format: str) -> tuple[str, It
     peeked = []
     for number, raw in lines:
         peeked.append((number, raw))
-        if not isinstance(raw, (bytes, str)) or raw.strip():
+        if not text or raw.strip():
             break
     kind = None
     if peeked:
         first = peeked[-1][1]
         try:
-            kind = detect_trace_format(json_input.loads(first) if isinstance(first, (bytes, str)) else first)
+            kind = detect_trace_format(json_input.loads(first) if text else first)
         except json_input.JsonInputError:
             pass  # reported with its line by the reading below
     return kind or "auto", itertools.chain(peeked, lines)
 
 
-def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, limits: Limits) -> None:
-    """Parse every line (or every trace of a trace export) into the writer; bad ones are noted."""
-    format, lines = _with_format(lines, format)
+def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, limits: Limits, *,
+               text: bool) -> None:
+    """Parse every line (`text`: JSONL lines; else decoded objects), or every trace of a trace
+    export, into the writer; bad ones are noted."""
+    format, lines = _with_format(lines, format, text)
 
     def counted():
         for number, raw in lines:
             writer.report.lines_read = number
-            if isinstance(raw, (bytes, str)) and not raw.strip():
+            if text and not raw.strip():
                 continue
             yield number, raw
 
     if format in TRACE_FORMATS or format == "otlp":
-        for result in read_traces(counted(), format):
+        for result in read_traces(counted(), format, text=text):
             if result.error:
                 writer.error(result.line, result.error)
             elif result.skipped:
@@ -252,8 +254,7 @@ def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, l
         return
     for number, raw in counted():
         try:
-            parsed = parse_line(raw, limits, format) if isinstance(raw, (bytes, str)) else parse_trajectory(
-                raw, limits, format)
+            parsed = parse_line(raw, limits, format) if text else parse_trajectory(raw, limits, format)
         except TrajectoryFormatError as exc:
             writer.error(number, str(exc))
             continue
@@ -271,7 +272,7 @@ def trajectories_import_stream(
     `format` ("auto" or one of `IMPORT_FORMATS`) applies to the whole input.
     """
     writer = _Writer(keep_ids=campaign is not None, origin={"import_batch": batch} if batch else None)
-    _read_into(writer, enumerate(stream, start=1), format, _limits())
+    _read_into(writer, enumerate(stream, start=1), format, _limits(), text=True)
     report = writer.finish(campaign=campaign)
     if report.created == 0 and report.duplicates == 0:
         raise ArbiterError("Nothing was imported: the input holds no trajectories." + report.dropped_note())
@@ -287,7 +288,7 @@ def trajectories_import_objects(
     if not objects:
         raise ArbiterError("Nothing was imported: the list is empty.")
     writer = _Writer(keep_ids=True, origin={"run": run} if run else None)
-    _read_into(writer, enumerate(objects, start=1), format, _limits())
+    _read_into(writer, enumerate(objects, start=1), format, _limits(), text=False)
     report = writer.finish(campaign=campaign)
     if report.created == 0 and report.duplicates == 0:
         raise ArbiterError("Nothing was imported: the input holds no trajectories." + report.dropped_note())

@@ -113,13 +113,14 @@ def _reader(name: str):
     return _Otlp if name == "otlp" else module(name)
 
 
-def read_traces(lines: Iterable[tuple[int, Any]], format: str) -> Iterator[TraceResult]:
-    """`lines` are (line number, raw bytes or a decoded object); `format` a trace format or "otlp"."""
+def read_traces(lines: Iterable[tuple[int, Any]], format: str, *, text: bool = True) -> Iterator[TraceResult]:
+    """`lines` are (line number, the line's bytes), or with `text=False` (line number, a decoded
+    object); `format` a trace format or "otlp"."""
     reader = _reader(format)
     with TraceGroups() as groups:
         for number, raw in lines:
             try:
-                obj = json_input.loads(raw) if isinstance(raw, (bytes, str)) else raw
+                obj = json_input.loads(raw) if text else raw
                 if not isinstance(obj, dict):
                     raise TrajectoryFormatError(f"expected a JSON object, got {type(obj).__name__}")
                 for key, record in reader.records(obj):

@@ -128,3 +128,16 @@ def test_upload_page_api_and_json_api_take_trace_formats(client, admin_user, tmp
     upload = SimpleUploadedFile("lf.jsonl", (FIXTURES / "langfuse/agents.jsonl").read_bytes())
     response = api.post("/api/v1/imports/", {"file": upload}, format="multipart")
     assert response.status_code == 201 and response.json()["created_count"] == 4
+
+
+def test_the_json_api_reads_objects_never_text_in_them(admin_user):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(admin_user)
+    line = (FIXTURES / "langsmith/agents.jsonl").read_text().splitlines()[0]
+    for fmt in ("auto", "langsmith"):
+        response = api.post(f"/api/v1/trajectories/?format={fmt}", [line], format="json")
+        assert response.status_code == 400, response.json()
+        assert "expected a JSON object, got str" in json.dumps(response.json())
+    assert Trajectory.objects.count() == 0
