@@ -343,7 +343,7 @@ def _input_messages(raw: Any, transcript: Transcript) -> list[Message]:
         raise TrajectoryFormatError(
             f"input: a {type(raw).__name__} is not a model input (expected a list of chat messages, "
             "{\"messages\": [...]} or a string)")
-    return transcript.parse_input(raw, lambda i, m: [_message(m, f"input[{i}]", transcript)])
+    return [_message(m, f"input[{i}]", transcript) for i, m in enumerate(raw)]
 
 
 def _output_messages(raw: Any, transcript: Transcript) -> list[Message]:

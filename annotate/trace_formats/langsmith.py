@@ -269,8 +269,8 @@ def _llm(run: dict, where: str, transcript: Transcript, images: set[str]) -> Non
             raise TrajectoryFormatError(
                 f"{where}: inputs.messages holds a batch of {len(messages)} prompts; one model call per run is read")
         messages = messages[0]
-    transcript.model_input(transcript.parse_input(
-        messages, lambda i, m: [_message(m, f"{where}: inputs.messages[{i}]", images)]))
+    transcript.model_input([_message(m, f"{where}: inputs.messages[{i}]", images)
+                            for i, m in enumerate(messages)])
     extra = run.get("extra") or {}
     tools = inputs.get("tools") or (extra.get("invocation_params") or {}).get("tools")
     if tools is not None and not isinstance(tools, list):

@@ -335,18 +335,14 @@ def _llm(trace: _Trace, span: dict, t: Transcript, seen: dict) -> None:
 
 def _messages(lists: dict, prefix: str, where: str, t: Transcript, new_from: int = 0) -> list[Message]:
     """`prefix.N.message.*` (from `_lists`) as Messages; what is dropped is counted for messages
-    from `new_from` on. A model input's messages repeated from the previous call are not parsed again."""
-    def parse(i: int, item: dict) -> list[Message]:
+    from `new_from` on."""
+    out = []
+    for i, item in enumerate(lists.get(prefix, [])):
         drops: list[str] = []
-        message = _message(item, f"{where}: {prefix}.{i}", drops)
+        out.append(_message(item, f"{where}: {prefix}.{i}", drops))
         for kind in drops if i >= new_from else []:
             t.drop(kind)
-        return [message]
-
-    items = lists.get(prefix, [])
-    if prefix == "llm.input_messages":
-        return t.parse_input(items, parse)
-    return [message for i, item in enumerate(items) for message in parse(i, item)]
+    return out
 
 
 def _message(item: dict, where: str, drops: list[str]) -> Message:

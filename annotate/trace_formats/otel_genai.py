@@ -340,7 +340,7 @@ class _Trace:
                     f"capture is off; trace with {CAPTURE_SETTING}=true to import it")
             inputs, outputs = legacy
         else:
-            inputs = _messages(inputs, INPUT, transcript.drop_part, transcript) if inputs is not None else []
+            inputs = _messages(inputs, INPUT, transcript.drop_part) if inputs is not None else []
             outputs = _messages(outputs, OUTPUT, transcript.drop_part) if outputs is not None else []
         if tools is not None:
             transcript.declare_tools(_tool_definitions(tools))
@@ -479,51 +479,49 @@ def _unflatten(flat: dict[str, Any]) -> Any:
 
 # Messages (the v1.41.0 JSON schemas) -------------------------------------------------------
 
-def _messages(raw: Any, where: str, drop, transcript: Transcript | None = None) -> list[Message]:
+def _messages(raw: Any, where: str, drop) -> list[Message]:
     """gen_ai.input.messages / gen_ai.output.messages as Transcript messages. A tool call
-    response part is a tool message of its own (whatever the role of the message holding it).
-    With a transcript, a model input's messages repeated from the previous call are not parsed again."""
+    response part is a tool message of its own (whatever the role of the message holding it)."""
     if not isinstance(raw, list):
         raise TrajectoryFormatError(f"{where}: expected a list of messages")
-    if transcript is not None:
-        return transcript.parse_input(raw, lambda i, message: _message(message, f"{where}[{i}]", drop))
-    return [parsed for i, message in enumerate(raw) for parsed in _message(message, f"{where}[{i}]", drop)]
-
-
-def _message(message: Any, mwhere: str, drop) -> list[Message]:
-    """One message of the v1.41.0 JSON schema: the message, then one tool message per response part."""
-    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise TrajectoryFormatError(f"{mwhere}: expected a message {{role, parts}}")
-    parts = message.get("parts")
-    if not isinstance(parts, list):
-        raise TrajectoryFormatError(f"{mwhere}.parts: expected a list of parts")
-    texts, reasoning, calls, responses = [], [], [], []
-    for j, part in enumerate(parts):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text" and type(part.get("content")) is str:  # the common case, no `where` built
-            texts.append(part["content"])
-            continue
-        pwhere = f"{mwhere}.parts[{j}]"
-        if kind == "text":
-            texts.append(_string(part, "content", pwhere))
-        elif kind == "reasoning":
-            reasoning.append(_string(part, "content", pwhere))
-        elif kind == "tool_call":
-            calls.append(ToolCall(name=_string(part, "name", pwhere), arguments=part.get("arguments"),
-                                  id=_optional_id(part, pwhere)))
-        elif kind == "tool_call_response":
-            if "response" not in part and "result" not in part:
-                raise TrajectoryFormatError(f"{pwhere}: a tool_call_response needs its response")
-            response = part["response"] if "response" in part else part["result"]  # the spec's example says result
-            responses.append(Message(role="tool", text=text_of(response), call_id=_optional_id(part, pwhere)))
-        elif kind in DROPPED_PARTS:
-            drop(f"{kind}_part", part)
-        else:
-            raise TrajectoryFormatError(
-                f"{pwhere}: part type {str(kind)[:40]!r} cannot be imported (read: text, reasoning, tool_call, "
-                f"tool_call_response; dropped: {', '.join(DROPPED_PARTS)})")
-    head = [Message(role=message["role"], text="\n".join(texts), reasoning="\n".join(reasoning), calls=calls)]
-    return (head if texts or reasoning or calls or not responses else []) + responses
+    out = []
+    for i, message in enumerate(raw):
+        mwhere = f"{where}[{i}]"
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise TrajectoryFormatError(f"{mwhere}: expected a message {{role, parts}}")
+        parts = message.get("parts")
+        if not isinstance(parts, list):
+            raise TrajectoryFormatError(f"{mwhere}.parts: expected a list of parts")
+        texts, reasoning, calls, responses = [], [], [], []
+        for j, part in enumerate(parts):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and type(part.get("content")) is str:  # the common case, no `where` built
+                texts.append(part["content"])
+                continue
+            pwhere = f"{mwhere}.parts[{j}]"
+            if kind == "text":
+                texts.append(_string(part, "content", pwhere))
+            elif kind == "reasoning":
+                reasoning.append(_string(part, "content", pwhere))
+            elif kind == "tool_call":
+                calls.append(ToolCall(name=_string(part, "name", pwhere), arguments=part.get("arguments"),
+                                      id=_optional_id(part, pwhere)))
+            elif kind == "tool_call_response":
+                if "response" not in part and "result" not in part:
+                    raise TrajectoryFormatError(f"{pwhere}: a tool_call_response needs its response")
+                response = part["response"] if "response" in part else part["result"]  # the spec's example says result
+                responses.append(Message(role="tool", text=text_of(response), call_id=_optional_id(part, pwhere)))
+            elif kind in DROPPED_PARTS:
+                drop(f"{kind}_part", part)
+            else:
+                raise TrajectoryFormatError(
+                    f"{pwhere}: part type {str(kind)[:40]!r} cannot be imported (read: text, reasoning, tool_call, "
+                    f"tool_call_response; dropped: {', '.join(DROPPED_PARTS)})")
+        if texts or reasoning or calls or not responses:
+            out.append(Message(role=message["role"], text="\n".join(texts), reasoning="\n".join(reasoning),
+                               calls=calls))
+        out.extend(responses)
+    return out
 
 
 def _parts_text(raw: Any, where: str, drop) -> str:

@@ -25,7 +25,6 @@ import.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,8 +95,6 @@ class Transcript:
         self._pending: list[dict] = []  # action steps without an observation yet, in order
         self._answered: set[str] = set()
         self._outputs_seen = 0
-        self._raw_input: list = []  # the previous model input, raw and parsed (`parse_input`)
-        self._parsed_input: list[list[Message]] = []
         self._earlier: int | None = None  # earlier turns' messages at the start of every model input
         self._plain: int | None = None  # index in steps of the last assistant text without calls
 
@@ -142,22 +139,6 @@ class Transcript:
             else:
                 raise TrajectoryFormatError(
                     f"message role {message.role[:40]!r} cannot be imported (expected system, user, assistant or tool)")
-
-    def parse_input(self, raws: list, parse: Callable[[int, Any], list[Message]]) -> list[Message]:
-        """A model input's raw messages parsed by `parse(index, raw)`, reusing the previous
-        input's result wherever this one repeats it (the same raw message at the same place,
-        compared in C): every model call re-logs the whole conversation, and parsing it again
-        is most of the time a trace takes to read."""
-        out, parsed = [], []
-        for i, raw in enumerate(raws):
-            if i < len(self._raw_input) and self._raw_input[i] == raw:
-                messages = self._parsed_input[i]
-            else:
-                messages = parse(i, raw)
-            parsed.append(messages)
-            out.extend(messages)
-        self._raw_input, self._parsed_input = raws, parsed
-        return out
 
     def model_output(self, messages: list[Message]) -> None:
         for message in messages:
