@@ -432,6 +432,9 @@ def _langchain_calls(body: dict, extra: dict, part_calls: list[ToolCall], where:
             if call.get("id") is not None and not isinstance(call["id"], str):
                 raise TrajectoryFormatError(f"{where}.{field}[{i}].id: expected a string")
             calls.append(ToolCall(name=call["name"], arguments=call.get("args"), id=call.get("id")))
+    for call in calls + part_calls:
+        if call.id is not None and not isinstance(call.id, str):
+            raise TrajectoryFormatError(f"{where}: a tool call id is a {type(call.id).__name__}, not a string")
     named = {call.id for call in calls}
     return calls + [call for call in part_calls if call.id not in named]
 

@@ -9,18 +9,22 @@ LangSmith, Langfuse) walk a trace in execution order and tell a `Transcript` wha
   observations with tool `user`; assistant messages past the number of outputs already
   seen are read as outputs (a trace whose model spans did not record their output still
   has it in the next call's input); system messages are the system prompt (each distinct
-  text once); tool messages answer pending calls, by id, once.
+  text once); tool messages answer pending calls, by id, once. When the run's prompt was
+  given first (`user`, a chat agent's later turn), the messages before it in the first
+  model input are earlier turns: left out of every input, and counted.
 - `model_output(messages)`: what the call produced: reasoning is a thought, text with tool
   calls is a thought, each call an action (parallel calls in order; a call id seen before is
   not added twice); text without calls is a candidate for the answer.
 - `tool_execution(...)`: a tool span. When it answers a pending call (by call id, else the
-  earliest pending call of that tool's name) it is that call's observation; otherwise a tool
-  the code ran on its own (no model asked for it): an action and its observation.
+  pending call of that tool's name with the same arguments, else the earliest of that name)
+  it is that call's observation; otherwise a tool the code ran on its own (no model asked
+  for it): an action and its observation.
 
 `canonical(...)` then gives the canonical v1 object: the last assistant text without tool
 calls is the answer; when no model output had one, the agent's own output (`final_output`)
-is (and when both exist and differ, the agent's output is kept in metadata `agent_output`). Anything a converter leaves out on purpose is counted with `drop` and reported by the
-import.
+is (and when both exist and differ, the agent's output is kept in metadata `agent_output`).
+Anything a converter leaves out on purpose is counted with `drop` and reported by the
+import. Call ids that are not strings are refused.
 """
 from __future__ import annotations
 
