@@ -36,12 +36,6 @@ MODULES = {
 TRACE_FORMATS = tuple(MODULES)
 IMPORT_FORMATS = FORMATS + TRACE_FORMATS
 """Every `--format` value: auto, the transcript formats (a trajectory per line) and the trace formats."""
-TITLES = {
-    "otel": "OpenTelemetry GenAI spans",
-    "openinference": "OpenInference spans",
-    "langsmith": "LangSmith runs",
-    "langfuse": "Langfuse traces",
-}
 
 
 def module(name: str) -> ModuleType:
