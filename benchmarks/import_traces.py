@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import ensure_bench_database  # noqa: E402
-from import_trajectories import make_line  # noqa: E402
+from import_trajectories import child, make_line  # noqa: E402
 
 FORMATS = ("otel", "openinference", "langsmith", "langfuse")
 INTERLEAVE = 16
@@ -62,29 +62,6 @@ def write_file(path: Path, n: int, fmt: str) -> int:
                         f.write(lines[k] + "\n")
                         written += 1
     return written
-
-
-def child(path: Path, fmt: str) -> None:
-    import django
-
-    django.setup()
-    from django.db import connection
-
-    from annotate.services.imports import trajectories_import_stream
-    from import_trajectories import rss_mb
-    import resource
-    import time
-
-    with connection.cursor() as cur:
-        cur.execute("TRUNCATE annotate_comparison, annotate_trajectory, annotate_task, annotate_policy CASCADE")
-    before = rss_mb()
-    start = time.perf_counter()
-    with path.open("rb") as stream:
-        report = trajectories_import_stream(stream=stream, format=fmt)
-    seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "created": report.created, "dropped": report.dropped,
-                      "growth_mb": peak - before, "peak_rss_mb": peak}))
 
 
 def main() -> None:

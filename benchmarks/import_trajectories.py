@@ -69,7 +69,7 @@ def rss_mb() -> float:
     return 0.0
 
 
-def child(path: Path) -> None:
+def child(path: Path, format: str = "auto") -> None:
     """One import in this process; prints JSON with seconds and memory."""
     import django
 
@@ -83,11 +83,11 @@ def child(path: Path) -> None:
     before = rss_mb()
     start = time.perf_counter()
     with path.open("rb") as stream:
-        report = trajectories_import_stream(stream=stream)
+        report = trajectories_import_stream(stream=stream, format=format)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "created": report.created, "rss_before_mb": before,
-                      "peak_rss_mb": peak, "growth_mb": peak - before}))
+    print(json.dumps({"seconds": seconds, "created": report.created, "dropped": report.dropped,
+                      "rss_before_mb": before, "peak_rss_mb": peak, "growth_mb": peak - before}))
 
 
 def main() -> None:
