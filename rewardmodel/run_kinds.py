@@ -89,7 +89,7 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
     from annotate.exports import iter_rows
     from rewardmodel.scoring import RewardScorer
     from rewardmodel.services import evaluate_reward_model, reward_model_register
-    from rewardmodel.train import Callbacks, train_reward_model
+    from rewardmodel.train import Callbacks, train_reward_ensemble
     from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)
@@ -100,8 +100,8 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
         progress=lambda f, m="": reporter.progress(0.85 * f, m or "training"), metrics=reporter.metrics,
         log=reporter.log, should_stop=reporter.should_stop, checkpoint=reporter.checkpoint)
     work = run_dir(run) / "work"
-    result = train_reward_model(rows, config.training_config(), work, callbacks=callbacks, resume_from=resume_from,
-                                device=compute.device, bf16=compute.bf16)
+    result = train_reward_ensemble(rows, config.training_config(), work, callbacks=callbacks, resume_from=resume_from,
+                                   device=compute.device, bf16=compute.bf16)
     if result.cancelled:
         raise RunCancelled()
     reporter.progress(0.87, "evaluating on the test split")

@@ -21,9 +21,12 @@ from rewardmodel.train import META_FILE
 
 
 class RewardScorer:
-    """A reward model directory (out_dir/model of a training run) loaded for scoring, in eval mode."""
+    """A reward model directory (out_dir/model of a training run) loaded for scoring, in eval mode.
 
-    def __init__(self, model_dir: str | Path, *, device: str = "cpu"):
+    An ensemble's directory lists its other members in its metadata (rewardmodel/train.py):
+    each is loaded too, `score_*` give the members' mean, and `member_scores` each member's."""
+
+    def __init__(self, model_dir: str | Path, *, device: str = "cpu", _member: bool = False):
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -46,9 +49,28 @@ class RewardScorer:
         self.max_tokens = max_context(self.model, self.tokenizer, meta.get("max_tokens"))
         eos_ids = self.tokenizer(self.tokenizer.eos_token, add_special_tokens=False)["input_ids"]
         self.text_tokens = self.max_tokens - len(eos_ids)  # the budget of a serialized text, before the end token
+        self.members = [self]
+        for member in [] if _member else meta.get("members", []):
+            where = (path / str(member)).resolve()
+            if not where.is_relative_to(path.resolve()):
+                raise BackboneError(f"{path}: ensemble member {member!r} lies outside the model directory.")
+            self.members.append(RewardScorer(where, device=device, _member=True))
+
+    def member_scores(self, texts: list[str], batch_size: int = 32) -> list[list[float]]:
+        """Each member's scores of serialized texts (one list per member; one member unless an ensemble)."""
+        return [member._score_texts(texts, batch_size) for member in self.members]
 
     def score_texts(self, texts: list[str], batch_size: int = 32) -> list[float]:
-        """Scores of serialized texts. A text longer than the model's budget loses its end: serialize to fit."""
+        """Scores of serialized texts (an ensemble's: the members' mean). A text longer than the
+        model's budget loses its end: serialize to fit."""
+        by_member = self.member_scores(texts, batch_size)
+        return [sum(scores) / len(scores) for scores in zip(*by_member)]
+
+    def episode_texts(self, items: list[tuple[str, list[dict]]]) -> list[str]:
+        """(question, canonical steps) trajectories serialized as this model reads them."""
+        return [episode_text(question, steps, self.tokenizer, self.text_tokens) for question, steps in items]
+
+    def _score_texts(self, texts: list[str], batch_size: int) -> list[float]:
         import torch
 
         eos = self.tokenizer.eos_token
@@ -75,5 +97,4 @@ class RewardScorer:
 
     def score_episodes(self, items: list[tuple[str, list[dict]]], batch_size: int = 32) -> list[float]:
         """Scores of (question, canonical steps) trajectories."""
-        texts = [episode_text(question, steps, self.tokenizer, self.text_tokens) for question, steps in items]
-        return self.score_texts(texts, batch_size)
+        return self.score_texts(self.episode_texts(items), batch_size)

@@ -15,6 +15,8 @@ The output folder:
     out_dir/model/                      the final model and tokenizer (save_pretrained) and
                                         arbiter_reward_model.json (config, backbone, tokens per side,
                                         serialization version), which scoring.py reads
+    out_dir/model/members/N/            with `ensemble` N > 1: the other members, each a model
+                                        directory of its own (trained under out_dir/member-N/)
 
 Plain Python, no Django: torch, transformers, datasets and TRL are imported inside the
 functions, so the web process can import RewardModelConfig to validate a launch.
@@ -24,10 +26,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from rewardmodel.backbones import (
@@ -80,6 +83,10 @@ class RewardModelConfig:
         "Use each pair's vote margin in the loss, so pairs with stronger agreement must be separated by more."))
     checkpoint_every: int = field(default=50, metadata=_help(
         "Optimizer steps between checkpoints, from which a stopped run resumes; 0 for none."))
+    ensemble: int = field(default=1, metadata=_help(
+        "Members trained on the same pairs from seeds seed, seed + 1, ...; the model scores with their mean, and "
+        "RL can optimise the mean minus a multiple of their spread (Coste et al. 2024). Each member costs a "
+        "training run."))
 
     def resolved_learning_rate(self) -> float:
         """The learning rate that training uses: the field, or the backbone's default when it is empty."""
@@ -107,6 +114,8 @@ class RewardModelConfig:
             problems.append("warmup_ratio: must be at least 0 and below 1.")
         if self.checkpoint_every < 0:
             problems.append("checkpoint_every: cannot be negative (0 turns checkpoints off).")
+        if not 1 <= self.ensemble <= 8:
+            problems.append("ensemble: 1 to 8 members.")
         try:
             backbone_check(self)
         except BackboneError as exc:
@@ -320,3 +329,62 @@ def train_reward_model(train_rows: list[dict], config: RewardModelConfig, out_di
     return TrainResult(steps=trainer.state.global_step, cancelled=bridge.cancelled,
                        seconds=time.monotonic() - started, train_pairs=len(dataset),
                        model_dir=str(model_dir) if model_dir else None)
+
+
+MEMBERS_DIR = "members"
+
+
+def train_reward_ensemble(train_rows: list[dict], config: RewardModelConfig, out_dir: Path, *,
+                          callbacks: Callbacks | None = None, resume_from: str | None = None,
+                          device: str = "cpu", bf16: bool = False) -> TrainResult:
+    """`config.ensemble` reward models on the same rows, from seeds seed, seed + 1, ...: the
+    first in out_dir/model as `train_reward_model` makes it, the others in
+    out_dir/model/members/N, listed in the first one's metadata. A member already trained is
+    not trained again, so a stopped run resumes with the member it was training (from
+    `resume_from` when that checkpoint is the member's)."""
+    callbacks = callbacks or Callbacks()
+    out_dir = Path(out_dir)
+    count, started, steps = config.ensemble, time.monotonic(), 0
+
+    def member_callbacks(index: int) -> Callbacks:
+        return Callbacks(progress=lambda f, m="": callbacks.progress((index + f) / count, f"member {index + 1} of {count}: {m}"),
+                         metrics=callbacks.metrics if index == 0 else _nothing, log=callbacks.log,
+                         should_stop=callbacks.should_stop, checkpoint=callbacks.checkpoint)
+
+    def resume_of(directory: Path) -> str | None:
+        return resume_from if resume_from and Path(resume_from).is_relative_to(directory) else None
+
+    first = out_dir / "model"
+    if not (first / META_FILE).exists() or count == 1:
+        result = train_reward_model(train_rows, config, out_dir, callbacks=member_callbacks(0),
+                                    resume_from=resume_of(out_dir / "checkpoints") if count > 1 else resume_from,
+                                    device=device, bf16=bf16)
+        if result.cancelled or count == 1:
+            return result
+        steps, pairs = result.steps, result.train_pairs
+    else:
+        pairs = len([row for row in train_rows if not is_tie(row)])
+    members = []
+    for index in range(1, count):
+        target = first / MEMBERS_DIR / str(index)
+        members.append(f"{MEMBERS_DIR}/{index}")
+        if (target / META_FILE).exists():
+            continue
+        work = out_dir / f"member-{index}"
+        callbacks.log(f"ensemble member {index + 1} of {count} (seed {config.seed + index})")
+        result = train_reward_model(train_rows, replace(config, seed=config.seed + index, ensemble=1), work,
+                                    callbacks=member_callbacks(index), resume_from=resume_of(work), device=device,
+                                    bf16=bf16)
+        if result.cancelled:
+            return TrainResult(steps=steps + result.steps, cancelled=True, seconds=time.monotonic() - started,
+                               train_pairs=pairs, model_dir=None)
+        steps += result.steps
+        if target.exists():  # what a stopped run left half moved
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        Path(result.model_dir).rename(target)
+    meta = json.loads((first / META_FILE).read_text())
+    _write_meta(first, {**meta, "members": members})
+    callbacks.progress(1.0, "done")
+    return TrainResult(steps=steps, cancelled=False, seconds=time.monotonic() - started, train_pairs=pairs,
+                       model_dir=str(first))

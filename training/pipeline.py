@@ -32,11 +32,14 @@ class PipelineConfig:
     rollout_tasks: int = 431  # training tasks the policy is rolled out on (431: all of them)
     samples_per_task: int = 2  # episodes per task, paired into comparisons
     pairing: str = "all_pairs"  # how a task's episodes are paired (annotate/services/comparisons.py strategies)
+    answer_branches: int = 3  # from each episode that answered after reading, this many answers sampled afresh on the same path
+    answer_pairs_per_task: int = 2  # up to this many more pairs per task that made the same calls and answered differently
     annotators: int = 3  # simulated annotators, each voting once on every comparison
     annotator_temperature: float = 1.0  # Bradley-Terry temperature over the rubric utility
     annotator_flip: float = 0.05  # share of labels each simulated annotator flips
     annotator_correct_first: bool = True  # a correct answer beats any wrong one, as a person checking answers judges;
     # steps, tool errors and loops (the rubric's weights) decide between equally correct ones
+    annotator_steps_when_wrong: bool = False  # with correct_first: steps also tell two wrong answers apart (off: only tool errors and loops do)
     annotator_correct_weight: float = 30.0  # without correct_first: the utility of a correct answer (the rubric's is 10)
     reward_model: dict = field(default_factory=dict)  # reward_model run config overrides
     reward_model_from_policy: bool = True  # start each reward model from round one's starting policy (WebGPT, InstructGPT), unless `reward_model` names a backbone
@@ -48,6 +51,7 @@ class PipelineConfig:
     eval_environment: str = ""  # where every round is evaluated ("": the environment's unseen variant if it has one)
     rounds: int = 1  # rounds of rollouts, labels, reward model and RL, each from the last round's result
     rl_kind: str = "ppo"  # the RL run kind of every round: ppo, rloo or grpo
+    rl_train_worlds: int = -1  # RL also practises on this many other worlds of the environment (-1: 8 where it has a fresh variant, else 0)
     audit_size: int = 24  # per round: the reward model's favourite episodes shown blind to people
     audit_disagreements: int = 12  # per round: labelled pairs the reward model most disagrees with, asked again
     max_action_tokens: int = 48  # tokens one turn of the policy may generate
@@ -151,6 +155,11 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
 
     if config.pairing not in STRATEGIES:
         problems.append(f"pairing: one of {', '.join(STRATEGIES)}.")
+    try:  # the rollout run's own rules for the settings the rounds pass it
+        config_from_input(get_kind("rollout").config_class, {
+            "answer_branches": config.answer_branches, "answer_pairs_per_task": config.answer_pairs_per_task})
+    except ValueError as exc:
+        problems.append(" ".join(str(exc).splitlines()))
     if config.samples_per_task < 2:
         problems.append("samples_per_task: at least 2 (comparisons pair a task's episodes).")
     if config.annotators < 1:

@@ -101,15 +101,16 @@ def campaign_simulate_labels(*, campaign: Campaign, annotators: int = 3, profile
                 active.remove(user)
                 continue
             comparison = assignment.comparison
-            a = profile.utility(comparison.trajectory_a.outcome or {})
-            b = profile.utility(comparison.trajectory_b.outcome or {})
+            outcome_a, outcome_b = comparison.trajectory_a.outcome or {}, comparison.trajectory_b.outcome or {}
+            a, b = profile.utility(outcome_a), profile.utility(outcome_b)
             if a is None or b is None:
                 assignment_skip(assignment_id=assignment.id, annotator=user, reason="no known utility to judge by")
                 continue
             choice = simulated_choice(utility_a=a, utility_b=b,
                                       left_is_a=assignment.left_is_a, profile=profile, rng=rng)
             screen = choice if assignment.left_is_a else 6 - choice
-            judgement_submit(assignment_id=assignment.id, annotator=user, verdict=Verdict(choice=screen))
+            judgement_submit(assignment_id=assignment.id, annotator=user, verdict=Verdict(
+                choice=screen, both_bad=profile.both_bad(outcome_a, outcome_b)))
             made += 1
             if limit is not None and made >= limit:
                 break

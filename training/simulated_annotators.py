@@ -9,11 +9,16 @@ equal utilities give a tie unless `break_ties`.
 What an annotator values is what the reward model learns, so the default judges as a
 person checking answers would: **correctness first** (`correct_first`): a correct answer
 beats any wrong one, and steps, tool errors and loops (`weights`, the rubric's by default)
-only decide between trajectories that are equally correct or equally wrong. Without it an
-annotator judges by a single utility: its own `weights` recomputed from the outcome's parts,
-or the utility stored with the trajectory; under the rubric's +10 for a correct answer a
-two-step wrong guess is worth about as much as a careful correct search, and a policy
-trained on such labels learns to guess (docs/agent.md).
+decide between trajectories that are equally correct. Two wrong answers are marked both
+bad; their steps decide between them too unless `steps_when_wrong` is off (the loop's
+default), and then only their tool errors and loops do: telling wrong answers apart by
+their length teaches a reward model that a short wrong guess beats a long wrong search,
+which RL then exploits (benchmarks/RESULTS.md, issue 26).
+
+Without `correct_first` an annotator judges by a single utility: its own `weights`
+recomputed from the outcome's parts, or the utility stored with the trajectory; under the
+rubric's +10 for a correct answer a two-step wrong guess is worth about as much as a
+careful correct search, and a policy trained on such labels learns to guess (docs/agent.md).
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ class AnnotatorProfile:
     break_ties: bool = False
     weights: RubricWeights | None = None  # judge by these utility weights (None: the stored utility)
     correct_first: bool = True  # a correct answer beats any wrong one; the weights break ties within each
+    steps_when_wrong: bool = True  # with correct_first: steps also tell two wrong answers apart (off in the loop: only their tool errors and loops do)
 
     def utility(self, outcome: dict) -> float | None:
         """The utility this annotator sees in a stored outcome (None when it cannot tell)."""
@@ -43,7 +49,8 @@ class AnnotatorProfile:
             if "correct" not in outcome:
                 return None
             w = self.weights or RubricWeights()
-            efficiency = (w.step * outcome.get("steps", 0) + w.tool_error * outcome.get("tool_errors", 0)
+            steps = outcome.get("steps", 0) if outcome["correct"] or self.steps_when_wrong else 0
+            efficiency = (w.step * steps + w.tool_error * outcome.get("tool_errors", 0)
                           + w.loop * bool(outcome.get("loop", False)))
             return CORRECT_FIRST_BONUS * bool(outcome["correct"]) + efficiency
         if self.weights is None:
@@ -53,6 +60,11 @@ class AnnotatorProfile:
         w = self.weights
         return (w.correct * bool(outcome["correct"]) + w.step * outcome["steps"]
                 + w.tool_error * outcome["tool_errors"] + w.loop * bool(outcome["loop"]))
+
+    def both_bad(self, outcome_a: dict, outcome_b: dict) -> bool:
+        """Whether this annotator marks a pair "both bad": two wrong answers, when it checks answers."""
+        return self.correct_first and all(
+            "correct" in o and not o["correct"] for o in (outcome_a, outcome_b))
 
     def validate(self) -> None:
         if self.temperature < 0:

@@ -161,3 +161,4 @@ def test_a_tokenizer_without_offsets_still_gets_a_text_that_fits():
 def test_a_budget_too_small_for_any_text_is_refused():
     with pytest.raises(ValueError, match="no room"):
         episode_text(QUESTION, canonical()["steps"], minilm_tokenizer(), 2)  # [CLS] and [SEP] take both
+

@@ -14,7 +14,7 @@ from transformers import (
     set_seed,
 )
 
-from rewardmodel.backbones import build_backbone
+from rewardmodel.backbones import BackboneError, build_backbone
 from rewardmodel.evaluate import pair_metrics
 from rewardmodel.scoring import RewardScorer
 from rewardmodel.serialize import SERIALIZATION_VERSION
@@ -22,6 +22,7 @@ from rewardmodel.train import (
     Callbacks,
     RewardModelConfig,
     latest_checkpoint,
+    train_reward_ensemble,
     train_reward_model,
 )
 from tests.rewardmodel.synthetic import bpe_tokenizer, bpe_tokenizer_dir, pairs
@@ -153,6 +154,41 @@ def test_a_cancelled_run_resumes_from_its_checkpoint_and_ends_where_an_unbroken_
     resumed_weights = _weights(RewardScorer(resumed.model_dir).model)
     for name, value in _weights(RewardScorer(unbroken.model_dir).model).items():
         torch.testing.assert_close(resumed_weights[name], value, rtol=1e-4, atol=1e-5)
+
+
+def test_an_ensemble_trains_its_members_from_their_own_seeds_and_scores_with_their_mean(tmp_path):
+    from training.rl.scorers import conservative
+
+    rows = pairs(24, seed=1)
+    config = _policy_config(learning_rate=1e-3, ensemble=3)
+    result = train_reward_ensemble(rows, config, tmp_path)
+    assert (result.cancelled, result.train_pairs, result.steps) == (False, 24, 9)  # 3 steps per member
+    meta = json.loads((tmp_path / "model" / "arbiter_reward_model.json").read_text())
+    assert meta["members"] == ["members/1", "members/2"]
+    scorer = RewardScorer(result.model_dir)
+    assert len(scorer.members) == 3
+    seeds = [json.loads((Path(m) / "arbiter_reward_model.json").read_text())["config"]["seed"]
+             for m in (tmp_path / "model", tmp_path / "model" / "members" / "1", tmp_path / "model" / "members" / "2")]
+    assert seeds == [0, 1, 2]
+    texts = [scorer.episode_texts([("Q?", [{"kind": "answer", "text": f"answer {i}"}])])[0] for i in range(4)]
+    by_member = scorer.member_scores(texts)
+    assert len({tuple(round(s, 5) for s in member) for member in by_member}) == 3  # three different models
+    assert scorer.score_texts(texts) == pytest.approx([sum(s) / 3 for s in zip(*by_member)])
+    assert conservative([[1.0, 0.0], [3.0, 0.0]], 1.0) == [1.0, 0.0]  # mean 2 minus spread 1; agreement costs nothing
+    # A resumed run trains only the members it lacks.
+    (tmp_path / "model" / "arbiter_reward_model.json").write_text(json.dumps({**meta, "members": []}))
+    (tmp_path / "model" / "members" / "2" / "arbiter_reward_model.json").unlink()
+    again = train_reward_ensemble(rows, config, tmp_path)
+    assert again.steps == 3 and json.loads((tmp_path / "model" / "arbiter_reward_model.json").read_text())[
+        "members"] == ["members/1", "members/2"]
+
+
+def test_an_ensemble_member_outside_the_model_directory_is_refused(tmp_path):
+    result = train_reward_model(pairs(8, seed=2), _policy_config(), tmp_path)
+    meta_file = Path(result.model_dir) / "arbiter_reward_model.json"
+    meta_file.write_text(json.dumps({**json.loads(meta_file.read_text()), "members": ["../../elsewhere"]}))
+    with pytest.raises(BackboneError, match="outside the model directory"):
+        RewardScorer(result.model_dir)
 
 
 def test_only_ties_leave_nothing_to_train_on(tmp_path):

@@ -128,7 +128,7 @@ def test_a_users_environment_by_dotted_path_goes_through_the_runner():
 
 def test_unknown_names_are_refused_with_the_known_ones():
     assert {"encyclopedia", "arithmetic"} <= set(environment_names())
-    with pytest.raises(UnknownEnvironment, match="known: arithmetic, encyclopedia, encyclopedia-unseen, or give a class"):
+    with pytest.raises(UnknownEnvironment, match="known: arithmetic, encyclopedia, encyclopedia-fresh, encyclopedia-unseen, or give a class"):
         get_environment("nope")
     # The MCP adapter needs a server: it is listed once configured with one.
     assert "mcp" not in environment_names()
@@ -197,3 +197,20 @@ def test_the_unseen_world_shares_no_name_with_any_world_training_may_see():
     with pytest.raises(ValueError, match="10000 or above"):
         EncyclopediaEnvironment(seed=5, unseen=True)
     assert "encyclopedia-unseen" in environment_names()
+
+
+def test_the_fresh_world_is_one_behaviour_cloning_never_imitates():
+    from training.envs.base import FRESH_WORLD_SEED, TRAINING_SEEDS
+    from training.envs.registry import variant_of
+    from training.policy.bc_config import BCConfig, extra_worlds_problem
+
+    fresh = get_environment("encyclopedia-fresh")
+    assert fresh.name == "encyclopedia-fresh" and fresh.seed == FRESH_WORLD_SEED == max(TRAINING_SEEDS)
+    assert fresh.tasks("dev") and {t.prompt for t in fresh.tasks("dev")}.isdisjoint(
+        t.prompt for t in get_environment("encyclopedia").tasks("dev"))
+    assert extra_worlds_problem(BCConfig().extra_worlds) is None  # the default imitates seeds 1-20
+    assert extra_worlds_problem(FRESH_WORLD_SEED - 1) is None
+    assert "kept fresh" in extra_worlds_problem(FRESH_WORLD_SEED)
+    assert variant_of("encyclopedia", "fresh") == "encyclopedia-fresh"
+    assert variant_of("encyclopedia", "unseen") == "encyclopedia-unseen"
+    assert variant_of("arithmetic", "fresh") == "arithmetic"  # no variant: the environment itself

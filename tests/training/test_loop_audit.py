@@ -103,6 +103,7 @@ def test_the_audit_takes_the_models_favourites_against_the_start_and_is_blind():
     assert result["judged"] == 3 and result["favourite_preferred"] == pytest.approx(2 / 3)
     assert 0 <= result["low"] <= result["favourite_preferred"] <= result["high"] <= 1
     assert result["favourite_correct"] == pytest.approx(2 / 3)  # task 4's favourite answered wrong
+    assert result["other_correct"] == 1.0  # the start's episodes beside them were all right
     assert audit_result(built.round)["disagreement"]["judged"] == 0
 
 

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from django.test import Client
 
-from annotate.models import Judgement
+from annotate.models import Judgement, Trajectory
 from rewardmodel.models import RewardModel
 from tests.factories import UserFactory
 from tests.rewardmodel.rm_fixtures import TINY_RM, tiny_policy
@@ -46,6 +46,9 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     runs = {run.kind: run for run in Run.objects.all()}
     assert set(runs) == {"rollout", "reward_model", "ppo", "evaluation"}
     assert all(run.status == "succeeded" for run in runs.values())
+    branches = Trajectory.objects.filter(metadata__branch_of__isnull=False)
+    assert runs["rollout"].summary["branches"] == branches.count()
+    assert runs["rollout"].summary["answer_pairs"] <= runs["rollout"].summary["comparisons"]
     model = RewardModel.objects.get(run=runs["reward_model"])
     assert model.snapshot.campaigns.get().comparisons.count() == runs["rollout"].summary["comparisons"] > 0
     assert {link["id"] for link in runs["ppo"].lineage if link["type"] == "reward model"} == {model.pk}
@@ -69,6 +72,9 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     assert report["rounds"][1]["audit"]["disagreement"]["judged"] == AuditItem.objects.filter(
         kind="disagreement").count() > 0
     assert "audit: favourite preferred" in printed
+    moved = first.policy.metadata["ppo"]["iteration"] != 0
+    assert report["rounds"][1]["policy_moved"] is moved
+    assert ("the policy did not move: RL kept its start" in printed) is not moved
 
     # The next round from the dashboard, labelled by people.
     admin = UserFactory(roles=["admin"])
@@ -76,6 +82,7 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     client.force_login(admin)
     page = client.get(f"/training/evaluations/{evaluation.pk}/")
     assert page.status_code == 200 and 'id="next-round-form"' in page.content.decode()
+    assert ("did not move" in page.content.decode()) is not moved
     assert client.post(f"/training/evaluations/{evaluation.pk}/next-round/", {"labels": "people"}).status_code == 302
     run = Run.objects.get(kind="round")
     run_execute(run_id=run.pk, attempt=run.attempt)
@@ -120,7 +127,10 @@ def test_a_round_that_fails_midway_goes_on_from_its_first_missing_piece(cloned_p
     import training.loop.rounds as rounds
     from webapp.runs.services import run_resume
 
+    # (Steps between wrong answers too: at this size most pairs are two wrong answers, and this test
+    # is about resuming, so it needs enough pairs that are not ties.)
     call_command("run_pipeline", "--name", "again", "--policy-id", str(cloned_policy.pk), "--rollout-tasks", "24",
+                 "--annotator-steps-between-wrong",
                  "--annotators", "1", "--eval-tasks", "2", "--eval-samples", "1", "--best-of-n", "",
                  "--audit-size", "1", "--audit-disagreements", "1",
                  "--reward-model", json.dumps({**TINY_RM, "epochs": 1}), "--ppo", json.dumps(

@@ -12,7 +12,7 @@ from training.policy.layout import CHAT_TEMPLATE, LEGACY_TEMPLATES
 from training.policy.model_io import PolicyLoadError, build_model, load_policy, save_policy, train_tokenizer
 from training.policy.parsers import CompactParser
 from training.policy.episodes import episode_tokens, play_scripted
-from training.policy.rollout import RolloutConfig, rollout
+from training.policy.rollout import RolloutConfig, answer_branches, branchable, rollout
 
 torch.set_num_threads(1)  # tests size their work for one thread (tests_env.py)
 TINY = dict(hidden=48, layers=2, heads=2)
@@ -62,6 +62,23 @@ def test_behaviour_cloning_changes_the_parameters_and_lowers_the_loss(trained):
     assert loss_after < loss_before * 0.7
 
 
+def test_behaviour_cloning_gives_the_same_policy_whatever_threads_the_process_has(world):
+    """BCConfig.threads pins the threads training uses, so a machine with more cores (or a
+    worker that set its own) builds the same weights from the same seed."""
+    env, runner, played, config, tokenizer, chat = world
+    examples = demonstrations(chat, played)[:32]
+    short = BCConfig(**{**config.__dict__, "max_steps": 12, "max_seconds": 0.0})  # a wall-time cut is not reproducible
+    weights = []
+    for process_threads in (1, 2):
+        torch.set_num_threads(process_threads)
+        model = build_model(tokenizer, seed=5, **TINY)
+        train_bc(model, tokenizer, examples, short)
+        weights.append([p.detach().clone() for p in model.parameters()])
+        assert torch.get_num_threads() == process_threads  # the process's own setting is given back
+    torch.set_num_threads(1)
+    assert all(torch.equal(a, b) for a, b in zip(*weights))
+
+
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_batched_rollouts_equal_unbatched_ones_for_the_same_seeds(world, trained, temperature):
     env, runner, _, _, tokenizer, chat = world
@@ -91,6 +108,34 @@ def test_rollout_action_mask_and_logprobs_cover_exactly_the_agent_tokens(world, 
         assert all(lp <= 0 for lp, m in zip(e.logprobs, e.agent_mask) if m)
         assert all(lp == 0 for lp, m in zip(e.logprobs, e.agent_mask) if not m)
         assert e.outcome is not None and e.outcome.parts["steps"] == len(turns)
+
+
+def test_answer_branches_share_the_path_and_sample_only_the_final_turn_afresh(world, trained):
+    env, runner, _, _, tokenizer, chat = world
+    config = RolloutConfig(temperature=1.0, max_action_tokens=16, batch_size=16)
+    tasks = env.tasks("train")[:16]
+    sources = rollout(trained[0], tokenizer, runner, tasks, config, seeds=list(range(16)), chat=chat)
+    found, unreplayable = answer_branches(trained[0], tokenizer, runner, sources, config, branches=3,
+                                          seeds=list(range(16)), chat=chat)
+    assert unreplayable == 0 and any(found)
+    for source, branches in zip(sources, found):
+        assert len(branches) == (3 if branchable(source) else 0)
+        if not branches:
+            continue
+        path = source.steps[:-1]  # every step before the answer
+        for branch in branches:
+            assert branch.task is source.task and branch.steps[:len(path)] == path
+            mask = "".join(map(str, source.agent_mask)).rstrip("0")
+            cut = len(mask.rstrip("1"))  # where the source's final turn (its last run of agent tokens) begins
+            assert branch.ids[:cut] == source.ids[:cut] and branch.agent_mask[:cut] == source.agent_mask[:cut]
+            assert branch.agent_mask[cut] == 1  # the branch's own turn starts there
+            assert len(branch.ids) == len(branch.agent_mask) == len(branch.logprobs)
+            assert branch.outcome is not None
+    assert any(b.ids != source.ids for source, bs in zip(sources, found) for b in bs)  # resampled, not copied
+    # Seeded: the same call gives the same branches.
+    again, _ = answer_branches(trained[0], tokenizer, runner, sources, config, branches=3, seeds=list(range(16)),
+                               chat=chat)
+    assert [[b.ids for b in bs] for bs in again] == [[b.ids for b in bs] for bs in found]
 
 
 def test_a_cloned_policy_beats_a_random_one_on_the_rubric(world, trained):

@@ -16,7 +16,9 @@ from training.rl.ppo import PPOCallbacks, episode_batch, forward_agent_tokens, t
 from training.rl.config import PPOConfig
 from training.rl.ppo_math import policy_loss, value_loss
 
-FAST = dict(episodes_per_iteration=8, minibatch_size=4, epochs=2, eval_every=0, rollout_batch_size=8, seed=0)
+# No tool-error shaping: an untrained policy's turns are mostly errors, and these tests read the scorer's own score.
+FAST = dict(episodes_per_iteration=8, minibatch_size=4, epochs=2, eval_every=0, rollout_batch_size=8, seed=0,
+            tool_error_penalty=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -290,3 +292,37 @@ def test_the_value_warm_up_trains_the_critic_and_leaves_the_policy_where_it_was(
     head = torch.load(Path(result.last_checkpoint) / "value_head.pt")
     assert any(value.abs().sum() > 0 for value in head.values())  # the critic did (it starts at zero)
     assert all(math.isfinite(seen[i]["loss/value"]) for i in (1, 2, 3))
+
+
+def test_a_dev_success_far_below_the_start_stops_the_run_and_says_why():
+    from training.rl.ppo import collapse
+
+    def entry(iteration, success, greedy, n=120):
+        return {"iteration": iteration, "rm_score": 1.0 + iteration / 10,
+                "dev": {"success": success, "episodes": n, "greedy_success": greedy, "greedy_episodes": n // 2}}
+
+    config = PPOConfig()
+    state = {"evaluations": [entry(0, 0.30, 0.60)], "best": {"iteration": 0}}
+    assert collapse(state, entry(5, 0.26, 0.55), config) is None  # a few points: noise, not a collapse
+    fell = entry(10, 0.05, 0.10)
+    message = collapse(state, fell, config)
+    assert message and "iteration 10" in message and "40.0%" in message and "best by dev stays iteration 0" in message
+    assert "from +1.00 to +2.00" in message  # the reward score beside the fall
+    assert fell["collapse"] and fell["dev"]["collapsed"]
+    # Far below in points but on so few episodes that it is within the noise: no stop.
+    small = {"evaluations": [entry(0, 0.30, 0.60, n=6)], "best": None}
+    assert collapse(small, entry(5, 0.10, 0.34, n=6), config) is None
+    assert collapse(state, entry(10, 0.05, 0.10), PPOConfig(collapse_drop=0)) is None  # switched off
+
+
+def test_tool_errors_cost_their_penalty_in_the_score_and_are_reported_apart(policy_dir, world, tmp_path):
+    seen: dict[int, dict] = {}
+    config = PPOConfig(iterations=1, **{**FAST, "tool_error_penalty": 0.5, "normalize_scores": False})
+    train_ppo(policy_dir=policy_dir, scorer=lambda episodes: [1.0] * len(episodes), train_tasks=world.split("train"),
+              dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config,
+              callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    figures = seen[1]
+    assert figures["episode/tool_errors"] > 0  # an untrained policy's turns are mostly errors
+    assert figures["objective/shaping"] == pytest.approx(-0.5 * figures["episode/tool_errors"], abs=1e-5)
+    assert figures["objective/score"] == pytest.approx(1.0 + figures["objective/shaping"], abs=1e-5)
+    assert figures["objective/rm_score"] == 1.0  # the scorer's own figure stays apart

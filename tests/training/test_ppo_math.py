@@ -43,6 +43,32 @@ def test_gae_with_gamma_and_lambda_one_is_the_reward_to_go_minus_the_value():
     assert advantages[0, 1] == 5.5
 
 
+def _gae_one_row_at_a_time(rewards, values, mask, gamma, lam):
+    """GAE written as its definition reads: per row, backwards over that row's agent tokens."""
+    advantages = torch.zeros_like(rewards)
+    for row in range(rewards.shape[0]):
+        running, next_value = 0.0, 0.0
+        for t in reversed([t for t in range(rewards.shape[1]) if mask[row, t]]):
+            running = rewards[row, t] + gamma * next_value - values[row, t] + gamma * lam * running
+            advantages[row, t] = running
+            next_value = values[row, t]
+    return advantages
+
+
+@pytest.mark.parametrize("gamma,lam", [(1.0, 0.95), (0.9, 0.5), (1.0, 1.0), (0.99, 0.0)])
+def test_gae_over_a_batch_equals_it_row_by_row_whatever_the_holes_in_the_mask(gamma, lam):
+    generator = torch.Generator().manual_seed(7)
+    rewards, values = torch.randn(9, 40, generator=generator), torch.randn(9, 40, generator=generator)
+    mask = (torch.rand(9, 40, generator=generator) < 0.6).float()
+    mask[3] = 0  # a row with no agent token
+    mask[4, :] = 1  # a row of agent tokens only
+    advantages, returns = gae(rewards, values, mask, gamma=gamma, lam=lam)
+    expected = _gae_one_row_at_a_time(rewards, values, mask, gamma, lam)
+    assert torch.allclose(advantages, expected, atol=1e-5)
+    assert torch.allclose(returns, (expected + values) * mask, atol=1e-5)
+    assert not advantages[3].any() and not advantages[mask == 0].any()
+
+
 def test_masked_whitening_uses_only_agent_tokens():
     values = torch.tensor([[100.0, 1.0, 2.0, -50.0, 7.0, 3.0, 0.0]])
     whitened = masked_whiten(values, MASK)

@@ -31,14 +31,20 @@ def test_a_rollout_run_stores_trajectories_and_comparisons(celery_worker_process
     campaign = CampaignFactory()
     response = api.post("/api/v1/runs/", {"kind": "rollout", "config": {
         "policy_id": tiny_policy.pk, "split": "dev", "tasks": 4, "samples_per_task": 2, "campaign_id": campaign.pk,
-        "temperature": 1.0}}, format="json")
+        "temperature": 1.0, "answer_branches": 2}}, format="json")
     assert response.status_code == 201, response.content
     run_id = response.json()["id"]
     body = wait_for(lambda: (b := _run(api, run_id))["status"] in ("succeeded", "failed") and b, timeout=120)
     assert body["status"] == "succeeded", body["error"] + body.get("log", "")
     assert body["progress"] == 1.0 and body["device"].startswith("CPU") and body["worker"]
     stored = Trajectory.objects.filter(policy=tiny_policy)
-    assert body["summary"]["trajectories"] == stored.count() > 0
+    branches = stored.filter(metadata__branch_of__isnull=False)
+    assert body["summary"]["trajectories"] + body["summary"]["branches"] == stored.count() > 0
+    assert body["summary"]["branches"] == branches.count()
+    for branch in branches:  # the same path as the episode it branched from, up to the answer
+        source = Trajectory.objects.get(pk=branch.metadata["branch_of"])
+        path = [s for s in source.steps if s["kind"] != "answer"]
+        assert branch.task_id == source.task_id and branch.steps[:len(path)] == path
     assert stored.values("task").distinct().count() == 4 and all(t.source == "generated" for t in stored)
     assert Comparison.objects.filter(campaign=campaign).count() == body["summary"]["comparisons"] > 0
     assert {link["type"] for link in body["lineage"]} == {"policy", "campaign"}

@@ -3,6 +3,7 @@
     get_environment("arithmetic")                           # built in
     get_environment("encyclopedia", seed=7)                 # built in, options passed to the class
     get_environment("encyclopedia-unseen")                  # a world no training step saw (seed 10,000)
+    get_environment("encyclopedia-fresh")                   # a world behaviour cloning never imitates (seed 63)
     get_environment("mypackage.envs:TicketDesk")            # a user's class, by dotted path
     get_environment("ticket-desk")                          # an entry point in group "arbiter.environments"
     get_environment("mcp", server=[...], tasks="t.jsonl")   # tools from an MCP server (training/envs/mcp.py)
@@ -19,7 +20,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
-from training.envs.base import Environment
+from training.envs.base import FRESH_WORLD_SEED, Environment
 
 ENTRY_POINT_GROUP = "arbiter.environments"
 BUILT_IN = {
@@ -30,7 +31,16 @@ BUILT_IN = {
 # Built-in environments that are another built-in with options: a world no training step saw.
 VARIANTS = {
     "encyclopedia-unseen": ("encyclopedia", {"seed": 10_000, "unseen": True}),
+    # A training world behaviour cloning never imitates: where RL judges its checkpoints.
+    "encyclopedia-fresh": ("encyclopedia", {"seed": FRESH_WORLD_SEED}),
 }
+
+
+def variant_of(environment: str, kind: str) -> str:
+    """The environment's built-in variant of this kind ("unseen", "fresh") when it has one,
+    else the environment itself."""
+    name = f"{environment}-{kind}"
+    return name if VARIANTS.get(name, ("",))[0] == environment else environment
 
 
 class UnknownEnvironment(ValueError):

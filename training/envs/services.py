@@ -44,6 +44,17 @@ def environment_get(name: str) -> Environment:
         return _built[key]
 
 
+def environment_world(name: str, seed: int) -> Environment:
+    """The environment called `name` built from `seed` (another world of it), once per process.
+    Raises UnknownEnvironment when the environment takes no seed."""
+    environment_get(name)  # the same checks as the environment itself
+    key = json.dumps([name, _configured().get(name), seed], sort_keys=True, default=str)
+    with _lock:
+        if key not in _built:
+            _built[key] = get_environment(name, configured=_configured(), seed=seed)
+        return _built[key]
+
+
 def environment_choices() -> list[tuple[str, str]]:
     return [(name, name) for name in environment_names(_configured())]
 

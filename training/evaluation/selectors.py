@@ -64,7 +64,17 @@ def _success_difference(baseline: dict[int, list[float]], other: dict[int, list[
     return paired_difference([baseline[t] for t in tasks], [other[t] for t in tasks])
 
 
-def _system(entry: EvaluationEntry, baseline: EvaluationEntry | None, outcomes: dict) -> dict:
+COLLAPSE_POINTS = 0.05  # a checkpoint this far below the start, with its interval below 0, is flagged as a collapse
+
+
+def _collapsed(difference: dict) -> bool:
+    """Whether a system's success is clearly far below the start's in some mode."""
+    return any(d.get("mean") is not None and d["mean"] < -COLLAPSE_POINTS and (d.get("high") or 0) < 0
+               for d in difference.values())
+
+
+def _system(entry: EvaluationEntry, baseline: EvaluationEntry | None, outcomes: dict,
+            last_checkpoints: frozenset[int] = frozenset()) -> dict:
     ppo = (entry.policy.metadata or {}).get("ppo")
     metrics = {mode: {name: {k: entry.metrics[mode][name].get(k) for k in FIGURE_FIELDS}
                       for name in METRICS if name in entry.metrics[mode]}
@@ -79,9 +89,11 @@ def _system(entry: EvaluationEntry, baseline: EvaluationEntry | None, outcomes: 
         "id": entry.pk, "label": entry.label, "kind": entry.kind, "n": entry.n, "is_baseline": entry.is_baseline,
         "policy": _policy_ref(entry.policy),
         "ppo": {"run_id": ppo.get("run_id") or entry.policy.run_id, "iteration": ppo.get("iteration"),
-                "best": bool(ppo.get("best"))} if ppo else None,
+                "best": bool(ppo.get("best")), "last": entry.policy_id in last_checkpoints,
+                "collapsed": bool((ppo.get("dev") or {}).get("collapsed"))} if ppo else None,
         "metrics": metrics,
         "success_vs_baseline": difference,
+        "collapsed": _collapsed(difference),
     }
 
 
@@ -128,6 +140,9 @@ def _ppo_run(run: Run, evaluated: dict[int, int]) -> dict:
         # intervals were recorded have none).
         "best_dev": _dev_interval(best.metadata["ppo"].get("dev") or {}) if best else None,
         "best_policy_id": best.pk if best else None,
+        "last_policy_id": checkpoints[-1].pk if checkpoints else None,
+        # Why the run stopped ("collapse": dev success fell far below the start's, training/rl/ppo.py).
+        "stop_reason": (run.summary or {}).get("stop_reason"), "message": (run.summary or {}).get("message"),
         "overoptimization": [step for step, value in series.get("eval/overoptimization", []) if value],
         "checkpoints": [{"policy": _policy_ref(p), "iteration": p.metadata["ppo"].get("iteration"),
                          "dev_success": (p.metadata["ppo"].get("dev") or {}).get("success"),
@@ -141,9 +156,12 @@ def evaluation_report(evaluation: Evaluation) -> dict:
     entries = list(evaluation.entries.select_related("policy"))
     baseline = next((e for e in entries if e.is_baseline), None)
     outcomes = _outcomes(evaluation)
-    systems = [_system(e, baseline, outcomes) for e in entries]
-    run_ids = sorted({s["ppo"]["run_id"] for s in systems if s["ppo"] and s["ppo"]["run_id"]})
-    evaluated = {e.policy_id: e.pk for e in entries}
+    run_ids = sorted({(e.policy.metadata or {}).get("ppo", {}).get("run_id") or e.policy.run_id for e in entries
+                      if (e.policy.metadata or {}).get("ppo")} - {None})
+    runs = [_ppo_run(run, {e.policy_id: e.pk for e in entries}) for run in Run.objects.filter(pk__in=run_ids)
+            .order_by("pk")]
+    last = frozenset(r["last_policy_id"] for r in runs if r["last_policy_id"])
+    systems = [_system(e, baseline, outcomes, last) for e in entries]
     reward_model = evaluation.reward_model
     return {
         "id": evaluation.pk, "name": evaluation.name, "split": evaluation.split,
@@ -157,7 +175,7 @@ def evaluation_report(evaluation: Evaluation) -> dict:
         "baseline_id": baseline.pk if baseline else None,
         "systems": systems,
         "human_evaluations": _human_evaluations(evaluation),
-        "ppo_runs": [_ppo_run(run, evaluated) for run in Run.objects.filter(pk__in=run_ids).order_by("pk")],
+        "ppo_runs": runs,
         "loop": _loop(evaluation),
     }
 

@@ -140,7 +140,7 @@ def audit_result(loop_round: LoopRound) -> dict:
     result = {}
     for kind in AuditItem.Kind.values:
         items = {item.comparison_id: item for item in AuditItem.objects.filter(round=loop_round, kind=kind)
-                 .select_related("comparison", "favourite")}
+                 .select_related("comparison__trajectory_a", "comparison__trajectory_b", "favourite")}
         votes: dict[int, list[float]] = defaultdict(list)
         both_bad = 0
         for comparison_id, choice, flagged in Judgement.objects.filter(comparison_id__in=items).values_list(
@@ -150,11 +150,19 @@ def audit_result(loop_round: LoopRound) -> dict:
             votes[comparison_id].append(0.5 if direction == "tie" else float((direction == "A") == favourite_is_a))
             both_bad += bool(flagged)
         interval = task_bootstrap(list(votes.values()))
-        correct = [bool((item.favourite.outcome or {}).get("correct")) for item in items.values()
-                   if (item.favourite.outcome or {}).get("correct") is not None]
+        correct, other_correct = [], []
+        for item in items.values():
+            comparison = item.comparison
+            other = comparison.trajectory_b if item.favourite_id == comparison.trajectory_a_id else comparison.trajectory_a
+            if (item.favourite.outcome or {}).get("correct") is not None:
+                correct.append(bool(item.favourite.outcome["correct"]))
+            if (other.outcome or {}).get("correct") is not None:
+                other_correct.append(bool(other.outcome["correct"]))
         flat = sum(len(v) for v in votes.values())
         result[kind] = {"comparisons": len(items), "judged": len(votes), "votes": flat,
                         "favourite_preferred": interval["mean"], "low": interval["low"], "high": interval["high"],
                         "both_bad_share": both_bad / flat if flat else None,
-                        "favourite_correct": sum(correct) / len(correct) if correct else None}
+                        "favourite_correct": sum(correct) / len(correct) if correct else None,
+                        # the other side's: for top items the start's episode, so the two read side by side
+                        "other_correct": sum(other_correct) / len(other_correct) if other_correct else None}
     return result

@@ -54,7 +54,11 @@ def loop_report(loop: str) -> list[dict]:
         entry = (loop_round.evaluation.entries.filter(policy_id=loop_round.policy_id, is_baseline=False, n=1)
                  .first() if loop_round.evaluation and loop_round.policy_id else None)
         campaign = loop_round.campaign
+        checkpoint = ((loop_round.policy.metadata or {}).get("ppo") or {}) if loop_round.policy else {}
         rows.append({
+            # The RL run kept its start (its best checkpoint by dev is iteration 0): the round's
+            # policy is the start's weights, and its audit pits the start against itself.
+            "policy_moved": None if loop_round.policy is None else checkpoint.get("iteration") != 0,
             "number": loop_round.number, "id": loop_round.pk, "stage": loop_round.stage, "labels": loop_round.labels,
             "policy": {"id": loop_round.policy_id, "label": str(loop_round.policy)} if loop_round.policy else None,
             "start_policy": {"id": loop_round.start_policy_id, "label": str(loop_round.start_policy)},
@@ -103,7 +107,7 @@ def format_rounds(rows: list[dict]) -> str:
         return "-" if value is None else f"{100 * value:.0f}%"
 
     lines = [f"{'round':<7}{'success T=1':<22}{'greedy':<22}{'sqrt KL':<9}{'RM acc':<8}{'answer swap':<13}"
-             f"{'audit: favourite preferred':<28}{'favourite correct':<18}"]
+             f"{'audit: favourite preferred':<28}{'favourite / start correct':<26}"]
     lines.append("-" * len(lines[0]))
     for row in rows:
         rm = row.get("reward_model") or {}
@@ -113,5 +117,6 @@ def format_rounds(rows: list[dict]) -> str:
         sqrt_kl = "-" if row.get("sqrt_kl") is None else f"{row['sqrt_kl']:.2f}"
         lines.append(f"{row['number']:<7}{pct(row.get('success')):<22}{pct(row.get('success_greedy')):<22}"
                      f"{sqrt_kl:<9}{share(rm.get('accuracy')):<8}{share(rm.get('answer_swap')):<13}"
-                     f"{audit:<28}{share(top.get('favourite_correct')):<18}")
+                     f"{audit:<28}{share(top.get('favourite_correct')) + ' / ' + share(top.get('other_correct')):<26}"
+                     + ("  the policy did not move: RL kept its start" if row.get("policy_moved") is False else ""))
     return "\n".join(lines)

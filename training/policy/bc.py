@@ -21,8 +21,8 @@ from dataclasses import asdict
 
 import torch
 
-from training.envs.base import TRAINING_SEEDS, Environment, EpisodeRunner
-from training.policy.bc_config import BCConfig
+from training.envs.base import Environment, EpisodeRunner
+from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.policy.episodes import RolloutEpisode, episode_tokens, play_scripted
 from training.policy.parsers import PARSERS
 
@@ -35,8 +35,9 @@ def demonstration_worlds(env: Environment, config: BCConfig, make_env=None) -> l
     """(environment, tasks, episodes per task) of each world demonstrated: the environment's
     training tasks, `demos_per_task` episodes each, then every task of `extra_worlds` other
     worlds of it (built by `make_env(seed)` for seeds 1, 2, ...), one episode each."""
-    if config.extra_worlds >= len(TRAINING_SEEDS):
-        raise NoDemonstrator(f"extra_worlds: at most {len(TRAINING_SEEDS) - 1}; later seeds are kept for evaluation.")
+    problem = extra_worlds_problem(config.extra_worlds)
+    if problem:
+        raise NoDemonstrator(problem)
     worlds = [(env, env.tasks("train"), config.demos_per_task)]
     for seed in range(1, config.extra_worlds + 1):
         if make_env is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from training.envs.base import FRESH_WORLD_SEED
 from training.envs.encyclopedia.scripted import Mistakes
 
 
@@ -27,6 +28,14 @@ class BCConfig:
     observation_loss_weight: float = 0.5  # weight of the language-model loss on environment tokens
     first_action_weight: float = 2.0  # loss weight of the first action's tokens (the search that copies the question)
     grad_clip: float = 1.0  # gradient norm clip
-    threads: int = 0  # torch threads while training; 0: the faster of 1 and all cores, measured during the run
+    threads: int = 1  # torch threads while training, fixed so that a seed builds the same policy however busy the machine is (0: the faster of 1 and all cores, timed during the run, which changed the seed-0 policy from run to run: benchmarks/RESULTS.md, issue 26)
     environment: str = "encyclopedia"  # the environment whose scripted agent is cloned (it needs a demonstrator)
     seed: int = 0  # data order, demonstrations and initialisation
+
+
+def extra_worlds_problem(extra_worlds: int) -> str | None:
+    """Why behaviour cloning cannot imitate this many extra worlds (seeds 1, 2, ...), if it cannot."""
+    if not 0 <= extra_worlds < FRESH_WORLD_SEED:
+        return (f"extra_worlds: 0 to {FRESH_WORLD_SEED - 1}; the world of seed {FRESH_WORLD_SEED} is kept fresh "
+                f"for RL's checkpoint choice, and seeds from {FRESH_WORLD_SEED + 1} on for evaluation.")
+    return None

@@ -226,21 +226,41 @@ def rollout(model, tokenizer, runner, tasks: list[EnvTask], config: RolloutConfi
     return results
 
 
+@dataclass
+class _Start:
+    """An episode ready to be played on: its state, the tokens the cache has not yet seen, and
+    the per-episode pieces of the turn loop."""
+
+    episode: RolloutEpisode
+    pending: list[int]
+    parser: object
+    tools: list[dict]
+    answer_tool: str | None
+
+
+def _runner_for(runner, task):
+    return runner(task) if callable(runner) and not isinstance(runner, EpisodeRunner) else runner
+
+
+def _fresh_start(chat: ChatFormat, runner: EpisodeRunner, task: EnvTask) -> _Start:
+    e = new_episode(runner, task)
+    tools = [t.as_openai() for t in runner.tools.values()]
+    opening = chat.opening(e.messages, tools)
+    e.extend(opening, agent=False)
+    return _Start(e, list(opening), chat.parser(list(runner.tools.values())), tools,
+                  "answer" if "answer" in runner.tools else None)
+
+
 def _rollout_batch(model, chat: ChatFormat, runner, chunk, config) -> list[RolloutEpisode]:
-    runners = [runner(task) if callable(runner) and not isinstance(runner, EpisodeRunner) else runner
-               for task, _ in chunk]
-    episodes, pending, parsers, tool_specs, answer_tools = [], [], [], [], []
-    for (task, _), r in zip(chunk, runners):
-        e = new_episode(r, task)
-        tools = [t.as_openai() for t in r.tools.values()]
-        opening = chat.opening(e.messages, tools)
-        e.extend(opening, agent=False)
-        episodes.append(e)
-        pending.append(opening)
-        parsers.append(chat.parser(list(r.tools.values())))
-        tool_specs.append(tools)
-        answer_tools.append("answer" if "answer" in r.tools else None)
-    generators = [torch.Generator().manual_seed(seed) for _, seed in chunk]
+    starts = [_fresh_start(chat, _runner_for(runner, task), task) for task, _ in chunk]
+    return _play(model, chat, starts, [seed for _, seed in chunk], config)
+
+
+def _play(model, chat: ChatFormat, starts: list[_Start], seeds: list[int], config) -> list[RolloutEpisode]:
+    """Play every start to its end, all rows in one cache, each sampling with its own seed."""
+    episodes = [s.episode for s in starts]
+    pending = [s.pending for s in starts]
+    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
     batch = CachedBatch(model, chat.tokenizer.pad_token_id)
     live = list(range(len(episodes)))
     stop_ids = set(chat.stop_ids)
@@ -259,10 +279,10 @@ def _rollout_batch(model, chat: ChatFormat, runner, chunk, config) -> list[Rollo
                 pending[i] += chat.turn_end
             text = chat.decode(tokens)
             e.messages.append({"role": "assistant", "content": text})
-            results = act(e, parsers[i], text, answer_tools[i])
+            results = act(e, starts[i].parser, text, starts[i].answer_tool)
             if e.episode.done:
                 continue
-            context = chat.continuation(e.messages, tool_specs[i], results)
+            context = chat.continuation(e.messages, starts[i].tools, results)
             e.extend(context, agent=False)
             pending[i] += context
             if len(e.ids) + config.max_action_tokens > config.max_context:
@@ -276,3 +296,88 @@ def _rollout_batch(model, chat: ChatFormat, runner, chunk, config) -> list[Rollo
     for e in episodes:
         e.outcome = e.episode.outcome()
     return episodes
+
+
+# --- Answer branches ----------------------------------------------------------------------
+
+def _final_turn_start(agent_mask: list[int]) -> int:
+    """Where the last run of agent tokens (the final turn) begins."""
+    end = len(agent_mask)
+    while end and not agent_mask[end - 1]:
+        end -= 1
+    start = end
+    while start and agent_mask[start - 1]:
+        start -= 1
+    return start
+
+
+def _branch_start(chat: ChatFormat, runner: EpisodeRunner, source: RolloutEpisode) -> _Start | None:
+    """A new episode at the point where `source` gave its final answer: its turns before the
+    answer carried out again in a fresh episode (the same calls, so the same pages), its tokens
+    up to the answer taken as they were. None when the environment answers the replayed calls
+    differently (it is not deterministic), so the branch would not share the source's path."""
+    start = _fresh_start(chat, runner, source.task)
+    e = start.episode
+    last = max(i for i, m in enumerate(source.messages) if m["role"] == "assistant")
+    for message in source.messages[source.opening:last]:
+        if message["role"] != "assistant":
+            continue
+        e.messages.append(dict(message))
+        act(e, start.parser, message["content"], start.answer_tool)
+        if e.episode.done:
+            return None
+    if e.messages != source.messages[:last]:
+        return None
+    cut = _final_turn_start(source.agent_mask)
+    e.ids, e.agent_mask, e.logprobs = source.ids[:cut], source.agent_mask[:cut], source.logprobs[:cut]
+    start.pending = list(e.ids)
+    return start
+
+
+def branchable(episode: RolloutEpisode) -> bool:
+    """An episode worth branching: it ended with an answer after at least one tool call (an
+    answer with nothing read has no evidence to check it against)."""
+    record = episode.episode.record
+    return record.answer is not None and record.calls > 1 and not record.truncated
+
+
+def answer_branches(model, tokenizer, runner, episodes: list[RolloutEpisode], config: RolloutConfig, *,
+                    branches: int, seeds: list[int], chat: ChatFormat | None = None,
+                    progress=None) -> tuple[list[list[RolloutEpisode]], int]:
+    """For each episode, `branches` more episodes that share its path up to its final answer
+    (the same tool calls and pages) and sample the final turn afresh at `config.temperature`.
+
+    Pairs of a path with different answers are the data that teaches a reward model to check
+    an answer against what was read (docs/loop.md). A branch's new turn is the policy's own:
+    mostly an answer, sometimes another tool call, after which it plays on as any episode.
+    Returns (the branches of each episode, [] where it is not `branchable`; how many episodes
+    could not be replayed). `seeds` gives one seed per episode; branch j of it samples with a
+    seed derived from it.
+    """
+    chat = chat or ChatFormat.for_policy(tokenizer, getattr(model, "name_or_path", None) or None)
+    starts, owners, branch_seeds, unreplayable = [], [], [], 0
+    for index, (source, seed) in enumerate(zip(episodes, seeds)):
+        if not branchable(source):
+            continue
+        for j in range(branches):
+            start = _branch_start(chat, _runner_for(runner, source.task), source)
+            if start is None:
+                unreplayable += 1
+                break
+            starts.append(start)
+            owners.append(index)
+            branch_seeds.append(seed * 1_000 + 7 + j)
+    found: list[list[RolloutEpisode]] = [[] for _ in episodes]
+    previous = torch.get_num_threads()
+    torch.set_num_threads(config.threads or rollout_threads(model))
+    try:
+        for first in range(0, len(starts), config.batch_size):
+            played = _play(model, chat, starts[first:first + config.batch_size],
+                           branch_seeds[first:first + config.batch_size], config)
+            for owner, branch in zip(owners[first:first + config.batch_size], played):
+                found[owner].append(branch)
+            if progress:
+                progress(min(1.0, (first + len(played)) / len(starts)))
+    finally:
+        torch.set_num_threads(previous)
+    return found, unreplayable

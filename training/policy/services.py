@@ -173,13 +173,19 @@ def policy_by_run_ensure(*, name: str, user, campaign: Campaign | None = None, t
 def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: int, temperature: float,
                           campaign: Campaign | None, seed: int = 0, progress=None, device: str = "cpu",
                           environment: str = "encyclopedia", task_ids: list[str] = (), max_action_tokens: int = 48,
-                          max_context: int = 1536, pairing: str = "all_pairs", run=None) -> dict:
+                          max_context: int = 1536, pairing: str = "all_pairs", answer_branches: int = 0,
+                          answer_pairs_per_task: int = 2, run=None) -> dict:
     """Roll the policy out on an environment's tasks; store each episode as a trajectory of that
     policy (recording `run`, the rollout run, on the new rows); with a campaign, pair this
     rollout's episodes of each task by `pairing` (a strategy of annotate/services/comparisons.py)
-    into comparisons."""
+    into comparisons.
+
+    `answer_branches`: from every episode that answered after reading, this many more
+    episodes that take the same path and sample the final answer afresh (stored with
+    `branch_of` in their metadata); with a campaign, up to `answer_pairs_per_task` more pairs
+    per task that made the same calls and answered differently (docs/loop.md)."""
     from training.policy.model_io import load_policy
-    from training.policy.rollout import RolloutConfig, rollout
+    from training.policy.rollout import RolloutConfig, answer_branches as branch, rollout
 
     if not policy.model_dir:
         raise ArbiterError(f"Policy {policy} has no model directory to run.")
@@ -191,21 +197,38 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
         raise ArbiterError(f"Environment {env.name} has no {split} tasks.")
     model, tokenizer = load_policy(policy.model_dir, device=device)
     repeated = [t for t in tasks for _ in range(samples)]
-    episodes = rollout(model, tokenizer, EpisodeRunner(env), repeated,
-                       RolloutConfig(temperature=temperature, max_action_tokens=max_action_tokens,
-                                     max_context=max_context), seeds=[seed * 100_000 + i for i in range(len(repeated))],
-                       progress=progress)
+    seeds = [seed * 100_000 + i for i in range(len(repeated))]
+    config = RolloutConfig(temperature=temperature, max_action_tokens=max_action_tokens, max_context=max_context)
+    runner = EpisodeRunner(env)
+    share = 0.7 if answer_branches else 1.0  # of the progress bar
+    episodes = rollout(model, tokenizer, runner, repeated, config, seeds=seeds,
+                       progress=progress and (lambda f: progress(share * f)))
+    branches, unreplayable = ([], 0)
+    if answer_branches:
+        branches, unreplayable = branch(model, tokenizer, runner, episodes, config, branches=answer_branches,
+                                        seeds=seeds, progress=progress and (lambda f: progress(share + (1 - share) * f)))
     report = policy_episodes_store(episodes=episodes, policy=policy, metadata={"temperature": temperature}, run=run)
-    comparisons = 0
+    branch_ids = []
+    for source_id, found in zip(report.trajectory_ids, branches):
+        if found:
+            branch_ids += policy_episodes_store(episodes=found, policy=policy, run=run, metadata={
+                "temperature": temperature, "branch_of": source_id}).trajectory_ids
+    comparisons = answer_pairs = 0
     if campaign is not None:
+        natural = max(1, samples * (samples - 1) // 2 if pairing != "all_pairs" else samples)
         task_ids = list(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True)
                         .distinct())
         comparisons = comparisons_build(campaign=campaign, task_ids=task_ids, trajectory_ids=report.trajectory_ids,
-                                        max_per_task=max(1, samples * (samples - 1) // 2 if pairing != "all_pairs"
-                                                         else samples), strategy=pairing, seed=seed)
+                                        max_per_task=natural, strategy=pairing, seed=seed)
+        if branch_ids:  # pairs that made the same calls and answered differently, on top of the natural ones
+            answer_pairs = comparisons_build(
+                campaign=campaign, task_ids=task_ids, trajectory_ids=[*report.trajectory_ids, *branch_ids],
+                max_per_task=natural + answer_pairs_per_task, strategy="same_calls_different_answer", seed=seed)
+            comparisons += answer_pairs
     success = sum(e.outcome.correct for e in episodes) / len(episodes)
     return {"trajectories": report.created, "duplicates": report.duplicates, "comparisons": comparisons,
-            "success": success, "environment": env.name}
+            "answer_pairs": answer_pairs, "branches": len(set(branch_ids) - set(report.trajectory_ids)),
+            "unreplayable": unreplayable, "success": success, "environment": env.name}
 
 
 def policy_episodes_store(*, episodes, policy: Policy, metadata: dict, run=None):

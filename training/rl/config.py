@@ -30,15 +30,19 @@ class PPOConfig:
     lam: float = 0.95  # GAE lambda
     value_warmup: int = 0  # ppo: iterations at the start in which only the value head learns (the policy does not move)
     grad_clip: float = 1.0  # gradient norm clip
+    ensemble_penalty: float = 1.0  # against a reward-model ensemble: the score is the members' mean minus this times their spread (0: the mean)
     normalize_scores: bool = True  # scale scores by the mean and spread of the first batch's (kl_coef then means the same for any scorer)
     invalid_action_penalty: float = 0.0  # rubric shaping: subtracted per invalid action (off by default; reported as objective/shaping)
+    tool_error_penalty: float = 0.5  # subtracted (in units of the first batch's score spread) per call the environment answered with an error (a failed quote, a bad argument): something every environment reports, not the answer key; against the loop's reward model tool errors had doubled (benchmarks/RESULTS.md, issue 26; reported in objective/shaping)
     eval_every: int = 5  # iterations between dev-rubric evaluations, each with a checkpoint (0: none)
     eval_samples: int = 2  # episodes per dev task at each evaluation
+    dev_tasks: int = 160  # at most this many dev tasks, a fixed sample (0: all); from a fresh dev world, tasks of every split (none is trained on)
     eval_temperature: float = 1.0  # sampling temperature of the dev evaluations
     eval_greedy: bool = True  # each dev evaluation also plays one greedy episode per task
     best_margin: float = 2.0  # a checkpoint becomes the best only when its dev success beats the best's by this many standard errors of the difference
     checkpoint_every: int = 0  # extra checkpoints between evaluations (0: only at evaluations)
     overoptimization_tolerance: float = 0.05  # dev success may fall this much below the best while the score rises before it is flagged
+    collapse_drop: float = 0.05  # stop the run once dev success (sampled and greedy pooled) is this far below the start's, beyond best_margin standard errors (0: never)
     rollout_batch_size: int = 64  # episodes decoded together in a rollout
     max_action_tokens: int = 48  # tokens one turn of the policy may generate (raise it for chat models that write JSON calls)
     max_context: int = 1536  # an episode longer than this many tokens ends as truncated
@@ -56,9 +60,9 @@ class PPOConfig:
             problems.append("learning_rate: must be positive.")
         if self.kl_coef < 0:
             problems.append("kl_coef: 0 or more (0 turns the KL penalty off).")
-        for name in ("kl_budget", "value_warmup", "temperature", "eval_temperature", "entropy_coef", "vf_coef", "max_seconds",
+        for name in ("kl_budget", "ensemble_penalty", "dev_tasks", "value_warmup", "temperature", "eval_temperature", "entropy_coef", "vf_coef", "max_seconds",
                      "best_margin",
-                     "invalid_action_penalty", "overoptimization_tolerance", "eval_every", "checkpoint_every",
+                     "invalid_action_penalty", "tool_error_penalty", "overoptimization_tolerance", "collapse_drop", "eval_every", "checkpoint_every",
                      "threads"):
             if getattr(self, name) < 0:
                 problems.append(f"{name}: 0 or more.")

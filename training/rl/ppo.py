@@ -66,7 +66,7 @@ class PPOCallbacks(Callbacks):
 @dataclass
 class PPOResult:
     iterations: int  # iterations done, counting those before a resume
-    stop_reason: str  # "finished", "kl_budget", "time_limit", "cancelled" or "diverged"
+    stop_reason: str  # "finished", "kl_budget", "collapse", "time_limit", "cancelled" or "diverged"
     message: str  # one sentence saying why it stopped
     best: dict | None  # {"iteration", "path", "dev"} of the best checkpoint by dev rubric
     last_checkpoint: str | None
@@ -157,10 +157,11 @@ def token_logprobs(logits, tokens):
 def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_tasks: list, runner,
               config: PPOConfig, out_dir: str | Path, reference_dir: str | Path | None = None,
               callbacks: PPOCallbacks | None = None, resume_from: str | Path | None = None,
-              device: str = "cpu") -> PPOResult:
+              device: str = "cpu", dev_runner=None) -> PPOResult:
     """Fine-tune the policy in `policy_dir` with PPO; checkpoints go under `out_dir`.
 
-    `runner` plays the environment's episodes (training/envs/base.py EpisodeRunner).
+    `runner` plays the environment's episodes (training/envs/base.py EpisodeRunner); `dev_runner`
+    plays the dev tasks' (the same runner unless the dev tasks are of another world).
     `scorer(episodes)` returns one score per finished episode (higher is better).
     `reference_dir` is the frozen policy of the KL penalty (the starting policy unless given).
     """
@@ -221,7 +222,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
     last_checkpoint = str(start_dir) if resume_from else None
 
     def evaluate(iteration: int, rm_score: float | None) -> dict:
-        figures = dev_figures(model, tokenizer, runner, dev_tasks, config, seed=config.seed, chat=chat)
+        figures = dev_figures(model, tokenizer, dev_runner or runner, dev_tasks, config, seed=config.seed, chat=chat)
         entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
         state["evaluations"].append(entry)
         callbacks.metrics(iteration, {f"eval/dev_{name}": value for name, value in figures.items()
@@ -296,7 +297,8 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         scores = (raw - state["score_mean"]) / state["score_std"] if config.normalize_scores else raw.clone()
         if iteration == 1 and state["evaluations"] and state["evaluations"][0]["rm_score"] is None:
             state["evaluations"][0]["rm_score"] = float(raw.mean())  # the starting policy's episodes
-        shaping = torch.tensor([config.invalid_action_penalty * invalid_actions(e) for e in episodes])
+        shaping = torch.tensor([config.invalid_action_penalty * invalid_actions(e)
+                                + config.tool_error_penalty * e.episode.record.tool_errors for e in episodes])
         scores = scores - shaping
         score_seconds = time.monotonic() - timer
 
@@ -401,7 +403,11 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
                                      or over_budget)
         if due or over_budget or (config.checkpoint_every and iteration % config.checkpoint_every == 0):
             model.eval()
-            save(iteration, evaluate(iteration, figures["objective/rm_score"]) if due else None)
+            entry = evaluate(iteration, figures["objective/rm_score"]) if due else None
+            fell = entry and collapse(state, entry, config)
+            save(iteration, entry)
+            if fell:
+                return finish("collapse", fell)
         if over_budget:
             return finish("kl_budget", f"Stopped after iteration {iteration}: the KL to the reference policy, "
                                        f"{figures['objective/kl']:.2f} nats per episode, passed the budget of "
@@ -461,16 +467,44 @@ def clearly_better(candidate: dict, best: dict, margin: float) -> bool:
     episode cannot decide which checkpoint is kept. Sampled and greedy episodes are pooled
     when both evaluations have greedy ones."""
     def pooled(dev: dict, greedy: bool) -> tuple[float, int]:
-        n = dev.get("episodes", 1)
-        if not greedy:
-            return dev["success"], n
-        g = dev["greedy_episodes"]
-        return (dev["success"] * n + dev["greedy_success"] * g) / (n + g), n + g
+        return pooled_success(dev) if greedy else (dev["success"], dev.get("episodes", 1))
 
     greedy = "greedy_success" in candidate and "greedy_success" in best
     (p, n), (q, m) = pooled(candidate, greedy), pooled(best, greedy)
     spread = math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
     return p - q > max(margin * spread, 1.5 / min(n, m))
+
+
+def pooled_success(dev: dict) -> tuple[float, int]:
+    """Dev success over the sampled and greedy episodes together, and their number."""
+    n, g = dev.get("episodes", 1), dev.get("greedy_episodes", 0)
+    if not g:
+        return dev["success"], n
+    return (dev["success"] * n + dev["greedy_success"] * g) / (n + g), n + g
+
+
+def collapse(state: dict, entry: dict, config: PPOConfig) -> str | None:
+    """Why the run must stop, when dev success has fallen far below the start's: by more than
+    `collapse_drop` and by more than `best_margin` standard errors of the difference. The
+    policy is then exploiting its reward (the short guess a reward model overrates, say), and
+    more iterations only go further; the checkpoint is kept and marked, the best one stays."""
+    start = next((e for e in state["evaluations"] if e["iteration"] == 0), None)
+    if not config.collapse_drop or start is None or entry["iteration"] == 0:
+        return None
+    (p, n), (q, m) = pooled_success(start["dev"]), pooled_success(entry["dev"])
+    spread = math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
+    if p - q <= max(config.collapse_drop, config.best_margin * spread):
+        return None
+    entry["collapse"] = entry["dev"]["collapsed"] = True  # on the checkpoint's policy too
+    scores = (f", while the reward score went from {start['rm_score']:+.2f} to {entry['rm_score']:+.2f}"
+              if entry.get("rm_score") is not None and start.get("rm_score") is not None else "")
+    best = state["best"]["iteration"] if state["best"] else 0
+    return (f"Stopped after iteration {entry['iteration']}: dev success fell to {q:.1%} from the start's {p:.1%} "
+            f"(more than {config.collapse_drop:.0%} and {config.best_margin:g} standard errors){scores}. The policy "
+            f"is exploiting its reward rather than improving; the checkpoint of iteration {entry['iteration']} is "
+            f"kept and marked as collapsed, and the best by dev stays iteration {best}. A reward model that "
+            f"checks the answer (answer-branch pairs), an ensemble, or a lower learning rate are the remedies "
+            f"(docs/loop.md).")
 
 
 def flag_overoptimization(state: dict, entry: dict, config: PPOConfig, callbacks: PPOCallbacks) -> None:

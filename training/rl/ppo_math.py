@@ -66,20 +66,23 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamm
     The next state of an agent token is the next agent token of the same row (whatever
     observation lies between); after the last one the value is 0 (the episode ended).
     Entries off the mask are 0.
+
+    One reverse loop over token positions, vectorised across rows (as CleanRL does across
+    environments): a position off a row's mask leaves that row's running sums as they were.
     """
+    on = mask.bool()
     advantages = torch.zeros_like(rewards)
-    batch, length = rewards.shape
-    for row in range(batch):
-        running, next_value = 0.0, 0.0
-        for t in range(length - 1, -1, -1):
-            if not mask[row, t]:
-                continue
-            delta = rewards[row, t] + gamma * next_value - values[row, t]
-            running = delta + gamma * lam * running
-            advantages[row, t] = running
-            next_value = values[row, t]
+    running = torch.zeros_like(rewards[:, 0])
+    next_value = torch.zeros_like(rewards[:, 0])
+    for t in range(rewards.shape[1] - 1, -1, -1):
+        here = on[:, t]
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        running = torch.where(here, delta + gamma * lam * running, running)
+        next_value = torch.where(here, values[:, t], next_value)
+        advantages[:, t] = running
+    advantages = advantages * mask
     returns = (advantages + values) * mask
-    return advantages * mask, returns
+    return advantages, returns
 
 
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,

@@ -24,12 +24,25 @@ def episode_steps(episode) -> list[dict]:
     return episode.trajectory(agent="policy")["steps"]
 
 
-def reward_model_scorer(model_dir: str | Path, *, device: str = "cpu") -> Scorer:
-    """Scores from a trained reward model directory."""
+def reward_model_scorer(model_dir: str | Path, *, device: str = "cpu", ensemble_penalty: float = 0.0) -> Scorer:
+    """Scores from a trained reward model directory. For an ensemble: the members' mean minus
+    `ensemble_penalty` times their spread (standard deviation), a conservative reward that
+    gives less for what the members disagree on (Coste et al., ICLR 2024)."""
     from rewardmodel.scoring import RewardScorer
 
     reward_model = RewardScorer(model_dir, device=device)
 
     def score(episodes) -> list[float]:
-        return reward_model.score_episodes([(e.task.prompt, episode_steps(e)) for e in episodes])
+        texts = reward_model.episode_texts([(e.task.prompt, episode_steps(e)) for e in episodes])
+        return conservative(reward_model.member_scores(texts), ensemble_penalty)
     return score
+
+
+def conservative(by_member: list[list[float]], penalty: float) -> list[float]:
+    """Per item, the members' mean minus `penalty` times their (population) standard deviation."""
+    out = []
+    for scores in zip(*by_member):
+        mean = sum(scores) / len(scores)
+        spread = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5
+        out.append(mean - penalty * spread)
+    return out

@@ -36,9 +36,13 @@ def best_checkpoint_mark(*, name: str, iteration: int | None) -> Policy | None:
 
 
 def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: str, config, out_dir: Path,
-              name: str, callbacks, resume_from: str | None, device: str, environment: str = "encyclopedia"):
-    """Run PPO from `start` in `environment`; every checkpoint becomes a policy called `name`. Returns PPOResult."""
+              name: str, callbacks, resume_from: str | None, device: str, environment: str = "encyclopedia",
+              dev_environment: str = "", train_worlds: int = 0):
+    """Run PPO from `start` on `environment`'s training tasks (and `train_worlds` other worlds'), choosing checkpoints on
+    `dev_environment`'s dev tasks (default: the environment's fresh variant where it has one,
+    training/envs/registry.py); every checkpoint becomes a policy called `name`. Returns PPOResult."""
     from training.envs.base import EpisodeRunner
+    from training.envs.registry import variant_of
     from training.envs.services import environment_get
     from training.rl.ppo import train_ppo
     from training.rl.scorers import reward_model_scorer, rubric_scorer
@@ -46,21 +50,58 @@ def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: st
     if reward == "reward_model":
         if reward_model is None:
             raise ArbiterError("PPO against a reward model needs one.")
-        scorer = reward_model_scorer(reward_model.model_dir, device=device)
+        scorer = reward_model_scorer(reward_model.model_dir, device=device, ensemble_penalty=config.ensemble_penalty)
         lineage = {"reward": "reward_model", "reward_model_id": reward_model.pk,
                    "snapshot_id": reward_model.snapshot_id}
     else:
         scorer = rubric_scorer(utility=reward == "utility")
         lineage = {"reward": reward}
     env = environment_get(environment)
+    dev_env = environment_get(dev_environment or variant_of(environment, "fresh"))
     saved = callbacks.policy_saved
 
     def register(iteration: int, path: str, dev: dict) -> None:
         checkpoint_policy_register(run=run, start=start, name=name, iteration=iteration, path=path, dev=dev,
-                                   reward={**lineage, "environment": env.name})
+                                   reward={**lineage, "environment": env.name, "dev_environment": dev_env.name})
         saved(iteration, path, dev)
 
     callbacks.policy_saved = register
+    tasks, runner = training_tasks(environment, env, train_worlds)
     return train_ppo(policy_dir=start.model_dir, reference_dir=reference.model_dir, scorer=scorer,
-                     train_tasks=env.tasks("train"), dev_tasks=env.tasks("dev"), runner=EpisodeRunner(env),
-                     config=config, out_dir=out_dir, callbacks=callbacks, resume_from=resume_from, device=device)
+                     train_tasks=tasks, dev_tasks=dev_sample(dev_env, fresh=dev_env is not env, size=config.dev_tasks),
+                     runner=runner,
+                     dev_runner=EpisodeRunner(dev_env), config=config, out_dir=out_dir, callbacks=callbacks,
+                     resume_from=resume_from, device=device)
+
+
+def dev_sample(env, *, fresh: bool, size: int) -> list:
+    """The dev tasks checkpoints are judged on: the dev split, or every split of a fresh world
+    (no RL step trains on it), as a fixed random sample of `size` (0: all), so every kind of
+    question is in it whatever the tasks' order."""
+    import random
+
+    tasks = [t for split in (("train", "dev", "eval") if fresh else ("dev",)) for t in env.tasks(split)]
+    if size and len(tasks) > size:
+        tasks = random.Random(0).sample(tasks, size)
+    return tasks
+
+
+def training_tasks(name: str, env, train_worlds: int):
+    """(tasks, runner) RL trains on: the environment's training tasks, and every task of
+    `train_worlds` other worlds of it (training/envs/base.py rl_world_seeds), each played in
+    its own world (`runner(task)`)."""
+    from training.envs.base import EpisodeRunner, rl_world_seeds
+    from training.envs.services import environment_world
+
+    main = EpisodeRunner(env)
+    if not train_worlds:
+        return env.tasks("train"), main
+    tasks, runners = list(env.tasks("train")), {}
+    for seed in rl_world_seeds(train_worlds):
+        world = environment_world(name, seed)
+        world_runner = EpisodeRunner(world)
+        for split in ("train", "dev", "eval"):
+            for task in world.tasks(split):
+                tasks.append(task)
+                runners[id(task)] = world_runner
+    return tasks, lambda task: runners.get(id(task), main)

@@ -5,8 +5,7 @@ from dataclasses import dataclass, field, fields
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
-from training.envs.base import TRAINING_SEEDS
-from training.policy.bc_config import BCConfig
+from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
     SPLITS,
@@ -34,6 +33,12 @@ class RolloutRunConfig:
     temperature: float = 1.0  # sampling temperature; 0 is greedy
     campaign_id: int = 0  # build comparisons of the new trajectories in this campaign (0: none)
     pairing: str = "all_pairs"  # how the new trajectories of a task are paired: all_pairs, outcome_differs or same_calls_different_answer
+    answer_branches: int = field(default=0, metadata={"help": (
+        "From every episode that answered after reading, this many more episodes that take the same path and "
+        "sample the final answer afresh (docs/loop.md); 0: none.")})
+    answer_pairs_per_task: int = field(default=2, metadata={"help": (
+        "With answer_branches and a campaign: up to this many more comparisons per task of episodes that made the "
+        "same calls and answered differently, on top of the pairing's.")})
     seed: int = 0  # sampling seed
     max_action_tokens: int = 48  # tokens one turn may generate (raise it for chat models that write JSON calls)
     max_context: int = 1536  # an episode longer than this many tokens ends as truncated
@@ -50,6 +55,8 @@ class RolloutRunConfig:
             problems.append("samples_per_task: between 1 and 64.")
         if self.temperature < 0:
             problems.append("temperature: 0 (greedy) or more.")
+        if not 0 <= self.answer_branches <= 16 or not 0 <= self.answer_pairs_per_task <= 64:
+            problems.append("answer_branches: 0 to 16; answer_pairs_per_task: 0 to 64.")
         if not 1 <= self.max_action_tokens <= 8192 or not 16 <= self.max_context <= 262_144:
             problems.append("max_action_tokens: 1 to 8192; max_context: 16 to 262144.")
         return problems
@@ -98,9 +105,15 @@ def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume
                                    campaign=campaign, seed=config.seed, progress=progress, device=compute.device,
                                    environment=config.environment, task_ids=parse_task_ids(config.task_ids),
                                    max_action_tokens=config.max_action_tokens, max_context=config.max_context,
-                                   pairing=config.pairing, run=run)
+                                   pairing=config.pairing, answer_branches=config.answer_branches,
+                                   answer_pairs_per_task=config.answer_pairs_per_task, run=run)
     reporter.log(f"Stored {result['trajectories']} trajectories ({result['duplicates']} duplicates), "
                  f"{result['comparisons']} comparisons; success {result['success']:.1%}.")
+    if config.answer_branches:
+        reporter.log(f"Answer branches: {result['branches']} new trajectories, {result['answer_pairs']} of the "
+                     f"comparisons made the same calls and answered differently"
+                     + (f"; {result['unreplayable']} episodes could not be replayed (the environment answered the "
+                        f"same calls differently), so they have no branches." if result["unreplayable"] else "."))
     return result
 
 
@@ -126,9 +139,8 @@ class BCRunConfig(BCConfig):
             problems.append("learning_rate: must be positive.")
         if min(self.max_seconds, self.budget_seconds, self.observation_loss_weight, self.extra_worlds) < 0:
             problems.append("max_seconds, budget_seconds, observation_loss_weight and extra_worlds: 0 or more.")
-        if self.extra_worlds >= len(TRAINING_SEEDS):
-            problems.append(f"extra_worlds: at most {len(TRAINING_SEEDS) - 1} (worlds from seed "
-                            f"{len(TRAINING_SEEDS)} on are never trained on, so evaluation can use them).")
+        if extra_worlds_problem(self.extra_worlds):
+            problems.append(extra_worlds_problem(self.extra_worlds))
         if not self.policy_name.strip() or "/" in self.policy_name or self.policy_name.startswith("."):
             problems.append("policy_name: a plain name (letters, digits, dashes).")
         if self.rollout_tasks < 1 or not 1 <= self.rollout_samples <= 64:

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from annotate.models import Policy
 from rewardmodel.models import RewardModel
+from training.envs.base import FRESH_WORLD_SEED
 from training.rl.config import PPOConfig
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
@@ -109,6 +110,13 @@ class PPORunConfig(PPOConfig):
         "What PPO maximises: 'reward_model' (the loop's learnt model), or the rubric itself as the upper bound: "
         "'rubric' (1 for a correct answer) or 'utility' (the rubric's utility)."))
     reward_model_id: int = field(default=0, metadata=_help("The reward model, when reward is 'reward_model'."))
+    train_worlds: int = field(default=0, metadata=_help(
+        "Also practise on every task of this many other worlds of the environment, built from seeds 62, 61, ... "
+        "(worlds behaviour cloning does not imitate by default), so RL rewards reading names the policy cannot "
+        "have memorised; the environment must take a seed (0: its training tasks only)."))
+    dev_environment: str = field(default="", metadata=_help(
+        "Whose dev tasks choose the checkpoints and guard against collapse (empty: the environment's fresh "
+        "variant where it has one, a world behaviour cloning never imitated, else the environment itself)."))
     reference_policy_id: int = field(default=0, metadata=_help(
         "The frozen policy of the KL penalty (0: the starting policy; for a later round, the first round's start)."))
     policy_name: str = field(default="ppo", metadata=_help(
@@ -157,6 +165,17 @@ def _ppo_check(config: PPORunConfig) -> list[str]:
     problems = policy_problems(config.policy_id)
     environment = environment_check(config.environment)
     problems += environment
+    if config.dev_environment:
+        problems += [f"dev_environment: {p}" for p in environment_check(config.dev_environment, "dev")]
+    if not 0 <= config.train_worlds <= FRESH_WORLD_SEED - 1:
+        problems.append(f"train_worlds: 0 to {FRESH_WORLD_SEED - 1}.")
+    elif config.train_worlds and not environment:
+        from training.envs.services import environment_world
+
+        try:
+            environment_world(config.environment, FRESH_WORLD_SEED - 1)
+        except Exception as exc:  # noqa: BLE001 - an environment that takes no seed fails in its own way
+            problems.append(f"train_worlds: {config.environment} cannot be built per seed ({exc}).")
     if config.reference_policy_id:
         problems += [f"reference_policy_id: {p}" for p in policy_problems(config.reference_policy_id)]
         if not problems and not _same_tokenizer(Policy.objects.get(pk=config.policy_id),
@@ -206,7 +225,8 @@ def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -
     out = run_dir(run) / "ppo"
     result = ppo_train(run=run, start=start, reference=reference, reward_model=reward_model, reward=config.reward,
                        config=config.ppo_config(), out_dir=out, name=name, callbacks=callbacks,
-                       resume_from=resume_from, device=compute.device, environment=config.environment)
+                       resume_from=resume_from, device=compute.device, environment=config.environment,
+                       dev_environment=config.dev_environment, train_worlds=config.train_worlds)
     best = best_checkpoint_mark(name=name, iteration=result.best["iteration"] if result.best else None)
     # Every checkpoint of the run, an earlier attempt's too, is an output (once in the lineage).
     already = {link["id"] for link in Run.objects.get(pk=run.pk).lineage if link.get("direction") == "output"}
@@ -226,8 +246,10 @@ def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -
                                                   result.best["dev"].get("success_high")],
             "last_policy_id": outputs.last().pk if outputs.exists() else None,
             "evaluations": [{"iteration": e["iteration"], "rm_score": e["rm_score"],
-                             "dev_success": e["dev"]["success"], "overoptimization": e.get("overoptimization", False)}
+                             "dev_success": e["dev"]["success"], "overoptimization": e.get("overoptimization", False),
+                             "collapse": e.get("collapse", False)}
                             for e in result.evaluations],
+            "collapsed": result.stop_reason == "collapse",
             "seconds": result.seconds}
 
 

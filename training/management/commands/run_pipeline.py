@@ -37,14 +37,25 @@ class Command(BaseCommand):
         parser.add_argument("--pairing", default=defaults.pairing,
                             help="how a task's episodes are paired: all_pairs, outcome_differs or "
                                  "same_calls_different_answer")
+        parser.add_argument("--answer-branches", type=int, default=defaults.answer_branches,
+                            help="answers sampled afresh on the path of each episode that answered after reading "
+                                 "(0: none; docs/loop.md)")
+        parser.add_argument("--answer-pairs-per-task", type=int, default=defaults.answer_pairs_per_task,
+                            help="more pairs per task that made the same calls and answered differently")
         parser.add_argument("--annotators", type=int, default=defaults.annotators)
         parser.add_argument("--annotator-weighted", action="store_false", dest="annotator_correct_first",
                             help="simulated annotators judge by one weighted utility instead of correctness first")
+        parser.add_argument("--annotator-steps-between-wrong", action="store_true", dest="annotator_steps_when_wrong",
+                            help="simulated annotators tell two wrong answers apart by their steps too, not only "
+                                 "by their tool errors and loops")
         parser.add_argument("--annotator-correct-weight", type=float, default=defaults.annotator_correct_weight,
                             help="with --annotator-weighted: the utility of a correct answer (the rubric's is 10)")
         parser.add_argument("--rounds", type=int, default=defaults.rounds,
                             help="rounds of rollouts, labels, reward model and RL, each from the last one's result")
         parser.add_argument("--rl", default=defaults.rl_kind, help="the RL run kind of every round: ppo, rloo or grpo")
+        parser.add_argument("--rl-train-worlds", type=int, default=defaults.rl_train_worlds,
+                            help="RL also practises on this many other worlds of the environment "
+                                 "(-1: 8 where it is built per seed, else 0)")
         parser.add_argument("--ppo-iterations", type=int, default=None,
                             help="RL iterations per round (default: the RL run's)")
         parser.add_argument("--ppo", default="{}", help="RL run config overrides, as JSON")
@@ -74,12 +85,15 @@ class Command(BaseCommand):
         config = PipelineConfig(
             name=options["name"], environment=options["environment"], policy_id=options["policy_id"],
             rollout_tasks=options["rollout_tasks"], samples_per_task=options["samples_per_task"],
-            pairing=options["pairing"],
+            pairing=options["pairing"], answer_branches=options["answer_branches"],
+            answer_pairs_per_task=options["answer_pairs_per_task"],
             annotators=options["annotators"], annotator_correct_weight=options["annotator_correct_weight"],
             annotator_correct_first=options["annotator_correct_first"],
+            annotator_steps_when_wrong=options["annotator_steps_when_wrong"],
             reward_model=reward_model, reward_model_from_policy=options["reward_model_from_policy"], ppo=ppo, upper_bound=options["upper_bound"],
             best_of_n=options["best_of_n"], eval_tasks=options["eval_tasks"], eval_samples=options["eval_samples"],
             eval_environment=options["eval_environment"], rounds=options["rounds"], rl_kind=options["rl"],
+            rl_train_worlds=options["rl_train_worlds"],
             audit_size=options["audit_size"], audit_disagreements=options["audit_disagreements"],
             seed=options["seed"])
         problems = pipeline_problems(config)
