@@ -39,7 +39,7 @@ class PipelineConfig:
     annotator_flip: float = 0.05  # share of labels each simulated annotator flips
     annotator_correct_first: bool = True  # a correct answer beats any wrong one, as a person checking answers judges;
     # steps, tool errors and loops (the rubric's weights) decide between equally correct ones
-    annotator_steps_when_wrong: bool = False  # with correct_first: steps also tell two wrong answers apart (off: only tool errors and loops do)
+    annotator_wrong_pairs: str = "tie"  # with correct_first, what tells two wrong answers apart: "tie" (nothing: both bad), "errors" (tool errors, loops) or "steps" (also length)
     annotator_correct_weight: float = 30.0  # without correct_first: the utility of a correct answer (the rubric's is 10)
     reward_model: dict = field(default_factory=dict)  # reward_model run config overrides
     reward_model_from_policy: bool = True  # start each reward model from round one's starting policy (WebGPT, InstructGPT), unless `reward_model` names a backbone
@@ -151,6 +151,10 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append("audit_size and audit_disagreements: 0 or more.")
     if config.rollout_tasks < 10:
         problems.append("rollout_tasks: at least 10 (the reward model needs pairs).")
+    from training.simulated_annotators import WRONG_PAIRS
+
+    if config.annotator_wrong_pairs not in WRONG_PAIRS:
+        problems.append(f"annotator_wrong_pairs: one of {', '.join(WRONG_PAIRS)}.")
     from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
     if config.pairing not in STRATEGIES:

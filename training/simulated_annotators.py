@@ -10,10 +10,12 @@ What an annotator values is what the reward model learns, so the default judges 
 person checking answers would: **correctness first** (`correct_first`): a correct answer
 beats any wrong one, and steps, tool errors and loops (`weights`, the rubric's by default)
 decide between trajectories that are equally correct. Two wrong answers are marked both
-bad; their steps decide between them too unless `steps_when_wrong` is off (the loop's
-default), and then only their tool errors and loops do: telling wrong answers apart by
-their length teaches a reward model that a short wrong guess beats a long wrong search,
-which RL then exploits (benchmarks/RESULTS.md, issue 26).
+bad, and `wrong_pairs` says how they are told apart: by everything, steps included
+("steps", the default here), by tool errors and loops only ("errors"), or not at all ("tie",
+the loop's default). Telling wrong answers apart by their length teaches a reward model
+that a short wrong guess beats a long wrong search, which RL then exploits; by their
+errors, that a short wrong answer (fewer calls, fewer chances to fail) beats a careful one
+(benchmarks/RESULTS.md, issue 26).
 
 Without `correct_first` an annotator judges by a single utility: its own `weights`
 recomputed from the outcome's parts, or the utility stored with the trajectory; under the
@@ -25,10 +27,12 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Literal
 
 from training.envs.encyclopedia.rubric import RubricWeights
 
 
+WRONG_PAIRS = ("steps", "errors", "tie")
 CORRECT_FIRST_BONUS = 1000.0  # above anything steps, tool errors and loops can add up to
 
 
@@ -41,15 +45,17 @@ class AnnotatorProfile:
     break_ties: bool = False
     weights: RubricWeights | None = None  # judge by these utility weights (None: the stored utility)
     correct_first: bool = True  # a correct answer beats any wrong one; the weights break ties within each
-    steps_when_wrong: bool = True  # with correct_first: steps also tell two wrong answers apart (off in the loop: only their tool errors and loops do)
+    wrong_pairs: Literal["steps", "errors", "tie"] = "steps"  # with correct_first: what tells two wrong answers apart (steps, errors and loops; errors and loops; nothing)
 
     def utility(self, outcome: dict) -> float | None:
         """The utility this annotator sees in a stored outcome (None when it cannot tell)."""
         if self.correct_first:
             if "correct" not in outcome:
                 return None
+            if not outcome["correct"] and self.wrong_pairs == "tie":
+                return 0.0
             w = self.weights or RubricWeights()
-            steps = outcome.get("steps", 0) if outcome["correct"] or self.steps_when_wrong else 0
+            steps = outcome.get("steps", 0) if outcome["correct"] or self.wrong_pairs == "steps" else 0
             efficiency = (w.step * steps + w.tool_error * outcome.get("tool_errors", 0)
                           + w.loop * bool(outcome.get("loop", False)))
             return CORRECT_FIRST_BONUS * bool(outcome["correct"]) + efficiency
@@ -67,6 +73,8 @@ class AnnotatorProfile:
             "correct" in o and not o["correct"] for o in (outcome_a, outcome_b))
 
     def validate(self) -> None:
+        if self.wrong_pairs not in WRONG_PAIRS:
+            raise ValueError(f"wrong_pairs must be one of {', '.join(WRONG_PAIRS)}")
         if self.temperature < 0:
             raise ValueError("temperature must be at least 0")
         for name in ("flip", "position_bias"):

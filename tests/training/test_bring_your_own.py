@@ -25,7 +25,10 @@ INVENTORY = "tests.training.test_bring_your_own:Inventory"
 SERVER = [sys.executable, str(Path(__file__).with_name("mcp_calculator_server.py"))]
 COLOURS = ["red", "blue", "green", "grey", "black", "white", "pink", "gold"]
 THINGS = ["lamps", "chairs", "boxes", "ropes", "cups", "tiles", "bolts", "nails", "pens", "mats"]
+# Two wrong answers told apart by their errors: at this size nearly every answer is wrong, and the
+# loop's default (a tie) would leave the reward model too few pairs (the refusal says so).
 PIPELINE = ["--rollout-tasks", "48", "--samples-per-task", "3", "--annotators", "2", "--eval-tasks", "4", "--eval-samples", "1",
+            "--annotator-wrong-pairs", "errors",
             "--best-of-n", "2", "--reward-model", json.dumps({**TINY_RM, "epochs": 1}),
             "--ppo", json.dumps({"iterations": 2, "episodes_per_iteration": 8, "minibatch_size": 4, "eval_every": 1,
                                  "eval_samples": 1, "rollout_batch_size": 8})]

@@ -440,3 +440,42 @@ def test_the_empty_evaluations_page_says_how_to_make_one(client, role_users):
     client.force_login(role_users["researcher"])
     page = client.get("/training/evaluations/").content.decode()
     assert "an admin launches an evaluation run" in page and 'href="/runs/new/evaluation/"' not in page
+
+
+def test_the_last_checkpoint_is_shown_beside_the_chosen_one_and_a_collapse_is_flagged(client, researcher):
+    start = PolicyFactory(name="bc", version="1")
+    run = Run.objects.create(kind="ppo", name="ppo that fell", status="succeeded", summary={
+        "stop_reason": "collapse", "message": "Stopped after iteration 10: dev success fell to 5.0% from the start's "
+                                              "45.0%."})
+    chosen = PolicyFactory(name="ppo-fell", version="iter-0000", parent=start, run=run,
+                           metadata={"ppo": {"iteration": 0, "run_id": run.pk, "best": True, "dev": {"success": 0.45}}})
+    last = PolicyFactory(name="ppo-fell", version="iter-0010", parent=start, run=run, metadata={
+        "ppo": {"iteration": 10, "run_id": run.pk, "best": False, "dev": {"success": 0.05, "collapsed": True}}})
+    evaluation = Evaluation.objects.create(name="fell", split="eval", reference_policy=start, config={
+        "split": "eval", "tasks": 4, "samples": 1, "temperature": 1.0, "greedy": False, "best_of_n": [], "seed": 0})
+    entries, tasks = {}, [TaskFactory(prompt=f"Who founded glassworks {i}?") for i in range(4)]
+    for position, (policy, label, correct) in enumerate(((start, "bc@1 (start)", True),
+                                                         (chosen, "PPO best by dev", True),
+                                                         (last, "PPO last", False))):
+        entries[label] = EvaluationEntry.objects.create(
+            evaluation=evaluation, label=label, policy=policy, is_baseline=policy == start, position=position,
+            metrics={"sampled": {"success": figure(float(correct), float(correct), float(correct))}})
+        for i, task in enumerate(tasks):
+            trajectory = TrajectoryFactory(task=task, policy=policy, steps=steps(f"{label} {i}"),
+                                           outcome={"correct": correct, "steps": 2})
+            EvaluationEpisode.objects.create(entry=entries[label], task=task, trajectory=trajectory,
+                                             mode="sampled", sample=0, correct=correct)
+    client.force_login(researcher)
+    page = client.get(f"/training/evaluations/{evaluation.pk}/").content.decode()
+    fell, kept = entries["PPO last"], entries["PPO best by dev"]
+    assert "iteration 10, last" in row_text(page, fell.pk, "sampled") and "collapse" in row_text(page, fell.pk,
+                                                                                                  "sampled")
+    assert "best by dev" in row_text(page, kept.pk, "sampled") and "collapse" not in row_text(page, kept.pk,
+                                                                                              "sampled")
+    assert f'id="collapse-{fell.pk}"' in page and f'id="collapse-{kept.pk}"' not in page
+    assert "the run's last checkpoint collapsed" in page and "dev success fell to 5.0%" in page
+    report = evaluation_report(evaluation)
+    systems = {s["label"]: s for s in report["systems"]}
+    assert systems["PPO last"]["collapsed"] and systems["PPO last"]["ppo"]["last"]
+    assert not systems["PPO best by dev"]["collapsed"] and not systems["PPO best by dev"]["ppo"]["last"]
+    assert report["ppo_runs"][0]["stop_reason"] == "collapse"

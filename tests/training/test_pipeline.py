@@ -36,7 +36,10 @@ def cloned_policy(tmp_path):
 def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(tmp_path, capsys, cloned_policy):
     policy = cloned_policy
     out = tmp_path / "pipeline.json"
+    # (Wrong answers told apart by their errors: the tiny policy is nearly always wrong, and the loop's
+    # default, a tie, would leave no pair to train on.)
     call_command("run_pipeline", "--name", "tiny", "--policy-id", str(policy.pk), "--rollout-tasks", "40",
+                 "--annotator-wrong-pairs", "errors",
                  "--annotators", "2", "--eval-tasks", "3", "--eval-samples", "1", "--best-of-n", "2",
                  "--audit-size", "2",
                  "--reward-model", json.dumps({**TINY_RM, "epochs": 1}), "--ppo", json.dumps(
@@ -130,7 +133,7 @@ def test_a_round_that_fails_midway_goes_on_from_its_first_missing_piece(cloned_p
     # (Steps between wrong answers too: at this size most pairs are two wrong answers, and this test
     # is about resuming, so it needs enough pairs that are not ties.)
     call_command("run_pipeline", "--name", "again", "--policy-id", str(cloned_policy.pk), "--rollout-tasks", "24",
-                 "--annotator-steps-between-wrong",
+                 "--annotator-wrong-pairs", "steps",
                  "--annotators", "1", "--eval-tasks", "2", "--eval-samples", "1", "--best-of-n", "",
                  "--audit-size", "1", "--audit-disagreements", "1",
                  "--reward-model", json.dumps({**TINY_RM, "epochs": 1}), "--ppo", json.dumps(

@@ -2,6 +2,7 @@
 in its own world, and a dev sample from a world no RL step trains on."""
 from collections import Counter
 
+from tests.training.test_envs import Counter as CounterEnvironment
 from training.envs.base import FRESH_WORLD_SEED, rl_world_seeds
 from training.envs.services import environment_get
 from training.rl.services import dev_sample, training_tasks
@@ -31,3 +32,28 @@ def test_the_dev_sample_of_a_fresh_world_mixes_every_split_and_question_kind():
     assert sample == dev_sample(fresh, fresh=True, size=160)  # fixed: every evaluation plays the same tasks
     own = environment_get("encyclopedia")
     assert dev_sample(own, fresh=False, size=0) == own.tasks("dev")
+
+
+class NoDevTasks(CounterEnvironment):
+    """A user's environment with training tasks only."""
+
+    def tasks(self, split):
+        return super().tasks(split) if split == "train" else []
+
+
+def test_an_rl_run_without_dev_tasks_to_judge_it_is_refused_before_it_is_queued(db, tmp_path):
+    import pytest
+
+    from annotate.models import Policy
+    from tests.factories import UserFactory
+    from tests.policy_fixtures import tiny_policy_dir
+    from webapp.errors import ArbiterError
+    from webapp.runs.services import run_launch
+
+    policy = Policy.objects.create(name="tiny", version="1", model_dir=str(tiny_policy_dir(tmp_path / "p")))
+    config = {"policy_id": policy.pk, "environment": "tests.training.test_rl_services:NoDevTasks",
+              "reward": "rubric", "episodes_per_iteration": 2, "minibatch_size": 2}
+    with pytest.raises(ArbiterError, match="has no dev tasks to judge checkpoints on"):
+        run_launch(kind="ppo", config=config, user=UserFactory(roles=["admin"]), enqueue=False)
+    assert run_launch(kind="ppo", config={**config, "eval_every": 0}, user=UserFactory(roles=["admin"]),
+                      enqueue=False).status == "queued"

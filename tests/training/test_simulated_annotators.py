@@ -77,17 +77,20 @@ def test_by_default_a_correct_answer_beats_any_wrong_one_and_efficiency_decides_
     assert profile.utility({"utility": 5.0}) is None  # an outcome that does not say whether it is correct
 
 
-def test_in_the_loop_length_does_not_tell_two_wrong_answers_apart_but_errors_do():
-    loop = AnnotatorProfile(steps_when_wrong=False)
+def test_what_tells_two_wrong_answers_apart_is_a_setting_and_the_loop_ties_them():
     guess = {"correct": False, "steps": 2, "tool_errors": 0, "loop": False}
     search = {"correct": False, "steps": 7, "tool_errors": 0, "loop": False}
     sloppy = {"correct": False, "steps": 7, "tool_errors": 2, "loop": False}
     quick, slow = ({"correct": True, "steps": n, "tool_errors": 0, "loop": False} for n in (3, 7))
-    assert loop.utility(guess) == loop.utility(search)  # a short wrong guess is no better than a long wrong search
-    assert loop.utility(search) > loop.utility(sloppy)  # but errors still count against a wrong answer
-    assert loop.utility(quick) > loop.utility(slow) > loop.utility(guess)  # steps count between right answers
-    assert AnnotatorProfile().utility(guess) > AnnotatorProfile().utility(search)  # the default counts steps
-    assert loop.both_bad(guess, search) and not loop.both_bad(quick, guess)
-    rng = random.Random(0)
-    assert simulated_choice(utility_a=loop.utility(guess), utility_b=loop.utility(search), left_is_a=True,
-                            profile=loop, rng=rng) == 3  # a tie
+    tie, errors, steps = (AnnotatorProfile(wrong_pairs=rule) for rule in ("tie", "errors", "steps"))
+    assert tie.utility(guess) == tie.utility(search) == tie.utility(sloppy)  # two wrong answers: equally bad
+    assert errors.utility(guess) == errors.utility(search) > errors.utility(sloppy)  # errors count, length not
+    assert steps.utility(guess) > steps.utility(search) > steps.utility(sloppy)  # the default: everything counts
+    assert AnnotatorProfile().wrong_pairs == "steps"
+    for profile in (tie, errors, steps):
+        assert profile.utility(quick) > profile.utility(slow) > profile.utility(guess)  # steps count between right ones
+        assert profile.both_bad(guess, search) and not profile.both_bad(quick, guess)
+    assert simulated_choice(utility_a=tie.utility(guess), utility_b=tie.utility(sloppy), left_is_a=True,
+                            profile=tie, rng=random.Random(0)) == 3  # a tie
+    with pytest.raises(ValueError, match="wrong_pairs"):
+        AnnotatorProfile(wrong_pairs="length").validate()

@@ -131,7 +131,7 @@ def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
     profile = AnnotatorProfile(temperature=config.annotator_temperature, flip=config.annotator_flip,
                                weights=replace(RubricWeights(), correct=config.annotator_correct_weight),
                                correct_first=config.annotator_correct_first,
-                               steps_when_wrong=config.annotator_steps_when_wrong)
+                               wrong_pairs=config.annotator_wrong_pairs)
     total = campaign.comparisons.count() * campaign.votes_per_comparison
     made = 0
     while True:

@@ -38,9 +38,10 @@ def best_checkpoint_mark(*, name: str, iteration: int | None) -> Policy | None:
 def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: str, config, out_dir: Path,
               name: str, callbacks, resume_from: str | None, device: str, environment: str = "encyclopedia",
               dev_environment: str = "", train_worlds: int = 0):
-    """Run PPO from `start` on `environment`'s training tasks (and `train_worlds` other worlds'), choosing checkpoints on
-    `dev_environment`'s dev tasks (default: the environment's fresh variant where it has one,
-    training/envs/registry.py); every checkpoint becomes a policy called `name`. Returns PPOResult."""
+    """Run PPO from `start` on `environment`'s training tasks and every task of `train_worlds`
+    other worlds of it, choosing checkpoints on `dev_environment`'s tasks (default: the
+    environment's fresh variant where it has one, training/envs/registry.py); every
+    checkpoint becomes a policy called `name`. Returns PPOResult."""
     from training.envs.base import EpisodeRunner
     from training.envs.registry import variant_of
     from training.envs.services import environment_get
@@ -68,10 +69,9 @@ def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: st
     callbacks.policy_saved = register
     tasks, runner = training_tasks(environment, env, train_worlds)
     return train_ppo(policy_dir=start.model_dir, reference_dir=reference.model_dir, scorer=scorer,
-                     train_tasks=tasks, dev_tasks=dev_sample(dev_env, fresh=dev_env is not env, size=config.dev_tasks),
-                     runner=runner,
-                     dev_runner=EpisodeRunner(dev_env), config=config, out_dir=out_dir, callbacks=callbacks,
-                     resume_from=resume_from, device=device)
+                     train_tasks=tasks, runner=runner, dev_runner=EpisodeRunner(dev_env),
+                     dev_tasks=dev_sample(dev_env, fresh=dev_env is not env, size=config.dev_tasks),
+                     config=config, out_dir=out_dir, callbacks=callbacks, resume_from=resume_from, device=device)
 
 
 def dev_sample(env, *, fresh: bool, size: int) -> list:

@@ -160,7 +160,9 @@ class GRPORunConfig(_GroupRunConfig):
 
 
 def _ppo_check(config: PPORunConfig) -> list[str]:
-    from training.envs.services import environment_get
+    from training.envs.registry import variant_of
+    from training.envs.services import environment_get, environment_problems
+    from training.rl.services import dev_sample
 
     problems = policy_problems(config.policy_id)
     environment = environment_check(config.environment)
@@ -189,6 +191,12 @@ def _ppo_check(config: PPORunConfig) -> list[str]:
             problems += reward_model_problems(config.reward_model_id, config.environment)
     if environment:
         return problems
+    dev_name = config.dev_environment or variant_of(config.environment, "fresh")
+    if config.eval_every and not environment_problems(dev_name):
+        env, dev = environment_get(config.environment), environment_get(dev_name)
+        if not dev_sample(dev, fresh=dev is not env, size=config.dev_tasks):
+            problems.append(f"dev_environment: {dev_name} has no dev tasks to judge checkpoints on (or eval_every 0 "
+                            f"to train without dev evaluations).")
     tasks = len(environment_get(config.environment).tasks("train"))
     if not tasks:
         problems.append(f"environment: {config.environment} has no training tasks.")

@@ -45,9 +45,10 @@ class Command(BaseCommand):
         parser.add_argument("--annotators", type=int, default=defaults.annotators)
         parser.add_argument("--annotator-weighted", action="store_false", dest="annotator_correct_first",
                             help="simulated annotators judge by one weighted utility instead of correctness first")
-        parser.add_argument("--annotator-steps-between-wrong", action="store_true", dest="annotator_steps_when_wrong",
-                            help="simulated annotators tell two wrong answers apart by their steps too, not only "
-                                 "by their tool errors and loops")
+        parser.add_argument("--annotator-wrong-pairs", default=defaults.annotator_wrong_pairs,
+                            choices=["tie", "errors", "steps"],
+                            help="what tells two wrong answers apart for the simulated annotators: nothing (a tie, "
+                                 "both bad), their tool errors and loops, or their steps too")
         parser.add_argument("--annotator-correct-weight", type=float, default=defaults.annotator_correct_weight,
                             help="with --annotator-weighted: the utility of a correct answer (the rubric's is 10)")
         parser.add_argument("--rounds", type=int, default=defaults.rounds,
@@ -89,7 +90,7 @@ class Command(BaseCommand):
             answer_pairs_per_task=options["answer_pairs_per_task"],
             annotators=options["annotators"], annotator_correct_weight=options["annotator_correct_weight"],
             annotator_correct_first=options["annotator_correct_first"],
-            annotator_steps_when_wrong=options["annotator_steps_when_wrong"],
+            annotator_wrong_pairs=options["annotator_wrong_pairs"],
             reward_model=reward_model, reward_model_from_policy=options["reward_model_from_policy"], ppo=ppo, upper_bound=options["upper_bound"],
             best_of_n=options["best_of_n"], eval_tasks=options["eval_tasks"], eval_samples=options["eval_samples"],
             eval_environment=options["eval_environment"], rounds=options["rounds"], rl_kind=options["rl"],
