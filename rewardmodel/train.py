@@ -347,8 +347,10 @@ def train_reward_ensemble(train_rows: list[dict], config: RewardModelConfig, out
     count, started, steps = config.ensemble, time.monotonic(), 0
 
     def member_callbacks(index: int) -> Callbacks:
-        return Callbacks(progress=lambda f, m="": callbacks.progress((index + f) / count, f"member {index + 1} of {count}: {m}"),
-                         metrics=callbacks.metrics if index == 0 else _nothing, log=callbacks.log,
+        def progress(fraction: float, message: str = "") -> None:
+            callbacks.progress((index + fraction) / count, f"member {index + 1} of {count}: {message}")
+
+        return Callbacks(progress=progress, metrics=callbacks.metrics if index == 0 else _nothing, log=callbacks.log,
                          should_stop=callbacks.should_stop, checkpoint=callbacks.checkpoint)
 
     def resume_of(directory: Path) -> str | None:

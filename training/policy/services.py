@@ -208,11 +208,10 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
         branches, unreplayable = branch(model, tokenizer, runner, episodes, config, branches=answer_branches,
                                         seeds=seeds, progress=progress and (lambda f: progress(share + (1 - share) * f)))
     report = policy_episodes_store(episodes=episodes, policy=policy, metadata={"temperature": temperature}, run=run)
-    branch_ids = []
-    for source_id, found in zip(report.trajectory_ids, branches):
-        if found:
-            branch_ids += policy_episodes_store(episodes=found, policy=policy, run=run, metadata={
-                "temperature": temperature, "branch_of": source_id}).trajectory_ids
+    sources = [(source_id, branch) for source_id, found in zip(report.trajectory_ids, branches) for branch in found]
+    branch_ids = policy_episodes_store(
+        episodes=[branch for _, branch in sources], policy=policy, metadata={"temperature": temperature},
+        each=[{"branch_of": source_id} for source_id, _ in sources], run=run).trajectory_ids if sources else []
     comparisons = answer_pairs = 0
     if campaign is not None:
         natural = max(1, samples * (samples - 1) // 2 if pairing != "all_pairs" else samples)
@@ -231,14 +230,14 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
             "unreplayable": unreplayable, "success": success, "environment": env.name}
 
 
-def policy_episodes_store(*, episodes, policy: Policy, metadata: dict, run=None):
+def policy_episodes_store(*, episodes, policy: Policy, metadata: dict, each: list[dict] | None = None, run=None):
     """Store rollout episodes as generated trajectories of `policy` (canonical form, structured
-    tool calls, the tools in the metadata), each with its agent token count and `metadata`; an
-    episode already stored keeps its row. Returns the import report (`trajectory_ids` in
-    episode order)."""
+    tool calls, the tools in the metadata), each with its agent token count, `metadata` and its
+    own entry of `each` (one dict per episode) when given; an episode already stored keeps its
+    row. Returns the import report (`trajectory_ids` in episode order)."""
     objects = [_without_nul(e.trajectory(agent=policy.name, version=policy.version)) for e in episodes]
-    for obj in objects:
-        obj["metadata"].update(metadata)
+    for index, obj in enumerate(objects):
+        obj["metadata"].update(metadata, **(each[index] if each else {}))
     report = trajectories_import_objects(objects=objects, run=run)
     Trajectory.objects.filter(pk__in=report.trajectory_ids, source=Trajectory.Source.IMPORTED).update(
         source=Trajectory.Source.GENERATED)
