@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from django.utils import timezone
 
 from annotate.models import Campaign, Policy
-from training.loop.rounds import Stage, pipeline_user, round_advance, round_first, round_next
+from training.loop.rounds import Stage, annotator_profile, pipeline_user, round_advance, round_first, round_next
 from training.models import LoopRound
 from training.rl.config import ALGORITHMS as RL_KINDS
 from webapp.errors import ArbiterError
@@ -151,10 +151,10 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append("audit_size and audit_disagreements: 0 or more.")
     if config.rollout_tasks < 10:
         problems.append("rollout_tasks: at least 10 (the reward model needs pairs).")
-    from training.simulated_annotators import WRONG_PAIRS
-
-    if config.annotator_wrong_pairs not in WRONG_PAIRS:
-        problems.append(f"annotator_wrong_pairs: one of {', '.join(WRONG_PAIRS)}.")
+    try:
+        annotator_profile(config).validate()
+    except ValueError as exc:
+        problems.append(f"annotators: {exc}.")
     from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
     if config.pairing not in STRATEGIES:

@@ -34,15 +34,15 @@ TRAINING_SEEDS = range(64)
 # The last training seed's world is one behaviour cloning never imitates (`extra_worlds` stops
 # before it): RL judges its checkpoints there, on names the policy has to read, not recall.
 FRESH_WORLD_SEED = TRAINING_SEEDS.stop - 1
+INVALID_TOOL = "invalid"  # the tool name a turn that is no tool call is recorded under
+SYSTEM_PROMPT = ("You are an agent. Use the tools to find what the task asks, then give your final answer "
+                 "with the answer tool.")
 
 
 def rl_world_seeds(count: int) -> range:
     """The seeds of the extra worlds RL may practise on: the ones just below the fresh world
     (62, 61, ...), which behaviour cloning's default `extra_worlds` (seeds 1-20) leaves alone."""
     return range(FRESH_WORLD_SEED - count, FRESH_WORLD_SEED)
-INVALID_TOOL = "invalid"  # the tool name a turn that is no tool call is recorded under
-SYSTEM_PROMPT = ("You are an agent. Use the tools to find what the task asks, then give your final answer "
-                 "with the answer tool.")
 
 
 @dataclass(frozen=True)

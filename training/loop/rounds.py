@@ -123,15 +123,20 @@ def round_next(*, previous, labels: str, user):
 
 # --- Collect -----------------------------------------------------------------------------
 
-def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
+def annotator_profile(config):
+    """The simulated annotators a loop's settings describe (validate() says what is wrong with them)."""
     from training.envs.encyclopedia.rubric import RubricWeights
-    from training.services import campaign_simulate_labels
     from training.simulated_annotators import AnnotatorProfile
 
-    profile = AnnotatorProfile(temperature=config.annotator_temperature, flip=config.annotator_flip,
-                               weights=replace(RubricWeights(), correct=config.annotator_correct_weight),
-                               correct_first=config.annotator_correct_first,
-                               wrong_pairs=config.annotator_wrong_pairs)
+    return AnnotatorProfile(temperature=config.annotator_temperature, flip=config.annotator_flip,
+                            weights=replace(RubricWeights(), correct=config.annotator_correct_weight),
+                            correct_first=config.annotator_correct_first, wrong_pairs=config.annotator_wrong_pairs)
+
+
+def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
+    from training.services import campaign_simulate_labels
+
+    profile = annotator_profile(config)
     total = campaign.comparisons.count() * campaign.votes_per_comparison
     made = 0
     while True:

@@ -43,7 +43,6 @@ def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: st
     environment's fresh variant where it has one, training/envs/registry.py); every
     checkpoint becomes a policy called `name`. Returns PPOResult."""
     from training.envs.base import EpisodeRunner
-    from training.envs.registry import variant_of
     from training.envs.services import environment_get
     from training.rl.ppo import train_ppo
     from training.rl.scorers import reward_model_scorer, rubric_scorer
@@ -58,7 +57,7 @@ def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: st
         scorer = rubric_scorer(utility=reward == "utility")
         lineage = {"reward": reward}
     env = environment_get(environment)
-    dev_env = environment_get(dev_environment or variant_of(environment, "fresh"))
+    dev_env, dev_tasks = dev_world(environment, dev_environment, config.dev_tasks)
     saved = callbacks.policy_saved
 
     def register(iteration: int, path: str, dev: dict) -> None:
@@ -69,9 +68,19 @@ def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: st
     callbacks.policy_saved = register
     tasks, runner = training_tasks(environment, env, train_worlds)
     return train_ppo(policy_dir=start.model_dir, reference_dir=reference.model_dir, scorer=scorer,
-                     train_tasks=tasks, runner=runner, dev_runner=EpisodeRunner(dev_env),
-                     dev_tasks=dev_sample(dev_env, fresh=dev_env is not env, size=config.dev_tasks),
+                     train_tasks=tasks, runner=runner, dev_runner=EpisodeRunner(dev_env), dev_tasks=dev_tasks,
                      config=config, out_dir=out_dir, callbacks=callbacks, resume_from=resume_from, device=device)
+
+
+def dev_world(environment: str, dev_environment: str, size: int):
+    """(the environment RL is judged in, its dev tasks): `dev_environment`, else the
+    environment's fresh variant where it has one, else the environment itself. Raises
+    UnknownEnvironment for one that does not exist."""
+    from training.envs.registry import variant_of
+    from training.envs.services import environment_get
+
+    dev = environment_get(dev_environment or variant_of(environment, "fresh"))
+    return dev, dev_sample(dev, fresh=dev is not environment_get(environment), size=size)
 
 
 def dev_sample(env, *, fresh: bool, size: int) -> list:

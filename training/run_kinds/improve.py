@@ -160,9 +160,8 @@ class GRPORunConfig(_GroupRunConfig):
 
 
 def _ppo_check(config: PPORunConfig) -> list[str]:
-    from training.envs.registry import variant_of
-    from training.envs.services import environment_get, environment_problems
-    from training.rl.services import dev_sample
+    from training.envs.services import environment_get
+    from training.rl.services import dev_world
 
     problems = policy_problems(config.policy_id)
     environment = environment_check(config.environment)
@@ -191,11 +190,10 @@ def _ppo_check(config: PPORunConfig) -> list[str]:
             problems += reward_model_problems(config.reward_model_id, config.environment)
     if environment:
         return problems
-    dev_name = config.dev_environment or variant_of(config.environment, "fresh")
-    if config.eval_every and not environment_problems(dev_name):
-        env, dev = environment_get(config.environment), environment_get(dev_name)
-        if not dev_sample(dev, fresh=dev is not env, size=config.dev_tasks):
-            problems.append(f"dev_environment: {dev_name} has no dev tasks to judge checkpoints on (or eval_every 0 "
+    if config.eval_every and not any(p.startswith("dev_environment:") for p in problems):
+        dev, tasks = dev_world(config.environment, config.dev_environment, config.dev_tasks)
+        if not tasks:
+            problems.append(f"dev_environment: {dev.name} has no dev tasks to judge checkpoints on (or eval_every 0 "
                             f"to train without dev evaluations).")
     tasks = len(environment_get(config.environment).tasks("train"))
     if not tasks:
@@ -257,7 +255,6 @@ def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -
                              "dev_success": e["dev"]["success"], "overoptimization": e.get("overoptimization", False),
                              "collapse": e.get("collapse", False)}
                             for e in result.evaluations],
-            "collapsed": result.stop_reason == "collapse",
             "seconds": result.seconds}
 
 

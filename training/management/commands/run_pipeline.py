@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from training.loop.report import format_rounds, loop_report
 from training.pipeline import PipelineConfig, before_after_rows, format_table, pipeline_problems, run_pipeline
+from training.simulated_annotators import WRONG_PAIRS
 from webapp.errors import ArbiterError
 
 
@@ -46,7 +47,7 @@ class Command(BaseCommand):
         parser.add_argument("--annotator-weighted", action="store_false", dest="annotator_correct_first",
                             help="simulated annotators judge by one weighted utility instead of correctness first")
         parser.add_argument("--annotator-wrong-pairs", default=defaults.annotator_wrong_pairs,
-                            choices=["tie", "errors", "steps"],
+                            choices=WRONG_PAIRS,
                             help="what tells two wrong answers apart for the simulated annotators: nothing (a tie, "
                                  "both bad), their tool errors and loops, or their steps too")
         parser.add_argument("--annotator-correct-weight", type=float, default=defaults.annotator_correct_weight,
