@@ -15,7 +15,8 @@ does not grow with the snapshot, and the same snapshot always gives byte-identic
   `tools`, for TRL's `KTOTrainer`; the rule that turns judgements into labels is
   `kto_labels`.
 - `raw`: one row per judgement: pseudonymous annotator, the side shown left, the choice
-  in A/B terms, ratings, first wrong steps, rationale, seconds, synthetic, time.
+  in A/B terms, ratings (a list of {dimension, side, value}, one typed column whatever the
+  campaigns' dimensions), first wrong steps, rationale, seconds, synthetic, time.
 - `steps`: the stepwise-supervision form for process reward models: for each judged
   side with a first wrong step, `prompt`, `completions` (the steps up to and including
   the first wrong one, as text) and `labels` (true for each good step, false for it).
@@ -61,6 +62,7 @@ _CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
 _MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(_CALL)),
                       ("tool_call_id", pa.string()), ("name", pa.string()), ("is_error", pa.bool_())])
 _MESSAGES = pa.list_(_MESSAGE)
+_RATINGS = pa.list_(pa.struct([("dimension", pa.string()), ("side", pa.string()), ("value", pa.int64())]))
 _PAIR_META = [("margin", pa.float64()), ("comparison_id", pa.int64()), ("task_id", pa.string()),
               ("votes", pa.int64()), ("preferred", pa.string()), ("split", pa.string())]
 
@@ -77,7 +79,7 @@ SCHEMAS = {
     "raw": pa.schema([
         ("judgement_id", pa.int64()), ("comparison_id", pa.int64()), ("task_id", pa.string()),
         ("annotator", pa.string()), ("shown_left", pa.string()), ("choice", pa.int64()),
-        ("preferred", pa.string()), ("both_bad", pa.bool_()), ("ratings", pa.string()),
+        ("preferred", pa.string()), ("both_bad", pa.bool_()), ("ratings", _RATINGS),
         ("first_wrong_step_a", pa.int64()), ("first_wrong_step_b", pa.int64()), ("rationale", pa.string()),
         ("seconds", pa.float64()), ("synthetic", pa.bool_()), ("created_at", pa.string()), ("split", pa.string()),
     ]),
@@ -262,7 +264,7 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
                 "judgement_id": jid, "comparison_id": cid, "task_id": task_id, "annotator": names[annotator],
                 "shown_left": None if left_is_a is None else ("A" if left_is_a else "B"), "choice": choice,
                 "preferred": "A" if choice < 3 else ("B" if choice > 3 else "tie"), "both_bad": both_bad,
-                "ratings": json.dumps(ratings, sort_keys=True), "first_wrong_step_a": wrong_a,
+                "ratings": rating_rows(ratings), "first_wrong_step_a": wrong_a,
                 "first_wrong_step_b": wrong_b, "rationale": rationale, "seconds": seconds,
                 "synthetic": synthetic, "created_at": created_at.astimezone(dt_timezone.utc).strftime(TIME_FORMAT),
                 "split": row_split,
@@ -288,6 +290,15 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
             yield {"prompt": prompt, "completions": completions, "labels": [True] * wrong + [False],
                    "judgement_id": jid, "comparison_id": cid, "trajectory_id": trajectory_id, "task_id": task_id,
                    "annotator": names[annotator], "side": side, "split": row_split}
+
+
+def rating_rows(ratings) -> list[dict]:
+    """A judgement's ratings ({dimension: {A|B: value}}) as rows, in dimension then side order."""
+    if not isinstance(ratings, dict):
+        return []
+    return [{"dimension": dim, "side": side, "value": value}
+            for dim, sides in sorted(ratings.items()) if isinstance(sides, dict)
+            for side, value in sorted(sides.items())]
 
 
 def write_rows(rows: Iterator[dict], path: Path, fmt: str, filetype: str) -> int:
@@ -362,6 +373,15 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         "\n## Columns\n\n| column | type |\n|---|---|\n" + columns +
         f"\n\n## Loading\n\n```python\nfrom datasets import load_dataset\nds = {load}\n```\n"
     )
+
+
+def dataset_card_preview(snapshot: DatasetSnapshot, fmt: str) -> tuple[str, str]:
+    """The card a `fmt` Parquet download carries, as (YAML metadata, Markdown body), for the snapshot's
+    page; rows per split from the snapshot's counts (exact for the pair formats)."""
+    pairs = {"train": snapshot.stats.get("train_pairs", 0), "test": snapshot.stats.get("test_pairs", 0)}
+    card = dataset_card(snapshot, fmt, "parquet", {split: n for split, n in pairs.items() if n})
+    _, meta, body = card.split("---\n", 2)
+    return meta, body
 
 
 def export_bundle_dir(snapshot: DatasetSnapshot, fmt: str, filetype: str, out_dir: Path) -> dict[str, int]:
@@ -513,6 +533,9 @@ class RawCopyBatches:
 
     def _batches(self):
         schema = SCHEMAS["raw"]
+        # CSV carries ratings as JSON text; each batch turns them into the typed column.
+        csv_schema = pa.schema([pa.field("ratings", pa.string()) if f.name == "ratings" else f for f in schema])
+        at = schema.get_field_index("ratings")
         statement = self.copy_sql()
         with connection.connection.cursor() as cursor, cursor.copy(statement) as copy:
             stream = _CopyStream(copy)
@@ -522,11 +545,16 @@ class RawCopyBatches:
                 stream,
                 read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=4 << 20),
                 convert_options=pa_csv.ConvertOptions(
-                    column_types=schema, true_values=["t"], false_values=["f"], null_values=[""],
+                    column_types=csv_schema, true_values=["t"], false_values=["f"], null_values=[""],
                     strings_can_be_null=True, quoted_strings_can_be_null=False,
                 ),
             )
-            yield from reader
+            for batch in reader:
+                ratings = pa.array([[] if text == "{}" else rating_rows(json.loads(text))
+                                    for text in batch.column(at).to_pylist()], type=_RATINGS)
+                columns = batch.columns
+                columns[at] = ratings
+                yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     def write(self, path: Path, filetype: str) -> int:
         count = 0

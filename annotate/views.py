@@ -23,6 +23,7 @@ from annotate.services.assignments import (
     assignment_next,
     assignment_skip,
     comparison_adjudicate,
+    LEASE_LOST,
     judgement_submit,
 )
 from annotate.services.campaigns import dimensions_of
@@ -99,12 +100,17 @@ def _label_url(campaign, align: str) -> str:
     return f"{url}?align=index" if align == "index" else url
 
 
-def _workbench(request, campaign, *, assignment=None, form=None, error="", status=200, align="content"):
-    if assignment is None and not error:
+def _workbench(request, campaign, *, assignment=None, form=None, error="", status=200, align="content",
+               next_after_error=False):
+    """The workbench with `assignment`, or the annotator's next one (also after an `error` when
+    `next_after_error`: a lost lease says so above the next comparison)."""
+    if assignment is None and (next_after_error or not error):
         try:
             assignment = assignment_next(campaign=campaign, annotator=request.user)
         except ArbiterError as exc:
-            error = exc.message
+            error = f"{error} {exc.message}".strip()
+        if next_after_error:
+            error += " The next comparison is below." if assignment else " Nothing else is waiting for you here."
     context = workbench_context(
         campaign=campaign, annotator=request.user, assignment=assignment, form=form, error=error, align=align
     )
@@ -160,9 +166,10 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
     try:
         judgement_submit(assignment_id=assignment.id, annotator=request.user, verdict=verdict)
     except ArbiterError as exc:
-        expired = "expired" in exc.message
-        return _workbench(request, campaign, assignment=None if expired else assignment, form=form,
-                          error=exc.message, status=400, align=align)
+        if exc.message == LEASE_LOST:
+            return _workbench(request, campaign, error=exc.message, status=409, align=align, next_after_error=True)
+        return _workbench(request, campaign, assignment=assignment, form=form, error=exc.message, status=400,
+                          align=align)
     if not request.htmx:
         return redirect(_label_url(campaign, align))
     return _workbench(request, campaign, align=align)

@@ -15,6 +15,7 @@ SCREEN_SCALE = [
     (5, "Right much better", "Right ≫"),
 ]
 IDENTICAL = "Identical trajectories"
+PROMPT_FOLD = 400  # characters of a task prompt shown before "Show the whole task"
 SKIP_REASONS = ["Cannot judge: needs expertise", "Unreadable or broken", IDENTICAL, "Other"]
 
 
@@ -36,14 +37,23 @@ def _cleaned(form, name: str):
     return getattr(form, "cleaned_data", {}).get(name) if form is not None else None
 
 
+def _dimensions(campaign: Campaign, form) -> list[dict]:
+    """The rating rows, each with the points chosen in a refused submit (kept, never reset)."""
+    sent = form.data if form is not None else {}
+    return [{**d, "points": range(1, d["scale"] + 1),
+             "left_value": str(sent.get(f"rating__{d['name']}__left", "")),
+             "right_value": str(sent.get(f"rating__{d['name']}__right", ""))} for d in dimensions_of(campaign)]
+
+
 def workbench_context(*, campaign: Campaign, annotator, assignment: Assignment | None,
                       form=None, error: str = "", align: Align = "content") -> dict:
     context = {
         "campaign": campaign,
-        "dimensions": [{**d, "points": range(1, d["scale"] + 1)} for d in dimensions_of(campaign)],
+        "dimensions": _dimensions(campaign, form),
         "assignment": assignment,
         "counts": annotator_counts(campaign=campaign, annotator=annotator),
         "scale": SCREEN_SCALE,
+        "prompt_fold": PROMPT_FOLD,
         "skip_reasons": SKIP_REASONS,
         "form": form,
         "error": error,

@@ -57,10 +57,10 @@ def answers(url: str) -> bool:
 class Embedded:
     """scripts/run_embedded.sh on one storage folder and port, in its own process group."""
 
-    def __init__(self, var_dir: Path, port: int, output: Path):
+    def __init__(self, var_dir: Path, port: int, output: Path, env_extra: dict | None = None):
         self.var_dir, self.port, self.output = var_dir, port, output
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-        env.update(ARBITER_VAR_DIR=str(var_dir), PORT=str(port))
+        env.update(ARBITER_VAR_DIR=str(var_dir), PORT=str(port), **(env_extra or {}))
         self.log = output.open("w")
         self.started = time.monotonic()
         self.proc = subprocess.Popen([str(SCRIPT)], cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
@@ -78,6 +78,12 @@ class Embedded:
                 raise RuntimeError(f"run_embedded.sh exited ({self.proc.returncode}) before {what}; see {self.output}")
             time.sleep(0.1)
         raise RuntimeError(f"no {what} within {timeout:.0f} s; see {self.output}")
+
+    def wait_for_value(self, compute, timeout: float, what: str):
+        """Like wait_for, returning the first truthy value `compute()` gave."""
+        found = []
+        self.wait_for(lambda: found.append(compute()) or found[-1], timeout, what)
+        return found[-1]
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -121,7 +127,7 @@ def until_succeeded(app: Embedded, kind: str, timeout: float) -> float:
     def done() -> bool:
         status = app.run_status(kind)
         if status in ("failed", "cancelled"):
-            raise RuntimeError(f"the {kind} run {status}; see {app.var_dir / 'worker.log'}")
+            raise RuntimeError(f"the {kind} run {status}; see {app.var_dir / 'worker-training.log'}")
         return status == "succeeded"
     return app.wait_for(done, timeout, f"{kind} run that succeeded")
 

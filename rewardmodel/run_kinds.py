@@ -55,6 +55,19 @@ def _fill_tokenizer(config: RewardModelRunConfig) -> None:
         config.tokenizer_dir = default_tokenizer_dir(config.eval_policy_id)
 
 
+def _no_tokenizer_problem() -> str:
+    """Why no tokenizer is there to share: the behaviour-cloning run to wait for, when one is under way."""
+    from webapp.models import Run
+
+    training = Run.objects.filter(kind="bc", status__in=Run.ACTIVE).order_by("created_at").first()
+    if training is not None:
+        return (f"tokenizer_dir: the default policy, whose tokenizer policy-llama shares, is still training in run "
+                f"#{training.pk} ({training.name}, {training.status}, {training.progress:.0%}); launch this once "
+                f"it has succeeded, or give a policy directory, or pick the minilm backbone.")
+    return ("tokenizer_dir: no policy to share a tokenizer with; train the default policy (a bc run, or manage.py "
+            "train_policy) or give a policy directory.")
+
+
 def _train_check(config: RewardModelRunConfig) -> list[str]:
     from rewardmodel.backbones import BackboneError, backbone_check
     from rewardmodel.services import snapshot_problems
@@ -64,8 +77,7 @@ def _train_check(config: RewardModelRunConfig) -> list[str]:
         problems.append(f"No policy with id {config.eval_policy_id}.")
     _fill_tokenizer(config)
     if config.backbone == "policy-llama" and not config.tokenizer_dir:
-        problems.append("tokenizer_dir: no policy to share a tokenizer with; train the default policy "
-                        "(manage.py train_policy) or give a policy directory.")
+        problems.append(_no_tokenizer_problem())
     else:
         try:
             backbone_check(config.training_config())

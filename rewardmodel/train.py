@@ -42,6 +42,7 @@ from rewardmodel.backbones import (
     max_context,
 )
 from rewardmodel.serialize import SERIALIZATION_VERSION, pair_text
+from training.config_ranges import out_of_range
 
 META_FILE = "arbiter_reward_model.json"
 META_FORMAT = "arbiter.reward_model/v1"
@@ -54,6 +55,12 @@ LOG_POINTS = 100  # about this many metric points per run, whatever its length
 
 def _help(text: str) -> dict:
     return {"help": text}
+
+
+# What a reward-model run can sensibly be given (policy-llama sizes, a context a GPU can hold).
+RANGES = {"hidden": (8, 4096), "layers": (1, 48), "heads": (1, 64), "max_length": (16, 32768),
+          "learning_rate": (0, 1), "epochs": (0, 1000), "batch_size": (1, 4096), "weight_decay": (0, 10),
+          "checkpoint_every": (0, 1_000_000), "ensemble": (1, 8)}
 
 
 @dataclass
@@ -99,23 +106,13 @@ class RewardModelConfig:
 
         Reads files to check the backbone but loads no model and imports neither torch nor transformers.
         """
-        problems = []
+        problems = out_of_range(self, RANGES)
         if self.learning_rate is not None and not self.learning_rate > 0:
             problems.append("learning_rate: must be positive (or empty for the backbone's default).")
-        if not self.epochs > 0:
+        if self.epochs == 0:
             problems.append("epochs: must be positive.")
-        if self.batch_size < 1:
-            problems.append("batch_size: must be at least 1.")
-        if self.max_length < 16:
-            problems.append("max_length: must be at least 16 tokens.")
-        if not self.weight_decay >= 0:
-            problems.append("weight_decay: cannot be negative.")
         if not 0 <= self.warmup_ratio < 1:
             problems.append("warmup_ratio: must be at least 0 and below 1.")
-        if self.checkpoint_every < 0:
-            problems.append("checkpoint_every: cannot be negative (0 turns checkpoints off).")
-        if not 1 <= self.ensemble <= 8:
-            problems.append("ensemble: 1 to 8 members.")
         try:
             backbone_check(self)
         except BackboneError as exc:

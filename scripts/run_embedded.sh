@@ -50,14 +50,15 @@ finish() {  # wait up to `grace` seconds for a signalled process, then SIGKILL i
 }
 cleanup() {
   trap - EXIT INT TERM
-  if [ -n "$WEB$WORKER" ]; then echo; echo "Stopping the web server and the worker ..."; fi
+  if [ -n "$WEB$WORKER" ]; then echo; echo "Stopping the web server and the workers ..."; fi
   [ -z "$WEB" ] || kill -TERM "$WEB" 2>/dev/null || true
   # SIGQUIT is Celery's cold shutdown: a training run stops now instead of running to its end
   # (a warm shutdown waits for it); the next start fails that run and queues it again. The
-  # embedded beat takes ~5 s more to stop, so after 3 s the worker is killed outright.
-  [ -z "$WORKER" ] || kill -QUIT "$WORKER" 2>/dev/null || true
+  # embedded beat takes ~5 s more to stop, so after 3 s a worker is killed outright.
+  local pid
+  for pid in $WORKER; do kill -QUIT "$pid" 2>/dev/null || true; done
   finish "$WEB" 10
-  finish "$WORKER" 3
+  for pid in $WORKER; do finish "$pid" 3; done
   rm -f "$LOCK"
 }
 trap cleanup EXIT
@@ -90,19 +91,66 @@ if ! $BIN/python manage.py load_demo >"$VAR/demo.txt" 2>>"$LOG"; then
   exit 1
 fi
 
-$BIN/gunicorn webapp.wsgi --bind "$HOST:$PORT" --workers 2 --threads 4 \
-  --access-logfile "$VAR/web.log" --error-logfile "$VAR/web.log" </dev/null &
-WEB=$!
-# --beat: the scheduler in the same process sweeps jobs whose worker died (webapp/jobs.py).
-nice -n 10 $BIN/celery -A webapp worker -Q default,gpu --concurrency 1 --loglevel INFO --beat \
-  --schedule "$VAR/celerybeat-schedule" --logfile "$VAR/worker.log" --hostname "embedded@%h" \
-  >>"$VAR/worker.log" 2>&1 </dev/null &
-WORKER=$!
+# Three processes, each restarted if it dies (at most RESTARTS times in RESTART_WINDOW seconds,
+# saying why in this terminal): gunicorn; a housekeeping worker on the `default` queue (imports,
+# fills, snapshots, and the beat scheduler's stale-job sweeps, so none of them waits behind
+# training); a training worker on the `gpu` queue (niced, so training leaves the web server the
+# CPU it needs). A worker that keeps dying is left stopped and the web server stays up: the
+# Runs page then says no worker is alive.
+RESTARTS="${ARBITER_RESTARTS:-5}" RESTART_WINDOW="${ARBITER_RESTART_WINDOW:-600}"
+declare -A PID STARTS LOGFILE
+start_web() {
+  $BIN/gunicorn webapp.wsgi --bind "$HOST:$PORT" --workers 2 --threads 4 \
+    --access-logfile "$VAR/web.log" --error-logfile "$VAR/web.log" </dev/null &
+  PID[web]=$!
+}
+start_housekeeping() {
+  $BIN/celery -A webapp worker -Q default --concurrency 2 --loglevel INFO --beat \
+    --schedule "$VAR/celerybeat-schedule" --logfile "$VAR/worker-housekeeping.log" \
+    --hostname "housekeeping@%h" >>"$VAR/worker-housekeeping.log" 2>&1 </dev/null &
+  PID[housekeeping]=$!
+}
+start_training() {
+  nice -n 10 $BIN/celery -A webapp worker -Q gpu --concurrency 1 --loglevel INFO \
+    --logfile "$VAR/worker-training.log" --hostname "training@%h" >>"$VAR/worker-training.log" 2>&1 </dev/null &
+  PID[training]=$!
+}
+LOGFILE=([web]="$VAR/web.log" [housekeeping]="$VAR/worker-housekeeping.log" [training]="$VAR/worker-training.log")
+for name in web housekeeping training; do STARTS[$name]=""; "start_$name"; done
+WEB=${PID[web]} WORKER="${PID[housekeeping]} ${PID[training]}"
+
+why() {  # the last line of a process's log that says what went wrong
+  grep -E "Unrecoverable|CRITICAL|ERROR|[A-Za-z]+Error:|Killed" "${LOGFILE[$1]}" 2>/dev/null | tail -n 1 | cut -c1-300
+}
+supervise() {  # called every second: restart what died, within the bound
+  local name pid status now recent
+  for name in web housekeeping training; do
+    pid=${PID[$name]}
+    [ -n "$pid" ] || continue
+    kill -0 "$pid" 2>/dev/null && continue
+    status=0; wait "$pid" 2>/dev/null || status=$?
+    now=$SECONDS recent=""
+    for t in ${STARTS[$name]}; do [ $((now - t)) -lt "$RESTART_WINDOW" ] && recent="$recent $t"; done
+    echo "make run: the $name process stopped (exit status $status) at $(date +%H:%M:%S)." >&3
+    [ -z "$(why "$name")" ] || echo "  its log (${LOGFILE[$name]}) ends: $(why "$name")" >&3
+    if [ "$(wc -w <<<"$recent")" -ge "$RESTARTS" ]; then
+      echo "  it was restarted $RESTARTS time(s) in the last $((RESTART_WINDOW / 60)) minutes already: not restarting it again." >&3
+      PID[$name]=""
+      [ "$name" != web ] || exit 1
+      echo "  The web server stays up; the Runs page shows that no worker is alive. Restart make run once fixed." >&3
+      continue
+    fi
+    STARTS[$name]="$recent $now"
+    echo "  restarting it ($(($(wc -w <<<"$recent") + 1)) of $RESTARTS in $((RESTART_WINDOW / 60)) minutes)." >&3
+    "start_$name"
+  done
+  WEB=${PID[web]} WORKER="${PID[housekeeping]} ${PID[training]}"
+}
 
 answers() { $BIN/python -c "import urllib.request as u; u.urlopen('http://$HOST:$PORT/health', timeout=2)" 2>/dev/null; }
 deadline=$((SECONDS + 180))
 until answers; do
-  if ! kill -0 "$WEB" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+  if ! kill -0 "${PID[web]}" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
     echo "make run: the web server did not answer on port $PORT (in use? set PORT=...); from $VAR/web.log:" >&2
     tail -n 20 "$VAR/web.log" >&2
     exit 1
@@ -117,8 +165,11 @@ cat <<EOF
 
 $(sed 's/^/  /' "$VAR/demo.txt")
 
-  Logs: $VAR/web.log, $VAR/worker.log. Ctrl-C stops the server and the worker.
+  Logs: $VAR/web.log, $VAR/worker-housekeeping.log, $VAR/worker-training.log.
+  Ctrl-C stops the server and the workers.
 ============================================================================
 EOF
-# Until Ctrl-C, or until one of the two stops by itself (then the other is stopped too).
-wait -n "$WEB" "$WORKER" || true
+# Until Ctrl-C: every second, restart whatever stopped (within the bound). What supervise says goes
+# to fd 3 (the terminal); bash's own "Killed" notices for reaped children are not shown.
+exec 3>&2
+while true; do sleep 1; supervise; done 2>/dev/null

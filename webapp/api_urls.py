@@ -53,6 +53,7 @@ urlpatterns = [
     path("runs/<id:run_id>", run_api.RunDetailApi.as_view(), name="api-run"),
     path("runs/<id:run_id>/cancel", run_api.RunCancelApi.as_view(), name="api-run-cancel"),
     path("runs/<id:run_id>/resume", run_api.RunResumeApi.as_view(), name="api-run-resume"),
+    path("workers/", run_api.WorkersApi.as_view(), name="api-workers"),
     # Users: create, invite, roles, deactivation, passwords, tokens (admins)
     path("users/", include("webapp.users.api_urls")),
     # Before/after evaluations (researchers and admins)

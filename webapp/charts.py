@@ -73,8 +73,10 @@ def _wrap(label: str, width: float, lines: int = 2) -> list[str] | None:
 
 def nice_ticks(lo: float, hi: float, count: int = 4, *, integer: bool = False) -> list[float]:
     """Round tick values (1, 2, 2.5 or 5 times a power of ten) covering lo..hi."""
-    if lo == hi:
-        pad = abs(lo) * 0.1 or 1.0
+    if lo == hi == 0:  # all zeros (a KL before the policy moved, a count of errors): 0 to 1, nothing below
+        lo, hi = 0.0, 1.0
+    elif lo == hi:
+        pad = abs(lo) * 0.1
         lo, hi = lo - pad, hi + pad
     raw = (hi - lo) / max(1, count)
     magnitude = 10 ** math.floor(math.log10(raw))

@@ -142,6 +142,8 @@ class Run(Job):
     device = models.CharField(max_length=200, blank=True, default="")
     worker = models.CharField(max_length=200, blank=True, default="")
     attempt = models.PositiveIntegerField(default=0, help_text="Goes up each time the run is queued (resume).")
+    queued_at = models.DateTimeField(null=True, blank=True, db_index=True,
+                                     help_text="When it was last queued: its place in the line for a worker.")
     cancel_requested = models.BooleanField(default=False)
     idempotency_key = models.CharField(max_length=64, blank=True, default="",
                                        help_text="A launch repeated with the same key makes no second run.")
@@ -172,3 +174,20 @@ class RunMetric(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["run", "step"], name="runmetric_run_step")]
+
+
+class WorkerBeat(models.Model):
+    """A live Celery worker: which queues it takes, and when it last said so (webapp/workers.py)."""
+
+    hostname = models.CharField(max_length=200, unique=True)
+    queues = models.CharField(max_length=300, help_text="The queues it takes, comma-separated.")
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    beat_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.hostname
+
+    @property
+    def queue_names(self) -> list[str]:
+        return [q for q in self.queues.split(",") if q]

@@ -207,10 +207,12 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# Celery. The embedded default is kombu's filesystem transport: no broker server.
+# Celery. The embedded default is kombu's filesystem transport (no broker server), with messages
+# written whole before a reader can see them (webapp/broker.py).
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_BROKER_DIR = VAR_DIR / "celery-broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT = "webapp.broker:Transport"
     for sub in ("queue", "processed", "control"):
         (CELERY_BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -259,6 +261,10 @@ FILL_INLINE_MAX_TRAJECTORIES = env.int("FILL_INLINE_MAX_TRAJECTORIES", default=5
 FILL_STALE_SECONDS = env.int("FILL_STALE_SECONDS", default=45)
 EXPORT_DIR = VAR_DIR / "exports"
 RUN_STALE_SECONDS = env.int("RUN_STALE_SECONDS", default=45)
+# Each worker beats a row every WORKER_BEAT_SECONDS (webapp/workers.py); one silent for
+# WORKER_ALIVE_SECONDS counts as dead, and pages listing jobs say no worker takes their queue.
+WORKER_BEAT_SECONDS = env.float("WORKER_BEAT_SECONDS", default=10.0)
+WORKER_ALIVE_SECONDS = env.float("WORKER_ALIVE_SECONDS", default=45.0)
 RUN_QUEUE = env.str("RUN_QUEUE", default="gpu")  # the Celery queue runs are sent to
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-jobs": {

@@ -17,6 +17,8 @@ from annotate.services.campaign_fill import (
     fill_request_clean,
 )
 from annotate.services.campaigns import (
+    MAX_LEASE_SECONDS,
+    MIN_LEASE_SECONDS,
     TRANSITIONS,
     campaign_act,
     campaign_clone,
@@ -62,9 +64,12 @@ def campaigns(request: HttpRequest) -> HttpResponse:
 
 def _settings_from_post(post) -> dict:
     """The settings form's fields as the service's input (the service checks them)."""
-    names, scales, descriptions = (post.getlist(f"dimension_{k}") for k in ("name", "scale", "description"))
-    dimensions = [{"name": n, "scale": s or 5, "description": d}
-                  for n, s, d in zip(names, scales, descriptions) if n.strip() or d.strip()]
+    # Every row the admin left on the form, blank ones too: the service names a row with no name.
+    names, scales, descriptions, required = (post.getlist(f"dimension_{k}")
+                                             for k in ("name", "scale", "description", "required"))
+    required += [""] * (len(names) - len(required))
+    dimensions = [{"name": n, "scale": s or 5, "description": d, "required": r == "yes"}
+                  for n, s, d, r in zip(names, scales, descriptions, required)]
     lease_minutes = post.get("lease_minutes", "")
     try:
         lease_seconds = round(float(lease_minutes) * 60) if lease_minutes.strip() else ""
@@ -87,14 +92,27 @@ def _form_context(campaign: Campaign | None, values: dict, errors: dict) -> dict
     labelers = (User.objects.filter(is_active=True, groups__name__in=[Role.ANNOTATOR.value, Role.ADMIN.value])
                 .distinct().order_by("username"))
     return {"campaign": campaign, "values": values, "errors": errors, "environments": environments,
-            "labelers": labelers, "splits": Task.Split.values}
+            "labelers": labelers, "splits": Task.Split.values,
+            "error_summary": [(FIELD_LABELS.get(f, "") if f != "__all__" else "", m)
+                              for f, messages in errors.items() for m in messages]}
 
 
-def _errors_by_field(exc: ArbiterError) -> dict[str, list[str]]:
+# The form's labels for the service's field names, in the summary above the form.
+FIELD_LABELS = {"name": "Name", "guidelines": "Guidelines", "votes_per_comparison": "Votes per comparison",
+                "lease_seconds": "Lease (minutes)", "gold_rate": "Gold rate", "deadline": "Deadline",
+                "dimensions": "Rating dimensions", "rationale_required": "Rationale", "pool": "Who may label",
+                "pool_only": "Who may label", "environment": "Environment", "task_split": "Task split"}
+
+
+def _errors_by_field(exc: ArbiterError, post=None) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     for d in exc.details:
         field = str(d.get("field", "")).split("[")[0].split(".")[0] or "__all__"
-        errors.setdefault(field, []).append(str(d.get("message", "")))
+        message = str(d.get("message", ""))
+        if field == "lease_seconds" and post is not None:  # the form asks for minutes: answer in minutes
+            message = (f"must be a number of minutes between {MIN_LEASE_SECONDS / 60:g} and "
+                       f"{MAX_LEASE_SECONDS / 60:,.0f} (a week); got {post.get('lease_minutes', '')[:40]!r}.")
+        errors.setdefault(field, []).append(message)
     return errors or {"__all__": [exc.message]}
 
 
@@ -125,7 +143,7 @@ def campaign_new(request: HttpRequest) -> HttpResponse:
         try:
             campaign = campaign_create(data=_settings_from_post(request.POST), created_by=request.user)
         except ArbiterError as exc:
-            values, errors = _form_values(request.POST), _errors_by_field(exc)
+            values, errors = _form_values(request.POST), _errors_by_field(exc, request.POST)
         else:
             messages.success(request, f"Campaign {campaign.name} created. Fill it with comparisons below.")
             return redirect("annotate:campaign", campaign_id=campaign.pk)
@@ -141,7 +159,7 @@ def campaign_edit(request: HttpRequest, campaign_id: int) -> HttpResponse:
         try:
             campaign_update(campaign=campaign, data=_settings_from_post(request.POST))
         except ArbiterError as exc:
-            values, errors = _form_values(request.POST), _errors_by_field(exc)
+            values, errors = _form_values(request.POST), _errors_by_field(exc, request.POST)
         else:
             messages.success(request, "Settings saved.")
             return redirect("annotate:campaign", campaign_id=campaign.pk)
@@ -229,7 +247,7 @@ def _fill_input(post) -> dict:
         "import_batches": post.getlist("import_batches"), "policies": post.getlist("policies"),
         "runs": post.getlist("runs"), "split": post.get("split", ""), "tags": post.get("tags", ""),
         "policy_a": post.get("policy_a") or None, "policy_b": post.get("policy_b") or None,
-        "reward_model": post.get("reward_model") or None,
+        "reward_model": post.get("reward_model") or None, "all_trajectories": post.get("all_trajectories") == "on",
     }
 
 
@@ -251,6 +269,8 @@ def campaign_fill(request: HttpRequest, campaign_id: int) -> HttpResponse:
         return redirect("annotate:campaign", campaign_id=campaign.pk)
     if fill.status == fill.Status.FAILED:
         messages.error(request, fill.message)
+    elif fill.finished and not fill.created_count:
+        messages.warning(request, fill.message)
     elif fill.finished:
         messages.success(request, fill.message)
     else:

@@ -5,7 +5,7 @@ from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotate.datasets.forms import SnapshotForm
-from annotate.exports import FILETYPES, FORMATS, export_download_path
+from annotate.exports import FILETYPES, FORMATS, dataset_card_preview, export_download_path
 from annotate.models import DatasetSnapshot
 from annotate.services.datasets import snapshot_create_from_input
 from webapp.access import role_required
@@ -36,6 +36,10 @@ def datasets(request: HttpRequest) -> HttpResponse:
 def dataset(request: HttpRequest, snapshot_id: int) -> HttpResponse:
     snapshot = get_object_or_404(DatasetSnapshot.objects.prefetch_related("campaigns"), pk=snapshot_id)
     context = {"snapshot": snapshot, "formats": FORMATS, "filetypes": FILETYPES}
+    card_format = request.GET.get("card") if request.GET.get("card") in FORMATS else "trl"
+    if snapshot.status == DatasetSnapshot.Status.SUCCEEDED:
+        context["card_format"] = card_format
+        context["card_meta"], context["card_body"] = dataset_card_preview(snapshot, card_format)
     if request.htmx:
         response = render(request, "annotate/dataset.html#snapshot-status", context)
         if snapshot.finished:

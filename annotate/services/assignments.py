@@ -224,6 +224,10 @@ def _validate(assignment: Assignment, verdict: Verdict) -> None:
         for side, value in sides.items():
             if side not in ("left", "right") or value not in range(1, scales[dim] + 1):
                 problems.append(f"rating {dim}.{str(side)[:20]} must be left/right with a value 1-{scales[dim]}")
+    for d in dimensions_of(campaign):
+        missing = [side for side in ("left", "right") if side not in (verdict.ratings or {}).get(d["name"], {})]
+        if d.get("required") and missing:
+            problems.append(f"rate {d['name']} for {' and '.join(missing)} (this campaign requires it)")
     if campaign.rationale_required and not verdict.rationale.strip():
         problems.append("this campaign requires a rationale")
     if len(verdict.rationale) > 20_000:
@@ -233,8 +237,8 @@ def _validate(assignment: Assignment, verdict: Verdict) -> None:
 
 
 LEASE_LOST = (
-    "Your lease on this comparison expired and it already has all its votes; "
-    "nothing was stored. The next comparison is ready."
+    "Your lease on this comparison expired and it already has all its votes: "
+    "your judgement was not stored."
 )
 
 

@@ -47,10 +47,17 @@ class FillRequest:
     policy_b: int | None = None
     reward_model: int | None = None
     seed: int = 0
+    all_trajectories: bool = False  # no source picked: every stored trajectory, other campaigns' too
 
     def selection(self) -> dict:
         return {k: v for k, v in asdict(self).items()
-                if k in ("import_batches", "policies", "runs", "split", "tags") and v}
+                if k in ("import_batches", "policies", "runs", "split", "tags", "all_trajectories") and v}
+
+    def sources(self) -> list[str]:
+        """Where the trajectories come from, in words ("" when every stored one)."""
+        named = [("import", self.import_batches), ("policy", self.policies), ("run", self.runs), ("tag", self.tags)]
+        return [f"{noun}{'s' if len(values) > 1 else ''} {', '.join(map(str, values[:5]))}"
+                for noun, values in named if values]
 
     def options(self) -> dict:
         return {k: v for k, v in asdict(self).items()
@@ -95,7 +102,7 @@ def fill_request_clean(data: dict) -> FillRequest:
     if not isinstance(data, dict):
         raise ArbiterError("Send the fill as an object.")
     known = {"strategy", "max_per_task", "import_batches", "policies", "runs", "split", "tags", "policy_a",
-             "policy_b", "reward_model", "seed"}
+             "policy_b", "reward_model", "seed", "all_trajectories"}
     problems = [{"field": str(k)[:60], "message": "is not a fill option."} for k in sorted(set(data) - known, key=str)]
     strategy = data.get("strategy") or "all_pairs"
     if strategy not in FILL_STRATEGIES:
@@ -135,6 +142,14 @@ def fill_request_clean(data: dict) -> FillRequest:
                                                      "lone surrogate)."})
     else:
         request.tags = tags
+    everything = data.get("all_trajectories", False)
+    if everything not in (True, False, "on", "true", "false", "", None):
+        problems.append({"field": "all_trajectories", "message": "true or false."})
+    request.all_trajectories = everything in (True, "on", "true")
+    if not request.sources() and not request.all_trajectories and request.strategy != "policy_vs_policy":
+        problems.append({"field": "selection", "message": "pick where the trajectories come from (import batches, "
+                                                          "policies, runs or tags), or ask for all_trajectories: "
+                                                          "every stored trajectory, other campaigns' included."})
     if request.strategy == "policy_vs_policy":
         if not request.policy_a or not request.policy_b:
             problems.append({"field": "policy_a", "message": "policy_vs_policy needs policy_a and policy_b."})
@@ -229,9 +244,12 @@ def campaign_fill_run(*, fill_id: int) -> None:
         with Heartbeat(CampaignFill, fill_id):
             created = comparisons_insert(campaign=fill.campaign, pairs=_pairs(fill.campaign, request, plan),
                                          progress=progress)
-            message = (f"Built {created} comparisons from {plan.trajectories} trajectories on {plan.tasks} tasks "
-                       f"({plan.existing} pairs were already in the campaign, {plan.identical} identical pairs "
-                       f"refused, {plan.capped} left out by the cap of {request.max_per_task} per task).")
+            if plan.trajectories == 0:
+                message = f"Nothing was built: no stored trajectory matches {_described(fill.campaign, request)}."
+            else:
+                message = (f"Built {created} comparisons from {plan.trajectories} trajectories on {plan.tasks} tasks "
+                           f"({plan.existing} pairs were already in the campaign, {plan.identical} identical pairs "
+                           f"refused, {plan.capped} left out by the cap of {request.max_per_task} per task).")
             if request.strategy == "rm_uncertainty":
                 message += " " + _order_by_reward_model(fill, request)
     except ArbiterError as exc:
@@ -243,6 +261,18 @@ def campaign_fill_run(*, fill_id: int) -> None:
         raise
     _finish(fill_id, status=CampaignFill.Status.SUCCEEDED, message=message, trajectories=plan.trajectories,
             created_count=created, existing_count=plan.existing, identical_count=plan.identical)
+
+
+def _described(campaign: Campaign, request: FillRequest) -> str:
+    """The selection in words, with the campaign's own limits."""
+    parts = request.sources() or ["every stored trajectory"]
+    if request.split:
+        parts.append(f"split {request.split}")
+    if campaign.environment or campaign.task_split:
+        parts.append("the campaign's " + " and ".join(
+            f"{what} {value}" for what, value in (("environment", campaign.environment),
+                                                  ("split", campaign.task_split)) if value))
+    return "; ".join(parts)
 
 
 def _order_by_reward_model(fill: CampaignFill, request: FillRequest) -> str:

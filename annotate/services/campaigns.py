@@ -89,7 +89,8 @@ def _flag(value, *, field: str, problems: list) -> bool:
 
 
 def dimensions_clean(raw, problems: list | None = None) -> list[dict]:
-    """Rating dimensions as [{name, scale, description}]; a plain name means a 1-5 scale.
+    """Rating dimensions as [{name, scale, description, required}]; a plain name means an optional
+    1-5 scale. A required dimension must be rated on both sides before a judgement is stored.
 
     A problem names the dimension by its position (and name, when it has one).
     """
@@ -109,9 +110,10 @@ def dimensions_clean(raw, problems: list | None = None) -> list[dict]:
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict):
-            problems.append({"field": where, "message": f"dimension {i} must be a name or {{name, scale, description}}."})
+            problems.append({"field": where,
+                             "message": f"dimension {i} must be a name or {{name, scale, description, required}}."})
             continue
-        unknown = sorted(set(item) - {"name", "scale", "description"})
+        unknown = sorted(set(item) - {"name", "scale", "description", "required"})
         if unknown:
             problems.append({"field": where, "message": f"dimension {i} has unknown keys: {', '.join(map(str, unknown))}."})
         before = len(problems)
@@ -128,7 +130,8 @@ def dimensions_clean(raw, problems: list | None = None) -> list[dict]:
         scale = _whole(item.get("scale", 5), field=f"{where}.scale", low=SCALES.start, high=SCALES.stop - 1,
                        problems=problems, what=f"{label}: the number of points of its scale")
         description = _text(item.get("description"), field=f"{where}.description", limit=500, problems=problems)
-        cleaned.append({"name": name, "scale": scale or 5, "description": description})
+        required = _flag(item.get("required", False), field=f"{where}.required", problems=problems)
+        cleaned.append({"name": name, "scale": scale or 5, "description": description, "required": required})
     if own and problems:
         raise ArbiterError("The dimensions are not valid: " + "; ".join(p["message"] for p in problems),
                            details=problems)
@@ -137,7 +140,8 @@ def dimensions_clean(raw, problems: list | None = None) -> list[dict]:
 
 def dimensions_of(campaign: Campaign) -> list[dict]:
     """A campaign's dimensions as objects, whatever form they were stored in."""
-    return [{"name": d, "scale": 5, "description": ""} if isinstance(d, str) else d for d in campaign.dimensions or []]
+    return [{"name": d, "scale": 5, "description": "", "required": False} if isinstance(d, str)
+            else {"required": False, **d} for d in campaign.dimensions or []]
 
 
 def _deadline(value, problems: list, *, was: datetime | None) -> datetime | None:

@@ -1,7 +1,7 @@
 // The campaign form's dimension editor: add and remove rows (no inline script: the CSP forbids it).
 (function () {
   "use strict";
-  const rows = document.querySelector("#dimension-rows tbody");
+  const rows = document.getElementById("dimension-rows");
   const template = document.getElementById("dimension-template");
   const add = document.getElementById("add-dimension");
   if (!rows || !template || !add) return;
@@ -11,6 +11,6 @@
   });
   rows.addEventListener("click", function (event) {
     const button = event.target.closest("[data-remove-dimension]");
-    if (button) button.closest("tr").remove();
+    if (button) button.closest(".dimension-row").remove();
   });
 })();

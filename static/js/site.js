@@ -3,6 +3,8 @@
 //   only on narrow screens, and only once this file has marked <html> with the "js" class).
 // - A list of checkboxes marked data-filterable gets a filter box: type to narrow the list, tick
 //   as many as needed, no Ctrl-click.
+// - A form marked data-confirm="question" asks it before it submits (revoking a token, cancelling
+//   a run): Cancel in the dialog sends nothing.
 (function () {
   "use strict";
   document.documentElement.classList.add("js");
@@ -69,6 +71,14 @@
       update();
     });
   }
+
+  document.addEventListener("submit", function (event) {
+    var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+    }
+  }, true);
 
   document.addEventListener("DOMContentLoaded", function () { addFilters(document); });
   document.addEventListener("htmx:load", function (event) { addFilters(event.target); });

@@ -1,9 +1,10 @@
 // Keyboard-first labeling. Listeners sit on the document, so they keep working after
 // htmx swaps in the next comparison. No inline script anywhere: the CSP forbids it.
 //
-// Keys (the help dialog lists them): 1-5 scale, Enter submits wherever the focus is (not on a
-// link, in the rationale or in the skip box), Ctrl/Cmd+Enter from the rationale, b both bad,
-// r rationale, s skip, ←/→ or h/l the side the step keys work on (the side shown on a phone),
+// Keys (the help dialog lists them): 1-5 scale; Enter activates the focused control (a button,
+// a fold, a link) and submits when the focus is on none (or on the verdict's radios and box);
+// Ctrl/Cmd+Enter submits from anywhere; g the rating menus (digits rate, Enter the next menu);
+// b both bad, r rationale, s skip, ←/→ or h/l the side the step keys work on (the side shown on a phone),
 // [ / ] or k / j move the step cursor, w marks the cursor's step as the first wrong one,
 // Esc clears that side's mark, d first difference, o observations, c identical runs,
 // a alignment, ? help.
@@ -18,6 +19,11 @@
     return el && (el.tagName === "TEXTAREA" ||
       (el.tagName === "INPUT" && !["radio", "checkbox", "button", "submit", "hidden"].includes(el.type)));
   }
+  // Controls Enter activates (their own action, never the submit): buttons, folds, links.
+  function isControl(el) {
+    return el && el.closest && Boolean(el.closest("a[href], button, summary, [role=button], input[type=button], input[type=submit]"));
+  }
+  function ratingMenus() { return $$(`${FORM} table.ratings select`); }
 
   function openHelp() { const d = $("#help"); if (d && !d.open) d.showModal(); }
   function openSkip(reason) {
@@ -163,21 +169,29 @@
       return;
     }
     const mod = ev.ctrlKey || ev.metaKey;
+    const form = $(FORM);
+    if (ev.key === "Enter" && mod && !ev.altKey) {  // Ctrl/Cmd+Enter: submit, wherever the focus is
+      if (form) { ev.preventDefault(); submitJudgement(); }
+      return;
+    }
     if (isText(t)) {
-      if (ev.key === "Enter" && mod) { ev.preventDefault(); submitJudgement(); }
-      else if (ev.key === "Escape") { t.blur(); }
+      if (ev.key === "Escape") { t.blur(); }
       return;
     }
     if (ev.altKey || mod) return;  // browser shortcuts stay the browser's
-    const form = $(FORM);
-    if (ev.key === "Enter") {
-      // A focused summary, button, radio or menu does not swallow Enter: it submits.
-      if (!form || (t.closest && t.closest("a[href]"))) return;
-      ev.preventDefault(); submitJudgement(); return;
-    }
     if (t.tagName === "SELECT") {  // a rating menu: digits and arrows choose the rating
       if (ev.key === "Escape") t.blur();
+      else if (ev.key === "Enter") {  // on to the next menu; after the last one, focus on nothing
+        ev.preventDefault();
+        const menus = ratingMenus(), next = menus[menus.indexOf(t) + 1];
+        if (next) next.focus(); else t.blur();
+      }
       return;
+    }
+    if (ev.key === "Enter") {
+      // Enter activates a focused button, fold or link (the browser does it); elsewhere it submits.
+      if (!form || isControl(t)) return;
+      ev.preventDefault(); submitJudgement(); return;
     }
     if (ev.key === "?") { ev.preventDefault(); openHelp(); return; }
     if (!form) return;
@@ -189,6 +203,7 @@
     } else if (ev.key === "s") openSkip();
     else if (ev.key === "b") { const box = $(`${FORM} input[name=both_bad]`); if (box) box.checked = !box.checked; }
     else if (ev.key === "r") { const area = $(`${FORM} textarea[name=rationale]`); if (area) area.focus(); }
+    else if (ev.key === "g") { const menu = ratingMenus()[0]; if (menu) { menu.focus(); menu.scrollIntoView({ block: "nearest" }); } }
     else if (ev.key === "h" || (ev.key === "ArrowLeft" && !radio)) setSide("left");
     else if (ev.key === "l" || (ev.key === "ArrowRight" && !radio)) setSide("right");
     else if (ev.key === "]" || ev.key === "j") stepBy(1);
@@ -207,6 +222,12 @@
 
   document.addEventListener("click", function (ev) {
     const t = ev.target;
+    // A pointer click leaves no focus on a tool button or a fold, so Enter still submits after it;
+    // a keyboard user's focus (their Enter or Space is a click with detail 0) stays where it was.
+    if (ev.detail > 0) {
+      const control = t.closest(`${FORM} button[type=button], ${FORM} summary`);
+      if (control) control.blur();
+    }
     if (t.closest("[data-open-help]")) { openHelp(); return; }
     const skipper = t.closest("[data-open-skip]");
     if (skipper) { openSkip(skipper.dataset.reason); return; }

@@ -87,6 +87,42 @@ def test_late_submit_is_refused_when_the_vote_went_to_someone_else():
     assert Assignment.objects.get(pk=lease.pk).status == "expired"
 
 
+def test_a_late_submit_on_the_screen_says_it_was_not_stored_above_the_next_comparison(client):
+    campaign = make_campaign(n_comparisons=2, k=1)
+    u1, u2 = annotators(2)
+    lease = assignment_next(campaign=campaign, annotator=u1)
+    Assignment.objects.filter(pk=lease.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    other = assignment_next(campaign=campaign, annotator=u2)
+    while other.comparison_id != lease.comparison_id:  # u2 takes the slot u1 lost
+        judgement_submit(assignment_id=other.id, annotator=u2, verdict=Verdict(choice=1))
+        other = assignment_next(campaign=campaign, annotator=u2)
+    judgement_submit(assignment_id=other.id, annotator=u2, verdict=Verdict(choice=1))
+    client.force_login(u1)
+    response = client.post(f"/annotate/assignments/{lease.pk}/judgement/", {"choice": "5"}, HTTP_HX_REQUEST="true")
+    page = response.content.decode()
+    assert "your judgement was not stored" in page
+    assert not Judgement.objects.filter(annotator=u1).exists()
+    if Comparison.objects.filter(campaign=campaign, status="open").exists():
+        assert "The next comparison is below" in page and "judgement-form" in page
+        assert "Nothing to label right now" not in page
+    else:
+        assert "Nothing else is waiting for you here" in page
+
+
+def test_a_required_rating_dimension_refuses_a_judgement_without_it():
+    campaign = make_campaign(n_comparisons=1, k=1, dimensions=[
+        {"name": "correctness", "scale": 5, "description": "", "required": True}])
+    (user,) = annotators(1)
+    lease = assignment_next(campaign=campaign, annotator=user)
+    for ratings in ({}, {"correctness": {"left": 4}}):
+        with pytest.raises(ArbiterError, match="rate correctness for .*this campaign requires it"):
+            judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, ratings=ratings))
+    assert not Judgement.objects.exists()
+    judgement, _ = judgement_submit(assignment_id=lease.id, annotator=user,
+                                    verdict=Verdict(choice=2, ratings={"correctness": {"left": 4, "right": 2}}))
+    assert set(judgement.ratings["correctness"]) == {"A", "B"}
+
+
 def test_late_submit_is_accepted_while_the_comparison_still_needs_the_vote():
     campaign = make_campaign(n_comparisons=1, k=2)
     (u1,) = annotators(1)

@@ -55,8 +55,8 @@ def test_a_campaign_is_created_with_dimensions_and_a_pool():
         "name": "Round 1", "guidelines": "## Be *kind*", "votes_per_comparison": 2, "gold_rate": "0.1",
         "dimensions": ["correctness", {"name": "speed", "scale": 3, "description": "fewer steps"}],
         "pool_only": True, "pool": ["alice"], "task_split": "train"}, created_by=None)
-    assert campaign.dimensions == [{"name": "correctness", "scale": 5, "description": ""},
-                                   {"name": "speed", "scale": 3, "description": "fewer steps"}]
+    assert campaign.dimensions == [{"name": "correctness", "scale": 5, "description": "", "required": False},
+                                   {"name": "speed", "scale": 3, "description": "fewer steps", "required": False}]
     assert list(campaign.pool.all()) == [alice] and campaign.gold_rate == 0.1
 
 
@@ -69,7 +69,10 @@ def test_the_pool_takes_only_people_who_can_label():
 
 
 def test_stored_dimension_names_read_as_five_point_scales():
-    assert dimensions_of(CampaignFactory(dimensions=["a"])) == [{"name": "a", "scale": 5, "description": ""}]
+    assert dimensions_of(CampaignFactory(dimensions=["a"])) == [
+        {"name": "a", "scale": 5, "description": "", "required": False}]
+    # Stored before dimensions could be required: optional.
+    assert dimensions_of(CampaignFactory(dimensions=[{"name": "b", "scale": 3, "description": ""}]))[0]["required"] is False
 
 
 def _pair(campaign, task=None):
@@ -189,11 +192,11 @@ def test_each_pairing_strategy_makes_the_known_number_of_pairs(strategy, expecte
 def test_filling_is_capped_per_task_and_idempotent():
     _arena()
     campaign = CampaignFactory()
-    request = fill_request_clean({"strategy": "all_pairs", "max_per_task": 4})
+    request = fill_request_clean({"strategy": "all_pairs", "max_per_task": 4, "all_trajectories": True})
     assert fill_preview(campaign=campaign, request=request)["comparisons"] == 4
     fill = campaign_fill_create(campaign=campaign, request=request, created_by=None)
     assert fill.status == "succeeded" and fill.created_count == 4 and fill.identical_count == 1
-    again = campaign_fill_create(campaign=campaign, request=fill_request_clean({"max_per_task": 100}), created_by=None)
+    again = campaign_fill_create(campaign=campaign, request=fill_request_clean({"max_per_task": 100, "all_trajectories": True}), created_by=None)
     assert again.created_count == 5 and campaign.comparisons.count() == 9
     assert campaign_fill_create(campaign=campaign, request=request, created_by=None).created_count == 0
 
@@ -232,11 +235,29 @@ def test_a_fill_by_import_batch_pairs_trajectories_already_stored():
     assert again.duplicate_count == 4 and again.comparisons_created == 2
 
 
+def test_a_fill_names_its_source_and_says_when_it_built_nothing(client, admin_user):
+    """Nothing picked is refused (not every stored trajectory in one click); a tag that matches
+    nothing builds nothing and says so, as a warning."""
+    _arena()
+    campaign = CampaignFactory()
+    with pytest.raises(ArbiterError, match="pick where the trajectories come from"):
+        fill_request_clean({"strategy": "all_pairs"})
+    client.force_login(admin_user)
+    page = client.post(f"/annotate/campaigns/{campaign.pk}/fill", {"strategy": "all_pairs"}, follow=True)
+    assert "pick where the trajectories come from" in page.content.decode()
+    assert not Comparison.objects.filter(campaign=campaign).exists()
+    page = client.post(f"/annotate/campaigns/{campaign.pk}/fill", {"strategy": "all_pairs", "tags": "no-such-tag"},
+                       follow=True).content.decode()
+    assert "Nothing was built: no stored trajectory matches tag no-such-tag." in page
+    assert 'class="msg-warning"' in page
+    assert not Comparison.objects.filter(campaign=campaign).exists()
+
+
 def test_a_large_fill_runs_as_a_job(settings):
     settings.FILL_INLINE_MAX_TRAJECTORIES = 2
     _arena()
     campaign = CampaignFactory()
-    fill = campaign_fill_create(campaign=campaign, request=fill_request_clean({}), created_by=None)
+    fill = campaign_fill_create(campaign=campaign, request=fill_request_clean({"all_trajectories": True}), created_by=None)
     assert fill.status == "queued"  # the worker's task runs it (on commit, which tests do not reach)
     from annotate.tasks import campaign_fill_task
 
@@ -304,9 +325,9 @@ def test_the_api_creates_edits_acts_fills_and_deletes(admin_api):
     cid = made.json()["id"]
     assert admin_api.patch(f"/api/v1/campaigns/{cid}", {"votes_per_comparison": 5}, format="json").json()[
         "votes_per_comparison"] == 5
-    preview = admin_api.post(f"/api/v1/campaigns/{cid}/fill/preview", {"strategy": "outcome_differs"}, format="json")
+    preview = admin_api.post(f"/api/v1/campaigns/{cid}/fill/preview", {"strategy": "outcome_differs", "all_trajectories": True}, format="json")
     assert preview.json()["comparisons"] == 6
-    fill = admin_api.post(f"/api/v1/campaigns/{cid}/fills/", {"strategy": "outcome_differs"}, format="json")
+    fill = admin_api.post(f"/api/v1/campaigns/{cid}/fills/", {"strategy": "outcome_differs", "all_trajectories": True}, format="json")
     assert fill.status_code == 201 and fill.json()["created_count"] == 6
     assert admin_api.get(f"/api/v1/campaigns/{cid}").json()["progress"]["needed"] == 30
     paused = admin_api.post(f"/api/v1/campaigns/{cid}/status", {"action": "pause"}, format="json")
@@ -391,17 +412,23 @@ def test_the_settings_form_shows_each_problem_and_keeps_what_was_typed(client, a
     client.force_login(admin_user)
     response = client.post("/annotate/campaigns/new/", {
         "name": "Form", "gold_rate": "1.5", "votes_per_comparison": "3", "lease_minutes": "15",
-        "dimension_name": ["ok", ""], "dimension_scale": ["5", "4"], "dimension_description": ["", "orphan"]})
+        "dimension_name": ["ok", "", ""], "dimension_scale": ["5", "4", "5"], "dimension_description": ["", "orphan", ""],
+        "dimension_required": ["yes", "", ""]})
     page = response.content.decode()
     assert response.status_code == 400
     assert "between 0 and 1" in page and "dimension 2 has no name" in page and 'value="Form"' in page
+    assert "dimension 3 has no name" in page  # a row left blank is named, never dropped
+    assert "<strong>Gold rate</strong>" in page and "gold_rate</strong>" not in page  # the form's labels
+    assert '<option value="yes" selected>' in page  # the required flag survives the refusal
+    response = client.post("/annotate/campaigns/new/", {"name": "Form", "lease_minutes": "0.1"})
+    assert "must be a number of minutes between 0.5 and 10,080 (a week); got &#x27;0.1&#x27;" in response.content.decode()
     response = client.post("/annotate/campaigns/new/", {
         "name": "Form", "gold_rate": "0.2", "votes_per_comparison": "2", "lease_minutes": "10",
         "guidelines": "# Hi", "dimension_name": ["ok"], "dimension_scale": ["4"], "dimension_description": ["d"],
-        "pool_only": "everyone"})
+        "dimension_required": ["yes"], "pool_only": "everyone"})
     campaign = Campaign.objects.get(name="Form")
     assert response.status_code == 302 and campaign.lease_seconds == 600
-    assert campaign.dimensions == [{"name": "ok", "scale": 4, "description": "d"}]
+    assert campaign.dimensions == [{"name": "ok", "scale": 4, "description": "d", "required": True}]
     preview = client.post("/annotate/campaigns/markdown-preview", {"guidelines": "**b** <script>x</script>"})
     assert "<strong>b</strong>" in preview.content.decode() and "<script>" not in preview.content.decode()
 
@@ -411,10 +438,10 @@ def test_the_fill_form_previews_then_builds(client, admin_user):
     campaign = CampaignFactory()
     client.force_login(admin_user)
     preview = client.post(f"/annotate/campaigns/{campaign.pk}/fill",
-                          {"strategy": "all_pairs", "max_per_task": "3", "preview": "1"})
+                          {"strategy": "all_pairs", "max_per_task": "3", "preview": "1", "all_trajectories": "on"})
     assert "<strong>3</strong> new comparisons" in preview.content.decode()
     assert campaign.comparisons.count() == 0
-    built = client.post(f"/annotate/campaigns/{campaign.pk}/fill", {"strategy": "all_pairs", "max_per_task": "3"})
+    built = client.post(f"/annotate/campaigns/{campaign.pk}/fill", {"strategy": "all_pairs", "max_per_task": "3", "all_trajectories": "on"})
     assert built.status_code == 302 and campaign.comparisons.count() == 3
     assert CampaignFill.objects.get().created_count == 3
     assert ImportBatch.objects.count() == 0
@@ -446,7 +473,7 @@ def test_uncertainty_first_builds_all_pairs_then_queues_a_scoring_run(admin_user
     model = RewardModel.objects.create(name="rm", snapshot=snapshot, backbone="tiny", model_dir="/nowhere")
     with pytest.raises(ArbiterError, match="needs the reward model"):
         fill_request_clean({"strategy": "rm_uncertainty"})
-    request = fill_request_clean({"strategy": "rm_uncertainty", "reward_model": model.pk})
+    request = fill_request_clean({"strategy": "rm_uncertainty", "reward_model": model.pk, "all_trajectories": True})
     assert fill_preview(campaign=campaign, request=request)["then_scoring_run"]
     fill = campaign_fill_create(campaign=campaign, request=request, created_by=admin_user)
     assert fill.status == "succeeded" and fill.created_count == 9

@@ -128,3 +128,13 @@ def test_a_large_snapshot_is_built_by_a_job(celery_worker_process, researcher, s
     assert response.status_code == 202 and response.json()["status"] == "queued"
     snapshot = wait_for(lambda: DatasetSnapshot.objects.exclude(status__in=["queued", "running"]).filter(pk=response.json()["id"]).first())
     assert snapshot.status == "succeeded" and snapshot.stats["pairs"] == 2 and snapshot.progress == 1.0
+
+
+def test_the_snapshot_page_shows_the_dataset_card(client, researcher, snapshot):
+    client.force_login(researcher)
+    page = client.get(f"/annotate/datasets/{snapshot.pk}/").content.decode()
+    assert 'id="card"' in page and "pretty_name: " in page and "RewardTrainer" in page
+    assert "<h2>Columns</h2>" in page and "load_dataset" in page
+    kto = client.get(f"/annotate/datasets/{snapshot.pk}/?card=kto").content.decode()
+    assert "KTOTrainer" in kto
+    assert "RewardTrainer" in client.get(f"/annotate/datasets/{snapshot.pk}/?card=nope").content.decode()

@@ -328,12 +328,11 @@ def test_raw_copy_path_gives_the_same_rows_as_the_python_path(snapshot, tmp_path
     write_rows(iter_rows(snapshot, "raw"), slow, "raw", "jsonl")
 
     def load(path):
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
-        for r in rows:
-            r["ratings"] = json.loads(r["ratings"])  # JSON text: PostgreSQL spaces it differently
-        return rows
+        return [json.loads(line) for line in path.read_text().splitlines()]
 
     assert load(fast) == load(slow) and len(load(fast)) == 36
+    # Ratings are a typed list, never JSON text to decode a second time.
+    assert all(isinstance(r["ratings"], list) for r in load(fast))
     parquet = tmp_path / "fast.parquet"
     RawCopyBatches(snapshot, "test").write(parquet, "parquet")
     table = pq.read_table(parquet)
@@ -367,3 +366,21 @@ def test_an_empty_split_has_no_file_and_the_bundle_still_loads(snapshot, tmp_pat
                                        data_files={"train": str(out / "data" / f"train.{filetype}")})
         assert loaded["train"].num_rows == files["train"] > 0
         assert '"test"' not in (out / "README.md").read_text()
+
+
+def test_raw_ratings_are_typed_rows_on_both_paths(snapshot, tmp_path):
+    from annotate.exports import RawCopyBatches, write_rows
+    from annotate.models import Judgement, SnapshotJudgement
+
+    judgement_id = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id").first().judgement_id
+    Judgement.objects.filter(pk=judgement_id).update(ratings={"speed": {"B": 2}, "correctness": {"A": 4, "B": 1}})
+    expected = [{"dimension": "correctness", "side": "A", "value": 4},
+                {"dimension": "correctness", "side": "B", "value": 1}, {"dimension": "speed", "side": "B", "value": 2}]
+    fast, slow, parquet = tmp_path / "fast.jsonl", tmp_path / "slow.jsonl", tmp_path / "fast.parquet"
+    RawCopyBatches(snapshot, None).write(fast, "jsonl")
+    write_rows(iter_rows(snapshot, "raw"), slow, "raw", "jsonl")
+    RawCopyBatches(snapshot, None).write(parquet, "parquet")
+    for rows in ([json.loads(line) for line in path.read_text().splitlines()] for path in (fast, slow)):
+        assert next(r for r in rows if r["judgement_id"] == judgement_id)["ratings"] == expected
+    table = pq.read_table(parquet).to_pylist()
+    assert next(r for r in table if r["judgement_id"] == judgement_id)["ratings"] == expected

@@ -82,9 +82,20 @@ def test_trajectory_text_is_escaped(client, annotator):
 
 
 def test_guidelines_markdown_is_sanitized():
-    html = markdown_safe('## Rules\n<script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror=alert(1)> **ok**')
+    html = markdown_safe('## Rules\n<script>alert(1)</script>\n\n[x](javascript:alert(1)) <a href="javascript:alert(1)">y</a> '
+                         '<img src=x onerror=alert(1)> **ok**')
     assert "<h2>Rules</h2>" in html and "<strong>ok</strong>" in html
-    assert "<script" not in html and "javascript:" not in html and "onerror" not in html and "<img" not in html
+    assert "<script" not in html and "alert(1)</" not in html and 'href="javascript' not in html
+    assert "onerror" not in html and "<img" not in html
+
+
+def test_guidelines_markdown_reads_as_commonmark():
+    """A bullet list right after a numbered one is a list of its own; a list may follow a line
+    of text directly; tables and fenced code still render."""
+    html = markdown_safe("1. one\n2. two\n- bullet\n\nIntro:\n- a\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```\ncode\n```")
+    assert "<ol>\n<li>one</li>\n<li>two</li>\n</ol>\n<ul>\n<li>bullet</li>" in html
+    assert "<p>Intro:</p>\n<ul>\n<li>a</li>" in html
+    assert "<td>1</td>" in html and "<pre><code>code" in html
 
 
 def test_quality_page_shows_agreement_and_charts(client, researcher):

@@ -1,9 +1,12 @@
-"""The loop's benchmark scripts at a tiny size, so they cannot rot: each runs as a user runs it
-and prints its figures (the figures themselves are in benchmarks/RESULTS.md)."""
+"""Benchmark scripts (the loop's, and the embedded app's soak) at a tiny size, so they cannot
+rot: each runs as a user runs it and prints its figures (the figures themselves are in
+benchmarks/RESULTS.md)."""
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.policy_fixtures import tiny_policy_dir
 
@@ -31,3 +34,14 @@ def test_loop_heldout_plays_policies_on_a_world_no_training_saw(tmp_path):
     # The same policy and the same seeds: no gain, and the table says so.
     assert figures["policies"]["again"]["t1"]["gain"][0] == 0.0
     assert "world 10001 (4 tasks)" in out
+
+
+@pytest.mark.worker
+def test_soak_embedded_runs_the_app_with_traffic_and_reports_crashes():
+    out = _run("benchmarks/soak_embedded.py", "--minutes", "0.1", "--annotators", "1", "--bc-steps", "10",
+               timeout=240)
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert figures["crashes"] == 0 and figures["http_5xx"] == 0 and figures["unrecoverable_in_logs"] == 0
+    assert figures["workers_alive"] == {"default": 1, "gpu": 1}
+    assert figures["labels"] >= 1 and figures["imports"] == {"201": 1}
+    assert any(name.startswith("bc#") for name in figures["runs"]) and figures["peak_rss_mb"] > 0

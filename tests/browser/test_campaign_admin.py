@@ -87,13 +87,13 @@ def test_an_admin_runs_a_campaign_from_an_empty_install(page, live_server, tmp_p
     page.fill("input[name=votes_per_comparison]", "2")
     page.fill("input[name=gold_rate]", "1.5")
     page.click("#add-dimension")
-    page.fill("#dimension-rows tbody tr:last-child input[name=dimension_name]", "correctness")
-    page.fill("#dimension-rows tbody tr:last-child input[name=dimension_description]", "Is the answer right?")
+    page.fill("#dimension-rows .dimension-row:last-child input[name=dimension_name]", "correctness")
+    page.fill("#dimension-rows .dimension-row:last-child input[name=dimension_description]", "Is the answer right?")
     page.check("input[name=pool_only][value=pool]")
     for name in ("ann1", "ann2"):
         page.check(f".pool-list label:has-text('{name}') input")
     page.click("#add-dimension")  # a second dimension with a description and no name
-    page.fill("#dimension-rows tbody tr:last-child input[name=dimension_description]", "How fast?")
+    page.fill("#dimension-rows .dimension-row:last-child input[name=dimension_description]", "How fast?")
     page.click("button:has-text('Create the campaign')")
     # The browser itself refuses a gold rate over 1, naming the range.
     assert "1" in page.eval_on_selector("input[name=gold_rate]", "e => e.validationMessage")
@@ -101,9 +101,9 @@ def test_an_admin_runs_a_campaign_from_an_empty_install(page, live_server, tmp_p
     page.click("button:has-text('Create the campaign')")
     page.wait_for_selector("text=dimension 2 has no name")  # the server names the row; nothing typed is lost
     assert page.input_value("input[name=name]") == "Capitals, round 1"
-    assert page.input_value("#dimension-rows tbody tr:first-child input[name=dimension_name]") == "correctness"
+    assert page.input_value("#dimension-rows .dimension-row:first-child input[name=dimension_name]") == "correctness"
     screenshot(page, "campaign-admin-2-form-refused")
-    page.click("#dimension-rows tbody tr:last-child [data-remove-dimension]")
+    page.click("#dimension-rows .dimension-row:last-child [data-remove-dimension]")
     page.click("button:has-text('Create the campaign')")
     page.wait_for_selector("text=Fill it with comparisons below")
     campaign_id = int(page.url.rstrip("/").split("/")[-1])

@@ -1,6 +1,7 @@
 """An annotator labels with the keyboard alone; marks a first wrong step; script payloads stay text.
 
-The workbench as annotators use it, at 1440 and 390 px: Enter submits wherever the focus is,
+The workbench as annotators use it, at 1440 and 390 px: Enter presses a focused button or fold
+and submits elsewhere, ratings kept through a refusal,
 step marking by keys, the sticky verdict bar on a long pair, alignment by content (and by
 index, kept across submits), identical trajectories flagged, the phone layout, adjudication."""
 import io
@@ -156,27 +157,41 @@ def _row_of(page, side: str, index: int):
     return page.locator(".pair-row", has=page.locator(f".step[data-side={side}][data-index='{index}']"))
 
 
-def test_enter_submits_with_the_focus_on_an_expanded_observation_or_a_tool_button(page, live_server):
-    campaign = _pairs_campaign([(START + REJOIN, START + DETOUR + REJOIN)] * 3)
+def test_enter_presses_a_focused_button_or_fold_and_submits_elsewhere(page, live_server):
+    """Keyboard and screen-reader convention: Enter activates the focused control (Skip opens the
+    skip box, a fold opens); with the focus on no control, or with Ctrl/Cmd, Enter submits. A
+    pointer click leaves no focus behind, so a mouse user's Enter still submits."""
+    campaign = _pairs_campaign([(START + REJOIN, START + DETOUR + REJOIN)] * 4)
     UserFactory(username="fo", roles=["annotator"])
     login(page, live_server, "fo")
     page.goto(f"{live_server.url}/annotate/campaigns/{campaign.id}/label/")
-    page.click("#judgement-form button[data-toggle-folds]")  # show the folded identical steps
-    first = _current(page)
-    summary = page.locator(".step-observation summary").first
-    summary.click()  # expands the observation and leaves the focus on its summary
-    assert page.evaluate("document.activeElement.tagName") == "SUMMARY"
-    assert page.locator(".step-observation details[open]").count() == 1
-    page.keyboard.press("2")
-    page.keyboard.press("Enter")
-    _wait_for_next(page, first.id)
-    assert _on_screen(first, Judgement.objects.get(assignment=first))[0] == 2
 
-    # The focus on a tool button after a click, then on a rating menu: keys still go to the verdict.
+    # Tab to Skip, Enter: the skip box opens; nothing is stored.
+    first = _current(page)
+    page.keyboard.press("3")
+    page.focus("#judgement-form button[data-open-skip]")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#skip-form:not([hidden])")
+    assert not Judgement.objects.filter(assignment=first).exists()
+    page.keyboard.press("Escape")  # closes the skip box
+
+    # A fold focused from the keyboard, Enter: it opens; nothing is stored.
+    page.keyboard.press("c")  # show the folded identical steps
+    summary = page.locator(".step-observation summary").first
+    summary.focus()
+    page.keyboard.press("Enter")
+    assert page.locator(".step-observation details[open]").count() == 1
+    assert not Judgement.objects.filter(assignment=first).exists()
+    page.keyboard.press("Control+Enter")  # from anywhere: submit
+    _wait_for_next(page, first.id)
+    assert _on_screen(first, Judgement.objects.get(assignment=first))[0] == 3
+
+    # A mouse click on a fold and on a tool button: no focus stays behind, so Enter submits.
     second = _current(page)
+    page.click("button[data-toggle-folds]")
+    page.locator(".step-observation summary").first.click()
     page.click("button[data-toggle-observations]")
-    assert page.evaluate("document.activeElement.dataset.toggleObservations") == ""
-    assert page.locator(".step-observation details:not([open])").count() == 0
+    assert page.evaluate("document.activeElement === document.body")
     page.keyboard.press("4")
     page.keyboard.press("Enter")
     _wait_for_next(page, second.id)
@@ -191,9 +206,58 @@ def test_enter_submits_with_the_focus_on_an_expanded_observation_or_a_tool_butto
     page.keyboard.type("Right guesses.")
     assert Judgement.objects.filter(assignment=third).count() == 0
     page.keyboard.press("Control+Enter")
-    page.wait_for_selector("text=Nothing to label right now")
+    _wait_for_next(page, third.id)
     judgement = Judgement.objects.get(assignment=third)
     assert _on_screen(third, judgement)[0] == 1 and judgement.rationale == "Left cites the page.\nRight guesses."
+    assert not page.js_errors
+
+
+def test_a_refused_submit_keeps_every_rating_and_required_ratings_are_asked_for(page, live_server):
+    campaign = _pairs_campaign([(START + REJOIN, START + DETOUR + REJOIN)] * 2, dimensions=[
+        {"name": "correctness", "scale": 5, "description": "", "required": False},
+        {"name": "speed", "scale": 5, "description": "", "required": False}])
+    UserFactory(username="ra", roles=["annotator"])
+    login(page, live_server, "ra")
+    page.goto(f"{live_server.url}/annotate/campaigns/{campaign.id}/label/")
+    first = _current(page)
+    # g goes to the rating menus; a digit rates; Enter moves on, and leaves after the last one.
+    page.keyboard.press("g")
+    for digit in ("4", "2", "5", "1"):
+        page.keyboard.press(digit)
+        page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement === document.body")
+    page.keyboard.press("Enter")  # no point on the scale yet: refused
+    page.wait_for_selector("text=Pick a point on the scale")
+    values = page.eval_on_selector_all("table.ratings select", "els => els.map(e => e.value)")
+    assert values == ["4", "2", "5", "1"]  # nothing typed is lost
+    assert not Judgement.objects.filter(assignment=first).exists()
+    page.keyboard.press("2")
+    page.keyboard.press("Enter")
+    _wait_for_next(page, first.id)
+    judgement = Judgement.objects.get(assignment=first)
+    left, right = ("A", "B") if first.left_is_a else ("B", "A")
+    assert judgement.ratings == {"correctness": {left: 4, right: 2}, "speed": {left: 5, right: 1}}
+
+    # A required dimension: the browser asks for it, and nothing is stored until it is rated.
+    campaign.dimensions = [{"name": "correctness", "scale": 5, "description": "", "required": True}]
+    campaign.save()
+    page.reload()
+    second = _current(page)
+    assert "required" in page.locator("table.ratings").inner_text()
+    page.keyboard.press("2")
+    page.keyboard.press("Enter")
+    message = page.eval_on_selector("table.ratings select", "e => e.validationMessage")
+    assert message, "the browser names the missing rating"
+    assert not Judgement.objects.filter(assignment=second).exists()
+    page.keyboard.press("Escape")  # the browser put the focus on the missing rating: leave it, then g
+    page.keyboard.press("g")
+    page.keyboard.press("3")
+    page.keyboard.press("Enter")
+    page.keyboard.press("4")
+    page.keyboard.press("Control+Enter")
+    _wait_for_next(page, second.id)
+    expected = {"A": 3, "B": 4} if second.left_is_a else {"A": 4, "B": 3}
+    assert Judgement.objects.get(assignment=second).ratings["correctness"] == expected
     assert not page.js_errors
 
 

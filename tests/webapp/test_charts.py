@@ -25,6 +25,8 @@ def test_ticks_are_round_and_cover_the_data():
     ticks = nice_ticks(0.013, 0.97)
     assert ticks[0] <= 0.013 and ticks[-1] >= 0.97 and ticks == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert nice_ticks(3, 3)[0] < 3 < nice_ticks(3, 3)[-1]  # a flat series still gets an axis
+    assert nice_ticks(0, 0)[0] == 0 and nice_ticks(0, 0)[-1] == 1  # all zeros (√KL at the start): 0 to 1
+    assert nice_ticks(-2, -2)[0] < -2 < nice_ticks(-2, -2)[-1]
 
 
 def test_shortened_labels_still_differ():

@@ -54,7 +54,12 @@ def test_models_and_migrations_agree():
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)
 
 
-def test_make_run_starts_the_beat_scheduler_beside_the_worker():
+def test_make_run_keeps_housekeeping_apart_from_training():
+    """Sweeps, imports and fills never wait behind a training run: the beat scheduler and the
+    `default` queue have a worker of their own, the `gpu` queue another."""
     script = (ROOT / "scripts" / "run_embedded.sh").read_text()
-    worker_line = next(line for line in script.splitlines() if "celery -A webapp worker" in line)
-    assert "--beat" in worker_line
+    workers = [line for line in script.splitlines() if "celery -A webapp worker" in line]
+    assert len(workers) == 2
+    housekeeping, training = workers
+    assert "-Q default " in housekeeping and "--beat" in housekeeping
+    assert "-Q gpu " in training and "--beat" not in training

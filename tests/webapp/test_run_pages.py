@@ -288,7 +288,47 @@ def test_a_reward_model_launch_reports_name_epochs_and_heads_together(client, ad
         "batch_size": 16, "weight_decay": 0, "warmup_ratio": 0.05, "seed": 0, "checkpoint_every": 50})
     assert response.status_code == 400 and not Run.objects.filter(kind="reward_model").exists()
     page = response.content.decode()
-    for field, text in (("name", "name: a plain name"), ("epochs", "epochs: must be positive"),
+    for field, text in (("name", "name: a plain name"), ("epochs", "epochs: between 0 and 1,000; got -1"),
                         ("hidden", "must split into 3 heads"), ("snapshot_id", "training pairs")):
         block = page[page.index(f'id="field-{field}"'):]
         assert text in block[:block.index("</div>\n")], field
+
+
+def _rm_snapshot():
+    from annotate.services.datasets import SnapshotFilters, snapshot_create
+    from tests.annotate.dataset_fixtures import voted_campaign
+
+    campaign, _ = voted_campaign([[1, 1], [5, 5]] * 24)
+    return snapshot_create(name="s", campaigns=[campaign], seed=0, test_fraction=0.5, filters=SnapshotFilters())
+
+
+def test_the_reward_model_form_launches_with_its_defaults(client, admin_user):
+    """The learning rate starts empty ("the backbone's default") and an empty field is the default."""
+    from tests.rewardmodel.rm_fixtures import tiny_policy
+
+    Policy.objects.filter(pk=tiny_policy().pk).update(name="default-bc")  # the tokenizer a default run shares
+    snapshot = _rm_snapshot()
+    client.force_login(admin_user)
+    form = client.get("/runs/new/reward_model/").content.decode()
+    assert 'name="learning_rate"' in form
+    values = dict(re.findall(r'name="(\w+)"[^>]*?value="([^"]*)"', form))
+    values.update(snapshot_id=snapshot.pk, learning_rate="")
+    response = client.post("/runs/new/reward_model/", values)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    run = Run.objects.get(kind="reward_model")
+    assert run.config["learning_rate"] is None and run.config["epochs"] == 3.0
+
+
+def test_the_reward_model_form_checks_ranges_and_names_the_policy_run_to_wait_for(client, admin_user):
+    snapshot = _rm_snapshot()
+    bc = Run.objects.create(kind="bc", name="default policy", status=Run.Status.RUNNING, progress=0.43)
+    client.force_login(admin_user)
+    response = client.post("/runs/new/reward_model/", {
+        "idempotency_key": "rm2", "snapshot_id": snapshot.pk, "name": "rm", "backbone": "policy-llama",
+        "epochs": "1000000", "hidden": "-5", "layers": "0", "max_length": "99999999999"})
+    assert response.status_code == 400 and not Run.objects.filter(kind="reward_model").exists()
+    page = response.content.decode()
+    for text in ("epochs: between 0 and 1,000; got 1e+06", "hidden: between 8 and 4,096; got -5",
+                 "layers: between 1 and 48; got 0", "max_length: between 16 and 32,768",
+                 f"still training in run #{bc.pk} (default policy, running, 43%)"):
+        assert text in page, text

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, fields
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
+from training.config_ranges import out_of_range
 from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
@@ -119,6 +120,11 @@ def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume
 
 # --- Behaviour cloning ------------------------------------------------------------------
 
+BC_RANGES = {"demos_per_task": (1, 100), "vocab_size": (64, 65536), "hidden": (8, 4096), "layers": (1, 48),
+             "heads": (1, 64), "batch_size": (1, 4096), "max_steps": (1, 1_000_000), "warmup_steps": (0, 1_000_000),
+             "rollout_tasks": (1, 100_000), "rollout_samples": (1, 64), "threads": (0, 256),
+             "learning_rate": (0, 1), "grad_clip": (0, 1000), "first_action_weight": (0, 100)}
+
 @dataclass
 class BCRunConfig(BCConfig):
     policy_name: str = field(default="bc", metadata={"help": "Name of the new policy (saved under var/policies/)."})
@@ -129,10 +135,7 @@ class BCRunConfig(BCConfig):
     rollout_samples: int = field(default=2, metadata={"help": "Episodes per task in that rollout run."})
 
     def validate(self) -> list[str]:
-        problems = []
-        for name in ("demos_per_task", "vocab_size", "hidden", "layers", "heads", "batch_size", "max_steps"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name}: at least 1.")
+        problems = out_of_range(self, BC_RANGES)
         if self.hidden % max(1, self.heads):
             problems.append("hidden: a multiple of heads.")
         if self.learning_rate <= 0:
@@ -143,8 +146,6 @@ class BCRunConfig(BCConfig):
             problems.append(extra_worlds_problem(self.extra_worlds))
         if not self.policy_name.strip() or "/" in self.policy_name or self.policy_name.startswith("."):
             problems.append("policy_name: a plain name (letters, digits, dashes).")
-        if self.rollout_tasks < 1 or not 1 <= self.rollout_samples <= 64:
-            problems.append("rollout_tasks: at least 1; rollout_samples: between 1 and 64.")
         return problems
 
 

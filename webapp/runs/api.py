@@ -1,6 +1,7 @@
 """Runs over REST: launch (admins), read (researchers and admins), cancel and resume (admins)."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -12,6 +13,7 @@ from webapp.models import Run
 from webapp.roles import Role
 from webapp.runs.selectors import run_metric_series, runs_filtered
 from webapp.runs.services import run_cancel, run_launch, run_resume
+from webapp.workers import queue_state, run_wait, workers_overview
 
 READ_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
@@ -23,7 +25,7 @@ class RunOutput(serializers.ModelSerializer):
         model = Run
         fields = ["id", "kind", "name", "status", "config", "progress", "progress_message", "error", "summary",
                   "artifacts", "lineage", "checkpoint", "device", "worker", "attempt", "cancel_requested",
-                  "heartbeat_at", "started_at", "finished_at", "created_by", "created_at"]
+                  "heartbeat_at", "queued_at", "started_at", "finished_at", "created_by", "created_at"]
 
 
 class RunListCreateApi(APIView):
@@ -66,14 +68,28 @@ class RunDetailApi(APIView):
 
     @extend_schema(parameters=[OpenApiParameter("metrics", str, enum=["0", "1"],
                                                 description="0 leaves out the metric series.")],
+                   description="A run, with `queue` (null once it started): `position` (1 = next), the queued "
+                               "runs `ahead`, the `running` runs it waits for, their `minutes_left` by progress, "
+                               "and whether any `worker_alive` takes the runs' queue.",
                    responses={200: RunOutput})
     def get(self, request, run_id: int):
         run = get_object_or_404(Run, pk=run_id)
         body = RunOutput(run).data
+        body["queue"] = _queue(run)
         if request.query_params.get("metrics") != "0":
             body["metrics"] = {name: [[step, value] for step, value in points]
                                for name, points in run_metric_series(run).items()}
         return Response(body)
+
+
+def _queue(run: Run) -> dict | None:
+    """Where a queued run stands: its place in the line, what it waits for, whether a worker is alive."""
+    wait = run_wait(run)
+    if wait is None:
+        return None
+    return {"position": wait.position, "ahead": [r.pk for r in wait.ahead], "running": [r.pk for r in wait.running],
+            "minutes_left": None if wait.minutes_left is None else round(wait.minutes_left, 1),
+            "worker_alive": queue_state(settings.RUN_QUEUE).has_worker}
 
 
 class RunCancelApi(APIView):
@@ -92,3 +108,14 @@ class RunResumeApi(APIView):
     def post(self, request, run_id: int):
         get_object_or_404(Run, pk=run_id)
         return Response(RunOutput(run_resume(run_id=run_id)).data, status=status.HTTP_202_ACCEPTED)
+
+
+class WorkersApi(APIView):
+    """The Celery workers that beat within WORKER_ALIVE_SECONDS, and each queue's state."""
+
+    permission_classes = [api_role(*READ_ROLES)]
+
+    @extend_schema(responses={200: dict}, description="`queues`: for `default` and `gpu`, how many live workers "
+                   "take it and when one was last seen; `workers`: every worker that has beaten, with `alive`.")
+    def get(self, request):
+        return Response(workers_overview())

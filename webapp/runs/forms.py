@@ -188,7 +188,7 @@ class RunLaunchForm(forms.Form):
         # A number left empty takes its default, as a field missing from an API config does.
         field_class = _FIELDS[kind_type]
         field = field_class(initial=default, label=label, help_text=help_text,
-                            required=kind_type is not str and default is None, **({"widget": widget} if widget else {}))
+                            required=False, **({"widget": widget} if widget else {}))
         if kind_type is float:
             field.widget.attrs.setdefault("step", "any")
         return field, 2 if kind_type is str else 3

@@ -72,7 +72,7 @@ def run_launch(*, kind: str, config: dict | None, user, name: str = "", idempote
             run = Run.objects.create(
                 kind=kind, name=name[:200] or run_kind.label, config=config_as_json(parsed),
                 lineage=run_kind.lineage(parsed), created_by=user, idempotency_key=idempotency_key[:64],
-                attempt=1,
+                attempt=1, queued_at=timezone.now(),
             )
             if enqueue:
                 transaction.on_commit(lambda: _enqueue(run))
@@ -112,6 +112,7 @@ def run_resume(*, run_id: int) -> Run:
     with transaction.atomic():
         updated = Run.objects.filter(pk=run_id, status=run.status).update(
             status=Run.Status.QUEUED, attempt=run.attempt + 1, cancel_requested=False, error="", finished_at=None,
+            queued_at=timezone.now(),
             progress_message=f"Resuming from the checkpoint at step {step}." if step is not None
             else "Restarting from the beginning (no checkpoint was written).",
         )

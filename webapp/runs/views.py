@@ -2,6 +2,7 @@
 and resume."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -16,6 +17,7 @@ from webapp.runs.forms import RunLaunchForm
 from webapp.runs.kinds import all_kinds, get_kind
 from webapp.runs.selectors import run_artifact_file, run_artifacts, run_metric_series, runs_filtered, summary_rows
 from webapp.runs.services import run_cancel, run_launch, run_resume
+from webapp.workers import queue_state, run_wait
 
 VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
@@ -28,7 +30,7 @@ def runs(request: HttpRequest) -> HttpResponse:
     status = status if status in Run.Status.values else ""
     return render(request, "webapp/runs.html", {
         "runs": runs_filtered(kind=kind, status=status)[:200], "kinds": all_kinds(), "statuses": Run.Status,
-        "kind": kind, "status": status,
+        "kind": kind, "status": status, "workers": queue_state(settings.RUN_QUEUE),
     })
 
 
@@ -56,7 +58,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     """A run; while it is active its live section polls itself and stops when the run ends."""
     run = get_object_or_404(Run.objects.select_related("created_by"), pk=run_id)
     context = {"run": run, "metric_groups": metric_charts(run_metric_series(run)), "kind": get_kind(run.kind),
-               "summary": summary_rows(run.summary), "artifacts": run_artifacts(run)}
+               "summary": summary_rows(run.summary), "artifacts": run_artifacts(run),
+               "wait": run_wait(run), "workers": queue_state(settings.RUN_QUEUE) if run.is_active else None}
     if request.htmx:
         response = render(request, "webapp/run_detail.html#run-live", context)
         if not run.is_active:

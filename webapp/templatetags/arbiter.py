@@ -1,10 +1,13 @@
 """Template helpers: safe Markdown, and small formatting filters."""
-import markdown as md
 import nh3
 from django import template
 from django.utils.safestring import mark_safe
+from markdown_it import MarkdownIt
 
 register = template.Library()
+# CommonMark, as GitHub and most editors write it (a list right after a paragraph or another
+# kind of list starts a list of its own), with GitHub's tables.
+_MARKDOWN = MarkdownIt("commonmark").enable("table")
 
 ALLOWED_TAGS = {
     "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "b", "i", "code", "pre",
@@ -15,7 +18,7 @@ ALLOWED_TAGS = {
 @register.filter
 def markdown_safe(text: str) -> str:
     """Markdown to HTML, then sanitized: no script, no event handlers, no javascript: links."""
-    html = md.markdown(text or "", extensions=["tables", "fenced_code"])
+    html = _MARKDOWN.render(text or "")
     return mark_safe(nh3.clean(html, tags=ALLOWED_TAGS, attributes={"a": {"href", "title"}},
                                url_schemes={"http", "https", "mailto"}))
 

@@ -60,6 +60,9 @@ def users(request: HttpRequest) -> HttpResponse:
                 error = exc.message
             else:
                 messages.success(request, f"Created {user.username}.")
+                if not d["roles"]:
+                    messages.warning(request, f"{user.username} has no role: they can log in but see no campaign, "
+                                              "run or dataset until you give them one below.")
                 return redirect("team-user", user_id=user.pk)
     return render(request, "webapp/users/list.html",
                   {"users": users_list(), "form": form, "error": error, "role_names": ROLE_NAMES},

@@ -1,0 +1,69 @@
+"""`make run` (scripts/run_embedded.sh) keeps the app up: a worker that dies is restarted and says
+why, one that keeps dying is left stopped while the web server stays up and says so."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from benchmarks.first_run import Embedded, answers, free_port
+from benchmarks.soak_embedded import Api, token
+
+pytestmark = pytest.mark.worker
+
+
+def _pids(group: int, marker: str) -> list[int]:
+    """Processes of the script's group whose command line contains `marker`."""
+    out = subprocess.run(["ps", "-ww", "-e", "-o", "pid=,pgid=,args="], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines()
+            if int(line.split()[1]) == group and marker in line]
+
+
+def _queues(api: Api) -> dict:
+    status, body = api.call("GET", "/api/v1/workers/")
+    assert status == 200, body
+    return body["queues"]
+
+
+def _kill_training_worker(app: Embedded, api: Api) -> None:
+    """Once it is up and beating: SIGKILL, as the kernel's OOM killer would."""
+    app.wait_for(lambda: _queues(api)["gpu"]["alive"] == 1, 60, "a training worker beating")
+    pids = app.wait_for_value(lambda: _pids(app.proc.pid, "--hostname training@"), 60, "a training worker")
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_dying_worker_is_restarted_then_left_stopped_with_the_web_server_up(tmp_path):
+    env = {"ARBITER_RESTARTS": "1", "WORKER_BEAT_SECONDS": "0.5", "WORKER_ALIVE_SECONDS": "2"}
+    app = Embedded(tmp_path / "var", free_port(), tmp_path / "out.txt", env_extra=env)
+    try:
+        app.wait_for(app.banner, 120, "URL and users printed")
+        output = app.output.read_text()
+        assert "worker-training.log" in output and "worker-housekeeping.log" in output
+
+        api = Api(app, token(app, "demo-admin"))
+        _kill_training_worker(app, api)
+        app.wait_for(lambda: "restarting it (1 of 1" in app.output.read_text(), 30, "a restart")
+        assert "the training process stopped (exit status 137)" in app.output.read_text()
+        time.sleep(2.5)  # the first worker's row goes stale, so the next "alive" is the new one's
+        _kill_training_worker(app, api)
+        app.wait_for(lambda: "not restarting it again" in app.output.read_text(), 30, "giving up")
+        assert "The web server stays up" in app.output.read_text()
+
+        assert answers(app.url("/health"))
+        time.sleep(2.5)  # past WORKER_ALIVE_SECONDS without a beat from any training worker
+        queues = _queues(api)
+        assert queues["gpu"]["alive"] == 0 and queues["gpu"]["last_seen"]
+        assert queues["default"]["alive"] == 1  # the housekeeping worker, untouched
+        assert app.proc.poll() is None  # the script itself is still up
+    finally:
+        if app.proc.poll() is None:
+            app.interrupt()
+        app.kill()
+    deadline = time.monotonic() + 15  # nothing of it left, once the killed ones are reaped
+    while _pids(app.proc.pid, "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _pids(app.proc.pid, "")

@@ -1,0 +1,140 @@
+"""Which Celery workers are alive, and what a queued run waits for.
+
+Every worker process beats a `WorkerBeat` row (its hostname, the queues it takes) every
+WORKER_BEAT_SECONDS from a thread started when it is ready, and deletes the row when it shuts
+down. A worker whose row has not been beaten for WORKER_ALIVE_SECONDS is dead (killed, or its
+machine lost): the pages that list jobs say so instead of showing work "queued" forever.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from celery.signals import worker_ready, worker_shutdown
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+
+def worker_beat(hostname: str, queues: list[str], *, started_at: datetime) -> None:
+    from webapp.models import WorkerBeat
+
+    WorkerBeat.objects.update_or_create(hostname=hostname, defaults={
+        "queues": ",".join(sorted(queues)), "pid": os.getpid(), "started_at": started_at, "beat_at": timezone.now()})
+
+
+class _Beater(threading.Thread):
+    def __init__(self, hostname: str, queues: list[str]):
+        super().__init__(daemon=True, name="worker-beat")
+        self.hostname, self.queues = hostname, queues
+        self.started_at = timezone.now()
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while True:
+                try:
+                    worker_beat(self.hostname, self.queues, started_at=self.started_at)
+                except DatabaseError:
+                    logger.warning("worker beat could not be written; retrying")
+                    connection.close()
+                if self.stopped.wait(settings.WORKER_BEAT_SECONDS):
+                    return
+        finally:
+            connection.close()
+
+
+_beater: _Beater | None = None
+
+
+@worker_ready.connect
+def _start_beating(sender, **kwargs) -> None:
+    global _beater
+    queues = list(sender.app.amqp.queues.consume_from or sender.app.amqp.queues)
+    _beater = _Beater(sender.hostname, queues)
+    _beater.start()
+
+
+@worker_shutdown.connect
+def _stop_beating(sender, **kwargs) -> None:
+    from webapp.models import WorkerBeat
+
+    if _beater is None:
+        return
+    _beater.stopped.set()
+    _beater.join(timeout=5)
+    try:
+        WorkerBeat.objects.filter(hostname=_beater.hostname).delete()
+    except DatabaseError:
+        logger.warning("could not remove this worker's beat; it will read as dead soon")
+
+
+@dataclass(frozen=True)
+class QueueState:
+    queue: str
+    alive: list  # WorkerBeat rows of live workers that take this queue
+    last_seen: datetime | None  # the last beat of any worker that took it, when none is alive
+
+    @property
+    def has_worker(self) -> bool:
+        return bool(self.alive)
+
+
+def queue_state(queue: str) -> QueueState:
+    """The live workers that take `queue`, or when one was last seen."""
+    from webapp.models import WorkerBeat
+
+    since = timezone.now() - timedelta(seconds=settings.WORKER_ALIVE_SECONDS)
+    takers = [w for w in WorkerBeat.objects.order_by("-beat_at") if queue in w.queue_names]
+    alive = [w for w in takers if w.beat_at >= since]
+    return QueueState(queue, alive, None if alive or not takers else takers[0].beat_at)
+
+
+def workers_overview() -> dict:
+    """What the workers API answers: every worker with `alive`, and each known queue's state."""
+    from webapp.models import WorkerBeat
+
+    since = timezone.now() - timedelta(seconds=settings.WORKER_ALIVE_SECONDS)
+    rows = list(WorkerBeat.objects.order_by("hostname"))
+    queues = sorted({"default", settings.RUN_QUEUE, *(q for w in rows for q in w.queue_names)})
+    states = {q: queue_state(q) for q in queues}
+    return {
+        "workers": [{"hostname": w.hostname, "queues": w.queue_names, "pid": w.pid, "started_at": w.started_at,
+                     "beat_at": w.beat_at, "alive": w.beat_at >= since} for w in rows],
+        "queues": {q: {"alive": len(s.alive), "last_seen": s.last_seen} for q, s in states.items()},
+    }
+
+
+@dataclass(frozen=True)
+class RunWait:
+    position: int  # 1 = next to start
+    ahead: list  # queued runs before it
+    running: list  # runs its queue's workers are busy with
+    minutes_left: float | None  # the running run's own estimate, when it has made progress
+
+
+def run_wait(run) -> RunWait | None:
+    """For a queued run: its place in the line and what it waits for (None once it started)."""
+    from webapp.models import Run
+
+    if run.status != Run.Status.QUEUED:
+        return None
+    queued = Run.objects.filter(status=Run.Status.QUEUED).exclude(pk=run.pk)
+    mine = run.queued_at or run.created_at
+    ahead = list(queued.filter(queued_at__lt=mine).order_by("queued_at", "pk").only("pk", "name", "kind"))
+    running = list(Run.objects.filter(status=Run.Status.RUNNING).order_by("started_at")
+                   .only("pk", "name", "kind", "progress", "started_at"))
+    return RunWait(len(ahead) + 1, ahead, running, _minutes_left(running))
+
+
+def _minutes_left(running) -> float | None:
+    """The soonest any running run ends, from its progress so far (None when none has 5%)."""
+    now = timezone.now()
+    estimates = [(now - r.started_at).total_seconds() * (1 - r.progress) / r.progress / 60
+                 for r in running if r.started_at and r.progress >= 0.05]
+    return min(estimates) if estimates else None
