@@ -26,7 +26,7 @@ from annotate.selectors import assignment_screen_payload
 from annotate.services.assignments import Verdict, assignment_next, judgement_submit
 from webapp import json_input
 from webapp.api_errors import error_body, error_items
-from webapp.api_input import ID_MAX, INT32_MAX
+from webapp.api_input import INT32_MAX, parse_id
 from webapp.authentication import TokenWithRolesAuthentication
 from webapp.errors import ArbiterError
 from webapp.roles import user_has_role
@@ -50,13 +50,6 @@ def _labeler(request):
     except AuthenticationFailed:
         return None
     return user if user_has_role(user, *api.LABELERS) else None
-
-
-def _id(raw) -> int | None:
-    if isinstance(raw, str) and raw.isdigit() and len(raw) <= 19:
-        value = int(raw)
-        return value if 1 <= value <= ID_MAX else None
-    return None
 
 
 def _verdict(body) -> Verdict | None:
@@ -92,7 +85,7 @@ def _refused(exc: Exception) -> HttpResponse:
 def _next(request) -> HttpResponse | None:
     if request.method != "GET" or set(request.GET) != {"campaign"}:
         return None
-    user, campaign_id = _labeler(request), _id(request.GET["campaign"])
+    user, campaign_id = _labeler(request), parse_id(request.GET["campaign"])
     if user is None or campaign_id is None:
         return None
     campaign = Campaign.objects.filter(pk=campaign_id).first()

@@ -52,6 +52,23 @@ class TrajectoryFormatError(ValueError):
     """The object is not a trajectory Arbiter can store; the message says why."""
 
 
+class NotJson(ValueError):
+    """Text inside a record that is not JSON at all: the caller may keep it as text."""
+
+
+def nested_json(text: str, where: str) -> Any:
+    """JSON text inside a record (tool arguments, message lists, metadata, attributes), decoded
+    with the one strict decoder (webapp.json_input) every byte that enters goes through. Text that
+    is not JSON raises `NotJson`; JSON that cannot be stored (NaN, 1e400, a lone surrogate, NUL,
+    nesting too deep) is refused, naming `where`."""
+    try:
+        return json_input.loads(text)
+    except json_input.JsonInputError as exc:
+        if exc.syntax:
+            raise NotJson(str(exc)) from None
+        raise TrajectoryFormatError(f"{where}: {exc}") from None
+
+
 @dataclass(frozen=True)
 class Limits:
     max_text_chars: int = 100_000
@@ -168,16 +185,26 @@ def _text_of(content: Any, where: str) -> str:
     raise TrajectoryFormatError(f"{where}.content: expected a string, a list of parts or null")
 
 
-def _arguments(raw: Any) -> dict | str:
+def _arguments(raw: Any, where: str = "arguments") -> dict | str:
     if isinstance(raw, dict):
         return raw
     if isinstance(raw, str):
         try:
-            parsed = json_input.loads(raw) if raw.strip() else {}
-        except json_input.JsonInputError:
+            parsed = nested_json(raw, where) if raw.strip() else {}
+        except NotJson:
             return raw
         return parsed if isinstance(parsed, dict) else raw
     return json.dumps(raw)
+
+
+def _member_object(obj: dict, key: str) -> dict:
+    """`obj[key]` when it is an object (a copy), {} when absent or null; anything else is refused."""
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TrajectoryFormatError(f"{key}: expected an object, got {json_input.type_name(value)}")
+    return dict(value)
 
 
 def openai_chat_to_canonical(obj: dict) -> dict:
@@ -185,10 +212,8 @@ def openai_chat_to_canonical(obj: dict) -> dict:
     messages = obj.get("messages")
     if not isinstance(messages, list) or not messages:
         raise TrajectoryFormatError("messages: expected a non-empty list of chat messages")
-    task = dict(obj.get("task") or {})
-    if not isinstance(obj.get("task", {}), dict):
-        raise TrajectoryFormatError("task: expected an object")
-    metadata = dict(obj.get("metadata") or {})
+    task = _member_object(obj, "task")
+    metadata = _member_object(obj, "metadata")
     steps: list[dict] = []
     system_parts: list[str] = []
     tool_names: dict[str, str] = {}
@@ -369,10 +394,8 @@ def anthropic_to_canonical(obj: dict) -> tuple[dict, dict[str, int]]:
     messages = obj.get("messages")
     if not isinstance(messages, list) or not messages:
         raise TrajectoryFormatError("messages: expected a non-empty list of messages")
-    if not isinstance(obj.get("task", {}), dict):
-        raise TrajectoryFormatError("task: expected an object")
-    task = dict(obj.get("task") or {})
-    metadata = dict(obj.get("metadata") or {})
+    task = _member_object(obj, "task")
+    metadata = _member_object(obj, "metadata")
     steps: list[dict] = []
     dropped: dict[str, int] = {}
     tool_names: dict[str, str] = {}

@@ -8,6 +8,8 @@ wrapping round) in the database.
 """
 from __future__ import annotations
 
+import re
+
 from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
@@ -17,6 +19,18 @@ from webapp import json_input
 INT32_MAX = 2**31 - 1  # PostgreSQL integer (PositiveIntegerField, IntegerField)
 INT16_MAX = 2**15 - 1  # PostgreSQL smallint (PositiveSmallIntegerField)
 ID_MAX = 2**63 - 1  # PostgreSQL bigint (every primary key)
+
+
+_ASCII_ID = re.compile(r"[0-9]{1,19}")
+
+
+def parse_id(raw) -> int | None:
+    """A row id written as text ("12"): ASCII digits within 1..ID_MAX, else None. (`str.isdigit`
+    is true for "²" and "٣", which `int` then refuses: every id read from text comes here.)"""
+    if not isinstance(raw, str) or not _ASCII_ID.fullmatch(raw):
+        return None
+    value = int(raw)
+    return value if 1 <= value <= ID_MAX else None
 
 
 class StrictJSONParser(JSONParser):

@@ -27,7 +27,12 @@ _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
 class JsonInputError(ValueError):
-    """The text is not JSON that Arbiter can store; the message says why and where."""
+    """The text is not JSON that Arbiter can store; the message says why and where. `syntax`:
+    it is not JSON at all (rather than JSON holding what cannot be stored)."""
+
+    def __init__(self, message: str, *, syntax: bool = False):
+        super().__init__(message)
+        self.syntax = syntax
 
 
 def _refuse_constant(name: str):
@@ -58,7 +63,7 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
-        raise JsonInputError(_decode_error(exc)) from None
+        raise JsonInputError(_decode_error(exc), syntax=True) from None
     except RecursionError:
         raise JsonInputError(f"JSON nested more than {max_depth} levels deep") from None
     except JsonInputError:
@@ -73,6 +78,21 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     if suspect or not _shallow(value, max_depth):
         check(value, max_depth=max_depth)
     return value
+
+
+def type_name(value: Any) -> str:
+    """A JSON value's type in words, for refusals ("expected an object, got a string")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else type(value).__name__
 
 
 def _where(path: tuple) -> str:

@@ -29,6 +29,7 @@ from annotate.services.campaigns import (
 )
 from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read
 from webapp.access import role_required
+from webapp.api_input import parse_id
 from webapp.charts import bar_chart_svg
 from webapp.errors import ArbiterError
 from webapp.models import Run, User
@@ -81,7 +82,7 @@ def _settings_from_post(post) -> dict:
         "gold_rate": post.get("gold_rate", ""), "dimensions": dimensions,
         "rationale_required": post.get("rationale_required") == "on",
         "deadline": post.get("deadline", ""), "pool_only": post.get("pool_only") == "pool",
-        "pool": [int(v) for v in post.getlist("pool") if v.isdigit() and len(v) < 19],
+        "pool": [pk for pk in map(parse_id, post.getlist("pool")) if pk is not None],
         "environment": post.get("environment", ""), "task_split": post.get("task_split", ""),
     }
 

@@ -292,7 +292,7 @@ def campaign_create(*, data: dict, created_by) -> Campaign:
 def campaign_update(*, campaign: Campaign, data: dict) -> Campaign:
     """Change some settings. A new k reopens or completes comparisons to match it."""
     campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
-    if "status" in data:
+    if isinstance(data, dict) and "status" in data:
         raise ArbiterError("Change the status with an action (pause, resume, close, archive, ...).",
                            details=[{"field": "status", "message": "use the campaign's status actions."}])
     values = campaign_settings_clean(data, campaign=campaign)

@@ -22,6 +22,7 @@ from django.db import transaction
 
 from annotate.models import Campaign, Comparison, Trajectory
 from webapp import json_input
+from webapp.api_input import parse_id
 from webapp.errors import ArbiterError
 
 MAX_GOLD_ROWS = 10_000
@@ -68,8 +69,8 @@ def _int(value) -> int | None:
         return None
     if isinstance(value, int):
         return value if 0 < value < 2**63 else None
-    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 19:
-        return int(value.strip())
+    if isinstance(value, str):
+        return parse_id(value.strip())
     return None
 
 

@@ -62,13 +62,12 @@ Langfuse adds fields between versions.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from annotate.trace_formats.spans import execution_order, iso_nanos
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, text_of
-from annotate.trajectory_formats import TrajectoryFormatError
+from annotate.trajectory_formats import NotJson, TrajectoryFormatError, nested_json
 
 NAME = "langfuse"
 TITLE = "Langfuse traces"
@@ -328,8 +327,8 @@ def _tools(raw: Any, where: str) -> list:
         return []
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
-        except ValueError:
+            raw = nested_json(raw, where)
+        except NotJson:
             raise TrajectoryFormatError(f"{where}: not a JSON list of tools") from None
     if not isinstance(raw, list):
         raise TrajectoryFormatError(f"{where}: expected a list of tools")

@@ -63,12 +63,11 @@ metadata (`metadata`), model names (`llm.model_name`, `llm.provider` / `llm.syst
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from annotate.trace_formats import spans as span_reader
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, text_of
-from annotate.trajectory_formats import TrajectoryFormatError
+from annotate.trajectory_formats import NotJson, TrajectoryFormatError, nested_json
 
 NAME = "openinference"
 TITLE = "OpenInference (Phoenix, Arize)"
@@ -507,8 +506,8 @@ def _parsed_json(value: Any, mime: Any) -> Any:
     if mime != JSON_MIME and (mime is not None or not value.lstrip().startswith("{")):
         return None  # text/plain, or no mime type and not an object: the text as it is
     try:
-        return json.loads(value)
-    except ValueError:
+        return nested_json(value, "input.value / output.value")
+    except NotJson:
         return None
 
 
@@ -660,7 +659,7 @@ def _optional_str(value: Any, where: str) -> str | None:
 def _json_or_text(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except ValueError:
+            return nested_json(value, "a JSON attribute")
+        except NotJson:
             return value
     return value

@@ -49,7 +49,7 @@ from typing import Any
 
 from annotate.trace_formats import spans as span_io
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, arguments_of, text_of
-from annotate.trajectory_formats import TrajectoryFormatError
+from annotate.trajectory_formats import NotJson, TrajectoryFormatError, nested_json
 
 NAME = "otel"
 TITLE = "OpenTelemetry GenAI"
@@ -441,8 +441,8 @@ def _structured(attributes: dict, key: str) -> Any:
     value = _raw(attributes, key)
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except ValueError:
+            return nested_json(value, key)
+        except NotJson:
             raise TrajectoryFormatError(f"{key}: not valid JSON") from None
     return value
 

@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from annotate.trajectory_formats import SCHEMA_V1, TrajectoryFormatError
+from annotate.trajectory_formats import SCHEMA_V1, NotJson, TrajectoryFormatError, nested_json
 
 
 @dataclass
@@ -70,8 +70,8 @@ def arguments_of(raw: Any) -> dict | str:
         if not raw.strip():
             return {}
         try:
-            parsed = json.loads(raw)
-        except ValueError:
+            parsed = nested_json(raw, "tool call arguments")
+        except NotJson:
             return raw
         return parsed if isinstance(parsed, dict) else raw
     return json.dumps(raw, ensure_ascii=False, sort_keys=True)

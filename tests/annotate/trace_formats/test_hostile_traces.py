@@ -98,3 +98,55 @@ def test_a_shape_no_converter_foresaw_is_refused_not_raised(monkeypatch):
     results = list(read_traces(enumerate(lines, start=1), "langsmith"))
     assert results and all(r.error for r in results)
     assert "a record of a shape this format does not have (TypeError: unhashable type: 'dict')" in results[0].error
+
+
+# JSON inside a string (tool arguments, message lists, metadata, attributes) holding what the
+# outer parser cannot see: the strict decoder must refuse it, with the line, before the database.
+NESTED_HOSTILE = ['{"q": NaN}', '{"q": "\\ud800"}', '{"q": "a\\u0000b"}', '{"q": 1e400}', "[" * 200 + "]" * 200]
+
+
+def _json_strings(value, path=()):
+    """The places in a decoded line whose value is a string holding a JSON object or list."""
+    if isinstance(value, str):
+        if value.lstrip()[:1] in ("{", "["):
+            yield path
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _json_strings(inner, (*path, key))
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            yield from _json_strings(inner, (*path, i))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", [n for names in FILES.values() for n in names if n != "langfuse/no_agent.jsonl"])
+def test_hostile_json_inside_strings_is_refused_through_the_database_insert(name):
+    """All the way through `trajectories_import_stream` (the insert included): a named
+    refusal or a stored trajectory, never an IntegrityError or UnicodeEncodeError."""
+    import io
+
+    from annotate.models import Trajectory
+    from annotate.services.imports import trajectories_import_stream
+    from webapp.errors import ArbiterError
+
+    lines = (FIXTURES / name).read_text().splitlines()
+    fmt = next(f for f, names in FILES.items() if name in names)
+    places = [(i, p) for i, line in enumerate(lines) for p in _json_strings(json.loads(line))]
+    assert places, f"{name} has no JSON inside a string to corrupt"
+    for i, path in places[:12]:
+        for hostile in NESTED_HOSTILE:
+            decoded = json.loads(lines[i])
+            parent = decoded
+            for part in path[:-1]:
+                parent = parent[part]
+            parent[path[-1]] = hostile
+            mutated = list(lines)
+            mutated[i] = json.dumps(decoded)
+            before = Trajectory.objects.count()
+            try:
+                trajectories_import_stream(stream=io.BytesIO("\n".join(mutated).encode()), format=fmt)
+            except ArbiterError as exc:
+                assert "line" in exc.message, exc.message
+                assert Trajectory.objects.count() == before  # all or nothing
+            for text in Trajectory.objects.values_list("answer", flat=True):
+                assert "\ud800" not in text and "\x00" not in text
