@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/import_traces.py --sizes 2000 10000 --repeats 3
     .venv/bin/python benchmarks/import_traces.py --formats langsmith --sizes 10000
+    .venv/bin/python benchmarks/import_traces.py --document --formats otel --sizes 60000 --repeats 1
 
 For each size N, the same N ten-step trajectories (benchmarks/import_trajectories.py
 `make_line`: three rounds of thought, `search` call and result, then the answer) are written
@@ -13,6 +14,12 @@ group them. Each import runs in a fresh child process against the scratch databa
 `<name>_bench`, emptied first, with `--format` named; the table gives medians, the ratio to
 the OpenAI import of the same N in the same run, and the peak RSS growth of the process
 (flat in N if the import streams).
+
+With --document each trace file is one JSON document instead, as tools also write them
+(annotate/input_records.py): for the span formats one OTLP request holding every resource
+span, pretty-printed (an indent of one space per level), for LangSmith and Langfuse one JSON
+array; the baseline stays OpenAI chat JSONL. The file is written a record at a time, so the
+benchmark itself never holds it.
 """
 from __future__ import annotations
 
@@ -44,8 +51,17 @@ def openai_line(i: int, n_tasks: int) -> str:
     return json.dumps({"messages": messages, "agent": canonical["agent"]})
 
 
-def write_file(path: Path, n: int, fmt: str) -> int:
-    """Write N trajectories in `fmt`; returns the number of lines (records) written."""
+def _document_record(line: str, fmt: str) -> str:
+    """A JSONL record as it sits inside one document: a resource span of the OTLP request
+    (indented), or an item of the array."""
+    if fmt in ("otel", "openinference"):
+        spans = json.loads(line)["resourceSpans"]
+        return ",\n".join(json.dumps(span, indent=1) for span in spans)
+    return line
+
+
+def write_file(path: Path, n: int, fmt: str, *, document: bool = False) -> int:
+    """Write N trajectories in `fmt` (JSONL, or one JSON document); returns the number of records."""
     n_tasks = max(1, n // 4)
     written = 0
     with path.open("w") as f:
@@ -54,13 +70,21 @@ def write_file(path: Path, n: int, fmt: str) -> int:
                 f.write(openai_line(i, n_tasks) + "\n")
             return n
         generator = importlib.import_module(f"trace_generators.{fmt}")
+        document = document and fmt != "openai"
+        if document:
+            f.write('{\n"resourceSpans": [\n' if fmt in ("otel", "openinference") else "[\n")
         for start in range(0, n, INTERLEAVE):
             traces = [generator.trace_lines(i, n_tasks) for i in range(start, min(n, start + INTERLEAVE))]
             for k in range(max(map(len, traces))):
                 for lines in traces:
                     if k < len(lines):
-                        f.write(lines[k] + "\n")
+                        if document:
+                            f.write((",\n" if written else "") + _document_record(lines[k], fmt))
+                        else:
+                            f.write(lines[k] + "\n")
                         written += 1
+        if document:
+            f.write("\n]\n}\n" if fmt in ("otel", "openinference") else "\n]\n")
     return written
 
 
@@ -69,6 +93,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
+    parser.add_argument("--document", action="store_true", help="trace files as one JSON document each")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -80,8 +105,8 @@ def main() -> None:
         for n in args.sizes:
             baseline = None
             for fmt in ["openai", *args.formats]:
-                path = Path(tmp) / f"{fmt}-{n}.jsonl"
-                records = write_file(path, n, fmt)
+                path = Path(tmp) / f"{fmt}-{n}.{'json' if args.document and fmt != 'openai' else 'jsonl'}"
+                records = write_file(path, n, fmt, document=args.document)
                 runs = []
                 for _ in range(args.repeats):
                     out = subprocess.run([sys.executable, __file__, "--child", str(path), fmt], cwd=ROOT, env=env,
@@ -96,7 +121,7 @@ def main() -> None:
                              "peak": statistics.median(r["peak_rss_mb"] for r in runs)})
                 path.unlink()
                 print(json.dumps(rows[-1]), file=sys.stderr)
-    print("| trajectories | format | records (lines) | file MB | import median s | / OpenAI import | "
+    print(f"| trajectories | format{' (one JSON document)' if args.document else ''} | records | file MB | import median s | / OpenAI import | "
           "peak RSS MB | RSS growth MB |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:

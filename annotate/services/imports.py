@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from annotate.input_records import DocumentError, records
 from annotate.models import Campaign, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import comparisons_build
 from annotate.trace_formats.reading import TRACE_FORMATS, detect_trace_format, dropped_reason, read_traces
@@ -51,7 +52,8 @@ class ImportRejected(ArbiterError):
 
 @dataclass
 class ImportReport:
-    lines_read: int = 0
+    lines_read: int = 0  # lines of JSONL, or records of one JSON document (`layout`)
+    layout: str = "jsonl"  # "jsonl" | "document"
     created: int = 0
     duplicates: int = 0
     comparisons_created: int = 0
@@ -62,6 +64,7 @@ class ImportReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "lines_read": self.lines_read,
+            "layout": self.layout,
             "created": self.created,
             "duplicates": self.duplicates,
             "comparisons_created": self.comparisons_created,
@@ -93,11 +96,12 @@ class _Writer:
         self.report = ImportReport()
         self.keep_ids = keep_ids
         self.policies: dict[tuple[str, str], Policy] = {}
+        self.unit = "line"  # "record" when the input is one JSON document
 
     def error(self, line: int, reason: str) -> None:
         self.error_count += 1
         if len(self.errors) < MAX_REPORTED_ERRORS:
-            self.errors.append({"line": line, "error": reason})
+            self.errors.append({"line": line, "error": reason, **({"unit": "record"} if self.unit == "record" else {})})
 
     def add(self, line: int, parsed: ParsedTrajectory) -> None:
         for kind, n in parsed.dropped.items():
@@ -191,7 +195,8 @@ class _Writer:
             shown = len(self.errors)
             more = f" (the first {shown} are listed)" if shown < self.error_count else ""
             raise ImportRejected(
-                f"Nothing was imported: {self.error_count} bad line(s){more}.",
+                f"Nothing was imported: {self.error_count} bad {self.unit}(s){more}"
+                + (" of the JSON document (numbered from 1 in the order they come)." if self.unit == "record" else "."),
                 details=self.errors,
                 error_count=self.error_count,
             )
@@ -272,7 +277,13 @@ def trajectories_import_stream(
     `format` ("auto" or one of `IMPORT_FORMATS`) applies to the whole input.
     """
     writer = _Writer(keep_ids=campaign is not None, origin={"import_batch": batch} if batch else None)
-    _read_into(writer, enumerate(stream, start=1), format, _limits(), text=True)
+    layout, numbered = records(stream)
+    writer.unit = "record" if layout == "document" else "line"
+    writer.report.layout = layout
+    try:
+        _read_into(writer, numbered, format, _limits(), text=True)
+    except DocumentError as exc:
+        raise ArbiterError(f"Nothing was imported: {exc} (after record {writer.report.lines_read}).") from None
     report = writer.finish(campaign=campaign)
     if report.created == 0 and report.duplicates == 0:
         raise ArbiterError("Nothing was imported: the input holds no trajectories." + report.dropped_note())

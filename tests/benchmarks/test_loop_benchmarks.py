@@ -45,3 +45,9 @@ def test_soak_embedded_runs_the_app_with_traffic_and_reports_crashes():
     assert figures["workers_alive"] == {"default": 1, "gpu": 1}
     assert figures["labels"] >= 1 and figures["imports"] == {"201": 1}
     assert any(name.startswith("bc#") for name in figures["runs"]) and figures["peak_rss_mb"] > 0
+
+
+def test_import_traces_reads_each_format_as_one_json_document():
+    out = _run("benchmarks/import_traces.py", "--document", "--sizes", "16", "--repeats", "1", timeout=240)
+    rows = [line for line in out.splitlines() if line.startswith("| 16 |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["openai", "otel", "openinference", "langsmith", "langfuse"]

@@ -178,6 +178,15 @@ def test_an_artifact_file_downloads_from_the_run_page(client, researcher, artifa
     assert response["Content-Disposition"].startswith("attachment;") and "config.json" in response["Content-Disposition"]
 
 
+def test_a_file_name_with_a_line_break_is_listed_without_a_link(client, researcher, artifact_run, settings):
+    folder = Path(settings.VAR_DIR) / "runs" / str(artifact_run.pk) / "ppo" / "checkpoints"
+    (folder / "odd\nname.txt").write_text("x")
+    client.force_login(researcher)
+    response = client.get(f"/runs/{artifact_run.pk}/")
+    assert response.status_code == 200
+    assert "odd\nname.txt" in response.content.decode() and "holds a control character" in response.content.decode()
+
+
 def test_artifact_downloads_check_the_role(client, role_users, artifact_run):
     url = f"/runs/{artifact_run.pk}/artifacts/report.json"
     assert client.get(url).status_code == 302  # anonymous: to the login page

@@ -136,8 +136,11 @@ def run_artifacts(run: Run) -> list[dict]:
                 if len(files) == ARTIFACT_FILES:
                     more += 1
                     continue
-                files.append({"name": path.relative_to(folder).as_posix(), "bytes": resolved.stat().st_size,
-                              "label": path.relative_to(root).as_posix() if path != root else path.name})
+                name = path.relative_to(folder).as_posix()
+                files.append({"name": name, "bytes": resolved.stat().st_size,
+                              "label": path.relative_to(root).as_posix() if path != root else path.name,
+                              # A URL path cannot carry a line break or another control character.
+                              "servable": not any(ord(ch) < 32 or ord(ch) == 127 for ch in name)})
         found.append({"name": str(artifact.get("name", "artifact")), "bytes": artifact.get("bytes"),
                       "files": files, "more": more, "is_folder": root is not None and root.is_dir(),
                       "downloadable": root is not None})

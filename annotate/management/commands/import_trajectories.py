@@ -52,13 +52,14 @@ class Command(BaseCommand):
                 report = trajectories_import_stream(stream=stream, campaign=target, format=format)
         except ArbiterError as exc:
             for detail in exc.details:
-                self.stderr.write(f"line {detail['line']}: {detail['error']}")
+                self.stderr.write(f"{detail.get('unit', 'line')} {detail['line']}: {detail['error']}")
             raise CommandError(exc.message) from None
         if created:
             self.stdout.write(f"Created campaign {target.name!r} (id {target.id}).")
         self.stdout.write(
             self.style.SUCCESS(
-                f"Imported {report.created} trajectories from {report.lines_read} lines "
+                f"Imported {report.created} trajectories from {report.lines_read} "
+                f"{'records of one JSON document' if report.layout == 'document' else 'lines'} "
                 f"({report.duplicates} already stored)"
                 + (f"; {report.comparisons_created} comparisons built in {campaign!r}." if campaign else ".")
             )
