@@ -39,7 +39,7 @@ class ImportBatchOutput(serializers.ModelSerializer):
         fields = [
             "id", "filename", "size_bytes", "campaign", "status", "lines_read", "created_count",
             "duplicate_count", "comparisons_created", "error_count", "errors", "message",
-            "format", "created_at", "updated_at",
+            "format", "layout", "partial_traces", "dropped", "created_at", "updated_at",
         ]
 
 
@@ -47,6 +47,9 @@ FORMAT_HELP = ("How the input is read: auto (default) detects it from the conten
                "(OpenAI chat) or anthropic (Anthropic Messages), a trajectory each; otel (OpenTelemetry "
                "GenAI spans), openinference, langsmith (runs) or langfuse (traces and observations), "
                "records grouped by trace (docs/formats/).")
+PARTIAL_HELP = ("Import traces whose records name a parent that is not in the input, marking their "
+                "trajectories metadata.partial_trace; without it such input is refused, naming the trace and "
+                "the record.")
 
 
 def _format_from(request) -> str:
@@ -75,6 +78,8 @@ class TrajectoryImportApi(APIView):
         parameters=[
             id_parameter("campaign", description="Build comparisons in this campaign."),
             OpenApiParameter("format", OpenApiTypes.STR, enum=list(FORMATS), description=FORMAT_HELP),
+            OpenApiParameter("partial_traces", OpenApiTypes.STR, enum=["0", "1", "true", "false"],
+                             description=PARTIAL_HELP),
         ],
         request={"application/json": {"oneOf": [{"type": "object"}, {"type": "array"}]}},
         responses={201: OutputSerializer},
@@ -87,7 +92,11 @@ class TrajectoryImportApi(APIView):
             body = [body]
         if not isinstance(body, list):
             raise ArbiterError("Send one trajectory object or a list of them.")
-        report = trajectories_import_objects(objects=body, campaign=campaign, format=format)
+        partial = request.query_params.get("partial_traces", "0")
+        if partial not in ("0", "1", "true", "false"):
+            raise ArbiterError("partial_traces: 1/true or 0/false.")
+        report = trajectories_import_objects(objects=body, campaign=campaign, format=format,
+                                             partial_traces=partial in ("1", "true"))
         out = self.OutputSerializer(
             {
                 "created": report.created,
@@ -110,6 +119,7 @@ class ImportUploadApi(APIView):
         file = serializers.FileField()
         campaign = IdField(required=False)
         format = serializers.ChoiceField(choices=FORMATS, required=False, default="auto", help_text=FORMAT_HELP)
+        partial_traces = serializers.BooleanField(required=False, default=False, help_text=PARTIAL_HELP)
 
     @extend_schema(request=InputSerializer, responses={201: ImportBatchOutput, 202: ImportBatchOutput})
     def post(self, request):
@@ -118,7 +128,7 @@ class ImportUploadApi(APIView):
         campaign = _campaign_from(data.validated_data.get("campaign"))
         batch = import_upload_create(
             upload=data.validated_data["file"], campaign=campaign, created_by=request.user,
-            format=data.validated_data["format"],
+            format=data.validated_data["format"], partial_traces=data.validated_data["partial_traces"],
         )
         if batch.status == ImportBatch.Status.FAILED:  # imported in the request, and refused
             body = error_body(batch.message, error_items(batch.errors))

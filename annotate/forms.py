@@ -17,6 +17,10 @@ class ImportUploadForm(forms.Form):
         required=False,
         help_text="Optional: build comparisons from these trajectories in this campaign.",
     )
+    partial_traces = forms.BooleanField(
+        required=False, label="Partial traces",
+        help_text="Import traces whose records name a parent that is not in the file, marked partial "
+                  "(without it such a file is refused, naming the trace).")
 
     def clean_format(self) -> str:
         return self.cleaned_data.get("format") or ImportBatch.Format.AUTO

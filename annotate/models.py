@@ -355,6 +355,12 @@ class ImportBatch(Job):
 
     filename = models.CharField(max_length=300)
     stored_path = models.CharField(max_length=500, blank=True, default="")
+    partial_traces = models.BooleanField(
+        default=False, help_text="Import traces whose records name a parent missing from the file (marked partial).")
+    dropped = models.JSONField(default=dict, blank=True,
+                               help_text="What the import left out on purpose, by kind: {kind: count}.")
+    layout = models.CharField(max_length=10, default="jsonl", blank=True,
+                              help_text="jsonl (a record per line) or document (one JSON document).")
     size_bytes = models.PositiveBigIntegerField(default=0)
     campaign = models.ForeignKey(
         Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports"

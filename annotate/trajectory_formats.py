@@ -342,6 +342,8 @@ DROPPED_REASONS = {
     "redacted_thinking": "redacted_thinking block(s) (encrypted reasoning, unreadable) were dropped",
     "trace_without_agent_run": "trace(s) held no agent run (no model, agent or tool records) and were passed over",
     "earlier_turn_message": "message(s) of earlier conversation turns, given to a later turn's model, were left out",
+    "partial_trace": ("trajectory(ies) came from partial traces (a record's parent was not in the file; asked for "
+                      "with partial traces) and are marked metadata.partial_trace"),
 }
 
 

@@ -64,6 +64,7 @@ def imports(request: HttpRequest) -> HttpResponse:
                 campaign=form.cleaned_data["campaign"],
                 created_by=request.user,
                 format=form.cleaned_data["format"],
+                partial_traces=form.cleaned_data["partial_traces"],
             )
         except ArbiterError as exc:
             form.add_error("file", exc.message)

@@ -229,7 +229,7 @@ def _with_format(lines: Iterator[tuple[int, Any]], format: str, text: bool) -> t
 
 
 def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, limits: Limits, *,
-               text: bool) -> None:
+               text: bool, partial_traces: bool = False) -> None:
     """Parse every line (`text`: JSONL lines; else decoded objects), or every trace of a trace
     export, into the writer; bad ones are noted."""
     format, lines = _with_format(lines, format, text)
@@ -242,7 +242,7 @@ def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, l
             yield number, raw
 
     if format in TRACE_FORMATS or format == "otlp":
-        for result in read_traces(counted(), format, text=text):
+        for result in read_traces(counted(), format, text=text, partial=partial_traces):
             if result.error:
                 writer.error(result.line, result.error)
             elif result.skipped:
@@ -269,9 +269,12 @@ def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, l
 @transaction.atomic
 def trajectories_import_stream(
     *, stream: BinaryIO | Iterable[bytes], campaign: Campaign | None = None, batch: ImportBatch | None = None,
-    format: str = "auto",
+    format: str = "auto", partial_traces: bool = False,
 ) -> ImportReport:
     """Import JSONL (one trajectory per line in a transcript format, or a trace export). All or nothing.
+
+    `partial_traces`: a trace whose records name a parent missing from the file is imported (marked
+    `metadata.partial_trace`) instead of refusing the file.
 
     With a campaign, the input's trajectories (new or already stored) are paired in it.
     `format` ("auto" or one of `IMPORT_FORMATS`) applies to the whole input.
@@ -281,7 +284,7 @@ def trajectories_import_stream(
     writer.unit = "record" if layout == "document" else "line"
     writer.report.layout = layout
     try:
-        _read_into(writer, numbered, format, _limits(), text=True)
+        _read_into(writer, numbered, format, _limits(), text=True, partial_traces=partial_traces)
     except DocumentError as exc:
         raise ArbiterError(f"Nothing was imported: {exc} (after record {writer.report.lines_read}).") from None
     report = writer.finish(campaign=campaign)
@@ -292,14 +295,15 @@ def trajectories_import_stream(
 
 @transaction.atomic
 def trajectories_import_objects(
-    *, objects: list[Any], campaign: Campaign | None = None, run=None, format: str = "auto"
+    *, objects: list[Any], campaign: Campaign | None = None, run=None, format: str = "auto",
+    partial_traces: bool = False,
 ) -> ImportReport:
     """Import decoded objects (the API's body, a rollout run's episodes). `trajectory_ids`
     follows the input order (trace by trace for a trace export); `run` is recorded on the new rows."""
     if not objects:
         raise ArbiterError("Nothing was imported: the list is empty.")
     writer = _Writer(keep_ids=True, origin={"run": run} if run else None)
-    _read_into(writer, enumerate(objects, start=1), format, _limits(), text=False)
+    _read_into(writer, enumerate(objects, start=1), format, _limits(), text=False, partial_traces=partial_traces)
     report = writer.finish(campaign=campaign)
     if report.created == 0 and report.duplicates == 0:
         raise ArbiterError("Nothing was imported: the input holds no trajectories." + report.dropped_note())
@@ -310,7 +314,7 @@ def trajectories_import_objects(
 
 
 def import_upload_create(
-    *, upload, campaign: Campaign | None, created_by, format: str = "auto"
+    *, upload, campaign: Campaign | None, created_by, format: str = "auto", partial_traces: bool = False,
 ) -> ImportBatch:
     """Store an uploaded JSONL file and import it now (small) or queue a job (large)."""
     if upload.size > settings.IMPORT_MAX_UPLOAD_BYTES:
@@ -330,6 +334,7 @@ def import_upload_create(
         campaign=campaign,
         created_by=created_by,
         format=format,
+        partial_traces=partial_traces,
     )
     if upload.size <= settings.IMPORT_INLINE_MAX_BYTES:
         import_batch_run(batch_id=batch.id)
@@ -351,7 +356,7 @@ def import_batch_run(*, batch_id: int) -> None:
     try:
         with Heartbeat(ImportBatch, batch.pk), open(batch.stored_path, "rb") as stream:
             report = trajectories_import_stream(stream=stream, campaign=batch.campaign, batch=batch,
-                                                format=batch.format)
+                                                format=batch.format, partial_traces=batch.partial_traces)
     except ArbiterError as exc:
         _import_batch_finish(
             batch,
@@ -399,6 +404,8 @@ def _import_batch_finish(
         batch.created_count = report.created
         batch.duplicate_count = report.duplicates
         batch.comparisons_created = report.comparisons_created
+        batch.dropped = dict(report.dropped)
+        batch.layout = report.layout
     batch.heartbeat_at = batch.finished_at = timezone.now()
     batch.save()
     Path(batch.stored_path).unlink(missing_ok=True)

@@ -107,9 +107,26 @@ def _reader(name: str):
     return _Otlp if name == "otlp" else module(name)
 
 
-def read_traces(lines: Iterable[tuple[int, Any]], format: str, *, text: bool = True) -> Iterator[TraceResult]:
+def _convert(reader: ModuleType, records: list, partial: bool) -> list:
+    if not partial:
+        return reader.convert(records)
+    with spans.partial_traces() as dangling:
+        converted = reader.convert(records)
+    if dangling:
+        missing = sorted(set(dangling))
+        for canonical, dropped in converted:
+            metadata = canonical.setdefault("metadata", {})
+            metadata["partial_trace"] = {"missing_parents": missing[:20]}
+            dropped["partial_trace"] = dropped.get("partial_trace", 0) + 1
+    return converted
+
+
+def read_traces(lines: Iterable[tuple[int, Any]], format: str, *, text: bool = True,
+                partial: bool = False) -> Iterator[TraceResult]:
     """`lines` are (line number, the line's bytes), or with `text=False` (line number, a decoded
-    object); `format` a trace format or "otlp"."""
+    object); `format` a trace format or "otlp". With `partial`, a trace whose records name a
+    parent that is not in the file is read (those records as roots) and its trajectories are
+    marked `metadata.partial_trace`; without it such a trace is refused."""
     reader = _reader(format)
     with TraceGroups() as groups:
         for number, raw in lines:
@@ -128,7 +145,7 @@ def read_traces(lines: Iterable[tuple[int, Any]], format: str, *, text: bool = T
         for key, records in groups.traces():
             first = records[0][0]
             try:
-                converted = reader.convert(records)
+                converted = _convert(reader, records, partial)
             except TrajectoryFormatError as exc:
                 yield TraceResult(line=first, trace=key, error=f"trace {key[:80]!r}: {exc}")
                 continue

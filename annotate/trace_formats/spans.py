@@ -21,6 +21,8 @@ spans as they ran: from the roots, children by start time (then file order), dep
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
 
@@ -308,16 +310,45 @@ def span_records(obj: Any) -> Iterator[tuple[str, dict]]:
 
 # The tree ---------------------------------------------------------------------------------
 
+# The records whose parent no record of the file holds, while partial traces are allowed
+# (`partial_traces`); None (the default) refuses them.
+_DANGLING: ContextVar[list | None] = ContextVar("dangling_parents", default=None)
+
+
+@contextmanager
+def partial_traces():
+    """Within it, a record whose parent is missing (a partial export) is read as a root and
+    listed in the list it yields, instead of refusing its trace."""
+    found: list[str] = []
+    token = _DANGLING.set(found)
+    try:
+        yield found
+    finally:
+        _DANGLING.reset(token)
+
+
 def execution_order(spans: list[dict]) -> list[dict]:
     """One trace's spans as they ran: roots by start time, each followed by its subtree.
 
-    A span whose parent is not in the trace (a partial export) is a root. Duplicate span ids
-    and cycles are refused."""
+    A span (run, observation) that names a parent no record of the file holds is a broken
+    export: its trace is refused, naming it, unless partial traces are allowed
+    (`partial_traces`), when it is read as a root. Duplicate span ids and cycles are refused."""
     by_id: dict[str, dict] = {}
     for span in spans:
         if span["span_id"] in by_id:
             raise TrajectoryFormatError(f"span id {span['span_id']!r} appears twice in trace {span['trace_id']!r}")
         by_id[span["span_id"]] = span
+    for span in spans:
+        parent = span.get("parent_id")
+        if parent and parent not in by_id:
+            what = span.get("where") or f"span {span['span_id']!r} ({span.get('name', '')!s:.60})"
+            dangling = _DANGLING.get()
+            if dangling is None:
+                raise TrajectoryFormatError(
+                    f"{what} names the parent {str(parent)[:80]!r}, which no record of the file holds: a partial "
+                    "export. Export the whole trace, or import partial traces on purpose (--partial-traces, the "
+                    "upload's \"partial traces\" box, partial_traces=true); they are then marked partial.")
+            dangling.append(str(parent))
     order = {id(span): i for i, span in enumerate(spans)}
     children: dict[str | None, list[dict]] = {}
     for span in spans:

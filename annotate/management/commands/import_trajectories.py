@@ -33,8 +33,14 @@ class Command(BaseCommand):
             "--format", choices=IMPORT_FORMATS, default="auto",
             help="read the file as this format (default: detect it from the content)",
         )
+        parser.add_argument(
+            "--partial-traces", action="store_true",
+            help="import traces whose records name a parent missing from the file, marked partial "
+                 "(default: such a file is refused, naming the trace and the record)",
+        )
 
-    def handle(self, *args, file: Path, campaign: str | None, format: str = "auto", **options):
+    def handle(self, *args, file: Path, campaign: str | None, format: str = "auto", partial_traces: bool = False,
+               **options):
         if not file.is_file():
             raise CommandError(f"{file}: no such file")
         size = file.stat().st_size
@@ -49,7 +55,8 @@ class Command(BaseCommand):
                 target = None
                 if campaign:
                     target, created = campaign_get_or_create(name=campaign)
-                report = trajectories_import_stream(stream=stream, campaign=target, format=format)
+                report = trajectories_import_stream(stream=stream, campaign=target, format=format,
+                                                    partial_traces=partial_traces)
         except ArbiterError as exc:
             for detail in exc.details:
                 self.stderr.write(f"{detail.get('unit', 'line')} {detail['line']}: {detail['error']}")

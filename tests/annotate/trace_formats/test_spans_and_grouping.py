@@ -78,11 +78,19 @@ def _span(span_id, parent=None, start=0):
 
 
 def test_execution_order_walks_the_tree_by_start_time_whatever_the_file_order():
-    listed = [_span("c2", "r", 30), _span("g1", "c1", 15), _span("r", None, 0), _span("c1", "r", 10),
-              _span("orphan", "missing", 5)]
-    assert [s["span_id"] for s in spans.execution_order(listed)] == ["r", "c1", "g1", "c2", "orphan"]
+    listed = [_span("c2", "r", 30), _span("g1", "c1", 15), _span("r", None, 0), _span("c1", "r", 10)]
+    assert [s["span_id"] for s in spans.execution_order(listed)] == ["r", "c1", "g1", "c2"]
     ordered = spans.execution_order(listed)
     assert [s["span_id"] for s in spans.descendants(ordered[1], ordered)] == ["g1"]
+
+
+def test_a_span_whose_parent_is_missing_refuses_its_trace_unless_partial_traces_are_asked_for():
+    listed = [_span("r", None, 0), _span("orphan", "missing", 5)]
+    with pytest.raises(TrajectoryFormatError, match="names the parent 'missing', which no record of the file holds"):
+        spans.execution_order(listed)
+    with spans.partial_traces() as dangling:
+        assert [s["span_id"] for s in spans.execution_order(listed)] == ["r", "orphan"]
+    assert dangling == ["missing"]
 
 
 def test_duplicate_ids_and_cycles_are_refused():
