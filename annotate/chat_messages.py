@@ -101,3 +101,27 @@ def messages_to_text(messages: list[dict]) -> str:
             for call in m["tool_calls"] or []:
                 lines.append(f"Assistant calls {call['function']['name']}({call['function']['arguments']})")
     return "\n".join(lines)
+
+
+def openai_tools(tools) -> list | None:
+    """Declared tools in the OpenAI function form (`{"type": "function", "function": {"name",
+    "description", "parameters"}}`), whichever form they were recorded in: already that form,
+    Anthropic's (`name`, `description`, `input_schema`), MCP's (`inputSchema`) or the flat
+    OpenTelemetry GenAI definition (`type`, `name`, `description`, `parameters`). An entry of no
+    known form is kept as it is. None when there are none."""
+    if not isinstance(tools, list) or not tools:
+        return None
+    out = []
+    for tool in tools:
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
+            out.append(tool)
+        elif isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            function = {"name": tool["name"]}
+            if tool.get("description") is not None:
+                function["description"] = tool["description"]
+            schema = next((tool[k] for k in ("parameters", "input_schema", "inputSchema") if k in tool), None)
+            function["parameters"] = schema if schema is not None else {"type": "object", "properties": {}}
+            out.append({"type": "function", "function": function})
+        else:
+            out.append(tool)
+    return out

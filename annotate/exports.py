@@ -46,7 +46,7 @@ import yaml
 from django.conf import settings
 from django.db import connection
 
-from annotate.chat_messages import messages_to_text, prompt_messages, steps_to_messages
+from annotate.chat_messages import messages_to_text, openai_tools, prompt_messages, steps_to_messages
 from annotate.models import DatasetSnapshot, SnapshotJudgement, SnapshotPair
 from webapp.errors import ArbiterError
 from webapp.models import User, pseudonym_for, pseudonym_salt
@@ -153,12 +153,14 @@ def _text_or_none(value) -> str | None:
 
 
 def _tools_json(tools) -> str:
-    """The agent's tool schemas as JSON text, the string form TRL's trainers `json.loads`; "null" when it had none.
+    """The agent's tool schemas as JSON text in the OpenAI function form (`openai_tools`; the
+    stored form stays as imported), the string form TRL's trainers `json.loads`; "null" when it
+    had none.
 
     Always a string, never a missing value: `datasets` infers a JSONL column that is null in
     every row of a file as type null, and then refuses to load that split beside one with tools.
     """
-    return json.dumps(tools or None, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(openai_tools(tools), ensure_ascii=False, separators=(",", ":"))
 
 
 def kto_labels(*, choice: int, both_bad: bool) -> dict[str, bool]:
@@ -335,6 +337,23 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _feature(kind: pa.DataType):
+    """An Arrow type as the `datasets` library writes its features (Value, List, a dict for a struct)."""
+    if pa.types.is_list(kind):
+        return {"feature": _feature(kind.value_type), "_type": "List"}
+    if pa.types.is_struct(kind):
+        return {kind.field(i).name: _feature(kind.field(i).type) for i in range(kind.num_fields)}
+    names = {pa.string(): "string", pa.int64(): "int64", pa.float64(): "float64", pa.bool_(): "bool"}
+    return {"dtype": names[kind], "_type": "Value"}
+
+
+def features_of(fmt: str) -> dict:
+    """The columns of `fmt` as `datasets.Features.from_dict` takes them (features.json in a bundle):
+    JSONL carries no types, and a column that is null in every row of one split would otherwise be
+    typed null there and refuse to line up with the other split."""
+    return {field.name: _feature(field.type) for field in SCHEMAS[fmt]}
+
+
 def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict[str, int]) -> str:
     meta = {
         "pretty_name": f"Arbiter snapshot {snapshot.pk}: {snapshot.name}",
@@ -358,8 +377,13 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         },
     }
     columns = "\n".join(f"| `{f.name}` | `{f.type}` |" for f in SCHEMAS[fmt])
-    load = (f'load_dataset("{"json" if filetype == "jsonl" else "parquet"}", data_files={{'
-            + ", ".join(f'"{split}": "data/{split}.{filetype}"' for split in files) + "})")
+    data_files = "{" + ", ".join(f'"{split}": "data/{split}.{filetype}"' for split in files) + "}"
+    if filetype == "jsonl":  # JSON lines carry no types: the bundle's features.json gives them
+        load = ("import json\nfrom datasets import Features, load_dataset\n"
+                'features = Features.from_dict(json.load(open("features.json")))\n'
+                f'ds = load_dataset("json", data_files={data_files}, features=features)')
+    else:
+        load = f'from datasets import load_dataset\nds = load_dataset("parquet", data_files={data_files})'
     return (
         "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n"
         f"# {snapshot.name}\n\n{snapshot.description}\n\n{DESCRIPTIONS[fmt]}\n\n"
@@ -371,7 +395,7 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
                                      for s, n in files.items()) +
         f"\n\nFormat `{fmt}` feeds {TRAINERS[fmt]}.\n" + (f"\n## Labels\n\n{KTO_RULE}\n" if fmt == "kto" else "") +
         "\n## Columns\n\n| column | type |\n|---|---|\n" + columns +
-        f"\n\n## Loading\n\n```python\nfrom datasets import load_dataset\nds = {load}\n```\n"
+        f"\n\n## Loading\n\nFrom the folder the bundle was unzipped into:\n\n```python\n{load}\n```\n"
     )
 
 
@@ -385,7 +409,7 @@ def dataset_card_preview(snapshot: DatasetSnapshot, fmt: str) -> tuple[str, str]
 
 
 def export_bundle_dir(snapshot: DatasetSnapshot, fmt: str, filetype: str, out_dir: Path) -> dict[str, int]:
-    """README.md, manifest.json and data/{train,test}.{filetype} in `out_dir`."""
+    """README.md, features.json, manifest.json and data/{train,test}.{filetype} in `out_dir`."""
     _check(fmt, filetype)
     _require_ready(snapshot)
     (out_dir / "data").mkdir(parents=True, exist_ok=True)
@@ -398,10 +422,11 @@ def export_bundle_dir(snapshot: DatasetSnapshot, fmt: str, filetype: str, out_di
             path.unlink()
     written = {split: n for split, n in files.items() if n}
     (out_dir / "README.md").write_text(dataset_card(snapshot, fmt, filetype, written), encoding="utf-8")
+    (out_dir / "features.json").write_text(json.dumps(features_of(fmt), indent=1) + "\n")
     manifest = {
         "snapshot_id": snapshot.pk, "content_hash": snapshot.content_hash, "format": fmt, "filetype": filetype,
         "files": {name: {"sha256": _sha256(out_dir / name), "bytes": (out_dir / name).stat().st_size}
-                  for name in ["README.md"] + [f"data/{s}.{filetype}" for s in written]},
+                  for name in ["README.md", "features.json"] + [f"data/{s}.{filetype}" for s in written]},
         "empty_splits": sorted(split for split, n in files.items() if not n),
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -429,13 +454,17 @@ def export_zip(snapshot: DatasetSnapshot, fmt: str, filetype: str, target: Path)
     return target
 
 
+BUNDLE_LAYOUT = "v2"  # v2: features.json beside the card (JSONL loads with its types); ratings typed in raw
+
+
 def export_download_path(snapshot: DatasetSnapshot, fmt: str, filetype: str) -> Path:
     """The zipped bundle for a download, built once per snapshot, format and file type."""
     _check(fmt, filetype)
     _require_ready(snapshot)
     folder = Path(settings.EXPORT_DIR) / str(snapshot.pk)
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{snapshot.content_hash[:12]}-{fmt}-{filetype}.zip"
+    # BUNDLE_LAYOUT in the name: a bundle cached before a change of layout is built again.
+    target = folder / f"{snapshot.content_hash[:12]}-{fmt}-{filetype}-{BUNDLE_LAYOUT}.zip"
     if not target.exists():
         export_zip(snapshot, fmt, filetype, target)
     return target

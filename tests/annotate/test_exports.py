@@ -109,7 +109,7 @@ def test_trl_exports_load_with_datasets(snapshot, tmp_path):
         card = (out / "README.md").read_text()
         assert card.startswith("---\n") and f"content_hash: {snapshot.content_hash}" in card
         manifest = json.loads((out / "manifest.json").read_text())
-        assert set(manifest["files"]) == {"README.md", f"data/train.{filetype}", f"data/test.{filetype}"}
+        assert set(manifest["files"]) == {"README.md", "features.json", f"data/train.{filetype}", f"data/test.{filetype}"}
 
 
 CHAT_TEMPLATE = (
@@ -310,7 +310,7 @@ def test_export_dataset_command(snapshot, tmp_path):
     call_command("export_dataset", str(snapshot.pk), "--format", "raw", "--out", str(tmp_path / "r.zip"),
                  "--filetype", "jsonl", stdout=out)
     names = zipfile.ZipFile(tmp_path / "r.zip").namelist()
-    assert sorted(names) == ["README.md", "data/test.jsonl", "data/train.jsonl", "manifest.json"]
+    assert sorted(names) == ["README.md", "data/test.jsonl", "data/train.jsonl", "features.json", "manifest.json"]
     call_command("export_dataset", str(snapshot.pk), "--format", "steps", "--out", str(tmp_path / "folder"), stdout=out)
     assert (tmp_path / "folder" / "manifest.json").exists()
     with pytest.raises(CommandError, match="No snapshot with id"):
@@ -384,3 +384,23 @@ def test_raw_ratings_are_typed_rows_on_both_paths(snapshot, tmp_path):
         assert next(r for r in rows if r["judgement_id"] == judgement_id)["ratings"] == expected
     table = pq.read_table(parquet).to_pylist()
     assert next(r for r in table if r["judgement_id"] == judgement_id)["ratings"] == expected
+
+
+def test_the_tools_column_is_always_the_openai_function_form(agent_snapshot):
+    """Tools recorded as Anthropic's, MCP's or the flat GenAI form are exported as OpenAI's; the
+    stored form stays as imported."""
+    forms = [
+        {"name": "search", "description": "Search.", "input_schema": {"type": "object"}},  # Anthropic
+        {"type": "function", "name": "open", "description": "Open.", "parameters": {"type": "object"}},  # GenAI
+        {"name": "fetch", "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}}}},  # MCP
+        TOOLS[0],  # already OpenAI's
+    ]
+    for t in Trajectory.objects.all():
+        t.metadata = {**t.metadata, "tools": forms}
+        t.save(update_fields=["metadata"])
+    row = next(r for r in iter_rows(agent_snapshot, "trl") if json.loads(r["tools"]))
+    tools = json.loads(row["tools"])
+    assert all(t["type"] == "function" and set(t["function"]) >= {"name", "parameters"} for t in tools)
+    assert [t["function"]["name"] for t in tools] == ["search", "open", "fetch", "search"]
+    assert tools[2]["function"]["parameters"]["properties"]["url"] == {"type": "string"}
+    assert Trajectory.objects.first().metadata["tools"][0]["input_schema"] == {"type": "object"}
