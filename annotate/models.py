@@ -134,6 +134,8 @@ class Campaign(BaseModel):
 
     name = models.CharField(max_length=200)
     guidelines = models.TextField(blank=True, default="", help_text="Markdown, rendered safely.")
+    guidelines_html = models.TextField(blank=True, default="", editable=False,
+                                       help_text="The guidelines rendered (sanitized) when saved, not per page view.")
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.ACTIVE)
     votes_per_comparison = models.PositiveSmallIntegerField(default=3)
     lease_seconds = models.PositiveIntegerField(default=15 * 60)
@@ -176,6 +178,24 @@ class Campaign(BaseModel):
 
     def __str__(self) -> str:
         return self.name
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        campaign = super().from_db(db, field_names, values)
+        campaign._rendered_guidelines = campaign.__dict__.get("guidelines")
+        return campaign
+
+    def save(self, *args, **kwargs):
+        # Rendered once when they change (every annotator's page shows them; a page view
+        # never renders Markdown), whoever saves: the services, the clone, the Django admin.
+        if self.guidelines != getattr(self, "_rendered_guidelines", None) or (self.guidelines and not self.guidelines_html):
+            from webapp.templatetags.arbiter import markdown_safe
+
+            self.guidelines_html = str(markdown_safe(self.guidelines))
+            self._rendered_guidelines = self.guidelines
+            if kwargs.get("update_fields") is not None and "guidelines" in kwargs["update_fields"]:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "guidelines_html"}
+        super().save(*args, **kwargs)
 
 
 class Choice(models.IntegerChoices):

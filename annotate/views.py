@@ -1,6 +1,8 @@
 """Pages of the annotation app (HTML and HTMX fragments). Thin: validate, call a service, render."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -33,7 +35,7 @@ from annotate.workbench import workbench_context
 from webapp.access import role_required
 from webapp.charts import bar_chart_svg, histogram_svg
 from webapp.errors import ArbiterError
-from webapp.roles import Role, user_has_role
+from webapp.roles import Role, annotator_label, user_has_role
 
 LABELERS = (Role.ANNOTATOR, Role.ADMIN)
 READERS = (Role.RESEARCHER, Role.ADMIN)
@@ -200,6 +202,8 @@ def quality(request: HttpRequest, campaign_id: int) -> HttpResponse:
     """Agreement, per-annotator figures and charts for one campaign."""
     campaign = get_object_or_404(Campaign, pk=campaign_id)
     q = campaign_quality(campaign=campaign)
+    q.annotators = [replace(a, username=annotator_label(request.user, a.annotator_id, a.username))
+                    for a in q.annotators]
     charts = {
         "votes": bar_chart_svg([d for d, _ in q.votes_per_day], [n for _, n in q.votes_per_day],
                                title="Judgements per day"),

@@ -86,3 +86,12 @@ def user_role_set(*, user, roles: list[Role]) -> None:
     user.__dict__.pop("_role_names", None)
     user.is_staff = Role.ADMIN in roles or user.is_superuser
     user.save(update_fields=["is_staff"])
+
+
+def annotator_label(viewer, user_id: int, username: str) -> str:
+    """How a person who judged is named to `viewer`: by username to admins (they manage the
+    team), by pseudonym to everyone else, as in the API and the exports. The one rule for every
+    page where judgements are read."""
+    from webapp.models import pseudonym_for
+
+    return username if user_has_role(viewer, Role.ADMIN) else pseudonym_for(user_id)

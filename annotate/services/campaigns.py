@@ -194,6 +194,21 @@ def _pool(value, problems: list) -> list:
     return found
 
 
+GUIDELINES_RENDER_SECONDS = 2.0  # guidelines are rendered once, when saved; Markdown that takes longer is refused
+
+
+def _render_seconds(text: str | None) -> float:
+    import time
+
+    from webapp.templatetags.arbiter import markdown_safe
+
+    if not text:
+        return 0.0
+    started = time.perf_counter()
+    markdown_safe(text)
+    return time.perf_counter() - started
+
+
 def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> dict:
     """Check the settings given in `data` (all of them on create, any of them on edit)."""
     if not isinstance(data, dict):
@@ -210,6 +225,10 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
         out["name"] = name
     if "guidelines" in data:
         out["guidelines"] = _text(data["guidelines"], field="guidelines", limit=MAX_GUIDELINES, problems=problems)
+        slow = _render_seconds(out["guidelines"])
+        if slow > GUIDELINES_RENDER_SECONDS:
+            problems.append({"field": "guidelines", "message": f"take {slow:.1f} s to render (the limit is "
+                             f"{GUIDELINES_RENDER_SECONDS:g} s): split very long runs of brackets or markup."})
     if "votes_per_comparison" in data:
         out["votes_per_comparison"] = _whole(data["votes_per_comparison"], field="votes_per_comparison", low=1,
                                              high=MAX_VOTES, problems=problems,

@@ -238,3 +238,49 @@ def test_the_system_prompt_and_tools_are_shown_folded_once_or_per_side(client, a
         trajectory.metadata = {}
         trajectory.save()
     assert "agent-setup" not in client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
+
+
+def test_guidelines_are_rendered_once_when_saved_not_per_page_view(client, annotator, monkeypatch):
+    """A page view renders no Markdown (8,000 '[' took 37 s a view with the former renderer);
+    what the campaign stores is the sanitized HTML."""
+    from annotate.services.campaigns import campaign_update
+
+    campaign = make_campaign(n_comparisons=1, k=1)
+    campaign_update(campaign=campaign, data={"guidelines": "## Be fair\n" + "[" * 8000})
+    campaign.refresh_from_db()
+    assert campaign.guidelines_html.startswith("<h2>Be fair</h2>")
+    import webapp.templatetags.arbiter as tags
+
+    class NoRendering:
+        def render(self, text):
+            raise AssertionError("a page view rendered Markdown")
+
+    monkeypatch.setattr(tags, "_MARKDOWN", NoRendering())
+    client.force_login(annotator)
+    page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
+    assert "<h2>Be fair</h2>" in page
+
+
+def test_researchers_read_judgements_under_pseudonyms_admins_under_usernames(client, researcher, admin_user):
+    """One rule (webapp.roles.annotator_label) on every page where judgements are read: a
+    researcher never sees who gave which choice or rationale, as in the API and the exports."""
+    from annotate.models import Comparison
+    from tests.annotate.test_assignments import annotators, label_all
+
+    campaign = make_campaign(n_comparisons=1, k=1)
+    (voter,) = annotators(1)
+    voter.username = "alice-real-name"
+    voter.save()
+    label_all(campaign, [voter])
+    comparison = Comparison.objects.get(campaign=campaign)
+    pages = (f"/annotate/campaigns/{campaign.id}/quality/", f"/annotate/comparisons/{comparison.id}/",
+             f"/annotate/campaigns/{campaign.id}/")
+    client.force_login(researcher)
+    for url in pages:
+        page = client.get(url).content.decode()
+        assert "alice-real-name" not in page, url
+    assert voter.pseudonym in client.get(pages[0]).content.decode()
+    assert voter.pseudonym in client.get(pages[1]).content.decode()
+    client.force_login(admin_user)
+    assert "alice-real-name" in client.get(pages[0]).content.decode()
+    assert "alice-real-name" in client.get(pages[1]).content.decode()

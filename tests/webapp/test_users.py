@@ -26,8 +26,14 @@ pytestmark = pytest.mark.django_db
 User = get_user_model()
 
 
+def _log_in(browser: Client, username: str, password: str) -> bool:
+    """Through the login form, as a person does (and as the login throttle counts)."""
+    browser.post("/login/", {"username": username, "password": password})
+    return "_auth_user_id" in browser.session
+
+
 def _can_log_in(username: str, password: str) -> bool:
-    return Client().login(username=username, password=password)
+    return _log_in(Client(), username, password)
 
 
 def _set_password_through(link: str, password: str) -> Client:
@@ -102,7 +108,7 @@ def test_a_deactivated_user_keeps_their_judgements_but_cannot_log_in_or_use_a_to
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     browser = Client()
-    assert browser.login(username="worker", password="pw-for-tests-1")
+    assert _log_in(browser, "worker", "pw-for-tests-1")
     assert api.get("/api/v1/whoami").status_code == 200
 
     services.user_deactivate(actor=admin, user=worker)
@@ -487,3 +493,21 @@ def test_hostile_input_to_the_users_api_is_refused_and_changes_nothing(admin_api
     assert _counts() == before
     user.refresh_from_db()
     assert user.is_active and user.has_usable_password() and user_roles(user) == {Role.ANNOTATOR}
+
+
+def test_wrong_passwords_lock_the_login_by_account_and_address_until_an_admin_unlocks(settings):
+    """django-axes: after AXES_FAILURE_LIMIT wrong passwords, even the right one is refused, with
+    a page saying why; deleting the attempts (the admin's unlock) lets the person in again."""
+    from axes.models import AccessAttempt
+
+    settings.AXES_FAILURE_LIMIT = 3
+    UserFactory(username="target", roles=["annotator"])
+    browser = Client()
+    for _ in range(3):
+        page = browser.post("/login/", {"username": "target", "password": "wrong"})
+    assert page.status_code == 429 and "Too many wrong passwords" in page.content.decode()
+    assert not _can_log_in("target", "pw-for-tests-1")  # locked: the right password is refused too
+    other = Client(REMOTE_ADDR="10.0.0.9")  # another address: the account is still locked
+    assert not _log_in(other, "target", "pw-for-tests-1")
+    AccessAttempt.objects.filter(username="target").delete()  # what an admin's unlock does
+    assert _can_log_in("target", "pw-for-tests-1")

@@ -65,3 +65,11 @@ def interval(figure, style: str = "2") -> str:
 def startswith(text, prefix: str) -> bool:
     """`request.path|startswith:"/runs/"`: marks the top bar's link to the section a page is in."""
     return isinstance(text, str) and text.startswith(prefix)
+
+
+@register.filter
+def annotator_for(user, viewer) -> str:
+    """`{{ judgement.annotator|annotator_for:request.user }}`: webapp.roles.annotator_label."""
+    from webapp.roles import annotator_label
+
+    return annotator_label(viewer, user.pk, user.username) if user is not None else "–"
