@@ -80,11 +80,18 @@ class PairPlan:
     existing: int = 0  # candidate pairs the campaign has already
     identical: int = 0  # candidate pairs refused: the same steps and answer
     capped: int = 0  # candidate pairs left out by max_per_task
+    sampled_tasks: int = 0  # tasks with more than SAMPLE_ABOVE candidate pairs: drawn at random, not listed
 
     def as_dict(self) -> dict:
         return {"comparisons": self.new, "trajectories": self.trajectories, "tasks": self.tasks,
                 "already_in_campaign": self.existing, "identical_refused": self.identical,
-                "left_out_by_cap": self.capped}
+                "left_out_by_cap": self.capped, "sampled_tasks": self.sampled_tasks}
+
+
+# A task with more candidate pairs than this (about 320 trajectories of one task) has its pairs
+# drawn at random up to the cap instead of listed: 4,000 trajectories of one task are 8 million
+# pairs, which a preview must not build. Its `left_out_by_cap` then counts every pair not drawn.
+SAMPLE_ABOVE = 50_000
 
 
 def _check(strategy: str, max_per_task: int, policy_a: int | None, policy_b: int | None) -> None:
@@ -161,11 +168,23 @@ def _block_pairs(campaign, block: dict[int, list[_Row]], strategy, max_per_task,
     existing_pairs = set(in_campaign.values_list("trajectory_a_id", "trajectory_b_id"))
     for task_id, found in block.items():
         plan.tasks += 1
+        room = max(0, max_per_task - existing_count.get(task_id, 0))
         if strategy == "policy_vs_policy":
-            candidates = product([r for r in found if r.policy_id == policy_a],
-                                 [r for r in found if r.policy_id == policy_b])
+            sides = ([r for r in found if r.policy_id == policy_a], [r for r in found if r.policy_id == policy_b])
+            count = len(sides[0]) * len(sides[1])
+            candidates = product(*sides)
         else:
+            sides = None
+            count = len(found) * (len(found) - 1) // 2
             candidates = combinations(found, 2)
+        if count > SAMPLE_ABOVE:
+            plan.sampled_tasks += 1
+            pairs = _drawn(found, sides, room, keep, existing_pairs, rng, plan, keyed=strategy != "all_pairs")
+            plan.capped += count - len(pairs)
+            plan.new += len(pairs)
+            for a, b in pairs:
+                yield task_id, a, b
+            continue
         pairs = []
         for a, b in candidates:
             if a.behaviour and a.behaviour == b.behaviour:
@@ -180,11 +199,49 @@ def _block_pairs(campaign, block: dict[int, list[_Row]], strategy, max_per_task,
             pairs.append(ids)
         pairs.sort()
         rng.shuffle(pairs)
-        room = max(0, max_per_task - existing_count.get(task_id, 0))
         plan.capped += max(0, len(pairs) - room)
         plan.new += min(room, len(pairs))
         for a, b in pairs[:room]:
             yield task_id, a, b
+
+
+def _drawn(found: list[_Row], sides, room: int, keep, existing_pairs: set, rng: random.Random,
+           plan: PairPlan, *, keyed: bool) -> list[tuple[int, int]]:
+    """Up to `room` pairs drawn at random from a task too large to list, never materialising its
+    pairs: the second trajectory is drawn among those whose key differs from the first's when the
+    strategy compares keys, so rare differing pairs are still found. Bounded by attempts."""
+    if sides is not None:
+        def propose():
+            return rng.choice(sides[0]), rng.choice(sides[1])
+    else:
+        groups: dict[str, list[_Row]] = {}
+        for row in found:
+            groups.setdefault(json.dumps(row.key, sort_keys=True, default=str), []).append(row)
+        keyed = keyed and len(groups) > 1
+
+        def propose():
+            a = rng.choice(found)
+            if not keyed:
+                return a, rng.choice(found)
+            mine = json.dumps(a.key, sort_keys=True, default=str)
+            others = [g for k, g in groups.items() if k != mine]
+            return (a, rng.choice(rng.choice(others))) if others else (a, a)
+    chosen: set[tuple[int, int]] = set()
+    for _ in range(50 * room + 1000):
+        if len(chosen) >= room:
+            break
+        a, b = propose()
+        ids = (min(a.id, b.id), max(a.id, b.id))
+        if a.id == b.id or ids in chosen or not keep(a.key, b.key):
+            continue
+        if a.behaviour and a.behaviour == b.behaviour:
+            plan.identical += 1
+            continue
+        if ids in existing_pairs:
+            plan.existing += 1
+            continue
+        chosen.add(ids)
+    return sorted(chosen)
 
 
 def comparisons_plan(*, campaign: Campaign, **selection) -> PairPlan:

@@ -480,3 +480,33 @@ def test_uncertainty_first_builds_all_pairs_then_queues_a_scoring_run(admin_user
     run = Run.objects.get(kind="reward_scoring")
     assert run.config["order"] == "closest" and run.config["reward_model_id"] == model.pk
     assert f"Scoring run #{run.pk}" in fill.message
+
+
+def test_a_task_with_thousands_of_trajectories_is_sampled_not_listed():
+    """4,000 trajectories of one task are 8 million pairs: the preview draws up to the cap instead
+    of building them (it took 60 s and 550 MB), and still finds the rare pairs a strategy wants."""
+    import time
+
+    from annotate.models import Trajectory
+    from tests.factories import PolicyFactory
+
+    task, policy = TaskFactory(), PolicyFactory()
+    rows = [Trajectory(task=task, policy=policy, steps=[{"kind": "answer", "text": f"a{i}"}], answer=f"a{i}",
+                       num_steps=1, content_hash=f"h{i:06d}", behaviour_hash=f"b{i:06d}",
+                       outcome={"correct": i == 7}) for i in range(4000)]
+    Trajectory.objects.bulk_create(rows)
+    campaign = CampaignFactory()
+    started = time.perf_counter()
+    preview = fill_preview(campaign=campaign, request=fill_request_clean(
+        {"strategy": "all_pairs", "max_per_task": 10, "all_trajectories": True}))
+    assert time.perf_counter() - started < 10
+    assert preview["comparisons"] == 10 and preview["sampled_tasks"] == 1
+    assert preview["left_out_by_cap"] == 4000 * 3999 // 2 - 10
+    rare = fill_preview(campaign=campaign, request=fill_request_clean(
+        {"strategy": "outcome_differs", "max_per_task": 5, "all_trajectories": True}))
+    assert rare["comparisons"] == 5  # each pairs the one correct trajectory with a wrong one
+    fill = campaign_fill_create(campaign=campaign, request=fill_request_clean(
+        {"strategy": "outcome_differs", "max_per_task": 5, "all_trajectories": True}), created_by=None)
+    correct = Trajectory.objects.get(content_hash="h000007").pk
+    pairs = Comparison.objects.filter(campaign=campaign).values_list("trajectory_a_id", "trajectory_b_id")
+    assert fill.created_count == 5 and all(correct in pair for pair in pairs)
