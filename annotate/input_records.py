@@ -30,6 +30,44 @@ import ijson
 SPLIT_KEYS = ("resourceSpans", "data")  # an object's list whose items are the records
 
 
+class TooLong:
+    """A JSONL line over the limit, in place of its bytes (never held in memory)."""
+
+    def __init__(self, size: int, limit: int):
+        self.size, self.limit = size, limit
+
+    def reason(self) -> str:
+        return (f"the line is over {self.limit:,} bytes (IMPORT_MAX_LINE_BYTES; it has at least "
+                f"{self.size:,}): split the record or raise the limit")
+
+    def strip(self) -> bytes:  # a TooLong is never a blank line
+        return b"x"
+
+
+def _bounded_lines(stream, limit: int) -> Iterator:
+    """The stream's lines, each read only up to `limit` bytes: a longer one is skipped to its end
+    in chunks and stands as a TooLong."""
+    readline = getattr(stream, "readline", None)
+    if readline is None:
+        for line in stream:
+            yield line if len(line) <= limit else TooLong(len(line), limit)
+        return
+    while True:
+        line = readline(limit + 1)
+        if not line:
+            return
+        if len(line) <= limit or (len(line) == limit + 1 and line.endswith(b"\n")):
+            yield line
+            continue
+        size = len(line)
+        while not line.endswith(b"\n"):
+            line = readline(1 << 20)
+            if not line:
+                break
+            size += len(line)
+        yield TooLong(size, limit)
+
+
 class DocumentError(ValueError):
     """The JSON document is not valid; reading stops there (nothing of it is imported)."""
 
@@ -54,9 +92,11 @@ class _Replay:
         return out
 
 
-def _is_document(first: bytes) -> bool:
+def _is_document(first) -> bool:
     """True when the first line opens an object or an array that it does not close: JSON goes on
     past the line's end (a broken JSONL line fails inside the line instead)."""
+    if isinstance(first, TooLong):
+        return False
     text = first.decode("utf-8", "replace").strip()
     if text[:1] not in ("{", "["):
         return False
@@ -69,9 +109,10 @@ def _is_document(first: bytes) -> bool:
     return False
 
 
-def records(stream: Iterable[bytes]) -> tuple[str, Iterator[tuple[int, bytes]]]:
-    """("jsonl" | "document", the numbered records as JSON text)."""
-    lines = iter(stream)
+def records(stream: Iterable[bytes], *, max_line: int = 64 << 20) -> tuple[str, Iterator[tuple[int, bytes]]]:
+    """("jsonl" | "document", the numbered records as JSON text; a JSONL line over `max_line`
+    bytes comes as a TooLong)."""
+    lines = _bounded_lines(stream, max_line)
     peeked: list[bytes] = []
     for line in lines:
         peeked.append(line)
@@ -79,7 +120,10 @@ def records(stream: Iterable[bytes]) -> tuple[str, Iterator[tuple[int, bytes]]]:
             break
     if not peeked or not _is_document(peeked[-1]):
         return "jsonl", enumerate(itertools.chain(peeked, lines), start=1)
-    return "document", enumerate(_document_records(_Replay(peeked, lines)), start=1)
+    # A document's lines may be of any length: the rest is read in blocks, not lines.
+    read = getattr(stream, "read", None)
+    rest = iter(lambda: read(1 << 20), b"") if read is not None else lines
+    return "document", enumerate(_document_records(_Replay(peeked, rest)), start=1)
 
 
 def _document_records(source: _Replay) -> Iterator[bytes]:

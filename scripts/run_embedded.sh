@@ -100,7 +100,7 @@ fi
 RESTARTS="${ARBITER_RESTARTS:-5}" RESTART_WINDOW="${ARBITER_RESTART_WINDOW:-600}"
 declare -A PID STARTS LOGFILE
 start_web() {
-  $BIN/gunicorn webapp.wsgi --bind "$HOST:$PORT" --workers 2 --threads 4 \
+  $BIN/gunicorn webapp.wsgi --bind "$HOST:$PORT" --workers 2 --threads 4 --logger-class webapp.gunicorn_logging.RedactingLogger \
     --access-logfile "$VAR/web.log" --error-logfile "$VAR/web.log" </dev/null &
   PID[web]=$!
 }

@@ -10,6 +10,17 @@ class UserAdmin(BaseUserAdmin):
     list_filter = ("groups", "is_synthetic", "is_staff", "is_active")
     fieldsets = BaseUserAdmin.fieldsets + (("Arbiter", {"fields": ("is_synthetic",)}),)
 
+    # Nobody is deleted (docs/team.md), and an admin cannot raise themselves, or anyone, to
+    # superuser or grant raw permissions: roles are given on the Team pages.
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            readonly += ["is_superuser", "is_staff", "user_permissions", "groups"]
+        return readonly
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):

@@ -76,6 +76,22 @@ class User(AbstractUser):
             ("manage_campaigns", "Can create and manage labeling campaigns"),
         ]
 
+    # A new password (set, reset, or voided for a set-password link) revokes the user's API
+    # tokens: whoever had the old password may have made them (docs/team.md).
+    def set_password(self, raw_password):
+        super().set_password(raw_password)
+        self._password_changed = True
+
+    def set_unusable_password(self):
+        super().set_unusable_password()
+        self._password_changed = True
+
+    def save(self, *args, **kwargs):
+        super().save(*args, **kwargs)
+        if getattr(self, "_password_changed", False):
+            self._password_changed = False
+            ApiToken.objects.filter(user=self).delete()
+
     @property
     def pseudonym(self) -> str:
         """A stable id that does not reveal who the annotator is (used in exports)."""

@@ -187,6 +187,9 @@ FILE_UPLOAD_HANDLERS = [
 # Trajectory import limits.
 IMPORT_MAX_UPLOAD_BYTES = env.int("IMPORT_MAX_UPLOAD_BYTES", default=512 * 1024 * 1024)
 IMPORT_INLINE_MAX_BYTES = env.int("IMPORT_INLINE_MAX_BYTES", default=1024 * 1024)
+# A JSONL line longer than this is refused without being held in memory (a JSON document is
+# read in blocks and has no such limit).
+IMPORT_MAX_LINE_BYTES = env.int("IMPORT_MAX_LINE_BYTES", default=64 * 1024 * 1024)
 TRAJECTORY_MAX_TEXT_CHARS = env.int("TRAJECTORY_MAX_TEXT_CHARS", default=100_000)
 TRAJECTORY_MAX_STEPS = env.int("TRAJECTORY_MAX_STEPS", default=500)
 

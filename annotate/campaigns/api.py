@@ -24,7 +24,7 @@ from annotate.services.campaigns import (
     campaign_delete,
     campaign_update,
 )
-from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read
+from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read, gold_upload_bytes
 from webapp.access import api_role
 from webapp.api_errors import error_body, error_items
 from webapp.api_input import IdField, StrictJSONParser
@@ -336,7 +336,7 @@ class CampaignGoldApi(APIView):
         campaign = get_object_or_404(Campaign, pk=campaign_id)
         upload = request.FILES.get("file") if hasattr(request, "FILES") else None
         if upload is not None:
-            rows = gold_rows_read(upload.read(), filename=upload.name or "")
+            rows = gold_rows_read(gold_upload_bytes(upload), filename=upload.name or "")
         elif isinstance(request.data, list):
             rows = list(enumerate(request.data, start=1))
         else:

@@ -27,7 +27,7 @@ from annotate.services.campaigns import (
     campaigns_labelable_by,
     dimensions_of,
 )
-from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read
+from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read, gold_upload_bytes
 from webapp.access import role_required
 from webapp.api_input import parse_id
 from webapp.charts import bar_chart_svg
@@ -298,7 +298,7 @@ def campaign_gold(request: HttpRequest, campaign_id: int) -> HttpResponse:
         upload = request.FILES.get("file")
         if upload is None:
             raise ArbiterError("Choose a JSONL or CSV file of gold comparisons.")
-        counts = gold_import(campaign=campaign, rows=gold_rows_read(upload.read(), filename=upload.name or ""))
+        counts = gold_import(campaign=campaign, rows=gold_rows_read(gold_upload_bytes(upload), filename=upload.name or ""))
     except RequestDataTooBig as exc:
         messages.error(request, str(exc))
     except ArbiterError as exc:

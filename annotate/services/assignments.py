@@ -67,6 +67,17 @@ def assignments_expire(*, campaign: Campaign) -> int:
     return len(expired)
 
 
+def leases_end_outside_pool(*, campaign: Campaign) -> int:
+    """End the live leases of people who may no longer label the campaign (taken out of its pool):
+    the slots go back at once, and a late submit of theirs is refused. Returns how many."""
+    leases = Assignment.objects.filter(comparison__campaign=campaign, status=Assignment.Status.LEASED)
+    ended = [a for a in leases.select_related("annotator") if not campaign_may_label(campaign=campaign, user=a.annotator)]
+    if not ended:
+        return 0
+    Assignment.objects.filter(pk__in=[a.pk for a in ended]).update(leased_until=timezone.now() - timedelta(seconds=1))
+    return assignments_expire(campaign=campaign)
+
+
 def _sweep_if_due(campaign: Campaign) -> None:
     now = time.monotonic()
     if now - _last_sweep.get(campaign.id, 0.0) >= SWEEP_EVERY_SECONDS:
@@ -196,6 +207,14 @@ def _to_ab(assignment: Assignment, verdict: Verdict) -> dict:
     return {"choice": choice, "first_wrong_step_a": wrong_a, "first_wrong_step_b": wrong_b, "ratings": ratings}
 
 
+def visible_text(text: str) -> str:
+    """The text without whitespace and invisible format characters (zero-width spaces, joiners,
+    direction marks: Unicode category Cf): what a reader would see."""
+    import unicodedata
+
+    return "".join(ch for ch in text if not ch.isspace() and unicodedata.category(ch) != "Cf")
+
+
 def _validate(assignment: Assignment, verdict: Verdict) -> None:
     comparison = assignment.comparison
     campaign = comparison.campaign
@@ -228,8 +247,8 @@ def _validate(assignment: Assignment, verdict: Verdict) -> None:
         missing = [side for side in ("left", "right") if side not in (verdict.ratings or {}).get(d["name"], {})]
         if d.get("required") and missing:
             problems.append(f"rate {d['name']} for {' and '.join(missing)} (this campaign requires it)")
-    if campaign.rationale_required and not verdict.rationale.strip():
-        problems.append("this campaign requires a rationale")
+    if campaign.rationale_required and not visible_text(verdict.rationale):
+        problems.append("this campaign requires a rationale (invisible characters alone are not one)")
     if len(verdict.rationale) > 20_000:
         problems.append("the rationale is over 20,000 characters")
     if problems:
@@ -268,6 +287,13 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
         return Judgement.objects.get(assignment=assignment), False
     if assignment.status == Assignment.Status.SKIPPED:
         raise ArbiterError("You skipped this comparison; it cannot be judged now.")
+    campaign = assignment.comparison.campaign
+    if campaign.status == Campaign.Status.ARCHIVED:
+        raise ArbiterError(f"Campaign {campaign.name!r} is archived: nothing more is stored in it; "
+                           "your judgement was not stored.")
+    if not campaign_may_label(campaign=campaign, user=annotator):
+        raise PermissionDenied(f"You are no longer in the pool of campaign {campaign.name!r}: your judgement "
+                               "was not stored.")
     _validate(assignment, verdict)
     comparison = assignment.comparison
     campaign = comparison.campaign

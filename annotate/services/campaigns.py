@@ -316,7 +316,12 @@ def campaign_update(*, campaign: Campaign, data: dict) -> Campaign:
                            details=[{"field": "status", "message": "use the campaign's status actions."}])
     values = campaign_settings_clean(data, campaign=campaign)
     old_k = campaign.votes_per_comparison
+    pool_changed = bool({"pool", "pool_only"} & set(values))
     _apply(campaign, values)
+    if pool_changed:
+        from annotate.services.assignments import leases_end_outside_pool
+
+        leases_end_outside_pool(campaign=campaign)
     k = campaign.votes_per_comparison
     if k != old_k:
         ordinary = Comparison.objects.filter(campaign=campaign, is_gold=False)

@@ -30,6 +30,16 @@ MAX_GOLD_BYTES = 5 * 1024 * 1024
 ROW_KEYS = {"comparison", "trajectory_a", "trajectory_b", "choice"}
 
 
+def gold_upload_bytes(upload) -> bytes:
+    """An uploaded gold file's bytes, its size checked before it is read (never more than the limit)."""
+    if upload.size is not None and upload.size > MAX_GOLD_BYTES:
+        raise ArbiterError(f"The gold file is {upload.size:,} bytes; the limit is {MAX_GOLD_BYTES:,}.")
+    raw = upload.read(MAX_GOLD_BYTES + 1)
+    if len(raw) > MAX_GOLD_BYTES:
+        raise ArbiterError(f"The gold file is over the limit of {MAX_GOLD_BYTES:,} bytes.")
+    return raw
+
+
 def gold_rows_read(raw: bytes, *, filename: str = "") -> list[tuple[int, object]]:
     """(line number, decoded row) of a JSONL or CSV file; CSV when the name or first line says so."""
     if len(raw) > MAX_GOLD_BYTES:

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotate.input_records import DocumentError, records
+from annotate.input_records import DocumentError, TooLong, records
 from annotate.models import Campaign, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import comparisons_build
 from annotate.trace_formats.reading import TRACE_FORMATS, detect_trace_format, dropped_reason, read_traces
@@ -237,6 +237,9 @@ def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, l
     def counted():
         for number, raw in lines:
             writer.report.lines_read = number
+            if isinstance(raw, TooLong):
+                writer.error(number, raw.reason())
+                continue
             if text and not raw.strip():
                 continue
             yield number, raw
@@ -280,7 +283,7 @@ def trajectories_import_stream(
     `format` ("auto" or one of `IMPORT_FORMATS`) applies to the whole input.
     """
     writer = _Writer(keep_ids=campaign is not None, origin={"import_batch": batch} if batch else None)
-    layout, numbered = records(stream)
+    layout, numbered = records(stream, max_line=settings.IMPORT_MAX_LINE_BYTES)
     writer.unit = "record" if layout == "document" else "line"
     writer.report.layout = layout
     try:

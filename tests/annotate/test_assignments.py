@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from annotate.models import Assignment, Comparison, Judgement
+from annotate.models import Assignment, Campaign, Comparison, Judgement
 from annotate.services.assignments import (
     Verdict,
     assignment_next,
@@ -282,3 +282,33 @@ def test_counters_follow_leases_skips_and_the_sweep():
     judgement_submit(assignment_id=a2.id, annotator=u2, verdict=Verdict(choice=4))
     comparison.refresh_from_db()
     assert (comparison.slots_taken, comparison.votes, comparison.status) == (1, 1, "open")
+
+
+def test_leaving_the_pool_ends_the_lease_and_a_late_submit_is_refused():
+    from django.core.exceptions import PermissionDenied
+
+    from annotate.services.campaigns import campaign_update
+
+    inside, leaving = annotators(2)
+    campaign = make_campaign(n_comparisons=1, k=1, pool_only=True)
+    campaign.pool.set([inside, leaving])
+    lease = assignment_next(campaign=campaign, annotator=leaving)
+    campaign_update(campaign=campaign, data={"pool": [inside.pk]})
+    assert Assignment.objects.get(pk=lease.pk).status == "expired"
+    assert assignment_next(campaign=campaign, annotator=inside).comparison_id == lease.comparison_id  # slot back
+    with pytest.raises(PermissionDenied, match="no longer in the pool"):
+        judgement_submit(assignment_id=lease.id, annotator=leaving, verdict=Verdict(choice=2))
+    assert not Judgement.objects.filter(annotator=leaving).exists()
+
+
+def test_nothing_is_stored_into_an_archived_campaign_and_invisible_text_is_no_rationale():
+    campaign = make_campaign(n_comparisons=2, k=1, rationale_required=True)
+    (user,) = annotators(1)
+    lease = assignment_next(campaign=campaign, annotator=user)
+    with pytest.raises(ArbiterError, match="requires a rationale"):
+        judgement_submit(assignment_id=lease.id, annotator=user,
+                         verdict=Verdict(choice=2, rationale="\u200b\u200d \u2060\ufeff"))
+    Campaign.objects.filter(pk=campaign.pk).update(status="archived")
+    with pytest.raises(ArbiterError, match="archived"):
+        judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, rationale="because"))
+    assert not Judgement.objects.exists()

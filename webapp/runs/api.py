@@ -20,6 +20,17 @@ READ_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
 class RunOutput(serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.username", default=None)
+    # Where the worker keeps files is the server's business: artifacts and the checkpoint by name
+    # and step only (the run page offers their files for download).
+    artifacts = serializers.SerializerMethodField()
+    checkpoint = serializers.SerializerMethodField()
+
+    def get_artifacts(self, run) -> list[dict]:
+        return [{"name": str(a.get("name", "")), "bytes": a.get("bytes")} for a in run.artifacts or []
+                if isinstance(a, dict)]
+
+    def get_checkpoint(self, run) -> dict:
+        return {"step": run.checkpoint.get("step")} if isinstance(run.checkpoint, dict) and run.checkpoint else {}
 
     class Meta:
         model = Run

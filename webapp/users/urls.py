@@ -18,7 +18,7 @@ urlpatterns = [
     path("users/<id:user_id>/tokens", views.user_token_create_post, name="team-user-tokens"),
     path("users/<id:user_id>/tokens/<id:token_id>/revoke", views.user_token_revoke_post,
          name="team-user-token-revoke"),
-    path("password/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(),
+    path("password/<uidb64>/<token>/", views.PasswordSetView.as_view(),
          name="password_reset_confirm"),
     path("password/done/", auth_views.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
 ]

@@ -7,6 +7,7 @@ session and shown once by the next page, never put in an address or a cookie.
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth import get_user_model
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -176,3 +177,11 @@ def user_token_revoke_post(request: HttpRequest, user_id: int, token_id: int) ->
     if api_token_revoke(user=user, token_id=token_id):
         return _done(request, user_id, success="Token revoked: it no longer works.")
     return _done(request, user_id, error=f"{user.username} has no token with id {token_id}.")
+
+
+class PasswordSetView(auth_views.PasswordResetConfirmView):
+    """The set-password link: a deactivated user's link no longer works."""
+
+    def get_user(self, uidb64):
+        user = super().get_user(uidb64)
+        return user if user is not None and user.is_active else None

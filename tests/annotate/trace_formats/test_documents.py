@@ -70,3 +70,18 @@ def test_a_broken_document_is_refused_and_nothing_is_stored(text, reason):
     with pytest.raises(ArbiterError, match=reason):
         trajectories_import_stream(stream=io.BytesIO(text))
     assert not Trajectory.objects.exists()
+
+
+def test_a_line_over_the_limit_is_refused_without_being_held(settings):
+    """The line is skipped to its end in blocks (never read whole) and named by number."""
+    from tests.samples import canonical, jsonl
+
+    settings.IMPORT_MAX_LINE_BYTES = 1000
+    data = jsonl(canonical()) + b'{"x": "' + b"y" * 50_000 + b'"}\n' + jsonl(canonical(n=2))
+    with pytest.raises(ArbiterError) as caught:
+        trajectories_import_stream(stream=io.BytesIO(data))
+    assert [(d["line"], "over 1,000 bytes" in d["error"]) for d in caught.value.details] == [(2, True)]
+    assert not Trajectory.objects.exists()
+    layout, numbered = records(io.BytesIO(b"a" * 5000 + b"\n" + b"b\n"), max_line=100)
+    got = list(numbered)
+    assert type(got[0][1]).__name__ == "TooLong" and got[1] == (2, b"b\n")
