@@ -109,6 +109,8 @@ TRAINERS = {
              "`trl.experimental` (huggingface/trl#7133); it trains with that trainer from an earlier TRL or any "
              "token-classification loop that labels the last token of each step",
 }
+EMPTY_REASONS = {"steps": "no judgement of this snapshot marks a first wrong step",
+                 "kto": "every judgement is a tie or a slight preference, which gives no KTO row"}
 TRL_TRAINERS = {"trl": "RewardTrainer", "trl_text": "RewardTrainer", "kto": "KTOTrainer", "raw": None, "steps": None}
 KTO_RULE = (
     "One row per judged side, from each judgement on its own (several annotators give several rows): "
@@ -394,8 +396,10 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         "## Files\n\n" + "\n".join(f"- `data/{s}.{filetype}`: {n} rows, format `{fmt}` ({filetype})"
                                      for s, n in files.items()) +
         f"\n\nFormat `{fmt}` feeds {TRAINERS[fmt]}.\n" + (f"\n## Labels\n\n{KTO_RULE}\n" if fmt == "kto" else "") +
-        "\n## Columns\n\n| column | type |\n|---|---|\n" + columns +
-        f"\n\n## Loading\n\nFrom the folder the bundle was unzipped into:\n\n```python\n{load}\n```\n"
+        "\n## Columns\n\n| column | type |\n|---|---|\n" + columns
+        + (f"\n\n## Loading\n\nFrom the folder the bundle was unzipped into:\n\n```python\n{load}\n```\n" if files
+           else f"\n\n## Loading\n\nThis export has no rows ({EMPTY_REASONS.get(fmt, 'nothing in this snapshot')}), "
+                "so there is nothing to load.\n")
     )
 
 

@@ -63,8 +63,11 @@ class Embedded:
         env.update(ARBITER_VAR_DIR=str(var_dir), PORT=str(port), **(env_extra or {}))
         self.log = output.open("w")
         self.started = time.monotonic()
+        # SIGINT back to its default in the script: started from a background job (nohup ... &)
+        # it would inherit SIGINT ignored, and a shell cannot trap a signal ignored on entry.
         self.proc = subprocess.Popen([str(SCRIPT)], cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, process_group=0)
+                                     stdin=subprocess.DEVNULL, process_group=0,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def seconds(self) -> float:
         return round(time.monotonic() - self.started, 1)

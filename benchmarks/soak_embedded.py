@@ -165,7 +165,10 @@ def main() -> None:
     finally:
         stop.set()
         if app.proc.poll() is None:
-            figures["stop_s"] = app.interrupt()
+            try:
+                figures["stop_s"] = app.interrupt()
+            except subprocess.TimeoutExpired:
+                figures["stop_s"] = "over 60 s: killed"
         app.kill()
         if not args.keep:
             subprocess.run(["rm", "-rf", str(scratch)])
