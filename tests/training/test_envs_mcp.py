@@ -87,3 +87,35 @@ def test_bad_tasks_and_unreachable_servers_are_refused_with_the_reason(tmp_path)
     with pytest.raises(MCPEnvironmentError, match="cannot connect"):
         get_environment("mcp", server=[sys.executable, "-c", "import sys; sys.exit(3)"], tasks=str(good),
                         timeout=10)
+
+
+def test_a_stdio_server_starts_when_this_process_stderr_has_no_file_descriptor(tasks_file):
+    """What a Celery worker does: sys.stderr replaced by a logging proxy without `fileno` before
+    the MCP SDK is first imported (its default errlog is bound then). In a fresh process, as
+    on a worker; the server's stderr now goes to a file of its own."""
+    import subprocess
+
+    code = f"""
+import sys
+class LoggingProxy:  # as celery.utils.log.LoggingProxy: writes, but no file descriptor
+    def write(self, text): return len(text)
+    def flush(self): pass
+real = sys.__stdout__
+sys.stderr = LoggingProxy()
+from training.envs.registry import get_environment
+env = get_environment("mcp", server={SERVER!r}, tasks={str(tasks_file)!r})
+real.write(",".join(sorted(t.name for t in env.tools())))
+env.close()
+"""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.stdout[-1000:], done.stderr[-2000:])
+    assert "calculate" in done.stdout
+
+
+def test_a_server_that_fails_to_start_says_why(tmp_path):
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"external_id": "x", "prompt": "p", "reference": "r"}\n')
+    crash = "import sys; sys.stderr.write('ModuleNotFoundError: No module named mcp_thing'); sys.exit(3)"
+    with pytest.raises(MCPEnvironmentError, match="the server said: ModuleNotFoundError: No module named mcp_thing"):
+        get_environment("mcp", server=[sys.executable, "-c", crash], tasks=str(good), timeout=10)

@@ -35,17 +35,26 @@ class MCPConnection:
     """A synchronous handle on one MCP client session (stdio command or streamable HTTP URL)."""
 
     def __init__(self, server: str | list[str], *, env: dict | None = None, timeout: float = 30.0):
+        import tempfile
+
         from anyio.from_thread import start_blocking_portal
         from mcp import Client
-        from mcp.client.stdio import StdioServerParameters
+        from mcp.client.stdio import StdioServerParameters, stdio_client
 
+        self._errlog = None
         if isinstance(server, str) and server.startswith(("http://", "https://")):
             target = server
         else:
             command = server.split() if isinstance(server, str) else list(server)
             if not command:
                 raise MCPEnvironmentError("give the MCP server's command or URL")
-            target = StdioServerParameters(command=command[0], args=command[1:], env=env)
+            # The server's stderr goes to a file of its own, never to this process's sys.stderr: a
+            # Celery worker replaces that with a logging proxy that has no file descriptor (the SDK's
+            # default, bound when it was imported, failed every stdio server on a worker), and the
+            # file's tail explains a server that fails to start.
+            self._errlog = tempfile.TemporaryFile(mode="w+", prefix="mcp-server-stderr-")
+            target = stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=env),
+                                  errlog=self._errlog)
         self._portal_cm = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
         try:
@@ -54,7 +63,20 @@ class MCPConnection:
             self._client = self._client_cm.__enter__()
         except Exception as exc:
             self._portal_cm.__exit__(None, None, None)
-            raise MCPEnvironmentError(f"cannot connect to the MCP server {server!r}: {exc}") from exc
+            said = self.server_stderr()
+            raise MCPEnvironmentError(f"cannot connect to the MCP server {server!r}: {exc}"
+                                      + (f"; the server said: {said}" if said else "")) from exc
+
+    def server_stderr(self, tail: int = 2000) -> str:
+        """The end of what a stdio server wrote to its stderr ("" for an HTTP server)."""
+        if self._errlog is None:
+            return ""
+        try:
+            self._errlog.flush()
+            self._errlog.seek(0)
+            return self._errlog.read()[-tail:].strip()
+        except (OSError, ValueError):
+            return ""
 
     def list_tools(self) -> list:
         tools, cursor = [], None
@@ -73,6 +95,8 @@ class MCPConnection:
             self._client_cm.__exit__(None, None, None)
         finally:
             self._portal_cm.__exit__(None, None, None)
+            if self._errlog is not None:
+                self._errlog.close()
 
 
 def load_tasks_jsonl(path: str | Path) -> list[EnvTask]:
