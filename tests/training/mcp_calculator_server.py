@@ -2,7 +2,11 @@
 test_bring_your_own.py).
 
     python tests/training/mcp_calculator_server.py
+
+With ARBITER_TEST_CRASH_AFTER=N in its environment it dies (exit status 1, no answer) on its
+N+1th tool call: a tool server lost mid-run.
 """
+import os
 import sys
 from pathlib import Path
 
@@ -14,11 +18,21 @@ from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 from training.envs.arithmetic import CalculatorError, _format, calculate as evaluate  # noqa: E402
 
 server = MCPServer("arbiter-calculator")
+_CRASH_AFTER = os.environ.get("ARBITER_TEST_CRASH_AFTER")
+_calls = 0
+
+
+def _maybe_crash() -> None:
+    global _calls
+    _calls += 1
+    if _CRASH_AFTER is not None and _calls > int(_CRASH_AFTER):
+        os._exit(1)
 
 
 @server.tool()
 def calculate_expression(expression: str) -> str:
     """Evaluate an arithmetic expression, e.g. 48 * 17 - 95."""
+    _maybe_crash()
     try:
         return _format(evaluate(expression))
     except CalculatorError as exc:

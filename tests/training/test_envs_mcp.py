@@ -119,3 +119,32 @@ def test_a_server_that_fails_to_start_says_why(tmp_path):
     crash = "import sys; sys.stderr.write('ModuleNotFoundError: No module named mcp_thing'); sys.exit(3)"
     with pytest.raises(MCPEnvironmentError, match="the server said: ModuleNotFoundError: No module named mcp_thing"):
         get_environment("mcp", server=[sys.executable, "-c", crash], tasks=str(good), timeout=10)
+
+
+def _crashing(tasks_file, crash_after: int, restarts: int):
+    import os
+
+    env = dict(os.environ, ARBITER_TEST_CRASH_AFTER=str(crash_after))
+    return get_environment("mcp", server=SERVER, tasks=str(tasks_file), server_env=env, restarts=restarts,
+                           timeout=10)
+
+
+def test_a_server_that_dies_is_restarted_and_the_call_goes_through(tasks_file):
+    environment = _crashing(tasks_file, crash_after=2, restarts=3)
+    try:
+        results = [environment.call(None, "calculate", {"expression": "6 * 7"}) for _ in range(5)]
+        assert [r.content for r in results] == ["42"] * 5 and not any(r.error for r in results)
+        assert environment.restarts == 2  # it died on its 3rd call, then on the 3rd call of its second life
+    finally:
+        environment.close()
+
+
+def test_a_server_that_keeps_dying_ends_the_run_never_an_agent_error(tasks_file):
+    from training.envs.base import ToolServerLost
+
+    environment = _crashing(tasks_file, crash_after=0, restarts=2)
+    try:
+        with pytest.raises(ToolServerLost, match="stopped answering .* restarted 2 time"):
+            environment.call(None, "calculate", {"expression": "1 + 1"})
+    finally:
+        environment.close()

@@ -69,6 +69,11 @@ class EnvTask:
     metadata: dict = field(default_factory=dict)
 
 
+class ToolServerLost(RuntimeError):
+    """An environment's tool server is gone and could not be brought back: an infrastructure
+    failure, never the agent's error. It ends the run, with this reason."""
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """What a tool call gives back. `done` ends the episode (the answer tool); `error` uses a step as any call."""

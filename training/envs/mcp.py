@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from training.envs.encyclopedia.rubric import normalize
-from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
+from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult, ToolServerLost
 
 ANSWER_TOOL = Tool("answer", "Give the final answer and end the episode.",
                    {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
@@ -99,6 +99,19 @@ class MCPConnection:
                 self._errlog.close()
 
 
+def _connection_lost(exc: Exception) -> bool:
+    """The server is gone or stuck (closed stream, dead process, no answer in time), as opposed to
+    a JSON-RPC error it sent back for this request."""
+    import anyio
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    if isinstance(exc, MCPError):
+        return exc.error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+    return isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError,
+                            TimeoutError))
+
+
 def load_tasks_jsonl(path: str | Path) -> list[EnvTask]:
     """Tasks from JSONL; every bad line is named at once."""
     tasks, problems = [], []
@@ -140,9 +153,11 @@ class MCPEnvironment(Environment):
     description = "Tools served by an MCP server; tasks from a JSONL file."
 
     def __init__(self, *, server: str | list[str], tasks: str | Path, rubric: str | None = None,
-                 server_env: dict | None = None, timeout: float = 30.0):
+                 server_env: dict | None = None, timeout: float = 30.0, restarts: int = 3):
         self._tasks = load_tasks_jsonl(tasks)
         self._rubric = _hook(rubric) if rubric else exact_match_rubric
+        self._server, self._server_env, self._timeout = server, server_env, timeout
+        self.restarts_left, self.restarts = restarts, 0
         self.connection = MCPConnection(server, env=server_env, timeout=timeout)
         served = [Tool(t.name, t.description or "", t.input_schema or {"type": "object"})
                   for t in self.connection.list_tools()]
@@ -160,12 +175,38 @@ class MCPEnvironment(Environment):
             return ToolResult(arguments["text"], done=True, answer=arguments["text"])
         try:
             result = self.connection.call_tool(tool, arguments)
-        except Exception as exc:  # the server failed the request (not a tool error): the agent sees why
-            return ToolResult(f"Error: the tool server failed: {exc}", error=True)
+        except Exception as exc:
+            if not _connection_lost(exc):  # the server answered, refusing this request: the agent sees why
+                return ToolResult(f"Error: the tool server refused the call: {exc}", error=True)
+            result = self._call_after_restart(tool, arguments, exc)
         text = "\n".join(getattr(part, "text", "") or "" for part in result.content)
         if tool == "answer":
             return ToolResult(text, done=True, answer=str(arguments.get("text", text)))
         return ToolResult(text, error=bool(result.is_error))
+
+    def _call_after_restart(self, tool: str, arguments: dict, lost: Exception):
+        """The server went away: start it again (at most `restarts` times in this environment's
+        life) and repeat the call; when that fails, the run ends with ToolServerLost. A lost
+        server is never stored as the agent's error."""
+        said, last = self.connection.server_stderr(), lost
+        while self.restarts_left > 0:
+            self.restarts_left -= 1
+            self.restarts += 1
+            try:
+                self.connection.close()
+            except Exception:  # the old connection is gone either way
+                pass
+            try:
+                self.connection = MCPConnection(self._server, env=self._server_env, timeout=self._timeout)
+                return self.connection.call_tool(tool, arguments)
+            except Exception as exc:
+                last = exc
+                said = getattr(self.connection, "server_stderr", lambda: "")() or said
+        raise ToolServerLost(
+            f"the MCP server {self._server!r} stopped answering ({type(lost).__name__}: {lost}) and was restarted "
+            f"{self.restarts} time(s) without success (last: {type(last).__name__}: {last})"
+            + (f"; it said: {said[-500:]}" if said else "") + ". A lost tool server is not the agent's error: the "
+            "run stops here.")
 
     def outcome(self, state, episode: EpisodeRecord) -> Rubric:
         return self._rubric(episode.task, episode)
