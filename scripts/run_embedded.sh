@@ -119,8 +119,9 @@ LOGFILE=([web]="$VAR/web.log" [housekeeping]="$VAR/worker-housekeeping.log" [tra
 for name in web housekeeping training; do STARTS[$name]=""; "start_$name"; done
 WEB=${PID[web]} WORKER="${PID[housekeeping]} ${PID[training]}"
 
-why() {  # the last line of a process's log that says what went wrong
-  grep -E "Unrecoverable|CRITICAL|ERROR|[A-Za-z]+Error:|Killed" "${LOGFILE[$1]}" 2>/dev/null | tail -n 1 | cut -c1-300
+why() {  # among the last lines of a process's log, the last one that says what went wrong
+  tail -n 60 "${LOGFILE[$1]}" 2>/dev/null | grep -E "Unrecoverable|CRITICAL|ERROR|[A-Za-z]+Error:|Killed" \
+    | tail -n 1 | cut -c1-300
 }
 supervise() {  # called every second: restart what died, within the bound
   local name pid status now recent
