@@ -115,16 +115,19 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
 
 
 def policy_rollouts_launch(*, policy: Policy, campaign: Campaign, tasks: int, samples: int, user,
-                           idempotency_key: str) -> Run:
-    """Queue a rollout run of `policy` on `tasks` training tasks x `samples` episodes, paired
-    into comparisons of `campaign`: what a behaviour-cloning run with `rollout_campaign_id`
-    launches when it succeeds. A launch repeated with the same key queues nothing new."""
+                           idempotency_key: str, environment: str = "") -> Run:
+    """Queue a rollout run of `policy` on `tasks` training tasks x `samples` episodes of
+    `environment` (the one it was trained in: its metadata's, else the default), paired into
+    comparisons of `campaign`: what a behaviour-cloning run with `rollout_campaign_id` launches
+    when it succeeds. A launch repeated with the same key queues nothing new."""
     from webapp.runs.services import run_launch
 
     return run_launch(kind="rollout", user=user, name=f"Rollouts of {policy} into {campaign.name}",
                       idempotency_key=idempotency_key, config={
                           "policy_id": policy.pk, "split": "train", "tasks": tasks, "samples_per_task": samples,
-                          "temperature": 1.0, "campaign_id": campaign.pk})
+                          "temperature": 1.0, "campaign_id": campaign.pk,
+                          **({"environment": environment or (policy.metadata or {}).get("environment")}
+                             if environment or (policy.metadata or {}).get("environment") else {})})
 
 
 @transaction.atomic

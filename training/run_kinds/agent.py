@@ -198,7 +198,8 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
         try:
             follow_up = policy_rollouts_launch(policy=policy, campaign=campaign, tasks=config.rollout_tasks,
                                                samples=config.rollout_samples, user=run.created_by,
-                                               idempotency_key=f"after-bc-run-{run.pk}")
+                                               idempotency_key=f"after-bc-run-{run.pk}",
+                                               environment=config.environment)
         except ArbiterError as exc:  # the policy is made all the same; the run says why nothing followed
             reporter.log(f"WARNING: the rollouts into {campaign.name} could not be queued: {exc.message}")
         else:
