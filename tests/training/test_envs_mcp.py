@@ -79,11 +79,17 @@ def lenient(task, episode):
 
 def test_bad_tasks_and_unreachable_servers_are_refused_with_the_reason(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"prompt": "no id"}\n{"external_id": "x", "prompt": "p", "split": "test"}\n')
-    with pytest.raises(MCPEnvironmentError, match="line 1: KeyError.*line 2: split must be"):
+    bad.write_text('{"prompt": "no id"}\n{"external_id": "x", "prompt": "p", "split": "test", "reference": "r"}\n'
+                   '{"external_id": "y", "prompt": "p"}\n{"external_id": "z", "prompt": "p", "split": "dev", '
+                   '"reference": "r", "aliases": "r"}\n')
+    with pytest.raises(MCPEnvironmentError) as caught:
         get_environment("mcp", server=SERVER, tasks=str(bad))
+    message = str(caught.value)
+    assert "line 1: no external_id, split, reference" in message and "line 2: split must be" in message
+    assert "line 3: no split, reference (a task without a reference can never be answered right" in message
+    assert "line 4: aliases must be a list of strings" in message
     good = tmp_path / "good.jsonl"
-    good.write_text('{"external_id": "x", "prompt": "p"}\n')
+    good.write_text('{"external_id": "x", "prompt": "p", "split": "train", "reference": "r"}\n')
     with pytest.raises(MCPEnvironmentError, match="cannot connect"):
         get_environment("mcp", server=[sys.executable, "-c", "import sys; sys.exit(3)"], tasks=str(good),
                         timeout=10)
@@ -115,7 +121,7 @@ env.close()
 
 def test_a_server_that_fails_to_start_says_why(tmp_path):
     good = tmp_path / "good.jsonl"
-    good.write_text('{"external_id": "x", "prompt": "p", "reference": "r"}\n')
+    good.write_text('{"external_id": "x", "prompt": "p", "reference": "r", "split": "train"}\n')
     crash = "import sys; sys.stderr.write('ModuleNotFoundError: No module named mcp_thing'); sys.exit(3)"
     with pytest.raises(MCPEnvironmentError, match="the server said: ModuleNotFoundError: No module named mcp_thing"):
         get_environment("mcp", server=[sys.executable, "-c", crash], tasks=str(good), timeout=10)
@@ -148,3 +154,16 @@ def test_a_server_that_keeps_dying_ends_the_run_never_an_agent_error(tasks_file)
             environment.call(None, "calculate", {"expression": "1 + 1"})
     finally:
         environment.close()
+
+
+def test_exact_match_accepts_the_tasks_aliases(tmp_path):
+    from training.envs.base import EnvTask, EpisodeRecord
+    from training.envs.mcp import exact_match_rubric, load_tasks_jsonl
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"external_id": "x", "prompt": "Capital of France?", "reference": "Paris", '
+                    '"aliases": ["Paris, France", "the city of Paris"], "split": "eval"}\n')
+    (task,) = load_tasks_jsonl(path)
+    for answer, right in (("paris", True), ("Paris, France.", True), ("The city of Paris", True), ("Lyon", False)):
+        episode = EpisodeRecord(task=task, answer=answer, calls=1, tool_errors=0, loop=False)
+        assert exact_match_rubric(task, episode).correct is right, answer

@@ -112,20 +112,33 @@ def _connection_lost(exc: Exception) -> bool:
                             TimeoutError))
 
 
-def load_tasks_jsonl(path: str | Path) -> list[EnvTask]:
-    """Tasks from JSONL; every bad line is named at once."""
+def load_tasks_jsonl(path: str | Path, *, need_reference: bool = True) -> list[EnvTask]:
+    """Tasks from JSONL (`external_id`, `prompt`, `split`, `reference` unless a rubric hook grades
+    without one, optional `aliases` and `metadata`); every bad line is named at once. Nothing is
+    defaulted silently: a line without `split` or (for exact match) `reference` is refused."""
     tasks, problems = [], []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
+            missing = [k for k in ("external_id", "prompt", "split") + (("reference",) if need_reference else ())
+                       if k not in row]
+            if missing:
+                problems.append(f"line {number}: no {', '.join(missing)}"
+                                + (" (a task without a reference can never be answered right under exact match; "
+                                   "give one, or a rubric hook)" if "reference" in missing else ""))
+                continue
+            aliases = row.get("aliases") or []
+            if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+                problems.append(f"line {number}: aliases must be a list of strings")
+                continue
             tasks.append(EnvTask(external_id=str(row["external_id"]), prompt=str(row["prompt"]),
-                                 reference=str(row.get("reference", "")), split=row.get("split", "train"),
-                                 metadata=dict(row.get("metadata") or {})))
+                                 reference=str(row.get("reference", "")), split=row["split"],
+                                 metadata={**dict(row.get("metadata") or {}), **({"aliases": aliases} if aliases else {})}))
             if tasks[-1].split not in ("train", "dev", "eval"):
                 problems.append(f"line {number}: split must be train, dev or eval")
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append(f"line {number}: {type(exc).__name__}: {exc}")
     if problems:
         raise MCPEnvironmentError(f"{path}: " + "; ".join(problems[:10]))
@@ -133,8 +146,9 @@ def load_tasks_jsonl(path: str | Path) -> list[EnvTask]:
 
 
 def exact_match_rubric(task: EnvTask, episode: EpisodeRecord) -> Rubric:
-    correct = episode.answer is not None and bool(normalize(task.reference)) and (
-        normalize(episode.answer) == normalize(task.reference))
+    """Normalized exact match against the reference or any of the task's `aliases`."""
+    accepted = {normalize(text) for text in [task.reference, *task.metadata.get("aliases", [])]} - {""}
+    correct = episode.answer is not None and normalize(episode.answer) in accepted
     score = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
     return Rubric(correct=correct, score=score, parts={"steps": episode.calls, "tool_errors": episode.tool_errors,
                                                        "loop": episode.loop, "answered": episode.answer is not None})
@@ -154,7 +168,7 @@ class MCPEnvironment(Environment):
 
     def __init__(self, *, server: str | list[str], tasks: str | Path, rubric: str | None = None,
                  server_env: dict | None = None, timeout: float = 30.0, restarts: int = 3):
-        self._tasks = load_tasks_jsonl(tasks)
+        self._tasks = load_tasks_jsonl(tasks, need_reference=not rubric)
         self._rubric = _hook(rubric) if rubric else exact_match_rubric
         self._server, self._server_env, self._timeout = server, server_env, timeout
         self.restarts_left, self.restarts = restarts, 0
