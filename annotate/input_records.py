@@ -26,7 +26,6 @@ from collections.abc import Iterable, Iterator
 
 import ijson
 
-
 SPLIT_KEYS = ("resourceSpans", "data")  # an object's list whose items are the records
 
 
@@ -39,9 +38,6 @@ class TooLong:
     def reason(self) -> str:
         return (f"the line is over {self.limit:,} bytes (IMPORT_MAX_LINE_BYTES; it has at least "
                 f"{self.size:,}): split the record or raise the limit")
-
-    def strip(self) -> bytes:  # a TooLong is never a blank line
-        return b"x"
 
 
 def _bounded_lines(stream, limit: int) -> Iterator:
@@ -116,7 +112,7 @@ def records(stream: Iterable[bytes], *, max_line: int = 64 << 20) -> tuple[str, 
     peeked: list[bytes] = []
     for line in lines:
         peeked.append(line)
-        if line.strip():
+        if isinstance(line, TooLong) or line.strip():
             break
     if not peeked or not _is_document(peeked[-1]):
         return "jsonl", enumerate(itertools.chain(peeked, lines), start=1)
@@ -133,28 +129,17 @@ def _document_records(source: _Replay) -> Iterator[bytes]:
         if first is None:
             return
         if first[1] == "start_array":
-            yield from _texts(ijson.items(itertools.chain([first], events), "item"))
+            yield from map(_dumps, ijson.items(itertools.chain([first], events), "item"))
             return
         second = next(events)
         if second[1] == "map_key" and second[2] in SPLIT_KEYS:
-            key = second[2]
-            split = _split_items(itertools.chain([first, second], events), key)
-            yield from ((_dumps({"resourceSpans": [item]}) if key == "resourceSpans" else _dumps(item))
-                        for item in split)
+            key = second[2]  # its list's items are the records; another key beside it is left aside
+            for item in ijson.items(itertools.chain([first, second], events), f"{key}.item"):
+                yield _dumps({"resourceSpans": [item]} if key == "resourceSpans" else item)
             return
-        yield from _texts(ijson.items(itertools.chain([first, second], events), ""))
+        yield from map(_dumps, ijson.items(itertools.chain([first, second], events), ""))
     except (ijson.JSONError, ijson.IncompleteJSONError) as exc:
         raise DocumentError(f"the JSON document is not valid: {str(exc).splitlines()[0][:200]}") from None
-
-
-def _split_items(events, key: str) -> Iterator:
-    """The items of the top-level list `key`; another key beside it is read and left aside."""
-    return ijson.items(events, f"{key}.item")
-
-
-def _texts(values) -> Iterator[bytes]:
-    for value in values:
-        yield _dumps(value)
 
 
 def _dumps(value) -> bytes:

@@ -185,6 +185,11 @@ class Campaign(BaseModel):
         campaign._rendered_guidelines = campaign.__dict__.get("guidelines")
         return campaign
 
+    def set_guidelines(self, text: str, html: str) -> None:
+        """New guidelines with their HTML already rendered (the campaign service renders them once,
+        timed, when it checks them): saving does not render them again."""
+        self.guidelines, self.guidelines_html, self._rendered_guidelines = text, html, text
+
     def save(self, *args, **kwargs):
         # Rendered once when they change (every annotator's page shows them; a page view
         # never renders Markdown), whoever saves: the services, the clone, the Django admin.

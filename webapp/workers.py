@@ -85,12 +85,14 @@ class QueueState:
         return bool(self.alive)
 
 
-def queue_state(queue: str) -> QueueState:
-    """The live workers that take `queue`, or when one was last seen."""
+def queue_state(queue: str, rows: list | None = None) -> QueueState:
+    """The live workers that take `queue`, or when one was last seen (`rows`: the WorkerBeat rows,
+    when the caller has read them already)."""
     from webapp.models import WorkerBeat
 
     since = timezone.now() - timedelta(seconds=settings.WORKER_ALIVE_SECONDS)
-    takers = [w for w in WorkerBeat.objects.order_by("-beat_at") if queue in w.queue_names]
+    rows = list(WorkerBeat.objects.all()) if rows is None else rows
+    takers = sorted((w for w in rows if queue in w.queue_names), key=lambda w: w.beat_at, reverse=True)
     alive = [w for w in takers if w.beat_at >= since]
     return QueueState(queue, alive, None if alive or not takers else takers[0].beat_at)
 
@@ -102,7 +104,7 @@ def workers_overview() -> dict:
     since = timezone.now() - timedelta(seconds=settings.WORKER_ALIVE_SECONDS)
     rows = list(WorkerBeat.objects.order_by("hostname"))
     queues = sorted({"default", settings.RUN_QUEUE, *(q for w in rows for q in w.queue_names)})
-    states = {q: queue_state(q) for q in queues}
+    states = {q: queue_state(q, rows) for q in queues}
     return {
         "workers": [{"hostname": w.hostname, "queues": w.queue_names, "pid": w.pid, "started_at": w.started_at,
                      "beat_at": w.beat_at, "alive": w.beat_at >= since} for w in rows],

@@ -197,16 +197,15 @@ def _pool(value, problems: list) -> list:
 GUIDELINES_RENDER_SECONDS = 2.0  # guidelines are rendered once, when saved; Markdown that takes longer is refused
 
 
-def _render_seconds(text: str | None) -> float:
+def _rendered(text: str | None) -> tuple[str, float]:
+    """The guidelines as sanitized HTML, and the seconds that took."""
     import time
 
     from webapp.templatetags.arbiter import markdown_safe
 
-    if not text:
-        return 0.0
     started = time.perf_counter()
-    markdown_safe(text)
-    return time.perf_counter() - started
+    html = str(markdown_safe(text)) if text else ""
+    return html, time.perf_counter() - started
 
 
 def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> dict:
@@ -225,7 +224,7 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
         out["name"] = name
     if "guidelines" in data:
         out["guidelines"] = _text(data["guidelines"], field="guidelines", limit=MAX_GUIDELINES, problems=problems)
-        slow = _render_seconds(out["guidelines"])
+        out["guidelines_html"], slow = _rendered(out["guidelines"])
         if slow > GUIDELINES_RENDER_SECONDS:
             problems.append({"field": "guidelines", "message": f"take {slow:.1f} s to render (the limit is "
                              f"{GUIDELINES_RENDER_SECONDS:g} s): split very long runs of brackets or markup."})
@@ -291,6 +290,9 @@ def _check_votes(campaign: Campaign, k: int, problems: list) -> None:
 
 def _apply(campaign: Campaign, values: dict) -> None:
     pool = values.pop("pool", None)
+    if values.get("guidelines") is not None:  # rendered when checked: saving does not render them again
+        campaign.set_guidelines(values.pop("guidelines"), values.pop("guidelines_html"))
+    values.pop("guidelines_html", None)
     for key, value in values.items():
         if value is not None:
             setattr(campaign, key, value)

@@ -96,7 +96,11 @@ class _Writer:
         self.report = ImportReport()
         self.keep_ids = keep_ids
         self.policies: dict[tuple[str, str], Policy] = {}
-        self.unit = "line"  # "record" when the input is one JSON document
+
+    @property
+    def unit(self) -> str:
+        """What a numbered piece of the input is: a line of JSONL, or a record of one JSON document."""
+        return "record" if self.report.layout == "document" else "line"
 
     def error(self, line: int, reason: str) -> None:
         self.error_count += 1
@@ -284,7 +288,6 @@ def trajectories_import_stream(
     """
     writer = _Writer(keep_ids=campaign is not None, origin={"import_batch": batch} if batch else None)
     layout, numbered = records(stream, max_line=settings.IMPORT_MAX_LINE_BYTES)
-    writer.unit = "record" if layout == "document" else "line"
     writer.report.layout = layout
     try:
         _read_into(writer, numbered, format, _limits(), text=True, partial_traces=partial_traces)
