@@ -32,7 +32,8 @@ class Task(BaseModel):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["external_id"], name="task_external_id_unique"),
+            # A task belongs to its environment: two environments may each have a `cat-001`.
+            models.UniqueConstraint(fields=["environment", "external_id"], name="task_environment_external_id_unique"),
             models.CheckConstraint(
                 condition=Q(split__in=["train", "dev", "eval"]), name="task_split_valid"
             ),

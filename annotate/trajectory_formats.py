@@ -556,13 +556,15 @@ def _dump(value: Any) -> str:
 def trajectory_hashes(*, task: dict, agent: dict, steps: list, answer: str) -> tuple[str, str]:
     """(content hash, behaviour hash), with the steps serialized once.
 
-    The content hash is sha256 over what makes two trajectories the same episode (task,
-    agent, steps, answer; not the metadata): the JSON of that object with sorted keys,
+    The content hash is sha256 over what makes two trajectories the same episode (task with
+    its environment when it names one, agent, steps, answer; not the metadata): the JSON of that object with sorted keys,
     written out piece by piece. The behaviour hash leaves out the task and the agent: two
     trajectories with the same one did the same thing under different agent names.
     """
     steps_json, answer_json = _dump(steps), _dump(answer)
-    task_json = _dump({"external_id": task["external_id"], "prompt": task["prompt"]})
+    # A task is its environment's (when it names one): the same episode in two environments is two.
+    task_json = _dump({"external_id": task["external_id"], "prompt": task["prompt"],
+                       **({"environment": task["environment"]} if task.get("environment") else {})})
     content = f'{{"agent":{_dump(agent)},"answer":{answer_json},"steps":{steps_json},"task":{task_json}}}'
     behaviour = f'{{"answer":{answer_json},"steps":{steps_json}}}'
     return hashlib.sha256(content.encode()).hexdigest(), hashlib.sha256(behaviour.encode()).hexdigest()

@@ -85,6 +85,26 @@ def _limits() -> Limits:
     )
 
 
+def task_key(task: dict) -> tuple[str, str]:
+    """A task's identity: its environment (empty for imports that name none) and its external id."""
+    return (task.get("environment") or "", task["external_id"])
+
+
+def _in_environment(environment: str) -> str:
+    return f" of environment {environment!r}" if environment else ""
+
+
+def _tasks_by_key(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Task]:
+    by_environment: dict[str, list[str]] = {}
+    for environment, ext in keys:
+        by_environment.setdefault(environment, []).append(ext)
+    found: dict[tuple[str, str], Task] = {}
+    for environment, ids in by_environment.items():
+        for task in Task.objects.filter(environment=environment, external_id__in=ids):
+            found[(task.environment, task.external_id)] = task
+    return found
+
+
 class _Writer:
     """Buffers parsed trajectories and writes them a batch at a time."""
 
@@ -114,35 +134,37 @@ class _Writer:
         if len(self.buffer) >= BATCH_SIZE:
             self.flush()
 
-    def _tasks(self) -> dict[str, Task]:
-        first: dict[str, ParsedTrajectory] = {}
+    def _tasks(self) -> dict[tuple[str, str], Task]:
+        """The buffer's tasks by (environment, external id): a task belongs to its environment, so
+        two environments may each have a `cat-001`."""
+        first: dict[tuple[str, str], ParsedTrajectory] = {}
         for line, p in self.buffer:
-            ext = p.task["external_id"]
-            if ext in first and first[ext].task["prompt"] != p.task["prompt"]:
-                self.error(line, f"task {ext!r} appears earlier in this input with a different prompt")
-            first.setdefault(ext, p)
-        tasks = Task.objects.in_bulk(list(first), field_name="external_id")
+            key = task_key(p.task)
+            if key in first and first[key].task["prompt"] != p.task["prompt"]:
+                self.error(line, f"task {key[1]!r}{_in_environment(key[0])} appears earlier in this input with a "
+                                 "different prompt")
+            first.setdefault(key, p)
+        tasks = _tasks_by_key(first)
         missing = [
             Task(
                 external_id=ext,
                 prompt=p.task["prompt"],
-                environment=p.task.get("environment", ""),
+                environment=environment,
                 reference_answer=p.task.get("reference_answer", ""),
                 split=p.task.get("split", Task.Split.TRAIN),
                 metadata=p.task.get("metadata", {}),
             )
-            for ext, p in first.items()
-            if ext not in tasks
+            for (environment, ext), p in first.items()
+            if (environment, ext) not in tasks
         ]
         if missing:
             Task.objects.bulk_create(missing, ignore_conflicts=True)
-            tasks = Task.objects.in_bulk(list(first), field_name="external_id")
+            tasks = _tasks_by_key(first)
         for line, p in self.buffer:
-            task = tasks[p.task["external_id"]]
+            task = tasks[task_key(p.task)]
             if task.prompt != p.task["prompt"]:
-                self.error(
-                    line, f"task {task.external_id!r} already exists with a different prompt"
-                )
+                self.error(line, f"task {task.external_id!r}{_in_environment(task.environment)} already exists with "
+                                 "a different prompt (a task's id names one prompt in its environment)")
         return tasks
 
     def _policy(self, agent: dict[str, str]) -> Policy:
@@ -164,7 +186,7 @@ class _Writer:
             if p.content_hash in existing or p.content_hash in new:
                 self.report.duplicates += 1
                 continue
-            task = tasks[p.task["external_id"]]
+            task = tasks[task_key(p.task)]
             new[p.content_hash] = Trajectory(
                 task=task,
                 policy=self._policy(p.agent),

@@ -4,7 +4,9 @@ test_bring_your_own.py).
     python tests/training/mcp_calculator_server.py
 
 With ARBITER_TEST_CRASH_AFTER=N in its environment it dies (exit status 1, no answer) on its
-N+1th tool call: a tool server lost mid-run.
+N+1th tool call: a tool server lost mid-run. ARBITER_TEST_PID_FILE: it writes its pid there.
+ARBITER_TEST_HANG=1: it never answers, not even `initialize`. ARBITER_TEST_INSTRUCTIONS: the
+`instructions` it gives in its handshake.
 """
 import os
 import sys
@@ -17,7 +19,15 @@ from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
 from training.envs.arithmetic import CalculatorError, _format, calculate as evaluate  # noqa: E402
 
-server = MCPServer("arbiter-calculator")
+if os.environ.get("ARBITER_TEST_PID_FILE"):
+    Path(os.environ["ARBITER_TEST_PID_FILE"]).write_text(str(os.getpid()))
+if os.environ.get("ARBITER_TEST_HANG"):
+    import time
+
+    while True:
+        time.sleep(60)
+
+server = MCPServer("arbiter-calculator", instructions=os.environ.get("ARBITER_TEST_INSTRUCTIONS") or None)
 _CRASH_AFTER = os.environ.get("ARBITER_TEST_CRASH_AFTER")
 _calls = 0
 

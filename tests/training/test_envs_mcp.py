@@ -167,3 +167,114 @@ def test_exact_match_accepts_the_tasks_aliases(tmp_path):
     for answer, right in (("paris", True), ("Paris, France.", True), ("The city of Paris", True), ("Lyon", False)):
         episode = EpisodeRecord(task=task, answer=answer, calls=1, tool_errors=0, loop=False)
         assert exact_match_rubric(task, episode).correct is right, answer
+
+
+def _server_env(**extra) -> dict:
+    import os
+
+    return dict(os.environ, **extra)
+
+
+def test_a_server_that_never_answers_initialize_is_refused_within_the_start_timeout(tasks_file):
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(MCPEnvironmentError, match="cannot connect to the MCP server"):
+        get_environment("mcp", server=SERVER, tasks=str(tasks_file), server_env=_server_env(ARBITER_TEST_HANG="1"),
+                        start_timeout=2)
+    # the SDK asks `server/discover`, then `initialize`, each bounded by start_timeout; then it stops the server
+    assert time.monotonic() - started < 15
+
+
+def test_a_command_that_does_not_exist_is_named(tasks_file):
+    with pytest.raises(MCPEnvironmentError, match=r"cannot run the MCP server command '/no/such/server': "
+                                                  r"No such file or directory"):
+        get_environment("mcp", server=["/no/such/server", "--stdio"], tasks=str(tasks_file), start_timeout=5)
+
+
+def test_the_servers_instructions_are_the_system_prompt_unless_the_config_gives_one(tasks_file):
+    said = "Use calculate for every step of the arithmetic; answer with the number only."
+    env = get_environment("mcp", server=SERVER, tasks=str(tasks_file),
+                          server_env=_server_env(ARBITER_TEST_INSTRUCTIONS=said))
+    try:
+        task = env.tasks("train")[0]
+        assert env.opening_messages(task)[0] == {"role": "system", "content": said}
+        assert env.system_prompt_source == "server"
+    finally:
+        env.close()
+    own = get_environment("mcp", server=SERVER, tasks=str(tasks_file), system_prompt="Be brief.",
+                          server_env=_server_env(ARBITER_TEST_INSTRUCTIONS=said))
+    try:
+        assert own.opening_messages(own.tasks("train")[0])[0]["content"] == "Be brief."
+    finally:
+        own.close()
+
+
+def _wait_gone(pid: int, seconds: float = 10) -> bool:
+    import os
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # a zombie of ours counts as gone
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def test_a_server_does_not_outlive_its_host_when_the_host_is_killed(tasks_file, tmp_path):
+    """The SDK starts a stdio server in a session of its own; a worker killed with SIGKILL used
+    to leave its (possibly hung) server running for ever."""
+    import os
+    import signal
+    import subprocess
+
+    pid_file = tmp_path / "server.pid"
+    code = f"""
+import os, sys, time
+from training.envs.registry import get_environment
+env = get_environment("mcp", server={SERVER!r}, tasks={str(tasks_file)!r},
+                      server_env=dict(os.environ, ARBITER_TEST_PID_FILE={str(pid_file)!r}))
+print("ready", flush=True)
+time.sleep(120)
+"""
+    root = Path(__file__).resolve().parents[2]
+    host = subprocess.Popen([sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE, text=True)
+    try:
+        assert host.stdout.readline().strip() == "ready"
+        server_pid = int(pid_file.read_text())
+        os.kill(server_pid, 0)  # alive while its host is
+        host.send_signal(signal.SIGKILL)
+        host.wait(timeout=30)
+        assert _wait_gone(server_pid), "the MCP server outlived its killed host"
+    finally:
+        host.kill()
+
+
+def test_a_dead_cached_server_is_started_again_before_a_launch_check_passes(tasks_file, tmp_path, settings):
+    import os
+    import signal
+
+    from training.envs.services import environment_get, environment_problems
+
+    pid_file = tmp_path / "server.pid"
+    settings.ARBITER_ENVIRONMENTS = {"calc-mcp-cached": {"class": "mcp", "options": {
+        "server": SERVER, "tasks": str(tasks_file), "server_env": _server_env(ARBITER_TEST_PID_FILE=str(pid_file))}}}
+    first = environment_get("calc-mcp-cached")
+    try:
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        assert _wait_gone(int(pid_file.read_text()))
+        assert not first.alive()
+        assert environment_problems("calc-mcp-cached") == []
+        second = environment_get("calc-mcp-cached")
+        assert second is not first and second.alive()
+        assert second.call(None, "calculate", {"expression": "2 + 3"}).content == "5"
+    finally:
+        environment_get("calc-mcp-cached").close()

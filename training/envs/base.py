@@ -143,8 +143,18 @@ class Environment(ABC):
     def demonstrator(self, *, seed: int = 0, **options):
         """Optional, for behaviour cloning: a scripted agent, as a function (task, state) giving
         its turns one at a time, each a (tool, arguments) pair, or a str written as it is (a
-        deliberate malformed turn). None when the environment has none."""
+        deliberate malformed turn). None when the environment has none. It must take `seed`
+        (each demonstrated world passes its own) and accept other options (`mistakes`, the
+        demonstrator's error rates, which it may ignore): `def demonstrator(self, *, seed=0, **options)`."""
         return None
+
+    def alive(self) -> bool:
+        """Whether the environment can still serve calls (an MCP server that died cannot); a
+        process that caches environments builds a new one when this says no."""
+        return True
+
+    def close(self) -> None:
+        """Release what the environment holds (a server process, a connection)."""
 
     def vocabulary_texts(self) -> list[str]:
         """Optional: texts of the world (documents, pages) a tokenizer trained for it should read."""
@@ -153,6 +163,20 @@ class Environment(ABC):
     def opening_messages(self, task: EnvTask) -> list[dict]:
         """The chat an episode starts from (the tools go beside it, as `tools`)."""
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
+
+
+def demonstrator_problem(env: Environment) -> str | None:
+    """Why behaviour cloning cannot use this environment's demonstrator (it has none, or its
+    `demonstrator` does not take the options Arbiter passes), or None."""
+    try:
+        turns = env.demonstrator(seed=0, mistakes=None)
+    except TypeError as exc:
+        return (f"{env.name or type(env).__name__}.demonstrator cannot be called with seed= and mistakes= ({exc}); "
+                "write it as `def demonstrator(self, *, seed=0, **options)` (docs/environments.md).")
+    if turns is None:
+        return (f"{env.name or type(env).__name__} has no scripted demonstrator, so behaviour cloning has nothing "
+                "to imitate; start from a policy of your own instead (--policy-id; docs/policies.md).")
+    return None
 
 
 @dataclass(frozen=True)

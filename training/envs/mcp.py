@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +29,33 @@ ANSWER_TOOL = Tool("answer", "Give the final answer and end the episode.",
                    {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
 
 
+# What a stdio server is started under: a few lines of Python that ask Linux to kill the server
+# when the Arbiter process that started it dies (PR_SET_PDEATHSIG survives exec), refuse to start
+# when that process is already gone, and then exec the server's own command. The SDK starts the
+# server in a session of its own, so without this a server is orphaned when its host is killed;
+# a command that cannot be run is named on stderr, which the connection quotes.
+_CHILD = """\
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+except (AttributeError, OSError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("the Arbiter process that started this MCP server has exited")
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.exit(f"cannot run the MCP server command {sys.argv[2]!r}: {exc.strerror}")
+"""
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost reason of an exception group (the SDK wraps a failed start in task groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 class MCPEnvironmentError(ValueError):
     """The server could not be reached, or the tasks or rubric hook are not usable; the message says why."""
 
@@ -34,14 +63,15 @@ class MCPEnvironmentError(ValueError):
 class MCPConnection:
     """A synchronous handle on one MCP client session (stdio command or streamable HTTP URL)."""
 
-    def __init__(self, server: str | list[str], *, env: dict | None = None, timeout: float = 30.0):
+    def __init__(self, server: str | list[str], *, env: dict | None = None, timeout: float = 30.0,
+                 start_timeout: float = 10.0):
         import tempfile
 
         from anyio.from_thread import start_blocking_portal
         from mcp import Client
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        self._errlog = None
+        self._errlog, self._timeout, self._start_timeout = None, timeout, start_timeout
         if isinstance(server, str) and server.startswith(("http://", "https://")):
             target = server
         else:
@@ -53,19 +83,36 @@ class MCPConnection:
             # default, bound when it was imported, failed every stdio server on a worker), and the
             # file's tail explains a server that fails to start.
             self._errlog = tempfile.TemporaryFile(mode="w+", prefix="mcp-server-stderr-")
-            target = stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=env),
+            target = stdio_client(StdioServerParameters(command=sys.executable, args=["-c", _CHILD, str(os.getpid()),
+                                                                                      *command], env=env),
                                   errlog=self._errlog)
         self._portal_cm = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
         try:
+            # The handshake (and every request but a tool call) is bounded by start_timeout: a server
+            # that never answers `initialize` is refused in seconds, not held for the call timeout.
             self._client_cm = self._portal.wrap_async_context_manager(
-                Client(target, read_timeout_seconds=timeout))
+                Client(target, read_timeout_seconds=start_timeout))
             self._client = self._client_cm.__enter__()
         except Exception as exc:
             self._portal_cm.__exit__(None, None, None)
             said = self.server_stderr()
-            raise MCPEnvironmentError(f"cannot connect to the MCP server {server!r}: {exc}"
+            raise MCPEnvironmentError(f"cannot connect to the MCP server {server!r}: {_cause(exc)}"
                                       + (f"; the server said: {said}" if said else "")) from exc
+
+    @property
+    def instructions(self) -> str:
+        """What the server says about using its tools (the `instructions` of its handshake), or ""."""
+        return (getattr(self._client, "instructions", None) or "").strip()
+
+    def alive(self) -> bool:
+        """Whether the server still answers a request (its tool list, past any cache, within
+        start_timeout; `ping` is gone from the protocol as of 2026-07-28)."""
+        try:
+            self._portal.call(lambda: self._client.list_tools(cache_mode="bypass"))
+            return True
+        except Exception:  # noqa: BLE001 - a dead server fails in many ways; all of them mean "not alive"
+            return False
 
     def server_stderr(self, tail: int = 2000) -> str:
         """The end of what a stdio server wrote to its stderr ("" for an HTTP server)."""
@@ -88,7 +135,7 @@ class MCPConnection:
                 return tools
 
     def call_tool(self, name: str, arguments: dict):
-        return self._portal.call(self._client.call_tool, name, arguments)
+        return self._portal.call(lambda: self._client.call_tool(name, arguments, read_timeout_seconds=self._timeout))
 
     def close(self) -> None:
         try:
@@ -167,16 +214,28 @@ class MCPEnvironment(Environment):
     description = "Tools served by an MCP server; tasks from a JSONL file."
 
     def __init__(self, *, server: str | list[str], tasks: str | Path, rubric: str | None = None,
-                 server_env: dict | None = None, timeout: float = 30.0, restarts: int = 3):
+                 server_env: dict | None = None, timeout: float = 30.0, start_timeout: float = 10.0,
+                 restarts: int = 3, system_prompt: str | None = None):
         self._tasks = load_tasks_jsonl(tasks, need_reference=not rubric)
         self._rubric = _hook(rubric) if rubric else exact_match_rubric
-        self._server, self._server_env, self._timeout = server, server_env, timeout
+        self._server, self._server_env = server, server_env
+        self._timeouts = {"timeout": timeout, "start_timeout": start_timeout}
         self.restarts_left, self.restarts = restarts, 0
-        self.connection = MCPConnection(server, env=server_env, timeout=timeout)
+        self.connection = self._connect()
         served = [Tool(t.name, t.description or "", t.input_schema or {"type": "object"})
                   for t in self.connection.list_tools()]
         self._tools = served + ([] if any(t.name == "answer" for t in served) else [ANSWER_TOOL])
         self._served = {t.name for t in served}
+        # The system prompt: the config's, else the server's own instructions, else Arbiter's default.
+        self.system_prompt = system_prompt or self.connection.instructions or Environment.system_prompt
+        self.system_prompt_source = "config" if system_prompt else ("server" if self.connection.instructions
+                                                                    else "default")
+
+    def _connect(self) -> MCPConnection:
+        return MCPConnection(self._server, env=self._server_env, **self._timeouts)
+
+    def alive(self) -> bool:
+        return self.connection.alive()
 
     def tasks(self, split: str) -> list[EnvTask]:
         return [t for t in self._tasks if t.split == split]
@@ -211,7 +270,7 @@ class MCPEnvironment(Environment):
             except Exception:  # the old connection is gone either way
                 pass
             try:
-                self.connection = MCPConnection(self._server, env=self._server_env, timeout=self._timeout)
+                self.connection = self._connect()
                 return self.connection.call_tool(tool, arguments)
             except Exception as exc:
                 last = exc

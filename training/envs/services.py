@@ -38,10 +38,24 @@ def environment_get(name: str) -> Environment:
             f"a class by dotted path must be in a module listed in ARBITER_ENVIRONMENT_MODULES, or be named in "
             f"ARBITER_ENVIRONMENTS_FILE")
     key = json.dumps([name, configured.get(name)], sort_keys=True, default=str)
+    return _cached(key, lambda: get_environment(name, configured=configured))
+
+
+def _cached(key: str, build) -> Environment:
+    """The environment built under `key`, built again when it no longer serves calls (an MCP
+    server that died since): a launch check never passes on a dead connection."""
     with _lock:
-        if key not in _built:
-            _built[key] = get_environment(name, configured=configured)
-        return _built[key]
+        env = _built.get(key)
+        if env is not None and not env.alive():
+            _built.pop(key)
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - it is being replaced because it is broken
+                pass
+            env = None
+        if env is None:
+            env = _built[key] = build()
+        return env
 
 
 def environment_world(name: str, seed: int) -> Environment:
@@ -49,10 +63,7 @@ def environment_world(name: str, seed: int) -> Environment:
     Raises UnknownEnvironment when the environment takes no seed."""
     environment_get(name)  # the same checks as the environment itself
     key = json.dumps([name, _configured().get(name), seed], sort_keys=True, default=str)
-    with _lock:
-        if key not in _built:
-            _built[key] = get_environment(name, configured=_configured(), seed=seed)
-        return _built[key]
+    return _cached(key, lambda: get_environment(name, configured=_configured(), seed=seed))
 
 
 def environment_choices() -> list[tuple[str, str]]:

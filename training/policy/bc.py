@@ -21,7 +21,7 @@ from dataclasses import asdict
 
 import torch
 
-from training.envs.base import Environment, EpisodeRunner
+from training.envs.base import Environment, EpisodeRunner, demonstrator_problem
 from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.policy.episodes import RolloutEpisode, episode_tokens, play_scripted
 from training.policy.parsers import PARSERS
@@ -53,10 +53,10 @@ def play_demonstrations(env: Environment, config: BCConfig, *, make_env=None, pa
     with `parser` writes it."""
     episodes = []
     for index, (world, tasks, repeats) in enumerate(demonstration_worlds(env, config, make_env)):
+        problem = demonstrator_problem(world)
+        if problem:
+            raise NoDemonstrator(problem)
         turns = world.demonstrator(seed=config.seed + index, mistakes=config.mistakes)
-        if turns is None:
-            raise NoDemonstrator(f"environment {world.name!r} has no scripted demonstrator, so there is nothing "
-                                 f"to clone; start from a policy of your own instead (docs/policies.md).")
         runner = EpisodeRunner(world, limits) if limits else EpisodeRunner(world)
         writer = PARSERS[parser](list(runner.tools.values()))
         for task in tasks:

@@ -30,6 +30,7 @@ class BCConfig:
     grad_clip: float = 1.0  # gradient norm clip
     threads: int = 1  # torch threads while training, fixed so that a seed builds the same policy however busy the machine is (0: the faster of 1 and all cores, timed during the run, which changed the seed-0 policy from run to run: benchmarks/RESULTS.md, issue 26)
     environment: str = "encyclopedia"  # the environment whose scripted agent is cloned (it needs a demonstrator)
+    base_policy_id: int = 0  # clone into this registered policy's own model, in its own chat format and tool-call parser (0: build the default architecture from nothing; tokenizer, width and layers then apply)
     seed: int = 0  # data order, demonstrations and initialisation
 
 

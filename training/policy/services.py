@@ -61,9 +61,9 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
 
     from training.policy.bc import NoDemonstrator, demonstration_texts, demonstrations, play_demonstrations, train_bc
     from training.policy.bc_config import BCConfig
-    from training.policy.chat import ChatFormat
+    from training.policy.chat import ChatFormat, ChatTemplateError
     from training.policy.layout import TOOL_PARSER
-    from training.policy.model_io import build_model, save_policy, train_tokenizer
+    from training.policy.model_io import PolicyLoadError, build_model, load_policy, save_policy, train_tokenizer
 
     target = target or default_policy_dir()
     existing = Policy.objects.filter(name=name, model_dir=str(target)).order_by("-created_at").first()
@@ -71,20 +71,36 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
         return existing
     torch.set_num_threads(max(1, torch.get_num_threads()))
     config = config or BCConfig()
+    base = None
+    if config.base_policy_id:
+        base = Policy.objects.filter(pk=config.base_policy_id).exclude(model_dir="").first()
+        if base is None:
+            raise ArbiterError(f"base_policy_id: no policy with id {config.base_policy_id} and a model directory.")
+        try:
+            model, tokenizer = load_policy(base.model_dir)
+            chat = ChatFormat.for_policy(tokenizer, base.model_dir)
+        except (PolicyLoadError, ChatTemplateError) as exc:
+            raise ArbiterError(f"base_policy_id: {base} cannot be cloned into: {exc}") from None
+    parser = chat.parser_name if base else TOOL_PARSER
     try:
         env = environment_get(config.environment)
-        played = play_demonstrations(env, config, parser=TOOL_PARSER,
+        played = play_demonstrations(env, config, parser=parser,
                                      make_env=lambda seed: get_environment(config.environment, seed=seed,
                                                                            configured=settings.ARBITER_ENVIRONMENTS))
     except (UnknownEnvironment, NoDemonstrator) as exc:
         raise ArbiterError(str(exc)) from None
     evaluation = env.tasks("eval")
     started = time.monotonic()
-    log(f"Training the tokenizer on {len(played)} demonstrations in {env.name} ...")
-    tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
-    chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
+    if base is None:
+        log(f"Training the tokenizer on {len(played)} demonstrations in {env.name} ...")
+        tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
+        chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
+        model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads,
+                            seed=config.seed)
+    else:
+        log(f"Cloning {len(played)} demonstrations in {env.name} into {base} ({type(model).__name__}, its own "
+            f"chat template, tool-call parser {parser}) ...")
     examples = demonstrations(chat, played)
-    model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
     log(f"Behaviour cloning a {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M-parameter policy on "
         f"{len(examples)} demonstrations ...")
     result = train_bc(model, tokenizer, examples, config, progress=progress, metrics=metrics, should_stop=should_stop)
@@ -99,19 +115,32 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
         log(f"WARNING: behaviour cloning stopped at max_seconds after {result['steps']} of {config.max_steps} steps; "
             f"the policy is weaker than a full run.")
     log(f"Evaluating on {len(evaluation)} eval tasks (greedy and temperature 1) ...")
-    figures = success_rates(model, tokenizer, EpisodeRunner(env), evaluation, chat=chat)
+    # Evaluation turns may be as long as the longest demonstrated turn, with room to spare (a chat
+    # model's JSON calls are longer than the default policy's 48 tokens).
+    longest_turn = max((_longest_run(mask) for _, mask in examples), default=0)
+    figures = success_rates(model, tokenizer, EpisodeRunner(env), evaluation, chat=chat,
+                            max_action_tokens=max(48, 2 * longest_turn))
     save_policy(model, tokenizer, target)
     report = {"bc": {k: v for k, v in result.items() if k != "config"}, "eval": figures, "environment": env.name,
-              "over_budget": over_budget,
-              "tool_parser": TOOL_PARSER, "config": asdict(config),
+              "over_budget": over_budget, **({"base_policy": {"id": base.pk, "label": str(base)}} if base else {}),
+              "tool_parser": parser, "config": asdict(config),
               "total_seconds": round(time.monotonic() - started, 1)}
     (target / "arbiter_policy.json").write_text(json.dumps(report, indent=2, default=str))
     version = time.strftime("%Y%m%d-%H%M%S")
     policy, _ = Policy.objects.update_or_create(
         name=name, version=version,
-        defaults={"model_dir": str(target), "metadata": report, "run": run},
+        defaults={"model_dir": str(target), "metadata": report, "run": run, "parent": base},
     )
     return policy
+
+
+def _longest_run(mask: list[int]) -> int:
+    """The longest stretch of agent tokens (one turn) in an action mask."""
+    longest = current = 0
+    for agent in mask:
+        current = current + 1 if agent else 0
+        longest = max(longest, current)
+    return longest
 
 
 def policy_rollouts_launch(*, policy: Policy, campaign: Campaign, tasks: int, samples: int, user,

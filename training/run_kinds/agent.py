@@ -152,20 +152,25 @@ class BCRunConfig(BCConfig):
 def _bc_check(config: BCRunConfig) -> list[str]:
     from training.envs.services import environment_get
 
+    from training.envs.base import demonstrator_problem
+
     problems = environment_check(config.environment)
-    if not problems and environment_get(config.environment).demonstrator(seed=0) is None:
-        problems.append(f"environment: {config.environment} has no scripted demonstrator, so behaviour cloning has "
-                        f"nothing to imitate; roll out a policy of your own instead (docs/policies.md).")
+    if not problems:
+        problem = demonstrator_problem(environment_get(config.environment))
+        problems += [f"environment: {problem}"] if problem else []
+    if config.base_policy_id:
+        problems += [f"base_policy_id: {p}" for p in policy_problems(config.base_policy_id)]
     if config.rollout_campaign_id and not Campaign.objects.filter(pk=config.rollout_campaign_id).exists():
         problems.append(f"rollout_campaign_id: no campaign with id {config.rollout_campaign_id}.")
     return problems
 
 
 def _bc_lineage(config: BCRunConfig) -> list[dict]:
+    links = [policy_link(config.base_policy_id)] if config.base_policy_id else []
     if not config.rollout_campaign_id:
-        return []
+        return links
     campaign = Campaign.objects.get(pk=config.rollout_campaign_id)
-    return [{"direction": "output", "type": "campaign", "id": campaign.pk, "label": campaign.name,
+    return links + [{"direction": "output", "type": "campaign", "id": campaign.pk, "label": campaign.name,
              "url": reverse("annotate:quality", args=[campaign.pk])}]
 
 
@@ -223,7 +228,9 @@ def register_agent_kinds() -> None:
     register(RunKind(
         name="bc", label="Behaviour cloning", config_class=BCRunConfig, execute=_bc_execute, check=_bc_check,
         lineage=_bc_lineage,
-        description="Train a policy from nothing on an environment's scripted demonstrations (tokenizer, model, "
-                    "imitation); optionally, once it succeeds, roll it out into a campaign for people to label.",
-        choices={"environment": environment_choices, "rollout_campaign_id": campaign_choices},
+        description="Train a policy on an environment's scripted demonstrations: from nothing (tokenizer, model, "
+                    "imitation) or into a registered chat model in its own format; optionally, once it succeeds, "
+                    "roll it out into a campaign for people to label.",
+        choices={"environment": environment_choices, "rollout_campaign_id": campaign_choices,
+                 "base_policy_id": lambda: [(0, "(none: build the default architecture)")] + policy_choices()},
     ))

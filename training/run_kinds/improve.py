@@ -67,9 +67,11 @@ def _sample_texts(environment: str) -> list[str]:
 
     env = environment_get(environment)
     tasks = env.tasks("train")[:4]
-    turns = env.demonstrator(seed=0)
-    if turns is None:
+    from training.envs.base import demonstrator_problem
+
+    if demonstrator_problem(env):
         return [task.prompt for task in tasks]
+    turns = env.demonstrator(seed=0)
     runner = EpisodeRunner(env)
     parser = HermesParser(list(runner.tools.values()))
     return [episode_text_full(task.prompt, play_scripted(runner, task, turns, parser).steps) for task in tasks]
