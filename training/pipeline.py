@@ -28,9 +28,10 @@ from webapp.runs.kinds import config_from_input, get_kind
 class PipelineConfig:
     name: str = ""  # prefix of everything the pipeline creates (default: pipeline-<time>)
     environment: str = "encyclopedia"  # every stage plays this environment (docs/environments.md)
-    policy_id: int = 0  # the policy to improve (0: the default behaviour-cloned policy, trained if missing)
-    rollout_tasks: int = 431  # training tasks the policy is rolled out on (431: all of them)
-    samples_per_task: int = 2  # episodes per task, paired into comparisons
+    policy_id: int = 0  # the policy to improve (0: a policy behaviour-cloned on the environment's demonstrator, trained if missing)
+    bc_base_policy_id: int = 0  # with policy_id 0: clone the demonstrations into this registered chat policy (0: the default architecture)
+    rollout_tasks: int = 431  # training tasks the policy is rolled out on (at most all of them)
+    samples_per_task: int = 0  # episodes per task, paired into comparisons (0: scaled to the environment, 2 where it has 200+ training tasks, more below)
     pairing: str = "all_pairs"  # how a task's episodes are paired (annotate/services/comparisons.py strategies)
     answer_branches: int = 3  # from each episode that answered after reading, this many answers sampled afresh on the same path
     answer_pairs_per_task: int = 2  # up to this many more pairs per task that made the same calls and answered differently
@@ -75,6 +76,12 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
     from training.policy.bc_config import BCConfig
     from training.policy.services import DEFAULT_POLICY, policy_train_default
 
+    config, notes = pipeline_plan(config)
+    problems = pipeline_problems(config)
+    if problems:
+        raise ArbiterError("Nothing was started: " + " ".join(problems))
+    for note in notes:
+        log(f"Plan: {note}")
     name = config.name or f"pipeline-{timezone.now():%Y%m%d-%H%M%S}"
     if LoopRound.objects.filter(loop=name).exists() or Campaign.objects.filter(
             name__startswith=f"{name} round 1").exists():
@@ -88,7 +95,10 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
             raise ArbiterError(f"No policy with id {config.policy_id}.")
     else:
         own = DEFAULT_POLICY if config.environment == "encyclopedia" else f"{DEFAULT_POLICY}-{config.environment}"
-        policy = policy_train_default(config=BCConfig(environment=config.environment), name=own,
+        if config.bc_base_policy_id:
+            own = f"{own}-into-{config.bc_base_policy_id}"
+        policy = policy_train_default(config=BCConfig(environment=config.environment,
+                                                      base_policy_id=config.bc_base_policy_id), name=own,
                                       target=settings.VAR_DIR / "policies" / own,
                                       progress=lambda f: step(f, "behaviour cloning"), log=log)
     step(1.0, f"{policy}")
@@ -139,18 +149,94 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# Comparisons a round aims at (all pairs of a task's episodes): a reward model needs 16 training
+# and 4 test pairs that are not ties, and on a small environment many pairs are ties or identical.
+PLANNED_PAIRS = 150
+MAX_PLANNED_SAMPLES = 6
+
+
+@dataclass
+class EnvironmentSize:
+    train: int
+    dev: int
+    eval: int
+
+
+def environment_size(config: PipelineConfig) -> EnvironmentSize:
+    from training.envs.services import environment_get
+    from training.loop.rounds import eval_environment
+
+    env = environment_get(config.environment)
+    evaluated = environment_get(eval_environment(config))
+    return EnvironmentSize(train=len(env.tasks("train")), dev=len(env.tasks("dev")), eval=len(evaluated.tasks("eval")))
+
+
+def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
+    """The configuration with its automatic settings chosen for the environment's size, and a
+    line for each choice: episodes per task (enough pairs for a reward model), rollout tasks
+    (at most all), RL episodes per iteration (at most one per training task, times the group
+    for RLOO and GRPO). An environment that cannot be built is left to pipeline_problems."""
+    try:
+        size = environment_size(config)
+    except Exception:  # noqa: BLE001 - pipeline_problems names why the environment cannot be used
+        return config, []
+    notes = []
+    tasks = min(config.rollout_tasks, size.train)
+    if tasks < config.rollout_tasks and config.rollout_tasks != PipelineConfig.rollout_tasks:
+        notes.append(f"rollout_tasks: {config.rollout_tasks} asked, {config.environment} has {size.train} training "
+                     f"tasks: all {tasks} are rolled out.")
+    samples = config.samples_per_task
+    if samples == 0:
+        samples = 2
+        while tasks * samples * (samples - 1) // 2 < PLANNED_PAIRS and samples < MAX_PLANNED_SAMPLES:
+            samples += 1
+        notes.append(f"samples_per_task: {samples} episodes on each of {tasks} training tasks, up to "
+                     f"{tasks * samples * (samples - 1) // 2} comparisons (at least {PLANNED_PAIRS} are aimed at; "
+                     f"--samples-per-task to choose).")
+    ppo = dict(config.ppo)
+    if "episodes_per_iteration" not in ppo and size.train:
+        from training.rl.config import PPOConfig
+
+        group = ppo.get("group_size", PPOConfig.group_size) if config.rl_kind != "ppo" else 1
+        capacity = size.train * group if isinstance(group, int) and group > 0 else size.train
+        episodes = min(PPOConfig.episodes_per_iteration, capacity) // max(1, group) * max(1, group)
+        if episodes < PPOConfig.episodes_per_iteration:
+            ppo["episodes_per_iteration"] = episodes
+            if ppo.get("minibatch_size", PPOConfig.minibatch_size) > episodes:
+                ppo["minibatch_size"] = episodes
+            notes.append(f"{config.rl_kind.upper()} episodes_per_iteration: {episodes} ({size.train} training tasks"
+                         + (f" x {group} samples each" if group > 1 else ", one episode each") + "; the default is "
+                         f"{PPOConfig.episodes_per_iteration}).")
+    return replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo), notes
+
+
 def pipeline_problems(config: PipelineConfig) -> list[str]:
-    from training.envs.services import environment_problems
+    """Everything the configuration needs, checked before the first stage starts (an hour of
+    behaviour cloning must not end on a setting the third stage refuses)."""
+    from training.envs.base import demonstrator_problem
+    from training.envs.services import environment_get, environment_problems
+    from training.run_kinds.common import policy_problems
 
     problems = environment_problems(config.environment)
     if config.eval_environment:
         problems += [f"eval_environment: {p}" for p in environment_problems(config.eval_environment)]
+    environments_usable = not problems
+    if environments_usable:
+        problems += _size_problems(config)
+    if config.policy_id:
+        problems += [f"policy_id: {p}" for p in policy_problems(config.policy_id)]
+    elif environments_usable:
+        problem = demonstrator_problem(environment_get(config.environment))
+        if problem:
+            problems.append(f"environment: {problem} Give --policy-id (a registered policy, docs/policies.md).")
+        if config.bc_base_policy_id:
+            problems += [f"bc_base_policy_id: {p}" for p in policy_problems(config.bc_base_policy_id)]
     if not 1 <= config.rounds <= 50:
         problems.append("rounds: 1 to 50.")
     if config.audit_size < 0 or config.audit_disagreements < 0:
         problems.append("audit_size and audit_disagreements: 0 or more.")
-    if config.rollout_tasks < 10:
-        problems.append("rollout_tasks: at least 10 (the reward model needs pairs).")
+    if not 1 <= config.max_action_tokens <= 8192 or not 16 <= config.max_context <= 262_144:
+        problems.append("max_action_tokens: 1 to 8192; max_context: 16 to 262144.")
     try:
         annotator_profile(config).validate()
     except ValueError as exc:
@@ -164,7 +250,7 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
             "answer_branches": config.answer_branches, "answer_pairs_per_task": config.answer_pairs_per_task})
     except ValueError as exc:
         problems.append(" ".join(str(exc).splitlines()))
-    if config.samples_per_task < 2:
+    if config.samples_per_task and config.samples_per_task < 2:
         problems.append("samples_per_task: at least 2 (comparisons pair a task's episodes).")
     if config.annotators < 1:
         problems.append("annotators: at least 1.")
@@ -172,8 +258,43 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append(f"rl_kind: one of {', '.join(RL_KINDS)}.")
         return problems
     try:  # the RL settings are known now; the ids they refer to are checked when each run launches
-        config_from_input(get_kind(config.rl_kind).config_class, config.ppo)
+        rl = config_from_input(get_kind(config.rl_kind).config_class, config.ppo)
     except ValueError as exc:
         problems.append(f"{config.rl_kind.upper()} settings: {' '.join(str(exc).splitlines())}")
+    else:
+        problems += _rl_size_problems(config, rl) if environments_usable else []
     return problems
 
+
+def _size_problems(config: PipelineConfig) -> list[str]:
+    """What the environment's size cannot give the stages: pairs to label, dev tasks to choose
+    RL's checkpoint on, eval tasks to evaluate on."""
+    try:
+        size = environment_size(config)
+    except Exception as exc:  # noqa: BLE001 - a user's environment may fail in any way
+        return [f"environment: {exc}"]
+    problems = []
+    tasks = min(config.rollout_tasks, size.train)
+    if tasks < 10:
+        problems.append(f"rollout_tasks: {config.environment} gives {tasks} training tasks to roll out; the reward "
+                        f"model needs pairs from at least 10 (its test split is a fifth of the tasks).")
+    if size.eval < 1:
+        problems.append(f"eval_environment: {eval_environment_name(config)} has no eval tasks to evaluate on.")
+    return problems
+
+
+def _rl_size_problems(config: PipelineConfig, rl) -> list[str]:
+    from training.run_kinds.improve import episodes_per_iteration_problem
+
+    try:
+        size = environment_size(config)
+    except Exception:  # noqa: BLE001 - reported by _size_problems
+        return []
+    problem = episodes_per_iteration_problem(rl.ppo_config(), size.train)
+    return [f"{config.rl_kind.upper()} settings: {problem}"] if problem else []
+
+
+def eval_environment_name(config: PipelineConfig) -> str:
+    from training.loop.rounds import eval_environment
+
+    return eval_environment(config)

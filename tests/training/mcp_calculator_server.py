@@ -1,7 +1,8 @@
 """An MCP server over stdio serving the arithmetic environment's calculator (test_envs_mcp.py,
 test_bring_your_own.py).
 
-    python tests/training/mcp_calculator_server.py
+    python tests/training/mcp_calculator_server.py              # stdio
+    python tests/training/mcp_calculator_server.py --http PORT  # streamable HTTP at 127.0.0.1:PORT/mcp
 
 With ARBITER_TEST_CRASH_AFTER=N in its environment it dies (exit status 1, no answer) on its
 N+1th tool call: a tool server lost mid-run. ARBITER_TEST_PID_FILE: it writes its pid there.
@@ -56,4 +57,7 @@ def calculate(expression: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if "--http" in sys.argv:  # streamable HTTP on 127.0.0.1:PORT/mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[sys.argv.index("--http") + 1]))
+    else:
+        server.run("stdio")

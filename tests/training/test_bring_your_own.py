@@ -1,7 +1,7 @@
 """Bring your own agent, end to end: an environment defined here, outside Arbiter (named by dotted
-path), and tools served by a real MCP server (configured by name) each go through behaviour
-cloning, rollouts, simulated labeling, a reward model, PPO and the before/after evaluation,
-the same `run_pipeline` the encyclopedia uses."""
+path), goes through behaviour cloning, rollouts, simulated labeling, a reward model, PPO and the
+before/after evaluation, the same `run_pipeline` the encyclopedia uses. Tools served by a real
+MCP server go through the same loop, and every run kind on a worker, in test_mcp_on_worker.py."""
 import json
 import random
 import sys
@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.test import override_settings
 
 from annotate.models import Trajectory
 from tests.conftest import token_client
@@ -22,7 +21,6 @@ from webapp.models import Run
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 INVENTORY = "tests.training.test_bring_your_own:Inventory"
-SERVER = [sys.executable, str(Path(__file__).with_name("mcp_calculator_server.py"))]
 COLOURS = ["red", "blue", "green", "grey", "black", "white", "pink", "gold"]
 THINGS = ["lamps", "chairs", "boxes", "ropes", "cups", "tiles", "bolts", "nails", "pens", "mats"]
 # Two wrong answers told apart by their errors: at this size nearly every answer is wrong, and the
@@ -118,33 +116,6 @@ def test_a_python_environment_of_the_users_goes_through_the_whole_loop(tmp_path)
     assert_the_loop_ran("inventory", "lookup", policy)
 
 
-@pytest.fixture
-def mcp_environment(tmp_path):
-    """The calculator served over MCP (stdio), with arithmetic word problems as its tasks."""
-    from training.envs import services
-
-    tasks = tmp_path / "tasks.jsonl"
-    problems = ArithmeticEnvironment(seed=11, n_tasks=120)
-    tasks.write_text("".join(json.dumps({"external_id": f"mcp-{t.external_id}", "prompt": t.prompt,
-                                         "reference": t.reference, "split": t.split}) + "\n"
-                             for split in ("train", "dev", "eval") for t in problems.tasks(split)))
-    configured = {"calculator-mcp": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks)}}}
-    with override_settings(ARBITER_ENVIRONMENTS=configured):
-        yield "calculator-mcp"
-    for env in list(services._built.values()):
-        if hasattr(env, "close"):
-            env.close()
-    services._built.clear()
-
-
-def test_an_mcp_served_environment_goes_through_the_whole_loop(tmp_path, mcp_environment):
-    # The same agent as in the arithmetic environment (cloned there), now with its tools served over MCP.
-    policy = cloned_policy("arithmetic", tmp_path, "calculator-bc")
-    call_command("run_pipeline", "--name", "mcp", "--environment", mcp_environment, "--policy-id", str(policy.pk),
-                 *PIPELINE)
-    assert_the_loop_ran("calculator-mcp", "calculate", policy)
-
-
 def test_launches_name_environments_and_refuse_unknown_ones_and_foreign_tasks(admin_user, client):
     from tests.rewardmodel.rm_fixtures import tiny_policy
 
@@ -185,7 +156,7 @@ def test_launches_name_environments_and_refuse_unknown_ones_and_foreign_tasks(ad
     assert not Run.objects.filter(kind__in=["ppo", "evaluation", "best_of_n"]).exists()
 
 
-def test_a_hugging_face_chat_model_is_registered_as_a_policy_after_its_checks(tmp_path):
+def test_a_hugging_face_chat_model_is_registered_as_a_policy_after_its_checks(tmp_path, capsys, admin_user, client):
     from annotate.models import Policy
     from django.core.management.base import CommandError
     from tests.training.chat_models import chat_model_dir
@@ -194,7 +165,11 @@ def test_a_hugging_face_chat_model_is_registered_as_a_policy_after_its_checks(tm
     Policy.objects.create(name="my-agent", version="7")  # known from its imported transcripts, no model yet
     call_command("register_policy", str(qwen), "--name", "my-agent", "--agent-version", "7", "--environment", "arithmetic")
     policy = Policy.objects.get(name="my-agent", version="7")
-    assert policy.model_dir == str(qwen.resolve()) and policy.metadata["tool_parser"] == "detected"
+    assert policy.model_dir == str(qwen.resolve()) and policy.metadata["tool_parser"] == "hermes"
+    assert "read by the hermes parser (detected from its chat template)" in capsys.readouterr().out
+    client.force_login(admin_user)
+    page = client.get(f"/training/policies/{policy.pk}/").content.decode()
+    assert "<strong>hermes</strong> parser (detected from the chat template)" in page
 
     with pytest.raises(CommandError, match="no config.json"):
         call_command("register_policy", str(tmp_path), "--name", "nothing")
@@ -240,3 +215,51 @@ def test_rloo_and_grpo_are_run_kinds_beside_ppo_with_the_same_checks(admin_user,
                                                                        "group_size": 5}}, format="json")
         assert uneven.status_code == 400 and "multiple of it" in json.dumps(uneven.json())
     assert not Run.objects.exists()
+
+
+def test_the_launch_form_takes_an_allowed_dotted_path_and_refuses_others(admin_user, client, settings):
+    """The environment field offers the known names and takes any other; the run's check decides."""
+    from tests.rewardmodel.rm_fixtures import tiny_policy
+
+    settings.ARBITER_ENVIRONMENT_MODULES = ["tests.training"]
+    client.force_login(admin_user)
+    policy = tiny_policy()
+    form = {"policy_id": policy.pk, "split": "train", "tasks": 2, "samples_per_task": 2, "campaign_id": 0}
+    page = client.get("/runs/new/rollout/").content.decode()
+    assert 'list="id_environment-suggestions"' in page and '<option value="arithmetic">' in page
+    launched = client.post("/runs/new/rollout/", {**form, "idempotency_key": "dotted", "name": "dotted",
+                                                  "environment": INVENTORY})
+    assert launched.status_code == 302, launched.content.decode()[-2000:]
+    assert Run.objects.get(name="dotted").config["environment"] == INVENTORY
+    refused = client.post("/runs/new/rollout/", {**form, "idempotency_key": "outside", "name": "outside",
+                                                 "environment": "os:system"})
+    assert refused.status_code == 400 and "ARBITER_ENVIRONMENT_MODULES" in refused.content.decode()
+    assert not Run.objects.filter(name="outside").exists()
+
+
+def test_a_bc_run_clones_into_a_registered_chat_model_in_its_own_format(tmp_path, admin_user):
+    """The `bc` run kind from any registered policy: the demonstrations written as the Qwen2
+    model writes tool calls (<tool_call> JSON), trained into its own weights and template."""
+    from annotate.models import Policy
+    from tests.training.chat_models import chat_model_dir
+    from training.policy.chat import tool_parser_of
+    from webapp.runs.services import run_execute, run_launch
+
+    qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
+    call_command("register_policy", str(qwen), "--name", "my-qwen", "--environment", "arithmetic")
+    base = Policy.objects.get(name="my-qwen")
+    run = run_launch(kind="bc", user=admin_user, enqueue=False, config={
+        "environment": "arithmetic", "base_policy_id": base.pk, "policy_name": "qwen-cloned", "max_steps": 6,
+        "warmup_steps": 1, "batch_size": 4, "extra_worlds": 0})
+    run_execute(run_id=run.pk, attempt=run.attempt)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    cloned = Policy.objects.get(pk=run.summary["policy_id"])
+    assert cloned.parent_id == base.pk and cloned.metadata["base_policy"]["id"] == base.pk
+    assert cloned.metadata["tool_parser"] == "hermes" and tool_parser_of(cloned.model_dir)[0] == "hermes"
+    assert json.loads((Path(cloned.model_dir) / "config.json").read_text())["model_type"] == "qwen2"
+    assert any(link["type"] == "policy" and link["id"] == base.pk for link in run.lineage)
+    from webapp.errors import ArbiterError
+
+    with pytest.raises(ArbiterError, match="base_policy_id: No policy with id 987"):
+        run_launch(kind="bc", user=admin_user, enqueue=False, config={"environment": "arithmetic", "base_policy_id": 987})

@@ -39,6 +39,7 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     # (Wrong answers told apart by their errors: the tiny policy is nearly always wrong, and the loop's
     # default, a tie, would leave no pair to train on.)
     call_command("run_pipeline", "--name", "tiny", "--policy-id", str(policy.pk), "--rollout-tasks", "40",
+                 "--samples-per-task", "2",
                  "--annotator-wrong-pairs", "errors",
                  "--annotators", "2", "--eval-tasks", "3", "--eval-samples", "1", "--best-of-n", "2",
                  "--audit-size", "2",

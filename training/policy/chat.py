@@ -134,3 +134,31 @@ class ChatFormat:
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode([i for i in ids if i not in self.stop_ids], skip_special_tokens=False)
+
+
+def tool_parser_of(model_dir: str | Path) -> tuple[str, str]:
+    """(parser, how it was chosen) for a policy directory, from its files alone (no model or
+    tokenizer is loaded): "named" in arbiter_policy.json, else "detected" from the chat template
+    (tokenizer_config.json or chat_template.jinja); ("", "unknown") when neither says."""
+    path = Path(model_dir)
+    try:
+        named = json.loads((path / POLICY_FILE).read_text()).get("tool_parser", "")
+    except (OSError, ValueError, AttributeError):
+        named = ""
+    if named:
+        return named, "named"
+    try:
+        config = json.loads((path / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        config = {}
+    template = config.get("chat_template") if isinstance(config, dict) else None
+    if not template and (path / "chat_template.jinja").is_file():
+        template = (path / "chat_template.jinja").read_text(errors="replace")
+    if isinstance(template, list):  # several named templates: the default one
+        template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"),
+                        "")
+    if template in LEGACY_TEMPLATES:
+        template = CHAT_TEMPLATE
+    parser = detect_parser(template if isinstance(template, str) else "",
+                           response_template=config.get("response_template") if isinstance(config, dict) else None)
+    return (parser, "detected") if parser else ("", "unknown")

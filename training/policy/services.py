@@ -345,8 +345,11 @@ def policy_register(*, name: str, version: str, model_dir: str | Path, tool_pars
         info = path / POLICY_FILE
         current = json.loads(info.read_text()) if info.exists() else {}
         info.write_text(json.dumps({**current, "tool_parser": tool_parser}, indent=2))
+    from training.policy.chat import tool_parser_of
+
+    parser, how = tool_parser_of(path)
     metadata = {**(existing.metadata if existing else {}), "registered_from": str(path),
-                "tool_parser": tool_parser or "detected"}
+                "tool_parser": parser, "tool_parser_chosen": how}
     policy, _ = Policy.objects.update_or_create(name=name, version=version,
                                                 defaults={"model_dir": str(path), "metadata": metadata})
     return policy

@@ -198,12 +198,23 @@ def _ppo_check(config: PPORunConfig) -> list[str]:
             problems.append(f"dev_environment: {dev.name} has no dev tasks to judge checkpoints on (or eval_every 0 "
                             f"to train without dev evaluations).")
     tasks = len(environment_get(config.environment).tasks("train"))
-    if not tasks:
-        problems.append(f"environment: {config.environment} has no training tasks.")
-    elif config.episodes_per_iteration > tasks:
-        problems.append(f"episodes_per_iteration: {config.episodes_per_iteration} is more than the {tasks} training "
-                        f"tasks; each episode of a batch plays a different task.")
+    problem = episodes_per_iteration_problem(config.ppo_config(), tasks)
+    if problem:
+        problems.append(problem.replace("environment:", f"environment: {config.environment}", 1))
     return problems
+
+
+def episodes_per_iteration_problem(ppo, tasks: int) -> str | None:
+    """Why a batch of `episodes_per_iteration` cannot be drawn from `tasks` training tasks: PPO
+    plays a different task per episode; RLOO and GRPO play `group_size` episodes of each task."""
+    if not tasks:
+        return "environment: has no training tasks."
+    group = ppo.group_size if ppo.algorithm != "ppo" else 1
+    if ppo.episodes_per_iteration // max(1, group) > tasks:
+        each = f"{group} episodes of each task" if group > 1 else "each episode of a batch plays a different task"
+        return (f"episodes_per_iteration: {ppo.episodes_per_iteration} needs {ppo.episodes_per_iteration // group} "
+                f"training tasks ({each}), and there are {tasks}; at most {tasks * group}.")
+    return None
 
 
 def _ppo_lineage(config: PPORunConfig) -> list[dict]:

@@ -21,6 +21,25 @@ from webapp.runs.kinds import RunKind, simple_fields
 
 logger = logging.getLogger(__name__)
 _FIELDS = {int: forms.IntegerField, float: forms.FloatField, str: forms.CharField}
+# Choices that are suggestions, not a closed list: an environment may also be a class by dotted path
+# from a module the deployment allows, which no list can hold; the kind's check decides.
+OPEN_CHOICES = {"environment", "dev_environment", "eval_environment"}
+
+
+class SuggestedInput(forms.TextInput):
+    """A text input with its known values offered beside it (a datalist)."""
+
+    def __init__(self, suggestions: list[tuple], attrs=None):
+        super().__init__(attrs)
+        self.suggestions = suggestions
+
+    def render(self, name, value, attrs=None, renderer=None):
+        from django.utils.html import format_html, format_html_join
+
+        list_id = f"{(attrs or {}).get('id') or name}-suggestions"
+        field = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
+        options = format_html_join("", '<option value="{}">', ((str(v),) for v, _ in self.suggestions))
+        return format_html('{}<datalist id="{}">{}</datalist>', field, list_id, options)
 _PROBLEM_FIELD = re.compile(r"^([a-z_][a-z0-9_]*):\s")
 SECTIONS = ("What it runs on", "Settings")
 
@@ -160,6 +179,10 @@ class RunLaunchForm(forms.Form):
         """The form field for a config field, and its rank: 0 ids of rows, 1 other choices, 2 text, 3 the rest."""
         picker = _picker(name)
         label = field_label(name, picker=picker is not None or name in self.kind.choices)
+        if name in OPEN_CHOICES and name in self.kind.choices and kind_type is str:
+            suggestions = list(self.kind.choices[name]())
+            return forms.CharField(initial=default, label=label, help_text=help_text, required=False,
+                                   empty_value=default, widget=SuggestedInput(suggestions)), 1
         if name in self.kind.choices or (picker and kind_type in (int, str)):
             several = picker is not None and picker[1] and name not in self.kind.choices
             choices = list(self.kind.choices[name]() if name in self.kind.choices else picker[0]())

@@ -31,4 +31,8 @@ class Command(BaseCommand):
                                      environment=environment)
         except ArbiterError as exc:
             raise CommandError(getattr(exc, "message", str(exc))) from None
-        self.stdout.write(self.style.SUCCESS(f"Registered policy {policy} (id {policy.pk}) from {policy.model_dir}"))
+        how = {"named": "as named", "detected": "detected from its chat template"}.get(
+            policy.metadata.get("tool_parser_chosen"), "")
+        self.stdout.write(self.style.SUCCESS(
+            f"Registered policy {policy} (id {policy.pk}) from {policy.model_dir}; its tool calls are read by the "
+            f"{policy.metadata.get('tool_parser') or '?'} parser ({how})."))

@@ -1,7 +1,8 @@
-"""Roll a policy out on encyclopedia tasks and store the trajectories (and comparisons).
+"""Roll a policy out in an environment and store the trajectories (and comparisons).
 
-    python manage.py rollout_policy [--policy NAME] [--split train] [--tasks 50] [--samples 2]
-                                    [--temperature 1.0] [--campaign NAME] [--seed 0]
+    python manage.py rollout_policy [--policy NAME] [--environment encyclopedia] [--split train]
+                                    [--tasks 50] [--samples 2] [--temperature 1.0] [--campaign NAME]
+                                    [--seed 0] [--max-action-tokens 48] [--max-context 1536]
 """
 from django.core.management.base import BaseCommand, CommandError
 
@@ -9,6 +10,7 @@ from annotate.models import Policy
 from annotate.services.campaigns import campaign_get_or_create
 from training.policy.model_io import PolicyLoadError
 from training.policy.services import DEFAULT_POLICY, policy_rollouts_store
+from training.run_kinds.agent import RolloutRunConfig
 from webapp.errors import ArbiterError
 
 
@@ -25,12 +27,21 @@ class Command(BaseCommand):
         parser.add_argument("--temperature", type=float, default=1.0)
         parser.add_argument("--campaign")
         parser.add_argument("--seed", type=int, default=0)
+        defaults = RolloutRunConfig()
+        parser.add_argument("--max-action-tokens", type=int, default=defaults.max_action_tokens,
+                            help="tokens one turn may generate (raise it for chat models that write JSON calls)")
+        parser.add_argument("--max-context", type=int, default=defaults.max_context,
+                            help="an episode longer than this many tokens ends as truncated")
 
-    def handle(self, *args, policy, environment, split, tasks, samples, temperature, campaign, seed, **options):
+    def handle(self, *args, policy, environment, split, tasks, samples, temperature, campaign, seed,
+               max_action_tokens, max_context, **options):
         from training.envs.services import environment_problems
         from training.policy.chat import ChatTemplateError
 
-        problems = environment_problems(environment)
+        problems = RolloutRunConfig(environment=environment, split=split, tasks=tasks, samples_per_task=samples,
+                                    temperature=temperature, max_action_tokens=max_action_tokens,
+                                    max_context=max_context).validate()  # the rollout run's own rules
+        problems = problems or environment_problems(environment)
         if problems:
             raise CommandError(problems[0])
         chosen = Policy.objects.filter(name=policy).exclude(model_dir="").order_by("-created_at").first()
@@ -40,7 +51,8 @@ class Command(BaseCommand):
             target = campaign_get_or_create(name=campaign)[0] if campaign else None
             report = policy_rollouts_store(policy=chosen, split=split, n_tasks=tasks, samples=samples,
                                            temperature=temperature, campaign=target, seed=seed,
-                                           environment=environment)
+                                           environment=environment, max_action_tokens=max_action_tokens,
+                                           max_context=max_context)
         except (ArbiterError, PolicyLoadError, ChatTemplateError) as exc:
             raise CommandError(getattr(exc, "message", str(exc))) from None
         self.stdout.write(self.style.SUCCESS(

@@ -18,7 +18,14 @@ from django.urls import reverse
 from tqdm import tqdm
 
 from training.loop.report import format_rounds, loop_report
-from training.pipeline import PipelineConfig, before_after_rows, format_table, pipeline_problems, run_pipeline
+from training.pipeline import (
+    PipelineConfig,
+    before_after_rows,
+    format_table,
+    pipeline_plan,
+    pipeline_problems,
+    run_pipeline,
+)
 from training.simulated_annotators import WRONG_PAIRS
 from webapp.errors import ArbiterError
 
@@ -31,10 +38,14 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="", help="prefix of what it creates (default pipeline-<time>)")
         parser.add_argument("--policy-id", type=int, default=0,
                             help="the policy to improve (default: the behaviour-cloned default policy)")
+        parser.add_argument("--bc-base-policy-id", type=int, default=0,
+                            help="without --policy-id: clone the environment's demonstrations into this registered "
+                                 "chat policy, in its own format (default: build the default architecture)")
         parser.add_argument("--environment", default=defaults.environment,
                             help="the environment every stage plays (a built-in, configured or installed one)")
         parser.add_argument("--rollout-tasks", type=int, default=defaults.rollout_tasks)
-        parser.add_argument("--samples-per-task", type=int, default=defaults.samples_per_task)
+        parser.add_argument("--samples-per-task", type=int, default=defaults.samples_per_task,
+                            help="episodes per task, paired into comparisons (0: scaled to the environment's size)")
         parser.add_argument("--pairing", default=defaults.pairing,
                             help="how a task's episodes are paired: all_pairs, outcome_differs or "
                                  "same_calls_different_answer")
@@ -74,6 +85,11 @@ class Command(BaseCommand):
                             help="per round: the reward model's favourite episodes put to a blind audit")
         parser.add_argument("--audit-disagreements", type=int, default=defaults.audit_disagreements,
                             help="per round: labelled pairs the reward model most disagrees with, asked again")
+        parser.add_argument("--max-action-tokens", type=int, default=defaults.max_action_tokens,
+                            help="tokens one turn of the policy may generate (raise it for chat models that write "
+                                 "JSON calls)")
+        parser.add_argument("--max-context", type=int, default=defaults.max_context,
+                            help="an episode longer than this many tokens ends as truncated")
         parser.add_argument("--seed", type=int, default=defaults.seed)
         parser.add_argument("--json", default="", help="also write the before/after table and timings to this file")
 
@@ -97,10 +113,14 @@ class Command(BaseCommand):
             eval_environment=options["eval_environment"], rounds=options["rounds"], rl_kind=options["rl"],
             rl_train_worlds=options["rl_train_worlds"],
             audit_size=options["audit_size"], audit_disagreements=options["audit_disagreements"],
-            seed=options["seed"])
+            bc_base_policy_id=options["bc_base_policy_id"], max_action_tokens=options["max_action_tokens"],
+            max_context=options["max_context"], seed=options["seed"])
+        config, notes = pipeline_plan(config)
         problems = pipeline_problems(config)
         if problems:
-            raise CommandError(" ".join(problems))
+            raise CommandError("Nothing was started: " + " ".join(problems))
+        for note in notes:
+            self.stdout.write(f"Plan: {note}")
         bars: list[tqdm] = []
 
         def stage(title: str):

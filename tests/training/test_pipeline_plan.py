@@ -1,0 +1,97 @@
+"""A small environment gets a plan checked before any stage starts (issue 29): the defaults
+scaled to its size and said, everything a stage would refuse refused up front."""
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotate.models import Policy
+from tests.rewardmodel.rm_fixtures import tiny_policy
+from training.envs.base import Environment, EnvTask, Rubric, Tool, ToolResult
+from training.pipeline import PipelineConfig, pipeline_plan, pipeline_problems
+from webapp.models import Run
+
+pytestmark = [pytest.mark.django_db]
+
+
+class Catalog(Environment):
+    """A user's environment with no demonstrator, as a new user first writes one."""
+
+    name = "catalog"
+
+    def tasks(self, split):
+        return [EnvTask(external_id=f"cat-{i:03d}", prompt=f"Price of item {i}?", reference=str(i), split=split)
+                for i in range(12)]
+
+    def tools(self):
+        return [Tool("answer", "Answer.", {"type": "object", "properties": {"text": {"type": "string"}}})]
+
+    def call(self, state, tool, arguments):
+        return ToolResult(arguments.get("text", ""), done=True, answer=arguments.get("text", ""))
+
+    def outcome(self, state, episode):
+        return Rubric(correct=False, score=0.0)
+
+
+class OldStyleDemonstrator(Catalog):
+    def demonstrator(self):  # no seed: what the docs did not say
+        return lambda task, state: None
+
+
+@pytest.fixture
+def small(settings):
+    """The arithmetic environment at 30 tasks: 21 train, 3 dev, 6 eval."""
+    settings.ARBITER_ENVIRONMENTS = {"arith30": {"class": "arithmetic", "options": {"n_tasks": 30}},
+                                     "arith8": {"class": "arithmetic", "options": {"n_tasks": 8}}}
+    settings.ARBITER_ENVIRONMENT_MODULES = ["tests.training.test_pipeline_plan"]
+    return "arith30"
+
+
+def test_the_defaults_are_scaled_to_a_small_environment_and_said(small):
+    planned, notes = pipeline_plan(PipelineConfig(environment=small))
+    assert planned.rollout_tasks == 21 and planned.samples_per_task == 5  # 21 x 10 pairs: at least 150 aimed at
+    assert planned.ppo == {"episodes_per_iteration": 21}  # the minibatch (16) fits
+    assert any(n.startswith("samples_per_task: 5 episodes on each of 21") for n in notes)
+    assert any("episodes_per_iteration: 21 (21 training tasks, one episode each" in n for n in notes)
+    assert pipeline_problems(planned) == []
+    grpo, notes = pipeline_plan(PipelineConfig(environment=small, rl_kind="grpo"))
+    assert "episodes_per_iteration" not in grpo.ppo and pipeline_problems(grpo) == []  # 64 = 16 tasks x 4: they fit
+    large, notes = pipeline_plan(PipelineConfig(environment="arithmetic"))  # 280 training tasks: the defaults
+    assert large.samples_per_task == 2 and large.ppo == {} and not [n for n in notes if "episodes_per" in n]
+
+
+def test_what_a_user_chose_is_kept_and_checked_before_anything_runs(small):
+    planned, _ = pipeline_plan(PipelineConfig(environment=small, samples_per_task=2,
+                                              ppo={"episodes_per_iteration": 64}))
+    assert planned.samples_per_task == 2
+    assert pipeline_problems(planned) == [
+        "PPO settings: episodes_per_iteration: 64 needs 64 training tasks (each episode of a batch plays a different "
+        "task), and there are 21; at most 21."]
+    # GRPO and RLOO play group_size episodes of each task: 64 need 16 tasks, which 21 give
+    rloo, _ = pipeline_plan(PipelineConfig(environment=small, rl_kind="rloo", ppo={"episodes_per_iteration": 64}))
+    assert pipeline_problems(rloo) == []
+    too_small, _ = pipeline_plan(PipelineConfig(environment="arith8"))
+    refused = pipeline_problems(too_small)  # 7 train, 1 dev, 0 eval tasks
+    assert any(p.startswith("rollout_tasks: arith8 gives 7 training tasks") for p in refused)
+    assert "eval_environment: arith8 has no eval tasks to evaluate on." in refused
+
+
+def test_an_environment_without_a_demonstrator_is_refused_before_behaviour_cloning(small):
+    with pytest.raises(CommandError) as caught:
+        call_command("run_pipeline", "--environment", "tests.training.test_pipeline_plan:Catalog")
+    assert "Nothing was started" in str(caught.value) and "has no scripted demonstrator" in str(caught.value)
+    assert "Give --policy-id" in str(caught.value)
+    with pytest.raises(CommandError, match=r"demonstrator cannot be called with seed= and mistakes= .*"
+                                           r"def demonstrator\(self, \*, seed=0, \*\*options\)"):
+        call_command("run_pipeline", "--environment", "tests.training.test_pipeline_plan:OldStyleDemonstrator")
+    assert not Run.objects.exists() and not Policy.objects.exists()
+
+
+def test_a_missing_policy_or_base_policy_is_refused_up_front(small):
+    with pytest.raises(CommandError, match="policy_id: No policy with id 999"):
+        call_command("run_pipeline", "--environment", small, "--policy-id", "999")
+    with pytest.raises(CommandError, match="bc_base_policy_id: No policy with id 998"):
+        call_command("run_pipeline", "--environment", small, "--bc-base-policy-id", "998")
+    with pytest.raises(CommandError, match="max_action_tokens: 1 to 8192"):
+        call_command("run_pipeline", "--environment", small, "--policy-id", str(tiny_policy().pk),
+                     "--max-action-tokens", "100000", "--ppo", json.dumps({}))
