@@ -128,9 +128,13 @@ def before_after_rows(evaluation) -> list[dict]:
 
 
 def format_table(rows: list[dict]) -> str:
+    from training.evaluation.metrics import measured
+
     columns = [("success", "success", True), ("f1", "F1", True), ("quote_support", "quotes", True),
                ("rm_score", "RM score", False), ("steps", "steps", False), ("tool_errors", "tool errors", False),
                ("kl", "KL", False)]
+    shown = measured([key for key, _, _ in columns], rows)  # the environment's columns only
+    columns = [column for column in columns if column[0] in shown]
     width = max(len(r["system"]) for r in rows) + 2 if rows else 10
 
     def cell(value, percent: bool) -> str:

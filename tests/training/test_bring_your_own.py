@@ -108,12 +108,19 @@ def assert_the_loop_ran(environment_name: str, tool: str, policy) -> None:
     assert evaluation.entries.count() == 4  # start, best-of-2, PPO best and last
 
 
-def test_a_python_environment_of_the_users_goes_through_the_whole_loop(tmp_path):
+def test_a_python_environment_of_the_users_goes_through_the_whole_loop(tmp_path, capsys, admin_user, client):
     policy = cloned_policy(INVENTORY, tmp_path, "inventory-bc")
     assert policy.metadata["environment"] == "inventory" and policy.metadata["tool_parser"] == "compact"
     call_command("run_pipeline", "--name", "inventory", "--environment", INVENTORY, "--policy-id", str(policy.pk),
                  *PIPELINE)
     assert_the_loop_ran("inventory", "lookup", policy)
+    # The before/after tables show this environment's figures, not the encyclopedia's F1 and quotes.
+    printed = capsys.readouterr().out
+    header = next(line for line in printed.splitlines() if line.startswith("system"))
+    assert "success" in header and "steps" in header and "F1" not in header and "quotes" not in header
+    client.force_login(admin_user)
+    page = client.get(f"/training/evaluations/{Evaluation.objects.get().pk}/").content.decode()
+    assert "<th>Success</th>" in page and "<th>Quote support</th>" not in page and "<th>F1</th>" not in page
 
 
 def test_launches_name_environments_and_refuse_unknown_ones_and_foreign_tasks(admin_user, client):

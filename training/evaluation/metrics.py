@@ -37,3 +37,13 @@ def mean_figures(episodes) -> dict[str, float]:
         for name, value in episode_figures(episode).items():
             sums.setdefault(name, []).append(value)
     return {name: sum(values) / len(values) for name, values in sums.items()}
+
+
+def measured(metrics: list[str], figures: list[dict]) -> list[str]:
+    """The metrics (in their order) that at least one of `figures` (metric -> a number or an
+    interval {"mean": ...}) has a value for: a table shows the columns of its environment, not
+    the encyclopedia's F1 and quote support everywhere."""
+    def has(value) -> bool:
+        return value is not None and (not isinstance(value, dict) or value.get("mean") is not None)
+
+    return [m for m in metrics if any(has(f.get(m)) for f in figures)]

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from annotate.trajectory_view import pair_view
 from training.evaluation.forms import CompareForm, HumanEvaluationForm
+from training.evaluation.metrics import measured
 from training.evaluation.selectors import (
     evaluation_default_candidate,
     evaluation_pairs_page,
@@ -39,10 +40,17 @@ CURVES = (("rm_score", "Reward-model score"), ("dev_success", "Dev rubric succes
           ("sqrt_kl", "sqrt(KL to the start)"))
 
 
-def _tables(report: dict) -> list[dict]:
+def _columns(report: dict) -> list[tuple]:
+    """The columns the evaluated environment has figures for."""
+    shown = measured([metric for metric, _, _ in COLUMNS],
+                     [figures for system in report["systems"] for figures in system["metrics"].values()])
+    return [column for column in COLUMNS if column[0] in shown]
+
+
+def _tables(report: dict, columns: list[tuple]) -> list[dict]:
     """Per mode, a row per system with its cells in column order."""
     return [{"mode": mode, "rows": [
-        {"system": system, "cells": [(system["metrics"][mode].get(metric), style) for metric, _, style in COLUMNS],
+        {"system": system, "cells": [(system["metrics"][mode].get(metric), style) for metric, _, style in columns],
          "difference": system["success_vs_baseline"].get(mode)}
         for system in report["systems"] if mode in system["metrics"]]} for mode in report["modes"]]
 
@@ -91,8 +99,9 @@ def evaluation(request: HttpRequest, evaluation_id: int) -> HttpResponse:
                                           f"({human.identical_pairs} identical pairs left out).")
                 return redirect("training:evaluation", evaluation_id=row.pk)
     report = evaluation_report(row)
+    columns = _columns(report)
     return render(request, "training/evaluation.html", {
-        "evaluation": row, "report": report, "columns": COLUMNS, "tables": _tables(report),
+        "evaluation": row, "report": report, "columns": columns, "tables": _tables(report, columns),
         "curves": _curves(report), "form": form, "error": error, "loop": _loop(report),
     }, status=400 if request.method == "POST" else 200)
 
