@@ -43,11 +43,6 @@ def _free_port() -> int:
 def configured(tmp_path_factory):
     """The environments file a deployment writes, an HTTP MCP server, and the worker that reads them."""
     root = tmp_path_factory.mktemp("mcp-worker")
-    tasks = root / "tasks.jsonl"
-    problems = ArithmeticEnvironment(seed=11, n_tasks=60)
-    tasks.write_text("".join(json.dumps({"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference,
-                                         "split": t.split}) + "\n"
-                             for split in ("train", "dev", "eval") for t in problems.tasks(split)))
     port = _free_port()
     http_log = (root / "http-server.log").open("w")
     http = subprocess.Popen([*SERVER, "--http", str(port)], stdout=http_log, stderr=subprocess.STDOUT)
@@ -57,14 +52,7 @@ def configured(tmp_path_factory):
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.1)
-    environments = {
-        "calc-stdio": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks)}},
-        "calc-http": {"class": "mcp", "options": {"server": f"http://127.0.0.1:{port}/mcp", "tasks": str(tasks)}},
-        # dies on its 4th tool call, every life; restarted once, then the run ends
-        "calc-dying": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks), "restarts": 1,
-                                                   "server_env": {"ARBITER_TEST_CRASH_AFTER": "3"}}},
-        "arith-small": {"class": "arithmetic", "options": {"seed": 11, "n_tasks": 60}},
-    }
+    environments = calculator_environments(root, http_port=port)
     path = root / "environments.json"
     path.write_text(json.dumps(environments))
     yield {"environments": environments, "file": str(path)}
@@ -94,8 +82,7 @@ def api(worker, configured, settings, admin_user):
     services._built.clear()
 
 
-@pytest.fixture(scope="module")
-def calculator_policy_dir(tmp_path_factory):
+def calculator_policy(path: Path) -> Path:
     """A tiny policy cloned on the arithmetic demonstrations (no database): it calls `calculate`."""
     from training.policy.bc import BCConfig, demonstration_texts, demonstrations, play_demonstrations, train_bc
     from training.policy.chat import ChatFormat
@@ -108,7 +95,30 @@ def calculator_policy_dir(tmp_path_factory):
     tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
     model = build_model(tokenizer, hidden=48, layers=2, heads=2)
     train_bc(model, tokenizer, demonstrations(ChatFormat.for_policy(tokenizer, parser="compact"), played), config)
-    return save_policy(model, tokenizer, tmp_path_factory.mktemp("calc-policy") / "model", tool_parser="compact")
+    return save_policy(model, tokenizer, path, tool_parser="compact")
+
+
+def calculator_environments(root: Path, *, http_port: int | None = None) -> dict:
+    """The environments a deployment configures: the calculator over stdio (and HTTP), one whose
+    server dies on its 4th tool call every life, and the arithmetic environment at 60 tasks."""
+    tasks = root / "tasks.jsonl"
+    problems = ArithmeticEnvironment(seed=11, n_tasks=60)
+    tasks.write_text("".join(json.dumps({"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference,
+                                         "split": t.split}) + "\n"
+                             for split in ("train", "dev", "eval") for t in problems.tasks(split)))
+    return {
+        "calc-stdio": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks)}},
+        **({"calc-http": {"class": "mcp", "options": {"server": f"http://127.0.0.1:{http_port}/mcp",
+                                                      "tasks": str(tasks)}}} if http_port else {}),
+        "calc-dying": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks), "restarts": 1,
+                                                   "server_env": {"ARBITER_TEST_CRASH_AFTER": "3"}}},
+        "arith-small": {"class": "arithmetic", "options": {"seed": 11, "n_tasks": 60}},
+    }
+
+
+@pytest.fixture(scope="module")
+def calculator_policy_dir(tmp_path_factory):
+    return calculator_policy(tmp_path_factory.mktemp("calc-policy") / "model")
 
 
 @pytest.fixture

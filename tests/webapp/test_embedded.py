@@ -67,3 +67,53 @@ def test_a_dying_worker_is_restarted_then_left_stopped_with_the_web_server_up(tm
     while _pids(app.proc.pid, "") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _pids(app.proc.pid, "")
+
+
+def test_an_mcp_environment_runs_on_the_embedded_worker(tmp_path):
+    """`make run` as a new user runs it (SQLite, the filesystem broker, the training worker's
+    stderr a logging proxy): a rollout over a stdio MCP server succeeds, and a server that keeps
+    dying fails its run with the reason, storing nothing."""
+    import json
+    import re
+    import sys
+
+    from benchmarks.first_run import ROOT
+    from tests.training.test_mcp_on_worker import calculator_environments, calculator_policy
+
+    environments = tmp_path / "environments.json"
+    environments.write_text(json.dumps(calculator_environments(tmp_path)))
+    env = {"ARBITER_ENVIRONMENTS_FILE": str(environments)}
+    policy_dir = calculator_policy(tmp_path / "calculator-policy")
+    app = Embedded(tmp_path / "var", free_port(), tmp_path / "out.txt", env_extra=env)
+    try:
+        app.wait_for(app.banner, 120, "URL and users printed")
+        manage_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+        manage_env.update(ARBITER_VAR_DIR=str(app.var_dir), **env)
+        registered = subprocess.run(
+            [sys.executable, "manage.py", "register_policy", str(policy_dir), "--name", "calculator",
+             "--environment", "calc-stdio"], cwd=ROOT, env=manage_env, capture_output=True, text=True, timeout=120)
+        assert registered.returncode == 0, registered.stderr[-2000:]
+        policy_id = int(re.search(r"\(id (\d+)\)", registered.stdout).group(1))
+        api = Api(app, token(app, "demo-admin"))
+        # The demo's behaviour cloning (run 1) holds the one training worker for minutes: cancel it.
+        status, body = api.call("POST", "/api/v1/runs/1/cancel")
+        assert status == 202, body
+
+        def run(environment: str) -> dict:
+            status, body = api.call("POST", "/api/v1/runs/", {"kind": "rollout", "config": {
+                "policy_id": policy_id, "environment": environment, "tasks": 6, "samples_per_task": 2}})
+            assert status == 201, body
+            return app.wait_for_value(lambda: (b := api.call("GET", f"/api/v1/runs/{body['id']}")[1])["status"]
+                                      in ("succeeded", "failed") and b, 180, f"the {environment} rollout")
+
+        played = run("calc-stdio")
+        assert played["status"] == "succeeded", played["error"] + played.get("log", "")
+        assert played["summary"]["trajectories"] > 0 and played["summary"]["environment"] == "calc-stdio"
+        lost = run("calc-dying")
+        assert lost["status"] == "failed" and "stopped answering" in lost["error"]
+        assert "not the agent's error" in lost["error"] and "trajectories" not in (lost["summary"] or {})
+        assert api.errors_5xx == 0
+    finally:
+        if app.proc.poll() is None:
+            app.interrupt()
+        app.kill()

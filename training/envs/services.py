@@ -2,6 +2,7 @@
 settings.ARBITER_ENVIRONMENTS), built once per process, and the checks run configs share."""
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 
@@ -12,6 +13,20 @@ from training.envs.registry import UnknownEnvironment, environment_names, get_en
 
 _built: dict[str, Environment] = {}
 _lock = threading.Lock()
+
+
+@atexit.register
+def environments_close() -> None:
+    """Close every environment this process built (an MCP server is stopped cleanly, before the
+    interpreter tears down the threads its connection runs in)."""
+    with _lock:
+        built = list(_built.values())
+        _built.clear()
+    for env in built:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - shutting down: one that fails to close must not stop the others
+            pass
 
 
 def _configured() -> dict:
