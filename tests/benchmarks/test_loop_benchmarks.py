@@ -51,3 +51,10 @@ def test_import_traces_reads_each_format_as_one_json_document():
     out = _run("benchmarks/import_traces.py", "--document", "--sizes", "16", "--repeats", "1", timeout=240)
     rows = [line for line in out.splitlines() if line.startswith("| 16 |")]
     assert [row.split("|")[2].strip() for row in rows] == ["openai", "otel", "openinference", "langsmith", "langfuse"]
+
+
+def test_mcp_call_cost_measures_stdio_http_and_a_killed_server():
+    out = _run("benchmarks/mcp_call_cost.py", "--calls", "5", "--repeats", "1", "--crash-after", "3",
+               "--restarts", "1")
+    assert "MCP over stdio" in out and "MCP over HTTP" in out and "interleaved" in out
+    assert "(1 restarts)" in out and "ToolServerLost after" in out
