@@ -64,7 +64,8 @@ def configured(tmp_path_factory):
 @pytest.fixture(scope="module")
 def worker(configured, django_db_setup, django_db_blocker):
     proc, log = start_worker(queues=QUEUE, name="mcp-worker", env_extra={
-        "ARBITER_ENVIRONMENTS_FILE": configured["file"], "RUN_QUEUE": QUEUE})
+        "ARBITER_ENVIRONMENTS_FILE": configured["file"], "RUN_QUEUE": QUEUE,
+        "ARBITER_ENVIRONMENT_MODULES": "tests.training"})
     yield proc
     stop_worker(proc, log)
 
@@ -76,6 +77,7 @@ def api(worker, configured, settings, admin_user):
 
     settings.ARBITER_ENVIRONMENTS = configured["environments"]
     settings.RUN_QUEUE = QUEUE
+    settings.ARBITER_ENVIRONMENT_MODULES = ["tests.training"]
     yield token_client(admin_user)
     for env in list(services._built.values()):
         env.close()
@@ -209,3 +211,34 @@ def test_the_loop_on_an_mcp_environment_and_its_next_round_on_the_worker(api, po
     played = Trajectory.objects.filter(policy=second.start_policy, task__environment="calc-stdio")
     assert played.exists() and _calls(second.start_policy, "calc-stdio")
     assert os.environ.get("ARBITER_ENVIRONMENTS_FILE") is None  # the test process knew them from settings only
+
+
+def test_a_python_environment_without_a_demonstrator_rolls_out_on_a_worker_and_refuses_bc(api, policy):
+    catalog = "tests.training.test_pipeline_plan:Catalog"
+    body = _ended(api, _launch(api, "rollout", policy_id=policy.pk, environment=catalog, tasks=4, samples_per_task=2))
+    assert body["status"] == "succeeded", body["error"] + body.get("log", "")
+    assert set(Trajectory.objects.filter(policy=policy).values_list("task__environment", flat=True)) == {"catalog"}
+    refused = api.post("/api/v1/runs/", {"kind": "bc", "config": {"environment": catalog}}, format="json")
+    assert refused.status_code == 400 and "has no scripted demonstrator" in json.dumps(refused.json())
+
+
+def test_a_registered_hugging_face_chat_policy_rolls_out_and_trains_on_a_worker(api, tmp_path):
+    """A Qwen2-architecture chat model (random, tiny) registered for the stdio MCP environment:
+    its rollouts and a GRPO run go through the worker, JSON calls and all."""
+    from tests.training.chat_models import chat_model_dir
+
+    qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=11, n_tasks=60)])
+    call_command("register_policy", str(qwen), "--name", "qwen-calc", "--environment", "calc-stdio")
+    chat = Policy.objects.get(name="qwen-calc")
+    played = _ended(api, _launch(api, "rollout", policy_id=chat.pk, environment="calc-stdio", tasks=3,
+                                 samples_per_task=2, max_action_tokens=64))
+    assert played["status"] == "succeeded", played["error"] + played.get("log", "")
+    stored = Trajectory.objects.filter(policy=chat)
+    assert stored.count() >= 3 and all(t.metadata["tools"] for t in stored)
+    trained = _ended(api, _launch(api, "grpo", policy_id=chat.pk, environment="calc-stdio", reward="rubric",
+                                  iterations=1, episodes_per_iteration=4, minibatch_size=2, group_size=2,
+                                  rollout_batch_size=4, eval_every=1, eval_samples=1, dev_tasks=2,
+                                  max_action_tokens=64, policy_name="qwen-grpo"))
+    assert trained["status"] == "succeeded", trained["error"] + trained.get("log", "")
+    checkpoint = Policy.objects.get(pk=trained["summary"]["last_policy_id"])
+    assert json.loads((Path(checkpoint.model_dir) / "config.json").read_text())["model_type"] == "qwen2"
