@@ -30,6 +30,7 @@ class PipelineConfig:
     environment: str = "encyclopedia"  # every stage plays this environment (docs/environments.md)
     policy_id: int = 0  # the policy to improve (0: a policy behaviour-cloned on the environment's demonstrator, trained if missing)
     bc_base_policy_id: int = 0  # with policy_id 0: clone the demonstrations into this registered chat policy (0: the default architecture)
+    bc_extra_worlds: int = -1  # with policy_id 0: behaviour cloning also imitates every task of this many other worlds (-1: scaled, enough for about 2,000 demonstrations; 0 where the environment is not built per seed)
     rollout_tasks: int = 431  # training tasks the policy is rolled out on (at most all of them)
     samples_per_task: int = 0  # episodes per task, paired into comparisons (0: scaled to the environment, 2 where it has 200+ training tasks, more below)
     pairing: str = "all_pairs"  # how a task's episodes are paired (annotate/services/comparisons.py strategies)
@@ -98,7 +99,8 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
         if config.bc_base_policy_id:
             own = f"{own}-into-{config.bc_base_policy_id}"
         policy = policy_train_default(config=BCConfig(environment=config.environment,
-                                                      base_policy_id=config.bc_base_policy_id), name=own,
+                                                      base_policy_id=config.bc_base_policy_id,
+                                                      extra_worlds=config.bc_extra_worlds), name=own,
                                       target=settings.VAR_DIR / "policies" / own,
                                       progress=lambda f: step(f, "behaviour cloning"), log=log)
     step(1.0, f"{policy}")
@@ -157,6 +159,11 @@ def format_table(rows: list[dict]) -> str:
 # and 4 test pairs that are not ties, and on a small environment many pairs are ties or identical.
 PLANNED_PAIRS = 150
 MAX_PLANNED_SAMPLES = 6
+# Demonstrations behaviour cloning aims at. With fewer the default policy memorises them: on a
+# 30-task arithmetic environment, 621 demonstrations (20 other worlds) gave 100% on its training
+# tasks, 0% on its eval tasks and the same episode every time; 1,881 (62 worlds) gave 83% greedy
+# on eval (benchmarks/RESULTS.md, issue 29).
+PLANNED_DEMONSTRATIONS = 2000
 
 
 @dataclass
@@ -197,6 +204,12 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
         notes.append(f"samples_per_task: {samples} episodes on each of {tasks} training tasks, up to "
                      f"{tasks * samples * (samples - 1) // 2} comparisons (at least {PLANNED_PAIRS} are aimed at; "
                      f"--samples-per-task to choose).")
+    bc_worlds = config.bc_extra_worlds
+    if bc_worlds < 0 and config.policy_id:
+        bc_worlds = 0  # nothing is cloned
+    elif bc_worlds < 0:
+        bc_worlds, note = _bc_worlds(config, size)
+        notes.append(note)
     ppo = dict(config.ppo)
     if "episodes_per_iteration" not in ppo and size.train:
         from training.rl.config import PPOConfig
@@ -211,7 +224,32 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
             notes.append(f"{config.rl_kind.upper()} episodes_per_iteration: {episodes} ({size.train} training tasks"
                          + (f" x {group} samples each" if group > 1 else ", one episode each") + "; the default is "
                          f"{PPOConfig.episodes_per_iteration}).")
-    return replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo), notes
+    return replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo, bc_extra_worlds=bc_worlds), notes
+
+
+def _bc_worlds(config: PipelineConfig, size: EnvironmentSize) -> tuple[int, str]:
+    """Other worlds behaviour cloning imitates: 20 (the default), more when 20 give fewer than
+    PLANNED_DEMONSTRATIONS, none when the environment cannot be built per seed."""
+    from django.conf import settings
+
+    from training.envs.registry import get_environment
+    from training.policy.bc_config import BCConfig
+    from training.envs.base import FRESH_WORLD_SEED
+
+    try:
+        world = get_environment(config.environment, configured=settings.ARBITER_ENVIRONMENTS, seed=1)
+        per_world = sum(len(world.tasks(split)) for split in ("train", "dev", "eval"))
+        world.close()
+    except Exception:  # noqa: BLE001 - an environment that takes no seed refuses it in its own way
+        return 0, (f"bc_extra_worlds: 0 ({config.environment} is not built per seed, so behaviour cloning imitates "
+                   f"its {size.train} training tasks only).")
+    default = BCConfig.extra_worlds
+    worlds = min(FRESH_WORLD_SEED - 1, max(default, -(-(PLANNED_DEMONSTRATIONS - size.train) // max(1, per_world))))
+    demos = size.train + worlds * per_world
+    return worlds, (f"bc_extra_worlds: {worlds} other worlds of {per_world} tasks, {demos} demonstrations with "
+                    f"the {size.train} training tasks (about {PLANNED_DEMONSTRATIONS} are aimed at; fewer are "
+                    "memorised rather than learnt)" + (f"; {FRESH_WORLD_SEED - 1} is the most there are" if
+                                                        worlds == FRESH_WORLD_SEED - 1 else "") + ".")
 
 
 def pipeline_problems(config: PipelineConfig) -> list[str]:
@@ -254,6 +292,11 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
             "answer_branches": config.answer_branches, "answer_pairs_per_task": config.answer_pairs_per_task})
     except ValueError as exc:
         problems.append(" ".join(str(exc).splitlines()))
+    if config.bc_extra_worlds >= 0 and not config.policy_id:
+        from training.policy.bc_config import extra_worlds_problem
+
+        problem = extra_worlds_problem(config.bc_extra_worlds)
+        problems += [f"bc_{problem}"] if problem else []
     if config.samples_per_task and config.samples_per_task < 2:
         problems.append("samples_per_task: at least 2 (comparisons pair a task's episodes).")
     if config.annotators < 1:

@@ -53,11 +53,19 @@ def test_the_defaults_are_scaled_to_a_small_environment_and_said(small):
     assert planned.ppo == {"episodes_per_iteration": 21}  # the minibatch (16) fits
     assert any(n.startswith("samples_per_task: 5 episodes on each of 21") for n in notes)
     assert any("episodes_per_iteration: 21 (21 training tasks, one episode each" in n for n in notes)
+    # 20 other worlds of 30 tasks would be 621 demonstrations, memorised; 62 (the most) give 1,881
+    assert planned.bc_extra_worlds == 62
+    assert any(n.startswith("bc_extra_worlds: 62 other worlds of 30 tasks, 1881 demonstrations") for n in notes)
     assert pipeline_problems(planned) == []
     grpo, notes = pipeline_plan(PipelineConfig(environment=small, rl_kind="grpo"))
     assert "episodes_per_iteration" not in grpo.ppo and pipeline_problems(grpo) == []  # 64 = 16 tasks x 4: they fit
     large, notes = pipeline_plan(PipelineConfig(environment="arithmetic"))  # 280 training tasks: the defaults
     assert large.samples_per_task == 2 and large.ppo == {} and not [n for n in notes if "episodes_per" in n]
+    assert large.bc_extra_worlds == 20  # 280 + 20 x 400 demonstrations: the default
+    started, notes = pipeline_plan(PipelineConfig(environment=small, policy_id=5))
+    assert started.bc_extra_worlds == 0 and not [n for n in notes if n.startswith("bc_")]
+    unseeded, notes = pipeline_plan(PipelineConfig(environment="tests.training.test_pipeline_plan:Catalog"))
+    assert unseeded.bc_extra_worlds == 0 and any("catalog is not built per seed" in n.lower() for n in notes)
 
 
 def test_what_a_user_chose_is_kept_and_checked_before_anything_runs(small):
@@ -95,3 +103,13 @@ def test_a_missing_policy_or_base_policy_is_refused_up_front(small):
     with pytest.raises(CommandError, match="max_action_tokens: 1 to 8192"):
         call_command("run_pipeline", "--environment", small, "--policy-id", str(tiny_policy().pk),
                      "--max-action-tokens", "100000", "--ppo", json.dumps({}))
+
+
+def test_a_round_whose_rollouts_repeat_themselves_says_why_it_cannot_train():
+    from training.loop.rounds import too_few_comparisons
+
+    said = too_few_comparisons({"comparisons": 1, "trajectories": 21, "duplicates": 84, "success": 1.0},
+                               "loop30 round 1", PipelineConfig())
+    assert said.startswith("The rollouts of loop30 round 1 built 1 comparisons, and a reward model needs at least 10.")
+    assert "Of its 105 episodes 84 repeated an episode already stored" in said and "100% of them correct" in said
+    assert too_few_comparisons({"comparisons": 10}, "r", PipelineConfig()) is None

@@ -176,9 +176,9 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
                                  "answer_pairs_per_task": config.answer_pairs_per_task,
                                  "seed": config.seed + 1000 * (loop_round.number - 1),
                                  "max_action_tokens": config.max_action_tokens, "max_context": config.max_context})
-        if not run.summary.get("comparisons"):
-            raise ArbiterError(f"The rollouts of {loop_round} built no comparisons (every pair of a task's episodes "
-                               f"was identical, or none matched the pairing '{config.pairing}'): nothing to label.")
+        problem = too_few_comparisons(run.summary, loop_round, config)
+        if problem:
+            raise ArbiterError(problem)
         _timed(loop_round, "rollouts", started)
     _check_stop(should_stop)
     if loop_round.labels == "simulated":
@@ -190,6 +190,22 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     else:
         loop_round.stage = LoopRound.Stage.LABELLING
     loop_round.save(update_fields=["stage", "updated_at"])
+
+
+def too_few_comparisons(summary: dict, loop_round, config) -> str | None:
+    """Why a round's rollouts cannot train a reward model (fewer comparisons than MIN_JUDGED),
+    with what the episodes were like, or None."""
+    made = summary.get("comparisons") or 0
+    if made >= MIN_JUDGED:
+        return None
+    played = (summary.get("trajectories") or 0) + (summary.get("duplicates") or 0)
+    repeated = summary.get("duplicates") or 0
+    return (f"The rollouts of {loop_round} built {made} comparisons, and a reward model needs at least {MIN_JUDGED}. "
+            f"Of its {played} episodes {repeated} repeated an episode already stored (identical episodes cannot be "
+            f"compared), with {summary.get('success', 0):.0%} of them correct: the policy plays its training tasks "
+            f"the same way nearly every time"
+            + (f" (pairing '{config.pairing}' also keeps only some pairs)" if config.pairing != "all_pairs" else "")
+            + ". Raise --samples-per-task, give RL more training tasks, or start from a less certain policy.")
 
 
 def latest_round(loop: str):

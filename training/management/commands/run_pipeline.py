@@ -41,6 +41,9 @@ class Command(BaseCommand):
         parser.add_argument("--bc-base-policy-id", type=int, default=0,
                             help="without --policy-id: clone the environment's demonstrations into this registered "
                                  "chat policy, in its own format (default: build the default architecture)")
+        parser.add_argument("--bc-extra-worlds", type=int, default=defaults.bc_extra_worlds,
+                            help="behaviour cloning also imitates every task of this many other worlds (-1: scaled "
+                                 "to about 2,000 demonstrations; 0 where the environment is not built per seed)")
         parser.add_argument("--environment", default=defaults.environment,
                             help="the environment every stage plays (a built-in, configured or installed one)")
         parser.add_argument("--rollout-tasks", type=int, default=defaults.rollout_tasks)
@@ -113,7 +116,7 @@ class Command(BaseCommand):
             eval_environment=options["eval_environment"], rounds=options["rounds"], rl_kind=options["rl"],
             rl_train_worlds=options["rl_train_worlds"],
             audit_size=options["audit_size"], audit_disagreements=options["audit_disagreements"],
-            bc_base_policy_id=options["bc_base_policy_id"], max_action_tokens=options["max_action_tokens"],
+            bc_base_policy_id=options["bc_base_policy_id"], bc_extra_worlds=options["bc_extra_worlds"], max_action_tokens=options["max_action_tokens"],
             max_context=options["max_context"], seed=options["seed"])
         config, notes = pipeline_plan(config)
         problems = pipeline_problems(config)
