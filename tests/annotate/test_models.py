@@ -37,9 +37,11 @@ def test_duplicate_trajectory_content_is_refused():
     )
 
 
-def test_task_external_id_is_unique():
-    TaskFactory(external_id="same")
-    _refused("task_external_id_unique", lambda: Task.objects.create(external_id="same", prompt="p"))
+def test_task_external_id_is_unique_within_its_environment():
+    TaskFactory(external_id="same", environment="calc")
+    _refused("task_environment_external_id_unique",
+             lambda: Task.objects.create(external_id="same", environment="calc", prompt="p"))
+    Task.objects.create(external_id="same", environment="tickets", prompt="another environment's task")
 
 
 def test_comparison_of_a_trajectory_with_itself_is_refused():

@@ -276,8 +276,9 @@ class MCPEnvironment(Environment):
                 last = exc
                 said = getattr(self.connection, "server_stderr", lambda: "")() or said
         raise ToolServerLost(
-            f"the MCP server {self._server!r} stopped answering ({type(lost).__name__}: {lost}) and was restarted "
-            f"{self.restarts} time(s) without success (last: {type(last).__name__}: {last})"
+            f"the MCP server {self._server!r} stopped answering ({type(lost).__name__}: {lost}); it has been "
+            f"restarted {self.restarts} time(s) in this run, as many as its `restarts` setting allows (last failure: "
+            f"{type(last).__name__}: {last})"
             + (f"; it said: {said[-500:]}" if said else "") + ". A lost tool server is not the agent's error: the "
             "run stops here.")
 
