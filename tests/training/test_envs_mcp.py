@@ -179,11 +179,11 @@ def test_a_server_that_never_answers_initialize_is_refused_within_the_start_time
     import time
 
     started = time.monotonic()
-    with pytest.raises(MCPEnvironmentError, match="cannot connect to the MCP server"):
+    with pytest.raises(MCPEnvironmentError, match=r"no answer to the MCP handshake within start_timeout \(2 s\)"):
         get_environment("mcp", server=SERVER, tasks=str(tasks_file), server_env=_server_env(ARBITER_TEST_HANG="1"),
                         start_timeout=2)
-    # the SDK asks `server/discover`, then `initialize`, each bounded by start_timeout; then it stops the server
-    assert time.monotonic() - started < 15
+    # 2 s, then the server is stopped (2 s grace, then signals); the SDK's own discover probe alone waits 10 s
+    assert time.monotonic() - started < 9
 
 
 def test_a_command_that_does_not_exist_is_named(tasks_file):

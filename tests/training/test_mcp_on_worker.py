@@ -20,8 +20,7 @@ from django.core.management import call_command
 from annotate.models import Policy, Trajectory
 from tests.conftest import start_worker, stop_worker, token_client, wait_for
 from tests.factories import CampaignFactory
-from tests.rewardmodel.rm_fixtures import TINY_RM
-from tests.training.test_bring_your_own import assert_the_loop_ran
+from tests.training.test_bring_your_own import PIPELINE, assert_the_loop_ran
 from training.envs.arithmetic import ArithmeticEnvironment
 from training.models import Evaluation, LoopRound
 from webapp.models import Run
@@ -196,11 +195,7 @@ def test_the_loop_on_an_mcp_environment_and_its_next_round_on_the_worker(api, po
     """run_pipeline in a shell (as users run it), then "next round" from the dashboard: the
     round's rollouts play the stdio server from the worker."""
     call_command("run_pipeline", "--name", "mcp-loop", "--environment", "calc-stdio", "--policy-id", str(policy.pk),
-                 "--rollout-tasks", "30", "--samples-per-task", "3", "--annotators", "2", "--eval-tasks", "4",
-                 "--eval-samples", "1", "--annotator-wrong-pairs", "errors", "--best-of-n", "2", "--audit-size", "2",
-                 "--reward-model", json.dumps({**TINY_RM, "epochs": 1}),
-                 "--ppo", json.dumps({"iterations": 1, "episodes_per_iteration": 8, "minibatch_size": 4,
-                                      "eval_every": 1, "eval_samples": 1, "rollout_batch_size": 8, "dev_tasks": 4}))
+                 *PIPELINE)
     assert_the_loop_ran("calc-stdio", "calculate", policy)
     first = LoopRound.objects.get(loop="mcp-loop", number=1)
     assert first.stage == LoopRound.Stage.DONE and first.evaluation.config["environment"] == "calc-stdio"

@@ -19,6 +19,11 @@ import importlib
 import json
 import os
 import sys
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as futures_wait
+
+import anyio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,17 +93,40 @@ class MCPConnection:
                                   errlog=self._errlog)
         self._portal_cm = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
+        # Start (launch, handshake) is bounded by start_timeout as a whole: the SDK's own probe of
+        # `server/discover` waits 10 s whatever the request timeout. Past it the session's task is
+        # cancelled, which stops the server. Each later request but a tool call (the tool list, the
+        # liveness check) is bounded by start_timeout too.
+        entered: Future = Future()
+        self._stop = self._portal.call(anyio.Event)
+        self._session = self._portal.start_task_soon(
+            self._hold, Client(target, read_timeout_seconds=start_timeout), entered, self._stop)
         try:
-            # The handshake (and every request but a tool call) is bounded by start_timeout: a server
-            # that never answers `initialize` is refused in seconds, not held for the call timeout.
-            self._client_cm = self._portal.wrap_async_context_manager(
-                Client(target, read_timeout_seconds=start_timeout))
-            self._client = self._client_cm.__enter__()
+            self._client = entered.result(timeout=start_timeout)
         except Exception as exc:
+            self._session.cancel()
+            futures_wait([self._session], timeout=15)  # the SDK stops the server: 2 s grace, then signals
             self._portal_cm.__exit__(None, None, None)
             said = self.server_stderr()
-            raise MCPEnvironmentError(f"cannot connect to the MCP server {server!r}: {_cause(exc)}"
+            why = (f"no answer to the MCP handshake within start_timeout ({start_timeout:g} s)"
+                   if isinstance(exc, FutureTimeout) else _cause(exc))
+            raise MCPEnvironmentError(f"cannot connect to the MCP server {server!r}: {why}"
                                       + (f"; the server said: {said}" if said else "")) from exc
+
+    @staticmethod
+    async def _hold(client, entered: Future, stop) -> None:
+        """The session's life in the portal's event loop: enter, hand the client over, wait for close."""
+        try:
+            await client.__aenter__()
+        except BaseException as exc:
+            if not entered.done():
+                entered.set_exception(exc)
+            raise
+        entered.set_result(client)
+        try:
+            await stop.wait()
+        finally:
+            await client.__aexit__(None, None, None)
 
     @property
     def instructions(self) -> str:
@@ -139,7 +167,9 @@ class MCPConnection:
 
     def close(self) -> None:
         try:
-            self._client_cm.__exit__(None, None, None)
+            if not self._session.done():
+                self._portal.call(self._stop.set)
+                futures_wait([self._session], timeout=15)
         finally:
             self._portal_cm.__exit__(None, None, None)
             if self._errlog is not None:
