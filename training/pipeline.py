@@ -210,16 +210,17 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
     elif bc_worlds < 0:
         bc_worlds, note = _bc_worlds(config, size)
         notes.append(note)
-    ppo = dict(config.ppo)
-    if "episodes_per_iteration" not in ppo and size.train:
+    ppo = dict(config.ppo) if isinstance(config.ppo, dict) else config.ppo  # a bad one is pipeline_problems'
+    if isinstance(ppo, dict) and "episodes_per_iteration" not in ppo and size.train:
         from training.rl.config import PPOConfig
 
         group = ppo.get("group_size", PPOConfig.group_size) if config.rl_kind != "ppo" else 1
-        capacity = size.train * group if isinstance(group, int) and group > 0 else size.train
-        episodes = min(PPOConfig.episodes_per_iteration, capacity) // max(1, group) * max(1, group)
+        group = group if isinstance(group, int) and group > 0 else 1  # a bad value is refused by the RL config
+        episodes = min(PPOConfig.episodes_per_iteration, size.train * group) // group * group
         if episodes < PPOConfig.episodes_per_iteration:
             ppo["episodes_per_iteration"] = episodes
-            if ppo.get("minibatch_size", PPOConfig.minibatch_size) > episodes:
+            minibatch = ppo.get("minibatch_size", PPOConfig.minibatch_size)
+            if isinstance(minibatch, int) and minibatch > episodes:
                 ppo["minibatch_size"] = episodes
             notes.append(f"{config.rl_kind.upper()} episodes_per_iteration: {episodes} ({size.train} training tasks"
                          + (f" x {group} samples each" if group > 1 else ", one episode each") + "; the default is "

@@ -113,3 +113,12 @@ def test_a_round_whose_rollouts_repeat_themselves_says_why_it_cannot_train():
     assert said.startswith("The rollouts of loop30 round 1 built 1 comparisons, and a reward model needs at least 10.")
     assert "Of its 105 episodes 84 repeated an episode already stored" in said and "100% of them correct" in said
     assert too_few_comparisons({"comparisons": 10}, "r", PipelineConfig()) is None
+
+
+def test_settings_of_the_wrong_type_are_refused_not_crashed_on(small):
+    planned, _ = pipeline_plan(PipelineConfig(environment=small, rl_kind="grpo",
+                                              ppo={"group_size": "four", "minibatch_size": None}))
+    assert any(p.startswith("GRPO settings:") for p in pipeline_problems(planned))
+    for bad in ("[1]", "3", '"text"'):
+        with pytest.raises(CommandError, match="take JSON objects"):
+            call_command("run_pipeline", "--environment", small, "--ppo", bad)

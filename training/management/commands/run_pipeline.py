@@ -101,6 +101,8 @@ class Command(BaseCommand):
             ppo, reward_model = json.loads(options["ppo"]), json.loads(options["reward_model"])
         except json.JSONDecodeError as exc:
             raise CommandError(f"--ppo and --reward-model take JSON objects: {exc}") from None
+        if not isinstance(ppo, dict) or not isinstance(reward_model, dict):
+            raise CommandError("--ppo and --reward-model take JSON objects, e.g. '{\"iterations\": 20}'.")
         if options["ppo_iterations"] is not None:
             ppo["iterations"] = options["ppo_iterations"]
         config = PipelineConfig(
