@@ -5,6 +5,7 @@ defaults are this machine's services) with a storage folder of their own under
 test-output/, which the Celery worker started by the tests shares.
 """
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -18,7 +19,12 @@ OUTPUT = ROOT / "test-output"
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arbiter")
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
-os.environ["ARBITER_VAR_DIR"] = str(OUTPUT / "var")
+# A storage folder per database, so two test runs side by side (on two databases) never read each
+# other's files; emptied when a run starts (pytest_configure), so no model or run folder left by an
+# earlier run can make a test pass.
+_DATABASE = urlparse(os.environ["DATABASE_URL"]).path.strip("/") or "default"
+VAR_DIR = OUTPUT / ("var" if _DATABASE == "arbiter" else f"var-{_DATABASE}")
+os.environ["ARBITER_VAR_DIR"] = str(VAR_DIR)
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop beside live_server
 # Hugging Face libraries stay offline and keep their caches inside the test folder.
 os.environ["HF_HOME"] = str(OUTPUT / "hf-home")
@@ -48,6 +54,9 @@ def _reachable(url: str, default_port: int) -> tuple[str, int, bool]:
 
 
 def pytest_configure(config):
+    if VAR_DIR.exists() and not hasattr(config, "workerinput"):
+        shutil.rmtree(VAR_DIR, ignore_errors=True)
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
     for name, url, port in (
         ("PostgreSQL", os.environ["DATABASE_URL"], 5432),
         ("Redis", os.environ["CELERY_BROKER_URL"], 6379),

@@ -25,7 +25,7 @@ from _common import parse_setting  # noqa: E402
 
 def success_rates(model, tokenizer, runner, tasks, chat) -> dict:
     """The service's figures plus the first episodes' turns, to read what the policy does."""
-    from training.policy.evaluation import success_rates as rates
+    from training.policy.success_rates import success_rates as rates
     from training.policy.rollout import RolloutConfig, rollout
 
     figures = rates(model, tokenizer, runner, tasks, chat=chat)

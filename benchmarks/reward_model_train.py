@@ -57,7 +57,7 @@ def prepare(env: dict) -> dict:
     from training.policy.bc import BCConfig, demonstration_texts
     from training.policy.model_io import train_tokenizer
     from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
-    from training.services import campaign_simulate_labels, scripted_trajectories_generate
+    from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
     from training.simulated_annotators import AnnotatorProfile
 
     started = time.monotonic()

@@ -6,7 +6,7 @@ rubric at each evaluation and the training batches' success.
         --variant "ppo-lam095: lam=0.95" --variant "ppo-lam1: lam=1.0 value_warmup=2" \
         --variant "grpo: algorithm=grpo learning_rate=3e-4" [--set iterations=20 ...] [--seeds 0 1]
 
-Each variant is `NAME: field=value ...` (PPOConfig fields) on top of `--set`. Prints one
+Each variant is `NAME: field=value ...` (RLConfig fields) on top of `--set`. Prints one
 JSON line per run and a table: median explained variance over all iterations and over the
 second half, dev success (T=1, with its 95% Wilson interval, and greedy) at the last
 evaluation and at the best, the training batches' success at the first and last iteration,
@@ -36,7 +36,7 @@ def _overrides(pairs: list[str]) -> dict:
 def run_one(policy: str, reward: str, environment: str, config, train_split: str) -> dict:
     from training.envs.base import EpisodeRunner
     from training.envs.registry import get_environment
-    from training.rl.ppo import PPOCallbacks, train_ppo
+    from training.rl.trainer import RLCallbacks, train_rl
     from training.rl.scorers import reward_model_scorer, rubric_scorer
 
     env = get_environment(environment)
@@ -45,9 +45,9 @@ def run_one(policy: str, reward: str, environment: str, config, train_split: str
     metrics: list[dict] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
-        result = train_ppo(policy_dir=policy, scorer=scorer, train_tasks=env.tasks(train_split),
+        result = train_rl(policy_dir=policy, scorer=scorer, train_tasks=env.tasks(train_split),
                            dev_tasks=env.tasks("dev"), runner=EpisodeRunner(env), config=config, out_dir=out,
-                           callbacks=PPOCallbacks(metrics=lambda i, m: metrics.append({"iteration": i, **m})))
+                           callbacks=RLCallbacks(metrics=lambda i, m: metrics.append({"iteration": i, **m})))
     seconds = time.monotonic() - started
     metrics = [m for m in metrics if "objective/kl" in m]  # the iterations' own (evaluations report apart)
     variance = [m["value/explained_variance"] for m in metrics if m.get("value/explained_variance") is not None]
@@ -68,7 +68,7 @@ def run_one(policy: str, reward: str, environment: str, config, train_split: str
 def main() -> None:
     import torch
 
-    from training.rl.config import PPOConfig
+    from training.rl.config import RLConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("policy")
@@ -76,11 +76,11 @@ def main() -> None:
     parser.add_argument("--environment", default="encyclopedia")
     parser.add_argument("--train-split", default="train")
     parser.add_argument("--variant", action="append", required=True, help="NAME: field=value ...")
-    parser.add_argument("--set", nargs="*", default=[], help="PPOConfig fields for every variant")
+    parser.add_argument("--set", nargs="*", default=[], help="RLConfig fields for every variant")
     parser.add_argument("--seeds", nargs="*", type=int, default=[0])
     args = parser.parse_args()
     torch.set_num_threads(1)
-    known = {f.name for f in fields(PPOConfig)}
+    known = {f.name for f in fields(RLConfig)}
     common = _overrides(args.set)
     rows = []
     for variant in args.variant:
@@ -88,9 +88,9 @@ def main() -> None:
         settings = {**common, **_overrides(rest.split())}
         unknown = set(settings) - known
         if unknown:
-            parser.error(f"unknown PPOConfig fields: {sorted(unknown)}")
+            parser.error(f"unknown RLConfig fields: {sorted(unknown)}")
         for seed in args.seeds:
-            config = PPOConfig(**{**settings, "seed": seed})
+            config = RLConfig(**{**settings, "seed": seed})
             figures = run_one(args.policy, args.reward, args.environment, config, args.train_split)
             row = {"variant": name.strip(), "seed": seed, "settings": settings, **figures}
             print(json.dumps(row), flush=True)

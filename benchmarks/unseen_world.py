@@ -20,7 +20,7 @@ def main() -> None:
     from training.envs.base import EpisodeRunner
     from training.envs.registry import get_environment
     from training.policy.chat import ChatFormat
-    from training.policy.evaluation import success_rates
+    from training.policy.success_rates import success_rates
     from training.policy.model_io import load_policy
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -120,7 +120,8 @@ class RewardModelConfig:
         return problems
 
 
-def _nothing(*args, **kwargs) -> None:
+def nothing(*args, **kwargs) -> None:
+    """A callback that does nothing: the default of every Callbacks hook (and of RL's)."""
     return None
 
 
@@ -132,11 +133,11 @@ def _never() -> bool:
 class Callbacks:
     """How a caller watches and steers a run; every hook does nothing unless given."""
 
-    progress: Callable[[float, str], None] = _nothing  # (fraction done, what is happening)
-    metrics: Callable[[int, dict[str, float]], None] = _nothing  # (global step, {"train/loss": ...})
-    log: Callable[[str], None] = _nothing  # one line for the run's log
+    progress: Callable[[float, str], None] = nothing  # (fraction done, what is happening)
+    metrics: Callable[[int, dict[str, float]], None] = nothing  # (global step, {"train/loss": ...})
+    log: Callable[[str], None] = nothing  # one line for the run's log
     should_stop: Callable[[], bool] = _never  # checked after every step: True cancels the run
-    checkpoint: Callable[[int, str], None] = _nothing  # (global step, checkpoint directory) after each save
+    checkpoint: Callable[[int, str], None] = nothing  # (global step, checkpoint directory) after each save
 
 
 @dataclass
@@ -347,7 +348,7 @@ def train_reward_ensemble(train_rows: list[dict], config: RewardModelConfig, out
         def progress(fraction: float, message: str = "") -> None:
             callbacks.progress((index + fraction) / count, f"member {index + 1} of {count}: {message}")
 
-        return Callbacks(progress=progress, metrics=callbacks.metrics if index == 0 else _nothing, log=callbacks.log,
+        return Callbacks(progress=progress, metrics=callbacks.metrics if index == 0 else nothing, log=callbacks.log,
                          should_stop=callbacks.should_stop, checkpoint=callbacks.checkpoint)
 
     def resume_of(directory: Path) -> str | None:

@@ -1,7 +1,9 @@
 """Shared fixtures: users of each role, API clients, and a real Celery worker process."""
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -46,6 +48,17 @@ def token_client(user) -> APIClient:
     _, key = api_token_create(user=user, name=f"tests {uuid.uuid4().hex[:8]}")
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
+
+
+def api_rows(client, path: str) -> list:
+    """Every row of an API list, following its `next` links (webapp/pagination.py)."""
+    rows = []
+    while path:
+        response = client.get(path)
+        assert response.status_code == 200, response.content[:300]
+        rows += response.json()["results"]
+        path = response.json()["next"]
+    return rows
 
 
 @pytest.fixture
@@ -136,3 +149,37 @@ def wait_for(predicate, *, timeout: float = 60, interval: float = 0.2):
 def _fast_password_hashing(settings):
     """PBKDF2's deliberate slowness buys nothing in tests."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# --- The slow tests, marked by what they do ----------------------------------------------
+# `make test-fast` runs `-m "not slow"`. Nobody has to remember the marker: a test is slow when
+# it drives a browser or needs a worker (its markers), starts a process of the app, or trains or
+# runs something heavy, in its own code or in any fixture it uses (their source is read).
+SLOW_MARKERS = {"browser", "worker"}
+SLOW_CALLS = re.compile(
+    r"\b(train_bc|train_rl|train_reward_model|train_reward_ensemble|policy_train_default|run_execute|"
+    r"run_in_process|start_worker|Embedded|chat_model_dir|cloned_policy|calculator_policy|tiny_policy_dir|"
+    r"simulated_snapshot|low_token_reward_model|subprocess\.(run|Popen))\(|call_command\(\s*\"(run_pipeline|"
+    r"train_policy|train_reward_model|register_policy|rollout_policy|load_demo)\"")
+
+
+def _source(function) -> str:
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return ""
+
+
+def _is_slow(item) -> bool:
+    if SLOW_MARKERS & {mark.name for mark in item.iter_markers()}:
+        return True
+    if SLOW_CALLS.search(_source(getattr(item, "function", None))):
+        return True
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+    return any(SLOW_CALLS.search(_source(d.func)) for defs in definitions.values() for d in defs)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)

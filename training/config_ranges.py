@@ -12,5 +12,10 @@ def out_of_range(config, ranges: dict[str, tuple[float, float]]) -> list[str]:
         if value is None or isinstance(value, bool):
             continue
         if not low <= value <= high:  # NaN is in no range
-            problems.append(f"{name}: between {low:,g} and {high:,g}; got {value:,g}.")
+            problems.append(f"{name}: between {_number(low)} and {_number(high)}; got {_number(value)}.")
     return problems
+
+
+def _number(value) -> str:
+    """An integer in full with thousands separators (10,000,000, not 1e+07); other numbers short."""
+    return f"{value:,}" if isinstance(value, int) else f"{value:,g}"

@@ -12,53 +12,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from django.utils import timezone
 
 from annotate.models import Campaign, Policy
+from training.loop.config import PipelineConfig
+from training.policy.limits import limits_problems
 from training.loop.rounds import Stage, annotator_profile, pipeline_user, round_advance, round_first, round_next
 from training.models import LoopRound
 from training.rl.config import ALGORITHMS as RL_KINDS
 from webapp.errors import ArbiterError
 from webapp.runs.kinds import config_from_input, get_kind
-
-
-@dataclass
-class PipelineConfig:
-    name: str = ""  # prefix of everything the pipeline creates (default: pipeline-<time>)
-    environment: str = "encyclopedia"  # every stage plays this environment (docs/environments.md)
-    policy_id: int = 0  # the policy to improve (0: a policy behaviour-cloned on the environment's demonstrator, trained if missing)
-    bc_base_policy_id: int = 0  # with policy_id 0: clone the demonstrations into this registered chat policy (0: the default architecture)
-    bc_extra_worlds: int = -1  # with policy_id 0: behaviour cloning also imitates every task of this many other worlds (-1: scaled, enough for about 2,000 demonstrations; 0 where the environment is not built per seed)
-    rollout_tasks: int = 431  # training tasks the policy is rolled out on (at most all of them)
-    samples_per_task: int = 0  # episodes per task, paired into comparisons (0: scaled to the environment, 2 where it has 200+ training tasks, more below)
-    pairing: str = "all_pairs"  # how a task's episodes are paired (annotate/services/comparisons.py strategies)
-    answer_branches: int = 3  # from each episode that answered after reading, this many answers sampled afresh on the same path
-    answer_pairs_per_task: int = 2  # up to this many more pairs per task that made the same calls and answered differently
-    annotators: int = 3  # simulated annotators, each voting once on every comparison
-    annotator_temperature: float = 1.0  # Bradley-Terry temperature over the rubric utility
-    annotator_flip: float = 0.05  # share of labels each simulated annotator flips
-    annotator_correct_first: bool = True  # a correct answer beats any wrong one, as a person checking answers judges;
-    # steps, tool errors and loops (the rubric's weights) decide between equally correct ones
-    annotator_wrong_pairs: str = "tie"  # with correct_first, what tells two wrong answers apart: "tie" (nothing: both bad), "errors" (tool errors, loops) or "steps" (also length)
-    annotator_correct_weight: float = 30.0  # without correct_first: the utility of a correct answer (the rubric's is 10)
-    reward_model: dict = field(default_factory=dict)  # reward_model run config overrides
-    reward_model_from_policy: bool = True  # start each reward model from round one's starting policy (WebGPT, InstructGPT), unless `reward_model` names a backbone
-    ppo: dict = field(default_factory=dict)  # ppo run config overrides
-    upper_bound: bool = False  # also PPO against the rubric itself, evaluated beside the rest
-    best_of_n: str = "4"  # best-of-n over the starting policy at these n
-    eval_tasks: int = 0  # eval tasks (0: all 124)
-    eval_samples: int = 2  # sampled episodes per eval task and system
-    eval_environment: str = ""  # where every round is evaluated ("": the environment's unseen variant if it has one)
-    rounds: int = 1  # rounds of rollouts, labels, reward model and RL, each from the last round's result
-    rl_kind: str = "ppo"  # the RL run kind of every round: ppo, rloo or grpo
-    rl_train_worlds: int = -1  # RL also practises on this many other worlds of the environment (-1: 8 where it has a fresh variant, else 0)
-    audit_size: int = 24  # per round: the reward model's favourite episodes shown blind to people
-    audit_disagreements: int = 12  # per round: labelled pairs the reward model most disagrees with, asked again
-    max_action_tokens: int = 48  # tokens one turn of the policy may generate
-    max_context: int = 1536  # an episode longer than this many tokens ends as truncated
-    seed: int = 0
 
 
 @dataclass
@@ -212,19 +177,19 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
         notes.append(note)
     ppo = dict(config.ppo) if isinstance(config.ppo, dict) else config.ppo  # a bad one is pipeline_problems'
     if isinstance(ppo, dict) and "episodes_per_iteration" not in ppo and size.train:
-        from training.rl.config import PPOConfig
+        from training.rl.config import RLConfig
 
-        group = ppo.get("group_size", PPOConfig.group_size) if config.rl_kind != "ppo" else 1
+        group = ppo.get("group_size", RLConfig.group_size) if config.rl_kind != "ppo" else 1
         group = group if isinstance(group, int) and group > 0 else 1  # a bad value is refused by the RL config
-        episodes = min(PPOConfig.episodes_per_iteration, size.train * group) // group * group
-        if episodes < PPOConfig.episodes_per_iteration:
+        episodes = min(RLConfig.episodes_per_iteration, size.train * group) // group * group
+        if episodes < RLConfig.episodes_per_iteration:
             ppo["episodes_per_iteration"] = episodes
-            minibatch = ppo.get("minibatch_size", PPOConfig.minibatch_size)
+            minibatch = ppo.get("minibatch_size", RLConfig.minibatch_size)
             if isinstance(minibatch, int) and minibatch > episodes:
                 ppo["minibatch_size"] = episodes
             notes.append(f"{config.rl_kind.upper()} episodes_per_iteration: {episodes} ({size.train} training tasks"
                          + (f" x {group} samples each" if group > 1 else ", one episode each") + "; the default is "
-                         f"{PPOConfig.episodes_per_iteration}).")
+                         f"{RLConfig.episodes_per_iteration}).")
     return replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo, bc_extra_worlds=bc_worlds), notes
 
 
@@ -278,8 +243,7 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append("rounds: 1 to 50.")
     if config.audit_size < 0 or config.audit_disagreements < 0:
         problems.append("audit_size and audit_disagreements: 0 or more.")
-    if not 1 <= config.max_action_tokens <= 8192 or not 16 <= config.max_context <= 262_144:
-        problems.append("max_action_tokens: 1 to 8192; max_context: 16 to 262144.")
+    problems += limits_problems(config)
     try:
         annotator_profile(config).validate()
     except ValueError as exc:
@@ -338,7 +302,7 @@ def _rl_size_problems(config: PipelineConfig, rl) -> list[str]:
         size = environment_size(config)
     except Exception:  # noqa: BLE001 - reported by _size_problems
         return []
-    problem = episodes_per_iteration_problem(rl.ppo_config(), size.train)
+    problem = episodes_per_iteration_problem(rl.rl_config(), size.train)
     return [f"{config.rl_kind.upper()} settings: {problem}"] if problem else []
 
 

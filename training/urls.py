@@ -1,7 +1,7 @@
 from django.urls import path
 
-from training import views
-from training.evaluation import views as evaluation_views
+from training.web import dashboards as evaluation_views
+from training.web import policies as views
 
 app_name = "training"
 urlpatterns = [

@@ -81,7 +81,7 @@ def test_the_launch_form_has_pickers_and_reports_every_problem_at_once(page, liv
     # Pickers, the rows it reads first.
     first = page.locator(".launch-form .field").first
     assert first.locator("select[name=baseline_policy_id]").count() == 1
-    assert page.locator("select[name=ppo_run_id]").count() == 1 and page.locator("input[name=policy_ids]").count() == 4
+    assert page.locator("select[name=rl_run_id]").count() == 1 and page.locator("input[name=policy_ids]").count() == 4
     # Several policies: type to filter the list, tick with a click (no Ctrl).
     page.get_by_label("Filter Policies").fill("ppo")
     visible = page.locator("#field-policy_ids label.check:visible")

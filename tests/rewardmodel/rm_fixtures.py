@@ -9,7 +9,7 @@ from annotate.models import Policy
 from annotate.services.datasets import SnapshotFilters, snapshot_create
 from tests.factories import CampaignFactory
 from tests.policy_fixtures import tiny_policy_dir
-from training.services import campaign_simulate_labels, scripted_trajectories_generate
+from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 from training.simulated_annotators import AnnotatorProfile
 
 TINY_RM = {"hidden": 32, "layers": 1, "heads": 2, "max_length": 256, "batch_size": 16}

@@ -16,8 +16,8 @@ from training.policy.model_io import load_policy, save_policy
 from training.policy.parsers import CompactParser, HermesParser, Llama3JsonParser, ToolCall, detect_parser
 from training.policy.episodes import episode_tokens, play_scripted
 from training.policy.rollout import RolloutConfig, rollout
-from training.rl.config import PPOConfig
-from training.rl.ppo import train_ppo
+from training.rl.config import RLConfig
+from training.rl.trainer import train_rl
 from training.rl.scorers import rubric_scorer
 
 torch.set_num_threads(1)
@@ -227,9 +227,9 @@ def test_a_cloned_qwen2_policy_makes_real_tool_calls_and_ppo_trains_it(cloned_qw
     assert stored["metadata"]["tools"][0]["function"]["name"] == "calculate"
     assert stored["task"]["environment"] == "arithmetic"
 
-    config = PPOConfig(iterations=2, episodes_per_iteration=8, minibatch_size=4, epochs=1, rollout_batch_size=8,
+    config = RLConfig(iterations=2, episodes_per_iteration=8, minibatch_size=4, epochs=1, rollout_batch_size=8,
                        eval_every=2, eval_samples=1, learning_rate=1e-3, threads=1)
-    result = train_ppo(policy_dir=cloned_qwen, scorer=rubric_scorer(utility=True), train_tasks=env.tasks("train"),
+    result = train_rl(policy_dir=cloned_qwen, scorer=rubric_scorer(utility=True), train_tasks=env.tasks("train"),
                        dev_tasks=env.tasks("dev")[:4], runner=runner, config=config, out_dir=tmp_path)
     assert result.stop_reason == "finished" and result.iterations == 2
     last = tmp_path / "checkpoints" / "iter-0002"

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from annotate.models import Campaign, Comparison, Policy
 from annotate.services.assignments import Verdict, assignment_next, judgement_submit
-from tests.conftest import token_client
+from tests.conftest import api_rows, token_client
 from tests.factories import PolicyFactory, TaskFactory, TrajectoryFactory, UserFactory
 from tests.policy_fixtures import tiny_policy_dir
 from training.evaluation.selectors import evaluation_report
@@ -190,7 +190,7 @@ def test_the_curves_show_rm_score_dev_rubric_and_sqrt_kl_with_the_best_checkpoin
 
 
 def test_sqrt_kl_is_the_root_of_the_logged_kl(built):
-    (run,) = evaluation_report(built.evaluation)["ppo_runs"]
+    (run,) = evaluation_report(built.evaluation)["rl_runs"]
     assert run["curves"]["sqrt_kl"] == [[0, 0.0], [1, 1.0], [2, 2.0], [3, 3.0], [4, 4.0]]
     assert run["curves"]["dev_success"] == [[0, 0.2], [2, 0.4], [4, 0.3]]
     assert run["best_iteration"] == 2 and run["overoptimization"] == [4] and run["reward"] == "reward_model"
@@ -364,17 +364,16 @@ def test_the_csv_and_json_exports_agree_with_the_page(client, built, researcher)
         assert [float(row[k]) for k in ("mean", "low", "high")] == pytest.approx([found[k] for k in
                                                                                  ("mean", "low", "high")])
     assert report["config"]["best_of_n"] == [4] and report["baseline_id"] == built.base.pk
-    assert report["ppo_runs"][0]["best_iteration"] == 2
+    assert report["rl_runs"][0]["best_iteration"] == 2
     assert client.get(built.url("export.xml")).status_code == 404
 
 
 def test_the_api_lists_evaluations_and_returns_the_report(built, role_users):
     api = token_client(role_users["researcher"])
-    listed = api.get("/api/v1/evaluations/")
-    assert listed.status_code == 200
-    assert listed.json() == [{"id": built.evaluation.pk, "name": "bc vs ppo", "split": "eval", "tasks": 4,
-                              "systems": 3, "run_id": None, "reference_policy_id": built.start.pk,
-                              "created_at": listed.json()[0]["created_at"]}]
+    listed = api_rows(api, "/api/v1/evaluations/")
+    assert listed == [{"id": built.evaluation.pk, "name": "bc vs ppo", "split": "eval", "tasks": 4,
+                       "systems": 3, "run_id": None, "reference_policy_id": built.start.pk,
+                       "created_at": listed[0]["created_at"]}]
     detail = api.get(f"/api/v1/evaluations/{built.evaluation.pk}/")
     assert detail.status_code == 200
     web = Client()
@@ -428,7 +427,7 @@ def test_the_chosen_checkpoint_shows_its_dev_interval(client, built, researcher)
     curves = client.get(built.url()).content.decode().split('id="curves"')[1]
     assert '<span class="best-dev-interval">40.0% [31.0%, 50.0%]</span> over 90 episodes' in curves
     assert "greedy 50.0% [36.0%, 64.0%]" in curves
-    (run,) = evaluation_report(built.evaluation)["ppo_runs"]
+    (run,) = evaluation_report(built.evaluation)["rl_runs"]
     assert run["best_dev"]["low"] == 0.31 and run["best_dev"]["episodes"] == 90
 
 
@@ -478,4 +477,4 @@ def test_the_last_checkpoint_is_shown_beside_the_chosen_one_and_a_collapse_is_fl
     systems = {s["label"]: s for s in report["systems"]}
     assert systems["PPO last"]["collapsed"] and systems["PPO last"]["ppo"]["last"]
     assert not systems["PPO best by dev"]["collapsed"] and not systems["PPO best by dev"]["ppo"]["last"]
-    assert report["ppo_runs"][0]["stop_reason"] == "collapse"
+    assert report["rl_runs"][0]["stop_reason"] == "collapse"

@@ -14,7 +14,7 @@ from rewardmodel.models import RewardModel
 from tests.factories import UserFactory
 from tests.rewardmodel.rm_fixtures import TINY_RM, tiny_policy
 from training.models import AuditItem, Evaluation, LoopRound
-from training.services import campaign_simulate_labels
+from training.simulation import campaign_simulate_labels
 from webapp.errors import ArbiterError
 from webapp.models import Run
 from webapp.runs.services import run_execute, run_launch

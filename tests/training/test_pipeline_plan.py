@@ -100,7 +100,7 @@ def test_a_missing_policy_or_base_policy_is_refused_up_front(small):
         call_command("run_pipeline", "--environment", small, "--policy-id", "999")
     with pytest.raises(CommandError, match="bc_base_policy_id: No policy with id 998"):
         call_command("run_pipeline", "--environment", small, "--bc-base-policy-id", "998")
-    with pytest.raises(CommandError, match="max_action_tokens: 1 to 8192"):
+    with pytest.raises(CommandError, match="max_action_tokens: between 1 and 8,192; got 100,000"):
         call_command("run_pipeline", "--environment", small, "--policy-id", str(tiny_policy().pk),
                      "--max-action-tokens", "100000", "--ppo", json.dumps({}))
 

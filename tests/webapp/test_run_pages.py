@@ -233,8 +233,8 @@ def test_the_launch_form_picks_ids_from_lists_with_the_inputs_first(client, admi
     client.force_login(admin_user)
     page = client.get("/runs/new/evaluation/").content.decode()
     names = re.findall(r'<div class="field [^"]*" id="field-([a-z_]+)"', page)
-    assert names[:4] == ["baseline_policy_id", "reward_model_id", "policy_ids", "ppo_run_id"]
-    assert re.search(r'<select name="baseline_policy_id"', page) and re.search(r'<select name="ppo_run_id"', page)
+    assert names[:4] == ["baseline_policy_id", "reward_model_id", "policy_ids", "rl_run_id"]
+    assert re.search(r'<select name="baseline_policy_id"', page) and re.search(r'<select name="rl_run_id"', page)
     assert f'<option value="{ppo.pk}">#{ppo.pk} tuned (ppo, succeeded)</option>' in page
     boxes = re.findall(r'<input type="checkbox" name="policy_ids" value="(\d+)"', page)
     assert sorted(map(int, boxes)) == sorted(p.pk for p in policies)
@@ -250,7 +250,7 @@ def test_the_launch_form_reports_every_problem_in_one_submit(client, admin_user,
     client.force_login(admin_user)
     response = client.post("/runs/new/evaluation/", {
         "idempotency_key": "k1", "name": " ", "baseline_policy_id": baseline.pk, "reward_model_id": 0,
-        "policy_ids": [baseline.pk], "ppo_run_id": 0, "split": "eval", "environment": "encyclopedia",
+        "policy_ids": [baseline.pk], "rl_run_id": 0, "split": "eval", "environment": "encyclopedia",
         "seed": "abc", "samples": 0, "temperature": -1, "tasks": -2, "best_of_n": "4", "max_context": 1536,
         "max_action_tokens": 48})
     assert response.status_code == 400 and not Run.objects.filter(kind="evaluation").exists()

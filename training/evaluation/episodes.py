@@ -59,7 +59,7 @@ def episode_kls(episodes: list, model, reference, tokenizer, *, temperature: flo
     """log pi - log pi_ref summed over each episode's agent tokens, both at the sampling temperature."""
     import torch
 
-    from training.rl.ppo import episode_batch, forward_agent_tokens, token_logprobs
+    from training.rl.trainer import episode_batch, forward_agent_tokens, token_logprobs
 
     device = next(model.parameters()).device
     kls = []

@@ -141,7 +141,7 @@ def _ppo_run(run: Run, evaluated: dict[int, int]) -> dict:
         "best_dev": _dev_interval(best.metadata["ppo"].get("dev") or {}) if best else None,
         "best_policy_id": best.pk if best else None,
         "last_policy_id": checkpoints[-1].pk if checkpoints else None,
-        # Why the run stopped ("collapse": dev success fell far below the start's, training/rl/ppo.py).
+        # Why the run stopped ("collapse": dev success fell far below the start's, training/rl/trainer.py).
         "stop_reason": (run.summary or {}).get("stop_reason"), "message": (run.summary or {}).get("message"),
         "overoptimization": [step for step, value in series.get("eval/overoptimization", []) if value],
         "checkpoints": [{"policy": _policy_ref(p), "iteration": p.metadata["ppo"].get("iteration"),
@@ -175,20 +175,8 @@ def evaluation_report(evaluation: Evaluation) -> dict:
         "baseline_id": baseline.pk if baseline else None,
         "systems": systems,
         "human_evaluations": _human_evaluations(evaluation),
-        "ppo_runs": runs,
-        "loop": _loop(evaluation),
+        "rl_runs": runs,
     }
-
-
-def _loop(evaluation: Evaluation) -> dict | None:
-    """The loop this evaluation is a round of, with every round's figures (training/loop/report.py)."""
-    from training.loop.report import loop_report
-    from training.models import LoopRound
-
-    loop_round = LoopRound.objects.filter(evaluation=evaluation).first()
-    if loop_round is None:
-        return None
-    return {"name": loop_round.loop, "round": loop_round.number, "rounds": loop_report(loop_round.loop)}
 
 
 CSV_COLUMNS = ("system", "entry_id", "kind", "n", "is_baseline", "policy_id", "mode", "metric", *FIGURE_FIELDS)

@@ -120,3 +120,20 @@ def format_rounds(rows: list[dict]) -> str:
                      f"{audit:<28}{share(top.get('favourite_correct')) + ' / ' + share(top.get('other_correct')):<26}"
                      + ("  the policy did not move: RL kept its start" if row.get("policy_moved") is False else ""))
     return "\n".join(lines)
+
+
+def evaluation_loop(evaluation) -> dict | None:
+    """The loop an evaluation is a round of, with every round's figures (None for one outside a loop)."""
+    loop_round = LoopRound.objects.filter(evaluation=evaluation).first()
+    if loop_round is None:
+        return None
+    return {"name": loop_round.loop, "round": loop_round.number, "rounds": loop_report(loop_round.loop)}
+
+
+def dashboard_report(evaluation) -> dict:
+    """The before/after report (training/evaluation/selectors.py) with the loop it belongs to:
+    what the dashboard, its JSON export and the API show. The loop sits above evaluation, so
+    it is added here, not by the evaluation stage."""
+    from training.evaluation.selectors import evaluation_report
+
+    return {**evaluation_report(evaluation), "loop": evaluation_loop(evaluation)}

@@ -74,7 +74,7 @@ def run_in_process(*, kind: str, config: dict, name: str, user, progress: Progre
 
 def loop_config(loop_round):
     """The loop's settings as a PipelineConfig (fields added since it was saved get defaults)."""
-    from training.pipeline import PipelineConfig
+    from training.loop.config import PipelineConfig
 
     names = {f.name for f in fields(PipelineConfig)}
     return PipelineConfig(**{k: v for k, v in loop_round.config.items() if k in names})
@@ -134,7 +134,7 @@ def annotator_profile(config):
 
 
 def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
-    from training.services import campaign_simulate_labels
+    from training.simulation import campaign_simulate_labels
 
     profile = annotator_profile(config)
     total = campaign.comparisons.count() * campaign.votes_per_comparison
@@ -406,7 +406,7 @@ def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> d
         if rubric:
             others.append(rubric)
     return {"name": str(loop_round), "environment": eval_environment(config),
-            "baseline_policy_id": loop_round.reference_policy_id, "ppo_run_id": loop_round.rl_run_id,
+            "baseline_policy_id": loop_round.reference_policy_id, "rl_run_id": loop_round.rl_run_id,
             "policy_ids": ",".join(str(p) for p in others), "reward_model_id": loop_round.reward_model_id,
             "best_of_n": config.best_of_n if loop_round.number == 1 else "", "split": "eval",
             "tasks": config.eval_tasks, "samples": config.eval_samples, "seed": config.seed,

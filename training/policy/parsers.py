@@ -24,6 +24,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from training.envs.compact import NotACall, compact_call
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -162,30 +164,15 @@ class CompactParser(ToolCallParser):
     """`tool[ argument]`: the tool's one argument (its first property) given as text; an
     integer or number argument is converted by its schema."""
 
-    ACTION = re.compile(r"^\s*([A-Za-z_][\w-]*)\[(.*)\]\s*$", re.S)
-
     def __init__(self, tools=None):
         super().__init__("compact", list(tools or []))
 
     def parse(self, text: str) -> ParsedTurn:
-        match = self.ACTION.match(text)
-        if not match:
-            return ParsedTurn(content=text, problem="write one action as tool[argument], e.g. search[ query].")
-        name, raw = match.group(1), match.group(2).strip()
-        tool = next((t for t in self.tools if t.name == name), None)
-        if tool is None:
-            return ParsedTurn(calls=(ToolCall(name, {"text": raw}),))  # the runner names the known tools
-        properties = tool.parameters.get("properties", {})
-        if not properties:
-            return ParsedTurn(calls=(ToolCall(name, {}),))
-        key, schema = next(iter(properties.items()))
-        value: Any = raw
-        if schema.get("type") in ("integer", "number"):
-            try:
-                value = int(raw) if schema["type"] == "integer" else float(raw)
-            except ValueError:
-                return ParsedTurn(content=text, problem=f"{name} takes a {schema['type']}, not {raw!r}.")
-        return ParsedTurn(calls=(ToolCall(name, {key: value}),))
+        try:
+            name, arguments = compact_call(text, self.tools)
+        except NotACall as exc:
+            return ParsedTurn(content=text, problem=str(exc))
+        return ParsedTurn(calls=(ToolCall(name, arguments),))
 
     def format(self, calls, content=""):
         (call,) = calls

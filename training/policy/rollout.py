@@ -28,14 +28,15 @@ import torch
 from training.envs.base import EpisodeRunner, EnvTask
 from training.policy.chat import ChatFormat
 from training.policy.episodes import RolloutEpisode, act, new_episode
+from training.policy.limits import MAX_ACTION_TOKENS, MAX_CONTEXT
 
 
 @dataclass
 class RolloutConfig:
     temperature: float = 1.0  # 0 means greedy
-    max_action_tokens: int = 48
+    max_action_tokens: int = MAX_ACTION_TOKENS
     batch_size: int = 32
-    max_context: int = 1536
+    max_context: int = MAX_CONTEXT
     threads: int = 0  # torch threads while rolling out; 0: automatic (rollout_threads)
 
 

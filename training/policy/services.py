@@ -16,7 +16,8 @@ from annotate.services.imports import trajectories_import_objects
 from training.envs.services import environment_get, environment_tasks
 from training.envs.base import EpisodeRunner
 from training.envs.registry import UnknownEnvironment, get_environment
-from training.policy.evaluation import success_rates
+from training.policy.limits import MAX_ACTION_TOKENS, MAX_CONTEXT
+from training.policy.success_rates import success_rates
 from webapp.errors import ArbiterError
 from webapp.models import Run
 
@@ -119,7 +120,7 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
     # model's JSON calls are longer than the default policy's 48 tokens).
     longest_turn = max((_longest_run(mask) for _, mask in examples), default=0)
     figures = success_rates(model, tokenizer, EpisodeRunner(env), evaluation, chat=chat,
-                            max_action_tokens=max(48, 2 * longest_turn))
+                            max_action_tokens=max(MAX_ACTION_TOKENS, 2 * longest_turn))
     save_policy(model, tokenizer, target)
     report = {"bc": {k: v for k, v in result.items() if k != "config"}, "eval": figures, "environment": env.name,
               "over_budget": over_budget, **({"base_policy": {"id": base.pk, "label": str(base)}} if base else {}),
@@ -204,8 +205,8 @@ def policy_by_run_ensure(*, name: str, user, campaign: Campaign | None = None, t
 
 def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: int, temperature: float,
                           campaign: Campaign | None, seed: int = 0, progress=None, device: str = "cpu",
-                          environment: str = "encyclopedia", task_ids: list[str] = (), max_action_tokens: int = 48,
-                          max_context: int = 1536, pairing: str = "all_pairs", answer_branches: int = 0,
+                          environment: str = "encyclopedia", task_ids: list[str] = (), max_action_tokens: int = MAX_ACTION_TOKENS,
+                          max_context: int = MAX_CONTEXT, pairing: str = "all_pairs", answer_branches: int = 0,
                           answer_pairs_per_task: int = 2, run=None) -> dict:
     """Roll the policy out on an environment's tasks; store each episode as a trajectory of that
     policy (recording `run`, the rollout run, on the new rows); with a campaign, pair this

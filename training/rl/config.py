@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
+
 
 ALGORITHMS = ("ppo", "rloo", "grpo")
 
 
 @dataclass
-class PPOConfig:
-    """Multi-turn PPO settings (training/rl/ppo.py)."""
+class RLConfig:
+    """Multi-turn PPO settings (training/rl/trainer.py)."""
 
     algorithm: str = "ppo"  # ppo (a value head, per-token GAE), rloo or grpo (group_size samples per task, no critic)
     group_size: int = 4  # rloo and grpo: samples per task in a batch, compared with each other
@@ -44,16 +46,17 @@ class PPOConfig:
     overoptimization_tolerance: float = 0.05  # dev success may fall this much below the best while the score rises before it is flagged
     collapse_drop: float = 0.05  # stop the run once dev success (sampled and greedy pooled) is this far below the start's, beyond best_margin standard errors (0: never)
     rollout_batch_size: int = 64  # episodes decoded together in a rollout
-    max_action_tokens: int = 48  # tokens one turn of the policy may generate (raise it for chat models that write JSON calls)
-    max_context: int = 1536  # an episode longer than this many tokens ends as truncated
+    max_action_tokens: int = max_action_tokens_field()
+    max_context: int = max_context_field()
     max_seconds: float = 0.0  # stop after this wall time, with a checkpoint (0: no limit)
     threads: int = 0  # torch threads (0: torch's default)
     seed: int = 0  # task order, sampling and minibatch order
 
     def validate(self) -> list[str]:
         problems = []
+        problems += limits_problems(self)
         for name in ("iterations", "episodes_per_iteration", "minibatch_size", "epochs", "eval_samples",
-                     "rollout_batch_size", "max_action_tokens", "max_context"):
+                     "rollout_batch_size"):
             if getattr(self, name) < 1:
                 problems.append(f"{name}: at least 1.")
         if not self.learning_rate > 0:

@@ -1,4 +1,4 @@
-"""Django glue for PPO: feed training/rl/ppo.py the policy, the reward model and the tasks;
+"""Django glue for PPO: feed training/rl/trainer.py the policy, the reward model and the tasks;
 register each checkpoint as a policy with its lineage (dataset -> reward model -> policy)."""
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def best_checkpoint_mark(*, name: str, iteration: int | None) -> Policy | None:
     return best
 
 
-def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: str, config, out_dir: Path,
+def rl_train(*, run, start: Policy, reference: Policy, reward_model, reward: str, config, out_dir: Path,
               name: str, callbacks, resume_from: str | None, device: str, environment: str = "encyclopedia",
               dev_environment: str = "", train_worlds: int = 0):
     """Run PPO from `start` on `environment`'s training tasks and every task of `train_worlds`
@@ -44,7 +44,7 @@ def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: st
     checkpoint becomes a policy called `name`. Returns PPOResult."""
     from training.envs.base import EpisodeRunner
     from training.envs.services import environment_get
-    from training.rl.ppo import train_ppo
+    from training.rl.trainer import train_rl
     from training.rl.scorers import reward_model_scorer, rubric_scorer
 
     if reward == "reward_model":
@@ -67,7 +67,7 @@ def ppo_train(*, run, start: Policy, reference: Policy, reward_model, reward: st
 
     callbacks.policy_saved = register
     tasks, runner = training_tasks(environment, env, train_worlds)
-    return train_ppo(policy_dir=start.model_dir, reference_dir=reference.model_dir, scorer=scorer,
+    return train_rl(policy_dir=start.model_dir, reference_dir=reference.model_dir, scorer=scorer,
                      train_tasks=tasks, runner=runner, dev_runner=EpisodeRunner(dev_env), dev_tasks=dev_tasks,
                      config=config, out_dir=out_dir, callbacks=callbacks, resume_from=resume_from, device=device)
 

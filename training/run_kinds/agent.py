@@ -7,6 +7,7 @@ from django.urls import reverse
 from annotate.models import Campaign, Policy
 from training.config_ranges import out_of_range
 from training.policy.bc_config import BCConfig, extra_worlds_problem
+from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
     SPLITS,
@@ -41,8 +42,8 @@ class RolloutRunConfig:
         "With answer_branches and a campaign: up to this many more comparisons per task of episodes that made the "
         "same calls and answered differently, on top of the pairing's.")})
     seed: int = 0  # sampling seed
-    max_action_tokens: int = 48  # tokens one turn may generate (raise it for chat models that write JSON calls)
-    max_context: int = 1536  # an episode longer than this many tokens ends as truncated
+    max_action_tokens: int = max_action_tokens_field()
+    max_context: int = max_context_field()
 
     def validate(self) -> list[str]:
         from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
@@ -58,8 +59,7 @@ class RolloutRunConfig:
             problems.append("temperature: 0 (greedy) or more.")
         if not 0 <= self.answer_branches <= 16 or not 0 <= self.answer_pairs_per_task <= 64:
             problems.append("answer_branches: 0 to 16; answer_pairs_per_task: 0 to 64.")
-        if not 1 <= self.max_action_tokens <= 8192 or not 16 <= self.max_context <= 262_144:
-            problems.append("max_action_tokens: 1 to 8192; max_context: 16 to 262144.")
+        problems += limits_problems(self)
         return problems
 
 

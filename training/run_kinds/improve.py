@@ -8,9 +8,11 @@ from pathlib import Path
 from django.urls import reverse
 
 from annotate.models import Policy
+from webapp.models import Run
 from rewardmodel.models import RewardModel
 from training.envs.base import FRESH_WORLD_SEED
-from training.rl.config import PPOConfig
+from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
+from training.rl.config import RLConfig
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
     SPLITS,
@@ -29,16 +31,6 @@ RL_KINDS = ("ppo", "rloo", "grpo")
 
 def _help(text: str) -> dict:
     return {"help": text}
-
-
-ACTION_TOKENS_HELP = "Tokens one turn may generate (raise it for chat models that write JSON tool calls)."
-CONTEXT_HELP = "An episode longer than this many tokens ends as truncated."
-
-
-def limits_problems(config) -> list[str]:
-    if not 1 <= config.max_action_tokens <= 8192 or not 16 <= config.max_context <= 262_144:
-        return ["max_action_tokens: 1 to 8192; max_context: 16 to 262144."]
-    return []
 
 
 def _limits(config) -> dict:
@@ -104,7 +96,7 @@ def _same_tokenizer(a: Policy, b: Policy) -> bool:
 # --- PPO ----------------------------------------------------------------------------------
 
 @dataclass
-class PPORunConfig(PPOConfig):
+class RLRunConfig(RLConfig):
     policy_id: int = field(default=0, metadata=_help("The policy to start from (and, unless given, the KL "
                                                      "reference)."))
     environment: str = field(default="encyclopedia", metadata=_help(ENVIRONMENT_HELP))
@@ -124,9 +116,9 @@ class PPORunConfig(PPOConfig):
     policy_name: str = field(default="ppo", metadata=_help(
         "Checkpoints are registered as policies named NAME-runID@iter-NNNN."))
 
-    def ppo_config(self) -> PPOConfig:
-        names = {f.name for f in fields(PPOConfig)}
-        return PPOConfig(**{k: v for k, v in asdict(self).items() if k in names})
+    def rl_config(self) -> RLConfig:
+        names = {f.name for f in fields(RLConfig)}
+        return RLConfig(**{k: v for k, v in asdict(self).items() if k in names})
 
     def validate(self) -> list[str]:
         problems = super().validate()
@@ -141,7 +133,7 @@ class PPORunConfig(PPOConfig):
 
 
 @dataclass
-class _GroupRunConfig(PPORunConfig):
+class _GroupRunConfig(RLRunConfig):
     learning_rate: float = field(default=1e-4, metadata=_help(
         "AdamW learning rate, PPO's: at 3e-4 both collapsed to one-search guesses against the loop's reward model "
         "(benchmarks/RESULTS.md, issue 16)."))
@@ -161,7 +153,7 @@ class GRPORunConfig(_GroupRunConfig):
     policy_name: str = field(default="grpo", metadata=_help("Checkpoints are policies named NAME-runID@iter-NNNN."))
 
 
-def _ppo_check(config: PPORunConfig) -> list[str]:
+def _rl_check(config: RLRunConfig) -> list[str]:
     from training.envs.services import environment_get
     from training.rl.services import dev_world
 
@@ -198,7 +190,7 @@ def _ppo_check(config: PPORunConfig) -> list[str]:
             problems.append(f"dev_environment: {dev.name} has no dev tasks to judge checkpoints on (or eval_every 0 "
                             f"to train without dev evaluations).")
     tasks = len(environment_get(config.environment).tasks("train"))
-    problem = episodes_per_iteration_problem(config.ppo_config(), tasks)
+    problem = episodes_per_iteration_problem(config.rl_config(), tasks)
     if problem:
         problems.append(problem.replace("environment:", f"environment: {config.environment}", 1))
     return problems
@@ -217,7 +209,7 @@ def episodes_per_iteration_problem(ppo, tasks: int) -> str | None:
     return None
 
 
-def _ppo_lineage(config: PPORunConfig) -> list[dict]:
+def _rl_lineage(config: RLRunConfig) -> list[dict]:
     links = [policy_link(config.policy_id)]
     if config.reference_policy_id and config.reference_policy_id != config.policy_id:
         links.append({**policy_link(config.reference_policy_id), "type": "reference policy"})
@@ -226,24 +218,23 @@ def _ppo_lineage(config: PPORunConfig) -> list[dict]:
     return links
 
 
-def _ppo_execute(*, run, config: PPORunConfig, reporter, compute, resume_from) -> dict:
-    from training.rl.ppo import PPOCallbacks
-    from training.rl.services import best_checkpoint_mark, ppo_train
+def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> dict:
+    from training.rl.trainer import RLCallbacks
+    from training.rl.services import best_checkpoint_mark, rl_train
     from webapp.errors import ArbiterError
-    from webapp.models import Run
     from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
     start = Policy.objects.get(pk=config.policy_id)
     reference = Policy.objects.get(pk=config.reference_policy_id or config.policy_id)
     reward_model = RewardModel.objects.filter(pk=config.reward_model_id).first() if config.reward_model_id else None
     name = f"{config.policy_name}-run{run.pk}"
-    callbacks = PPOCallbacks(progress=lambda f, m="": reporter.progress(0.98 * f, m), metrics=reporter.metrics,
+    callbacks = RLCallbacks(progress=lambda f, m="": reporter.progress(0.98 * f, m), metrics=reporter.metrics,
                              log=reporter.log, should_stop=reporter.should_stop, checkpoint=reporter.checkpoint)
     reporter.log(f"{config.algorithm.upper()} from {start} against {config.reward if config.reward != 'reward_model' else reward_model}, "
                  f"KL to {reference} (coefficient {config.kl_coef}), on {compute.name}.")
     out = run_dir(run) / "ppo"
-    result = ppo_train(run=run, start=start, reference=reference, reward_model=reward_model, reward=config.reward,
-                       config=config.ppo_config(), out_dir=out, name=name, callbacks=callbacks,
+    result = rl_train(run=run, start=start, reference=reference, reward_model=reward_model, reward=config.reward,
+                       config=config.rl_config(), out_dir=out, name=name, callbacks=callbacks,
                        resume_from=resume_from, device=compute.device, environment=config.environment,
                        dev_environment=config.dev_environment, train_worlds=config.train_worlds)
     best = best_checkpoint_mark(name=name, iteration=result.best["iteration"] if result.best else None)
@@ -292,8 +283,9 @@ class EvaluationRunConfig:
         "The starting policy: the 'before' side, and the reference every KL is measured against."))
     policy_ids: str = field(default="", metadata=_help(
         "Other policies to evaluate (PPO checkpoints, ...), as ids separated by commas."))
-    ppo_run_id: int = field(default=0, metadata=_help(
-        "Also evaluate this PPO run's checkpoint that was best on the dev rubric, and its last one (0: none)."))
+    rl_run_id: int = field(default=0, metadata=_help(
+        "Also evaluate this RL run's (PPO, RLOO or GRPO) checkpoint that was best on the dev rubric, and its last "
+        "one (0: none)."))
     reward_model_id: int = field(default=0, metadata=_help(
         "Scores every episode and picks best-of-n (0: no reward-model scores and no best-of-n)."))
     best_of_n: str = field(default="4", metadata=_help(
@@ -306,8 +298,8 @@ class EvaluationRunConfig:
     temperature: float = field(default=1.0, metadata=_help("Sampling temperature."))
     greedy: bool = field(default=True, metadata=_help("Also one greedy episode per task and policy."))
     seed: int = field(default=0, metadata=_help("Sampling seed (the same for every system)."))
-    max_action_tokens: int = field(default=48, metadata=_help(ACTION_TOKENS_HELP))
-    max_context: int = field(default=1536, metadata=_help(CONTEXT_HELP))
+    max_action_tokens: int = max_action_tokens_field()
+    max_context: int = max_context_field()
 
     def validate(self) -> list[str]:
         problems = _ids_problem("policy_ids", self.policy_ids) + _ids_problem("best_of_n", self.best_of_n)
@@ -326,9 +318,8 @@ class EvaluationRunConfig:
         return problems + limits_problems(self)
 
 
-def _ppo_run_policies(run_id: int) -> list[tuple[str, Policy]]:
+def _rl_run_policies(run_id: int) -> list[tuple[str, Policy]]:
     """(label, policy) of an RL run's (PPO, RLOO, GRPO) best checkpoint by dev rubric and its last one."""
-    from webapp.models import Run
 
     kind = (Run.objects.filter(pk=run_id).values_list("kind", flat=True).first() or "ppo").upper()
     checkpoints = list(Policy.objects.filter(run_id=run_id, metadata__ppo__isnull=False).order_by("version"))
@@ -342,7 +333,6 @@ def _ppo_run_policies(run_id: int) -> list[tuple[str, Policy]]:
 
 
 def _evaluation_check(config: EvaluationRunConfig) -> list[str]:
-    from webapp.models import Run
 
     problems = [f"baseline_policy_id: {p}" for p in policy_problems(config.baseline_policy_id)]
     environment = environment_check(config.environment, config.split, config.task_ids)
@@ -355,12 +345,12 @@ def _evaluation_check(config: EvaluationRunConfig) -> list[str]:
             for policy_id in _ids(config.policy_ids):
                 if not _same_tokenizer(baseline, Policy.objects.get(pk=policy_id)):
                     problems.append(f"policy_ids: policy {policy_id} does not share the baseline's tokenizer.")
-    if config.ppo_run_id:
-        run = Run.objects.filter(pk=config.ppo_run_id, kind__in=RL_KINDS).first()
+    if config.rl_run_id:
+        run = Run.objects.filter(pk=config.rl_run_id, kind__in=RL_KINDS).first()
         if run is None:
-            problems.append(f"ppo_run_id: no PPO run with id {config.ppo_run_id}.")
-        elif not _ppo_run_policies(run.pk):
-            problems.append(f"ppo_run_id: PPO run #{run.pk} has saved no checkpoint yet.")
+            problems.append(f"rl_run_id: no RL run (ppo, rloo or grpo) with id {config.rl_run_id}.")
+        elif not _rl_run_policies(run.pk):
+            problems.append(f"rl_run_id: {run.kind} run #{run.pk} has saved no checkpoint yet.")
     if config.reward_model_id:
         if not environment:
             problems += reward_model_problems(config.reward_model_id, config.environment)
@@ -372,9 +362,10 @@ def _evaluation_check(config: EvaluationRunConfig) -> list[str]:
 def _evaluation_lineage(config: EvaluationRunConfig) -> list[dict]:
     links = [{**policy_link(config.baseline_policy_id), "type": "baseline policy"}]
     links += [policy_link(i) for i in _ids(config.policy_ids)]
-    if config.ppo_run_id:
-        links.append({"direction": "input", "type": "PPO run", "id": config.ppo_run_id,
-                      "label": f"ppo run #{config.ppo_run_id}", "url": reverse("runs:detail", args=[config.ppo_run_id])})
+    if config.rl_run_id:
+        kind = Run.objects.filter(pk=config.rl_run_id).values_list("kind", flat=True).first() or "rl"
+        links.append({"direction": "input", "type": "RL run", "id": config.rl_run_id,
+                      "label": f"{kind} run #{config.rl_run_id}", "url": reverse("runs:detail", args=[config.rl_run_id])})
     if config.reward_model_id:
         links += _reward_model_link(RewardModel.objects.select_related("snapshot").get(pk=config.reward_model_id))
     return links
@@ -407,8 +398,8 @@ def _evaluate(*, run, reporter, compute, name: str, baseline_id: int, others: li
 
 def _evaluation_execute(*, run, config: EvaluationRunConfig, reporter, compute, resume_from) -> dict:
     others = [(f"{Policy.objects.get(pk=i)}", Policy.objects.get(pk=i)) for i in _ids(config.policy_ids)]
-    if config.ppo_run_id:
-        others += [pair for pair in _ppo_run_policies(config.ppo_run_id) if pair[1].pk not in {p.pk for _, p in others}]
+    if config.rl_run_id:
+        others += [pair for pair in _rl_run_policies(config.rl_run_id) if pair[1].pk not in {p.pk for _, p in others}]
     return _evaluate(run=run, reporter=reporter, compute=compute, name=config.name,
                      baseline_id=config.baseline_policy_id, others=others, reward_model_id=config.reward_model_id,
                      best_of_n=_ids(config.best_of_n), split=config.split, tasks=config.tasks,
@@ -428,8 +419,8 @@ class BestOfNRunConfig:
     samples: int = field(default=1, metadata=_help("Best-of-n draws per task (each from n fresh samples)."))
     temperature: float = field(default=1.0, metadata=_help("Sampling temperature."))
     seed: int = field(default=0, metadata=_help("Sampling seed."))
-    max_action_tokens: int = field(default=48, metadata=_help(ACTION_TOKENS_HELP))
-    max_context: int = field(default=1536, metadata=_help(CONTEXT_HELP))
+    max_action_tokens: int = max_action_tokens_field()
+    max_context: int = max_context_field()
 
     def validate(self) -> list[str]:
         problems = []
@@ -473,8 +464,8 @@ def _best_of_n_execute(*, run, config: BestOfNRunConfig, reporter, compute, resu
 
 def register_improve_kinds() -> None:
     register(RunKind(
-        name="ppo", label="PPO", config_class=PPORunConfig, execute=_ppo_execute, check=_ppo_check,
-        lineage=_ppo_lineage, resumable=True,
+        name="ppo", label="PPO", config_class=RLRunConfig, execute=_rl_execute, check=_rl_check,
+        lineage=_rl_lineage, resumable=True,
         description="Fine-tune a policy with multi-turn PPO against a reward model (or the rubric, as the upper "
                     "bound), with a KL penalty to the starting policy; dev-rubric checkpoints become policies.",
         choices={"policy_id": policy_choices, "reference_policy_id": lambda: [(0, "(the starting policy)")] + policy_choices(),
@@ -485,8 +476,8 @@ def register_improve_kinds() -> None:
             ("rloo", "RLOO", RLOORunConfig, "each sample against the mean of its task's other samples"),
             ("grpo", "GRPO", GRPORunConfig, "each sample against its task's group mean over the group's spread")):
         register(RunKind(
-            name=name, label=label, config_class=config_class, execute=_ppo_execute, check=_ppo_check,
-            lineage=_ppo_lineage, resumable=True,
+            name=name, label=label, config_class=config_class, execute=_rl_execute, check=_rl_check,
+            lineage=_rl_lineage, resumable=True,
             description=f"Fine-tune a policy with {label} against a reward model (or the rubric): group_size samples "
                         f"per task, {how}, no critic; the same KL penalty, guards and checkpoints as PPO.",
             choices={"policy_id": policy_choices,

@@ -1,7 +1,7 @@
 """The launch form of a run kind, built from its config dataclass (fields, defaults, help).
 
 Ids are picked, never typed: a field the kind gives `choices` for is a select, and so is a
-field whose name says what it points at (`..._policy_id`, `snapshot_id`, `ppo_run_id`, ...);
+field whose name says what it points at (`..._policy_id`, `snapshot_id`, `rl_run_id`, ...);
 a list of ids (`policy_ids`) is a list of checkboxes with a filter box. Fields come in order
 of importance: the rows the run reads first, then the other choices, then text, then numbers
 and switches. Every problem is reported in one round: the fields Django could read are put
@@ -116,7 +116,7 @@ _COMMAS = re.compile(r",?\s*(as )?ids,? separated by commas")
 
 
 def field_label(name: str, *, picker: bool = False) -> str:
-    """A config field's label: a picker's `ppo_run_id` -> "PPO run", `policy_ids` -> "Policies"; `max_context` ->
+    """A config field's label: a picker's `rl_run_id` -> "RL run", `policy_ids` -> "Policies"; `max_context` ->
     "Max context"."""
     words = name.split("_")
     if picker and len(words) > 1 and words[-1] in ("id", "ids"):

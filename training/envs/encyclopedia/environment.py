@@ -88,17 +88,18 @@ class EncyclopediaEnvironment(Environment):
         """The scripted agent (training/envs/encyclopedia/scripted.py) with its deliberate mistakes: its text
         actions as tool calls, and an action that is no tool call as written."""
         from training.envs.encyclopedia.scripted import Mistakes, ScriptedAgent
-        from training.policy.parsers import CompactParser
+        from training.envs.compact import NotACall, compact_call
 
         agent = ScriptedAgent(self.browser.corpus, mistakes or Mistakes(), seed=seed)
         specs = {t.external_id: t for t in self._specs}
-        parser = CompactParser(self.tools())
+        tools = self.tools()
 
         def turns(task: EnvTask, state):
             for action in agent.actions(self.browser, state, specs[task.external_id]):
-                parsed = parser.parse(action)
-                yield (parsed.calls[0].name, parsed.calls[0].arguments) if parsed.calls and not parsed.problem \
-                    else action
+                try:
+                    yield compact_call(action, tools)
+                except NotACall:  # a deliberate malformed action, written as it is
+                    yield action
         return turns
 
     def outcome(self, state, episode: EpisodeRecord) -> Rubric:

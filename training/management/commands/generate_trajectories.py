@@ -5,7 +5,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.services.campaigns import campaign_get_or_create
-from training.services import SCRIPTED_AGENTS, scripted_trajectories_generate
+from training.simulation import SCRIPTED_AGENTS, scripted_trajectories_generate
 from webapp.errors import ArbiterError
 
 

@@ -29,7 +29,7 @@ from annotate.models import Campaign
 from annotate.services.campaigns import campaign_get_or_create
 from annotate.services.datasets import SnapshotFilters, snapshot_create
 from training.policy.services import DEFAULT_POLICY, policy_by_run_ensure
-from training.services import campaign_simulate_labels, scripted_trajectories_generate
+from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 from training.simulated_annotators import AnnotatorProfile
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_role_set

@@ -6,7 +6,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Campaign
-from training.services import campaign_simulate_labels
+from training.simulation import campaign_simulate_labels
 from training.simulated_annotators import AnnotatorProfile
 from webapp.errors import ArbiterError
 

@@ -29,7 +29,7 @@ unchanged), so the critic starts from the policy's own returns rather than from 
 
 Plain Python and torch, no Django:
 
-    .venv/bin/python -m training.rl.ppo --policy var/policies/default-bc --environment encyclopedia \
+    .venv/bin/python -m training.rl.trainer --policy var/policies/default-bc --environment encyclopedia \
         --reward rubric --iterations 20
 """
 from __future__ import annotations
@@ -43,11 +43,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rewardmodel.train import Callbacks, _nothing
+from rewardmodel.train import Callbacks, nothing
 from training.envs.base import INVALID_TOOL
 from training.evaluation.metrics import mean_figures
 from training.policy.chat import POLICY_FILE
-from training.rl.config import PPOConfig
+from training.rl.config import RLConfig
 from training.rl.scorers import Scorer
 
 STATE_FILE = "ppo_state.json"
@@ -57,10 +57,10 @@ EPISODE_METRICS = ("success", "score", "steps", "tool_errors", "loop", "truncate
 DEV_METRICS = ("success", "score", "f1", "steps", "tool_errors")
 
 @dataclass
-class PPOCallbacks(Callbacks):
+class RLCallbacks(Callbacks):
     """The training callbacks every run shares, plus one for each policy checkpoint saved."""
 
-    policy_saved: Callable[[int, str, dict], None] = _nothing  # (iteration, policy directory, its dev figures)
+    policy_saved: Callable[[int, str, dict], None] = nothing  # (iteration, policy directory, its dev figures)
 
 
 @dataclass
@@ -154,9 +154,9 @@ def token_logprobs(logits, tokens):
 
 # --- The loop -----------------------------------------------------------------------------
 
-def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_tasks: list, runner,
-              config: PPOConfig, out_dir: str | Path, reference_dir: str | Path | None = None,
-              callbacks: PPOCallbacks | None = None, resume_from: str | Path | None = None,
+def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_tasks: list, runner,
+              config: RLConfig, out_dir: str | Path, reference_dir: str | Path | None = None,
+              callbacks: RLCallbacks | None = None, resume_from: str | Path | None = None,
               device: str = "cpu", dev_runner=None) -> PPOResult:
     """Fine-tune the policy in `policy_dir` with PPO; checkpoints go under `out_dir`.
 
@@ -182,7 +182,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
         value_loss,
     )
 
-    callbacks = callbacks or PPOCallbacks()
+    callbacks = callbacks or RLCallbacks()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -244,7 +244,7 @@ def train_ppo(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_
             shutil.copyfile(Path(policy_dir) / POLICY_FILE, path / POLICY_FILE)
         torch.save(value_head.state_dict(), path / VALUE_HEAD_FILE)
         torch.save(optimizer.state_dict(), path / OPTIMIZER_FILE)
-        (path / "ppo_config.json").write_text(json.dumps(asdict(config), indent=2))
+        (path / "rl_config.json").write_text(json.dumps(asdict(config), indent=2))
         if entry is not None:
             best = state["best"]
             if best is None or clearly_better(entry["dev"], best["dev"], config.best_margin):
@@ -430,7 +430,7 @@ def invalid_actions(episode) -> int:
     return sum(1 for step in episode.steps if step.get("kind") == "action" and step.get("tool") == INVALID_TOOL)
 
 
-def dev_figures(model, tokenizer, runner, tasks, config: PPOConfig, *, seed: int, chat=None) -> dict:
+def dev_figures(model, tokenizer, runner, tasks, config: RLConfig, *, seed: int, chat=None) -> dict:
     """Rubric figures of the policy on the dev tasks (training/evaluation/metrics.py),
     `eval_samples` episodes per task."""
     from training.policy.rollout import RolloutConfig, rollout
@@ -483,7 +483,7 @@ def pooled_success(dev: dict) -> tuple[float, int]:
     return (dev["success"] * n + dev["greedy_success"] * g) / (n + g), n + g
 
 
-def collapse(state: dict, entry: dict, config: PPOConfig) -> str | None:
+def collapse(state: dict, entry: dict, config: RLConfig) -> str | None:
     """Why the run must stop, when dev success has fallen far below the start's: by more than
     `collapse_drop` and by more than `best_margin` standard errors of the difference. The
     policy is then exploiting its reward (the short guess a reward model overrates, say), and
@@ -507,7 +507,7 @@ def collapse(state: dict, entry: dict, config: PPOConfig) -> str | None:
             f"(docs/loop.md).")
 
 
-def flag_overoptimization(state: dict, entry: dict, config: PPOConfig, callbacks: PPOCallbacks) -> None:
+def flag_overoptimization(state: dict, entry: dict, config: RLConfig, callbacks: RLCallbacks) -> None:
     """Over-optimization: the reward-model score rose since the best dev checkpoint while the
     dev rubric fell by more than `overoptimization_tolerance`."""
     best = state["best"]
@@ -525,7 +525,7 @@ def flag_overoptimization(state: dict, entry: dict, config: PPOConfig, callbacks
                       f"{fell:.1%}; the best checkpoint stays the one of iteration {best['iteration']}.")
 
 
-def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: PPOCallbacks) -> None:
+def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: RLCallbacks) -> None:
     """RAGEN's "echo trap" warning signs: the spread of scores within a batch falls far below
     its first value, or the gradient norm spikes far above its running median."""
     spread = figures["objective/score_std"]
@@ -562,19 +562,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--environment", default="encyclopedia", help="a built-in, an entry point or package.module:Class")
     parser.add_argument("--reward", default="rubric", help="'rubric', 'utility' or a reward-model directory")
     parser.add_argument("--out", default="var/ppo-cli")
-    for name, value in asdict(PPOConfig()).items():
+    for name, value in asdict(RLConfig()).items():
         if isinstance(value, bool):
             parser.add_argument(f"--{name.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=value)
         else:
             parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     args = parser.parse_args(argv)
-    config = PPOConfig(**{name: getattr(args, name) for name in asdict(PPOConfig())})
+    config = RLConfig(**{name: getattr(args, name) for name in asdict(RLConfig())})
     env = get_environment(args.environment)
     scorer = rubric_scorer(utility=args.reward == "utility") if args.reward in ("rubric", "utility") \
         else reward_model_scorer(args.reward)
-    result = train_ppo(policy_dir=args.policy, scorer=scorer, train_tasks=env.tasks("train"),
+    result = train_rl(policy_dir=args.policy, scorer=scorer, train_tasks=env.tasks("train"),
                        dev_tasks=env.tasks("dev"), runner=EpisodeRunner(env), config=config,
-                       out_dir=args.out, callbacks=PPOCallbacks(
+                       out_dir=args.out, callbacks=RLCallbacks(
                            log=print, metrics=lambda i, m: print(i, json.dumps({k: round(v, 4) for k, v in m.items()}))))
     print(result.message, "best:", result.best and (result.best["iteration"], result.best["dev"]["success"]))
 

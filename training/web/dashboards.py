@@ -1,7 +1,8 @@
 """The before/after dashboards: the evaluations, one evaluation's table, curves and human
 evaluations, the side-by-side view of two systems task by task, and the report's exports.
 
-Every figure comes from `evaluation_report`, which the exports and the API render too.
+Every figure comes from `dashboard_report` (the evaluation's report with its loop), which the
+exports and the API render too.
 """
 from __future__ import annotations
 
@@ -17,12 +18,11 @@ from training.evaluation.metrics import measured
 from training.evaluation.selectors import (
     evaluation_default_candidate,
     evaluation_pairs_page,
-    evaluation_report,
     evaluation_report_csv,
     evaluations_list,
 )
 from training.evaluation.services import human_evaluation_create
-from training.loop.report import loop_curves
+from training.loop.report import dashboard_report, loop_curves
 from training.loop.rounds import active_round_run, latest_round
 from training.models import Evaluation, LoopRound
 from webapp.access import role_required
@@ -58,7 +58,7 @@ def _tables(report: dict, columns: list[tuple]) -> list[dict]:
 def _curves(report: dict) -> list[dict]:
     """Per PPO run, its three curves side by side on one iteration axis, the best checkpoint marked."""
     found = []
-    for run in report["ppo_runs"]:
+    for run in report["rl_runs"]:
         steps = [point[0] for points in run["curves"].values() for point in points]
         best = run["best_iteration"]
         markers = [(best, f"best by dev rubric: iteration {best}")] if best is not None else []
@@ -98,7 +98,7 @@ def evaluation(request: HttpRequest, evaluation_id: int) -> HttpResponse:
                                           f"{human.campaign.comparisons.count()} comparisons "
                                           f"({human.identical_pairs} identical pairs left out).")
                 return redirect("training:evaluation", evaluation_id=row.pk)
-    report = evaluation_report(row)
+    report = dashboard_report(row)
     columns = _columns(report)
     return render(request, "training/evaluation.html", {
         "evaluation": row, "report": report, "columns": columns, "tables": _tables(report, columns),
@@ -172,7 +172,7 @@ def evaluation_export(request: HttpRequest, evaluation_id: int, fmt: str) -> Htt
     """The report as JSON, or as CSV with one row per (system, mode, metric)."""
     if fmt not in ("json", "csv"):
         raise Http404("Exports are .json or .csv.")
-    report = evaluation_report(get_object_or_404(Evaluation, pk=evaluation_id))
+    report = dashboard_report(get_object_or_404(Evaluation, pk=evaluation_id))
     if fmt == "json":
         response = JsonResponse(report, json_dumps_params={"indent": 2})
     else:

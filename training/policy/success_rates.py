@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from training.evaluation.metrics import mean_figures
+from training.policy.limits import MAX_ACTION_TOKENS
 
 
 def success_rates(model, tokenizer, runner, tasks, *, batch_size: int = 64, chat=None,
-                  max_action_tokens: int = 48) -> dict:
+                  max_action_tokens: int = MAX_ACTION_TOKENS) -> dict:
     """Rubric figures on tasks (training/evaluation/metrics.py), greedy and sampled at temperature 1."""
     from training.policy.rollout import RolloutConfig, rollout
 

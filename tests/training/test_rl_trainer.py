@@ -12,8 +12,8 @@ from training.envs.base import EpisodeRunner
 from training.envs.registry import get_environment
 from training.policy.model_io import load_policy
 from training.policy.rollout import RolloutConfig, rollout
-from training.rl.ppo import PPOCallbacks, episode_batch, forward_agent_tokens, token_logprobs, train_ppo
-from training.rl.config import PPOConfig
+from training.rl.trainer import RLCallbacks, episode_batch, forward_agent_tokens, token_logprobs, train_rl
+from training.rl.config import RLConfig
 from training.rl.ppo_math import policy_loss, value_loss
 
 # No tool-error shaping: an untrained policy's turns are mostly errors, and these tests read the scorer's own score.
@@ -59,11 +59,11 @@ def parameters(path) -> dict:
 def test_ppo_changes_the_parameters_and_raises_a_score_it_can_raise(policy_dir, world, tmp_path):
     seen: dict[int, dict] = {}
     # Monte-Carlo credit (lam 1) reaches every token of the ~360 the untrained policy writes.
-    config = PPOConfig(iterations=12, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0,
+    config = RLConfig(iterations=12, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0,
                        **{**FAST, "episodes_per_iteration": 16, "minibatch_size": 8, "rollout_batch_size": 16})
-    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
                        dev_tasks=world.split("dev", 4), runner=world.runner, out_dir=tmp_path, config=config,
-                       callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+                       callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
     assert result.stop_reason == "finished" and result.iterations == 12
     assert all(math.isfinite(v) for figures in seen.values() for v in figures.values())
     for key in ("objective/rm_score", "objective/kl", "objective/entropy", "policy/approx_kl", "policy/clipfrac",
@@ -119,9 +119,9 @@ def test_the_rollout_log_probs_are_the_ones_ppo_recomputes(policy_dir, world):
 
 
 def test_the_kl_budget_stops_training_and_says_why(policy_dir, world, tmp_path):
-    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
                        dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path,
-                       config=PPOConfig(iterations=20, learning_rate=3e-2, kl_coef=0.0, kl_budget=1e-6, **FAST))
+                       config=RLConfig(iterations=20, learning_rate=3e-2, kl_coef=0.0, kl_budget=1e-6, **FAST))
     assert result.stop_reason == "kl_budget" and result.iterations < 20
     assert "budget" in result.message and result.last_checkpoint
 
@@ -133,8 +133,8 @@ def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(policy
         calls["n"] += 1
         return [float("nan") if calls["n"] == 3 else 1.0 + i for i in range(len(episodes))]
 
-    config = PPOConfig(iterations=5, **{**FAST, "eval_every": 1, "eval_samples": 1})
-    result = train_ppo(policy_dir=policy_dir, scorer=breaks_on_the_second_batch, train_tasks=world.split("train"),
+    config = RLConfig(iterations=5, **{**FAST, "eval_every": 1, "eval_samples": 1})
+    result = train_rl(policy_dir=policy_dir, scorer=breaks_on_the_second_batch, train_tasks=world.split("train"),
                        dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config)
     assert result.diverged and "non-finite" in result.message
     assert result.last_checkpoint.endswith("iter-0002") and result.last_checkpoint in result.message
@@ -142,7 +142,7 @@ def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(policy
 
 
 def test_cancel_stops_within_an_iteration_and_resume_continues_to_the_same_end(policy_dir, world, tmp_path):
-    config = PPOConfig(iterations=4, checkpoint_every=1, **FAST)
+    config = RLConfig(iterations=4, checkpoint_every=1, **FAST)
     checkpoints, stop = [], {"now": False}
 
     def on_checkpoint(iteration, path):
@@ -151,14 +151,14 @@ def test_cancel_stops_within_an_iteration_and_resume_continues_to_the_same_end(p
 
     kwargs = dict(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
                   dev_tasks=world.split("dev", 2), runner=world.runner, config=config)
-    first = train_ppo(out_dir=tmp_path / "a", **kwargs,
-                      callbacks=PPOCallbacks(checkpoint=on_checkpoint, should_stop=lambda: stop["now"]))
+    first = train_rl(out_dir=tmp_path / "a", **kwargs,
+                      callbacks=RLCallbacks(checkpoint=on_checkpoint, should_stop=lambda: stop["now"]))
     assert first.cancelled and first.iterations == 2 and checkpoints[-1].endswith("iter-0002")
     assert (tmp_path / "a" / "checkpoints" / "iter-0002" / "optimizer.pt").exists()
     assert not (tmp_path / "a" / "checkpoints" / "iter-0001" / "optimizer.pt").exists()  # only the latest resumes
 
-    resumed = train_ppo(out_dir=tmp_path / "a", resume_from=checkpoints[-1], **kwargs)
-    straight = train_ppo(out_dir=tmp_path / "b", **kwargs)
+    resumed = train_rl(out_dir=tmp_path / "a", resume_from=checkpoints[-1], **kwargs)
+    straight = train_rl(out_dir=tmp_path / "b", **kwargs)
     assert resumed.stop_reason == straight.stop_reason == "finished" and resumed.iterations == 4
     a, b = parameters(resumed.last_checkpoint), parameters(straight.last_checkpoint)
     assert all(torch.allclose(a[name], b[name], atol=1e-5) for name in a)
@@ -166,12 +166,12 @@ def test_cancel_stops_within_an_iteration_and_resume_continues_to_the_same_end(p
 
 def test_dev_evaluations_keep_the_best_checkpoint_and_flag_over_optimization(policy_dir, world, tmp_path):
     """Scores that rise while dev success falls: the flag goes up and the best stays early."""
-    from training.rl.ppo import flag_overoptimization
+    from training.rl.trainer import flag_overoptimization
 
-    config = PPOConfig()
+    config = RLConfig()
     state = {"best": None, "evaluations": []}
     logs = []
-    callbacks = PPOCallbacks(log=logs.append)
+    callbacks = RLCallbacks(log=logs.append)
     for iteration, rm_score, success in [(0, 0.0, 0.30), (5, 0.5, 0.40), (10, 0.9, 0.20)]:
         entry = {"iteration": iteration, "rm_score": rm_score, "dev": {"success": success}}
         state["evaluations"].append(entry)
@@ -184,22 +184,22 @@ def test_dev_evaluations_keep_the_best_checkpoint_and_flag_over_optimization(pol
 
 
 def test_checkpoints_record_their_config_and_state(policy_dir, world, tmp_path):
-    config = PPOConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
-    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+    config = RLConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
+    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
                        dev_tasks=world.split("dev", 3), runner=world.runner, out_dir=tmp_path, config=config)
     state = json.loads((tmp_path / "checkpoints" / "iter-0001" / "ppo_state.json").read_text())
     assert state["iteration"] == 1 and [e["iteration"] for e in state["evaluations"]] == [0, 1]
     assert state["evaluations"][1]["dev"]["episodes"] == 3
     assert result.best["iteration"] in (0, 1)
-    saved = json.loads((tmp_path / "checkpoints" / "iter-0001" / "ppo_config.json").read_text())
+    saved = json.loads((tmp_path / "checkpoints" / "iter-0001" / "rl_config.json").read_text())
     assert saved["episodes_per_iteration"] == 8
 
 
 def test_invalid_configs_are_refused():
-    assert any("kl_coef" in p for p in PPOConfig(kl_coef=-0.1).validate())
-    assert any("learning_rate" in p for p in PPOConfig(learning_rate=0).validate())
-    assert any("minibatch_size" in p for p in PPOConfig(episodes_per_iteration=8, minibatch_size=16).validate())
-    assert PPOConfig().validate() == []
+    assert any("kl_coef" in p for p in RLConfig(kl_coef=-0.1).validate())
+    assert any("learning_rate" in p for p in RLConfig(learning_rate=0).validate())
+    assert any("minibatch_size" in p for p in RLConfig(episodes_per_iteration=8, minibatch_size=16).validate())
+    assert RLConfig().validate() == []
 
 
 def test_a_first_batch_with_equal_scores_keeps_the_scale_and_iteration_zero_gets_its_score(policy_dir, world,
@@ -211,38 +211,38 @@ def test_a_first_batch_with_equal_scores_keeps_the_scale_and_iteration_zero_gets
         return [0.0 if calls["n"] == 1 else 1.0] * len(episodes)
 
     seen: dict[int, dict] = {}
-    config = PPOConfig(iterations=2, **{**FAST, "eval_every": 2, "eval_samples": 1})
-    result = train_ppo(policy_dir=policy_dir, scorer=zeros_then_ones, train_tasks=world.split("train"),
+    config = RLConfig(iterations=2, **{**FAST, "eval_every": 2, "eval_samples": 1})
+    result = train_rl(policy_dir=policy_dir, scorer=zeros_then_ones, train_tasks=world.split("train"),
                        dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config,
-                       callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+                       callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
     assert result.stop_reason == "finished"
     assert seen[2]["objective/score"] == pytest.approx(1.0)  # (1 - 0) / 1, not / 0.001
     assert result.evaluations[0]["rm_score"] == 0.0  # the starting policy's first batch
 
 
 def test_resuming_from_the_first_checkpoint_does_not_evaluate_it_again(policy_dir, world, tmp_path):
-    config = PPOConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
+    config = RLConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
     kwargs = dict(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
                   dev_tasks=world.split("dev", 2), runner=world.runner, config=config, out_dir=tmp_path)
-    first = train_ppo(**kwargs, callbacks=PPOCallbacks(should_stop=lambda: True))
+    first = train_rl(**kwargs, callbacks=RLCallbacks(should_stop=lambda: True))
     assert first.cancelled and first.last_checkpoint.endswith("iter-0000")
-    resumed = train_ppo(**kwargs, resume_from=first.last_checkpoint)
+    resumed = train_rl(**kwargs, resume_from=first.last_checkpoint)
     assert resumed.stop_reason == "finished" and [e["iteration"] for e in resumed.evaluations] == [0, 1]
 
 
 def test_a_checkpoint_replaces_the_best_only_on_signal_not_on_one_lucky_episode():
-    from training.rl.ppo import clearly_better, wilson_interval
+    from training.rl.trainer import clearly_better, wilson_interval
 
     start = {"success": 4 / 90, "episodes": 90}
-    assert not clearly_better({"success": 5 / 90, "episodes": 90}, start, margin=PPOConfig().best_margin)  # one episode more
-    assert not clearly_better({"success": 0.10, "episodes": 90}, start, margin=PPOConfig().best_margin)  # within the noise
-    assert clearly_better({"success": 0.30, "episodes": 90}, start, margin=PPOConfig().best_margin)
+    assert not clearly_better({"success": 5 / 90, "episodes": 90}, start, margin=RLConfig().best_margin)  # one episode more
+    assert not clearly_better({"success": 0.10, "episodes": 90}, start, margin=RLConfig().best_margin)  # within the noise
+    assert clearly_better({"success": 0.30, "episodes": 90}, start, margin=RLConfig().best_margin)
     zero = {"success": 0.0, "episodes": 40}
-    assert not clearly_better({"success": 1 / 40, "episodes": 40}, zero, margin=PPOConfig().best_margin)
+    assert not clearly_better({"success": 1 / 40, "episodes": 40}, zero, margin=RLConfig().best_margin)
     # Greedy episodes count too: a sampled gain the greedy episodes contradict is not enough.
     with_greedy = lambda s, g: {"success": s, "episodes": 90, "greedy_success": g, "greedy_episodes": 45}  # noqa: E731
-    assert clearly_better(with_greedy(0.25, 0.40), with_greedy(0.05, 0.10), margin=PPOConfig().best_margin)
-    assert not clearly_better(with_greedy(0.12, 0.0), with_greedy(0.05, 0.30), margin=PPOConfig().best_margin)
+    assert clearly_better(with_greedy(0.25, 0.40), with_greedy(0.05, 0.10), margin=RLConfig().best_margin)
+    assert not clearly_better(with_greedy(0.12, 0.0), with_greedy(0.05, 0.30), margin=RLConfig().best_margin)
     low, high = wilson_interval(0.5, 100)
     assert low == pytest.approx(0.404, abs=0.002) and high == pytest.approx(0.596, abs=0.002)
     assert wilson_interval(0.0, 30)[0] == 0.0 and wilson_interval(0.0, 30)[1] > 0.1
@@ -255,12 +255,12 @@ def test_rloo_and_grpo_raise_a_score_they_can_raise_without_a_critic(policy_dir,
     # RLOO's advantages are not divided by the spread (GRPO's are), so it takes a larger step still: at 3e-2
     # it gained +0.038 in 10 iterations on one machine, +0.1 at 5e-2.
     lr = {"rloo": 5e-2, "grpo": 3e-2}[algorithm]
-    config = PPOConfig(algorithm=algorithm, group_size=4, iterations=10, learning_rate=lr, kl_coef=0.0,
+    config = RLConfig(algorithm=algorithm, group_size=4, iterations=10, learning_rate=lr, kl_coef=0.0,
                        kl_budget=0, **{**FAST, "episodes_per_iteration": 16, "minibatch_size": 8,
                                        "rollout_batch_size": 16})
-    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
                        dev_tasks=world.split("dev", 4), runner=world.runner, out_dir=tmp_path, config=config,
-                       callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+                       callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
     assert result.stop_reason == "finished" and result.iterations == 10
     assert "value/explained_variance" not in seen[1]  # no critic
     score = [seen[i]["objective/rm_score"] for i in sorted(seen)]
@@ -275,18 +275,18 @@ def test_group_advantages_compare_the_samples_of_one_task():
     assert torch.allclose(rloo, torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3, 0, 0, 0, 0]))
     grpo = group_advantages(returns, 4, mode="grpo")
     assert grpo[0] > 0 > grpo[1] and torch.allclose(grpo[4:], torch.zeros(4))  # an all-equal group teaches nothing
-    assert PPOConfig(algorithm="grpo", group_size=3, episodes_per_iteration=64).validate()
-    assert not PPOConfig(algorithm="rloo", group_size=4).validate()
-    assert "algorithm: one of" in " ".join(PPOConfig(algorithm="dpo").validate())
+    assert RLConfig(algorithm="grpo", group_size=3, episodes_per_iteration=64).validate()
+    assert not RLConfig(algorithm="rloo", group_size=4).validate()
+    assert "algorithm: one of" in " ".join(RLConfig(algorithm="dpo").validate())
 
 
 def test_the_value_warm_up_trains_the_critic_and_leaves_the_policy_where_it_was(policy_dir, world, tmp_path):
     seen: dict[int, dict] = {}
-    config = PPOConfig(iterations=3, value_warmup=3, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0,
+    config = RLConfig(iterations=3, value_warmup=3, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0,
                        **{**FAST, "eval_every": 0})
-    result = train_ppo(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
+    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
                        dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config,
-                       callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+                       callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
     before, after = parameters(policy_dir), parameters(result.last_checkpoint)
     assert all(torch.equal(before[name], after[name]) for name in before)  # the policy did not move
     head = torch.load(Path(result.last_checkpoint) / "value_head.pt")
@@ -295,13 +295,13 @@ def test_the_value_warm_up_trains_the_critic_and_leaves_the_policy_where_it_was(
 
 
 def test_a_dev_success_far_below_the_start_stops_the_run_and_says_why():
-    from training.rl.ppo import collapse
+    from training.rl.trainer import collapse
 
     def entry(iteration, success, greedy, n=120):
         return {"iteration": iteration, "rm_score": 1.0 + iteration / 10,
                 "dev": {"success": success, "episodes": n, "greedy_success": greedy, "greedy_episodes": n // 2}}
 
-    config = PPOConfig()
+    config = RLConfig()
     state = {"evaluations": [entry(0, 0.30, 0.60)], "best": {"iteration": 0}}
     assert collapse(state, entry(5, 0.26, 0.55), config) is None  # a few points: noise, not a collapse
     fell = entry(10, 0.05, 0.10)
@@ -312,15 +312,15 @@ def test_a_dev_success_far_below_the_start_stops_the_run_and_says_why():
     # Far below in points but on so few episodes that it is within the noise: no stop.
     small = {"evaluations": [entry(0, 0.30, 0.60, n=6)], "best": None}
     assert collapse(small, entry(5, 0.10, 0.34, n=6), config) is None
-    assert collapse(state, entry(10, 0.05, 0.10), PPOConfig(collapse_drop=0)) is None  # switched off
+    assert collapse(state, entry(10, 0.05, 0.10), RLConfig(collapse_drop=0)) is None  # switched off
 
 
 def test_tool_errors_cost_their_penalty_in_the_score_and_are_reported_apart(policy_dir, world, tmp_path):
     seen: dict[int, dict] = {}
-    config = PPOConfig(iterations=1, **{**FAST, "tool_error_penalty": 0.5, "normalize_scores": False})
-    train_ppo(policy_dir=policy_dir, scorer=lambda episodes: [1.0] * len(episodes), train_tasks=world.split("train"),
+    config = RLConfig(iterations=1, **{**FAST, "tool_error_penalty": 0.5, "normalize_scores": False})
+    train_rl(policy_dir=policy_dir, scorer=lambda episodes: [1.0] * len(episodes), train_tasks=world.split("train"),
               dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config,
-              callbacks=PPOCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+              callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
     figures = seen[1]
     assert figures["episode/tool_errors"] > 0  # an untrained policy's turns are mostly errors
     assert figures["objective/shaping"] == pytest.approx(-0.5 * figures["episode/tool_errors"], abs=1e-5)

@@ -5,7 +5,7 @@ from django.core.management import CommandError, call_command
 from annotate.models import Comparison, Judgement, Trajectory
 from annotate.services.datasets import snapshot_create, SnapshotFilters
 from tests.factories import CampaignFactory
-from training.services import campaign_simulate_labels, scripted_trajectories_generate
+from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 from training.simulated_annotators import AnnotatorProfile
 from webapp.errors import ArbiterError
 
