@@ -3,7 +3,7 @@
 A small kind registered here exercises the machinery; the real kinds run through a real
 Celery worker in tests/training/test_rollout_run.py and tests/rewardmodel/test_runs.py.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,11 +33,11 @@ pytestmark = pytest.mark.django_db
 
 @dataclass
 class CountConfig:
-    steps: int = 3  # how many steps to count
-    rate: float = 0.5  # a number that must be positive
-    label: str = "x"  # free text
-    fail_at: int = -1  # raise at this step (-1: never)
-    checkpoint_every: int = 0  # write a checkpoint every this many steps (0: none)
+    steps: int = field(default=3, metadata={"help": "how many steps to count"})
+    rate: float = field(default=0.5, metadata={"help": "a number that must be positive"})
+    label: str = field(default="x", metadata={"help": "free text"})
+    fail_at: int = field(default=-1, metadata={"help": "raise at this step (-1: never)"})
+    checkpoint_every: int = field(default=0, metadata={"help": "write a checkpoint every this many steps (0: none)"})
 
     def validate(self) -> list[str]:
         return ["rate: must be positive."] if self.rate <= 0 else []

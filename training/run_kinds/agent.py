@@ -26,22 +26,22 @@ from webapp.runs.kinds import RunKind, register
 
 @dataclass
 class RolloutRunConfig:
-    policy_id: int = 0  # the policy to run (it needs a model directory)
+    policy_id: int = field(default=0, metadata={"help": "the policy to run (it needs a model directory)"})
     environment: str = field(default="encyclopedia", metadata={"help": ENVIRONMENT_HELP})
-    split: str = "train"  # tasks of this split: train, dev or eval
-    tasks: int = 50  # how many tasks of the split, in a fixed order
+    split: str = field(default="train", metadata={"help": "tasks of this split: train, dev or eval"})
+    tasks: int = field(default=50, metadata={"help": "how many tasks of the split, in a fixed order"})
     task_ids: str = field(default="", metadata={"help": TASK_IDS_HELP})
-    samples_per_task: int = 2  # episodes per task
-    temperature: float = 1.0  # sampling temperature; 0 is greedy
-    campaign_id: int = 0  # build comparisons of the new trajectories in this campaign (0: none)
-    pairing: str = "all_pairs"  # how the new trajectories of a task are paired: all_pairs, outcome_differs or same_calls_different_answer
+    samples_per_task: int = field(default=2, metadata={"help": "episodes per task"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature; 0 is greedy"})
+    campaign_id: int = field(default=0, metadata={"help": "build comparisons of the new trajectories in this campaign (0: none)"})
+    pairing: str = field(default="all_pairs", metadata={"help": "how the new trajectories of a task are paired: all_pairs, outcome_differs or same_calls_different_answer"})
     answer_branches: int = field(default=0, metadata={"help": (
         "From every episode that answered after reading, this many more episodes that take the same path and "
         "sample the final answer afresh (docs/loop.md); 0: none.")})
     answer_pairs_per_task: int = field(default=2, metadata={"help": (
         "With answer_branches and a campaign: up to this many more comparisons per task of episodes that made the "
         "same calls and answered differently, on top of the pairing's.")})
-    seed: int = 0  # sampling seed
+    seed: int = field(default=0, metadata={"help": "sampling seed"})
     max_action_tokens: int = max_action_tokens_field()
     max_context: int = max_context_field()
 

@@ -9,9 +9,7 @@ imported inside `execute` only, never when a kind is registered.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
-import re
 import types
 import typing
 from collections.abc import Callable
@@ -54,28 +52,11 @@ def all_kinds() -> list[RunKind]:
 
 # --- Config dataclasses -----------------------------------------------------------------
 
-_COMMENT = re.compile(r"^\s+(\w+)\s*:[^#]*#\s*(.+)$")
-
-
 @cache
 def field_help(cls: type) -> dict[str, str]:
-    """Help text per field: `metadata["help"]`, else the comment at the end of its line."""
-    helps: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if not dataclasses.is_dataclass(klass):
-            continue
-        try:
-            source = inspect.getsource(klass)
-        except (OSError, TypeError):
-            continue
-        for line in source.splitlines():
-            match = _COMMENT.match(line)
-            if match:
-                helps[match.group(1)] = match.group(2).strip()
-    for f in dataclasses.fields(cls):
-        if "help" in f.metadata:
-            helps[f.name] = f.metadata["help"]
-    return helps
+    """Help text per field, from its `metadata["help"]` (as TRL's configs do): what the launch
+    form shows under the field and docs/config-options.md lists."""
+    return {f.name: f.metadata["help"] for f in dataclasses.fields(cls) if "help" in f.metadata}
 
 
 def _field_type(cls: type, name: str):

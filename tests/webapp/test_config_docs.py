@@ -1,0 +1,18 @@
+"""Config help lives in the dataclasses' field metadata (as TRL's configs do), and the docs'
+option tables are generated from it (issue 30)."""
+import dataclasses
+
+from django.core.management import call_command
+
+from training.loop.config import PipelineConfig
+from webapp.runs.kinds import all_kinds
+
+
+def test_every_option_of_every_run_kind_and_of_the_loop_says_what_it_does():
+    missing = [f"{cls.__name__}.{f.name}" for cls in [k.config_class for k in all_kinds()] + [PipelineConfig]
+               for f in dataclasses.fields(cls) if not f.metadata.get("help")]
+    assert missing == []
+
+
+def test_the_option_tables_in_the_docs_are_the_codes():
+    call_command("config_docs", "--check")  # raises CommandError when docs/config-options.md is stale
