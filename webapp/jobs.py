@@ -1,6 +1,13 @@
-"""One lifecycle for every background job: imports, dataset builds and training runs.
+"""One lifecycle for every background job: imports, dataset builds, campaign fills and
+training runs.
 
     queued --(a worker claims it)--> running --> succeeded | failed | cancelled
+
+Every kind goes through the same edges here: `job_dispatch` runs a small job in the request
+and queues a large one (the size limits are each kind's settings: IMPORT_INLINE_MAX_BYTES,
+SNAPSHOT_INLINE_MAX_JUDGEMENTS, FILL_INLINE_MAX_TRAJECTORIES; runs are always queued);
+`job_claim` lets exactly one worker take a queued job; `job_finish` writes its end once. A
+failed job, inline or queued, stays with its reason.
 
 A job model inherits `Job` (status, heartbeat, start and finish times, the failure
 reason). While a worker executes a job, a `Heartbeat` thread beats its `heartbeat_at`;
@@ -21,7 +28,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from webapp.models import Job, JobStatus
@@ -67,6 +75,36 @@ def jobs_sweep_stale(*, older_than: float | None = None) -> dict[str, int]:
         if counts[label]:
             logger.warning("failed %d stale %s job(s)", counts[label], label)
     return counts
+
+
+def job_dispatch(job: Job, *, inline: bool, run: Callable[[int], None], task) -> Job:
+    """Run a just-created job now (`inline`, in the caller's process) or queue its Celery `task`
+    once the transaction that created it commits. Returns the job as it stands."""
+    if inline:
+        run(job.pk)
+        job.refresh_from_db()
+    else:
+        transaction.on_commit(lambda: task.delay(job.pk))
+    return job
+
+
+def job_claim(model: type[Job], pk: int, **guard) -> bool:
+    """Take a queued job: True for exactly one caller (the others find it taken and do nothing).
+    `guard` narrows the claim (a run's attempt)."""
+    now = timezone.now()
+    return bool(model.objects.filter(pk=pk, status=JobStatus.QUEUED, **guard).update(
+        status=JobStatus.RUNNING, started_at=now, heartbeat_at=now))
+
+
+def job_finish(model: type[Job], pk: int, *, status: str, guard: dict | None = None, **fields) -> bool:
+    """Write a job's end, once, by the worker that ran it: over `running`, or over a failure the
+    stale sweep wrote meanwhile (the worker was alive after all, and what it wrote is committed,
+    so its own word is the truth), never over a later attempt (`guard`, a run's attempt) or a
+    job that already ended otherwise. Returns whether it was written."""
+    now = timezone.now()
+    ending = model.objects.filter(pk=pk, **(guard or {})).filter(
+        Q(status=JobStatus.RUNNING) | Q(status=JobStatus.FAILED, finished_at__gt=F("heartbeat_at")))
+    return bool(ending.update(status=status, finished_at=now, heartbeat_at=now, **fields))
 
 
 class Heartbeat(threading.Thread):

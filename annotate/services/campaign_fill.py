@@ -15,15 +15,13 @@ import logging
 from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import QuerySet
-from django.utils import timezone
 
 from annotate.models import Campaign, CampaignFill, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import STRATEGIES, PairPlan, comparisons_insert, comparisons_pairs
 from webapp import json_input
 from webapp.errors import ArbiterError
-from webapp.jobs import Heartbeat
+from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish
 from webapp.models import Run
 
 log = logging.getLogger(__name__)
@@ -210,14 +208,10 @@ def campaign_fill_create(*, campaign: Campaign, request: FillRequest, created_by
         raise ArbiterError(f"{campaign.name} is archived; unarchive it before filling it.")
     fill = CampaignFill.objects.create(campaign=campaign, selection=request.selection(), strategy=request.strategy,
                                        options=request.options(), created_by=created_by)
-    if _selected(campaign, request).count() <= settings.FILL_INLINE_MAX_TRAJECTORIES:
-        campaign_fill_run(fill_id=fill.pk)
-        fill.refresh_from_db()
-    else:
-        from annotate.tasks import campaign_fill_task
+    from annotate.tasks import campaign_fill_task
 
-        transaction.on_commit(lambda: campaign_fill_task.delay(fill.pk))
-    return fill
+    return job_dispatch(fill, inline=_selected(campaign, request).count() <= settings.FILL_INLINE_MAX_TRAJECTORIES,
+                        run=lambda pk: campaign_fill_run(fill_id=pk), task=campaign_fill_task)
 
 
 def _request_of(fill: CampaignFill) -> FillRequest:
@@ -226,9 +220,7 @@ def _request_of(fill: CampaignFill) -> FillRequest:
 
 def campaign_fill_run(*, fill_id: int) -> None:
     """Run a recorded fill (a job: webapp/jobs.py): claimed once, written in chunks."""
-    now = timezone.now()
-    if not CampaignFill.objects.filter(pk=fill_id, status=CampaignFill.Status.QUEUED).update(
-            status=CampaignFill.Status.RUNNING, started_at=now, heartbeat_at=now):
+    if not job_claim(CampaignFill, fill_id):
         return
     fill = CampaignFill.objects.select_related("campaign", "created_by").get(pk=fill_id)
     request = _request_of(fill)
@@ -286,8 +278,6 @@ def _order_by_reward_model(fill: CampaignFill, request: FillRequest) -> str:
 
 
 def _finish(fill_id: int, *, status: str, message: str, **counts) -> None:
-    now = timezone.now()
-    CampaignFill.objects.filter(pk=fill_id).update(
-        status=status, message=message, error=message if status == CampaignFill.Status.FAILED else "",
-        progress=1.0 if status == CampaignFill.Status.SUCCEEDED else 0.0, finished_at=now, heartbeat_at=now,
-        **counts)
+    job_finish(CampaignFill, fill_id, status=status, message=message,
+               error=message if status == CampaignFill.Status.FAILED else "",
+               progress=1.0 if status == CampaignFill.Status.SUCCEEDED else 0.0, **counts)

@@ -23,7 +23,7 @@ from annotate.agreement import krippendorff_alpha_ordinal, pairwise_agreement
 from annotate.models import Campaign, DatasetSnapshot, Judgement, SnapshotJudgement, SnapshotPair
 from annotate.preferences import RULES, aggregate, task_split
 from webapp.errors import ArbiterError
-from webapp.jobs import Heartbeat
+from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish
 
 log = logging.getLogger(__name__)
 WRITE_BATCH = 5000
@@ -117,17 +117,14 @@ def snapshot_create(
             ties=ties, seed=seed, test_fraction=test_fraction, created_by=created_by, heartbeat_at=timezone.now(),
         )
         snapshot.campaigns.set(campaigns)
-    if n <= settings.SNAPSHOT_INLINE_MAX_JUDGEMENTS:
-        snapshot_build(snapshot_id=snapshot.id)
-        snapshot.refresh_from_db()
-        if snapshot.status == DatasetSnapshot.Status.FAILED:
-            # Built in the request: the caller gets the reason and nothing is left behind.
-            snapshot.delete()
-            raise ArbiterError(snapshot.message)
-    else:
-        from annotate.tasks import snapshot_build_task
+    from annotate.tasks import snapshot_build_task
 
-        transaction.on_commit(lambda: snapshot_build_task.delay(snapshot.id))
+    job_dispatch(snapshot, inline=n <= settings.SNAPSHOT_INLINE_MAX_JUDGEMENTS,
+                 run=lambda pk: snapshot_build(snapshot_id=pk), task=snapshot_build_task)
+    if snapshot.status == DatasetSnapshot.Status.FAILED:
+        # Built in the request: the caller gets the reason; the failed build stays listed with it,
+        # as a failed import or fill does.
+        raise ArbiterError(snapshot.message)
     return snapshot
 
 
@@ -137,9 +134,7 @@ def _progress(snapshot_id: int, value: float) -> None:
 
 def snapshot_build(*, snapshot_id: int) -> None:
     """Aggregate, split and freeze (a job: webapp/jobs.py). A snapshot is claimed once."""
-    now = timezone.now()
-    if not DatasetSnapshot.objects.filter(pk=snapshot_id, status=DatasetSnapshot.Status.QUEUED).update(
-            status=DatasetSnapshot.Status.RUNNING, started_at=now, heartbeat_at=now):
+    if not job_claim(DatasetSnapshot, snapshot_id):
         return
     snapshot = DatasetSnapshot.objects.get(pk=snapshot_id)
     try:
@@ -154,10 +149,8 @@ def snapshot_build(*, snapshot_id: int) -> None:
 
 
 def _fail(snapshot: DatasetSnapshot, message: str) -> None:
-    DatasetSnapshot.objects.filter(pk=snapshot.pk).update(
-        status=DatasetSnapshot.Status.FAILED, message=message, error=message, progress=0,
-        heartbeat_at=timezone.now(), finished_at=timezone.now(),
-    )
+    job_finish(DatasetSnapshot, snapshot.pk, status=DatasetSnapshot.Status.FAILED, message=message, error=message,
+               progress=0)
 
 
 def _build(snapshot: DatasetSnapshot) -> None:

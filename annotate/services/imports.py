@@ -18,7 +18,6 @@ from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from annotate.input_records import DocumentError, TooLong, records
 from annotate.models import Campaign, ImportBatch, Policy, Task, Trajectory
@@ -34,7 +33,7 @@ from annotate.trajectory_formats import (
 from webapp import json_input
 from webapp.db import bulk_create_new
 from webapp.errors import ArbiterError
-from webapp.jobs import Heartbeat
+from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish
 
 log = logging.getLogger(__name__)
 
@@ -364,21 +363,15 @@ def import_upload_create(
         format=format,
         partial_traces=partial_traces,
     )
-    if upload.size <= settings.IMPORT_INLINE_MAX_BYTES:
-        import_batch_run(batch_id=batch.id)
-        batch.refresh_from_db()
-    else:
-        from annotate.tasks import import_batch_task
+    from annotate.tasks import import_batch_task
 
-        transaction.on_commit(lambda: import_batch_task.delay(batch.id))
-    return batch
+    return job_dispatch(batch, inline=upload.size <= settings.IMPORT_INLINE_MAX_BYTES,
+                        run=lambda pk: import_batch_run(batch_id=pk), task=import_batch_task)
 
 
 def import_batch_run(*, batch_id: int) -> None:
     """Run a stored import (a job: webapp/jobs.py). Claimed once; the import itself is one transaction."""
-    now = timezone.now()
-    if not ImportBatch.objects.filter(pk=batch_id, status=ImportBatch.Status.QUEUED).update(
-            status=ImportBatch.Status.RUNNING, started_at=now, heartbeat_at=now):
+    if not job_claim(ImportBatch, batch_id):
         return
     batch = ImportBatch.objects.select_related("campaign").get(pk=batch_id)
     try:
@@ -420,22 +413,14 @@ def _import_batch_finish(
     error_count: int = 0,
     report: ImportReport | None = None,
 ) -> None:
-    """Write the outcome. Not guarded by status: what the import did is the truth, even if a
-    sweep had given up on it meanwhile (a heartbeat held up by a locked SQLite file)."""
-    batch.status = status
-    batch.message = message
-    batch.error = message if status == ImportBatch.Status.FAILED else ""
-    batch.errors = errors or []
-    batch.error_count = error_count
-    if report is not None:
-        batch.lines_read = report.lines_read
-        batch.created_count = report.created
-        batch.duplicate_count = report.duplicates
-        batch.comparisons_created = report.comparisons_created
-        batch.dropped = dict(report.dropped)
-        batch.layout = report.layout
-    batch.heartbeat_at = batch.finished_at = timezone.now()
-    batch.save()
+    """Write the outcome (job_finish: over a sweep's failure too, since what the import did is
+    committed: a heartbeat held up by a locked SQLite file must not make it look lost)."""
+    counts = {} if report is None else {
+        "lines_read": report.lines_read, "created_count": report.created, "duplicate_count": report.duplicates,
+        "comparisons_created": report.comparisons_created, "dropped": dict(report.dropped), "layout": report.layout}
+    job_finish(ImportBatch, batch.pk, status=status, message=message,
+               error=message if status == ImportBatch.Status.FAILED else "", errors=errors or [],
+               error_count=error_count, **counts)
     Path(batch.stored_path).unlink(missing_ok=True)
 
 

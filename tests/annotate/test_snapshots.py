@@ -99,10 +99,13 @@ def test_filters_that_match_nothing_are_refused_and_create_nothing():
 
 
 def test_filters_that_leave_no_comparison_are_refused_with_the_reason():
+    """The build fails in the request: the caller gets the reason, and the failed build stays
+    listed with it, as a failed import or fill does (one job lifecycle, webapp/jobs.py)."""
     campaign, _ = voted_campaign([[1]])
     with pytest.raises(ArbiterError, match="1 below min_votes"):
         snapshot_create(name="s", campaigns=[campaign], filters=SnapshotFilters(min_votes=3))
-    assert not DatasetSnapshot.objects.exists() and not SnapshotPair.objects.exists()
+    (failed,) = DatasetSnapshot.objects.all()
+    assert failed.status == "failed" and "1 below min_votes" in failed.error and not SnapshotPair.objects.exists()
 
 
 @pytest.mark.parametrize(

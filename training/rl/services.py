@@ -41,7 +41,7 @@ def rl_train(*, run, start: Policy, reference: Policy, reward_model, reward: str
     """Run PPO from `start` on `environment`'s training tasks and every task of `train_worlds`
     other worlds of it, choosing checkpoints on `dev_environment`'s tasks (default: the
     environment's fresh variant where it has one, training/envs/registry.py); every
-    checkpoint becomes a policy called `name`. Returns PPOResult."""
+    checkpoint becomes a policy called `name`. Returns RLResult."""
     from training.envs.base import EpisodeRunner
     from training.envs.services import environment_get
     from training.rl.trainer import train_rl

@@ -64,7 +64,7 @@ class RLCallbacks(Callbacks):
 
 
 @dataclass
-class PPOResult:
+class RLResult:
     iterations: int  # iterations done, counting those before a resume
     stop_reason: str  # "finished", "kl_budget", "collapse", "time_limit", "cancelled" or "diverged"
     message: str  # one sentence saying why it stopped
@@ -157,7 +157,7 @@ def token_logprobs(logits, tokens):
 def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_tasks: list, runner,
               config: RLConfig, out_dir: str | Path, reference_dir: str | Path | None = None,
               callbacks: RLCallbacks | None = None, resume_from: str | Path | None = None,
-              device: str = "cpu", dev_runner=None) -> PPOResult:
+              device: str = "cpu", dev_runner=None) -> RLResult:
     """Fine-tune the policy in `policy_dir` with PPO; checkpoints go under `out_dir`.
 
     `runner` plays the environment's episodes (training/envs/base.py EpisodeRunner); `dev_runner`
@@ -259,9 +259,9 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
         callbacks.policy_saved(iteration, str(path), entry["dev"] if entry else {})
         return str(path)
 
-    def finish(reason: str, message: str) -> PPOResult:
+    def finish(reason: str, message: str) -> RLResult:
         callbacks.log(message)
-        return PPOResult(iterations=state["iteration"], stop_reason=reason, message=message, best=state["best"],
+        return RLResult(iterations=state["iteration"], stop_reason=reason, message=message, best=state["best"],
                          last_checkpoint=last_checkpoint, evaluations=state["evaluations"],
                          seconds=round(time.monotonic() - started, 1))
 

@@ -24,7 +24,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from webapp.errors import ArbiterError
-from webapp.jobs import Heartbeat
+from webapp.jobs import Heartbeat, job_claim, job_finish
 from webapp.models import Run, RunMetric
 from webapp.runs.kinds import config_as_json, config_from_input, get_kind
 
@@ -223,11 +223,10 @@ def run_execute(*, run_id: int, attempt: int) -> None:
     """Claim a queued run and execute it; its final status always gets written."""
     from webapp.compute import pick_compute
 
-    now = timezone.now()
-    if not Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.QUEUED).update(
-            status=Run.Status.RUNNING, started_at=now, heartbeat_at=now, progress_message="Starting ..."):
+    if not job_claim(Run, run_id, attempt=attempt):
         logger.info("run %s attempt %s is not queued any more; nothing to do", run_id, attempt)
         return
+    Run.objects.filter(pk=run_id, attempt=attempt).update(progress_message="Starting ...")
     run = Run.objects.get(pk=run_id)
     kind = get_kind(run.kind)
     if kind is None:
@@ -275,16 +274,16 @@ def json_safe(value):
 
 def _finish(run_id: int, attempt: int, status: str, *, error: str = "", summary: dict | None = None,
             message: str = "") -> None:
-    updates = {"status": status, "finished_at": timezone.now(), "error": error, "progress_message": message}
+    updates = {"error": error, "progress_message": message}
     if summary is not None:
         updates.update(summary=json_safe(summary), progress=1.0)
     try:
-        Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.RUNNING).update(**updates)
+        with transaction.atomic():
+            job_finish(Run, run_id, status=status, guard={"attempt": attempt}, **updates)
     except DatabaseError as exc:  # a summary the database refuses: the run still ends, as failed
         logger.exception("run %s: its final state could not be written", run_id)
-        Run.objects.filter(pk=run_id, attempt=attempt, status=Run.Status.RUNNING).update(
-            status=Run.Status.FAILED, finished_at=timezone.now(), progress_message="Failed.",
-            error=f"The run finished but its result could not be stored: {exc}")
+        job_finish(Run, run_id, status=Run.Status.FAILED, guard={"attempt": attempt}, progress_message="Failed.",
+                   error=f"The run finished but its result could not be stored: {exc}")
 
 
 def run_add_lineage(*, run: Run, links: list[dict]) -> None:
