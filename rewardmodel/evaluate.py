@@ -21,21 +21,16 @@ from collections.abc import Iterable
 
 import numpy as np
 
-RESAMPLES = 1000
+from training.evaluation.metrics import RESAMPLES, bootstrap
+
 SEED = 0
-_CHUNK = 100  # resamples drawn at a time, so memory stays small for large test sets
 
 
 def bootstrap_interval(values, *, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of the mean of `values` (one value per pair)."""
-    values = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = []
-    for start in range(0, resamples, _CHUNK):
-        rows = min(_CHUNK, resamples - start)
-        means.append(values[rng.integers(0, len(values), size=(rows, len(values)))].mean(axis=1))
-    low, high = np.percentile(np.concatenate(means), [2.5, 97.5])
-    return float(low), float(high)
+    """95% percentile-bootstrap interval of the mean of `values` (one value per pair): the one
+    interval of every figure (training/evaluation/metrics.py)."""
+    result = bootstrap([float(v) for v in np.asarray(values, dtype=float)], resamples=resamples, seed=seed)
+    return result["low"], result["high"]
 
 
 def _credit(differences: np.ndarray) -> np.ndarray:

@@ -231,7 +231,7 @@ def test_resuming_from_the_first_checkpoint_does_not_evaluate_it_again(policy_di
 
 
 def test_a_checkpoint_replaces_the_best_only_on_signal_not_on_one_lucky_episode():
-    from training.rl.trainer import clearly_better, wilson_interval
+    from training.rl.trainer import clearly_better
 
     start = {"success": 4 / 90, "episodes": 90}
     assert not clearly_better({"success": 5 / 90, "episodes": 90}, start, margin=RLConfig().best_margin)  # one episode more
@@ -243,9 +243,24 @@ def test_a_checkpoint_replaces_the_best_only_on_signal_not_on_one_lucky_episode(
     with_greedy = lambda s, g: {"success": s, "episodes": 90, "greedy_success": g, "greedy_episodes": 45}  # noqa: E731
     assert clearly_better(with_greedy(0.25, 0.40), with_greedy(0.05, 0.10), margin=RLConfig().best_margin)
     assert not clearly_better(with_greedy(0.12, 0.0), with_greedy(0.05, 0.30), margin=RLConfig().best_margin)
-    low, high = wilson_interval(0.5, 100)
-    assert low == pytest.approx(0.404, abs=0.002) and high == pytest.approx(0.596, abs=0.002)
-    assert wilson_interval(0.0, 30)[0] == 0.0 and wilson_interval(0.0, 30)[1] > 0.1
+
+
+def test_every_interval_is_the_one_bootstrap_over_units():
+    """One interval helper (training/evaluation/metrics.py): dev success, the before/after table
+    and the reward model's accuracy all resample their units (tasks, pairs) the same way."""
+    from rewardmodel.evaluate import bootstrap_interval
+    from training.evaluation.episodes import task_bootstrap
+    from training.evaluation.metrics import bootstrap
+
+    half = bootstrap([1.0] * 50 + [0.0] * 50)
+    assert half["mean"] == 0.5 and half["low"] == pytest.approx(0.40, abs=0.03) and half["high"] == pytest.approx(0.60, abs=0.03)
+    assert bootstrap([0.0] * 30)["high"] == 0.0 and bootstrap([])["mean"] is None
+    per_task = [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.0]]
+    same = bootstrap(per_task, seed=3)
+    assert task_bootstrap(per_task, seed=3) == {"mean": same["mean"], "low": same["low"], "high": same["high"],
+                                                "tasks": 4, "episodes": 8}
+    assert bootstrap_interval([1, 0, 1, 1], seed=0) == (bootstrap([1.0, 0.0, 1.0, 1.0])["low"],
+                                                         bootstrap([1.0, 0.0, 1.0, 1.0])["high"])
 
 
 @pytest.mark.parametrize("algorithm", ["rloo", "grpo"])

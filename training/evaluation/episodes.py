@@ -20,10 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.evaluation.metrics import episode_figures
+from training.evaluation.metrics import RESAMPLES, bootstrap, episode_figures
 
 METRICS = ("success", "score", "f1", "quote_support", "steps", "tool_errors", "rm_score", "kl")
-RESAMPLES = 1000
 
 
 @dataclass
@@ -109,16 +108,11 @@ def episode_values(played: Played) -> dict[str, list[list[float]]]:
 
 
 def task_bootstrap(per_task: list[list[float]], *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
-    """{mean, low, high, tasks, episodes}: the mean over tasks of each task's mean, with a 95%
-    percentile-bootstrap interval over tasks."""
-    means = np.array([np.mean(values) for values in per_task if values], dtype=float)
-    if means.size == 0:
-        return {"mean": None, "low": None, "high": None, "tasks": 0, "episodes": 0}
-    rng = np.random.default_rng(seed)
-    draws = means[rng.integers(0, means.size, size=(resamples, means.size))].mean(axis=1)
-    low, high = np.percentile(draws, [2.5, 97.5])
-    return {"mean": float(means.mean()), "low": float(low), "high": float(high), "tasks": int(means.size),
-            "episodes": int(sum(len(v) for v in per_task))}
+    """{mean, low, high, tasks, episodes}: the mean over tasks of each task's mean, with the one
+    interval of every figure (training/evaluation/metrics.py `bootstrap`, over tasks)."""
+    result = bootstrap(per_task, resamples=resamples, seed=seed)
+    return {"mean": result["mean"], "low": result["low"], "high": result["high"], "tasks": result["units"],
+            "episodes": result["values"]}
 
 
 def summarize(played: Played, *, seed: int = 0) -> dict[str, dict]:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from rewardmodel.train import Callbacks, nothing
 from training.envs.base import INVALID_TOOL
-from training.evaluation.metrics import mean_figures
+from training.evaluation.metrics import GREEDY_SUCCESS, bootstrap, mean_figures
 from training.policy.chat import POLICY_FILE
 from training.rl.config import RLConfig
 from training.rl.scorers import Scorer
@@ -444,21 +444,21 @@ def dev_figures(model, tokenizer, runner, tasks, config: RLConfig, *, seed: int,
 
     episodes = play(config.eval_temperature, config.eval_samples)
     figures = {**mean_figures(episodes), "episodes": len(episodes), "temperature": config.eval_temperature}
-    figures["success_low"], figures["success_high"] = wilson_interval(figures["success"], len(episodes))
+    figures["success_low"], figures["success_high"] = _interval(episodes, seed)
     if config.eval_greedy and config.eval_temperature > 0:
         greedy = play(0.0, 1)
-        figures["greedy_success"], figures["greedy_episodes"] = mean_figures(greedy)["success"], len(greedy)
-        figures["greedy_low"], figures["greedy_high"] = wilson_interval(figures["greedy_success"], len(greedy))
+        figures[GREEDY_SUCCESS], figures["greedy_episodes"] = mean_figures(greedy)["success"], len(greedy)
+        figures["greedy_low"], figures["greedy_high"] = _interval(greedy, seed)
     return figures
 
 
-def wilson_interval(rate: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of a success rate over n episodes."""
-    if n == 0:
-        return 0.0, 1.0
-    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+def _interval(episodes, seed: int) -> tuple[float, float]:
+    """The 95% interval of dev success over tasks (the one interval, metrics.bootstrap)."""
+    by_task: dict[str, list[float]] = {}
+    for episode in episodes:
+        by_task.setdefault(episode.task.external_id, []).append(float(episode.outcome.correct))
+    result = bootstrap(list(by_task.values()), seed=seed)
+    return (result["low"], result["high"]) if result["mean"] is not None else (0.0, 1.0)
 
 
 def clearly_better(candidate: dict, best: dict, margin: float) -> bool:
