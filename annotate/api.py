@@ -1,6 +1,7 @@
 """REST endpoints of the annotation app: one view per operation, thin."""
 from __future__ import annotations
 
+from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -9,6 +10,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.judgement_input import RATING_MAX, RATIONALE_MAX, SCALE, SCALE_WORDS, judgement_parse
 from annotate.models import Campaign, ImportBatch, Judgement
 from annotate.selectors import assignment_screen_payload
 from annotate.services.imports import (
@@ -21,6 +23,7 @@ from webapp.api_errors import error_body, error_items
 from webapp.api_input import IdField, Int32Field, StrictJSONParser, id_parameter, query_id
 from webapp.errors import ArbiterError
 from webapp.models import pseudonym_for
+from webapp.pagination import OldestFirstListPage, list_page
 from webapp.roles import Role
 
 
@@ -202,34 +205,27 @@ class JudgementSubmitApi(APIView):
     permission_classes = [api_role(*LABELERS)]
 
     class InputSerializer(serializers.Serializer):
-        choice = serializers.IntegerField(min_value=1, max_value=5)
+        """The body, for the schema only: `judgement_parse` reads it (annotate/judgement_input.py)."""
+
+        choice = serializers.IntegerField(min_value=SCALE.start, max_value=SCALE[-1], help_text=SCALE_WORDS)
         both_bad = serializers.BooleanField(default=False)
         ratings = serializers.DictField(
-            child=serializers.DictField(child=serializers.IntegerField(min_value=1, max_value=10)),
-            help_text="Per dimension, {left, right}: 1 to the dimension's scale (at most 10).",
+            child=serializers.DictField(child=serializers.IntegerField(min_value=1, max_value=RATING_MAX)),
+            help_text=f"Per dimension, {{left, right}}: 1 to the dimension's scale (at most {RATING_MAX}).",
             required=False, default=dict,
         )
         first_wrong_step_left = Int32Field(required=False, allow_null=True)
         first_wrong_step_right = Int32Field(required=False, allow_null=True)
-        rationale = serializers.CharField(required=False, allow_blank=True, default="", max_length=20_000)
+        rationale = serializers.CharField(required=False, allow_blank=True, default="", max_length=RATIONALE_MAX)
 
     @extend_schema(request=InputSerializer, responses={201: JudgementOutput, 200: JudgementOutput})
     def post(self, request, assignment_id: int):
-        from annotate.services.assignments import Verdict, judgement_submit
+        from annotate.services.assignments import judgement_submit
 
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        v = data.validated_data
+        # A form or multipart body arrives as a QueryDict: its last value per field, as text.
+        body = request.data.dict() if isinstance(request.data, QueryDict) else request.data
         judgement, created = judgement_submit(
-            assignment_id=assignment_id,
-            annotator=request.user,
-            verdict=Verdict(
-                choice=v["choice"], both_bad=v["both_bad"], ratings=v["ratings"],
-                first_wrong_left=v.get("first_wrong_step_left"),
-                first_wrong_right=v.get("first_wrong_step_right"),
-                rationale=v["rationale"],
-            ),
-        )
+            assignment_id=assignment_id, annotator=request.user, verdict=judgement_parse(body))
         return Response(JudgementOutput(judgement).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -261,15 +257,17 @@ class CampaignJudgement(JudgementOutput):
 
 
 class CampaignJudgementsApi(APIView):
-    """Every judgement of a campaign, annotators pseudonymized (researchers and admins)."""
+    """A campaign's judgements, a page at a time in the order they were made, annotators
+    pseudonymized (researchers and admins)."""
 
     permission_classes = [api_role(Role.RESEARCHER, Role.ADMIN)]
+    pagination_class = OldestFirstListPage
 
     @extend_schema(responses={200: CampaignJudgement(many=True)})
     def get(self, request, campaign_id: int):
         campaign = get_object_or_404(Campaign, pk=campaign_id)
-        rows = Judgement.objects.filter(comparison__campaign=campaign).order_by("id")
-        return Response(CampaignJudgement(rows, many=True).data)
+        rows = Judgement.objects.filter(comparison__campaign=campaign)
+        return list_page(self, rows, lambda page: CampaignJudgement(page, many=True).data)
 
 
 class AgreementPairwise(serializers.Serializer):

@@ -6,11 +6,13 @@ negotiation, parsers, serializers and renderer cost more than the work itself th
 the common case is answered by a plain Django view: a token in the `Authorization`
 header, a JSON body of the usual shape, the same services, JSON written by orjson.
 
+A judgement body is read by `judgement_parse` (annotate/judgement_input.py), as in the DRF
+view, so a refused body gets the same 400 on both paths (tests/annotate/test_judgement_parity.py).
 Anything else (session authentication with its CSRF check, a bad or missing token, a role
-that may not label, a form body, an unexpected field or type, an id out of range) is handed to
-the DRF view (annotate/api.py), which answers it exactly as before: the short path never
-answers a case it does not fully check, and the DRF views stay the documented contract (the
-schema is generated from them).
+that may not label, a form body, a body that is not JSON, a query other than a valid
+`?campaign=ID`) is handed to the DRF view (annotate/api.py): the short path never answers a
+case it does not fully check, and the DRF views stay the documented contract (the schema is
+generated from them).
 """
 from __future__ import annotations
 
@@ -21,12 +23,13 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed
 
 from annotate import api
+from annotate.judgement_input import judgement_parse
 from annotate.models import Campaign
 from annotate.selectors import assignment_screen_payload
-from annotate.services.assignments import Verdict, assignment_next, judgement_submit
+from annotate.services.assignments import assignment_next, judgement_submit
 from webapp import json_input
 from webapp.api_errors import error_body, error_items
-from webapp.api_input import INT32_MAX, parse_id
+from webapp.api_input import parse_id
 from webapp.authentication import TokenWithRolesAuthentication
 from webapp.errors import ArbiterError
 from webapp.roles import user_has_role
@@ -50,30 +53,6 @@ def _labeler(request):
     except AuthenticationFailed:
         return None
     return user if user_has_role(user, *api.LABELERS) else None
-
-
-def _verdict(body) -> Verdict | None:
-    """The body as a Verdict when it has exactly the usual shape; None otherwise."""
-    if not isinstance(body, dict) or not set(body) <= {"choice", "both_bad", "ratings", "first_wrong_step_left",
-                                                       "first_wrong_step_right", "rationale"}:
-        return None
-    choice = body.get("choice")
-    if type(choice) is not int or not 1 <= choice <= 5:
-        return None
-    both_bad, rationale = body.get("both_bad", False), body.get("rationale", "")
-    if type(both_bad) is not bool or not isinstance(rationale, str) or len(rationale) > 20_000:
-        return None
-    steps = [body.get("first_wrong_step_left"), body.get("first_wrong_step_right")]
-    if any(s is not None and (type(s) is not int or not 0 <= s <= INT32_MAX) for s in steps):
-        return None
-    ratings = body.get("ratings", {})
-    if not isinstance(ratings, dict) or not all(
-            isinstance(sides, dict) and all(type(v) is int and 1 <= v <= 10 for v in sides.values())
-            for sides in ratings.values()):
-        return None
-    # DRF's CharField trims the rationale; so does the short path.
-    return Verdict(choice=choice, both_bad=both_bad, ratings=ratings, first_wrong_left=steps[0],
-                   first_wrong_right=steps[1], rationale=rationale.strip())
 
 
 def _refused(exc: Exception) -> HttpResponse:
@@ -107,14 +86,13 @@ def _submit(request, assignment_id: int) -> HttpResponse | None:
     if user is None:
         return None
     try:
-        verdict = _verdict(json_input.loads(request.body))
+        body = json_input.loads(request.body)
     except json_input.JsonInputError:
-        return None
-    if verdict is None:
-        return None
+        return None  # DRF's parser words the refusal
     try:
-        judgement, created = judgement_submit(assignment_id=assignment_id, annotator=user, verdict=verdict)
-    except ArbiterError as exc:
+        judgement, created = judgement_submit(assignment_id=assignment_id, annotator=user,
+                                              verdict=judgement_parse(body))
+    except (ArbiterError, PermissionDenied) as exc:
         return _refused(exc)
     return _json({
         "id": judgement.pk, "comparison": judgement.comparison_id, "choice": judgement.choice,

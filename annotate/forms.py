@@ -1,7 +1,9 @@
+from dataclasses import asdict
+
 from django import forms
 
+from annotate.judgement_input import SCALE, SIDES, JudgementInputError, Verdict, judgement_parse
 from annotate.models import Campaign, ImportBatch
-from webapp.api_input import INT32_MAX
 
 
 class ImportUploadForm(forms.Form):
@@ -27,33 +29,36 @@ class ImportUploadForm(forms.Form):
 
 
 class JudgementForm(forms.Form):
-    """A verdict in screen terms; rating fields are added per campaign dimension."""
+    """A verdict from the comparison screen. The form only shapes what was posted into a judgement
+    body (the API's field names, a rating per `rating__<dimension>__<side>` nested); every rule is
+    `judgement_parse`'s, so the screen accepts and refuses what the API does, in the same words.
 
-    choice = forms.IntegerField(min_value=1, max_value=5, error_messages={
-        "required": "Pick a point on the scale (keys 1-5).",
-        "min_value": "The scale runs from 1 to 5.", "max_value": "The scale runs from 1 to 5.",
-    })
-    both_bad = forms.BooleanField(required=False)
-    first_wrong_left = forms.IntegerField(required=False, min_value=0, max_value=INT32_MAX)
-    first_wrong_right = forms.IntegerField(required=False, min_value=0, max_value=INT32_MAX)
-    rationale = forms.CharField(required=False, max_length=20_000, strip=True)
+    After `is_valid()`, `verdict` is the Verdict; `cleaned_data` holds what was read (after a
+    refusal too, so the screen shows it again)."""
 
     def __init__(self, *args, dimensions: list[dict] = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.dimensions = [d["name"] for d in dimensions]
-        for d in dimensions:
-            for side in ("left", "right"):
-                self.fields[f"rating__{d['name']}__{side}"] = forms.IntegerField(
-                    required=False, min_value=1, max_value=d["scale"])
+        self.verdict: Verdict | None = None
 
-    def ratings(self) -> dict:
-        out = {}
-        for dim in self.dimensions:
-            sides = {side: self.cleaned_data.get(f"rating__{dim}__{side}") for side in ("left", "right")}
-            sides = {k: v for k, v in sides.items() if v is not None}
-            if sides:
-                out[dim] = sides
-        return out
+    def body(self) -> dict:
+        data = self.data
+        ratings = {dim: {side: data[f"rating__{dim}__{side}"] for side in SIDES if data.get(f"rating__{dim}__{side}")}
+                   for dim in self.dimensions}
+        return {
+            "choice": data.get("choice"), "both_bad": data.get("both_bad"),
+            "ratings": {dim: sides for dim, sides in ratings.items() if sides},
+            "first_wrong_step_left": data.get("first_wrong_left"),
+            "first_wrong_step_right": data.get("first_wrong_right"), "rationale": data.get("rationale"),
+        }
+
+    def clean(self) -> dict:
+        try:
+            self.verdict = judgement_parse(self.body())
+        except JudgementInputError as exc:
+            self.cleaned_data.update(exc.accepted)
+            raise forms.ValidationError(exc.message) from None
+        return asdict(self.verdict)
 
 
 class SkipForm(forms.Form):
@@ -63,9 +68,10 @@ class SkipForm(forms.Form):
 class AdjudicateForm(forms.Form):
     """No default: the adjudicator picks a point on the scale."""
 
-    choice = forms.IntegerField(min_value=1, max_value=5, error_messages={
+    choice = forms.IntegerField(min_value=SCALE.start, max_value=SCALE[-1], error_messages={
         "required": "Pick the adjudicated label (A much better … B much better): nothing was recorded.",
         "invalid": "Pick the adjudicated label from the list.",
-        "min_value": "The scale runs from 1 to 5.", "max_value": "The scale runs from 1 to 5.",
+        "min_value": f"The scale runs from {SCALE.start} to {SCALE[-1]}.",
+        "max_value": f"The scale runs from {SCALE.start} to {SCALE[-1]}.",
     })
     note = forms.CharField(required=False, max_length=5000)

@@ -28,19 +28,33 @@ def campaigns_for_labeling(*, user) -> list[Campaign]:
     return campaigns_with_progress(user=user, statuses=[Campaign.Status.ACTIVE])
 
 
-def campaigns_with_progress(*, user, statuses: list[str], ids: list[int] | None = None) -> list[Campaign]:
-    """Campaigns in these statuses (and of these ids) that the user may see, each with its
-    `progress`: an annotator sees the ones they may label; researchers and admins every one."""
+def campaigns_visible(*, user, statuses: list[str]) -> QuerySet[Campaign]:
+    """Campaigns in these statuses that the user may see: an annotator the ones they may
+    label; researchers and admins every one."""
     from annotate.services.campaigns import campaigns_labelable_by
     from webapp.roles import Role, user_has_role
 
     rows = Campaign.objects.filter(status__in=statuses)
+    if not user_has_role(user, Role.RESEARCHER, Role.ADMIN):
+        rows = rows.filter(pk__in=campaigns_labelable_by(user).values("pk"))
+    return rows
+
+
+def campaigns_with_progress(*, user, statuses: list[str], ids: list[int] | None = None) -> list[Campaign]:
+    """Campaigns in these statuses (and of these ids) that the user may see, by name, each with
+    its progress (`campaigns_progress_set`)."""
+    rows = campaigns_visible(user=user, statuses=statuses)
     if ids is not None:
         rows = rows.filter(pk__in=ids)
-    labelable = set(campaigns_labelable_by(user).filter(pk__in=rows.values("pk")).values_list("pk", flat=True))
-    if not user_has_role(user, Role.RESEARCHER, Role.ADMIN):
-        rows = rows.filter(pk__in=labelable)
-    campaigns = list(rows.order_by("name"))
+    return campaigns_progress_set(campaigns=list(rows.order_by("name")), user=user)
+
+
+def campaigns_progress_set(*, campaigns: list[Campaign], user) -> list[Campaign]:
+    """The campaigns, each given its `progress` for the user and `may_label`."""
+    from annotate.services.campaigns import campaigns_labelable_by
+
+    labelable = set(campaigns_labelable_by(user).filter(pk__in=[c.pk for c in campaigns])
+                    .values_list("pk", flat=True))
     progress = campaign_progress(campaigns=campaigns, user=user)
     for campaign in campaigns:
         campaign.progress = progress[campaign.pk]

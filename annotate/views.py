@@ -21,7 +21,6 @@ from annotate.selectors import (
     import_batches_recent,
 )
 from annotate.services.assignments import (
-    Verdict,
     assignment_next,
     assignment_skip,
     comparison_adjudicate,
@@ -158,16 +157,8 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
         message = " ".join(e for errors in form.errors.values() for e in errors)
         return _workbench(request, campaign, assignment=assignment, form=form, error=message, status=400,
                           align=align)
-    verdict = Verdict(
-        choice=form.cleaned_data["choice"],
-        both_bad=form.cleaned_data["both_bad"],
-        ratings=form.ratings(),
-        first_wrong_left=form.cleaned_data["first_wrong_left"],
-        first_wrong_right=form.cleaned_data["first_wrong_right"],
-        rationale=form.cleaned_data["rationale"],
-    )
     try:
-        judgement_submit(assignment_id=assignment.id, annotator=request.user, verdict=verdict)
+        judgement_submit(assignment_id=assignment.id, annotator=request.user, verdict=form.verdict)
     except ArbiterError as exc:
         if exc.message == LEASE_LOST:
             return _workbench(request, campaign, error=exc.message, status=409, align=align, next_after_error=True)

@@ -1,19 +1,12 @@
 """The comparison screen's context: an assignment shown in screen terms, never naming policies."""
 from __future__ import annotations
 
+from annotate.judgement_input import SCREEN_SCALE
 from annotate.models import Assignment, Campaign, Comparison
 from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
 from annotate.trajectory_view import Align, pair_view, setup_views
 
-# (value, text, short text for narrow screens)
-SCREEN_SCALE = [
-    (1, "Left much better", "Left ≫"),
-    (2, "Left better", "Left >"),
-    (3, "Tie", "Tie"),
-    (4, "Right better", "Right >"),
-    (5, "Right much better", "Right ≫"),
-]
 IDENTICAL = "Identical trajectories"
 PROMPT_FOLD = 400  # characters of a task prompt shown before "Show the whole task"
 SKIP_REASONS = ["Cannot judge: needs expertise", "Unreadable or broken", IDENTICAL, "Other"]

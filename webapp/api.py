@@ -6,6 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.models import ApiToken
+from webapp.pagination import ListPage, list_page
 from webapp.roles import user_roles
 from webapp.tokens import api_token_create, api_token_revoke, api_tokens_of
 
@@ -31,6 +32,8 @@ class TokenOutput(serializers.ModelSerializer):
 class TokenListCreateApi(APIView):
     """The caller's own API tokens: list them, or create one (its key is in this answer only)."""
 
+    pagination_class = ListPage
+
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=100)
 
@@ -42,7 +45,7 @@ class TokenListCreateApi(APIView):
 
     @extend_schema(responses={200: TokenOutput(many=True)})
     def get(self, request):
-        return Response(TokenOutput(api_tokens_of(request.user), many=True).data)
+        return list_page(self, api_tokens_of(request.user), lambda page: TokenOutput(page, many=True).data)
 
     @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})
     def post(self, request):

@@ -97,19 +97,22 @@ def queue_state(queue: str, rows: list | None = None) -> QueueState:
     return QueueState(queue, alive, None if alive or not takers else takers[0].beat_at)
 
 
-def workers_overview() -> dict:
-    """What the workers API answers: every worker with `alive`, and each known queue's state."""
+def worker_overview(worker) -> dict:
+    """A row of the workers API: a WorkerBeat with `alive`."""
+    since = timezone.now() - timedelta(seconds=settings.WORKER_ALIVE_SECONDS)
+    return {"hostname": worker.hostname, "queues": worker.queue_names, "pid": worker.pid,
+            "started_at": worker.started_at, "beat_at": worker.beat_at, "alive": worker.beat_at >= since}
+
+
+def queues_overview() -> dict:
+    """Each known queue's live workers and when one was last seen, over every worker (the
+    workers API's summary beside its page of workers)."""
     from webapp.models import WorkerBeat
 
-    since = timezone.now() - timedelta(seconds=settings.WORKER_ALIVE_SECONDS)
-    rows = list(WorkerBeat.objects.order_by("hostname"))
+    rows = list(WorkerBeat.objects.all())
     queues = sorted({"default", settings.RUN_QUEUE, *(q for w in rows for q in w.queue_names)})
     states = {q: queue_state(q, rows) for q in queues}
-    return {
-        "workers": [{"hostname": w.hostname, "queues": w.queue_names, "pid": w.pid, "started_at": w.started_at,
-                     "beat_at": w.beat_at, "alive": w.beat_at >= since} for w in rows],
-        "queues": {q: {"alive": len(s.alive), "last_seen": s.last_seen} for q, s in states.items()},
-    }
+    return {q: {"alive": len(s.alive), "last_seen": s.last_seen} for q, s in states.items()}
 
 
 @dataclass(frozen=True)

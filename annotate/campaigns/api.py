@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.models import Campaign, CampaignFill
-from annotate.selectors import campaign_activity, campaigns_with_progress
+from annotate.selectors import campaign_activity, campaigns_progress_set, campaigns_visible, campaigns_with_progress
 from annotate.services.campaign_fill import FILL_STRATEGIES, campaign_fill_create, fill_preview, fill_request_clean
 from annotate.services.campaigns import (
     ACTIONS,
@@ -30,6 +30,7 @@ from webapp.api_errors import error_body, error_items
 from webapp.api_input import IdField, StrictJSONParser
 from webapp.errors import ArbiterError
 from webapp.models import pseudonym_for
+from webapp.pagination import ListPage, list_page
 from webapp.roles import Role, user_has_role
 
 EVERY_ROLE = (Role.ANNOTATOR, Role.RESEARCHER, Role.ADMIN)
@@ -146,6 +147,7 @@ class CampaignListCreateApi(APIView):
 
     permission_classes = [api_role(*EVERY_ROLE)]
     parser_classes = [StrictJSONParser]
+    pagination_class = ListPage
 
     @extend_schema(parameters=[STATUS_PARAM], responses={200: CampaignOutput(many=True)})
     def get(self, request):
@@ -157,9 +159,9 @@ class CampaignListCreateApi(APIView):
         if unknown:
             raise ArbiterError(f"Unknown status {unknown[0][:40]!r}; one of {', '.join(Campaign.Status.values)}.",
                                details=[{"field": "status", "message": "unknown status"}])
-        campaigns = campaigns_with_progress(user=request.user, statuses=statuses)
-        return Response(CampaignOutput(campaigns, many=True,
-                                       context={"admin": user_has_role(request.user, Role.ADMIN)}).data)
+        context = {"admin": user_has_role(request.user, Role.ADMIN)}
+        return list_page(self, campaigns_visible(user=request.user, statuses=statuses), lambda page: CampaignOutput(
+            campaigns_progress_set(campaigns=page, user=request.user), many=True, context=context).data)
 
     @extend_schema(request=CampaignInput, responses={201: CampaignOutput})
     def post(self, request):
@@ -288,11 +290,12 @@ class CampaignFillApi(APIView):
 
     permission_classes = [api_role(Role.ADMIN)]
     parser_classes = [StrictJSONParser]
+    pagination_class = ListPage
 
     @extend_schema(responses={200: FillOutput(many=True)})
     def get(self, request, campaign_id: int):
         campaign = get_object_or_404(Campaign, pk=campaign_id)
-        return Response(FillOutput(campaign.fills.order_by("-created_at")[:100], many=True).data)
+        return list_page(self, campaign.fills.all(), lambda page: FillOutput(page, many=True).data)
 
     @extend_schema(request=FillInput, responses={201: FillOutput, 202: FillOutput})
     def post(self, request, campaign_id: int):

@@ -14,6 +14,7 @@ from annotate.services.datasets import snapshot_create_from_input
 from webapp.access import api_role
 from webapp.api_input import IdField, Int32Field
 from webapp.errors import ArbiterError
+from webapp.pagination import ListPage, list_page
 from webapp.roles import Role
 
 DATA_ROLES = (Role.RESEARCHER, Role.ADMIN)
@@ -30,6 +31,7 @@ class SnapshotOutput(serializers.ModelSerializer):
 
 class DatasetListCreateApi(APIView):
     permission_classes = [api_role(*DATA_ROLES)]
+    pagination_class = ListPage
 
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=200)
@@ -47,7 +49,8 @@ class DatasetListCreateApi(APIView):
 
     @extend_schema(responses={200: SnapshotOutput(many=True)})
     def get(self, request):
-        return Response(SnapshotOutput(DatasetSnapshot.objects.order_by("-created_at")[:200], many=True).data)
+        return list_page(self, DatasetSnapshot.objects.prefetch_related("campaigns"),
+                         lambda page: SnapshotOutput(page, many=True).data)
 
     @extend_schema(request=InputSerializer, responses={201: SnapshotOutput, 202: SnapshotOutput})
     def post(self, request):

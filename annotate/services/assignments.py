@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
 from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
@@ -36,11 +35,11 @@ from django.db import connection, transaction
 from django.db.models import Case, Exists, F, OuterRef, Value, When
 from django.utils import timezone
 
+from annotate.judgement_input import SCALE, Verdict, judgement_parse
 from annotate.models import Assignment, Campaign, Comparison, Judgement
 from annotate.services.campaigns import campaign_may_label, dimensions_of
 from webapp.errors import ArbiterError
 
-SCALE = range(1, 6)
 # Expired leases are swept at most this often per process and campaign, and always
 # when a pull finds nothing (so an expired slot is never lost to a waiting annotator).
 SWEEP_EVERY_SECONDS = 10.0
@@ -179,18 +178,6 @@ def _assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
     return _take_slot(campaign, annotator, now, gold=False)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """A judgement as the annotator gave it, in screen terms (left/right)."""
-
-    choice: int  # 1 left much better .. 3 tie .. 5 right much better
-    both_bad: bool = False
-    ratings: dict | None = None  # dimension -> {"left": 1..5, "right": 1..5}
-    first_wrong_left: int | None = None
-    first_wrong_right: int | None = None
-    rationale: str = ""
-
-
 def _to_ab(assignment: Assignment, verdict: Verdict) -> dict:
     """Screen terms to A/B terms through the assignment's side mapping."""
     left_is_a = assignment.left_is_a
@@ -207,52 +194,22 @@ def _to_ab(assignment: Assignment, verdict: Verdict) -> dict:
     return {"choice": choice, "first_wrong_step_a": wrong_a, "first_wrong_step_b": wrong_b, "ratings": ratings}
 
 
-def visible_text(text: str) -> str:
-    """The text without whitespace and invisible format characters (zero-width spaces, joiners,
-    direction marks: Unicode category Cf): what a reader would see."""
-    import unicodedata
-
-    return "".join(ch for ch in text if not ch.isspace() and unicodedata.category(ch) != "Cf")
-
-
-def _validate(assignment: Assignment, verdict: Verdict) -> None:
+def _checked(assignment: Assignment, verdict: Verdict) -> Verdict:
+    """The verdict read again with what this comparison asks: the campaign's rating dimensions
+    and rationale rule, and the steps on each side (counted only when a step is marked). The
+    rules are `judgement_parse`'s, the same the form and the API apply to a body."""
     comparison = assignment.comparison
     campaign = comparison.campaign
-    problems = []
-    if verdict.choice not in SCALE:
-        problems.append(f"choice must be 1-5, got {verdict.choice!r}")
+    step_counts = None
     if verdict.first_wrong_left is not None or verdict.first_wrong_right is not None:
         size_a, size_b = (
             Comparison.objects.filter(pk=comparison.pk)
             .values_list("trajectory_a__num_steps", "trajectory_b__num_steps")
             .get()
         )
-        left_size, right_size = (size_a, size_b) if assignment.left_is_a else (size_b, size_a)
-        for side, index, size in (("left", verdict.first_wrong_left, left_size),
-                                  ("right", verdict.first_wrong_right, right_size)):
-            if index is not None and not (0 <= index < size):
-                problems.append(
-                    f"first wrong step on the {side}: step {index} does not exist "
-                    f"(that trajectory has steps 0-{size - 1})"
-                )
-    scales = {d["name"]: d["scale"] for d in dimensions_of(campaign)}
-    for dim, sides in (verdict.ratings or {}).items():
-        if dim not in scales:
-            problems.append(f"unknown rating dimension {str(dim)[:60]!r} (this campaign has: {', '.join(scales) or 'none'})")
-            continue
-        for side, value in sides.items():
-            if side not in ("left", "right") or value not in range(1, scales[dim] + 1):
-                problems.append(f"rating {dim}.{str(side)[:20]} must be left/right with a value 1-{scales[dim]}")
-    for d in dimensions_of(campaign):
-        missing = [side for side in ("left", "right") if side not in (verdict.ratings or {}).get(d["name"], {})]
-        if d.get("required") and missing:
-            problems.append(f"rate {d['name']} for {' and '.join(missing)} (this campaign requires it)")
-    if campaign.rationale_required and not visible_text(verdict.rationale):
-        problems.append("this campaign requires a rationale (invisible characters alone are not one)")
-    if len(verdict.rationale) > 20_000:
-        problems.append("the rationale is over 20,000 characters")
-    if problems:
-        raise ArbiterError("The judgement was not stored: " + "; ".join(problems) + ".")
+        step_counts = (size_a, size_b) if assignment.left_is_a else (size_b, size_a)
+    return judgement_parse(verdict.body(), dimensions=dimensions_of(campaign),
+                           rationale_required=campaign.rationale_required, step_counts=step_counts)
 
 
 LEASE_LOST = (
@@ -294,7 +251,7 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
     if not campaign_may_label(campaign=campaign, user=annotator):
         raise PermissionDenied(f"You are no longer in the pool of campaign {campaign.name!r}: your judgement "
                                "was not stored.")
-    _validate(assignment, verdict)
+    verdict = _checked(assignment, verdict)
     comparison = assignment.comparison
     campaign = comparison.campaign
     now = timezone.now()

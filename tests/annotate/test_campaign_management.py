@@ -21,7 +21,7 @@ from annotate.services.campaigns import (
 from annotate.services.comparisons import comparisons_plan
 from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read
 from annotate.services.imports import import_upload_create
-from tests.conftest import token_client
+from tests.conftest import api_rows, token_client
 from tests.factories import CampaignFactory, PolicyFactory, TaskFactory, TrajectoryFactory, UserFactory
 from webapp.errors import ArbiterError
 
@@ -145,12 +145,12 @@ def test_an_annotator_outside_the_pool_is_refused_and_not_offered_the_campaign(c
         assignment_next(campaign=campaign, annotator=outside)
     api = token_client(outside)
     assert api.get(f"/api/v1/assignments/next?campaign={campaign.pk}").status_code == 403
-    assert [c["id"] for c in api.get("/api/v1/campaigns/").json()] == []
+    assert [c["id"] for c in api_rows(api, "/api/v1/campaigns/")] == []
     assert api.get(f"/api/v1/campaigns/{campaign.pk}").status_code == 404
     client.force_login(outside)
     assert client.get(f"/annotate/campaigns/{campaign.pk}/label/").status_code == 403
     assert campaign.name not in client.get("/annotate/campaigns/").content.decode()
-    ok = token_client(inside).get("/api/v1/campaigns/").json()
+    ok = api_rows(token_client(inside), "/api/v1/campaigns/")
     assert [c["id"] for c in ok] == [campaign.pk] and ok[0]["may_label"]
 
 

@@ -85,12 +85,12 @@ def test_a_finished_campaign_says_done_and_gold_accuracy_is_read_against_the_gol
 
 
 def test_the_api_lists_active_campaigns_with_the_callers_progress():
-    from tests.conftest import token_client
+    from tests.conftest import api_rows, token_client
 
     campaign = campaign_with(comparisons=2, votes=1)
     annotator = UserFactory(roles=["annotator"])
     judge(campaign, annotator, 1)
-    rows = token_client(annotator).get("/api/v1/campaigns/").json()
+    rows = api_rows(token_client(annotator), "/api/v1/campaigns/")
     row = next(r for r in rows if r["id"] == campaign.pk)
     assert row["progress"]["done"] == 1 and row["progress"]["needed"] == 2
     assert row["progress"]["left_for_you"] == 1 and row["progress"]["mine"] == 1

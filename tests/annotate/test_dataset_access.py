@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 from annotate.models import DatasetSnapshot
 from annotate.services.datasets import snapshot_create
 from tests.annotate.dataset_fixtures import voted_campaign
-from tests.conftest import token_client, wait_for
+from tests.conftest import api_rows, token_client, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +35,7 @@ def test_data_roles_create_list_and_read_snapshots_over_the_api(role_users, role
     body = created.json()
     assert body["status"] == "succeeded" and body["stats"]["pairs"] == 2
     assert api.get(f"/api/v1/datasets/{body['id']}").json()["content_hash"] == body["content_hash"]
-    assert any(s["id"] == body["id"] for s in api.get("/api/v1/datasets/").json())
+    assert any(s["id"] == body["id"] for s in api_rows(api, "/api/v1/datasets/"))
 
 
 @pytest.mark.parametrize(

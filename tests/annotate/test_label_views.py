@@ -43,9 +43,22 @@ def test_missing_choice_keeps_the_same_comparison_with_a_message(client, annotat
     first = _assignment(client, campaign)
     response = client.post(f"/annotate/assignments/{first.id}/judgement/", {"choice": ""}, HTTP_HX_REQUEST="true")
     page = response.content.decode()
-    assert "Pick a point on the scale" in page and f'data-assignment="{first.id}"' in page
+    assert "pick a point on the scale" in page and f'data-assignment="{first.id}"' in page
     plain = client.post(f"/annotate/assignments/{first.id}/judgement/", {"choice": "9"})
-    assert plain.status_code == 400 and "The scale runs from 1 to 5" in plain.content.decode()
+    assert plain.status_code == 400 and "choice must be 1-5, not &#x27;9&#x27;" in plain.content.decode()
+    assert Judgement.objects.count() == 0
+
+
+def test_a_refused_submit_shows_what_was_sent_again(client, annotator):
+    campaign = make_campaign(n_comparisons=1, k=1)
+    client.force_login(annotator)
+    first = _assignment(client, campaign)
+    sent = {"both_bad": "on", "first_wrong_left": "0", "rationale": "the left one loops"}  # no point on the scale
+    response = client.post(f"/annotate/assignments/{first.id}/judgement/", sent)
+    page = response.content.decode()
+    assert response.status_code == 400 and "pick a point on the scale" in page
+    assert 'name="both_bad" checked' in page and 'name="first_wrong_left" value="0" checked' in page
+    assert "the left one loops</textarea>" in page
     assert Judgement.objects.count() == 0
 
 

@@ -2,7 +2,7 @@
 import pytest
 from annotate.models import Assignment, Judgement
 from tests.annotate.test_assignments import make_campaign
-from tests.conftest import token_client
+from tests.conftest import api_rows, token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -81,7 +81,7 @@ def test_researchers_read_judgements_pseudonymized(role_users):
     api = token_client(ann)
     assignment_id = api.get(f"/api/v1/assignments/next?campaign={campaign.id}").json()["id"]
     api.post(f"/api/v1/assignments/{assignment_id}/judgement", {"choice": 1}, format="json")
-    rows = token_client(role_users["researcher"]).get(f"/api/v1/campaigns/{campaign.id}/judgements").json()
+    rows = api_rows(token_client(role_users["researcher"]), f"/api/v1/campaigns/{campaign.id}/judgements")
     assert rows[0]["annotator"] == ann.pseudonym and ann.username not in str(rows)
     agreement = token_client(role_users["researcher"]).get(f"/api/v1/campaigns/{campaign.id}/agreement").json()
     assert agreement["judgements"] == 1 and ann.username not in str(agreement)

@@ -54,7 +54,7 @@ def test_the_short_path_answers_like_the_drf_view(annotator, handed_over):
     assert again.status_code == 200 and again.json()["id"] == short["id"]
 
 
-@pytest.mark.parametrize("request_kind", ["bad token", "form body", "unknown field", "choice as text", "extra query"])
+@pytest.mark.parametrize("request_kind", ["bad token", "form body", "not JSON", "extra query"])
 def test_what_the_short_path_does_not_check_goes_to_the_drf_view(annotator, handed_over, request_kind):
     campaign = make_campaign(n_comparisons=1, k=1)
     api = token_client(annotator)
@@ -67,16 +67,26 @@ def test_what_the_short_path_does_not_check_goes_to_the_drf_view(annotator, hand
     elif request_kind == "form body":
         response = api.post(url, {"choice": 1})  # multipart
         assert response.status_code == 201
-    elif request_kind == "unknown field":
-        response = api.post(url, {"choice": 1, "mood": "fine"}, format="json")
-        assert response.status_code == 201  # DRF ignores unknown fields
-    elif request_kind == "choice as text":
-        response = api.post(url, {"choice": "one"}, format="json")
-        assert response.status_code == 400 and response.json()["errors"][0]["field"] == "choice"
+    elif request_kind == "not JSON":
+        response = api.generic("POST", url, b'{"choice": 1', content_type="application/json")
+        assert response.status_code == 400 and "not valid" in response.json()["detail"]
     else:
         response = api.get(f"/api/v1/assignments/next?campaign={campaign.id}&x=1")
         assert response.status_code == 200
     assert handed_over, "the DRF view answered"
+
+
+@pytest.mark.parametrize(("body", "status"), [({"choice": 1, "mood": "fine"}, 201), ({"choice": "one"}, 400)])
+def test_the_short_path_reads_every_json_body_itself(annotator, handed_over, body, status):
+    """The body is read by the DRF view's parser (annotate/judgement_input.py): an unknown field is
+    ignored and a refusal is answered on the short path, as the DRF view would answer it."""
+    campaign = make_campaign(n_comparisons=1, k=1)
+    api = token_client(annotator)
+    assignment = api.get(f"/api/v1/assignments/next?campaign={campaign.id}").json()["id"]
+    response = api.post(f"/api/v1/assignments/{assignment}/judgement", body, format="json")
+    assert response.status_code == status and handed_over == []
+    if status == 400:
+        assert response.json()["errors"] == [{"field": "choice", "message": "choice must be 1-5, not 'one'"}]
 
 
 def test_refusals_on_the_short_path_have_the_api_error_shape(annotator):

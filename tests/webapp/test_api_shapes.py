@@ -189,7 +189,9 @@ def test_odd_query_values_never_answer_500(world, client, role):
     for value in ODD_IDS:
         for path in (f"/api/v1/assignments/next?campaign={value}", f"/api/v1/trajectories/?campaign={value}",
                      f"/api/v1/runs/?kind={value}&status={value}", f"/api/v1/runs/{world['run']}?metrics={value}",
-                     f"/api/v1/campaigns/?status={value}", f"/api/v1/datasets/1/download?format={value}&filetype={value}"):
+                     f"/api/v1/campaigns/?status={value}", f"/api/v1/datasets/1/download?format={value}&filetype={value}",
+                     f"/api/v1/runs/?page_size={value}", f"/api/v1/users/?cursor={value}",
+                     f"/api/v1/campaigns/{world['campaign']}/judgements?cursor={value}&page_size={value}"):
             method = "POST" if "trajectories" in path else "GET"
             response = caller.generic(method, path.encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
                                       b"[]", content_type="application/json")

@@ -2,7 +2,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from tests.conftest import token_client
+from tests.conftest import api_rows, token_client
 from tests.factories import UserFactory
 from webapp.models import ApiToken
 
@@ -34,11 +34,11 @@ def test_tokens_over_the_api_are_the_callers_own(role_users):
     api = token_client(annotator)
     created = api.post("/api/v1/tokens/", {"name": "ci"}, format="json")
     assert created.status_code == 201 and len(created.json()["key"]) == 40
-    names = [t["name"] for t in api.get("/api/v1/tokens/").json()]
-    assert "ci" in names and all("key" not in t for t in api.get("/api/v1/tokens/").json())
+    listed = api_rows(api, "/api/v1/tokens/")
+    assert "ci" in [t["name"] for t in listed] and all("key" not in t for t in listed)
     # Another user cannot see or revoke it, not even an admin through the API.
     other = token_client(admin)
-    assert "ci" not in [t["name"] for t in other.get("/api/v1/tokens/").json()]
+    assert "ci" not in [t["name"] for t in api_rows(other, "/api/v1/tokens/")]
     assert other.delete(f"/api/v1/tokens/{created.json()['id']}").status_code == 404
     assert api.delete(f"/api/v1/tokens/{created.json()['id']}").status_code == 204
     assert not ApiToken.objects.filter(pk=created.json()["id"]).exists()

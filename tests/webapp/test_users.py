@@ -14,7 +14,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from tests.annotate.test_assignments import label_all, make_campaign
-from tests.conftest import token_client
+from tests.conftest import api_rows, token_client
 from tests.factories import UserFactory
 from webapp.errors import ArbiterError
 from webapp.models import ApiToken
@@ -351,7 +351,7 @@ def test_the_api_lists_users_with_roles_counts_and_the_synthetic_mark(admin_api)
     worker = UserFactory(username="worker", roles=["annotator"])
     label_all(make_campaign(n_comparisons=2, k=1), [worker])
     UserFactory(username="simulated-1", is_synthetic=True, roles=["annotator"])
-    body = {u["username"]: u for u in admin_api.get("/api/v1/users/").json()}
+    body = {u["username"]: u for u in api_rows(admin_api, "/api/v1/users/")}
     assert body["worker"]["roles"] == ["annotator"] and body["worker"]["judgements"] == 2
     assert body["worker"]["tokens"] == 0 and body["worker"]["is_synthetic"] is False
     assert body["simulated-1"]["is_synthetic"] is True
@@ -448,7 +448,7 @@ def test_the_api_lists_creates_and_revokes_a_users_tokens(admin_api):
     user = UserFactory(username="tokened", roles=["annotator"])
     created = admin_api.post(f"/api/v1/users/{user.id}/tokens", {"name": "ci"}, format="json")
     assert created.status_code == 201 and len(created.json()["key"]) == 40
-    listed = admin_api.get(f"/api/v1/users/{user.id}/tokens").json()
+    listed = api_rows(admin_api, f"/api/v1/users/{user.id}/tokens")
     assert [t["name"] for t in listed] == ["ci"] and "key" not in listed[0]
     other = UserFactory()
     assert admin_api.delete(f"/api/v1/users/{other.id}/tokens/{created.json()['id']}").status_code == 404

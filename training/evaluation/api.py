@@ -8,9 +8,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from training.evaluation.selectors import evaluation_report, evaluations_list
+from training.evaluation.selectors import evaluations_list
+from training.loop.report import dashboard_report
 from training.models import Evaluation
 from webapp.access import api_role
+from webapp.pagination import ListPage, list_page
 from webapp.roles import Role
 
 READ_ROLES = (Role.RESEARCHER, Role.ADMIN)
@@ -18,6 +20,7 @@ READ_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
 class EvaluationListApi(APIView):
     permission_classes = [api_role(*READ_ROLES)]
+    pagination_class = ListPage
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
@@ -34,7 +37,7 @@ class EvaluationListApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer(many=True)})
     def get(self, request):
-        return Response(self.OutputSerializer(evaluations_list()[:200], many=True).data)
+        return list_page(self, evaluations_list(), lambda page: self.OutputSerializer(page, many=True).data)
 
 
 class EvaluationDetailApi(APIView):
@@ -56,7 +59,7 @@ class EvaluationDetailApi(APIView):
         baseline_id = serializers.IntegerField(allow_null=True)
         systems = serializers.ListField(child=serializers.DictField())
         human_evaluations = serializers.ListField(child=serializers.DictField())
-        ppo_runs = serializers.ListField(child=serializers.DictField())
+        rl_runs = serializers.ListField(child=serializers.DictField())
         loop = serializers.DictField(allow_null=True, help_text="The loop this evaluation is a round of: its name, "
                                                                 "this round's number and every round's figures.")
 
@@ -65,5 +68,5 @@ class EvaluationDetailApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request, evaluation_id: int):
-        report = evaluation_report(get_object_or_404(Evaluation, pk=evaluation_id))
+        report = dashboard_report(get_object_or_404(Evaluation, pk=evaluation_id))
         return Response(self.OutputSerializer(report).data)

@@ -9,11 +9,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.access import api_role
-from webapp.models import Run
+from webapp.models import Run, WorkerBeat
+from webapp.pagination import ListPage, list_page, page_parameters
 from webapp.roles import Role
 from webapp.runs.selectors import run_metric_series, runs_filtered
 from webapp.runs.services import run_cancel, run_launch, run_resume
-from webapp.workers import queue_state, run_wait, workers_overview
+from webapp.workers import queue_state, queues_overview, run_wait, worker_overview
 
 READ_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
@@ -40,6 +41,8 @@ class RunOutput(serializers.ModelSerializer):
 
 
 class RunListCreateApi(APIView):
+    pagination_class = ListPage
+
     class InputSerializer(serializers.Serializer):
         kind = serializers.CharField(max_length=32)
         config = serializers.DictField(required=False, default=dict)
@@ -61,8 +64,7 @@ class RunListCreateApi(APIView):
     def get(self, request):
         query = self.FilterSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        runs = runs_filtered(**query.validated_data)
-        return Response(RunOutput(runs[:200], many=True).data)
+        return list_page(self, runs_filtered(**query.validated_data), lambda page: RunOutput(page, many=True).data)
 
     @extend_schema(request=InputSerializer, responses={201: RunOutput})
     def post(self, request):
@@ -121,12 +123,34 @@ class RunResumeApi(APIView):
         return Response(RunOutput(run_resume(run_id=run_id)).data, status=status.HTTP_202_ACCEPTED)
 
 
+class WorkerOutput(serializers.Serializer):
+    hostname = serializers.CharField()
+    queues = serializers.ListField(child=serializers.CharField())
+    pid = serializers.IntegerField()
+    started_at = serializers.DateTimeField()
+    beat_at = serializers.DateTimeField()
+    alive = serializers.BooleanField(help_text="Beaten within WORKER_ALIVE_SECONDS.")
+
+
+class QueueOutput(serializers.Serializer):
+    alive = serializers.IntegerField(help_text="Live workers that take it.")
+    last_seen = serializers.DateTimeField(allow_null=True, help_text="With none alive: the last beat of one.")
+
+
 class WorkersApi(APIView):
-    """The Celery workers that beat within WORKER_ALIVE_SECONDS, and each queue's state."""
+    """The Celery workers that have beaten, a page at a time, and each queue's state."""
 
     permission_classes = [api_role(*READ_ROLES)]
+    pagination_class = ListPage
 
-    @extend_schema(responses={200: dict}, description="`queues`: for `default` and `gpu`, how many live workers "
-                   "take it and when one was last seen; `workers`: every worker that has beaten, with `alive`.")
+    class OutputSerializer(serializers.Serializer):
+        next = serializers.URLField(allow_null=True)
+        previous = serializers.URLField(allow_null=True)
+        results = serializers.ListField(child=WorkerOutput(), help_text="Workers, newest first.")
+        queues = serializers.DictField(child=QueueOutput(), help_text="`default` and `gpu` (and any queue a worker "
+                                                                "takes), over every worker, not only this page's.")
+
+    @extend_schema(parameters=page_parameters(), responses={200: OutputSerializer})
     def get(self, request):
-        return Response(workers_overview())
+        return list_page(self, WorkerBeat.objects.all(), lambda page: [worker_overview(w) for w in page],
+                         queues=queues_overview())

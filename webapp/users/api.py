@@ -12,9 +12,10 @@ from rest_framework.views import APIView
 from webapp.access import api_role
 from webapp.api import TokenOutput
 from webapp.errors import ArbiterError
+from webapp.pagination import ListPage, list_page
 from webapp.roles import Role
 from webapp.tokens import api_token_revoke, api_tokens_of
-from webapp.users.selectors import user_get, users_list
+from webapp.users.selectors import role_names, user_get, users_counted
 from webapp.users.services import (
     EMAIL_MAX,
     PASSWORD_MAX,
@@ -39,8 +40,7 @@ def RolesField(**kwargs) -> serializers.ListField:
 
 
 class UserOutput(serializers.ModelSerializer):
-    roles = serializers.ListField(child=serializers.CharField(), source="role_names",
-                                  help_text="The roles the user holds (a superuser holds all).")
+    roles = serializers.SerializerMethodField(help_text="The roles the user holds (a superuser holds all).")
     judgements = serializers.IntegerField(source="judgement_count", help_text="Judgements the user has made.")
     tokens = serializers.IntegerField(source="token_count", help_text="API tokens the user has.")
     has_password = serializers.BooleanField(source="has_usable_password",
@@ -50,6 +50,9 @@ class UserOutput(serializers.ModelSerializer):
         model = User
         fields = ["id", "username", "email", "roles", "is_active", "is_superuser", "is_synthetic", "has_password",
                   "last_login", "date_joined", "judgements", "tokens"]
+
+    def get_roles(self, user) -> list[str]:
+        return role_names(user)
 
 
 def _output(user_id: int) -> dict:
@@ -64,6 +67,7 @@ class UserListCreateApi(APIView):
     """Every user; or a new one, who logs in with a password (given or generated) or sets it through a link."""
 
     permission_classes = [api_role(Role.ADMIN)]
+    pagination_class = ListPage
 
     class InputSerializer(serializers.Serializer):
         username = serializers.CharField(max_length=USERNAME_MAX)
@@ -84,7 +88,7 @@ class UserListCreateApi(APIView):
 
     @extend_schema(responses={200: UserOutput(many=True)})
     def get(self, request):
-        return Response(UserOutput(users_list(), many=True).data)
+        return list_page(self, users_counted(), lambda page: UserOutput(page, many=True).data)
 
     @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})
     def post(self, request):
@@ -165,6 +169,7 @@ class UserTokenListCreateApi(APIView):
     """A user's API tokens; or a new one for them (its key is in this answer only)."""
 
     permission_classes = [api_role(Role.ADMIN)]
+    pagination_class = ListPage
 
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=100)
@@ -177,7 +182,7 @@ class UserTokenListCreateApi(APIView):
 
     @extend_schema(responses={200: TokenOutput(many=True)})
     def get(self, request, user_id: int):
-        return Response(TokenOutput(api_tokens_of(_user(user_id)), many=True).data)
+        return list_page(self, api_tokens_of(_user(user_id)), lambda page: TokenOutput(page, many=True).data)
 
     @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})
     def post(self, request, user_id: int):
