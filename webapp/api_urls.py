@@ -6,7 +6,7 @@ from annotate import api as annotate_api
 from annotate import api_fast
 from annotate.campaigns import api as campaign_api
 from annotate.datasets import api as dataset_api
-from training.evaluation import api as evaluation_api
+from training.web import evaluation_api
 from webapp.runs import api as run_api
 from webapp.api import TokenListCreateApi, TokenRevokeApi, WhoAmIApi
 
