@@ -14,5 +14,5 @@ def test_every_option_of_every_run_kind_and_of_the_loop_says_what_it_does():
     assert missing == []
 
 
-def test_the_option_tables_in_the_docs_are_the_codes():
-    call_command("config_docs", "--check")  # raises CommandError when docs/config-options.md is stale
+def test_the_generated_docs_option_tables_and_model_table_are_the_codes():
+    call_command("generate_docs", "--check")  # raises CommandError when config-options.md or data-model.md is stale

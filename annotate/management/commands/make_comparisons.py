@@ -3,7 +3,7 @@
     python manage.py make_comparisons --campaign NAME [--strategy all_pairs|outcome_differs|policy_vs_policy|same_calls_different_answer]
                                       [--policy-a ID --policy-b ID] [--max-per-task 10] [--seed 0]
 
-The same build is in the app (a campaign's page, Fill) and the API (POST /api/v1/campaigns/ID/fill).
+The same build is in the app (a campaign's page, Fill) and the API (POST /api/v1/campaigns/ID/fills/).
 """
 from django.core.management.base import BaseCommand, CommandError
 
