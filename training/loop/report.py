@@ -23,7 +23,7 @@ def _figure(entry: EvaluationEntry | None, mode: str, metric: str) -> dict | Non
 
 def _policy_figures(entry: EvaluationEntry | None) -> dict:
     kl = _figure(entry, "sampled", "kl")
-    return {"success": _figure(entry, "sampled", "success"), "success_greedy": _figure(entry, "greedy", "success"),
+    return {"success": _figure(entry, "sampled", "success"), "greedy_success": _figure(entry, "greedy", "success"),
             "rm_score": _figure(entry, "sampled", "rm_score"),
             "sqrt_kl": math.sqrt(max(0.0, kl["mean"])) if kl else None}
 
@@ -88,7 +88,7 @@ def loop_curves(rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
         return lambda row: (row.get(key) or {}).get("mean")
 
     return {
-        "success": series(mean("success")), "success_greedy": series(mean("success_greedy")),
+        "success": series(mean("success")), "greedy_success": series(mean("greedy_success")),
         "rm_score": series(mean("rm_score")), "sqrt_kl": series(lambda row: row.get("sqrt_kl")),
         "audit_top": series(lambda row: ((row.get("audit") or {}).get("top") or {}).get("favourite_preferred")),
         "audit_disagreement": series(
@@ -115,7 +115,7 @@ def format_rounds(rows: list[dict]) -> str:
         audit = ("-" if top.get("favourite_preferred") is None else
                  f"{share(top['favourite_preferred'])} [{share(top['low'])}, {share(top['high'])}] n={top['judged']}")
         sqrt_kl = "-" if row.get("sqrt_kl") is None else f"{row['sqrt_kl']:.2f}"
-        lines.append(f"{row['number']:<7}{pct(row.get('success')):<22}{pct(row.get('success_greedy')):<22}"
+        lines.append(f"{row['number']:<7}{pct(row.get('success')):<22}{pct(row.get('greedy_success')):<22}"
                      f"{sqrt_kl:<9}{share(rm.get('accuracy')):<8}{share(rm.get('answer_swap')):<13}"
                      f"{audit:<28}{share(top.get('favourite_correct')) + ' / ' + share(top.get('other_correct')):<26}"
                      + ("  the policy did not move: RL kept its start" if row.get("policy_moved") is False else ""))

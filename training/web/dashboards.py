@@ -113,7 +113,7 @@ def _loop(report: dict) -> dict | None:
     rows = report["loop"]["rounds"]
     curves = loop_curves(rows)
     x_range = (0, max(1, rows[-1]["number"]))
-    charts = [line_chart_svg({"T=1": curves["success"], "greedy": curves["success_greedy"]},
+    charts = [line_chart_svg({"T=1": curves["success"], "greedy": curves["greedy_success"]},
                              title="Rubric success on held-out tasks", x_label="round", x_range=x_range, unit="%"),
               line_chart_svg({"favourite preferred": curves["audit_top"],
                               "sides with the model": curves["audit_disagreement"]},
