@@ -3,8 +3,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from annotate.models import Comparison
-from tests.annotate.test_assignments import make_campaign
 from tests.conftest import token_client
+from tests.helpers import make_campaign
 
 pytestmark = pytest.mark.django_db
 

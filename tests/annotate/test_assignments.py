@@ -15,29 +15,10 @@ from annotate.services.assignments import (
     comparison_set_gold,
     judgement_submit,
 )
-from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+from tests.helpers import annotators, label_all, make_campaign
 from webapp.errors import ArbiterError
 
 pytestmark = pytest.mark.django_db
-
-
-def make_campaign(n_comparisons=3, k=2, **kwargs):
-    campaign = CampaignFactory(votes_per_comparison=k, **kwargs)
-    for _ in range(n_comparisons):
-        task = TaskFactory()
-        a, b = TrajectoryFactory(task=task), TrajectoryFactory(task=task)
-        Comparison.objects.create(campaign=campaign, task=task, trajectory_a=a, trajectory_b=b)
-    return campaign
-
-
-def annotators(n):
-    return [UserFactory(roles=["annotator"]) for _ in range(n)]
-
-
-def label_all(campaign, users, choice=2):
-    for user in users:
-        while (a := assignment_next(campaign=campaign, annotator=user)) is not None:
-            judgement_submit(assignment_id=a.id, annotator=user, verdict=Verdict(choice=choice))
 
 
 def test_each_comparison_gets_exactly_k_votes_from_different_annotators():

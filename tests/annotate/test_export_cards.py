@@ -10,31 +10,9 @@ import zipfile
 import pytest
 
 from annotate.exports import FILETYPES, FORMATS, SCHEMAS, export_zip, features_of
-from tests.annotate.test_exports import agent_snapshot, snapshot  # noqa: F401  (fixtures)
+from tests.helpers import CHECK
 
 pytestmark = pytest.mark.django_db
-CHECK = """
-import json, re, sys
-from pathlib import Path
-card = Path("README.md").read_text()
-found = re.search(r"```python\\n(.*?)```", card, re.S)
-if found is None:  # an export with no rows: the card says so and prints no code
-    assert "there is nothing to load" in card
-    print(json.dumps({"all": {}, "columns": None}))
-    sys.exit(0)
-code = found.group(1)
-names = {}
-exec(code, names)
-ds = names["ds"]
-out = {"all": {split: ds[split].num_rows for split in ds}}
-# Each split alone, with the same code narrowed to it.
-for split in list(ds):
-    alone = {}
-    exec(re.sub(r"data_files=\\{[^}]*\\}", lambda m: "data_files={%r: %r}" % (split, f"data/{split}." + sys.argv[1]), code), alone)
-    out[split] = alone["ds"][split].num_rows
-out["columns"] = sorted(ds[list(ds)[0]].column_names)
-print(json.dumps(out))
-"""
 
 
 def test_features_match_what_datasets_reads_from_the_arrow_schema():
@@ -46,7 +24,7 @@ def test_features_match_what_datasets_reads_from_the_arrow_schema():
 
 @pytest.mark.parametrize("filetype", FILETYPES)
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_each_format_loads_with_its_cards_code_in_a_clean_process(agent_snapshot, tmp_path, fmt, filetype):  # noqa: F811
+def test_each_format_loads_with_its_cards_code_in_a_clean_process(agent_snapshot, tmp_path, fmt, filetype):
     bundle = export_zip(agent_snapshot, fmt, filetype, tmp_path / "bundle.zip")
     folder = tmp_path / "unzipped"
     with zipfile.ZipFile(bundle) as zf:

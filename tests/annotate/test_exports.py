@@ -11,59 +11,13 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotate.exports import SCHEMAS, export_bundle_dir, export_file, export_zip, iter_rows, kto_labels
-from annotate.models import DatasetSnapshot, Judgement, Task, Trajectory
+from annotate.models import DatasetSnapshot, Judgement, Trajectory
 from annotate.services.datasets import snapshot_create
 from tests.annotate.dataset_fixtures import voted_campaign
+from tests.helpers import SYSTEM_PROMPT, TOOLS, _tiny_model_and_tokenizer
 from webapp.errors import ArbiterError
 
 pytestmark = pytest.mark.django_db
-
-TOOL_STEPS = [
-    {"kind": "thought", "text": "Search first."},
-    {"kind": "action", "tool": "search", "arguments": {"query": "Veloran"}, "call_id": "c1"},
-    {"kind": "action", "tool": "open", "arguments": {"n": 0}, "call_id": "c2"},
-    {"kind": "observation", "tool": "search", "content": "[0] Veloran Glassworks", "call_id": "c1"},
-    {"kind": "observation", "tool": "open", "content": "Founded by Ilse Marrow.", "call_id": "c2"},
-    {"kind": "answer", "text": "Ilse Marrow", "quotes": ["Founded by Ilse Marrow."]},
-]
-
-
-@pytest.fixture
-def snapshot():
-    campaign, comparisons = voted_campaign([[1, 2], [5, 4], [2, 2], [4, 5], [1, 1], [5, 5]] * 3,
-                                           marks={0: (None, 2), 1: (1, None)})
-    first = comparisons[0].trajectory_a
-    first.steps, first.num_steps = TOOL_STEPS, len(TOOL_STEPS)
-    first.save()
-    # Fixed task ids: the split hashes them, and factory sequence numbers shift as tests are added.
-    # These put the first marked comparison in train and the second in test (5 test tasks of 18).
-    for i, comparison in enumerate(comparisons):
-        Task.objects.filter(pk=comparison.task_id).update(external_id=f"export-task-{i + 1}")
-    snapshot = snapshot_create(name="prefs", campaigns=[campaign], test_fraction=0.3, seed=1)
-    splits = dict(snapshot.pairs.values_list("comparison_id", "split"))
-    assert (splits[comparisons[0].pk], splits[comparisons[1].pk]) == ("train", "test")
-    return snapshot
-
-
-SYSTEM_PROMPT = "You are Quillwort, a research agent. Cite what you open."
-TOOLS = [  # as an OpenAI-chat import keeps them (trajectory metadata `tools`); each with its own parameters
-    {"type": "function", "function": {"name": "search", "description": "Search the corpus.", "parameters": {
-        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-    {"type": "function", "function": {"name": "open", "description": "Open a result.", "parameters": {
-        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}},
-]
-
-
-@pytest.fixture
-def agent_snapshot(snapshot):
-    """The same snapshot's trajectories given a system prompt and tools, except the third comparison's."""
-    third = snapshot.pairs.order_by("comparison_id")[2].comparison
-    bare = {third.trajectory_a_id, third.trajectory_b_id}
-    for t in Trajectory.objects.all():
-        if t.pk not in bare:
-            t.metadata = {**t.metadata, "system_prompt": SYSTEM_PROMPT, "tools": TOOLS}
-            t.save(update_fields=["metadata"])
-    return snapshot
 
 
 def test_trl_rows_keep_tool_calls_structured(snapshot):
@@ -110,41 +64,6 @@ def test_trl_exports_load_with_datasets(snapshot, tmp_path):
         assert card.startswith("---\n") and f"content_hash: {snapshot.content_hash}" in card
         manifest = json.loads((out / "manifest.json").read_text())
         assert set(manifest["files"]) == {"README.md", "features.json", f"data/train.{filetype}", f"data/test.{filetype}"}
-
-
-CHAT_TEMPLATE = (
-    "{% if tools %}<|system|>toolbox {% for t in tools %}{{ t['function']['name'] }} {% endfor %}<|end|>\n{% endif %}"
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] or '' }}"
-    "{% if m['tool_calls'] %}{% for c in m['tool_calls'] %}<|call|>{{ c['function']['name'] }}"
-    "{{ c['function']['arguments'] }}{% endfor %}{% endif %}<|end|>\n{% endfor %}"
-)
-
-
-def _tiny_tokenizer(texts):
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<eos>"]))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>")
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
-
-
-def _tiny_model_and_tokenizer(snapshot, fmt, model_class):
-    from transformers import LlamaConfig, set_seed
-
-    texts = [json.dumps(r) for r in iter_rows(snapshot, fmt)] + [
-        "<|system|> <|user|> <|assistant|> <|tool|> <|call|> <|end|> toolbox"]
-    tokenizer = _tiny_tokenizer(texts)
-    set_seed(0)
-    extra = {"num_labels": 1} if model_class.__name__.endswith("SequenceClassification") else {}
-    model = model_class(LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id, **extra,
-    ))
-    return model, tokenizer
 
 
 def test_a_tiny_reward_model_trains_on_the_trl_export_with_reward_trainer(agent_snapshot, tmp_path):

@@ -16,10 +16,8 @@ from annotate.exports import export_zip
 from annotate.models import Assignment, Comparison, Judgement, Policy, Trajectory
 from annotate.services.datasets import snapshot_create
 from annotate.services.imports import trajectories_import_stream
-from tests.annotate.test_exports import _tiny_model_and_tokenizer
-from tests.annotate.test_export_cards import CHECK
 from tests.factories import CampaignFactory, UserFactory
-from tests.webapp.test_api_shapes import ANTHROPIC, CANONICAL, OPENAI
+from tests.helpers import ANTHROPIC, CANONICAL, CHECK, OPENAI, _tiny_model_and_tokenizer
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "trace_formats" / "fixtures"

@@ -15,10 +15,9 @@ from rest_framework.test import APIClient
 
 from annotate.models import Assignment, Campaign, Judgement
 from annotate.services.assignments import assignment_next, assignment_skip
-from tests.annotate.test_assignments import make_campaign
-from tests.annotate.test_labeling_fast_path import handed_over  # noqa: F401 (a fixture)
 from tests.conftest import token_client
 from tests.factories import UserFactory
+from tests.helpers import make_campaign
 from webapp import json_input
 
 pytestmark = pytest.mark.django_db
@@ -158,7 +157,7 @@ def _both(paths: dict, text: str, *, to=None) -> dict:
 
 
 @pytest.mark.parametrize("name", list(GOOD) + list(HOSTILE))
-def test_a_body_gets_the_same_answer_on_both_paths(handed_over, name):  # noqa: F811 (the fixture)
+def test_a_body_gets_the_same_answer_on_both_paths(handed_over, name):
     text = {**GOOD, **HOSTILE}[name]
     _, paths = _world()
     answers = _both(paths, text)

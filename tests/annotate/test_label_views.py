@@ -11,9 +11,8 @@ from annotate.models import Assignment, Comparison, Judgement
 from annotate.quality import annotator_counts
 from annotate.selectors import campaign_progress
 from annotate.services.assignments import Verdict, assignment_next, judgement_submit
-from tests.annotate.test_assignments import make_campaign
-from tests.annotate.test_trajectory_view import DETOUR, REJOIN, START
 from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+from tests.helpers import DETOUR, REJOIN, START, make_campaign
 from webapp.templatetags.arbiter import markdown_safe
 
 pytestmark = pytest.mark.django_db
@@ -278,7 +277,7 @@ def test_researchers_read_judgements_under_pseudonyms_admins_under_usernames(cli
     """One rule (webapp.roles.annotator_label) on every page where judgements are read: a
     researcher never sees who gave which choice or rationale, as in the API and the exports."""
     from annotate.models import Comparison
-    from tests.annotate.test_assignments import annotators, label_all
+    from tests.helpers import annotators, label_all
 
     campaign = make_campaign(n_comparisons=1, k=1)
     (voter,) = annotators(1)

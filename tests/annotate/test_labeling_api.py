@@ -1,8 +1,9 @@
 """Labeling over REST: next assignment, judgement (idempotent), skip; clear 400s."""
 import pytest
+
 from annotate.models import Assignment, Judgement
-from tests.annotate.test_assignments import make_campaign
 from tests.conftest import api_rows, token_client
+from tests.helpers import make_campaign
 
 pytestmark = pytest.mark.django_db
 

@@ -5,26 +5,13 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from annotate import api
 from annotate.models import Judgement
 from annotate.services.campaigns import campaign_act
-from tests.annotate.test_assignments import make_campaign
 from tests.conftest import token_client
 from tests.factories import UserFactory
+from tests.helpers import make_campaign
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def handed_over(monkeypatch):
-    """The paths of the requests the short path handed to the DRF views."""
-    calls = []
-    for cls in (api.AssignmentNextApi, api.JudgementSubmitApi):
-        def dispatch(self, request, *args, _original=cls.dispatch, **kwargs):
-            calls.append(request.path)
-            return _original(self, request, *args, **kwargs)
-        monkeypatch.setattr(cls, "dispatch", dispatch)
-    return calls
 
 
 def test_the_short_path_answers_like_the_drf_view(annotator, handed_over):

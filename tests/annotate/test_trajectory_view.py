@@ -8,31 +8,11 @@ from annotate.trajectory_view import (
     pair_view,
     step_key,
 )
-
-
-def thought(text):
-    return {"kind": "thought", "text": text}
-
-
-def call(tool, **arguments):
-    return {"kind": "action", "tool": tool, "arguments": arguments}
-
-
-def seen(tool, content):
-    return {"kind": "observation", "tool": tool, "content": content}
-
-
-def answer(text):
-    return {"kind": "answer", "text": text, "quotes": []}
+from tests.helpers import DETOUR, REJOIN, START, answer, call, seen, thought
 
 
 def pairs(view):
     return [(row.left.index if row.left else None, row.right.index if row.right else None) for row in view.rows]
-
-
-START = [thought("Find the founder."), call("search", query="Veloran"), seen("search", "[0] Veloran Glassworks")]
-REJOIN = [call("open", url="veloran"), seen("open", "Veloran was founded by Ilse Marrow."), answer("Ilse Marrow")]
-DETOUR = [call("search", query="Veloran founder"), seen("search", "[0] nothing useful")]
 
 
 def test_a_detour_on_one_side_leaves_gaps_and_the_rows_match_again_after_it():

@@ -4,7 +4,7 @@ import pytest
 
 from tests.browser.conftest import login, screenshot
 from tests.factories import UserFactory
-from tests.training.test_evaluation_views import Built
+from tests.helpers import Built
 from training.models import HumanEvaluation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -8,15 +8,10 @@ The route table is checked against the list below, so a new page cannot be left 
 """
 from __future__ import annotations
 
-import json
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.urls import URLPattern, URLResolver, get_resolver
-from django.utils import timezone
 
 from annotate.models import ImportBatch
 from annotate.services.datasets import SnapshotFilters, snapshot_create
@@ -24,8 +19,7 @@ from rewardmodel.models import RewardModel
 from tests.annotate.dataset_fixtures import voted_campaign
 from tests.browser.conftest import login, screenshot
 from tests.factories import UserFactory
-from tests.training.test_evaluation_views import Built
-from webapp.models import Run, RunMetric
+from tests.helpers import Built, make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -48,10 +42,6 @@ NOT_PAGES = {
     "team/users/<id:user_id>/password": "POST", "team/users/<id:user_id>/tokens": "POST",
     "team/users/<id:user_id>/tokens/<id:token_id>/revoke": "POST",
 }
-TRAIN_METRICS = ("loss", "accuracy", "margin", "num_tokens", "learning_rate", "grad_norm", "epoch",
-                 "rewards/chosen", "rewards/rejected", "mean_token_accuracy")
-
-
 # In each chart: every text inside the drawing (no clipped y label or title), and x labels that do
 # not run into each other (straight ones by their boxes; turned ones by the room between them).
 CHART_PROBLEMS = """() => {
@@ -85,40 +75,6 @@ def _routes(resolver=None, prefix=""):
                 yield from _routes(entry, route)
         elif isinstance(entry, URLPattern):
             yield route
-
-
-def make_run(admin) -> Run:
-    """A finished reward-model run: ten train/* metrics over 30 steps, one eval point, a nested result,
-    and artifacts: a file and a folder in its folder, and a model kept elsewhere."""
-    run = Run.objects.create(kind="reward_model", name="reward model on sim data", status="succeeded", attempt=1,
-                             created_by=admin, progress=1.0, device="CPU (2 threads)", worker="vm",
-                             started_at=timezone.now(), finished_at=timezone.now(),
-                             config={"snapshot_id": 1, "epochs": 3.0, "hidden": 128, "heads": 4},
-                             summary={"reward_model_id": 0, "test": {"accuracy": 0.8123, "ece": 0.0431, "n": 40},
-                                      "train": {"pairs": 1234, "steps": 30, "seconds": 93.27},
-                                      "reliability": [0.5, 0.61, 0.7]})
-    for step in range(1, 31):
-        values = {f"train/{name}": value for name, value in zip(TRAIN_METRICS, (
-            2.0 / step, 0.5 + step / 70, step / 10, 7000.0 * step, 1e-4 * (1 - step / 31), 1.5 + (step % 4) / 3,
-            step / 10, 0.1 * step, -0.1 * step, 0.3 + step / 60))}
-        RunMetric.objects.create(run=run, step=step, values=values)
-    RunMetric.objects.create(run=run, step=30, values={"eval/accuracy": 0.8123})
-    folder = Path(settings.VAR_DIR) / "runs" / str(run.pk)
-    shutil.rmtree(folder, ignore_errors=True)  # a run of an earlier test session may have had this id
-    (folder / "ppo" / "checkpoints" / "iter-0002").mkdir(parents=True, exist_ok=True)
-    (folder / "ppo" / "checkpoints" / "iter-0002" / "config.json").write_text('{"hidden": 128}')
-    (folder / "ppo" / "checkpoints" / "iter-0002" / "model.safetensors").write_bytes(b"\0" * 2048)
-    (folder / "report.json").write_text(json.dumps({"accuracy": 0.8123}))
-    outside = Path(settings.VAR_DIR) / "registry" / f"run{run.pk}-rm"
-    outside.mkdir(parents=True, exist_ok=True)
-    (outside / "config.json").write_text("{}")
-    Run.objects.filter(pk=run.pk).update(artifacts=[
-        {"name": "report", "path": str(folder / "report.json"), "bytes": 20},
-        {"name": "checkpoints", "path": str(folder / "ppo" / "checkpoints"), "bytes": 2063},
-        {"name": "reward model", "path": str(outside), "bytes": 2},
-    ])
-    run.refresh_from_db()
-    return run
 
 
 def world() -> dict:

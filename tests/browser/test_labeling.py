@@ -10,9 +10,9 @@ import pytest
 
 from annotate.models import Assignment, Comparison, Judgement
 from annotate.services.imports import trajectories_import_stream
-from tests.annotate.test_trajectory_view import DETOUR, REJOIN, START, answer, call, seen, thought
 from tests.browser.conftest import login, screenshot
 from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+from tests.helpers import DETOUR, REJOIN, START, answer, call, seen, thought
 from tests.samples import canonical, jsonl
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

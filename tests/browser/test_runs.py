@@ -35,7 +35,7 @@ def test_the_run_page_follows_a_run_to_its_end(page, live_server):
 
 
 def test_the_run_page_has_a_chart_per_metric_and_downloads_artifacts(page, live_server):
-    from tests.browser.test_every_page import TRAIN_METRICS, make_run
+    from tests.helpers import TRAIN_METRICS, make_run
 
     admin = UserFactory(username="boss", roles=["admin"])
     run = make_run(admin)

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from annotate.models import Trajectory
 from tests.conftest import token_client
-from tests.rewardmodel.rm_fixtures import TINY_RM
+from tests.helpers import PIPELINE, assert_the_loop_ran
 from training.envs.arithmetic import ArithmeticEnvironment
 from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 from training.models import Evaluation
@@ -23,13 +22,6 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 INVENTORY = "tests.training.test_bring_your_own:Inventory"
 COLOURS = ["red", "blue", "green", "grey", "black", "white", "pink", "gold"]
 THINGS = ["lamps", "chairs", "boxes", "ropes", "cups", "tiles", "bolts", "nails", "pens", "mats"]
-# Two wrong answers told apart by their errors: at this size nearly every answer is wrong, and the
-# loop's default (a tie) would leave the reward model too few pairs (the refusal says so).
-PIPELINE = ["--rollout-tasks", "48", "--samples-per-task", "3", "--annotators", "2", "--eval-tasks", "4", "--eval-samples", "1",
-            "--annotator-wrong-pairs", "errors",
-            "--best-of-n", "2", "--reward-model", json.dumps({**TINY_RM, "epochs": 1}),
-            "--ppo", json.dumps({"iterations": 2, "episodes_per_iteration": 8, "minibatch_size": 4, "eval_every": 1,
-                                 "eval_samples": 1, "rollout_batch_size": 8})]
 
 
 class Inventory(Environment):
@@ -89,23 +81,6 @@ def cloned_policy(environment: str, tmp_path, name: str):
     config = BCConfig(environment=environment, hidden=48, layers=2, heads=2, vocab_size=400, max_steps=150,
                       max_seconds=0, extra_worlds=0, demos_per_task=2, learning_rate=3e-3, warmup_steps=5)
     return policy_train_default(config=config, name=name, target=tmp_path / name, log=lambda m: None)
-
-
-def assert_the_loop_ran(environment_name: str, tool: str, policy) -> None:
-    runs = {run.kind: run for run in Run.objects.all()}
-    assert set(runs) == {"rollout", "reward_model", "ppo", "evaluation"}
-    assert all(run.status == "succeeded" for run in runs.values()), {k: r.error for k, r in runs.items()}
-    assert runs["rollout"].summary["environment"] == environment_name and runs["rollout"].summary["comparisons"] > 0
-    stored = Trajectory.objects.filter(policy=policy).select_related("task")
-    assert stored and {t.task.environment for t in stored} == {environment_name}
-    calls = [s for t in stored for s in t.steps if s["kind"] == "action" and s["tool"] == tool]
-    assert calls and all(isinstance(s["arguments"], dict) and s.get("call_id") for s in calls)
-    assert all(tool in {spec["function"]["name"] for spec in t.metadata["tools"]} for t in stored)
-    checkpoint = runs["ppo"].summary["last_policy_id"]
-    assert checkpoint and runs["ppo"].summary["iterations"] == 2
-    evaluation = Evaluation.objects.get()
-    assert evaluation.config["environment"] == environment_name
-    assert evaluation.entries.count() == 4  # start, best-of-2, PPO best and last
 
 
 def test_a_python_environment_of_the_users_goes_through_the_whole_loop(tmp_path, capsys, admin_user, client):

@@ -6,36 +6,8 @@ import jsonschema
 import pytest
 
 from training.envs.arithmetic import ArithmeticEnvironment, CalculatorError, calculate
-from training.envs.base import Environment, EnvTask, EpisodeRunner, Limits, Rubric, Tool, ToolResult
+from training.envs.base import EpisodeRunner, Limits, Rubric
 from training.envs.registry import UnknownEnvironment, environment_names, get_environment
-
-
-class Counter(Environment):
-    """A user's environment, defined here as a user would in their own package."""
-
-    name = "counter"
-
-    def tasks(self, split):
-        return [EnvTask(external_id=f"count-{split}-{n}", prompt=f"Press until {n}.", reference=str(n), split=split)
-                for n in (2, 3)]
-
-    def tools(self):
-        return [Tool("press", "Add one.", {"type": "object", "properties": {}, "additionalProperties": False}),
-                Tool("answer", "Say the count.", {"type": "object", "properties": {"text": {"type": "string"}},
-                                                   "required": ["text"]})]
-
-    def start(self, task):
-        return {"count": 0}
-
-    def call(self, state, tool, arguments):
-        if tool == "answer":
-            return ToolResult(arguments["text"], done=True, answer=arguments["text"])
-        state["count"] += 1
-        return ToolResult(str(state["count"]))
-
-    def outcome(self, state, episode):
-        correct = episode.answer == episode.task.reference
-        return Rubric(correct=correct, score=float(correct), parts={"presses": state["count"]})
 
 
 @pytest.mark.parametrize("name", ["encyclopedia", "arithmetic"])
@@ -114,7 +86,7 @@ def test_the_runner_ends_a_loop_and_owns_the_limits():
 
 
 def test_a_users_environment_by_dotted_path_goes_through_the_runner():
-    env = get_environment("tests.training.test_envs:Counter")
+    env = get_environment("tests.helpers:Counter")
     task = env.tasks("eval")[0]
     episode = EpisodeRunner(env).start(task)
     for _ in range(2):
@@ -123,7 +95,7 @@ def test_a_users_environment_by_dotted_path_goes_through_the_runner():
     # The runner's own figures join the environment's rubric parts, under one vocabulary.
     assert episode.outcome() == Rubric(correct=True, score=1.0, parts={
         "steps": 3, "tool_errors": 0, "loop": False, "truncated": False, "answered": True, "presses": 2})
-    assert get_environment("tests.training.test_envs.Counter").name == "counter"
+    assert get_environment("tests.helpers.Counter").name == "counter"
 
 
 def test_unknown_names_are_refused_with_the_known_ones():

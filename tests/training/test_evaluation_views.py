@@ -15,94 +15,15 @@ from annotate.models import Campaign, Comparison, Policy
 from annotate.services.assignments import Verdict, assignment_next, judgement_submit
 from tests.conftest import api_rows, token_client
 from tests.factories import PolicyFactory, TaskFactory, TrajectoryFactory, UserFactory
+from tests.helpers import Built, figure, steps
 from tests.policy_fixtures import tiny_policy_dir
 from training.evaluation.selectors import evaluation_report
 from training.evaluation.services import evaluation_execute
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode, HumanEvaluation
-from webapp.models import Run, RunMetric
+from webapp.models import Run
 from webapp.templatetags.arbiter import interval
 
 pytestmark = pytest.mark.django_db
-
-
-def figure(mean, low, high, tasks=4, episodes=8):
-    return {"mean": mean, "low": low, "high": high, "tasks": tasks, "episodes": episodes}
-
-
-def steps(text: str) -> list[dict]:
-    return [{"kind": "action", "tool": "search", "arguments": {"query": text}},
-            {"kind": "observation", "tool": "search", "content": f"[0] {text}"},
-            {"kind": "answer", "text": text, "quotes": []}]
-
-
-class Built:
-    """A hand-built evaluation: the start, best-of-4 over it, and a PPO checkpoint, on 4 tasks.
-
-    Sample 0 outcomes (sampled): start  F F T F;  PPO  T F T T  (they differ on tasks 0 and 3).
-    Task 2: both answered with the same steps (an identical pair). Best-of-4's sample 0 is the
-    start's own episode on every task. On task 3 the PPO episode was stored first (lower id).
-    """
-
-    def __init__(self):
-        self.start = PolicyFactory(name="bc", version="1")
-        self.ppo_run = Run.objects.create(kind="ppo", name="ppo against rm", status="succeeded")
-        self.best = PolicyFactory(name="ppo-run", version="iter-0002", parent=self.start, run=self.ppo_run,
-                                  metadata={"ppo": {"iteration": 2, "run_id": self.ppo_run.pk, "best": True,
-                                                    "dev": {"success": 0.4}}})
-        self.last = PolicyFactory(name="ppo-run", version="iter-0004", parent=self.start, run=self.ppo_run,
-                                  metadata={"ppo": {"iteration": 4, "run_id": self.ppo_run.pk, "best": False,
-                                                    "dev": {"success": 0.3}}})
-        for step, values in enumerate([
-                {"objective/rm_score": 0.1, "objective/kl": 0.0, "eval/dev_success": 0.2},
-                {"objective/rm_score": 0.3, "objective/kl": 1.0},
-                {"objective/rm_score": 0.5, "objective/kl": 4.0, "eval/dev_success": 0.4},
-                {"objective/rm_score": 0.8, "objective/kl": 9.0},
-                {"objective/rm_score": 1.0, "objective/kl": 16.0, "eval/dev_success": 0.3,
-                 "eval/overoptimization": 1.0}]):
-            RunMetric.objects.create(run=self.ppo_run, step=step, values=values)
-        self.evaluation = Evaluation.objects.create(
-            name="bc vs ppo", split="eval", reference_policy=self.start,
-            config={"split": "eval", "tasks": 4, "samples": 2, "temperature": 1.0, "greedy": True,
-                    "best_of_n": [4], "seed": 0})
-        self.base = EvaluationEntry.objects.create(
-            evaluation=self.evaluation, label="bc@1 (start)", policy=self.start, is_baseline=True, position=0,
-            metrics={"sampled": {"success": figure(0.25, 0.0, 0.5), "f1": figure(0.3125, 0.05, 0.6),
-                                 "steps": figure(7.5, 6.0, 9.0), "kl": figure(0.0, 0.0, 0.0)},
-                     "greedy": {"success": figure(0.5, 0.0, 1.0, episodes=4)}})
-        self.bon = EvaluationEntry.objects.create(
-            evaluation=self.evaluation, label="best-of-4 over bc@1", policy=self.start, n=4, position=1,
-            kind=EvaluationEntry.Kind.BEST_OF_N,
-            metrics={"sampled": {"success": figure(0.25, 0.0, 0.5), "rm_score": figure(0.9, 0.6, 1.2),
-                                 "kl": figure(0.636, 0.636, 0.636)}})
-        self.ppo = EvaluationEntry.objects.create(
-            evaluation=self.evaluation, label="PPO best by dev", policy=self.best, position=2,
-            metrics={"sampled": {"success": figure(0.75, 0.5, 1.0), "rm_score": figure(0.412, 0.1, 0.7),
-                                 "tool_errors": figure(1.25, 0.5, 2.0), "kl": figure(2.5, 1.5, 3.5)},
-                     "greedy": {"success": figure(0.75, 0.25, 1.0, episodes=4)}})
-        self.tasks = [TaskFactory(prompt=f"Who founded glassworks {i}?", reference_answer=f"Founder {i}")
-                      for i in range(4)]
-        start_correct, ppo_correct = [False, False, True, False], [True, False, True, True]
-        self.sample0 = {}  # (entry, task index) -> trajectory
-        for i, task in enumerate(self.tasks):
-            order = [("ppo", ppo_correct[i]), ("base", start_correct[i])] if i == 3 else \
-                    [("base", start_correct[i]), ("ppo", ppo_correct[i])]
-            for side, correct in order:
-                entry, policy = (self.base, self.start) if side == "base" else (self.ppo, self.best)
-                for mode, samples in (("sampled", 2), ("greedy", 1)):
-                    for sample in range(samples):
-                        text = f"same answer {i} {mode}" if i == 2 and sample == 0 else f"{side} {mode} {sample} task {i}"
-                        trajectory = TrajectoryFactory(task=task, policy=policy, steps=steps(text),
-                                                       outcome={"correct": correct, "steps": 2})
-                        EvaluationEpisode.objects.create(entry=entry, task=task, trajectory=trajectory, mode=mode,
-                                                         sample=sample, correct=correct,
-                                                         rm_score=0.5 if side == "ppo" else -0.25)
-                        if sample == 0 and mode == "sampled":
-                            self.sample0[(side, i)] = trajectory
-            EvaluationEpisode.objects.create(entry=self.bon, task=task, trajectory=self.sample0[("base", i)],
-                                             mode="sampled", sample=0, correct=start_correct[i])
-
-    def url(self, suffix=""):
-        return f"/training/evaluations/{self.evaluation.pk}/{suffix}"
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,15 +19,13 @@ from django.core.management import call_command
 from annotate.models import Policy, Trajectory
 from tests.conftest import start_worker, stop_worker, token_client, wait_for
 from tests.factories import CampaignFactory
-from tests.training.test_bring_your_own import PIPELINE, assert_the_loop_ran
+from tests.helpers import PIPELINE, SERVER, assert_the_loop_ran, calculator_environments, calculator_policy
 from training.envs.arithmetic import ArithmeticEnvironment
 from training.models import Evaluation, LoopRound
 from webapp.models import Run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
-SCRIPT = Path(__file__).with_name("mcp_calculator_server.py")
-SERVER = [sys.executable, str(SCRIPT)]
 QUEUE = "mcp-worker-test"
 
 
@@ -64,7 +61,7 @@ def configured(tmp_path_factory):
 def worker(configured, django_db_setup, django_db_blocker):
     proc, log = start_worker(queues=QUEUE, name="mcp-worker", env_extra={
         "ARBITER_ENVIRONMENTS_FILE": configured["file"], "RUN_QUEUE": QUEUE,
-        "ARBITER_ENVIRONMENT_MODULES": "tests.training"})
+        "ARBITER_ENVIRONMENT_MODULES": "tests.helpers"})
     yield proc
     stop_worker(proc, log)
 
@@ -76,45 +73,11 @@ def api(worker, configured, settings, admin_user):
 
     settings.ARBITER_ENVIRONMENTS = configured["environments"]
     settings.RUN_QUEUE = QUEUE
-    settings.ARBITER_ENVIRONMENT_MODULES = ["tests.training"]
+    settings.ARBITER_ENVIRONMENT_MODULES = ["tests.helpers"]
     yield token_client(admin_user)
     for env in list(services._built.values()):
         env.close()
     services._built.clear()
-
-
-def calculator_policy(path: Path) -> Path:
-    """A tiny policy cloned on the arithmetic demonstrations (no database): it calls `calculate`."""
-    from training.policy.bc import BCConfig, demonstration_texts, demonstrations, play_demonstrations, train_bc
-    from training.policy.chat import ChatFormat
-    from training.policy.model_io import build_model, save_policy, train_tokenizer
-
-    env = ArithmeticEnvironment(seed=11, n_tasks=60)
-    config = BCConfig(environment="arithmetic", hidden=48, layers=2, heads=2, vocab_size=400, max_steps=150,
-                      extra_worlds=0, demos_per_task=2, learning_rate=3e-3, warmup_steps=5)
-    played = play_demonstrations(env, config, parser="compact")
-    tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
-    model = build_model(tokenizer, hidden=48, layers=2, heads=2)
-    train_bc(model, tokenizer, demonstrations(ChatFormat.for_policy(tokenizer, parser="compact"), played), config)
-    return save_policy(model, tokenizer, path, tool_parser="compact")
-
-
-def calculator_environments(root: Path, *, http_port: int | None = None) -> dict:
-    """The environments a deployment configures: the calculator over stdio (and HTTP), one whose
-    server dies on its 4th tool call every life, and the arithmetic environment at 60 tasks."""
-    tasks = root / "tasks.jsonl"
-    problems = ArithmeticEnvironment(seed=11, n_tasks=60)
-    tasks.write_text("".join(json.dumps({"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference,
-                                         "split": t.split}) + "\n"
-                             for split in ("train", "dev", "eval") for t in problems.tasks(split)))
-    return {
-        "calc-stdio": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks)}},
-        **({"calc-http": {"class": "mcp", "options": {"server": f"http://127.0.0.1:{http_port}/mcp",
-                                                      "tasks": str(tasks)}}} if http_port else {}),
-        "calc-dying": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks), "restarts": 1,
-                                                   "server_env": {"ARBITER_TEST_CRASH_AFTER": "3"}}},
-        "arith-small": {"class": "arithmetic", "options": {"seed": 11, "n_tasks": 60}},
-    }
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +172,7 @@ def test_the_loop_on_an_mcp_environment_and_its_next_round_on_the_worker(api, po
 
 
 def test_a_python_environment_without_a_demonstrator_rolls_out_on_a_worker_and_refuses_bc(api, policy):
-    catalog = "tests.training.test_pipeline_plan:Catalog"
+    catalog = "tests.helpers:Catalog"
     body = _ended(api, _launch(api, "rollout", policy_id=policy.pk, environment=catalog, tasks=4, samples_per_task=2))
     assert body["status"] == "succeeded", body["error"] + body.get("log", "")
     assert set(Trajectory.objects.filter(policy=policy).values_list("task__environment", flat=True)) == {"catalog"}

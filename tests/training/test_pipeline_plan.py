@@ -6,31 +6,12 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotate.models import Policy
+from tests.helpers import Catalog
 from tests.rewardmodel.rm_fixtures import tiny_policy
-from training.envs.base import Environment, EnvTask, Rubric, Tool, ToolResult
 from training.pipeline import PipelineConfig, pipeline_plan, pipeline_problems
 from webapp.models import Run
 
 pytestmark = [pytest.mark.django_db]
-
-
-class Catalog(Environment):
-    """A user's environment with no demonstrator, as a new user first writes one."""
-
-    name = "catalog"
-
-    def tasks(self, split):
-        return [EnvTask(external_id=f"cat-{i:03d}", prompt=f"Price of item {i}?", reference=str(i), split=split)
-                for i in range(12)]
-
-    def tools(self):
-        return [Tool("answer", "Answer.", {"type": "object", "properties": {"text": {"type": "string"}}})]
-
-    def call(self, state, tool, arguments):
-        return ToolResult(arguments.get("text", ""), done=True, answer=arguments.get("text", ""))
-
-    def outcome(self, state, episode):
-        return Rubric(correct=False, score=0.0)
 
 
 class OldStyleDemonstrator(Catalog):
@@ -43,7 +24,7 @@ def small(settings):
     """The arithmetic environment at 30 tasks: 21 train, 3 dev, 6 eval."""
     settings.ARBITER_ENVIRONMENTS = {"arith30": {"class": "arithmetic", "options": {"n_tasks": 30}},
                                      "arith8": {"class": "arithmetic", "options": {"n_tasks": 8}}}
-    settings.ARBITER_ENVIRONMENT_MODULES = ["tests.training.test_pipeline_plan"]
+    settings.ARBITER_ENVIRONMENT_MODULES = ["tests.training.test_pipeline_plan", "tests.helpers"]
     return "arith30"
 
 
@@ -64,7 +45,7 @@ def test_the_defaults_are_scaled_to_a_small_environment_and_said(small):
     assert large.bc_extra_worlds == 20  # 280 + 20 x 400 demonstrations: the default
     started, notes = pipeline_plan(PipelineConfig(environment=small, policy_id=5))
     assert started.bc_extra_worlds == 0 and not [n for n in notes if n.startswith("bc_")]
-    unseeded, notes = pipeline_plan(PipelineConfig(environment="tests.training.test_pipeline_plan:Catalog"))
+    unseeded, notes = pipeline_plan(PipelineConfig(environment="tests.helpers:Catalog"))
     assert unseeded.bc_extra_worlds == 0 and any("catalog is not built per seed" in n.lower() for n in notes)
 
 
@@ -86,7 +67,7 @@ def test_what_a_user_chose_is_kept_and_checked_before_anything_runs(small):
 
 def test_an_environment_without_a_demonstrator_is_refused_before_behaviour_cloning(small):
     with pytest.raises(CommandError) as caught:
-        call_command("run_pipeline", "--environment", "tests.training.test_pipeline_plan:Catalog")
+        call_command("run_pipeline", "--environment", "tests.helpers:Catalog")
     assert "Nothing was started" in str(caught.value) and "has no scripted demonstrator" in str(caught.value)
     assert "Give --policy-id" in str(caught.value)
     with pytest.raises(CommandError, match=r"demonstrator cannot be called with seed= and mistakes= .*"

@@ -2,7 +2,7 @@
 in its own world, and a dev sample from a world no RL step trains on."""
 from collections import Counter
 
-from tests.training.test_envs import Counter as CounterEnvironment
+from tests.helpers import Counter as CounterEnvironment
 from training.envs.base import FRESH_WORLD_SEED, rl_world_seeds
 from training.envs.services import environment_get
 from training.rl.services import dev_sample, training_tasks

@@ -42,10 +42,9 @@ def _write_counts():
 @pytest.fixture
 def world(transactional_db):
     """A token per role, and a little of everything so that some generated ids exist."""
-    from tests.annotate.test_assignments import make_campaign
     from tests.factories import UserFactory
+    from tests.helpers import make_campaign
     from webapp.models import Run
-
     from webapp.tokens import api_token_create
 
     tokens = {role: api_token_create(user=UserFactory(username=f"fz-{role}", roles=[role]), name="fuzz")[1]

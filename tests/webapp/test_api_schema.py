@@ -90,7 +90,7 @@ def test_every_operation_documents_its_errors_with_one_shape(schema):
 
 
 def test_the_agreement_route_has_a_response_schema_that_matches_it(schema, researcher):
-    from tests.annotate.test_assignments import make_campaign
+    from tests.helpers import make_campaign
 
     op = schema["paths"]["/api/v1/campaigns/{campaign_id}/agreement"]["get"]
     ref = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ARTIFACTS, token_client
+from tests.helpers import ANTHROPIC, CANONICAL, OPENAI
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).resolve().parents[1] / "annotate" / "trace_formats" / "fixtures"
@@ -35,26 +36,6 @@ MARK = "@@hostile@@"
 
 def _first_line(name: str) -> dict:
     return json.loads((FIXTURES / name).read_text().splitlines()[0])
-
-
-CANONICAL = {"schema": "arbiter.trajectory/v1",
-             "task": {"external_id": "t-1", "prompt": "Who?", "reference_answer": "A", "environment": "", "split": "train"},
-             "agent": {"name": "agent", "version": "1"},
-             "steps": [{"kind": "thought", "text": "hm"}, {"kind": "action", "tool": "search", "arguments": {"q": "x"}},
-                       {"kind": "observation", "tool": "search", "content": "found"},
-                       {"kind": "answer", "text": "A", "quotes": ["found"]}],
-             "outcome": {"correct": True, "steps": 4}, "metadata": {"tags": ["a"]}}
-OPENAI = {"task": {"external_id": "t-2"}, "agent": {"name": "oa"}, "messages": [
-    {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Who?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{\"q\": \"x\"}"}}]},
-    {"role": "tool", "tool_call_id": "c1", "content": "found"}, {"role": "assistant", "content": "A"}],
-    "tools": [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]}
-ANTHROPIC = {"task": {"external_id": "t-3"}, "agent": {"name": "an"}, "system": "Be brief.", "messages": [
-    {"role": "user", "content": "Who?"},
-    {"role": "assistant", "content": [{"type": "tool_use", "id": "u1", "name": "search", "input": {"q": "x"}}]},
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": "found"}]},
-    {"role": "assistant", "content": [{"type": "text", "text": "A"}]}]}
 
 
 def _bodies(world) -> dict[str, tuple[str, str, object]]:
@@ -135,8 +116,8 @@ def _with(body, path: tuple, raw: str) -> str:
 @pytest.fixture
 def world():
     from annotate.services.assignments import assignment_next
-    from tests.annotate.test_assignments import make_campaign
     from tests.factories import UserFactory
+    from tests.helpers import make_campaign
     from webapp.models import Run
 
     admin = UserFactory(username="shape-admin", roles=["admin", "annotator"])

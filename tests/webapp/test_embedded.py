@@ -78,7 +78,7 @@ def test_an_mcp_environment_runs_on_the_embedded_worker(tmp_path):
     import sys
 
     from benchmarks.first_run import ROOT
-    from tests.training.test_mcp_on_worker import calculator_environments, calculator_policy
+    from tests.helpers import calculator_environments, calculator_policy
 
     environments = tmp_path / "environments.json"
     environments.write_text(json.dumps(calculator_environments(tmp_path)))

@@ -2,8 +2,7 @@
 import pytest
 from django.test import Client
 
-from tests.annotate.test_assignments import make_campaign
-from tests.training.test_evaluation_views import Built
+from tests.helpers import Built, make_campaign
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.annotate.test_assignments import make_campaign
 from tests.factories import UserFactory
+from tests.helpers import make_campaign
 from webapp.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)

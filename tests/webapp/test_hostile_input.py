@@ -13,8 +13,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from annotate.models import Campaign, Trajectory
-from tests.annotate.test_assignments import make_campaign
 from tests.conftest import token_client
+from tests.helpers import RAW_BODIES, make_campaign
 from tests.samples import canonical, jsonl
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,25 +34,6 @@ def _counts() -> dict[str, int]:
     worker of the test session on its own clock, not by a request."""
     return {m._meta.label: m.objects.count() for m in apps.get_models() if m._meta.app_label in
             ("annotate", "webapp", "training", "rewardmodel") and m._meta.label != "webapp.WorkerBeat"}
-
-
-# Bodies that are not JSON Arbiter can store, whatever the route.
-RAW_BODIES = {
-    "array nested 1,000 deep": "[" * 1000 + "]" * 1000,
-    "object nested 1,000 deep": '{"a":' * 1000 + "1" + "}" * 1000,
-    "NaN": '{"choice": NaN, "name": NaN}',
-    "Infinity": '{"seed": Infinity}',
-    "-Infinity": '{"seed": -Infinity}',
-    "1e400": '{"seed": 1e400, "test_fraction": 1e400}',
-    "lone surrogate": '{"name": "\\ud800", "reason": "\\udfff", "kind": "\\ud800"}',
-    "NUL in text": '{"name": "a\\u0000b", "reason": "a\\u0000b"}',
-    "5,000-digit integer": '{"seed": ' + "9" * 5000 + "}",
-    "not JSON": "{not json",
-    "bytes that are not UTF-8": b'{"name": "\xff\xfe"}',
-    "a string": '"x"',
-    "a number": "5",
-    "null": "null",
-}
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.annotate.test_assignments import make_campaign
 from tests.conftest import api_rows, token_client
 from tests.factories import CampaignFactory, UserFactory
+from tests.helpers import make_campaign
 from webapp.pagination import MAX_PAGE_SIZE, PAGE_SIZE
 
 pytestmark = pytest.mark.django_db

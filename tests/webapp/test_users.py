@@ -13,9 +13,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.test import APIClient
 
-from tests.annotate.test_assignments import label_all, make_campaign
 from tests.conftest import api_rows, token_client
 from tests.factories import UserFactory
+from tests.helpers import label_all, make_campaign
 from webapp.errors import ArbiterError
 from webapp.models import ApiToken
 from webapp.roles import Role, user_roles
@@ -464,7 +464,7 @@ def _counts() -> dict[str, int]:
 
 
 def test_hostile_input_to_the_users_api_is_refused_and_changes_nothing(admin_api):
-    from tests.webapp.test_hostile_input import RAW_BODIES
+    from tests.helpers import RAW_BODIES
 
     user = UserFactory(username="victim", roles=["annotator"])
     token, _ = api_token_create(user=user, name="t")
