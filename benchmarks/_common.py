@@ -1,13 +1,26 @@
-"""Helpers shared by the benchmark scripts: a scratch PostgreSQL database, migrated, and
-`--set field=value` settings read as numbers, booleans or strings."""
+"""Helpers shared by the benchmark scripts: a scratch PostgreSQL database, migrated, a free
+port, and `--set field=value` settings read as numbers, booleans or strings.
+
+The scratch database lives on the server of DATABASE_URL and is named by the script's
+`--database` flag, else by ARBITER_BENCH_DATABASE, else by DATABASE_URL's name with `_bench`
+appended. Scripts drop and re-create it, so it is marked (a comment on the database) when
+created, and an existing database that carries no mark is refused rather than dropped: a
+typo in `--database` cannot empty a real one. The one exception is the default name, which
+benchmarks created unmarked before the mark existed.
+"""
 from __future__ import annotations
 
+import argparse
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+DATABASE_ENV = "ARBITER_BENCH_DATABASE"
+PORT_ENV = "ARBITER_BENCH_PORT"
+MARK = "arbiter benchmark scratch database: dropped and re-created by benchmarks/*.py"
 
 
 def parse_setting(value: str):
@@ -20,32 +33,81 @@ def parse_setting(value: str):
     return {"true": True, "false": False}.get(value.lower(), value)
 
 
-def bench_database_url() -> str:
-    """DATABASE_URL with `_bench` appended to the database name (never the real one)."""
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arbiter")
-    head, name = base.rsplit("/", 1)
-    return f"{head}/{name}_bench"
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
-def bench_env() -> dict[str, str]:
+def add_port_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    default = int(os.environ.get(PORT_ENV) or 0)
+    parser.add_argument("--port", type=int, default=default,
+                        help=f"port on 127.0.0.1 for {what} (default: ${PORT_ENV}, else a free port chosen at "
+                             "start)")
+
+
+def base_database_url() -> str:
+    return os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arbiter")
+
+
+def default_bench_database(suffix: str = "_bench") -> str:
+    """DATABASE_URL's database name with `suffix` appended (never the real one)."""
+    return base_database_url().rsplit("/", 1)[1] + suffix
+
+
+def add_database_argument(parser: argparse.ArgumentParser) -> None:
+    """`--database NAME`, with help that says the script drops and re-creates it."""
+    default = os.environ.get(DATABASE_ENV) or default_bench_database()
+    parser.add_argument(
+        "--database", default=default, metavar="NAME",
+        help=f"scratch PostgreSQL database, on DATABASE_URL's server, that this script DROPS and re-creates "
+             f"(default: ${DATABASE_ENV}, else DATABASE_URL's name + '_bench': {default}). An existing database "
+             f"that a benchmark did not create is refused, never dropped.")
+
+
+def bench_database_url(database: str | None = None) -> str:
+    head = base_database_url().rsplit("/", 1)[0]
+    return f"{head}/{database or os.environ.get(DATABASE_ENV) or default_bench_database()}"
+
+
+def bench_env(database: str | None = None) -> dict[str, str]:
+    """The environment of a process that works on the scratch database (and a storage folder of its own)."""
+    url = bench_database_url(database)
+    name = url.rsplit("/", 1)[1]
     return {
         **os.environ,
-        "DATABASE_URL": bench_database_url(),
-        "ARBITER_VAR_DIR": str(ROOT / "var" / "bench"),
+        "DATABASE_URL": url,
+        "ARBITER_VAR_DIR": str(ROOT / "var" / ("bench" if name == "arbiter_bench" else f"bench-{name}")),
         "DJANGO_SETTINGS_MODULE": "webapp.settings",
         "DEBUG": "false",
     }
 
 
-def ensure_bench_database() -> dict[str, str]:
-    """Create the scratch database afresh and migrate it; returns the environment to use."""
-    import psycopg
+def ensure_bench_database(database: str | None = None) -> dict[str, str]:
+    """Create the scratch database afresh and migrate it; returns the environment to use.
 
-    url = bench_database_url()
+    Drops it first only if a benchmark made it (its mark, or the default name); any other
+    database of that name stops the script with a message.
+    """
+    import psycopg
+    from psycopg import sql
+
+    url = bench_database_url(database)
     head, name = url.rsplit("/", 1)
+    if name == base_database_url().rsplit("/", 1)[1]:
+        raise SystemExit(f"the scratch database cannot be DATABASE_URL's own database ({name}): name another "
+                         f"with --database or ${DATABASE_ENV}")
     with psycopg.connect(f"{head}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    env = bench_env()
+        found = conn.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                             (name,)).fetchone()
+        if found is not None and found[0] != MARK and name != default_bench_database():
+            raise SystemExit(
+                f"database {name!r} exists and no benchmark created it, so it is not dropped. Name another with "
+                f"--database or ${DATABASE_ENV}, or drop it yourself if it is scratch.")
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(MARK)))
+    env = bench_env(name)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     return env

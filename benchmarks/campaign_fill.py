@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/campaign_fill.py --sizes 5000 20000 --repeats 3
 
-Against the scratch database `<name>_bench` (PostgreSQL, emptied first), one child process
+Against the scratch PostgreSQL database (`--database`, dropped and re-created at start, and
+emptied before each repeat), one child process
 imports N ten-step trajectories (the import benchmark's lines: four per task, three agent
 versions), then a fresh child fills a campaign from that import batch with
 `all_pairs` (cap 10 per task: 6 pairs per task) and with `policy_vs_policy` (two of the
@@ -27,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import ensure_bench_database  # noqa: E402
+from _common import add_database_argument, ensure_bench_database  # noqa: E402
 from import_trajectories import rss_mb, write_file  # noqa: E402
 
 STRATEGIES = ("all_pairs", "policy_vs_policy")
@@ -95,6 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 20000])
     parser.add_argument("--repeats", type=int, default=3)
+    add_database_argument(parser)
     parser.add_argument("--setup", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -105,7 +107,7 @@ def main() -> None:
     if args.child:
         child()
         return
-    env = ensure_bench_database()
+    env = ensure_bench_database(args.database)
     print("| trajectories | strategy | comparisons | preview median s | fill median s | comparisons/s "
           "| rows-read floor s | fill / floor | peak RSS growth MB |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -2,9 +2,10 @@
 while 32 other annotators label through the API at the same time.
 
     .venv/bin/python benchmarks/enter_to_paint.py [--cycles 150] [--annotators 32] [--pace 1.0]
-        [--worker-class gthread --workers 4 --threads 2] [--server-env DB_POOL=true]
+        [--worker-class gthread --workers 4 --threads 2] [--server-env DB_POOL=true] [--port N]
 
-One gunicorn serves a scratch database `<name>_bench` (PostgreSQL) with the labeling
+One gunicorn on 127.0.0.1 (`--port`, else $ARBITER_BENCH_PORT, else a free port) serves the
+scratch PostgreSQL database (`--database`, dropped and re-created at start) with the labeling
 benchmark's campaign (benchmarks/labeling_cycle.py: 20,000 comparisons, k = 3). In the
 background, the load benchmark's clients (4 processes, one thread per annotator) loop
 next + submit over the API, each pausing a random 0-2 s between cycles. In the foreground
@@ -19,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -30,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import ensure_bench_database  # noqa: E402
 import labeling_cycle  # noqa: E402
+from _common import ensure_bench_database, free_port  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -66,8 +65,8 @@ def browser_user() -> None:
     user_role_set(user=user, roles=[Role.ANNOTATOR])
 
 
-def background(tokens, campaign, stop_at, pace, queue) -> None:
-    labeling_cycle.worker("cycle", tokens, campaign, stop_at, 0.0, pace, queue)
+def background(port, tokens, campaign, stop_at, pace, queue) -> None:
+    labeling_cycle.worker("cycle", port, tokens, campaign, stop_at, 0.0, pace, queue)
 
 
 def main() -> None:
@@ -75,41 +74,32 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=150)
     parser.add_argument("--annotators", type=int, default=32)
     parser.add_argument("--pace", type=float, default=1.0, help="mean pause of the background clients, seconds")
-    parser.add_argument("--worker-class", default="gthread")
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--server-env", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--comparisons", type=int, default=20_000,
+                        help="comparisons in the campaign; enough that no annotator runs out (default: 20000)")
+    labeling_cycle.add_server_arguments(parser)
     parser.add_argument("--browser-user", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.browser_user:
         browser_user()
         return
 
-    env = ensure_bench_database()
+    if not Path(CHROMIUM).exists():
+        raise SystemExit(f"{CHROMIUM} is missing: apt-get update && apt-get install -y chromium")
+    env = ensure_bench_database(args.database)
     setup = json.loads(subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/labeling_cycle.py"), "--setup-child", "--annotators",
-         str(args.annotators), "--comparisons", "20000"],
+         str(args.annotators), "--comparisons", str(args.comparisons)],
         cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
     subprocess.run([sys.executable, __file__, "--browser-user"], cwd=ROOT, env=env, check=True)
-    port = labeling_cycle.PORT
-    server = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "webapp.wsgi", "--bind", f"127.0.0.1:{port}", "-k", args.worker_class,
-         "--workers", str(args.workers), "--threads", str(args.threads), "--log-level", "warning",
-         "--keep-alive", "30"],
-        cwd=ROOT, env={**env, **dict(kv.split("=", 1) for kv in args.server_env)}, start_new_session=True)
+    port = args.port or free_port()
+    server = labeling_cycle.serve(env, port, args)
     procs = []
     try:
-        for _ in range(100):
-            try:
-                if labeling_cycle.Client().request("GET", "/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.2)
         stop_at = time.perf_counter() + 3600
         queue = mp.Queue()
         chunks = [setup["tokens"][i::labeling_cycle.PROCESSES] for i in range(labeling_cycle.PROCESSES)]
         started = time.perf_counter()
-        procs = [mp.Process(target=background, args=(c, setup["campaign"], stop_at, args.pace, queue))
+        procs = [mp.Process(target=background, args=(port, c, setup["campaign"], stop_at, args.pace, queue))
                  for c in chunks]
         for p in procs:
             p.start()
@@ -121,8 +111,7 @@ def main() -> None:
         for p in procs:
             if p.is_alive():
                 p.kill()
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        labeling_cycle.stop(server)
     done = background_cycles(setup["campaign"], env)
     q = statistics.quantiles(times, n=100)
     print(json.dumps({"p50_ms": q[49], "p95_ms": q[94], "max_ms": max(times), "n": len(times),

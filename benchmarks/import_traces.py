@@ -11,7 +11,7 @@ exports it (benchmarks/trace_generators/<format>.py: a model call per round carr
 growing history, a tool span or run per search). The records of 16 traces at a time are
 interleaved round-robin, as a live exporter writes concurrent runs, so the import has to
 group them. Each import runs in a fresh child process against the scratch database
-`<name>_bench`, emptied first, with `--format` named; the table gives medians, the ratio to
+(`--database`, dropped and re-created at start), emptied first, with `--format` named; the table gives medians, the ratio to
 the OpenAI import of the same N in the same run, and the peak RSS growth of the process
 (flat in N if the import streams).
 
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import ensure_bench_database  # noqa: E402
+from _common import add_database_argument, ensure_bench_database  # noqa: E402
 from import_trajectories import child, make_line  # noqa: E402
 
 FORMATS = ("otel", "openinference", "langsmith", "langfuse")
@@ -94,12 +94,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
     parser.add_argument("--document", action="store_true", help="trace files as one JSON document each")
+    add_database_argument(parser)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(Path(args.child[0]), args.child[1])
         return
-    env = ensure_bench_database()
+    env = ensure_bench_database(args.database)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:

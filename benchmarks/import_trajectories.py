@@ -3,10 +3,10 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter make bench-import
     .venv/bin/python benchmarks/import_trajectories.py --sizes 2000 10000 20000 --repeats 3
 
-Each import runs in a fresh child process (so its peak RSS is its own) against a
-scratch database `<name>_bench`, emptied before each run. Reports the median wall time
-and the peak RSS above the process's RSS before the import: if the import streams,
-that growth stays flat as N grows. The baseline, measured in the same run on the same
+Each import runs in a fresh child process (so its peak RSS is its own) against the
+scratch database (`--database`, dropped and re-created at start), emptied before each
+run. Reports the median wall time and the peak RSS above the process's RSS before the
+import: if the import streams, that growth stays flat as N grows. The baseline, measured in the same run on the same
 file, is the floor of any importer: reading and `json.loads` of every line, nothing else.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import ensure_bench_database  # noqa: E402
+from _common import add_database_argument, ensure_bench_database  # noqa: E402
 
 
 def make_line(i: int, n_tasks: int) -> str:
@@ -94,6 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000, 20000])
     parser.add_argument("--repeats", type=int, default=3)
+    add_database_argument(parser)
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -101,7 +102,7 @@ def main() -> None:
         child(args.child)
         return
 
-    env = ensure_bench_database()
+    env = ensure_bench_database(args.database)
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,9 +1,10 @@
 """Next-assignment + submit cycle under 32 concurrent simulated annotators, against gunicorn
 and PostgreSQL on 127.0.0.1, beside the same server's throughput on a trivial view.
 
-    .venv/bin/python benchmarks/labeling_cycle.py [--annotators 32] [--seconds 15] [--rounds 3]
+    .venv/bin/python benchmarks/labeling_cycle.py [--annotators 32] [--seconds 15] [--rounds 3] [--port N]
 
-One gunicorn (gthread) serves a scratch database `<name>_bench`. Each round runs, with
+One gunicorn (gthread) on 127.0.0.1 (`--port`, else $ARBITER_BENCH_PORT, else a free port)
+serves the scratch database (`--database`, dropped and re-created at start). Each round runs, with
 the same client (4 processes x 8 threads, keep-alive HTTP/1.1):
   1. trivial: every client loops GET /health (no database, no session);
   1b. authenticated no-op: GET /api/v1/whoami (token and role lookup only), the floor
@@ -34,9 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import ensure_bench_database  # noqa: E402
+from _common import add_database_argument, add_port_argument, ensure_bench_database, free_port  # noqa: E402
 
-PORT = 8791
 PROCESSES = 4
 
 
@@ -81,8 +81,9 @@ def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
 
 
 class Client:
-    def __init__(self):
-        self.conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    def __init__(self, port: int):
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
     def request(self, method, path, body=None, headers=None):
         headers = dict(headers or {})
@@ -97,12 +98,12 @@ class Client:
                 return response.status, data
             except (http.client.HTTPException, ConnectionError):
                 self.conn.close()
-                self.conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
                 if attempt == 2:
                     raise
 
 
-def worker(mode, tokens, campaign, deadline, warmup_until, pace, out_queue):
+def worker(mode, port, tokens, campaign, deadline, warmup_until, pace, out_queue):
     """One process: len(tokens) threads, each an annotator; sends its timings back."""
     import threading
 
@@ -110,7 +111,7 @@ def worker(mode, tokens, campaign, deadline, warmup_until, pace, out_queue):
     lock = threading.Lock()
 
     def run(token):
-        client, headers = Client(), {"Authorization": f"Token {token}"}
+        client, headers = Client(port), {"Authorization": f"Token {token}"}
         rng = random.Random(token)
         while (now := time.perf_counter()) < deadline:
             start = now
@@ -147,12 +148,13 @@ def worker(mode, tokens, campaign, deadline, warmup_until, pace, out_queue):
     out_queue.put((latencies, errors[0], done[0]))
 
 
-def phase(mode, tokens, campaign, seconds, warmup=2.0, pace=0.0):
+def phase(mode, port, tokens, campaign, seconds, warmup=2.0, pace=0.0):
     start = time.perf_counter()
     warmup_until, deadline = start + warmup, start + warmup + seconds
     queue = mp.Queue()
     chunks = [tokens[i::PROCESSES] for i in range(PROCESSES)]
-    procs = [mp.Process(target=worker, args=(mode, c, campaign, deadline, warmup_until, pace, queue)) for c in chunks]
+    procs = [mp.Process(target=worker, args=(mode, port, c, campaign, deadline, warmup_until, pace, queue))
+             for c in chunks]
     for p in procs:
         p.start()
     results = [queue.get() for _ in procs]
@@ -165,53 +167,77 @@ def phase(mode, tokens, campaign, seconds, warmup=2.0, pace=0.0):
     return {"per_s": count / seconds, "p50_ms": 1000 * q[49], "p95_ms": 1000 * q[94], "errors": errors, "n": count}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--annotators", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=15)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--comparisons", type=int, default=20_000)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2)
+def serve(env: dict, port: int, args) -> subprocess.Popen:
+    """gunicorn on 127.0.0.1:port in a session of its own, once /health answers."""
+    server_env = {**env, **dict(kv.split("=", 1) for kv in args.server_env)}
+    server = subprocess.Popen(
+        [str(ROOT / ".venv/bin/gunicorn"), "webapp.wsgi", "--bind", f"127.0.0.1:{port}", "-k", args.worker_class,
+         "--workers", str(args.workers), "--threads", str(args.threads), "--log-level", "warning",
+         "--keep-alive", "30"],
+        cwd=ROOT, env=server_env, start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            if Client(port).request("GET", "/health")[0] == 200:
+                return server
+        except OSError:
+            time.sleep(0.2)
+    stop(server)
+    raise SystemExit(f"gunicorn on 127.0.0.1:{port} did not answer /health within 60 s "
+                     f"(exit status {server.returncode}; is the port taken?)")
+
+
+def stop(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=30)
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (default: 4)")
+    parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker (default: 2)")
     parser.add_argument("--worker-class", default="gthread", help="gunicorn's worker class (gthread or sync)")
     parser.add_argument("--server-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable for the server, e.g. DB_POOL=true (repeatable)")
+    add_port_argument(parser, "gunicorn")
+    add_database_argument(parser)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--annotators", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=15, help="measured seconds per scenario (default: 15)")
+    parser.add_argument("--warmup", type=float, default=2, help="unmeasured seconds before each (default: 2)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--comparisons", type=int, default=20_000,
+                        help="comparisons in the campaign; enough that no annotator runs out (default: 20000)")
+    add_server_arguments(parser)
     parser.add_argument("--setup-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.setup_child:
         setup_campaign(args.comparisons, args.annotators)
         return
 
-    env = ensure_bench_database()
-    server_env = {**env, **dict(kv.split("=", 1) for kv in args.server_env)}
-    server = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "webapp.wsgi", "--bind", f"127.0.0.1:{PORT}", "-k", args.worker_class,
-         "--workers", str(args.workers), "--threads", str(args.threads), "--log-level", "warning",
-         "--keep-alive", "30"],
-        cwd=ROOT, env=server_env, start_new_session=True,
-    )
+    env = ensure_bench_database(args.database)
+    port = args.port or free_port()
+    server = serve(env, port, args)
     try:
-        for _ in range(100):
-            try:
-                if Client().request("GET", "/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.2)
         rows = {"trivial": [], "auth": [], "cycle": [], "paced": [], "single": []}
         for r in range(args.rounds):
             out = subprocess.run([sys.executable, __file__, "--setup-child", "--annotators", str(args.annotators),
                                   "--comparisons", str(args.comparisons)],
                                  cwd=ROOT, env=env, check=True, capture_output=True, text=True)
             setup = json.loads(out.stdout.strip().splitlines()[-1])
-            rows["trivial"].append(phase("trivial", setup["tokens"], setup["campaign"], args.seconds))
-            rows["auth"].append(phase("auth", setup["tokens"], setup["campaign"], args.seconds))
-            rows["cycle"].append(phase("cycle", setup["tokens"], setup["campaign"], args.seconds))
-            rows["paced"].append(phase("cycle", setup["tokens"], setup["campaign"], args.seconds, pace=1.0))
-            rows["single"].append(phase("cycle", setup["tokens"][:1], setup["campaign"], args.seconds))
+            tokens, campaign, timing = setup["tokens"], setup["campaign"], (args.seconds, args.warmup)
+            rows["trivial"].append(phase("trivial", port, tokens, campaign, *timing))
+            rows["auth"].append(phase("auth", port, tokens, campaign, *timing))
+            rows["cycle"].append(phase("cycle", port, tokens, campaign, *timing))
+            rows["paced"].append(phase("cycle", port, tokens, campaign, *timing, pace=1.0))
+            rows["single"].append(phase("cycle", port, tokens[:1], campaign, *timing))
             print(f"round {r + 1}: " + json.dumps({k: v[-1] for k, v in rows.items()}), flush=True)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        stop(server)
 
     def med(kind, key):
         return statistics.median(x[key] for x in rows[kind])
@@ -220,7 +246,7 @@ def main() -> None:
     print()
     print(f"{args.annotators} concurrent clients, gunicorn {args.worker_class} {args.workers}x{args.threads} "
           f"{' '.join(args.server_env)}, "
-          f"{args.rounds} rounds of {args.seconds:.0f} s, medians:")
+          f"{args.rounds} rounds of {args.seconds:g} s, medians:")
     print("| scenario | per second | p50 ms | p95 ms | errors |")
     print("|---|---|---|---|---|")
     for kind, label in (("trivial", "trivial view GET /health (requests)"),

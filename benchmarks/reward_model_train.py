@@ -3,8 +3,9 @@
     .venv/bin/python benchmarks/reward_model_train.py --repeats 3
     .venv/bin/python benchmarks/reward_model_train.py --curve --sizes 250 500 1000 2000 --seeds 0 1 2
 
-Data: a scratch database `<name>_bench` gets scripted trajectories on every task of the
-encyclopedia (three per agent per task, six comparisons per task) judged by one simulated
+Data: the scratch database (`--database`, dropped and re-created unless `--reuse`) gets
+scripted trajectories on every task of the encyclopedia (`--tasks` per split; three per
+agent per task, six comparisons per task) judged by one simulated
 annotator each (Bradley-Terry over the rubric utility at temperature 1, 10% of labels
 flipped), frozen into a snapshot split by task (80/20). Its `trl` export is the data.
 
@@ -33,10 +34,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import bench_env, ensure_bench_database  # noqa: E402
+from _common import add_database_argument, bench_env, ensure_bench_database, parse_setting  # noqa: E402
 
-WORK = ROOT / "var" / "bench" / "reward_model"
 SETTINGS = {"epochs": 3.0, "batch_size": 16, "hidden": 128, "layers": 2, "heads": 4, "max_length": 512}
+
+
+def work_dir(env: dict) -> Path:
+    """Data, tokenizer and models, in the scratch database's storage folder."""
+    return Path(env["ARBITER_VAR_DIR"]) / "reward_model"
 
 
 def _django(env: dict) -> None:
@@ -46,7 +51,7 @@ def _django(env: dict) -> None:
     django.setup()
 
 
-def prepare(env: dict) -> dict:
+def prepare(env: dict, n_tasks: int) -> dict:
     """Build the snapshot and export its train/test rows; returns paths and counts."""
     _django(env)
     from annotate.exports import iter_rows
@@ -54,19 +59,21 @@ def prepare(env: dict) -> dict:
     from annotate.services.comparisons import comparisons_build
     from annotate.services.datasets import SnapshotFilters, snapshot_create
     from rewardmodel.services import labels_vs_rubric, test_pairs_with_truth
-    from training.policy.bc import BCConfig, demonstration_texts
+    from training.envs.registry import get_environment
+    from training.policy.bc import BCConfig, demonstration_texts, play_demonstrations
+    from training.policy.layout import TOOL_PARSER
     from training.policy.model_io import train_tokenizer
-    from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
-    from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
     from training.simulated_annotators import AnnotatorProfile
+    from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 
     started = time.monotonic()
-    WORK.mkdir(parents=True, exist_ok=True)
+    work = work_dir(env)
+    work.mkdir(parents=True, exist_ok=True)
     campaign, _ = campaign_get_or_create(name="bench-rm")
     campaign.votes_per_comparison = 1
     campaign.save()
     for split in ("train", "dev", "eval"):
-        scripted_trajectories_generate(campaign=None, n_tasks=1000, split=split, samples_per_agent=3, seed=11)
+        scripted_trajectories_generate(campaign=None, n_tasks=n_tasks, split=split, samples_per_agent=3, seed=11)
     from annotate.models import Task
 
     comparisons_build(campaign=campaign, task_ids=list(Task.objects.values_list("pk", flat=True)), max_per_task=6)
@@ -77,19 +84,20 @@ def prepare(env: dict) -> dict:
     paths = {}
     for split in ("train", "test"):
         rows = [r for r in iter_rows(snapshot, "trl", split=split) if r["preferred"] != "tie"]
-        paths[split] = str(WORK / f"{split}.jsonl")
+        paths[split] = str(work / f"{split}.jsonl")
         Path(paths[split]).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    corpus = generate_corpus(seed=0)
-    train_tasks = [t for t in generate_tasks(corpus, seed=0) if t.split == "train"]
-    tokenizer = train_tokenizer(demonstration_texts(corpus, train_tasks, BCConfig()), vocab_size=2048)
-    tokenizer.save_pretrained(WORK / "tokenizer")
+    # The default policy's tokenizer recipe (training/policy/services.py) on the main world's
+    # demonstrations alone, at the vocabulary this benchmark has always used.
+    played = play_demonstrations(get_environment("encyclopedia"), BCConfig(extra_worlds=0), parser=TOOL_PARSER)
+    tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=2048)
+    tokenizer.save_pretrained(work / "tokenizer")
     ceiling = labels_vs_rubric(test_pairs_with_truth(snapshot))
-    return {"snapshot_id": snapshot.pk, "paths": paths, "tokenizer": str(WORK / "tokenizer"),
+    return {"snapshot_id": snapshot.pk, "paths": paths, "tokenizer": str(work / "tokenizer"),
             "train_pairs": sum(1 for _ in open(paths["train"])), "test_pairs": sum(1 for _ in open(paths["test"])),
             "labels_vs_rubric": ceiling, "seconds": round(time.monotonic() - started, 1)}
 
 
-def plain_trl(train_path: str, tokenizer_dir: str) -> dict:
+def plain_trl(train_path: str, tokenizer_dir: str, settings: dict) -> dict:
     """What a researcher would write with TRL alone, on the same pairs and settings."""
     started = time.monotonic()
     import transformers
@@ -98,13 +106,14 @@ def plain_trl(train_path: str, tokenizer_dir: str) -> dict:
     from rewardmodel.backbones import build_backbone, max_context
     from rewardmodel.train import RewardModelConfig, pair_dataset
 
-    config = RewardModelConfig(tokenizer_dir=tokenizer_dir, **SETTINGS)
+    config = RewardModelConfig(tokenizer_dir=tokenizer_dir, **settings)
+    work = work_dir(dict(os.environ))
     rows = [json.loads(line) for line in open(train_path)]
     transformers.set_seed(0)
     model, tokenizer = build_backbone(config)
     max_tokens = max_context(model, tokenizer, config.max_length)
     dataset = pair_dataset(rows, tokenizer, max_tokens, use_margin=True)
-    args = RewardConfig(output_dir=str(WORK / "plain"), learning_rate=config.resolved_learning_rate(),
+    args = RewardConfig(output_dir=str(work / "plain"), learning_rate=config.resolved_learning_rate(),
                         num_train_epochs=config.epochs, per_device_train_batch_size=config.batch_size,
                         warmup_steps=config.warmup_ratio, seed=0, max_length=max_tokens,
                         eos_token=tokenizer.eos_token, bf16=False, activation_checkpointing=False, use_cpu=True,
@@ -113,12 +122,12 @@ def plain_trl(train_path: str, tokenizer_dir: str) -> dict:
     train_started = time.monotonic()
     trainer.train()
     train_seconds = time.monotonic() - train_started
-    trainer.save_model(str(WORK / "plain" / "model"))
+    trainer.save_model(str(work / "plain" / "model"))
     return {"seconds": time.monotonic() - started, "train_seconds": train_seconds,
             "steps": trainer.state.global_step}
 
 
-def arbiter_run(env: dict, snapshot_id: int, tokenizer_dir: str) -> dict:
+def arbiter_run(env: dict, snapshot_id: int, tokenizer_dir: str, settings: dict) -> dict:
     started = time.monotonic()
     _django(env)
     from django.contrib.auth import get_user_model
@@ -128,7 +137,7 @@ def arbiter_run(env: dict, snapshot_id: int, tokenizer_dir: str) -> dict:
 
     user, _ = get_user_model().objects.get_or_create(username="bench-admin")
     run = run_launch(kind="reward_model", user=user, enqueue=False, config={
-        "snapshot_id": snapshot_id, "tokenizer_dir": tokenizer_dir, "name": f"bench-{time.time_ns()}", **SETTINGS})
+        "snapshot_id": snapshot_id, "tokenizer_dir": tokenizer_dir, "name": f"bench-{time.time_ns()}", **settings})
     run_execute(run_id=run.pk, attempt=run.attempt)
     run = Run.objects.get(pk=run.pk)
     if run.status != "succeeded":
@@ -147,7 +156,7 @@ def _child(*args: str, env: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def curve(info: dict, sizes: list[int], seeds: list[int]) -> list[dict]:
+def curve(info: dict, sizes: list[int], seeds: list[int], settings: dict, work: Path) -> list[dict]:
     from rewardmodel.evaluate import pair_metrics
     from rewardmodel.scoring import RewardScorer
     from rewardmodel.train import RewardModelConfig, train_reward_model
@@ -161,8 +170,8 @@ def curve(info: dict, sizes: list[int], seeds: list[int]) -> list[dict]:
             size = len(train)
         for seed in seeds:
             rows = random.Random(seed).sample(train, size)
-            config = RewardModelConfig(tokenizer_dir=info["tokenizer"], seed=seed, checkpoint_every=0, **SETTINGS)
-            out = WORK / f"curve-{size}-{seed}"
+            config = RewardModelConfig(tokenizer_dir=info["tokenizer"], seed=seed, checkpoint_every=0, **settings)
+            out = work / f"curve-{size}-{seed}"
             result = train_reward_model(rows, config, out)
             chosen, rejected = RewardScorer(result.model_dir).score_pairs(test)
             m = pair_metrics(chosen, rejected, margins=[r["margin"] for r in test])
@@ -174,26 +183,34 @@ def curve(info: dict, sizes: list[int], seeds: list[int]) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--curve", action="store_true")
     parser.add_argument("--sizes", type=int, nargs="+", default=[250, 500, 1000, 2000])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--reuse", action="store_true", help="reuse the data of the previous invocation")
-    args, rest = parser.parse_known_args()
-    info_path = WORK / "info.json"
+    parser.add_argument("--tasks", type=int, default=1000,
+                        help="encyclopedia tasks per split that get trajectories (default: 1000, i.e. all)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help=f"reward-model settings over this benchmark's {SETTINGS}")
+    parser.add_argument("--reuse", action="store_true",
+                        help="reuse the data of the previous invocation (the database is then kept)")
+    add_database_argument(parser)
+    args = parser.parse_args()
+    settings = {**SETTINGS, **{k: parse_setting(v) for k, v in (kv.split("=", 1) for kv in args.set)}}
+    env = bench_env(args.database)
+    work = work_dir(env)
+    info_path = work / "info.json"
     if args.reuse and info_path.exists():
         info = json.loads(info_path.read_text())
-        env = bench_env()
     else:
-        env = ensure_bench_database()
-        info = _child("_prepare", env=env)
+        env = ensure_bench_database(args.database)
+        info = _child("_prepare", str(args.tasks), env=env)
         info_path.write_text(json.dumps(info))
     print(f"data: {info['train_pairs']} train / {info['test_pairs']} test pairs; labels agree with the rubric "
           f"{info['labels_vs_rubric']['accuracy']:.3f} on {info['labels_vs_rubric']['n']} test pairs "
           f"(built in {info['seconds']} s)", flush=True)
     if args.curve:
-        rows = curve(info, args.sizes, args.seeds)
+        rows = curve(info, args.sizes, args.seeds, settings, work)
         print("pairs  accuracy (median of seeds)  per seed")
         for size in sorted({r["pairs"] for r in rows}):
             accs = [r["accuracy"] for r in rows if r["pairs"] == size]
@@ -203,8 +220,8 @@ def main() -> None:
         return
     plain, run = [], []
     for i in range(args.repeats):
-        plain.append(_child("_plain", info["paths"]["train"], info["tokenizer"], env=env))
-        run.append(_child("_run", str(info["snapshot_id"]), info["tokenizer"], env=env))
+        plain.append(_child("_plain", info["paths"]["train"], info["tokenizer"], json.dumps(settings), env=env))
+        run.append(_child("_run", str(info["snapshot_id"]), info["tokenizer"], json.dumps(settings), env=env))
         print(f"repeat {i + 1}: plain TRL {plain[-1]['seconds']:.1f} s (train {plain[-1]['train_seconds']:.1f} s), "
               f"Arbiter run {run[-1]['seconds']:.1f} s (train {run[-1]['train_seconds']:.1f} s, "
               f"held-out accuracy {run[-1]['accuracy']:.3f})", flush=True)
@@ -214,11 +231,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # The children: the parent passes the scratch database's environment.
     if len(sys.argv) > 1 and sys.argv[1] == "_prepare":
-        print(json.dumps(prepare(dict(os.environ))))  # the parent passes the scratch database's environment
+        print(json.dumps(prepare(dict(os.environ), int(sys.argv[2]))))
     elif len(sys.argv) > 1 and sys.argv[1] == "_plain":
-        print(json.dumps(plain_trl(sys.argv[2], sys.argv[3])))
+        print(json.dumps(plain_trl(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))))
     elif len(sys.argv) > 1 and sys.argv[1] == "_run":
-        print(json.dumps(arbiter_run(dict(os.environ), int(sys.argv[2]), sys.argv[3])))
+        print(json.dumps(arbiter_run(dict(os.environ), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]))))
     else:
         main()

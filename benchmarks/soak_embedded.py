@@ -50,7 +50,8 @@ class Api:
         headers = {"Authorization": f"Token {self.token}"}
         if data is not None:
             headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(self.app.url(path), data=data, method=method, headers=headers)
+        url = path if path.startswith("http") else self.app.url(path)
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 raw = response.read()
@@ -59,6 +60,16 @@ class Api:
             if exc.code >= 500:
                 self.errors_5xx += 1
             return exc.code, exc.read().decode(errors="replace")[:300]
+
+    def rows(self, path: str) -> list:
+        """Every row of an API list, following its `next` links (docs/api.md)."""
+        rows = []
+        while path:
+            status, body = self.call("GET", path)
+            assert status == 200, body
+            rows += body["results"]
+            path = body["next"]  # a whole URL, which `call` takes as it is
+        return rows
 
 
 def token(app: Embedded, username: str) -> str:
@@ -115,7 +126,7 @@ def main() -> None:
         admin = Api(app, token(app, "demo-admin"))
         annotators = [Api(app, token(app, f"demo-annotator{'' if i == 0 else i + 1}"))
                       for i in range(min(args.annotators, 2))]
-        status, campaigns = admin.call("GET", "/api/v1/campaigns/")
+        campaigns = admin.rows("/api/v1/campaigns/")
         campaign = next(c["id"] for c in campaigns if c["name"] == CAMPAIGN)
         status, long_run = admin.call("POST", "/api/v1/runs/", {"kind": "bc", "name": "soak: long behaviour cloning",
                                                                  "config": {"max_steps": args.bc_steps}})
@@ -143,7 +154,7 @@ def main() -> None:
         for t in threads:
             t.join(timeout=40)
         output = app.output.read_text()
-        status, runs = admin.call("GET", "/api/v1/runs/")
+        runs = admin.rows("/api/v1/runs/")
         status, workers = admin.call("GET", "/api/v1/workers/")
         _, long_detail = admin.call("GET", f"/api/v1/runs/{long_run['id']}?metrics=0")
         housekeeping = (app.var_dir / "worker-housekeeping.log").read_text(errors="replace")

@@ -1,0 +1,212 @@
+"""Every benchmark script at a tiny size, run as a user runs it (`python benchmarks/x.py ...` in
+a fresh process), so that none can rot unnoticed: each must finish and print its figures. The
+figures themselves are not checked against anything (benchmarks/RESULTS.md holds them).
+
+tests/benchmarks/test_loop_benchmarks.py covers gae_speed, loop_heldout, soak_embedded,
+import_traces and mcp_call_cost; this file covers the others, and checks that no script is
+left without a smoke test. Scripts on PostgreSQL work on their scratch database, named after
+this run's DATABASE_URL with `_bench` appended (they drop and re-create it; never the run's
+own database); api_fuzz on `test_<name>_fuzz`, which pytest-django makes and drops; and
+reward_model_probes, which reads an existing snapshot, on this test's own database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.policy_fixtures import tiny_policy_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+TINY_RM = '{"hidden": 32, "layers": 1, "heads": 2, "max_length": 256, "batch_size": 16, "epochs": 1}'
+
+
+@pytest.fixture
+def bench():
+    """Run a script in a fresh process as a user does (`python benchmarks/x.py ...`); its stdout.
+
+    A fixture rather than a helper, so that tests/conftest.py sees the subprocess.run( below and
+    marks every test that uses it slow."""
+
+    def run(*args: str, timeout: int = 120, env: dict | None = None) -> str:
+        done = subprocess.run(
+            [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
+        assert done.returncode == 0, (
+            f"{args[0]} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        )
+        return done.stdout
+
+    return run
+
+
+def _table_rows(out: str, first_cell: str = "") -> list[list[str]]:
+    """The cells of the markdown tables' data rows (headers and rules left out) whose first cell
+    starts with `first_cell`."""
+    rows: list[list[str]] = []
+    for line in out.splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if all(set(c) <= {"-"} for c in cells):
+            rows.pop()  # the header above this rule
+        else:
+            rows.append(cells)
+    return [r for r in rows if r[0].startswith(first_cell)]
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory) -> str:
+    return str(tiny_policy_dir(tmp_path_factory.mktemp("bench") / "policy"))
+
+
+def test_every_benchmark_script_has_a_smoke_test():
+    scripts = {p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_")}
+    smoke = Path(__file__).read_text() + (Path(__file__).parent / "test_loop_benchmarks.py").read_text()
+    run_here = set(re.findall(r"\"benchmarks/(\w+)\.py\"", smoke))
+    assert scripts - run_here == set(), "benchmark scripts with no smoke test"
+
+
+def test_a_script_that_drops_a_database_says_so_in_its_help(bench):
+    droppers = [p for p in BENCHMARKS.glob("*.py") if "ensure_bench_database(" in p.read_text() and p.stem != "_common"]
+    assert len(droppers) >= 6
+    for script in [*droppers, BENCHMARKS / "api_fuzz.py"]:
+        help_text = " ".join(bench(str(script.relative_to(ROOT)), "--help").split())
+        assert "--database NAME" in help_text and "DROPS" in help_text, script.name
+
+
+def test_a_scratch_database_that_no_benchmark_made_is_refused_not_dropped():
+    # The run's own database, named as the scratch one: refused before anything is dropped.
+    own = os.environ["DATABASE_URL"].rsplit("/", 1)[1]
+    done = subprocess.run(
+        [sys.executable, "benchmarks/import_trajectories.py", "--sizes", "4", "--database", own],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0 and "cannot be DATABASE_URL's own database" in done.stderr
+
+
+def test_export_judgements_fills_through_the_models_and_exports_every_judgement(bench):
+    out = bench("benchmarks/export_judgements.py", "--sizes", "400", "--repeats", "1")
+    assert "filled 400 judgements" in out
+    [row] = _table_rows(out, "400")
+    assert row[4].endswith("x") and float(row[5]) > 0  # export / floor, peak RSS
+
+
+def test_import_trajectories_imports_every_line(bench):
+    out = bench("benchmarks/import_trajectories.py", "--sizes", "40", "--repeats", "1")
+    [row] = _table_rows(out, "40")
+    assert row[5].endswith("x")  # import / floor
+
+
+def test_campaign_fill_fills_with_both_strategies(bench):
+    out = bench("benchmarks/campaign_fill.py", "--sizes", "40", "--repeats", "1")
+    rows = _table_rows(out, "40")
+    assert [r[1] for r in rows] == ["all_pairs", "policy_vs_policy"]
+    assert all(int(r[2]) > 0 for r in rows)  # comparisons made
+
+
+def test_labeling_cycle_serves_annotators_on_a_port_of_its_own(bench):
+    out = bench(
+        "benchmarks/labeling_cycle.py",
+        *"--annotators 2 --seconds 1 --warmup 0.2 --rounds 1 --comparisons 500 --workers 1 --threads 2".split(),
+    )
+    rows = {r[0]: r for r in _table_rows(out)}
+    cycle = rows["next + submit, no pause (cycles)"]
+    assert float(cycle[1]) > 0 and cycle[4] == "0"  # cycles per second, no failed request
+    assert "cycle throughput / trivial throughput" in out
+
+
+@pytest.mark.browser
+def test_enter_to_paint_times_the_keyboard_in_chromium_beside_api_annotators(bench):
+    out = bench(
+        "benchmarks/enter_to_paint.py", *"--cycles 3 --annotators 2 --comparisons 200 --workers 1 --threads 2".split()
+    )
+    figures = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    assert figures["n"] == 3 and figures["p50_ms"] > 0
+
+
+@pytest.mark.worker
+def test_first_run_starts_the_embedded_app_and_stops_it_with_ctrl_c(bench):
+    out = bench("benchmarks/first_run.py", "--repeats", "1", timeout=240)
+    figures = json.loads(out.splitlines()[0])
+    assert figures["web_s"] > 0 and figures["stop_s"] > 0 and figures["leftover_processes"] == []
+    assert out.splitlines()[-1].startswith("medians over 1 repeat(s)")
+
+
+def test_api_fuzz_counts_the_answers_of_the_operations_it_fuzzes(bench):
+    out = bench("benchmarks/api_fuzz.py", "--examples", "1", "--only", "whoami")
+    assert re.search(r"^\d+ requests in \d+ s .*; server errors: 0$", out, re.MULTILINE), out[-500:]
+
+
+def test_json_input_check_times_both_decoders(bench):
+    out = bench("benchmarks/json_input_check.py", "--lines", "20", "--repeats", "1")
+    assert [r[0] for r in _table_rows(out)] == ["20 canonical", "20 otel"]
+
+
+def test_bc_policy_clones_and_evaluates_a_tiny_policy(bench, tmp_path):
+    tiny = "extra_worlds=0 max_steps=2 hidden=32 layers=1 heads=2 vocab_size=300 warmup_steps=1 batch_size=4"
+    out = bench("benchmarks/bc_policy.py", "--split", "dev", "--save", str(tmp_path / "bc"), "--set", *tiny.split())
+    assert re.search(r"^RESULT dev \(45 tasks\): greedy [\d.]+% .* 2 steps;", out, re.MULTILINE)
+    assert (tmp_path / "bc" / "config.json").exists()
+
+
+def test_rl_compare_trains_a_variant_and_evaluates_it(bench, policy_dir):
+    tiny = (
+        "iterations=1 episodes_per_iteration=4 minibatch_size=4 epochs=1 eval_every=1 eval_samples=1 "
+        "eval_greedy=false rollout_batch_size=8 max_action_tokens=16"
+    )
+    out = bench("benchmarks/rl_compare.py", policy_dir, "--variant", "ppo: lam=0.95", "--set", *tiny.split())
+    figures = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    assert figures["iterations"] == 1 and figures["dev"]
+    assert re.search(r"^ppo, 0 \| ", out, re.MULTILINE)
+
+
+def test_rollout_throughput_compares_the_rollout_with_generate(bench, policy_dir):
+    tiny = "--batch 2 --tasks 2 --repeats 1 --threads 1"
+    out = bench("benchmarks/rollout_throughput.py", "--policy", policy_dir, *tiny.split())
+    [row] = _table_rows(out, "this rollout")
+    assert float(row[2]) > 0 and float(row[4]) > 0  # rollout tokens/s, rollout / generate
+
+
+def test_unseen_world_scores_a_policy_on_both_worlds(bench, policy_dir):
+    out = bench("benchmarks/unseen_world.py", policy_dir)
+    assert re.search(r"^encyclopedia eval \(\d+ tasks\), .*: greedy", out, re.MULTILINE)
+    assert re.search(r"^encyclopedia-unseen eval \(\d+ tasks\), .*: greedy", out, re.MULTILINE)
+
+
+def test_reward_model_train_against_plain_trl_and_its_learning_curve(bench):
+    tiny = ["--set", "epochs=1", "hidden=32", "layers=1", "heads=2", "max_length=256"]
+    out = bench("benchmarks/reward_model_train.py", "--tasks", "6", "--repeats", "1", *tiny, timeout=180)
+    assert re.search(r"^median wall time: plain TRL [\d.]+ s, Arbiter run [\d.]+ s, ratio", out, re.MULTILINE)
+    out = bench("benchmarks/reward_model_train.py", "--reuse", "--curve", "--sizes", "20", "--seeds", "0", *tiny)
+    assert re.search(r"^\s+20  [\d.]+  [\d.]+$", out, re.MULTILINE)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reward_model_probes_trains_a_variant_and_probes_it(bench):
+    from django.conf import settings
+
+    from tests.rewardmodel.rm_fixtures import simulated_snapshot, tiny_policy
+
+    policy, snapshot = tiny_policy(), simulated_snapshot(tasks=20)
+    db = settings.DATABASES["default"]  # this test's database, where the snapshot is
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+    }
+    base = ["benchmarks/reward_model_probes.py", "--snapshot", str(snapshot.pk), "--policy", str(policy.pk)]
+    out = bench(*base, "--variant", f"tiny: {TINY_RM}", env=env, timeout=180)
+    assert re.search(r"^tiny \| 1 \| [\d.]+% \|", out, re.MULTILINE)
+    out = bench(*base, "--variant", f"tiny: {TINY_RM}", "--curve", "20", env=env, timeout=180)
+    assert re.search(r"^tiny \| 20 \| [\d.]+ \(", out, re.MULTILINE)
