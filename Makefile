@@ -17,7 +17,7 @@ STAMP := $(VENV)/.installed-$(shell cat $(REQS) | sha256sum | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: setup run test test-fast bench-import clean
+.PHONY: setup run test test-fast lint bench-import clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ run: setup
 
 test: setup
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest $(PYTEST_ARGS)
+
+# Lint and format check with the rules in pyproject.toml (`ruff format .` fixes the format).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The inner loop: no browser, no worker, no model training (the `slow` marker, set automatically).
 test-fast: setup

@@ -4,6 +4,7 @@ Tests run against the real PostgreSQL and Redis (DATABASE_URL, CELERY_BROKER_URL
 defaults are this machine's services) with a storage folder of their own under
 test-output/, which the Celery worker started by the tests shares.
 """
+
 import os
 import shutil
 import signal
@@ -66,8 +67,7 @@ def pytest_configure(config):
         host, port, ok = _reachable(url, port)
         if not ok:
             pytest.exit(
-                f"{name} is not reachable at {host}:{port}; the tests need it. Start it with:\n"
-                f"  {HOW_TO_START[name]}",
+                f"{name} is not reachable at {host}:{port}; the tests need it. Start it with:\n  {HOW_TO_START[name]}",
                 returncode=3,
             )
 

@@ -9,6 +9,7 @@
   dropped), `tie_as_half` (WebGPT's soft label: a tie is a 50% preference, so a tie
   agrees half with anything).
 """
+
 from __future__ import annotations
 
 from collections import Counter

@@ -1,4 +1,5 @@
 """REST endpoints of the annotation app: one view per operation, thin."""
+
 from __future__ import annotations
 
 from django.http import QueryDict
@@ -40,19 +41,38 @@ class ImportBatchOutput(serializers.ModelSerializer):
     class Meta:
         model = ImportBatch
         fields = [
-            "id", "filename", "size_bytes", "campaign", "status", "lines_read", "created_count",
-            "duplicate_count", "comparisons_created", "error_count", "errors", "message",
-            "format", "layout", "partial_traces", "dropped", "created_at", "updated_at",
+            "id",
+            "filename",
+            "size_bytes",
+            "campaign",
+            "status",
+            "lines_read",
+            "created_count",
+            "duplicate_count",
+            "comparisons_created",
+            "error_count",
+            "errors",
+            "message",
+            "format",
+            "layout",
+            "partial_traces",
+            "dropped",
+            "created_at",
+            "updated_at",
         ]
 
 
-FORMAT_HELP = ("How the input is read: auto (default) detects it from the content; canonical, openai "
-               "(OpenAI chat) or anthropic (Anthropic Messages), a trajectory each; otel (OpenTelemetry "
-               "GenAI spans), openinference, langsmith (runs) or langfuse (traces and observations), "
-               "records grouped by trace (docs/formats/).")
-PARTIAL_HELP = ("Import traces whose records name a parent that is not in the input, marking their "
-                "trajectories metadata.partial_trace; without it such input is refused, naming the trace and "
-                "the record.")
+FORMAT_HELP = (
+    "How the input is read: auto (default) detects it from the content; canonical, openai "
+    "(OpenAI chat) or anthropic (Anthropic Messages), a trajectory each; otel (OpenTelemetry "
+    "GenAI spans), openinference, langsmith (runs) or langfuse (traces and observations), "
+    "records grouped by trace (docs/formats/)."
+)
+PARTIAL_HELP = (
+    "Import traces whose records name a parent that is not in the input, marking their "
+    "trajectories metadata.partial_trace; without it such input is refused, naming the trace and "
+    "the record."
+)
 
 
 def _format_from(request) -> str:
@@ -75,14 +95,16 @@ class TrajectoryImportApi(APIView):
         trajectory_ids = serializers.ListField(child=serializers.IntegerField())
         dropped = serializers.DictField(
             child=serializers.IntegerField(),
-            help_text="What was left out on purpose, by kind (redacted_thinking: count); empty when nothing.")
+            help_text="What was left out on purpose, by kind (redacted_thinking: count); empty when nothing.",
+        )
 
     @extend_schema(
         parameters=[
             id_parameter("campaign", description="Build comparisons in this campaign."),
             OpenApiParameter("format", OpenApiTypes.STR, enum=list(FORMATS), description=FORMAT_HELP),
-            OpenApiParameter("partial_traces", OpenApiTypes.STR, enum=["0", "1", "true", "false"],
-                             description=PARTIAL_HELP),
+            OpenApiParameter(
+                "partial_traces", OpenApiTypes.STR, enum=["0", "1", "true", "false"], description=PARTIAL_HELP
+            ),
         ],
         request={"application/json": {"oneOf": [{"type": "object"}, {"type": "array"}]}},
         responses={201: OutputSerializer},
@@ -98,8 +120,9 @@ class TrajectoryImportApi(APIView):
         partial = request.query_params.get("partial_traces", "0")
         if partial not in ("0", "1", "true", "false"):
             raise ArbiterError("partial_traces: 1/true or 0/false.")
-        report = trajectories_import_objects(objects=body, campaign=campaign, format=format,
-                                             partial_traces=partial in ("1", "true"))
+        report = trajectories_import_objects(
+            objects=body, campaign=campaign, format=format, partial_traces=partial in ("1", "true")
+        )
         out = self.OutputSerializer(
             {
                 "created": report.created,
@@ -130,8 +153,11 @@ class ImportUploadApi(APIView):
         data.is_valid(raise_exception=True)
         campaign = _campaign_from(data.validated_data.get("campaign"))
         batch = import_upload_create(
-            upload=data.validated_data["file"], campaign=campaign, created_by=request.user,
-            format=data.validated_data["format"], partial_traces=data.validated_data["partial_traces"],
+            upload=data.validated_data["file"],
+            campaign=campaign,
+            created_by=request.user,
+            format=data.validated_data["format"],
+            partial_traces=data.validated_data["partial_traces"],
         )
         if batch.status == ImportBatch.Status.FAILED:  # imported in the request, and refused
             body = error_body(batch.message, error_items(batch.errors))
@@ -166,8 +192,9 @@ class AssignmentOutput(serializers.Serializer):
     left = serializers.DictField(help_text="steps (canonical v1) and answer of the left trajectory")
     right = serializers.DictField(help_text="steps (canonical v1) and answer of the right trajectory")
     dimensions = serializers.ListField(child=serializers.CharField(), help_text="The rating dimensions' names.")
-    rating_dimensions = serializers.ListField(child=serializers.DictField(),
-                                              help_text="Each dimension: name, scale (rated 1..scale), description.")
+    rating_dimensions = serializers.ListField(
+        child=serializers.DictField(), help_text="Each dimension: name, scale (rated 1..scale), description."
+    )
     rationale_required = serializers.BooleanField()
 
 
@@ -176,8 +203,7 @@ class AssignmentNextApi(APIView):
 
     permission_classes = [api_role(*LABELERS)]
 
-    @extend_schema(parameters=[id_parameter("campaign", required=True)],
-                   responses={200: AssignmentOutput, 204: None})
+    @extend_schema(parameters=[id_parameter("campaign", required=True)], responses={200: AssignmentOutput, 204: None})
     def get(self, request):
         from annotate.services.assignments import assignment_next
 
@@ -192,8 +218,19 @@ class AssignmentNextApi(APIView):
 class JudgementOutput(serializers.ModelSerializer):
     class Meta:
         model = Judgement
-        fields = ["id", "comparison", "choice", "both_bad", "ratings", "first_wrong_step_a",
-                  "first_wrong_step_b", "rationale", "seconds", "synthetic", "created_at"]
+        fields = [
+            "id",
+            "comparison",
+            "choice",
+            "both_bad",
+            "ratings",
+            "first_wrong_step_a",
+            "first_wrong_step_b",
+            "rationale",
+            "seconds",
+            "synthetic",
+            "created_at",
+        ]
 
 
 class JudgementSubmitApi(APIView):
@@ -212,7 +249,8 @@ class JudgementSubmitApi(APIView):
         ratings = serializers.DictField(
             child=serializers.DictField(child=serializers.IntegerField(min_value=1, max_value=RATING_MAX)),
             help_text=f"Per dimension, {{left, right}}: 1 to the dimension's scale (at most {RATING_MAX}).",
-            required=False, default=dict,
+            required=False,
+            default=dict,
         )
         first_wrong_step_left = Int32Field(required=False, allow_null=True)
         first_wrong_step_right = Int32Field(required=False, allow_null=True)
@@ -225,9 +263,11 @@ class JudgementSubmitApi(APIView):
         # A form or multipart body arrives as a QueryDict: its last value per field, as text.
         body = request.data.dict() if isinstance(request.data, QueryDict) else request.data
         judgement, created = judgement_submit(
-            assignment_id=assignment_id, annotator=request.user, verdict=judgement_parse(body))
-        return Response(JudgementOutput(judgement).data,
-                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+            assignment_id=assignment_id, annotator=request.user, verdict=judgement_parse(body)
+        )
+        return Response(
+            JudgementOutput(judgement).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
 
 
 class AssignmentSkipApi(APIView):
@@ -313,9 +353,13 @@ class CampaignAgreementApi(APIView):
 
         q = campaign_quality(campaign=get_object_or_404(Campaign, pk=campaign_id))
         annotators = [{**asdict(a), "annotator": pseudonym_for(a.annotator_id)} for a in q.annotators]
-        return Response({
-            "judgements": q.judgements, "comparisons": q.comparisons, "complete": q.complete,
-            "krippendorff_alpha_ordinal": q.alpha,
-            "pairwise": AgreementPairwise(q.pairwise).data,
-            "annotators": AgreementAnnotator(annotators, many=True).data,
-        })
+        return Response(
+            {
+                "judgements": q.judgements,
+                "comparisons": q.comparisons,
+                "complete": q.complete,
+                "krippendorff_alpha_ordinal": q.alpha,
+                "pairwise": AgreementPairwise(q.pairwise).data,
+                "annotators": AgreementAnnotator(annotators, many=True).data,
+            }
+        )

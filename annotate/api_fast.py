@@ -14,6 +14,7 @@ that may not label, a form body, a body that is not JSON, a query other than a v
 case it does not fully check, and the DRF views stay the documented contract (the schema is
 generated from them).
 """
+
 from __future__ import annotations
 
 import orjson
@@ -90,17 +91,27 @@ def _submit(request, assignment_id: int) -> HttpResponse | None:
     except json_input.JsonInputError:
         return None  # DRF's parser words the refusal
     try:
-        judgement, created = judgement_submit(assignment_id=assignment_id, annotator=user,
-                                              verdict=judgement_parse(body))
+        judgement, created = judgement_submit(
+            assignment_id=assignment_id, annotator=user, verdict=judgement_parse(body)
+        )
     except (ArbiterError, PermissionDenied) as exc:
         return _refused(exc)
-    return _json({
-        "id": judgement.pk, "comparison": judgement.comparison_id, "choice": judgement.choice,
-        "both_bad": judgement.both_bad, "ratings": judgement.ratings,
-        "first_wrong_step_a": judgement.first_wrong_step_a, "first_wrong_step_b": judgement.first_wrong_step_b,
-        "rationale": judgement.rationale, "seconds": judgement.seconds, "synthetic": judgement.synthetic,
-        "created_at": judgement.created_at,
-    }, 201 if created else 200)
+    return _json(
+        {
+            "id": judgement.pk,
+            "comparison": judgement.comparison_id,
+            "choice": judgement.choice,
+            "both_bad": judgement.both_bad,
+            "ratings": judgement.ratings,
+            "first_wrong_step_a": judgement.first_wrong_step_a,
+            "first_wrong_step_b": judgement.first_wrong_step_b,
+            "rationale": judgement.rationale,
+            "seconds": judgement.seconds,
+            "synthetic": judgement.synthetic,
+            "created_at": judgement.created_at,
+        },
+        201 if created else 200,
+    )
 
 
 def short_path(drf_view_class, handler):

@@ -15,9 +15,27 @@ class AnnotateConfig(AppConfig):
         from annotate.services.imports import IMPORT_STALE_REASON
         from webapp.jobs import JobKind, job_kind_register
 
-        job_kind_register(JobKind(ImportBatch, stale_seconds=lambda: settings.IMPORT_STALE_SECONDS,
-                                  reason=IMPORT_STALE_REASON, reason_fields=("error", "message")))
-        job_kind_register(JobKind(DatasetSnapshot, stale_seconds=lambda: settings.SNAPSHOT_STALE_SECONDS,
-                                  reason=SNAPSHOT_STALE_REASON, reason_fields=("error", "message")))
-        job_kind_register(JobKind(CampaignFill, stale_seconds=lambda: settings.FILL_STALE_SECONDS,
-                                  reason=FILL_STALE_REASON, reason_fields=("error", "message")))
+        job_kind_register(
+            JobKind(
+                ImportBatch,
+                stale_seconds=lambda: settings.IMPORT_STALE_SECONDS,
+                reason=IMPORT_STALE_REASON,
+                reason_fields=("error", "message"),
+            )
+        )
+        job_kind_register(
+            JobKind(
+                DatasetSnapshot,
+                stale_seconds=lambda: settings.SNAPSHOT_STALE_SECONDS,
+                reason=SNAPSHOT_STALE_REASON,
+                reason_fields=("error", "message"),
+            )
+        )
+        job_kind_register(
+            JobKind(
+                CampaignFill,
+                stale_seconds=lambda: settings.FILL_STALE_SECONDS,
+                reason=FILL_STALE_REASON,
+                reason_fields=("error", "message"),
+            )
+        )

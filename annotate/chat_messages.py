@@ -13,6 +13,7 @@ the final assistant message, with its quotes listed after the text in a `Quotes:
 importing `prompt` + `chosen` as an OpenAI transcript gives the same steps back
 (tests/annotate/test_round_trip.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,15 @@ INVENTED_CALL_ID = "arbiter-call-"
 QUOTES_HEADING = "\n\nQuotes:\n"
 
 
-def _message(role: str, content: str = "", *, tool_calls=None, tool_call_id=None, name=None,
-             is_error=None) -> dict:
-    return {"role": role, "content": content, "tool_calls": tool_calls, "tool_call_id": tool_call_id, "name": name,
-            "is_error": is_error}
+def _message(role: str, content: str = "", *, tool_calls=None, tool_call_id=None, name=None, is_error=None) -> dict:
+    return {
+        "role": role,
+        "content": content,
+        "tool_calls": tool_calls,
+        "tool_call_id": tool_call_id,
+        "name": name,
+        "is_error": is_error,
+    }
 
 
 def _arguments(arguments) -> str:
@@ -43,8 +49,11 @@ def steps_to_messages(steps: list[dict]) -> list[dict]:
             pending_thought = step.get("text", "")
         elif kind == "action":
             call_id = step.get("call_id") or f"{INVENTED_CALL_ID}{i}"
-            call = {"id": call_id, "type": "function",
-                    "function": {"name": step.get("tool", ""), "arguments": _arguments(step.get("arguments", {}))}}
+            call = {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": step.get("tool", ""), "arguments": _arguments(step.get("arguments", {}))},
+            }
             last = messages[-1] if messages else None
             # Calls in a row (parallel calls) share one assistant message.
             if pending_thought is None and last and last["role"] == "assistant" and last["tool_calls"]:
@@ -63,8 +72,15 @@ def steps_to_messages(steps: list[dict]) -> list[dict]:
             if call_id is None:  # an observation with no call before it (a user turn, say)
                 messages.append(_message("user", step.get("content", "")))
             else:
-                messages.append(_message("tool", step.get("content", ""), tool_call_id=call_id,
-                                         name=step.get("tool") or None, is_error=True if step.get("is_error") else None))
+                messages.append(
+                    _message(
+                        "tool",
+                        step.get("content", ""),
+                        tool_call_id=call_id,
+                        name=step.get("tool") or None,
+                        is_error=True if step.get("is_error") else None,
+                    )
+                )
         elif kind == "answer":
             text = step.get("text", "")
             quotes = step.get("quotes") or []

@@ -27,6 +27,7 @@ every other tool's parameters as nulls. TRL's trainers read a string `tools` col
 `json.loads` before passing it to the chat template; "null" (JSON null) when the agent
 had no tools, so the template sees None, as without the column.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,37 +58,90 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 FILETYPES = ("jsonl", "parquet")
 BATCH = 2000
 
-_CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
-                   ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
-_MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(_CALL)),
-                      ("tool_call_id", pa.string()), ("name", pa.string()), ("is_error", pa.bool_())])
+_CALL = pa.struct(
+    [
+        ("id", pa.string()),
+        ("type", pa.string()),
+        ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
+    ]
+)
+_MESSAGE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_calls", pa.list_(_CALL)),
+        ("tool_call_id", pa.string()),
+        ("name", pa.string()),
+        ("is_error", pa.bool_()),
+    ]
+)
 _MESSAGES = pa.list_(_MESSAGE)
 _RATINGS = pa.list_(pa.struct([("dimension", pa.string()), ("side", pa.string()), ("value", pa.int64())]))
-_PAIR_META = [("margin", pa.float64()), ("comparison_id", pa.int64()), ("task_id", pa.string()),
-              ("votes", pa.int64()), ("preferred", pa.string()), ("split", pa.string())]
+_PAIR_META = [
+    ("margin", pa.float64()),
+    ("comparison_id", pa.int64()),
+    ("task_id", pa.string()),
+    ("votes", pa.int64()),
+    ("preferred", pa.string()),
+    ("split", pa.string()),
+]
 
 SCHEMAS = {
-    "trl": pa.schema([("prompt", _MESSAGES), ("chosen", _MESSAGES), ("rejected", _MESSAGES), ("tools", pa.string()),
-                      *_PAIR_META]),
+    "trl": pa.schema(
+        [("prompt", _MESSAGES), ("chosen", _MESSAGES), ("rejected", _MESSAGES), ("tools", pa.string()), *_PAIR_META]
+    ),
     "trl_text": pa.schema([("prompt", pa.string()), ("chosen", pa.string()), ("rejected", pa.string()), *_PAIR_META]),
-    "kto": pa.schema([
-        ("prompt", _MESSAGES), ("completion", _MESSAGES), ("label", pa.bool_()), ("tools", pa.string()),
-        ("judgement_id", pa.int64()), ("comparison_id", pa.int64()), ("trajectory_id", pa.int64()),
-        ("task_id", pa.string()), ("annotator", pa.string()), ("side", pa.string()), ("choice", pa.int64()),
-        ("both_bad", pa.bool_()), ("split", pa.string()),
-    ]),
-    "raw": pa.schema([
-        ("judgement_id", pa.int64()), ("comparison_id", pa.int64()), ("task_id", pa.string()),
-        ("annotator", pa.string()), ("shown_left", pa.string()), ("choice", pa.int64()),
-        ("preferred", pa.string()), ("both_bad", pa.bool_()), ("ratings", _RATINGS),
-        ("first_wrong_step_a", pa.int64()), ("first_wrong_step_b", pa.int64()), ("rationale", pa.string()),
-        ("seconds", pa.float64()), ("synthetic", pa.bool_()), ("created_at", pa.string()), ("split", pa.string()),
-    ]),
-    "steps": pa.schema([
-        ("prompt", pa.string()), ("completions", pa.list_(pa.string())), ("labels", pa.list_(pa.bool_())),
-        ("judgement_id", pa.int64()), ("comparison_id", pa.int64()), ("trajectory_id", pa.int64()),
-        ("task_id", pa.string()), ("annotator", pa.string()), ("side", pa.string()), ("split", pa.string()),
-    ]),
+    "kto": pa.schema(
+        [
+            ("prompt", _MESSAGES),
+            ("completion", _MESSAGES),
+            ("label", pa.bool_()),
+            ("tools", pa.string()),
+            ("judgement_id", pa.int64()),
+            ("comparison_id", pa.int64()),
+            ("trajectory_id", pa.int64()),
+            ("task_id", pa.string()),
+            ("annotator", pa.string()),
+            ("side", pa.string()),
+            ("choice", pa.int64()),
+            ("both_bad", pa.bool_()),
+            ("split", pa.string()),
+        ]
+    ),
+    "raw": pa.schema(
+        [
+            ("judgement_id", pa.int64()),
+            ("comparison_id", pa.int64()),
+            ("task_id", pa.string()),
+            ("annotator", pa.string()),
+            ("shown_left", pa.string()),
+            ("choice", pa.int64()),
+            ("preferred", pa.string()),
+            ("both_bad", pa.bool_()),
+            ("ratings", _RATINGS),
+            ("first_wrong_step_a", pa.int64()),
+            ("first_wrong_step_b", pa.int64()),
+            ("rationale", pa.string()),
+            ("seconds", pa.float64()),
+            ("synthetic", pa.bool_()),
+            ("created_at", pa.string()),
+            ("split", pa.string()),
+        ]
+    ),
+    "steps": pa.schema(
+        [
+            ("prompt", pa.string()),
+            ("completions", pa.list_(pa.string())),
+            ("labels", pa.list_(pa.bool_())),
+            ("judgement_id", pa.int64()),
+            ("comparison_id", pa.int64()),
+            ("trajectory_id", pa.int64()),
+            ("task_id", pa.string()),
+            ("annotator", pa.string()),
+            ("side", pa.string()),
+            ("split", pa.string()),
+        ]
+    ),
 }
 DESCRIPTIONS = {
     "trl": "Preference pairs as chat messages with structured tool calls, the system prompt and the tools.",
@@ -99,31 +153,35 @@ DESCRIPTIONS = {
 # The trainer each format feeds, for the dataset card (TRL as pinned in requirements.txt).
 TRAINERS = {
     "trl": "TRL's `RewardTrainer` (conversational preference data with an explicit prompt; `tools` goes to the "
-           "chat template); also `DPOTrainer`",
+    "chat template); also `DPOTrainer`",
     "trl_text": "TRL's `RewardTrainer` (standard, non-conversational preference data; TRL adds the EOS token)",
     "kto": "TRL's `KTOTrainer` (conversational unpaired preference data: `prompt`, `completion`, boolean `label`; "
-           "`tools` goes to the chat template)",
+    "`tools` goes to the chat template)",
     "raw": "no trainer: the judgements as given, for analysis and agreement studies",
     "steps": "a process reward model. The columns are TRL's stepwise-supervision format (`prompt`, "
-             "`completions`, `labels`), but TRL 1.16 has no trainer for it: `PRMTrainer` was removed from "
-             "`trl.experimental` (huggingface/trl#7133); it trains with that trainer from an earlier TRL or any "
-             "token-classification loop that labels the last token of each step",
+    "`completions`, `labels`), but TRL 1.16 has no trainer for it: `PRMTrainer` was removed from "
+    "`trl.experimental` (huggingface/trl#7133); it trains with that trainer from an earlier TRL or any "
+    "token-classification loop that labels the last token of each step",
 }
-EMPTY_REASONS = {"steps": "no judgement of this snapshot marks a first wrong step",
-                 "kto": "every judgement is a tie or a slight preference, which gives no KTO row"}
+EMPTY_REASONS = {
+    "steps": "no judgement of this snapshot marks a first wrong step",
+    "kto": "every judgement is a tie or a slight preference, which gives no KTO row",
+}
 TRL_TRAINERS = {"trl": "RewardTrainer", "trl_text": "RewardTrainer", "kto": "KTOTrainer", "raw": None, "steps": None}
 KTO_RULE = (
     "One row per judged side, from each judgement on its own (several annotators give several rows): "
     "a `both_bad` judgement makes both sides undesirable, whatever side it preferred; otherwise the preferred "
     "side (choice 1, 2 for A; 4, 5 for B) is desirable, and the other side is undesirable only when the "
-    "preference is strong (\"much better\", choice 1 or 5); a tie (choice 3) gives no row. A slight preference "
+    'preference is strong ("much better", choice 1 or 5); a tie (choice 3) gives no row. A slight preference '
     "says which side is better, not that the other is bad, so its losing side gives no row."
 )
 
 
 def _require_ready(snapshot: DatasetSnapshot) -> None:
     if snapshot.status in DatasetSnapshot.ACTIVE:
-        raise ArbiterError(f"Snapshot {snapshot.pk} is still building ({snapshot.progress:.0%}); try again when it is ready.")
+        raise ArbiterError(
+            f"Snapshot {snapshot.pk} is still building ({snapshot.progress:.0%}); try again when it is ready."
+        )
     if snapshot.status != DatasetSnapshot.Status.SUCCEEDED:
         raise ArbiterError(f"Snapshot {snapshot.pk} failed to build and has nothing to export: {snapshot.message}")
 
@@ -143,7 +201,9 @@ def _step_text(step: dict) -> str:
     kind = step.get("kind")
     if kind == "action":
         arguments = step.get("arguments", {})
-        arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        arguments = (
+            arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        )
         return f"{step.get('tool', '')}[{arguments}]"
     if kind == "observation":
         return f"Observation ({step.get('tool') or 'result'}): {step.get('content', '')}"
@@ -183,27 +243,62 @@ def _kto_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
     # Ties that are not both bad give no row: leave them in the database.
     members = members.exclude(judgement__choice=3, judgement__both_bad=False)
     for r in members.values_list(
-        "judgement_id", "judgement__comparison_id", "judgement__comparison__task__external_id",
-        "judgement__comparison__task__prompt", "judgement__annotator_id", "judgement__choice", "judgement__both_bad",
-        "judgement__comparison__trajectory_a_id", "judgement__comparison__trajectory_a__steps",
+        "judgement_id",
+        "judgement__comparison_id",
+        "judgement__comparison__task__external_id",
+        "judgement__comparison__task__prompt",
+        "judgement__annotator_id",
+        "judgement__choice",
+        "judgement__both_bad",
+        "judgement__comparison__trajectory_a_id",
+        "judgement__comparison__trajectory_a__steps",
         "judgement__comparison__trajectory_a__metadata__system_prompt",
         "judgement__comparison__trajectory_a__metadata__tools",
-        "judgement__comparison__trajectory_b_id", "judgement__comparison__trajectory_b__steps",
+        "judgement__comparison__trajectory_b_id",
+        "judgement__comparison__trajectory_b__steps",
         "judgement__comparison__trajectory_b__metadata__system_prompt",
-        "judgement__comparison__trajectory_b__metadata__tools", "split",
+        "judgement__comparison__trajectory_b__metadata__tools",
+        "split",
     ).iterator(chunk_size=BATCH):
-        (jid, cid, task_id, prompt, annotator, choice, both_bad, a_id, steps_a, system_a, tools_a,
-         b_id, steps_b, system_b, tools_b, row_split) = r
+        (
+            jid,
+            cid,
+            task_id,
+            prompt,
+            annotator,
+            choice,
+            both_bad,
+            a_id,
+            steps_a,
+            system_a,
+            tools_a,
+            b_id,
+            steps_b,
+            system_b,
+            tools_b,
+            row_split,
+        ) = r
         labels = kto_labels(choice=choice, both_bad=both_bad)
         sides = {"A": (a_id, steps_a, system_a, tools_a), "B": (b_id, steps_b, system_b, tools_b)}
         for side in ("A", "B"):
             if side not in labels:
                 continue
             trajectory_id, steps, system, tools = sides[side]
-            yield {"prompt": prompt_messages(prompt, _text_or_none(system)), "completion": steps_to_messages(steps),
-                   "label": labels[side], "tools": _tools_json(tools), "judgement_id": jid, "comparison_id": cid,
-                   "trajectory_id": trajectory_id, "task_id": task_id, "annotator": names[annotator], "side": side,
-                   "choice": choice, "both_bad": both_bad, "split": row_split}
+            yield {
+                "prompt": prompt_messages(prompt, _text_or_none(system)),
+                "completion": steps_to_messages(steps),
+                "label": labels[side],
+                "tools": _tools_json(tools),
+                "judgement_id": jid,
+                "comparison_id": cid,
+                "trajectory_id": trajectory_id,
+                "task_id": task_id,
+                "annotator": names[annotator],
+                "side": side,
+                "choice": choice,
+                "both_bad": both_bad,
+                "split": row_split,
+            }
 
 
 def raw_queryset(snapshot: DatasetSnapshot, *, split: str | None = None):
@@ -212,11 +307,21 @@ def raw_queryset(snapshot: DatasetSnapshot, *, split: str | None = None):
     if split:
         members = members.filter(split=split)
     return members.values_list(
-        "judgement_id", "judgement__comparison_id", "judgement__comparison__task__external_id",
-        "judgement__annotator_id", "judgement__assignment__left_is_a", "judgement__choice",
-        "judgement__both_bad", "judgement__ratings", "judgement__first_wrong_step_a",
-        "judgement__first_wrong_step_b", "judgement__rationale", "judgement__seconds",
-        "judgement__synthetic", "judgement__created_at", "split",
+        "judgement_id",
+        "judgement__comparison_id",
+        "judgement__comparison__task__external_id",
+        "judgement__annotator_id",
+        "judgement__assignment__left_is_a",
+        "judgement__choice",
+        "judgement__both_bad",
+        "judgement__ratings",
+        "judgement__first_wrong_step_a",
+        "judgement__first_wrong_step_b",
+        "judgement__rationale",
+        "judgement__seconds",
+        "judgement__synthetic",
+        "judgement__created_at",
+        "split",
     )
 
 
@@ -229,13 +334,35 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
         if split:
             pairs = pairs.filter(split=split)
         for p in pairs.values_list(
-            "comparison_id", "preferred", "margin", "votes", "split", "task__external_id", "task__prompt",
-            "comparison__trajectory_a__steps", "comparison__trajectory_a__metadata__system_prompt",
-            "comparison__trajectory_a__metadata__tools", "comparison__trajectory_b__steps",
-            "comparison__trajectory_b__metadata__system_prompt", "comparison__trajectory_b__metadata__tools",
+            "comparison_id",
+            "preferred",
+            "margin",
+            "votes",
+            "split",
+            "task__external_id",
+            "task__prompt",
+            "comparison__trajectory_a__steps",
+            "comparison__trajectory_a__metadata__system_prompt",
+            "comparison__trajectory_a__metadata__tools",
+            "comparison__trajectory_b__steps",
+            "comparison__trajectory_b__metadata__system_prompt",
+            "comparison__trajectory_b__metadata__tools",
         ).iterator(chunk_size=BATCH):
-            (comparison_id, preferred, margin, votes, row_split, task_id, prompt,
-             steps_a, system_a, tools_a, steps_b, system_b, tools_b) = p
+            (
+                comparison_id,
+                preferred,
+                margin,
+                votes,
+                row_split,
+                task_id,
+                prompt,
+                steps_a,
+                system_a,
+                tools_a,
+                steps_b,
+                system_b,
+                tools_b,
+            ) = p
             # The prompt is shared, so it carries the chosen side's system prompt and tools (A for a tie):
             # the two sides of a comparison answer one task and are normally given the same ones.
             if preferred == "B":
@@ -245,14 +372,30 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
             prompt_msgs = prompt_messages(prompt, _text_or_none(system))
             chosen_msgs, rejected_msgs = steps_to_messages(chosen), steps_to_messages(rejected)
             if fmt == "trl_text":
-                yield {"prompt": messages_to_text(prompt_msgs), "chosen": messages_to_text(chosen_msgs),
-                       "rejected": messages_to_text(rejected_msgs), "margin": margin,
-                       "comparison_id": comparison_id, "task_id": task_id, "votes": votes, "preferred": preferred,
-                       "split": row_split}
+                yield {
+                    "prompt": messages_to_text(prompt_msgs),
+                    "chosen": messages_to_text(chosen_msgs),
+                    "rejected": messages_to_text(rejected_msgs),
+                    "margin": margin,
+                    "comparison_id": comparison_id,
+                    "task_id": task_id,
+                    "votes": votes,
+                    "preferred": preferred,
+                    "split": row_split,
+                }
             else:
-                yield {"prompt": prompt_msgs, "chosen": chosen_msgs, "rejected": rejected_msgs,
-                       "tools": _tools_json(tools), "margin": margin, "comparison_id": comparison_id,
-                       "task_id": task_id, "votes": votes, "preferred": preferred, "split": row_split}
+                yield {
+                    "prompt": prompt_msgs,
+                    "chosen": chosen_msgs,
+                    "rejected": rejected_msgs,
+                    "tools": _tools_json(tools),
+                    "margin": margin,
+                    "comparison_id": comparison_id,
+                    "task_id": task_id,
+                    "votes": votes,
+                    "preferred": preferred,
+                    "split": row_split,
+                }
         return
 
     if fmt == "kto":
@@ -262,15 +405,39 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
     names = _pseudonyms()
     if fmt == "raw":
         for r in raw_queryset(snapshot, split=split).iterator(chunk_size=BATCH):
-            (jid, cid, task_id, annotator, left_is_a, choice, both_bad, ratings, wrong_a, wrong_b,
-             rationale, seconds, synthetic, created_at, row_split) = r
+            (
+                jid,
+                cid,
+                task_id,
+                annotator,
+                left_is_a,
+                choice,
+                both_bad,
+                ratings,
+                wrong_a,
+                wrong_b,
+                rationale,
+                seconds,
+                synthetic,
+                created_at,
+                row_split,
+            ) = r
             yield {
-                "judgement_id": jid, "comparison_id": cid, "task_id": task_id, "annotator": names[annotator],
-                "shown_left": None if left_is_a is None else ("A" if left_is_a else "B"), "choice": choice,
-                "preferred": "A" if choice < 3 else ("B" if choice > 3 else "tie"), "both_bad": both_bad,
-                "ratings": rating_rows(ratings), "first_wrong_step_a": wrong_a,
-                "first_wrong_step_b": wrong_b, "rationale": rationale, "seconds": seconds,
-                "synthetic": synthetic, "created_at": created_at.astimezone(dt_timezone.utc).strftime(TIME_FORMAT),
+                "judgement_id": jid,
+                "comparison_id": cid,
+                "task_id": task_id,
+                "annotator": names[annotator],
+                "shown_left": None if left_is_a is None else ("A" if left_is_a else "B"),
+                "choice": choice,
+                "preferred": "A" if choice < 3 else ("B" if choice > 3 else "tie"),
+                "both_bad": both_bad,
+                "ratings": rating_rows(ratings),
+                "first_wrong_step_a": wrong_a,
+                "first_wrong_step_b": wrong_b,
+                "rationale": rationale,
+                "seconds": seconds,
+                "synthetic": synthetic,
+                "created_at": created_at.astimezone(dt_timezone.utc).strftime(TIME_FORMAT),
                 "split": row_split,
             }
         return
@@ -280,29 +447,48 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
         members = members.filter(split=split)
     marked = members.exclude(judgement__first_wrong_step_a__isnull=True, judgement__first_wrong_step_b__isnull=True)
     for r in marked.values_list(
-        "judgement_id", "judgement__comparison_id", "judgement__comparison__task__external_id",
-        "judgement__comparison__task__prompt", "judgement__annotator_id", "judgement__first_wrong_step_a",
-        "judgement__first_wrong_step_b", "judgement__comparison__trajectory_a_id",
-        "judgement__comparison__trajectory_a__steps", "judgement__comparison__trajectory_b_id",
-        "judgement__comparison__trajectory_b__steps", "split",
+        "judgement_id",
+        "judgement__comparison_id",
+        "judgement__comparison__task__external_id",
+        "judgement__comparison__task__prompt",
+        "judgement__annotator_id",
+        "judgement__first_wrong_step_a",
+        "judgement__first_wrong_step_b",
+        "judgement__comparison__trajectory_a_id",
+        "judgement__comparison__trajectory_a__steps",
+        "judgement__comparison__trajectory_b_id",
+        "judgement__comparison__trajectory_b__steps",
+        "split",
     ).iterator(chunk_size=BATCH):
         jid, cid, task_id, prompt, annotator, wrong_a, wrong_b, a_id, steps_a, b_id, steps_b, row_split = r
         for side, wrong, trajectory_id, steps in (("A", wrong_a, a_id, steps_a), ("B", wrong_b, b_id, steps_b)):
             if wrong is None or wrong >= len(steps):
                 continue
             completions = [_step_text(s) for s in steps[: wrong + 1]]
-            yield {"prompt": prompt, "completions": completions, "labels": [True] * wrong + [False],
-                   "judgement_id": jid, "comparison_id": cid, "trajectory_id": trajectory_id, "task_id": task_id,
-                   "annotator": names[annotator], "side": side, "split": row_split}
+            yield {
+                "prompt": prompt,
+                "completions": completions,
+                "labels": [True] * wrong + [False],
+                "judgement_id": jid,
+                "comparison_id": cid,
+                "trajectory_id": trajectory_id,
+                "task_id": task_id,
+                "annotator": names[annotator],
+                "side": side,
+                "split": row_split,
+            }
 
 
 def rating_rows(ratings) -> list[dict]:
     """A judgement's ratings ({dimension: {A|B: value}}) as rows, in dimension then side order."""
     if not isinstance(ratings, dict):
         return []
-    return [{"dimension": dim, "side": side, "value": value}
-            for dim, sides in sorted(ratings.items()) if isinstance(sides, dict)
-            for side, value in sorted(sides.items())]
+    return [
+        {"dimension": dim, "side": side, "value": value}
+        for dim, sides in sorted(ratings.items())
+        if isinstance(sides, dict)
+        for side, value in sorted(sides.items())
+    ]
 
 
 def write_rows(rows: Iterator[dict], path: Path, fmt: str, filetype: str) -> int:
@@ -360,8 +546,12 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
     meta = {
         "pretty_name": f"Arbiter snapshot {snapshot.pk}: {snapshot.name}",
         "tags": ["rlhf", "preferences", "agents", "arbiter"],
-        "configs": [{"config_name": "default", "data_files": [
-            {"split": split, "path": f"data/{split}.{filetype}"} for split in files]}],
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [{"split": split, "path": f"data/{split}.{filetype}"} for split in files],
+            }
+        ],
         "dataset_info": {"splits": [{"name": split, "num_examples": n} for split, n in files.items()]},
         "arbiter": {
             "snapshot_id": snapshot.pk,
@@ -381,9 +571,11 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
     columns = "\n".join(f"| `{f.name}` | `{f.type}` |" for f in SCHEMAS[fmt])
     data_files = "{" + ", ".join(f'"{split}": "data/{split}.{filetype}"' for split in files) + "}"
     if filetype == "jsonl":  # JSON lines carry no types: the bundle's features.json gives them
-        load = ("import json\nfrom datasets import Features, load_dataset\n"
-                'features = Features.from_dict(json.load(open("features.json")))\n'
-                f'ds = load_dataset("json", data_files={data_files}, features=features)')
+        load = (
+            "import json\nfrom datasets import Features, load_dataset\n"
+            'features = Features.from_dict(json.load(open("features.json")))\n'
+            f'ds = load_dataset("json", data_files={data_files}, features=features)'
+        )
     else:
         load = f'from datasets import load_dataset\nds = load_dataset("parquet", data_files={data_files})'
     return (
@@ -393,13 +585,18 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         f"Aggregation: {snapshot.get_aggregation_display().lower()}; ties: {snapshot.get_ties_display().lower()}. "
         "Train and test are split by task, so no task is in both. Annotators are pseudonymized; "
         "gold comparisons are left out, and synthetic judgements unless the filters say otherwise.\n\n"
-        "## Files\n\n" + "\n".join(f"- `data/{s}.{filetype}`: {n} rows, format `{fmt}` ({filetype})"
-                                     for s, n in files.items()) +
-        f"\n\nFormat `{fmt}` feeds {TRAINERS[fmt]}.\n" + (f"\n## Labels\n\n{KTO_RULE}\n" if fmt == "kto" else "") +
-        "\n## Columns\n\n| column | type |\n|---|---|\n" + columns
-        + (f"\n\n## Loading\n\nFrom the folder the bundle was unzipped into:\n\n```python\n{load}\n```\n" if files
-           else f"\n\n## Loading\n\nThis export has no rows ({EMPTY_REASONS.get(fmt, 'nothing in this snapshot')}), "
-                "so there is nothing to load.\n")
+        "## Files\n\n"
+        + "\n".join(f"- `data/{s}.{filetype}`: {n} rows, format `{fmt}` ({filetype})" for s, n in files.items())
+        + f"\n\nFormat `{fmt}` feeds {TRAINERS[fmt]}.\n"
+        + (f"\n## Labels\n\n{KTO_RULE}\n" if fmt == "kto" else "")
+        + "\n## Columns\n\n| column | type |\n|---|---|\n"
+        + columns
+        + (
+            f"\n\n## Loading\n\nFrom the folder the bundle was unzipped into:\n\n```python\n{load}\n```\n"
+            if files
+            else f"\n\n## Loading\n\nThis export has no rows ({EMPTY_REASONS.get(fmt, 'nothing in this snapshot')}), "
+            "so there is nothing to load.\n"
+        )
     )
 
 
@@ -428,9 +625,14 @@ def export_bundle_dir(snapshot: DatasetSnapshot, fmt: str, filetype: str, out_di
     (out_dir / "README.md").write_text(dataset_card(snapshot, fmt, filetype, written), encoding="utf-8")
     (out_dir / "features.json").write_text(json.dumps(features_of(fmt), indent=1) + "\n")
     manifest = {
-        "snapshot_id": snapshot.pk, "content_hash": snapshot.content_hash, "format": fmt, "filetype": filetype,
-        "files": {name: {"sha256": _sha256(out_dir / name), "bytes": (out_dir / name).stat().st_size}
-                  for name in ["README.md", "features.json"] + [f"data/{s}.{filetype}" for s in written]},
+        "snapshot_id": snapshot.pk,
+        "content_hash": snapshot.content_hash,
+        "format": fmt,
+        "filetype": filetype,
+        "files": {
+            name: {"sha256": _sha256(out_dir / name), "bytes": (out_dir / name).stat().st_size}
+            for name in ["README.md", "features.json"] + [f"data/{s}.{filetype}" for s in written]
+        },
         "empty_splits": sorted(split for split, n in files.items() if not n),
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -578,13 +780,19 @@ class RawCopyBatches:
                 stream,
                 read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=4 << 20),
                 convert_options=pa_csv.ConvertOptions(
-                    column_types=csv_schema, true_values=["t"], false_values=["f"], null_values=[""],
-                    strings_can_be_null=True, quoted_strings_can_be_null=False,
+                    column_types=csv_schema,
+                    true_values=["t"],
+                    false_values=["f"],
+                    null_values=[""],
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=False,
                 ),
             )
             for batch in reader:
-                ratings = pa.array([[] if text == "{}" else rating_rows(json.loads(text))
-                                    for text in batch.column(at).to_pylist()], type=_RATINGS)
+                ratings = pa.array(
+                    [[] if text == "{}" else rating_rows(json.loads(text)) for text in batch.column(at).to_pylist()],
+                    type=_RATINGS,
+                )
                 columns = batch.columns
                 columns[at] = ratings
                 yield pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -9,9 +9,12 @@ from annotate.models import Campaign, ImportBatch
 class ImportUploadForm(forms.Form):
     file = forms.FileField(
         help_text="JSONL: a trajectory per line (canonical v1, OpenAI chat, Anthropic Messages) or a trace "
-                  "export (OpenTelemetry GenAI, OpenInference, LangSmith, Langfuse).")
+        "export (OpenTelemetry GenAI, OpenInference, LangSmith, Langfuse)."
+    )
     format = forms.ChoiceField(
-        choices=ImportBatch.Format.choices, required=False, initial=ImportBatch.Format.AUTO,
+        choices=ImportBatch.Format.choices,
+        required=False,
+        initial=ImportBatch.Format.AUTO,
         help_text="Detect reads the format from the content; name it when detection refuses the file.",
     )
     campaign = forms.ModelChoiceField(
@@ -20,9 +23,11 @@ class ImportUploadForm(forms.Form):
         help_text="Optional: build comparisons from these trajectories in this campaign.",
     )
     partial_traces = forms.BooleanField(
-        required=False, label="Partial traces",
+        required=False,
+        label="Partial traces",
         help_text="Import traces whose records name a parent that is not in the file, marked partial "
-                  "(without it such a file is refused, naming the trace).")
+        "(without it such a file is refused, naming the trace).",
+    )
 
     def clean_format(self) -> str:
         return self.cleaned_data.get("format") or ImportBatch.Format.AUTO
@@ -43,13 +48,17 @@ class JudgementForm(forms.Form):
 
     def body(self) -> dict:
         data = self.data
-        ratings = {dim: {side: data[f"rating__{dim}__{side}"] for side in SIDES if data.get(f"rating__{dim}__{side}")}
-                   for dim in self.dimensions}
+        ratings = {
+            dim: {side: data[f"rating__{dim}__{side}"] for side in SIDES if data.get(f"rating__{dim}__{side}")}
+            for dim in self.dimensions
+        }
         return {
-            "choice": data.get("choice"), "both_bad": data.get("both_bad"),
+            "choice": data.get("choice"),
+            "both_bad": data.get("both_bad"),
             "ratings": {dim: sides for dim, sides in ratings.items() if sides},
             "first_wrong_step_left": data.get("first_wrong_left"),
-            "first_wrong_step_right": data.get("first_wrong_right"), "rationale": data.get("rationale"),
+            "first_wrong_step_right": data.get("first_wrong_right"),
+            "rationale": data.get("rationale"),
         }
 
     def clean(self) -> dict:
@@ -68,10 +77,14 @@ class SkipForm(forms.Form):
 class AdjudicateForm(forms.Form):
     """No default: the adjudicator picks a point on the scale."""
 
-    choice = forms.IntegerField(min_value=SCALE.start, max_value=SCALE[-1], error_messages={
-        "required": "Pick the adjudicated label (A much better … B much better): nothing was recorded.",
-        "invalid": "Pick the adjudicated label from the list.",
-        "min_value": f"The scale runs from {SCALE.start} to {SCALE[-1]}.",
-        "max_value": f"The scale runs from {SCALE.start} to {SCALE[-1]}.",
-    })
+    choice = forms.IntegerField(
+        min_value=SCALE.start,
+        max_value=SCALE[-1],
+        error_messages={
+            "required": "Pick the adjudicated label (A much better … B much better): nothing was recorded.",
+            "invalid": "Pick the adjudicated label from the list.",
+            "min_value": f"The scale runs from {SCALE.start} to {SCALE[-1]}.",
+            "max_value": f"The scale runs from {SCALE.start} to {SCALE[-1]}.",
+        },
+    )
     note = forms.CharField(required=False, max_length=5000)

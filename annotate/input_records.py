@@ -18,6 +18,7 @@ file. Each record is handed on as JSON text, so it passes the same strict decode
 line (`webapp.json_input`: no NaN, no lone surrogate, no NUL, bounded depth). Record numbers
 count from 1 in the document, as line numbers do in JSONL.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -36,8 +37,10 @@ class TooLong:
         self.size, self.limit = size, limit
 
     def reason(self) -> str:
-        return (f"the line is over {self.limit:,} bytes (IMPORT_MAX_LINE_BYTES; it has at least "
-                f"{self.size:,}): split the record or raise the limit")
+        return (
+            f"the line is over {self.limit:,} bytes (IMPORT_MAX_LINE_BYTES; it has at least "
+            f"{self.size:,}): split the record or raise the limit"
+        )
 
 
 def _bounded_lines(stream, limit: int) -> Iterator:

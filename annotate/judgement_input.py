@@ -14,6 +14,7 @@ The edges know only the body; the service also knows the comparison, and passes 
 (the campaign's rating dimensions and rationale rule, the number of steps on each side), so a
 verdict built in Python (the simulated annotators, tests) meets the same rules as one posted.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,9 +62,14 @@ class Verdict:
 
     def body(self) -> dict:
         """The verdict as a judgement body (the API's field names), to be read again by `judgement_parse`."""
-        return {"choice": self.choice, "both_bad": self.both_bad, "ratings": self.ratings,
-                "first_wrong_step_left": self.first_wrong_left, "first_wrong_step_right": self.first_wrong_right,
-                "rationale": self.rationale}
+        return {
+            "choice": self.choice,
+            "both_bad": self.both_bad,
+            "ratings": self.ratings,
+            "first_wrong_step_left": self.first_wrong_left,
+            "first_wrong_step_right": self.first_wrong_right,
+            "rationale": self.rationale,
+        }
 
 
 class JudgementInputError(ArbiterError):
@@ -74,8 +80,9 @@ class JudgementInputError(ArbiterError):
     def __init__(self, problems: list[dict], *, accepted: dict | None = None):
         messages = [p["message"] for p in problems[:MESSAGES_SHOWN]]
         more = f" (and {len(problems) - MESSAGES_SHOWN} more)" if len(problems) > MESSAGES_SHOWN else ""
-        super().__init__("The judgement was not stored: " + "; ".join(messages) + more + ".",
-                         details=problems[:DETAILS_MAX])
+        super().__init__(
+            "The judgement was not stored: " + "; ".join(messages) + more + ".", details=problems[:DETAILS_MAX]
+        )
         self.accepted = accepted or {}
 
 
@@ -110,12 +117,18 @@ def _shown(value) -> str:
 
 def _choice(value, problems: list) -> int | None:
     if _absent(value):
-        problems.append({"field": "choice", "message": f"pick a point on the scale (choice {SCALE.start}-{SCALE[-1]}: "
-                                                       f"{SCALE_WORDS})"})
+        problems.append(
+            {
+                "field": "choice",
+                "message": f"pick a point on the scale (choice {SCALE.start}-{SCALE[-1]}: {SCALE_WORDS})",
+            }
+        )
         return None
     choice = _whole(value)
     if choice not in SCALE:
-        problems.append({"field": "choice", "message": f"choice must be {SCALE.start}-{SCALE[-1]}, not {_shown(value)}"})
+        problems.append(
+            {"field": "choice", "message": f"choice must be {SCALE.start}-{SCALE[-1]}, not {_shown(value)}"}
+        )
         return None
     return choice
 
@@ -137,13 +150,21 @@ def _step(value, side: str, count: int | None, problems: list) -> int | None:
         return None
     field, step = f"first_wrong_step_{side}", _whole(value)
     if step is None:
-        problems.append({"field": field, "message": f"first wrong step on the {side}: a step index (a whole "
-                                                    f"number from 0), not {_shown(value)}"})
+        problems.append(
+            {
+                "field": field,
+                "message": f"first wrong step on the {side}: a step index (a whole number from 0), not {_shown(value)}",
+            }
+        )
     elif not 0 <= step <= STEP_MAX or (count is not None and step >= count):
-        has = "" if count is None else (
-            f" (that trajectory has steps 0-{count - 1})" if count else " (that trajectory has no steps)")
-        problems.append({"field": field, "message": f"first wrong step on the {side}: step {_shown(step)} "
-                                                    f"does not exist{has}"})
+        has = (
+            ""
+            if count is None
+            else (f" (that trajectory has steps 0-{count - 1})" if count else " (that trajectory has no steps)")
+        )
+        problems.append(
+            {"field": field, "message": f"first wrong step on the {side}: step {_shown(step)} does not exist{has}"}
+        )
     else:
         return step
     return None
@@ -155,31 +176,45 @@ def _ratings(value, scales: dict | None, problems: list) -> dict | None:
     if _absent(value):
         return {}
     if not isinstance(value, dict):
-        problems.append({"field": "ratings", "message": "ratings must be an object, each dimension's "
-                                                        f"{{left, right}}, not {type_name(value)}"})
+        problems.append(
+            {
+                "field": "ratings",
+                "message": f"ratings must be an object, each dimension's {{left, right}}, not {type_name(value)}",
+            }
+        )
         return None
     before, out = len(problems), {}
     for dim, sides in value.items():
         dim, field = str(dim)[:60], f"ratings.{str(dim)[:60]}"
         if scales is not None and dim not in scales:
-            problems.append({"field": field, "message": f"unknown rating dimension {dim!r} (this campaign has: "
-                                                        f"{', '.join(scales) or 'none'})"})
+            problems.append(
+                {
+                    "field": field,
+                    "message": f"unknown rating dimension {dim!r} (this campaign has: {', '.join(scales) or 'none'})",
+                }
+            )
             continue
         if not isinstance(sides, dict):
-            problems.append({"field": field, "message": f"rating {dim} must be an object {{left, right}}, "
-                                                        f"not {type_name(sides)}"})
+            problems.append(
+                {"field": field, "message": f"rating {dim} must be an object {{left, right}}, not {type_name(sides)}"}
+            )
             continue
         top = RATING_MAX if scales is None else scales[dim]
         for side, raw in sides.items():
             side, rating = str(side)[:20], _whole(raw)
             if side not in SIDES:
-                problems.append({"field": f"{field}.{side}", "message": f"rating {dim}.{side}: the sides are "
-                                                                        "left and right"})
+                problems.append(
+                    {"field": f"{field}.{side}", "message": f"rating {dim}.{side}: the sides are left and right"}
+                )
             elif _absent(raw):
                 continue  # not rated
             elif rating is None or not 1 <= rating <= top:
-                problems.append({"field": f"{field}.{side}", "message": f"rating {dim}.{side} must be a value "
-                                                                        f"1-{top}, not {_shown(raw)}"})
+                problems.append(
+                    {
+                        "field": f"{field}.{side}",
+                        "message": f"rating {dim}.{side} must be a value 1-{top}, not {_shown(raw)}",
+                    }
+                )
             else:
                 out.setdefault(dim, {})[side] = rating
     return out if len(problems) == before else None
@@ -189,8 +224,12 @@ def _required_ratings(ratings: dict, dimensions: list[dict], problems: list) -> 
     for d in dimensions:
         missing = [side for side in SIDES if side not in ratings.get(d["name"], {})]
         if d.get("required") and missing:
-            problems.append({"field": f"ratings.{d['name']}",
-                             "message": f"rate {d['name']} for {' and '.join(missing)} (this campaign requires it)"})
+            problems.append(
+                {
+                    "field": f"ratings.{d['name']}",
+                    "message": f"rate {d['name']} for {' and '.join(missing)} (this campaign requires it)",
+                }
+            )
 
 
 def _rationale(value, required: bool, problems: list) -> str | None:
@@ -203,16 +242,26 @@ def _rationale(value, required: bool, problems: list) -> str | None:
     if len(text) > RATIONALE_MAX:
         problems.append({"field": "rationale", "message": f"the rationale is over {RATIONALE_MAX:,} characters"})
     elif "\x00" in text:  # what a form may carry; PostgreSQL text cannot hold it
-        problems.append({"field": "rationale", "message": "the rationale contains a NUL character, which cannot "
-                                                          "be stored"})
+        problems.append(
+            {"field": "rationale", "message": "the rationale contains a NUL character, which cannot be stored"}
+        )
     elif required and not visible_text(text):
-        problems.append({"field": "rationale", "message": "this campaign requires a rationale (invisible "
-                                                          "characters alone are not one)"})
+        problems.append(
+            {
+                "field": "rationale",
+                "message": "this campaign requires a rationale (invisible characters alone are not one)",
+            }
+        )
     return text if len(problems) == before else None
 
 
-def judgement_parse(body, *, dimensions: list[dict] | None = None, rationale_required: bool = False,
-                    step_counts: tuple[int, int] | None = None) -> Verdict:
+def judgement_parse(
+    body,
+    *,
+    dimensions: list[dict] | None = None,
+    rationale_required: bool = False,
+    step_counts: tuple[int, int] | None = None,
+) -> Verdict:
     """The body as a Verdict, or `JudgementInputError` with every problem found.
 
     `dimensions` ([{name, scale, required}], `dimensions_of(campaign)`), `rationale_required`
@@ -220,8 +269,9 @@ def judgement_parse(body, *, dimensions: list[dict] | None = None, rationale_req
     asks; without them, a rating may name any dimension and a step any index a column holds.
     """
     if not isinstance(body, dict):
-        raise JudgementInputError([{"message": f"a judgement is a JSON object of fields ({', '.join(FIELDS)}), "
-                                               f"not {type_name(body)}"}])
+        raise JudgementInputError(
+            [{"message": f"a judgement is a JSON object of fields ({', '.join(FIELDS)}), not {type_name(body)}"}]
+        )
     problems: list[dict] = []
     left_count, right_count = step_counts or (None, None)
     scales = None if dimensions is None else {d["name"]: d["scale"] for d in dimensions}

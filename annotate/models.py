@@ -6,6 +6,7 @@ and annotator, the two trajectories of a comparison differ (stored in id order) 
 share the comparison's task (a composite foreign key on PostgreSQL, triggers on
 SQLite: see migration 0002).
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -34,9 +35,7 @@ class Task(BaseModel):
         constraints = [
             # A task belongs to its environment: two environments may each have a `cat-001`.
             models.UniqueConstraint(fields=["environment", "external_id"], name="task_environment_external_id_unique"),
-            models.CheckConstraint(
-                condition=Q(split__in=["train", "dev", "eval"]), name="task_split_valid"
-            ),
+            models.CheckConstraint(condition=Q(split__in=["train", "dev", "eval"]), name="task_split_valid"),
         ]
         indexes = [
             # Evaluation and dataset splits list the tasks of one split.
@@ -53,12 +52,16 @@ class Policy(BaseModel):
     name = models.CharField(max_length=200)
     version = models.CharField(max_length=100, blank=True, default="")
     model_dir = models.CharField(max_length=500, blank=True, default="")
-    parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
-    )
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
     metadata = models.JSONField(default=dict, blank=True)
-    run = models.ForeignKey("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="policies",
-                            help_text="The run that made this policy (none for imported or hand-registered ones).")
+    run = models.ForeignKey(
+        "webapp.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="policies",
+        help_text="The run that made this policy (none for imported or hand-registered ones).",
+    )
 
     class Meta:
         verbose_name_plural = "policies"
@@ -89,10 +92,22 @@ class Trajectory(BaseModel):
     # sha256 of the steps and answer alone (not the agent or task): two rows with the same
     # behaviour_hash did the same thing, whatever agent name they were stored under.
     behaviour_hash = models.CharField(max_length=64, blank=True, default="")
-    import_batch = models.ForeignKey("ImportBatch", null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="trajectories", help_text="The upload that first stored it.")
-    run = models.ForeignKey("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                            help_text="The rollout run that first stored it.")
+    import_batch = models.ForeignKey(
+        "ImportBatch",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="trajectories",
+        help_text="The upload that first stored it.",
+    )
+    run = models.ForeignKey(
+        "webapp.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The rollout run that first stored it.",
+    )
     num_steps = models.PositiveIntegerField()
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     agent_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -104,9 +119,7 @@ class Trajectory(BaseModel):
             models.UniqueConstraint(fields=["content_hash"], name="trajectory_content_hash_unique"),
             # Target of the comparison's composite foreign keys (same task on both sides).
             models.UniqueConstraint(fields=["id", "task"], name="trajectory_id_task_unique"),
-            models.CheckConstraint(
-                condition=Q(source__in=["generated", "imported"]), name="trajectory_source_valid"
-            ),
+            models.CheckConstraint(condition=Q(source__in=["generated", "imported"]), name="trajectory_source_valid"),
         ]
         indexes = [
             # Comparison building walks the trajectories of each task.
@@ -135,24 +148,31 @@ class Campaign(BaseModel):
 
     name = models.CharField(max_length=200)
     guidelines = models.TextField(blank=True, default="", help_text="Markdown, rendered safely.")
-    guidelines_html = models.TextField(blank=True, default="", editable=False,
-                                       help_text="The guidelines rendered (sanitized) when saved, not per page view.")
+    guidelines_html = models.TextField(
+        blank=True,
+        default="",
+        editable=False,
+        help_text="The guidelines rendered (sanitized) when saved, not per page view.",
+    )
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.ACTIVE)
     votes_per_comparison = models.PositiveSmallIntegerField(default=3)
     lease_seconds = models.PositiveIntegerField(default=15 * 60)
     gold_rate = models.FloatField(default=0.0, help_text="Share of assignments that are gold.")
     dimensions = models.JSONField(
-        default=list, blank=True,
+        default=list,
+        blank=True,
         help_text='Rating dimensions: [{"name": "correctness", "scale": 5, "description": "..."}].',
     )
     rationale_required = models.BooleanField(default=False)
     deadline = models.DateTimeField(null=True, blank=True)
     pool_only = models.BooleanField(default=False, help_text="Only the annotators in the pool may label it.")
     pool = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="campaign_pools")
-    environment = models.CharField(max_length=100, blank=True, default="",
-                                   help_text="Fill only from tasks of this environment (blank: any).")
-    task_split = models.CharField(max_length=8, blank=True, default="",
-                                  help_text="Fill only from tasks of this split (blank: any).")
+    environment = models.CharField(
+        max_length=100, blank=True, default="", help_text="Fill only from tasks of this environment (blank: any)."
+    )
+    task_split = models.CharField(
+        max_length=8, blank=True, default="", help_text="Fill only from tasks of this split (blank: any)."
+    )
     cloned_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -161,9 +181,7 @@ class Campaign(BaseModel):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["name"], name="campaign_name_unique"),
-            models.CheckConstraint(
-                condition=Q(votes_per_comparison__gte=1), name="campaign_votes_at_least_one"
-            ),
+            models.CheckConstraint(condition=Q(votes_per_comparison__gte=1), name="campaign_votes_at_least_one"),
             models.CheckConstraint(condition=Q(lease_seconds__gte=1), name="campaign_lease_positive"),
             models.CheckConstraint(
                 condition=Q(gold_rate__gte=0) & Q(gold_rate__lte=1), name="campaign_gold_rate_range"
@@ -194,7 +212,9 @@ class Campaign(BaseModel):
     def save(self, *args, **kwargs):
         # Rendered once when they change (every annotator's page shows them; a page view
         # never renders Markdown), whoever saves: the services, the clone, the Django admin.
-        if self.guidelines != getattr(self, "_rendered_guidelines", None) or (self.guidelines and not self.guidelines_html):
+        if self.guidelines != getattr(self, "_rendered_guidelines", None) or (
+            self.guidelines and not self.guidelines_html
+        ):
             from webapp.templatetags.arbiter import markdown_safe
 
             self.guidelines_html = str(markdown_safe(self.guidelines))
@@ -251,12 +271,8 @@ class Comparison(BaseModel):
     class Meta:
         constraints = [
             # Stored in id order: the pair differs, and (a, b) and (b, a) are the same pair.
-            models.CheckConstraint(
-                condition=Q(trajectory_a__lt=F("trajectory_b")), name="comparison_pair_ordered"
-            ),
-            models.UniqueConstraint(
-                fields=["campaign", "trajectory_a", "trajectory_b"], name="comparison_pair_unique"
-            ),
+            models.CheckConstraint(condition=Q(trajectory_a__lt=F("trajectory_b")), name="comparison_pair_ordered"),
+            models.UniqueConstraint(fields=["campaign", "trajectory_a", "trajectory_b"], name="comparison_pair_unique"),
             models.CheckConstraint(
                 condition=Q(is_gold=False) | Q(gold_choice__isnull=False),
                 name="comparison_gold_has_answer",
@@ -269,20 +285,15 @@ class Comparison(BaseModel):
                 condition=Q(status__in=["open", "complete", "retired"]),
                 name="comparison_status_valid",
             ),
+            models.CheckConstraint(condition=Q(slots_taken__gte=F("votes")), name="comparison_slots_cover_votes"),
             models.CheckConstraint(
-                condition=Q(slots_taken__gte=F("votes")), name="comparison_slots_cover_votes"
-            ),
-            models.CheckConstraint(
-                condition=Q(adjudicated_choice__isnull=True)
-                | Q(adjudicated_choice__gte=1, adjudicated_choice__lte=5),
+                condition=Q(adjudicated_choice__isnull=True) | Q(adjudicated_choice__gte=1, adjudicated_choice__lte=5),
                 name="comparison_adjudicated_choice_range",
             ),
         ]
         indexes = [
             # The next-assignment query: open comparisons of a campaign by priority.
-            models.Index(
-                fields=["campaign", "status", "-priority", "id"], name="comparison_queue_idx"
-            ),
+            models.Index(fields=["campaign", "status", "-priority", "id"], name="comparison_queue_idx"),
         ]
 
     def __str__(self) -> str:
@@ -299,9 +310,7 @@ class Assignment(BaseModel):
         EXPIRED = "expired"
 
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="assignments")
-    annotator = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments"
-    )
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments")
     left_is_a = models.BooleanField(help_text="True when trajectory A is shown on the left.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.LEASED)
     leased_until = models.DateTimeField()
@@ -311,9 +320,7 @@ class Assignment(BaseModel):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(
-                fields=["comparison", "annotator"], name="assignment_once_per_annotator"
-            ),
+            models.UniqueConstraint(fields=["comparison", "annotator"], name="assignment_once_per_annotator"),
             models.CheckConstraint(
                 condition=Q(status__in=["leased", "submitted", "skipped", "expired"]),
                 name="assignment_status_valid",
@@ -325,9 +332,7 @@ class Assignment(BaseModel):
             # An annotator's current lease and history.
             models.Index(fields=["annotator", "status"], name="assignment_annotator_idx"),
             # The lease sweep: leases whose time ran out.
-            models.Index(
-                fields=["leased_until"], name="assignment_lease_expiry_idx", condition=Q(status="leased")
-            ),
+            models.Index(fields=["leased_until"], name="assignment_lease_expiry_idx", condition=Q(status="leased")),
         ]
 
 
@@ -335,9 +340,7 @@ class Judgement(BaseModel):
     """One annotator's verdict on one comparison, stored in A/B terms."""
 
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="judgements")
-    annotator = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="judgements"
-    )
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="judgements")
     assignment = models.OneToOneField(
         Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="judgement"
     )
@@ -352,12 +355,8 @@ class Judgement(BaseModel):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(
-                fields=["comparison", "annotator"], name="judgement_once_per_annotator"
-            ),
-            models.CheckConstraint(
-                condition=Q(choice__gte=1, choice__lte=5), name="judgement_choice_range"
-            ),
+            models.UniqueConstraint(fields=["comparison", "annotator"], name="judgement_once_per_annotator"),
+            models.CheckConstraint(condition=Q(choice__gte=1, choice__lte=5), name="judgement_choice_range"),
             models.CheckConstraint(condition=Q(seconds__gte=0), name="judgement_seconds_nonnegative"),
         ]
         indexes = [
@@ -382,15 +381,19 @@ class ImportBatch(Job):
     filename = models.CharField(max_length=300)
     stored_path = models.CharField(max_length=500, blank=True, default="")
     partial_traces = models.BooleanField(
-        default=False, help_text="Import traces whose records name a parent missing from the file (marked partial).")
-    dropped = models.JSONField(default=dict, blank=True,
-                               help_text="What the import left out on purpose, by kind: {kind: count}.")
-    layout = models.CharField(max_length=10, default="jsonl", blank=True,
-                              help_text="jsonl (a record per line) or document (one JSON document).")
-    size_bytes = models.PositiveBigIntegerField(default=0)
-    campaign = models.ForeignKey(
-        Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports"
+        default=False, help_text="Import traces whose records name a parent missing from the file (marked partial)."
     )
+    dropped = models.JSONField(
+        default=dict, blank=True, help_text="What the import left out on purpose, by kind: {kind: count}."
+    )
+    layout = models.CharField(
+        max_length=10,
+        default="jsonl",
+        blank=True,
+        help_text="jsonl (a record per line) or document (one JSON document).",
+    )
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports")
     lines_read = models.PositiveIntegerField(default=0)
     created_count = models.PositiveIntegerField(default=0)
     duplicate_count = models.PositiveIntegerField(default=0)
@@ -402,7 +405,9 @@ class ImportBatch(Job):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     format = models.CharField(
-        max_length=20, choices=Format.choices, default=Format.AUTO,
+        max_length=20,
+        choices=Format.choices,
+        default=Format.AUTO,
         help_text="How the file is read; auto detects it from the content (docs/formats/README.md).",
     )
 
@@ -415,7 +420,6 @@ class ImportBatch(Job):
             # Finding imports whose worker stopped heartbeating.
             models.Index(fields=["status", "heartbeat_at"], name="importbatch_status_idx"),
         ]
-
 
 
 class DatasetSnapshot(Job):

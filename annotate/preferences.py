@@ -9,6 +9,7 @@ better).
   s < 0, tie at 0. Margin = |s|, in [0, 2]: "much better" counts double.
 Agreement = share of votes on the winning side (for a tie, the share of tie votes).
 """
+
 from __future__ import annotations
 
 import hashlib

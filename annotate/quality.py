@@ -1,4 +1,5 @@
 """Reads for quality control: agreement per campaign, per-annotator figures, disagreements."""
+
 from __future__ import annotations
 
 import statistics
@@ -45,8 +46,15 @@ def _votes_by_comparison(campaign: Campaign, *, include_gold: bool = False) -> d
         rows = rows.filter(comparison__is_gold=False)
     by_comparison: dict[int, list[dict]] = defaultdict(list)
     for row in rows.values(
-        "id", "comparison_id", "annotator_id", "choice", "seconds", "created_at",
-        "assignment__left_is_a", "comparison__is_gold", "comparison__gold_choice",
+        "id",
+        "comparison_id",
+        "annotator_id",
+        "choice",
+        "seconds",
+        "created_at",
+        "assignment__left_is_a",
+        "comparison__is_gold",
+        "comparison__gold_choice",
     ).order_by("comparison_id", "id"):
         by_comparison[row["comparison_id"]].append(row)
     return by_comparison
@@ -66,8 +74,9 @@ def campaign_quality(*, campaign: Campaign) -> CampaignQuality:
 
     users = get_user_model().objects.in_bulk(list(per_user))
     skips = Counter(
-        Assignment.objects.filter(comparison__campaign=campaign, status=Assignment.Status.SKIPPED)
-        .values_list("annotator_id", flat=True)
+        Assignment.objects.filter(comparison__campaign=campaign, status=Assignment.Status.SKIPPED).values_list(
+            "annotator_id", flat=True
+        )
     )
     stats = []
     for user_id, mine in per_user.items():
@@ -89,20 +98,22 @@ def campaign_quality(*, campaign: Campaign) -> CampaignQuality:
         # The screen side picked: A on the left and A chosen, or B on the left and B chosen.
         left_picks = sum((direction(v["choice"]) < 0) == v["assignment__left_is_a"] for v in non_tie)
         user = users[user_id]
-        stats.append(AnnotatorStats(
-            annotator_id=user_id,
-            username=user.username,
-            synthetic=user.is_synthetic,
-            judgements=len(mine),
-            median_seconds=statistics.median(v["seconds"] for v in mine) if mine else None,
-            gold_judged=len(gold),
-            gold_accuracy=gold_right / len(gold) if gold else None,
-            majority_compared=compared,
-            majority_agreement=agreed / compared if compared else None,
-            non_tie=len(non_tie),
-            left_rate=left_picks / len(non_tie) if non_tie else None,
-            skips=skips.get(user_id, 0),
-        ))
+        stats.append(
+            AnnotatorStats(
+                annotator_id=user_id,
+                username=user.username,
+                synthetic=user.is_synthetic,
+                judgements=len(mine),
+                median_seconds=statistics.median(v["seconds"] for v in mine) if mine else None,
+                gold_judged=len(gold),
+                gold_accuracy=gold_right / len(gold) if gold else None,
+                majority_compared=compared,
+                majority_agreement=agreed / compared if compared else None,
+                non_tie=len(non_tie),
+                left_rate=left_picks / len(non_tie) if non_tie else None,
+                skips=skips.get(user_id, 0),
+            )
+        )
     stats.sort(key=lambda s: (-s.judgements, s.username))
     days = Counter(v["created_at"].date().isoformat() for vs in all_votes.values() for v in vs)
     comparisons = Comparison.objects.filter(campaign=campaign, is_gold=False)
@@ -159,17 +170,25 @@ def annotator_counts(*, campaign: Campaign, annotator, now=None) -> dict:
     now = now or timezone.now()
     local = timezone.localtime(now)
     midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
-    free = (Comparison.objects.filter(campaign=campaign, is_gold=False, status=Comparison.Status.OPEN,
-                                      slots_taken__lt=campaign.votes_per_comparison)
-            .exclude(assignments__annotator=annotator))  # an anti-join: a few ms over 30,000 comparisons
-    held = Assignment.objects.filter(annotator=annotator, comparison__campaign=campaign,
-                                     status=Assignment.Status.LEASED, leased_until__gt=now)
+    free = Comparison.objects.filter(
+        campaign=campaign, is_gold=False, status=Comparison.Status.OPEN, slots_taken__lt=campaign.votes_per_comparison
+    ).exclude(assignments__annotator=annotator)  # an anti-join: a few ms over 30,000 comparisons
+    held = Assignment.objects.filter(
+        annotator=annotator, comparison__campaign=campaign, status=Assignment.Status.LEASED, leased_until__gt=now
+    )
     mine = Judgement.objects.filter(comparison__campaign=campaign, annotator=annotator)
     today = mine.filter(created_at__gte=midnight)
-    figures = Campaign.objects.filter(pk=campaign.pk).values(
-        free=_scalar(free, "COUNT"), held=_scalar(held, "COUNT"), judged=_scalar(mine, "COUNT"),
-        today=_scalar(today, "COUNT"), seconds=_scalar(today, "SUM", "seconds", FloatField()),
-    ).get()
+    figures = (
+        Campaign.objects.filter(pk=campaign.pk)
+        .values(
+            free=_scalar(free, "COUNT"),
+            held=_scalar(held, "COUNT"),
+            judged=_scalar(mine, "COUNT"),
+            today=_scalar(today, "COUNT"),
+            seconds=_scalar(today, "SUM", "seconds", FloatField()),
+        )
+        .get()
+    )
     seconds = figures["seconds"] or 0.0
     return {
         "left_for_you": figures["free"] + figures["held"],

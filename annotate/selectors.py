@@ -1,4 +1,5 @@
 """Reads of the annotation domain."""
+
 from __future__ import annotations
 
 from django.db.models import Count, QuerySet
@@ -53,8 +54,7 @@ def campaigns_progress_set(*, campaigns: list[Campaign], user) -> list[Campaign]
     """The campaigns, each given its `progress` for the user and `may_label`."""
     from annotate.services.campaigns import campaigns_labelable_by
 
-    labelable = set(campaigns_labelable_by(user).filter(pk__in=[c.pk for c in campaigns])
-                    .values_list("pk", flat=True))
+    labelable = set(campaigns_labelable_by(user).filter(pk__in=[c.pk for c in campaigns]).values_list("pk", flat=True))
     progress = campaign_progress(campaigns=campaigns, user=user)
     for campaign in campaigns:
         campaign.progress = progress[campaign.pk]
@@ -78,29 +78,51 @@ def campaign_activity(*, campaign: Campaign, days: int = 14, now=None) -> dict:
 
     now = now or timezone.now()
     judgements = Judgement.objects.filter(comparison__campaign=campaign)
-    per = {row["annotator"]: row for row in judgements.values("annotator").annotate(n=Count("id"), last=Max("created_at"))}
-    day = dict(judgements.filter(created_at__gte=now - timedelta(days=1)).values_list("annotator")
-               .annotate(n=Count("id")))
+    per = {
+        row["annotator"]: row for row in judgements.values("annotator").annotate(n=Count("id"), last=Max("created_at"))
+    }
+    day = dict(
+        judgements.filter(created_at__gte=now - timedelta(days=1)).values_list("annotator").annotate(n=Count("id"))
+    )
     assignments = Assignment.objects.filter(comparison__campaign=campaign)
     skips = dict(assignments.filter(status=Assignment.Status.SKIPPED).values_list("annotator").annotate(n=Count("id")))
-    leases = dict(assignments.filter(status=Assignment.Status.LEASED, leased_until__gt=now).values_list("annotator")
-                  .annotate(n=Count("id")))
+    leases = dict(
+        assignments.filter(status=Assignment.Status.LEASED, leased_until__gt=now)
+        .values_list("annotator")
+        .annotate(n=Count("id"))
+    )
     gold: dict[int, list[bool]] = {}
     for annotator, choice, gold_choice in judgements.filter(comparison__is_gold=True).values_list(
-            "annotator", "choice", "comparison__gold_choice"):
+        "annotator", "choice", "comparison__gold_choice"
+    ):
         gold.setdefault(annotator, []).append(choice_direction(choice) == choice_direction(gold_choice))
     pool = set(campaign.pool.values_list("pk", flat=True))
     ids = set(per) | set(skips) | set(leases) | pool
     users = {u.pk: u for u in User.objects.filter(pk__in=ids)}
-    annotators = sorted((
-        {"user": users[i], "judgements": per.get(i, {}).get("n", 0), "last_day": day.get(i, 0),
-         "skips": skips.get(i, 0), "open_leases": leases.get(i, 0), "last": per.get(i, {}).get("last"),
-         "in_pool": i in pool,
-         "gold_accuracy": sum(gold[i]) / len(gold[i]) if gold.get(i) else None}
-        for i in ids if i in users), key=lambda a: (-a["judgements"], a["user"].username))
+    annotators = sorted(
+        (
+            {
+                "user": users[i],
+                "judgements": per.get(i, {}).get("n", 0),
+                "last_day": day.get(i, 0),
+                "skips": skips.get(i, 0),
+                "open_leases": leases.get(i, 0),
+                "last": per.get(i, {}).get("last"),
+                "in_pool": i in pool,
+                "gold_accuracy": sum(gold[i]) / len(gold[i]) if gold.get(i) else None,
+            }
+            for i in ids
+            if i in users
+        ),
+        key=lambda a: (-a["judgements"], a["user"].username),
+    )
     start = (now - timedelta(days=days - 1)).date()
-    counts = dict(judgements.filter(created_at__date__gte=start).annotate(day=TruncDate("created_at"))
-                  .values_list("day").annotate(n=Count("id")))
+    counts = dict(
+        judgements.filter(created_at__date__gte=start)
+        .annotate(day=TruncDate("created_at"))
+        .values_list("day")
+        .annotate(n=Count("id"))
+    )
     daily = [(start + timedelta(days=d), counts.get(start + timedelta(days=d), 0)) for d in range(days)]
     return {"annotators": annotators, "daily": daily}
 
@@ -128,29 +150,46 @@ def campaign_progress(*, campaigns: list[Campaign], user, now=None) -> dict[int,
 
     now = now or timezone.now()
     ids = [c.pk for c in campaigns]
-    comparisons = dict(Comparison.objects.filter(campaign_id__in=ids, is_gold=False).values_list("campaign_id")
-                       .annotate(n=Count("id")))
+    comparisons = dict(
+        Comparison.objects.filter(campaign_id__in=ids, is_gold=False).values_list("campaign_id").annotate(n=Count("id"))
+    )
     judgements = Judgement.objects.filter(comparison__campaign_id__in=ids)
-    done = dict(judgements.filter(comparison__is_gold=False).values_list("comparison__campaign_id")
-                .annotate(n=Count("id")))
-    last_day = dict(judgements.filter(comparison__is_gold=False, created_at__gte=now - timedelta(days=1))
-                    .values_list("comparison__campaign_id").annotate(n=Count("id")))
+    done = dict(
+        judgements.filter(comparison__is_gold=False).values_list("comparison__campaign_id").annotate(n=Count("id"))
+    )
+    last_day = dict(
+        judgements.filter(comparison__is_gold=False, created_at__gte=now - timedelta(days=1))
+        .values_list("comparison__campaign_id")
+        .annotate(n=Count("id"))
+    )
     mine = dict(judgements.filter(annotator=user).values_list("comparison__campaign_id").annotate(n=Count("id")))
-    live = Assignment.objects.filter(comparison__campaign_id__in=ids, status=Assignment.Status.LEASED,
-                                     leased_until__gt=now)
+    live = Assignment.objects.filter(
+        comparison__campaign_id__in=ids, status=Assignment.Status.LEASED, leased_until__gt=now
+    )
     leases = dict(live.values_list("comparison__campaign_id").annotate(n=Count("id")))
     my_leases = dict(live.filter(annotator=user).values_list("comparison__campaign_id").annotate(n=Count("id")))
-    left = dict(Comparison.objects.filter(campaign_id__in=ids, is_gold=False, status=Comparison.Status.OPEN,
-                                          slots_taken__lt=F("campaign__votes_per_comparison"))
-                .exclude(assignments__annotator=user).values_list("campaign_id").annotate(n=Count("id")))
+    left = dict(
+        Comparison.objects.filter(
+            campaign_id__in=ids,
+            is_gold=False,
+            status=Comparison.Status.OPEN,
+            slots_taken__lt=F("campaign__votes_per_comparison"),
+        )
+        .exclude(assignments__annotator=user)
+        .values_list("campaign_id")
+        .annotate(n=Count("id"))
+    )
     gold: dict[int, list[bool]] = {}
     for campaign_id, choice, gold_choice in judgements.filter(comparison__is_gold=True).values_list(
-            "comparison__campaign_id", "choice", "comparison__gold_choice"):
+        "comparison__campaign_id", "choice", "comparison__gold_choice"
+    ):
         gold.setdefault(campaign_id, []).append(choice_direction(choice) == choice_direction(gold_choice))
     units: dict[int, dict[int, list[int]]] = {}
     for campaign_id, comparison_id, choice in (
-            judgements.filter(comparison__is_gold=False, comparison__votes__gte=2)
-            .values_list("comparison__campaign_id", "comparison_id", "choice").iterator(chunk_size=10_000)):
+        judgements.filter(comparison__is_gold=False, comparison__votes__gte=2)
+        .values_list("comparison__campaign_id", "comparison_id", "choice")
+        .iterator(chunk_size=10_000)
+    ):
         units.setdefault(campaign_id, {}).setdefault(comparison_id, []).append(choice)
     found = {}
     for campaign in campaigns:
@@ -159,10 +198,14 @@ def campaign_progress(*, campaigns: list[Campaign], user, now=None) -> dict[int,
         per_hour = last_day.get(campaign.pk, 0) / 24
         remaining = needed - made
         found[campaign.pk] = {
-            "needed": needed, "done": made, "share": made / needed if needed else None,
-            "last_day": last_day.get(campaign.pk, 0), "per_hour": per_hour,
-            "eta_hours": None if not needed else (0.0 if not remaining else
-                                                  (remaining / per_hour if per_hour else None)),
+            "needed": needed,
+            "done": made,
+            "share": made / needed if needed else None,
+            "last_day": last_day.get(campaign.pk, 0),
+            "per_hour": per_hour,
+            "eta_hours": None
+            if not needed
+            else (0.0 if not remaining else (remaining / per_hour if per_hour else None)),
             "open_leases": leases.get(campaign.pk, 0),
             "left_for_you": left.get(campaign.pk, 0) + my_leases.get(campaign.pk, 0),
             "mine": mine.get(campaign.pk, 0),
@@ -184,18 +227,31 @@ def campaign_notices(*, campaigns: list[Campaign], now=None) -> list[dict]:
     from annotate.models import Judgement
 
     now = now or timezone.now()
-    last = dict(Judgement.objects.filter(comparison__campaign__in=campaigns).values_list("comparison__campaign_id")
-                .annotate(at=Max("created_at")))
+    last = dict(
+        Judgement.objects.filter(comparison__campaign__in=campaigns)
+        .values_list("comparison__campaign_id")
+        .annotate(at=Max("created_at"))
+    )
     notices = []
     for campaign in campaigns:
         progress = campaign.progress
         if progress["needed"] and progress["done"] >= progress["needed"]:
-            notices.append({"campaign": campaign, "kind": "finished",
-                            "text": f"{campaign.name} has finished: all {progress['needed']} judgements are in."})
+            notices.append(
+                {
+                    "campaign": campaign,
+                    "kind": "finished",
+                    "text": f"{campaign.name} has finished: all {progress['needed']} judgements are in.",
+                }
+            )
         elif progress["needed"] and (last.get(campaign.pk) or campaign.created_at) < now - timedelta(days=1):
-            notices.append({"campaign": campaign, "kind": "stalled",
-                            "text": f"{campaign.name} has stalled: no judgement for over a day, "
-                                    f"{progress['needed'] - progress['done']} still needed."})
+            notices.append(
+                {
+                    "campaign": campaign,
+                    "kind": "stalled",
+                    "text": f"{campaign.name} has stalled: no judgement for over a day, "
+                    f"{progress['needed'] - progress['done']} still needed.",
+                }
+            )
     return notices
 
 
@@ -206,18 +262,27 @@ def assignment_screen_payload(*, assignment_id: int) -> dict:
     row = (
         Assignment.objects.filter(pk=assignment_id)
         .values(
-            "id", "left_is_a", "leased_until", "comparison__campaign_id", "comparison__task__prompt",
-            "comparison__trajectory_a__steps", "comparison__trajectory_a__answer",
-            "comparison__trajectory_b__steps", "comparison__trajectory_b__answer",
-            "comparison__campaign__dimensions", "comparison__campaign__rationale_required",
+            "id",
+            "left_is_a",
+            "leased_until",
+            "comparison__campaign_id",
+            "comparison__task__prompt",
+            "comparison__trajectory_a__steps",
+            "comparison__trajectory_a__answer",
+            "comparison__trajectory_b__steps",
+            "comparison__trajectory_b__answer",
+            "comparison__campaign__dimensions",
+            "comparison__campaign__rationale_required",
         )
         .get()
     )
     a = {"steps": row["comparison__trajectory_a__steps"], "answer": row["comparison__trajectory_a__answer"]}
     b = {"steps": row["comparison__trajectory_b__steps"], "answer": row["comparison__trajectory_b__answer"]}
     left, right = (a, b) if row["left_is_a"] else (b, a)
-    dimensions = [{"name": d, "scale": 5, "description": ""} if isinstance(d, str) else d
-                  for d in row["comparison__campaign__dimensions"] or []]
+    dimensions = [
+        {"name": d, "scale": 5, "description": ""} if isinstance(d, str) else d
+        for d in row["comparison__campaign__dimensions"] or []
+    ]
     return {
         "id": row["id"],
         "campaign": row["comparison__campaign_id"],

@@ -1,4 +1,5 @@
 """Celery tasks of the annotation app: thin, they load by id and call one service."""
+
 from __future__ import annotations
 
 from celery import shared_task

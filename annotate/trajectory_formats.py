@@ -28,6 +28,7 @@ OpenAI chat mapping (a line with `messages` and no `schema`):
 - the JSON of a line is decoded strictly (`webapp.json_input`): no NaN, 1e400, lone
   surrogates, NUL or nesting past 64 levels.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -138,8 +139,7 @@ def _check_limits(obj: Any, limits: Limits, path: str = "") -> None:
             )
         if len(obj) > limits.max_text_chars:
             raise TrajectoryFormatError(
-                f"{path or 'text'}: text of {len(obj)} characters is over the limit of "
-                f"{limits.max_text_chars}"
+                f"{path or 'text'}: text of {len(obj)} characters is over the limit of {limits.max_text_chars}"
             )
     elif isinstance(obj, dict):
         for key, value in obj.items():
@@ -286,9 +286,7 @@ def openai_chat_to_canonical(obj: dict) -> dict:
         elif role == "tool":
             call_id = msg.get("tool_call_id")
             if not isinstance(call_id, str) or call_id not in tool_names:
-                raise TrajectoryFormatError(
-                    f"{where}: tool message answers unknown tool_call_id {call_id!r}"
-                )
+                raise TrajectoryFormatError(f"{where}: tool message answers unknown tool_call_id {call_id!r}")
             step = {"kind": "observation", "tool": tool_names[call_id], "content": _text_of(msg.get("content"), where)}
             if not call_id.startswith(INVENTED_CALL_ID):
                 step["call_id"] = call_id
@@ -333,7 +331,6 @@ def _canonical_from(obj: dict, *, task: dict, steps: list, metadata: dict) -> di
     return canonical
 
 
-
 # Anthropic Messages ---------------------------------------------------------------------
 
 ANTHROPIC_USER_BLOCKS = ("text", "tool_result")
@@ -342,8 +339,10 @@ DROPPED_REASONS = {
     "redacted_thinking": "redacted_thinking block(s) (encrypted reasoning, unreadable) were dropped",
     "trace_without_agent_run": "trace(s) held no agent run (no model, agent or tool records) and were passed over",
     "earlier_turn_message": "message(s) of earlier conversation turns, given to a later turn's model, were left out",
-    "partial_trace": ("trajectory(ies) came from partial traces (a record's parent was not in the file; asked for "
-                      "with partial traces) and are marked metadata.partial_trace"),
+    "partial_trace": (
+        "trajectory(ies) came from partial traces (a record's parent was not in the file; asked for "
+        "with partial traces) and are marked metadata.partial_trace"
+    ),
 }
 
 
@@ -405,12 +404,14 @@ def anthropic_to_canonical(obj: dict) -> tuple[dict, dict[str, int]]:
 
     def has_tool_use(m: Any) -> bool:
         content = m.get("content") if isinstance(m, dict) else None
-        return isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+        return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
 
     last_plain_assistant = max(
-        (i for i, m in enumerate(messages)
-         if isinstance(m, dict) and m.get("role") == "assistant" and not has_tool_use(m)),
+        (
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, dict) and m.get("role") == "assistant" and not has_tool_use(m)
+        ),
         default=-1,
     )
     for i, msg in enumerate(messages):
@@ -495,7 +496,8 @@ def anthropic_to_canonical(obj: dict) -> tuple[dict, dict[str, int]]:
     tools = obj.get("tools")
     if tools is not None:
         if not isinstance(tools, list) or not all(
-                isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
+            isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools
+        ):
             raise TrajectoryFormatError("tools: expected a list of {name, description, input_schema}")
         metadata["tools"] = tools
     if dropped:
@@ -538,7 +540,8 @@ def detect_format(obj: dict) -> str:
             openai = True
         content = msg.get("content")
         if isinstance(content, list) and any(
-                isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS for b in content):
+            isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS for b in content
+        ):
             anthropic = True
     if anthropic and openai:
         raise TrajectoryFormatError(
@@ -563,8 +566,13 @@ def trajectory_hashes(*, task: dict, agent: dict, steps: list, answer: str) -> t
     """
     steps_json, answer_json = _dump(steps), _dump(answer)
     # A task is its environment's (when it names one): the same episode in two environments is two.
-    task_json = _dump({"external_id": task["external_id"], "prompt": task["prompt"],
-                       **({"environment": task["environment"]} if task.get("environment") else {})})
+    task_json = _dump(
+        {
+            "external_id": task["external_id"],
+            "prompt": task["prompt"],
+            **({"environment": task["environment"]} if task.get("environment") else {}),
+        }
+    )
     content = f'{{"agent":{_dump(agent)},"answer":{answer_json},"steps":{steps_json},"task":{task_json}}}'
     behaviour = f'{{"answer":{answer_json},"steps":{steps_json}}}'
     return hashlib.sha256(content.encode()).hexdigest(), hashlib.sha256(behaviour.encode()).hexdigest()
@@ -595,13 +603,9 @@ def parse_trajectory(obj: Any, limits: Limits = Limits(), format: str = "auto") 
                 f"schema: a canonical trajectory needs 'schema': {SCHEMA_V1!r} (or name its format)"
             )
         if obj["schema"] != SCHEMA_V1:
-            raise TrajectoryFormatError(
-                f"schema: unknown schema version {obj['schema']!r} (expected {SCHEMA_V1!r})"
-            )
+            raise TrajectoryFormatError(f"schema: unknown schema version {obj['schema']!r} (expected {SCHEMA_V1!r})")
     elif "schema" in obj:
-        raise TrajectoryFormatError(
-            f"schema: a 'schema' key marks a canonical trajectory, not {FORMAT_NAMES[kind]}"
-        )
+        raise TrajectoryFormatError(f"schema: a 'schema' key marks a canonical trajectory, not {FORMAT_NAMES[kind]}")
     elif kind == "openai":
         obj = openai_chat_to_canonical(obj)
     elif kind == "anthropic":
@@ -612,9 +616,7 @@ def parse_trajectory(obj: Any, limits: Limits = Limits(), format: str = "auto") 
     if problems:
         raise TrajectoryFormatError("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
     if len(obj["steps"]) > limits.max_steps:
-        raise TrajectoryFormatError(
-            f"steps: {len(obj['steps'])} steps is over the limit of {limits.max_steps}"
-        )
+        raise TrajectoryFormatError(f"steps: {len(obj['steps'])} steps is over the limit of {limits.max_steps}")
     _check_limits(obj, limits)
 
     task = dict(obj["task"])

@@ -17,6 +17,7 @@ index and says so in `PairView.note`. `align="index"` asks for index alignment o
 
 Run the unit tests: `pytest tests/annotate/test_trajectory_view.py`.
 """
+
 from __future__ import annotations
 
 import json
@@ -188,7 +189,11 @@ def _codes(keys: list[tuple], classes: dict) -> list[tuple[int, int, int]]:
         kind = key[0]
         key_id = classes.setdefault(("key", key), len(classes))
         # Only tool calls and observations are "nearly the same" when the tool matches.
-        tool_id = classes.setdefault(("tool", kind, key[1]), len(classes)) if kind in ("action", "observation") else -1 - key_id
+        tool_id = (
+            classes.setdefault(("tool", kind, key[1]), len(classes))
+            if kind in ("action", "observation")
+            else -1 - key_id
+        )
         kind_id = classes.setdefault(("kind", kind), len(classes))
         out.append((key_id, tool_id, kind_id))
     return out
@@ -205,8 +210,10 @@ def _needleman_wunsch(left: list[tuple], right: list[tuple]) -> list[tuple[int |
     trace = [bytearray([2]) * (m + 1)]  # 0: pair, 1: left only (up), 2: right only (left)
     for i in range(1, n + 1):
         key_id, tool_id, kind_id = a[i - 1]
-        pair_cost = [MATCH if bk == key_id else SAME_TOOL if bt == tool_id else SAME_KIND if bc == kind_id
-                     else OTHER_KIND for bk, bt, bc in b]
+        pair_cost = [
+            MATCH if bk == key_id else SAME_TOOL if bt == tool_id else SAME_KIND if bc == kind_id else OTHER_KIND
+            for bk, bt, bc in b
+        ]
         cur = [GAP * i] + [0] * m
         row = bytearray(m + 1)
         row[0] = 1
@@ -240,8 +247,9 @@ def _needleman_wunsch(left: list[tuple], right: list[tuple]) -> list[tuple[int |
     return pairs
 
 
-def align_steps(left: list[tuple], right: list[tuple], *, max_cells: int = ALIGN_MAX_CELLS
-                ) -> list[tuple[int | None, int | None]] | None:
+def align_steps(
+    left: list[tuple], right: list[tuple], *, max_cells: int = ALIGN_MAX_CELLS
+) -> list[tuple[int | None, int | None]] | None:
     """Content alignment of two lists of step keys: the common start and end matched as
     they are, the middle by Needleman-Wunsch. None when the middle's table would be over
     `max_cells` cells."""
@@ -252,7 +260,7 @@ def align_steps(left: list[tuple], right: list[tuple], *, max_cells: int = ALIGN
     end = 0
     while end < n - start and end < m - start and left[n - 1 - end] == right[m - 1 - end]:
         end += 1
-    middle_left, middle_right = left[start:n - end], right[start:m - end]
+    middle_left, middle_right = left[start : n - end], right[start : m - end]
     if len(middle_left) * len(middle_right) > max_cells:
         return None
     pairs = [(i, i) for i in range(start)]
@@ -289,8 +297,9 @@ def _blocks(rows: list[Row]) -> list[Block]:
     return blocks
 
 
-def pair_view(left: list[dict], right: list[dict], *, align: Align = "content",
-              max_cells: int = ALIGN_MAX_CELLS) -> PairView:
+def pair_view(
+    left: list[dict], right: list[dict], *, align: Align = "content", max_cells: int = ALIGN_MAX_CELLS
+) -> PairView:
     """Two trajectories' steps in rows, aligned by content (default) or by index."""
     lv, rv = step_views(left), step_views(right)
     left_keys, right_keys = [step_key(s) for s in left], [step_key(s) for s in right]
@@ -299,8 +308,10 @@ def pair_view(left: list[dict], right: list[dict], *, align: Align = "content",
     if align == "content":
         pairs = align_steps(left_keys, right_keys, max_cells=max_cells)
         if pairs is None:
-            note = (f"These trajectories are too long to align by content ({len(left)} and {len(right)} steps): "
-                    "steps are aligned by index.")
+            note = (
+                f"These trajectories are too long to align by content ({len(left)} and {len(right)} steps): "
+                "steps are aligned by index."
+            )
     if pairs is None:
         pairs = [(i if i < len(lv) else None, i if i < len(rv) else None) for i in range(max(len(lv), len(rv)))]
     rows = []
@@ -309,14 +320,28 @@ def pair_view(left: list[dict], right: list[dict], *, align: Align = "content",
         same = i is not None and j is not None and left_keys[i] == right_keys[j]
         if not same and first is None:
             first = r
-        rows.append(Row(index=r, left=None if i is None else lv[i], right=None if j is None else rv[j],
-                        first_difference=(r == first), same=same))
-    return PairView(rows=rows, first_difference=first, left_steps=len(lv), right_steps=len(rv),
-                    align="content" if align == "content" and not note else "index", note=note,
-                    blocks=_blocks(rows))
+        rows.append(
+            Row(
+                index=r,
+                left=None if i is None else lv[i],
+                right=None if j is None else rv[j],
+                first_difference=(r == first),
+                same=same,
+            )
+        )
+    return PairView(
+        rows=rows,
+        first_difference=first,
+        left_steps=len(lv),
+        right_steps=len(rv),
+        align="content" if align == "content" and not note else "index",
+        note=note,
+        blocks=_blocks(rows),
+    )
 
 
 # What the agent was given --------------------------------------------------------------
+
 
 @dataclass
 class ToolView:
@@ -346,22 +371,28 @@ def tool_views(tools) -> list[ToolView]:
         spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
         name = spec.get("name")
         schema = next((spec[k] for k in ("parameters", "input_schema", "json_schema") if k in spec), None)
-        out.append(ToolView(
-            name=name if isinstance(name, str) and name else "(unnamed tool)",
-            description=spec.get("description") if isinstance(spec.get("description"), str) else "",
-            schema=json.dumps(schema, indent=2, ensure_ascii=False, sort_keys=True) if schema is not None else "",
-        ))
+        out.append(
+            ToolView(
+                name=name if isinstance(name, str) and name else "(unnamed tool)",
+                description=spec.get("description") if isinstance(spec.get("description"), str) else "",
+                schema=json.dumps(schema, indent=2, ensure_ascii=False, sort_keys=True) if schema is not None else "",
+            )
+        )
     return out
 
 
 def setup_views(left_metadata: dict | None, right_metadata: dict | None) -> list[SetupView]:
     """What each side's agent was given: once when both sides had the same, else per side;
     empty when neither recorded a system prompt or tools."""
+
     def setup(metadata: dict | None, label: str) -> SetupView:
         metadata = metadata if isinstance(metadata, dict) else {}
         prompt = metadata.get("system_prompt")
-        return SetupView(label=label, system_prompt=prompt if isinstance(prompt, str) else "",
-                         tools=tool_views(metadata.get("tools")))
+        return SetupView(
+            label=label,
+            system_prompt=prompt if isinstance(prompt, str) else "",
+            tools=tool_views(metadata.get("tools")),
+        )
 
     left, right = setup(left_metadata, "Left"), setup(right_metadata, "Right")
     if (left.system_prompt, left.tools) == (right.system_prompt, right.tools):

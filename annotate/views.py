@@ -1,4 +1,5 @@
 """Pages of the annotation app (HTML and HTMX fragments). Thin: validate, call a service, render."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -21,10 +22,10 @@ from annotate.selectors import (
     import_batches_recent,
 )
 from annotate.services.assignments import (
+    LEASE_LOST,
     assignment_next,
     assignment_skip,
     comparison_adjudicate,
-    LEASE_LOST,
     judgement_submit,
 )
 from annotate.services.campaigns import dimensions_of
@@ -44,10 +45,15 @@ READERS = (Role.RESEARCHER, Role.ADMIN)
 def home(request: HttpRequest) -> HttpResponse:
     """The home page: what each of the user's roles may do, and what Arbiter holds."""
     active = campaigns_for_labeling(user=request.user)
-    return render(request, "webapp/home.html", {
-        "counts": domain_counts(), "campaigns": [c for c in active if c.progress["left_for_you"]][:10],
-        "notices": campaign_notices(campaigns=active) if user_has_role(request.user, Role.ADMIN) else [],
-    })
+    return render(
+        request,
+        "webapp/home.html",
+        {
+            "counts": domain_counts(),
+            "campaigns": [c for c in active if c.progress["left_for_you"]][:10],
+            "notices": campaign_notices(campaigns=active) if user_has_role(request.user, Role.ADMIN) else [],
+        },
+    )
 
 
 @role_required(Role.ADMIN)
@@ -75,8 +81,10 @@ def imports(request: HttpRequest) -> HttpResponse:
             return redirect("annotate:import-detail", batch_id=batch.id)
     status = 413 if too_big else (400 if form.errors else 200)
     return render(
-        request, "annotate/imports.html", {"form": form, "too_big": too_big, "batches": import_batches_recent()},
-        status=status
+        request,
+        "annotate/imports.html",
+        {"form": form, "too_big": too_big, "batches": import_batches_recent()},
+        status=status,
     )
 
 
@@ -102,8 +110,9 @@ def _label_url(campaign, align: str) -> str:
     return f"{url}?align=index" if align == "index" else url
 
 
-def _workbench(request, campaign, *, assignment=None, form=None, error="", status=200, align="content",
-               next_after_error=False):
+def _workbench(
+    request, campaign, *, assignment=None, form=None, error="", status=200, align="content", next_after_error=False
+):
     """The workbench with `assignment`, or the annotator's next one (also after an `error` when
     `next_after_error`: a lost lease says so above the next comparison)."""
     if assignment is None and (next_after_error or not error):
@@ -155,15 +164,15 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
     form = JudgementForm(request.POST, dimensions=dimensions_of(campaign))
     if not form.is_valid():
         message = " ".join(e for errors in form.errors.values() for e in errors)
-        return _workbench(request, campaign, assignment=assignment, form=form, error=message, status=400,
-                          align=align)
+        return _workbench(request, campaign, assignment=assignment, form=form, error=message, status=400, align=align)
     try:
         judgement_submit(assignment_id=assignment.id, annotator=request.user, verdict=form.verdict)
     except ArbiterError as exc:
         if exc.message == LEASE_LOST:
             return _workbench(request, campaign, error=exc.message, status=409, align=align, next_after_error=True)
-        return _workbench(request, campaign, assignment=assignment, form=form, error=exc.message, status=400,
-                          align=align)
+        return _workbench(
+            request, campaign, assignment=assignment, form=form, error=exc.message, status=400, align=align
+        )
     if not request.htmx:
         return redirect(_label_url(campaign, align))
     return _workbench(request, campaign, align=align)
@@ -193,15 +202,20 @@ def quality(request: HttpRequest, campaign_id: int) -> HttpResponse:
     """Agreement, per-annotator figures and charts for one campaign."""
     campaign = get_object_or_404(Campaign, pk=campaign_id)
     q = campaign_quality(campaign=campaign)
-    q.annotators = [replace(a, username=annotator_label(request.user, a.annotator_id, a.username))
-                    for a in q.annotators]
+    q.annotators = [
+        replace(a, username=annotator_label(request.user, a.annotator_id, a.username)) for a in q.annotators
+    ]
     charts = {
-        "votes": bar_chart_svg([d for d, _ in q.votes_per_day], [n for _, n in q.votes_per_day],
-                               title="Judgements per day"),
+        "votes": bar_chart_svg(
+            [d for d, _ in q.votes_per_day], [n for _, n in q.votes_per_day], title="Judgements per day"
+        ),
         "seconds": histogram_svg(q.seconds, title="Seconds per comparison", bins=12, unit="s"),
         "agreement": bar_chart_svg(
-            [a.username for a in q.annotators], [a.majority_agreement or 0 for a in q.annotators],
-            title="Agreement with the majority of the others", max_value=1, unit="%",
+            [a.username for a in q.annotators],
+            [a.majority_agreement or 0 for a in q.annotators],
+            title="Agreement with the majority of the others",
+            max_value=1,
+            unit="%",
         ),
     }
     return render(request, "annotate/quality.html", {"campaign": campaign, "q": q, "charts": charts})
@@ -228,15 +242,26 @@ def comparison_votes(request: HttpRequest, comparison_id: int) -> HttpResponse:
         if not user_has_role(request.user, Role.ADMIN):
             raise PermissionDenied("Only admins record adjudicated labels; researchers may read the votes.")
         if form.is_valid():
-            comparison_adjudicate(comparison=comparison, admin=request.user, choice=form.cleaned_data["choice"],
-                                  note=form.cleaned_data["note"])
+            comparison_adjudicate(
+                comparison=comparison,
+                admin=request.user,
+                choice=form.cleaned_data["choice"],
+                note=form.cleaned_data["note"],
+            )
             messages.success(request, "Adjudicated label recorded.")
             return redirect(reverse("annotate:comparison-votes", args=[comparison.id]))
     votes = Judgement.objects.filter(comparison=comparison).select_related("annotator", "assignment").order_by("id")
-    return render(request, "annotate/comparison_votes.html", {
-        "comparison": comparison, "votes": votes, "form": form,
-        "pair": pair_view(comparison.trajectory_a.steps, comparison.trajectory_b.steps),
-        # The current ruling, if any; never a default the adjudicator did not choose.
-        "picked": None if form.is_bound else comparison.adjudicated_choice,
-        "scale": [(1, "A much better"), (2, "A better"), (3, "Tie"), (4, "B better"), (5, "B much better")],
-    }, status=400 if form.errors else 200)
+    return render(
+        request,
+        "annotate/comparison_votes.html",
+        {
+            "comparison": comparison,
+            "votes": votes,
+            "form": form,
+            "pair": pair_view(comparison.trajectory_a.steps, comparison.trajectory_b.steps),
+            # The current ruling, if any; never a default the adjudicator did not choose.
+            "picked": None if form.is_bound else comparison.adjudicated_choice,
+            "scale": [(1, "A much better"), (2, "A better"), (3, "Tie"), (4, "B better"), (5, "B much better")],
+        },
+        status=400 if form.errors else 200,
+    )

@@ -1,4 +1,5 @@
 """The comparison screen's context: an assignment shown in screen terms, never naming policies."""
+
 from __future__ import annotations
 
 from annotate.judgement_input import SCREEN_SCALE
@@ -22,7 +23,8 @@ def _with_comparison(assignment: Assignment) -> Assignment:
     """Load the comparison, its task and both trajectories in one query unless they came along."""
     if not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment.comparison = Comparison.objects.select_related("task", "trajectory_a", "trajectory_b").get(
-            pk=assignment.comparison_id)
+            pk=assignment.comparison_id
+        )
     return assignment
 
 
@@ -33,13 +35,26 @@ def _cleaned(form, name: str):
 def _dimensions(campaign: Campaign, form) -> list[dict]:
     """The rating rows, each with the points chosen in a refused submit (kept, never reset)."""
     sent = form.data if form is not None else {}
-    return [{**d, "points": range(1, d["scale"] + 1),
-             "left_value": str(sent.get(f"rating__{d['name']}__left", "")),
-             "right_value": str(sent.get(f"rating__{d['name']}__right", ""))} for d in dimensions_of(campaign)]
+    return [
+        {
+            **d,
+            "points": range(1, d["scale"] + 1),
+            "left_value": str(sent.get(f"rating__{d['name']}__left", "")),
+            "right_value": str(sent.get(f"rating__{d['name']}__right", "")),
+        }
+        for d in dimensions_of(campaign)
+    ]
 
 
-def workbench_context(*, campaign: Campaign, annotator, assignment: Assignment | None,
-                      form=None, error: str = "", align: Align = "content") -> dict:
+def workbench_context(
+    *,
+    campaign: Campaign,
+    annotator,
+    assignment: Assignment | None,
+    form=None,
+    error: str = "",
+    align: Align = "content",
+) -> dict:
     context = {
         "campaign": campaign,
         "dimensions": _dimensions(campaign, form),

@@ -8,6 +8,7 @@ created, and an existing database that carries no mark is refused rather than dr
 typo in `--database` cannot empty a real one. The one exception is the default name, which
 benchmarks created unmarked before the mark existed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,9 +43,12 @@ def free_port() -> int:
 
 def add_port_argument(parser: argparse.ArgumentParser, what: str) -> None:
     default = int(os.environ.get(PORT_ENV) or 0)
-    parser.add_argument("--port", type=int, default=default,
-                        help=f"port on 127.0.0.1 for {what} (default: ${PORT_ENV}, else a free port chosen at "
-                             "start)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=default,
+        help=f"port on 127.0.0.1 for {what} (default: ${PORT_ENV}, else a free port chosen at start)",
+    )
 
 
 def base_database_url() -> str:
@@ -60,10 +64,13 @@ def add_database_argument(parser: argparse.ArgumentParser) -> None:
     """`--database NAME`, with help that says the script drops and re-creates it."""
     default = os.environ.get(DATABASE_ENV) or default_bench_database()
     parser.add_argument(
-        "--database", default=default, metavar="NAME",
+        "--database",
+        default=default,
+        metavar="NAME",
         help=f"scratch PostgreSQL database, on DATABASE_URL's server, that this script DROPS and re-creates "
-             f"(default: ${DATABASE_ENV}, else DATABASE_URL's name + '_bench': {default}). An existing database "
-             f"that a benchmark did not create is refused, never dropped.")
+        f"(default: ${DATABASE_ENV}, else DATABASE_URL's name + '_bench': {default}). An existing database "
+        f"that a benchmark did not create is refused, never dropped.",
+    )
 
 
 def bench_database_url(database: str | None = None) -> str:
@@ -96,15 +103,19 @@ def ensure_bench_database(database: str | None = None) -> dict[str, str]:
     url = bench_database_url(database)
     head, name = url.rsplit("/", 1)
     if name == base_database_url().rsplit("/", 1)[1]:
-        raise SystemExit(f"the scratch database cannot be DATABASE_URL's own database ({name}): name another "
-                         f"with --database or ${DATABASE_ENV}")
+        raise SystemExit(
+            f"the scratch database cannot be DATABASE_URL's own database ({name}): name another "
+            f"with --database or ${DATABASE_ENV}"
+        )
     with psycopg.connect(f"{head}/postgres", autocommit=True) as conn:
-        found = conn.execute("SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
-                             (name,)).fetchone()
+        found = conn.execute(
+            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", (name,)
+        ).fetchone()
         if found is not None and found[0] != MARK and name != default_bench_database():
             raise SystemExit(
                 f"database {name!r} exists and no benchmark created it, so it is not dropped. Name another with "
-                f"--database or ${DATABASE_ENV}, or drop it yourself if it is scratch.")
+                f"--database or ${DATABASE_ENV}, or drop it yourself if it is scratch."
+            )
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(MARK)))

@@ -8,6 +8,7 @@ DATABASE_URL's server and drops it at the end), then prints the counts it wrote 
 test-output/api-fuzz-counts.json: how many requests, and how many answered each status.
 Any 5xx fails the run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,14 +27,22 @@ COUNTS = ROOT / "test-output" / "api-fuzz-counts.json"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=50, help="generated requests per operation and role")
-    parser.add_argument("--only", default="", metavar="EXPRESSION",
-                        help="fuzz only the operations and roles that match this pytest -k expression, e.g. "
-                             "\"whoami and admin\" (default: all)")
+    parser.add_argument(
+        "--only",
+        default="",
+        metavar="EXPRESSION",
+        help="fuzz only the operations and roles that match this pytest -k expression, e.g. "
+        '"whoami and admin" (default: all)',
+    )
     default = os.environ.get(DATABASE_ENV) or default_bench_database("_fuzz")
-    parser.add_argument("--database", default=default, metavar="NAME",
-                        help=f"the tests run on test_NAME, which pytest-django CREATES on DATABASE_URL's server and "
-                             f"DROPS at the end (an existing test_NAME is dropped first); NAME itself is not "
-                             f"touched (default: ${DATABASE_ENV}, else DATABASE_URL's name + '_fuzz': {default})")
+    parser.add_argument(
+        "--database",
+        default=default,
+        metavar="NAME",
+        help=f"the tests run on test_NAME, which pytest-django CREATES on DATABASE_URL's server and "
+        f"DROPS at the end (an existing test_NAME is dropped first); NAME itself is not "
+        f"touched (default: ${DATABASE_ENV}, else DATABASE_URL's name + '_fuzz': {default})",
+    )
     args = parser.parse_args()
     head, own = base_database_url().rsplit("/", 1)
     if args.database == own:
@@ -41,18 +50,33 @@ def main() -> int:
     env = {**os.environ, "FUZZ_EXAMPLES": str(args.examples), "DATABASE_URL": f"{head}/{args.database}"}
     COUNTS.unlink(missing_ok=True)  # a file left by an earlier run must not pass for this one's
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "tests/webapp/test_api_fuzz.py", *(["-k", args.only] if args.only else [])],
-                            cwd=ROOT, env=env, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/webapp/test_api_fuzz.py",
+            *(["-k", args.only] if args.only else []),
+        ],
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
     seconds = time.monotonic() - started
     if not COUNTS.exists():
         print(f"the fuzz tests wrote no counts (pytest exit status {result.returncode})", file=sys.stderr)
         return result.returncode or 1
     counts = json.loads(COUNTS.read_text())
     server_errors = sum(n for code, n in counts["statuses"].items() if code.startswith("5"))
-    print(f"{counts['requests']:,} requests in {seconds:.0f} s ({args.examples} examples per operation and role); "
-          f"statuses: " + ", ".join(f"{code}: {n:,}" for code, n in counts["statuses"].items())
-          + f"; server errors: {server_errors}")
+    print(
+        f"{counts['requests']:,} requests in {seconds:.0f} s ({args.examples} examples per operation and role); "
+        f"statuses: "
+        + ", ".join(f"{code}: {n:,}" for code, n in counts["statuses"].items())
+        + f"; server errors: {server_errors}"
+    )
     return result.returncode or (1 if server_errors else 0)
 
 

@@ -8,6 +8,7 @@ rubric success greedy and at temperature 1), timed, on the split you choose.
 wall time of behaviour cloning is bounded by `BCConfig.max_seconds`, so on a busy machine a
 run gets fewer optimizer steps: the step count is printed with the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,8 @@ from _common import parse_setting  # noqa: E402
 
 def success_rates(model, tokenizer, runner, tasks, chat) -> dict:
     """The service's figures plus the first episodes' turns, to read what the policy does."""
-    from training.policy.success_rates import success_rates as rates
     from training.policy.rollout import RolloutConfig, rollout
+    from training.policy.success_rates import success_rates as rates
 
     figures = rates(model, tokenizer, runner, tasks, chat=chat)
     greedy = rollout(model, tokenizer, runner, tasks[:3], RolloutConfig(temperature=0.0), chat=chat)
@@ -59,8 +60,9 @@ def main() -> None:
     env = get_environment(config.environment)
     held_out = env.tasks(args.split)
     started = time.monotonic()
-    played = play_demonstrations(env, config, parser=TOOL_PARSER,
-                                 make_env=lambda seed: get_environment(config.environment, seed=seed))
+    played = play_demonstrations(
+        env, config, parser=TOOL_PARSER, make_env=lambda seed: get_environment(config.environment, seed=seed)
+    )
     tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
     chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
     examples = demonstrations(chat, played)
@@ -68,13 +70,19 @@ def main() -> None:
     model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
     params = sum(p.numel() for p in model.parameters())
     tokens = sum(len(ids) for ids, _ in examples)
-    print(f"{len(examples)} demonstrations, {tokens / len(examples):.0f} tokens each (mean), {params / 1e6:.2f}M "
-          f"parameters; tokenizer + demonstrations {prepared:.1f} s", flush=True)
+    print(
+        f"{len(examples)} demonstrations, {tokens / len(examples):.0f} tokens each (mean), {params / 1e6:.2f}M "
+        f"parameters; tokenizer + demonstrations {prepared:.1f} s",
+        flush=True,
+    )
 
     def metrics(step, figures):
         if step % 50 == 0 or step == 1:
-            print(f"  step {step}: loss {figures['loss/total']:.3f} agent {figures['loss/agent']:.3f} "
-                  f"lr {figures['optim/lr']:.2e} t {time.monotonic() - started:.0f}s", flush=True)
+            print(
+                f"  step {step}: loss {figures['loss/total']:.3f} agent {figures['loss/agent']:.3f} "
+                f"lr {figures['optim/lr']:.2e} t {time.monotonic() - started:.0f}s",
+                flush=True,
+            )
 
     result = train_bc(model, tokenizer, examples, config, metrics=metrics)
     trained = time.monotonic() - started
@@ -82,13 +90,20 @@ def main() -> None:
     total = time.monotonic() - started
     if args.save:
         save_policy(model, tokenizer, args.save, tool_parser=TOOL_PARSER)
-    print(json.dumps({"overrides": overrides, "bc": {k: v for k, v in result.items() if k != "config"},
-                      "figures": figures}, indent=1, default=str))
+    print(
+        json.dumps(
+            {"overrides": overrides, "bc": {k: v for k, v in result.items() if k != "config"}, "figures": figures},
+            indent=1,
+            default=str,
+        )
+    )
     g, t = figures["greedy"], figures["t1"]
-    print(f"\nRESULT {args.split} ({g['tasks']} tasks): greedy {100 * g['success']:.1f}% ± "
-          f"{196 * g['stderr']:.1f}, T=1 {100 * t['success']:.1f}% ± {196 * t['stderr']:.1f}; "
-          f"{result['steps']} steps; BC {result['seconds']:.0f} s, to end of BC {trained:.0f} s, "
-          f"total {total:.0f} s; overrides {overrides}; config {asdict(config)}")
+    print(
+        f"\nRESULT {args.split} ({g['tasks']} tasks): greedy {100 * g['success']:.1f}% ± "
+        f"{196 * g['stderr']:.1f}, T=1 {100 * t['success']:.1f}% ± {196 * t['stderr']:.1f}; "
+        f"{result['steps']} steps; BC {result['seconds']:.0f} s, to end of BC {trained:.0f} s, "
+        f"total {total:.0f} s; overrides {overrides}; config {asdict(config)}"
+    )
 
 
 if __name__ == "__main__":

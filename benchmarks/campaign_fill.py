@@ -12,6 +12,7 @@ median seconds of the preview (counts only), of the fill (plan and insert), the
 comparisons made per second, and the peak RSS growth. The baseline, measured in the same
 process, is the floor of any fill: reading the selected rows' (id, task, outcome) once.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,11 +47,14 @@ def setup(path: Path) -> None:
     from annotate.services.imports import import_upload_create
 
     with connection.cursor() as cur:
-        cur.execute("TRUNCATE annotate_campaignfill, annotate_comparison, annotate_trajectory, annotate_task, "
-                    "annotate_policy, annotate_importbatch, annotate_campaign CASCADE")
+        cur.execute(
+            "TRUNCATE annotate_campaignfill, annotate_comparison, annotate_trajectory, annotate_task, "
+            "annotate_policy, annotate_importbatch, annotate_campaign CASCADE"
+        )
     settings.IMPORT_INLINE_MAX_BYTES = 10**10  # import in this process
-    batch = import_upload_create(upload=SimpleUploadedFile(path.name, path.read_bytes()), campaign=None,
-                                 created_by=None)
+    batch = import_upload_create(
+        upload=SimpleUploadedFile(path.name, path.read_bytes()), campaign=None, created_by=None
+    )
     assert batch.status == "succeeded", batch.message
 
 
@@ -69,15 +73,23 @@ def child() -> None:
     out = {"trajectories": batch.created_count}
     before = rss_mb()
     start = time.perf_counter()
-    for _ in Trajectory.objects.filter(import_batch=batch).values_list("id", "task_id", "outcome").iterator(
-            chunk_size=2000):
+    for _ in (
+        Trajectory.objects.filter(import_batch=batch).values_list("id", "task_id", "outcome").iterator(chunk_size=2000)
+    ):
         pass
     out["floor_s"] = time.perf_counter() - start
     arena = dict(Policy.objects.filter(name="bench-agent").values_list("version", "pk"))
     for strategy in STRATEGIES:
         campaign = Campaign.objects.create(name=f"bench {strategy}")
-        request = fill_request_clean({"import_batches": [batch.pk], "strategy": strategy, "max_per_task": 10,
-                                      "policy_a": arena["0"], "policy_b": arena["1"]})
+        request = fill_request_clean(
+            {
+                "import_batches": [batch.pk],
+                "strategy": strategy,
+                "max_per_task": 10,
+                "policy_a": arena["0"],
+                "policy_b": arena["1"],
+            }
+        )
         start = time.perf_counter()
         preview = fill_preview(campaign=campaign, request=request)
         out[f"{strategy}_preview_s"] = time.perf_counter() - start
@@ -108,8 +120,10 @@ def main() -> None:
         child()
         return
     env = ensure_bench_database(args.database)
-    print("| trajectories | strategy | comparisons | preview median s | fill median s | comparisons/s "
-          "| rows-read floor s | fill / floor | peak RSS growth MB |")
+    print(
+        "| trajectories | strategy | comparisons | preview median s | fill median s | comparisons/s "
+        "| rows-read floor s | fill / floor | peak RSS growth MB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
@@ -117,10 +131,12 @@ def main() -> None:
             write_file(path, n)
             runs = []
             for _ in range(args.repeats):
-                subprocess.run([sys.executable, __file__, "--setup", str(path)], cwd=ROOT, env=env, check=True,
-                               capture_output=True)
-                done = subprocess.run([sys.executable, __file__, "--child"], cwd=ROOT, env=env,
-                                      check=True, capture_output=True, text=True)
+                subprocess.run(
+                    [sys.executable, __file__, "--setup", str(path)], cwd=ROOT, env=env, check=True, capture_output=True
+                )
+                done = subprocess.run(
+                    [sys.executable, __file__, "--child"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+                )
                 runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
             floor = statistics.median(r["floor_s"] for r in runs)
             growth = statistics.median(r["growth_mb"] for r in runs)
@@ -128,8 +144,10 @@ def main() -> None:
                 preview = statistics.median(r[f"{strategy}_preview_s"] for r in runs)
                 fill = statistics.median(r[f"{strategy}_fill_s"] for r in runs)
                 made = runs[0][f"{strategy}_comparisons"]
-                print(f"| {n:,} | {strategy} | {made:,} | {preview:.2f} | {fill:.2f} | {made / fill:,.0f} | "
-                      f"{floor:.2f} | {fill / floor:.1f}x | {growth:.0f} |")
+                print(
+                    f"| {n:,} | {strategy} | {made:,} | {preview:.2f} | {fill:.2f} | {made / fill:,.0f} | "
+                    f"{floor:.2f} | {fill / floor:.1f}x | {growth:.0f} |"
+                )
 
 
 if __name__ == "__main__":

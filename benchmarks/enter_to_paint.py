@@ -15,6 +15,7 @@ Enter keydown and again two animation frames after htmx swapped in the next comp
 (the frame after the swap has been painted). Reported: p50, p95 and max of that time over
 the cycles after a warm-up of 10, and the background clients' cycles per second.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,16 @@ import labeling_cycle  # noqa: E402
 from _common import ensure_bench_database, free_port  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PASSWORD = "enter-to-paint-1"
 WARMUP = 10
 
@@ -74,8 +83,12 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=150)
     parser.add_argument("--annotators", type=int, default=32)
     parser.add_argument("--pace", type=float, default=1.0, help="mean pause of the background clients, seconds")
-    parser.add_argument("--comparisons", type=int, default=20_000,
-                        help="comparisons in the campaign; enough that no annotator runs out (default: 20000)")
+    parser.add_argument(
+        "--comparisons",
+        type=int,
+        default=20_000,
+        help="comparisons in the campaign; enough that no annotator runs out (default: 20000)",
+    )
     labeling_cycle.add_server_arguments(parser)
     parser.add_argument("--browser-user", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -86,10 +99,26 @@ def main() -> None:
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get update && apt-get install -y chromium")
     env = ensure_bench_database(args.database)
-    setup = json.loads(subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/labeling_cycle.py"), "--setup-child", "--annotators",
-         str(args.annotators), "--comparisons", str(args.comparisons)],
-        cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    setup = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks/labeling_cycle.py"),
+                "--setup-child",
+                "--annotators",
+                str(args.annotators),
+                "--comparisons",
+                str(args.comparisons),
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     subprocess.run([sys.executable, __file__, "--browser-user"], cwd=ROOT, env=env, check=True)
     port = args.port or free_port()
     server = labeling_cycle.serve(env, port, args)
@@ -97,10 +126,11 @@ def main() -> None:
     try:
         stop_at = time.perf_counter() + 3600
         queue = mp.Queue()
-        chunks = [setup["tokens"][i::labeling_cycle.PROCESSES] for i in range(labeling_cycle.PROCESSES)]
+        chunks = [setup["tokens"][i :: labeling_cycle.PROCESSES] for i in range(labeling_cycle.PROCESSES)]
         started = time.perf_counter()
-        procs = [mp.Process(target=background, args=(port, c, setup["campaign"], stop_at, args.pace, queue))
-                 for c in chunks]
+        procs = [
+            mp.Process(target=background, args=(port, c, setup["campaign"], stop_at, args.pace, queue)) for c in chunks
+        ]
         for p in procs:
             p.start()
         times = measure(port, setup["campaign"], args.cycles)
@@ -114,11 +144,22 @@ def main() -> None:
         labeling_cycle.stop(server)
     done = background_cycles(setup["campaign"], env)
     q = statistics.quantiles(times, n=100)
-    print(json.dumps({"p50_ms": q[49], "p95_ms": q[94], "max_ms": max(times), "n": len(times),
-                      "background_cycles_per_s": done / elapsed}))
-    print(f"\nEnter -> next comparison painted, {len(times)} cycles in Chromium beside {args.annotators} API "
-          f"annotators (0-{2 * args.pace:g} s pauses), gunicorn {args.worker_class} {args.workers}x{args.threads} "
-          f"{' '.join(args.server_env)}:")
+    print(
+        json.dumps(
+            {
+                "p50_ms": q[49],
+                "p95_ms": q[94],
+                "max_ms": max(times),
+                "n": len(times),
+                "background_cycles_per_s": done / elapsed,
+            }
+        )
+    )
+    print(
+        f"\nEnter -> next comparison painted, {len(times)} cycles in Chromium beside {args.annotators} API "
+        f"annotators (0-{2 * args.pace:g} s pauses), gunicorn {args.worker_class} {args.workers}x{args.threads} "
+        f"{' '.join(args.server_env)}:"
+    )
     print("| p50 ms | p95 ms | max ms | background cycles/s |")
     print("|---|---|---|---|")
     print(f"| {q[49]:.0f} | {q[94]:.0f} | {max(times):.0f} | {done / elapsed:.1f} |")
@@ -144,12 +185,16 @@ def measure(port: int, campaign: int, cycles: int) -> list[float]:
             page.keyboard.press("1")
             page.keyboard.press("Enter")
             deadline = time.perf_counter() + 30
-            while page.evaluate("window.__paint ? window.__paint.length : -1") <= i:  # the page's CSP forbids wait_for_function's eval
+            while (
+                page.evaluate("window.__paint ? window.__paint.length : -1") <= i
+            ):  # the page's CSP forbids wait_for_function's eval
                 if time.perf_counter() > deadline:
                     page.screenshot(path=str(ROOT / "test-output" / "enter-to-paint-timeout.png"))
-                    raise TimeoutError(f"cycle {i}: no next comparison within 30 s (navigations: {navigations}); "
-                                       f"the page says: "
-                                       f"{page.locator('main').inner_text()[:300]!r}")
+                    raise TimeoutError(
+                        f"cycle {i}: no next comparison within 30 s (navigations: {navigations}); "
+                        f"the page says: "
+                        f"{page.locator('main').inner_text()[:300]!r}"
+                    )
                 time.sleep(0.005)
         times = page.evaluate("window.__paint")
         if navigations:
@@ -159,12 +204,23 @@ def measure(port: int, campaign: int, cycles: int) -> list[float]:
 
 
 def background_cycles(campaign: int, env: dict) -> int:
-    out = subprocess.run([sys.executable, "-c", (
-        "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'webapp.settings'); django.setup();"
-        "from annotate.models import Judgement;"
-        f"print(Judgement.objects.filter(comparison__campaign_id={campaign})"
-        ".exclude(annotator__username='paint-annotator').count())")],
-        cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'webapp.settings'); django.setup();"
+                "from annotate.models import Judgement;"
+                f"print(Judgement.objects.filter(comparison__campaign_id={campaign})"
+                ".exclude(annotator__username='paint-annotator').count())"
+            ),
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return int(out.stdout.strip().splitlines()[-1])
 
 

@@ -15,6 +15,7 @@ export's query, its joins, order and computed columns), read to the end by psyco
 in blocks and written with zstd). Reports medians of wall time, rows per
 second, the ratio export / floor, and the export's peak RSS.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,21 @@ def fill_child(n: int) -> None:
     from annotate.services.datasets import snapshot_create
     from webapp.models import User
 
-    tables = [m._meta.db_table for m in (SnapshotJudgement, SnapshotPair, DatasetSnapshot, Judgement, Assignment,
-                                         Comparison, Trajectory, Task, Policy, Campaign)]
+    tables = [
+        m._meta.db_table
+        for m in (
+            SnapshotJudgement,
+            SnapshotPair,
+            DatasetSnapshot,
+            Judgement,
+            Assignment,
+            Comparison,
+            Trajectory,
+            Task,
+            Policy,
+            Campaign,
+        )
+    ]
     with connection.cursor() as cur:
         cur.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
     User.objects.filter(username__startswith="bench-").delete()
@@ -81,30 +95,68 @@ def fill_child(n: int) -> None:
         numbers = range(start, min(n // VOTES, start + CHUNK))
         tasks = Task.objects.bulk_create(Task(external_id=f"bench-{i}", prompt=f"Question {i}?") for i in numbers)
         pairs = Trajectory.objects.bulk_create(
-            Trajectory(task=task, policy=policy, steps=steps, answer="x", content_hash=f"bench-{task.external_id}-{s}",
-                       num_steps=1)
-            for task in tasks for s in (0, 1))
+            Trajectory(
+                task=task,
+                policy=policy,
+                steps=steps,
+                answer="x",
+                content_hash=f"bench-{task.external_id}-{s}",
+                num_steps=1,
+            )
+            for task in tasks
+            for s in (0, 1)
+        )
         comparisons = Comparison.objects.bulk_create(
-            Comparison(campaign=campaign, task=task, trajectory_a=pairs[2 * k], trajectory_b=pairs[2 * k + 1],
-                       status=Comparison.Status.COMPLETE, votes=VOTES, slots_taken=VOTES)
-            for k, task in enumerate(tasks))
+            Comparison(
+                campaign=campaign,
+                task=task,
+                trajectory_a=pairs[2 * k],
+                trajectory_b=pairs[2 * k + 1],
+                status=Comparison.Status.COMPLETE,
+                votes=VOTES,
+                slots_taken=VOTES,
+            )
+            for k, task in enumerate(tasks)
+        )
         assignments = Assignment.objects.bulk_create(
-            Assignment(comparison=c, annotator_id=annotators[(c.pk * VOTES + v) % ANNOTATORS],
-                       left_is_a=(c.pk + v) % 2 == 0, status=Assignment.Status.SUBMITTED, leased_until=now,
-                       shown_at=now, finished_at=now)
-            for c in comparisons for v in range(VOTES))
+            Assignment(
+                comparison=c,
+                annotator_id=annotators[(c.pk * VOTES + v) % ANNOTATORS],
+                left_is_a=(c.pk + v) % 2 == 0,
+                status=Assignment.Status.SUBMITTED,
+                leased_until=now,
+                shown_at=now,
+                finished_at=now,
+            )
+            for c in comparisons
+            for v in range(VOTES)
+        )
         Judgement.objects.bulk_create(
-            Judgement(comparison_id=a.comparison_id, annotator_id=a.annotator_id, assignment=a,
-                      choice=1 + a.pk % 5, ratings={"correctness": {"A": 4}},
-                      first_wrong_step_b=0 if a.pk % 7 == 0 else None,
-                      rationale="because the left one quotes its source", seconds=12.5 + a.pk % 30)
-            for a in assignments)
+            Judgement(
+                comparison_id=a.comparison_id,
+                annotator_id=a.annotator_id,
+                assignment=a,
+                choice=1 + a.pk % 5,
+                ratings={"correctness": {"A": 4}},
+                first_wrong_step_b=0 if a.pk % 7 == 0 else None,
+                rationale="because the left one quotes its source",
+                seconds=12.5 + a.pk % 30,
+            )
+            for a in assignments
+        )
     settings.SNAPSHOT_INLINE_MAX_JUDGEMENTS = n  # built here, as the job would build it
     snapshot = snapshot_create(name="bench", campaigns=[campaign])
     with connection.cursor() as cur:
         cur.execute("ANALYZE")
-    print(json.dumps({"judgements": Judgement.objects.count(), "snapshot": snapshot.status,
-                      "frozen": snapshot.stats.get("judgements")}))
+    print(
+        json.dumps(
+            {
+                "judgements": Judgement.objects.count(),
+                "snapshot": snapshot.status,
+                "frozen": snapshot.stats.get("judgements"),
+            }
+        )
+    )
 
 
 def floor_child() -> None:
@@ -143,9 +195,16 @@ def export_child(out: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000],
-                        help=f"judgements to export, multiples of {VOTES} ({VOTES} per comparison; default: 100000 1000000)")
-    parser.add_argument("--repeats", type=int, default=3, help="fresh processes timed per size; medians are reported (default: 3)")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[100_000, 1_000_000],
+        help=f"judgements to export, multiples of {VOTES} ({VOTES} per comparison; default: 100000 1000000)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="fresh processes timed per size; medians are reported (default: 3)"
+    )
     add_database_argument(parser)
     parser.add_argument("--fill-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
@@ -165,20 +224,38 @@ def main() -> None:
     results = []
     for n in args.sizes:
         t = time.perf_counter()
-        out = subprocess.run([sys.executable, __file__, "--fill-child", str(n)], cwd=ROOT, env=env, check=True,
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--fill-child", str(n)],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         filled = json.loads(out.stdout.strip().splitlines()[-1])
         assert filled == {"judgements": n, "snapshot": "succeeded", "frozen": n}, filled
         print(f"filled {n:,} judgements in {time.perf_counter() - t:.0f} s", flush=True)
         floors, exports = [], []
         with tempfile.TemporaryDirectory() as tmp:
             for _ in range(args.repeats):
-                out = subprocess.run([sys.executable, __file__, "--floor-child"], cwd=ROOT, env=env, check=True,
-                                     capture_output=True, text=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--floor-child"],
+                    cwd=ROOT,
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
                 floors.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 target = Path(tmp) / "raw.parquet"
-                out = subprocess.run([sys.executable, __file__, "--export-child", str(target)], cwd=ROOT, env=env,
-                                     check=True, capture_output=True, text=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--export-child", str(target)],
+                    cwd=ROOT,
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
                 exports.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 size_mb = target.stat().st_size / 2**20
         assert all(e["rows"] == n for e in exports), exports
@@ -190,8 +267,10 @@ def main() -> None:
     print("\n| judgements | COPY floor s | export s | export rows/s | export / floor | peak RSS MB | Parquet MB |")
     print("|---|---|---|---|---|---|---|")
     for n, floor_s, export_s, peak, size_mb in results:
-        print(f"| {n:,} | {floor_s:.2f} | {export_s:.2f} | {n / export_s:,.0f} | {export_s / floor_s:.2f}x | "
-              f"{peak:.0f} | {size_mb:.1f} |")
+        print(
+            f"| {n:,} | {floor_s:.2f} | {export_s:.2f} | {n / export_s:,.0f} | {export_s / floor_s:.2f}x | "
+            f"{peak:.0f} | {size_mb:.1f} |"
+        )
 
 
 if __name__ == "__main__":

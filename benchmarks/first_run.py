@@ -19,6 +19,7 @@ machine), stopped by its PID. It shares the script's session, so the kernel's pe
 CPU shares (autogroup) do not shield the script from it. Everything started here is
 stopped by PID at the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,9 +66,16 @@ class Embedded:
         self.started = time.monotonic()
         # SIGINT back to its default in the script: started from a background job (nohup ... &)
         # it would inherit SIGINT ignored, and a shell cannot trap a signal ignored on entry.
-        self.proc = subprocess.Popen([str(SCRIPT)], cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, process_group=0,
-                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.proc = subprocess.Popen(
+            [str(SCRIPT)],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            process_group=0,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
 
     def seconds(self) -> float:
         return round(time.monotonic() - self.started, 1)
@@ -98,16 +106,20 @@ class Embedded:
         """The status of the newest run of `kind` ("" when there is none yet)."""
         try:
             with sqlite3.connect(f"file:{self.var_dir / 'arbiter.sqlite3'}?mode=ro", uri=True, timeout=5) as db:
-                row = db.execute("SELECT status FROM webapp_run WHERE kind = ? ORDER BY id DESC LIMIT 1",
-                                 (kind,)).fetchone()
+                row = db.execute(
+                    "SELECT status FROM webapp_run WHERE kind = ? ORDER BY id DESC LIMIT 1", (kind,)
+                ).fetchone()
         except sqlite3.Error:
             return ""
         return row[0] if row else ""
 
     def comparisons(self) -> int:
         with sqlite3.connect(f"file:{self.var_dir / 'arbiter.sqlite3'}?mode=ro", uri=True, timeout=5) as db:
-            return db.execute("SELECT count(*) FROM annotate_comparison c JOIN annotate_campaign k "
-                              "ON k.id = c.campaign_id WHERE k.name = ?", (DEMO_CAMPAIGN,)).fetchone()[0]
+            return db.execute(
+                "SELECT count(*) FROM annotate_comparison c JOIN annotate_campaign k "
+                "ON k.id = c.campaign_id WHERE k.name = ?",
+                (DEMO_CAMPAIGN,),
+            ).fetchone()[0]
 
     def interrupt(self) -> float:
         """SIGINT to the process group, as Ctrl-C in a terminal; seconds until the script is gone."""
@@ -132,6 +144,7 @@ def until_succeeded(app: Embedded, kind: str, timeout: float) -> float:
         if status in ("failed", "cancelled"):
             raise RuntimeError(f"the {kind} run {status}; see {app.var_dir / 'worker-training.log'}")
         return status == "succeeded"
+
     return app.wait_for(done, timeout, f"{kind} run that succeeded")
 
 
@@ -153,8 +166,9 @@ def measure(args, scratch: Path, index: int) -> dict:
         if args.restart:
             again = Embedded(var_dir, port, scratch / f"restart-{index}.out")
             try:
-                figures["restart_s"] = again.wait_for(lambda: answers(again.url("/health")), args.timeout,
-                                                      "answer on /health after a restart")
+                figures["restart_s"] = again.wait_for(
+                    lambda: answers(again.url("/health")), args.timeout, "answer on /health after a restart"
+                )
                 figures["restart_stop_s"] = again.interrupt()
             finally:
                 again.kill()
@@ -185,8 +199,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--load", type=int, default=0, help="stress-ng --cpu N in the background (0: none)")
     parser.add_argument("--restart", action="store_true", help="also time a second start on the same folder")
-    parser.add_argument("--until-policy", action="store_true",
-                        help="also wait for the default policy's run and its demo rollouts to succeed")
+    parser.add_argument(
+        "--until-policy",
+        action="store_true",
+        help="also wait for the default policy's run and its demo rollouts to succeed",
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds allowed for the app to answer")
     parser.add_argument("--policy-timeout", type=float, default=3600, help="seconds allowed for each run")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folders (logs, databases)")
@@ -196,8 +213,9 @@ def main() -> None:
     if args.load:
         if shutil.which("stress-ng") is None:
             parser.error("--load needs stress-ng (apt-get install -y stress-ng)")
-        stress = subprocess.Popen(["stress-ng", "--cpu", str(args.load), "--quiet"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        stress = subprocess.Popen(
+            ["stress-ng", "--cpu", str(args.load), "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(2)
     scratch = Path(tempfile.mkdtemp(prefix="arbiter-first-run-"))
     results = []
@@ -216,8 +234,10 @@ def main() -> None:
         else:
             shutil.rmtree(scratch, ignore_errors=True)
     keys = [k for k in ("web_s", "login_s", "banner_s", "bc_s", "rollouts_s", "stop_s", "restart_s") if k in results[0]]
-    print(f"medians over {len(results)} repeat(s), stress-ng --cpu {args.load}: " +
-          ", ".join(f"{k} {statistics.median(r[k] for r in results):.1f}" for k in keys))
+    print(
+        f"medians over {len(results)} repeat(s), stress-ng --cpu {args.load}: "
+        + ", ".join(f"{k} {statistics.median(r[k] for r in results):.1f}" for k in keys)
+    )
 
 
 if __name__ == "__main__":

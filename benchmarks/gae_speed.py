@@ -7,6 +7,7 @@ The batch has the compact (rows, agent tokens) layout PPO builds: each row's mas
 prefix of random length, as padded episodes are. Both give the same advantages (checked
 here and in tests/training/test_ppo_math.py); the figure is the median time of each.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,10 @@ def main() -> None:
 
     timings = {"vectorised": [], "row by row": []}
     for _ in range(args.repeats):  # interleaved, so both see the same machine
-        for name, fn in (("vectorised", lambda: gae(rewards, values, mask, gamma=1.0, lam=0.95)),
-                         ("row by row", lambda: gae_row_by_row(rewards, values, mask, 1.0, 0.95))):
+        for name, fn in (
+            ("vectorised", lambda: gae(rewards, values, mask, gamma=1.0, lam=0.95)),
+            ("row by row", lambda: gae_row_by_row(rewards, values, mask, 1.0, 0.95)),
+        ):
             began = time.perf_counter()
             result = fn()
             timings[name].append(time.perf_counter() - began)
@@ -64,8 +67,10 @@ def main() -> None:
             else:
                 assert torch.allclose(fast[0], result[0], atol=1e-4), "the two disagree"
     fast, slow = (statistics.median(timings[k]) for k in ("vectorised", "row by row"))
-    print(f"GAE on {args.rows} x {args.tokens} (median of {args.repeats}, 1 thread): vectorised "
-          f"{fast * 1e3:.2f} ms, row by row {slow * 1e3:.1f} ms, {slow / fast:.0f}x faster")
+    print(
+        f"GAE on {args.rows} x {args.tokens} (median of {args.repeats}, 1 thread): vectorised "
+        f"{fast * 1e3:.2f} ms, row by row {slow * 1e3:.1f} ms, {slow / fast:.0f}x faster"
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ span, pretty-printed (an indent of one space per level), for LangSmith and Langf
 array; the baseline stays OpenAI chat JSONL. The file is written a record at a time, so the
 benchmark itself never holds it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -110,24 +111,42 @@ def main() -> None:
                 records = write_file(path, n, fmt, document=args.document)
                 runs = []
                 for _ in range(args.repeats):
-                    out = subprocess.run([sys.executable, __file__, "--child", str(path), fmt], cwd=ROOT, env=env,
-                                         check=True, capture_output=True, text=True)
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--child", str(path), fmt],
+                        cwd=ROOT,
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
                     runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 assert all(r["created"] == n for r in runs), (fmt, runs[0])
                 median = statistics.median(r["seconds"] for r in runs)
                 baseline = baseline or median
-                rows.append({"n": n, "fmt": fmt, "records": records, "mb": path.stat().st_size / 2**20,
-                             "median": median, "ratio": median / baseline,
-                             "growth": statistics.median(r["growth_mb"] for r in runs),
-                             "peak": statistics.median(r["peak_rss_mb"] for r in runs)})
+                rows.append(
+                    {
+                        "n": n,
+                        "fmt": fmt,
+                        "records": records,
+                        "mb": path.stat().st_size / 2**20,
+                        "median": median,
+                        "ratio": median / baseline,
+                        "growth": statistics.median(r["growth_mb"] for r in runs),
+                        "peak": statistics.median(r["peak_rss_mb"] for r in runs),
+                    }
+                )
                 path.unlink()
                 print(json.dumps(rows[-1]), file=sys.stderr)
-    print(f"| trajectories | format{' (one JSON document)' if args.document else ''} | records | file MB | import median s | / OpenAI import | "
-          "peak RSS MB | RSS growth MB |")
+    print(
+        f"| trajectories | format{' (one JSON document)' if args.document else ''} | records | file MB | import median s | / OpenAI import | "
+        "peak RSS MB | RSS growth MB |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['n']:,} | {r['fmt']} | {r['records']:,} | {r['mb']:.1f} | {r['median']:.2f} | "
-              f"{r['ratio']:.2f}x | {r['peak']:.0f} | {r['growth']:.1f} |")
+        print(
+            f"| {r['n']:,} | {r['fmt']} | {r['records']:,} | {r['mb']:.1f} | {r['median']:.2f} | "
+            f"{r['ratio']:.2f}x | {r['peak']:.0f} | {r['growth']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

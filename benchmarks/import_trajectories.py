@@ -9,6 +9,7 @@ run. Reports the median wall time and the peak RSS above the process's RSS befor
 import: if the import streams, that growth stays flat as N grows. The baseline, measured in the same run on the same
 file, is the floor of any importer: reading and `json.loads` of every line, nothing else.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,17 +35,24 @@ def make_line(i: int, n_tasks: int) -> str:
         steps += [
             {"kind": "thought", "text": f"Step {s}: I should look up entity {i % n_tasks} and check the dates."},
             {"kind": "action", "tool": "search", "arguments": {"query": f"entity {i % n_tasks} founder {s}"}},
-            {"kind": "observation", "tool": "search",
-             "content": " ".join(f"[{k}] Result {k} for run {i}: a fictional article about place {k * 7 + s}." for k in range(8))},
+            {
+                "kind": "observation",
+                "tool": "search",
+                "content": " ".join(
+                    f"[{k}] Result {k} for run {i}: a fictional article about place {k * 7 + s}." for k in range(8)
+                ),
+            },
         ]
     steps.append({"kind": "answer", "text": f"Person {i}", "quotes": [f"Result 0 for run {i}"]})
-    return json.dumps({
-        "schema": "arbiter.trajectory/v1",
-        "task": {"external_id": f"bench-{i % n_tasks}", "prompt": f"Who founded entity {i % n_tasks}?"},
-        "agent": {"name": "bench-agent", "version": str(i % 3)},
-        "steps": steps,
-        "outcome": {"correct": i % 2 == 0, "utility": float(i % 7)},
-    })
+    return json.dumps(
+        {
+            "schema": "arbiter.trajectory/v1",
+            "task": {"external_id": f"bench-{i % n_tasks}", "prompt": f"Who founded entity {i % n_tasks}?"},
+            "agent": {"name": "bench-agent", "version": str(i % 3)},
+            "steps": steps,
+            "outcome": {"correct": i % 2 == 0, "utility": float(i % 7)},
+        }
+    )
 
 
 def write_file(path: Path, n: int) -> None:
@@ -86,8 +94,18 @@ def child(path: Path, format: str = "auto") -> None:
         report = trajectories_import_stream(stream=stream, format=format)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "created": report.created, "dropped": report.dropped,
-                      "rss_before_mb": before, "peak_rss_mb": peak, "growth_mb": peak - before}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "created": report.created,
+                "dropped": report.dropped,
+                "rss_before_mb": before,
+                "peak_rss_mb": peak,
+                "growth_mb": peak - before,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -112,25 +130,37 @@ def main() -> None:
             runs, floors = [], []
             for _ in range(args.repeats):
                 floors.append(parse_floor_seconds(path))
-                out = subprocess.run([sys.executable, __file__, "--child", str(path)], cwd=ROOT, env=env,
-                                     check=True, capture_output=True, text=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", str(path)],
+                    cwd=ROOT,
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
                 runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
             assert all(r["created"] == n for r in runs)
-            rows.append({
-                "n": n,
-                "file_mb": path.stat().st_size / 2**20,
-                "median_s": statistics.median(r["seconds"] for r in runs),
-                "per_s": n / statistics.median(r["seconds"] for r in runs),
-                "floor_s": statistics.median(floors),
-                "growth_mb": statistics.median(r["growth_mb"] for r in runs),
-                "peak_mb": statistics.median(r["peak_rss_mb"] for r in runs),
-            })
-    print("| trajectories (10 steps) | file MB | import median s | trajectories/s | json.loads floor s "
-          "| import / floor | peak RSS MB | RSS growth MB |")
+            rows.append(
+                {
+                    "n": n,
+                    "file_mb": path.stat().st_size / 2**20,
+                    "median_s": statistics.median(r["seconds"] for r in runs),
+                    "per_s": n / statistics.median(r["seconds"] for r in runs),
+                    "floor_s": statistics.median(floors),
+                    "growth_mb": statistics.median(r["growth_mb"] for r in runs),
+                    "peak_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+                }
+            )
+    print(
+        "| trajectories (10 steps) | file MB | import median s | trajectories/s | json.loads floor s "
+        "| import / floor | peak RSS MB | RSS growth MB |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['n']:,} | {r['file_mb']:.1f} | {r['median_s']:.2f} | {r['per_s']:,.0f} | "
-              f"{r['floor_s']:.2f} | {r['median_s'] / r['floor_s']:.1f}x | {r['peak_mb']:.0f} | {r['growth_mb']:.1f} |")
+        print(
+            f"| {r['n']:,} | {r['file_mb']:.1f} | {r['median_s']:.2f} | {r['per_s']:,.0f} | "
+            f"{r['floor_s']:.2f} | {r['median_s'] / r['floor_s']:.1f}x | {r['peak_mb']:.0f} | {r['growth_mb']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

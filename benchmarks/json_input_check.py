@@ -9,6 +9,7 @@ Both are timed here in one process on the same lines: the import benchmark's can
 trajectories and the same trajectories as OpenTelemetry GenAI spans (benchmarks/
 trace_generators/otel.py). Reports medians of the repeats and the ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,13 +24,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from import_trajectories import make_line  # noqa: E402
 from trace_generators import otel  # noqa: E402
+
 from webapp import json_input  # noqa: E402
 
 
 def walk_everything(raw: bytes) -> None:
     """The former `loads`: decode, then `check` every value."""
-    value = json.loads(raw.decode("utf-8"), parse_constant=json_input._refuse_constant,
-                       parse_float=json_input._finite_float)
+    value = json.loads(
+        raw.decode("utf-8"), parse_constant=json_input._refuse_constant, parse_float=json_input._finite_float
+    )
     json_input.check(value)
 
 

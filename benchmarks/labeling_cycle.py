@@ -17,6 +17,7 @@ the same client (4 processes x 8 threads, keep-alive HTTP/1.1):
 Reports medians over rounds: requests or cycles per second, p50 and p95 latency, and
 the ratio of cycle throughput to trivial throughput measured in the same round.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,21 +54,27 @@ def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
     from webapp.tokens import api_token_create
 
     with connection.cursor() as cur:
-        cur.execute("TRUNCATE annotate_judgement, annotate_assignment, annotate_comparison, annotate_trajectory, "
-                    "annotate_task, annotate_policy, annotate_campaign, webapp_apitoken CASCADE")
+        cur.execute(
+            "TRUNCATE annotate_judgement, annotate_assignment, annotate_comparison, annotate_trajectory, "
+            "annotate_task, annotate_policy, annotate_campaign, webapp_apitoken CASCADE"
+        )
     policy = Policy.objects.create(name="bench")
     tasks = Task.objects.bulk_create(Task(external_id=f"b{i}", prompt=f"Question {i}?") for i in range(n_comparisons))
-    steps = lambda i, s: [{"kind": "action", "tool": "search", "arguments": {"query": f"q{i}"}},  # noqa: E731
-                          {"kind": "observation", "tool": "search", "content": "result " * 40},
-                          {"kind": "answer", "text": f"answer {s}"}]
+    steps = lambda i, s: [
+        {"kind": "action", "tool": "search", "arguments": {"query": f"q{i}"}},  # noqa: E731
+        {"kind": "observation", "tool": "search", "content": "result " * 40},
+        {"kind": "answer", "text": f"answer {s}"},
+    ]
     trajectories = Trajectory.objects.bulk_create(
-        Trajectory(task=t, policy=policy, steps=steps(i, s), answer=f"answer {s}", content_hash=f"{i}-{s}",
-                   num_steps=3)
-        for i, t in enumerate(tasks) for s in range(2)
+        Trajectory(task=t, policy=policy, steps=steps(i, s), answer=f"answer {s}", content_hash=f"{i}-{s}", num_steps=3)
+        for i, t in enumerate(tasks)
+        for s in range(2)
     )
     campaign = Campaign.objects.create(name="bench", votes_per_comparison=3, lease_seconds=600)
     Comparison.objects.bulk_create(
-        Comparison(campaign=campaign, task=tasks[i], trajectory_a=trajectories[2 * i], trajectory_b=trajectories[2 * i + 1])
+        Comparison(
+            campaign=campaign, task=tasks[i], trajectory_a=trajectories[2 * i], trajectory_b=trajectories[2 * i + 1]
+        )
         for i in range(n_comparisons)
     )
     tokens = []
@@ -126,8 +133,12 @@ def worker(mode, port, tokens, campaign, deadline, warmup_until, pace, out_queue
                 ok = status == 200
                 if ok:
                     assignment = json.loads(data)["id"]
-                    status, _ = client.request("POST", f"/api/v1/assignments/{assignment}/judgement",
-                                               body={"choice": rng.randint(1, 5)}, headers=headers)
+                    status, _ = client.request(
+                        "POST",
+                        f"/api/v1/assignments/{assignment}/judgement",
+                        body={"choice": rng.randint(1, 5)},
+                        headers=headers,
+                    )
                     ok = status == 201
             elapsed = time.perf_counter() - start
             if start >= warmup_until:
@@ -153,8 +164,9 @@ def phase(mode, port, tokens, campaign, seconds, warmup=2.0, pace=0.0):
     warmup_until, deadline = start + warmup, start + warmup + seconds
     queue = mp.Queue()
     chunks = [tokens[i::PROCESSES] for i in range(PROCESSES)]
-    procs = [mp.Process(target=worker, args=(mode, port, c, campaign, deadline, warmup_until, pace, queue))
-             for c in chunks]
+    procs = [
+        mp.Process(target=worker, args=(mode, port, c, campaign, deadline, warmup_until, pace, queue)) for c in chunks
+    ]
     for p in procs:
         p.start()
     results = [queue.get() for _ in procs]
@@ -171,10 +183,25 @@ def serve(env: dict, port: int, args) -> subprocess.Popen:
     """gunicorn on 127.0.0.1:port in a session of its own, once /health answers."""
     server_env = {**env, **dict(kv.split("=", 1) for kv in args.server_env)}
     server = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "webapp.wsgi", "--bind", f"127.0.0.1:{port}", "-k", args.worker_class,
-         "--workers", str(args.workers), "--threads", str(args.threads), "--log-level", "warning",
-         "--keep-alive", "30"],
-        cwd=ROOT, env=server_env, start_new_session=True,
+        [
+            str(ROOT / ".venv/bin/gunicorn"),
+            "webapp.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "-k",
+            args.worker_class,
+            "--workers",
+            str(args.workers),
+            "--threads",
+            str(args.threads),
+            "--log-level",
+            "warning",
+            "--keep-alive",
+            "30",
+        ],
+        cwd=ROOT,
+        env=server_env,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and server.poll() is None:
@@ -184,8 +211,10 @@ def serve(env: dict, port: int, args) -> subprocess.Popen:
         except OSError:
             time.sleep(0.2)
     stop(server)
-    raise SystemExit(f"gunicorn on 127.0.0.1:{port} did not answer /health within 60 s "
-                     f"(exit status {server.returncode}; is the port taken?)")
+    raise SystemExit(
+        f"gunicorn on 127.0.0.1:{port} did not answer /health within 60 s "
+        f"(exit status {server.returncode}; is the port taken?)"
+    )
 
 
 def stop(server: subprocess.Popen) -> None:
@@ -198,8 +227,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (default: 4)")
     parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker (default: 2)")
     parser.add_argument("--worker-class", default="gthread", help="gunicorn's worker class (gthread or sync)")
-    parser.add_argument("--server-env", action="append", default=[], metavar="KEY=VALUE",
-                        help="an environment variable for the server, e.g. DB_POOL=true (repeatable)")
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an environment variable for the server, e.g. DB_POOL=true (repeatable)",
+    )
     add_port_argument(parser, "gunicorn")
     add_database_argument(parser)
 
@@ -210,8 +244,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15, help="measured seconds per scenario (default: 15)")
     parser.add_argument("--warmup", type=float, default=2, help="unmeasured seconds before each (default: 2)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--comparisons", type=int, default=20_000,
-                        help="comparisons in the campaign; enough that no annotator runs out (default: 20000)")
+    parser.add_argument(
+        "--comparisons",
+        type=int,
+        default=20_000,
+        help="comparisons in the campaign; enough that no annotator runs out (default: 20000)",
+    )
     add_server_arguments(parser)
     parser.add_argument("--setup-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -225,9 +263,22 @@ def main() -> None:
     try:
         rows = {"trivial": [], "auth": [], "cycle": [], "paced": [], "single": []}
         for r in range(args.rounds):
-            out = subprocess.run([sys.executable, __file__, "--setup-child", "--annotators", str(args.annotators),
-                                  "--comparisons", str(args.comparisons)],
-                                 cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--setup-child",
+                    "--annotators",
+                    str(args.annotators),
+                    "--comparisons",
+                    str(args.comparisons),
+                ],
+                cwd=ROOT,
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             setup = json.loads(out.stdout.strip().splitlines()[-1])
             tokens, campaign, timing = setup["tokens"], setup["campaign"], (args.seconds, args.warmup)
             rows["trivial"].append(phase("trivial", port, tokens, campaign, *timing))
@@ -244,20 +295,28 @@ def main() -> None:
 
     ratios = [c["per_s"] / t["per_s"] for c, t in zip(rows["cycle"], rows["trivial"])]
     print()
-    print(f"{args.annotators} concurrent clients, gunicorn {args.worker_class} {args.workers}x{args.threads} "
-          f"{' '.join(args.server_env)}, "
-          f"{args.rounds} rounds of {args.seconds:g} s, medians:")
+    print(
+        f"{args.annotators} concurrent clients, gunicorn {args.worker_class} {args.workers}x{args.threads} "
+        f"{' '.join(args.server_env)}, "
+        f"{args.rounds} rounds of {args.seconds:g} s, medians:"
+    )
     print("| scenario | per second | p50 ms | p95 ms | errors |")
     print("|---|---|---|---|---|")
-    for kind, label in (("trivial", "trivial view GET /health (requests)"),
-                        ("auth", "token-authenticated GET /api/v1/whoami (requests)"),
-                        ("cycle", "next + submit, no pause (cycles)"),
-                        ("paced", "next + submit, 0-2 s pause (cycles)"),
-                        ("single", "next + submit, one annotator alone (cycles)")):
-        print(f"| {label} | {med(kind, 'per_s'):.0f} | {med(kind, 'p50_ms'):.1f} | {med(kind, 'p95_ms'):.1f} | "
-              f"{sum(x['errors'] for x in rows[kind])} |")
-    print(f"\ncycle throughput / trivial throughput, per round: {', '.join(f'{r:.2f}' for r in ratios)}; "
-          f"median {statistics.median(ratios):.2f}")
+    for kind, label in (
+        ("trivial", "trivial view GET /health (requests)"),
+        ("auth", "token-authenticated GET /api/v1/whoami (requests)"),
+        ("cycle", "next + submit, no pause (cycles)"),
+        ("paced", "next + submit, 0-2 s pause (cycles)"),
+        ("single", "next + submit, one annotator alone (cycles)"),
+    ):
+        print(
+            f"| {label} | {med(kind, 'per_s'):.0f} | {med(kind, 'p50_ms'):.1f} | {med(kind, 'p95_ms'):.1f} | "
+            f"{sum(x['errors'] for x in rows[kind])} |"
+        )
+    print(
+        f"\ncycle throughput / trivial throughput, per round: {', '.join(f'{r:.2f}' for r in ratios)}; "
+        f"median {statistics.median(ratios):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ answer-swap probe (each of the first policy's episodes with only its answer chan
 against wrong); natural pairs (two of its samples of one task, one correct and one not) by
 the rubric; and the mean score by (steps, correct). Prints a table and one JSON line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,14 +74,18 @@ def main() -> None:
     scorer = None
     if args.reward_model:
         from rewardmodel.scoring import RewardScorer
+
         scorer = RewardScorer(args.reward_model)
 
     report = {}
     for seed in args.worlds:
         env = EncyclopediaEnvironment(seed=seed, unseen=True)
-        tasks = [t for split in (("train", "dev", "eval") if args.split == "all" else (args.split,))
-                 for t in env.tasks(split)]
-        tasks = tasks[:args.tasks] if args.tasks else tasks
+        tasks = [
+            t
+            for split in (("train", "dev", "eval") if args.split == "all" else (args.split,))
+            for t in env.tasks(split)
+        ]
+        tasks = tasks[: args.tasks] if args.tasks else tasks
         runner = EpisodeRunner(env)
         world = report[seed] = {"tasks": len(tasks), "policies": {}}
         baseline = {}
@@ -89,11 +94,21 @@ def main() -> None:
             chat = ChatFormat.for_policy(tokenizer, directory)
             row = {}
             for mode, temperature in (("greedy", 0.0), ("t1", 1.0)):
-                episodes = rollout(model, tokenizer, runner, tasks, RolloutConfig(temperature=temperature, batch_size=64),
-                                   seeds=[seed * 1000 + i for i in range(len(tasks))], chat=chat)
+                episodes = rollout(
+                    model,
+                    tokenizer,
+                    runner,
+                    tasks,
+                    RolloutConfig(temperature=temperature, batch_size=64),
+                    seeds=[seed * 1000 + i for i in range(len(tasks))],
+                    chat=chat,
+                )
                 success = [float(e.outcome.correct) for e in episodes]
-                row[mode] = {"success": interval(success), "guess": statistics.fmean(map(guessed, episodes)),
-                             "steps": statistics.fmean(e.outcome.parts["steps"] for e in episodes)}
+                row[mode] = {
+                    "success": interval(success),
+                    "guess": statistics.fmean(map(guessed, episodes)),
+                    "steps": statistics.fmean(e.outcome.parts["steps"] for e in episodes),
+                }
                 if label == policies[0][0]:
                     baseline[mode] = success
                 else:
@@ -102,17 +117,34 @@ def main() -> None:
             if scorer is None or label != policies[0][0]:
                 continue
             n = args.best_of
-            samples = rollout(model, tokenizer, runner, [t for t in tasks for _ in range(n)],
-                              RolloutConfig(temperature=1.0, batch_size=64),
-                              seeds=[seed * 7919 + 11 + i for i in range(n * len(tasks))], chat=chat)
+            samples = rollout(
+                model,
+                tokenizer,
+                runner,
+                [t for t in tasks for _ in range(n)],
+                RolloutConfig(temperature=1.0, batch_size=64),
+                seeds=[seed * 7919 + 11 + i for i in range(n * len(tasks))],
+                chat=chat,
+            )
             scores = scorer.score_episodes([(e.task.prompt, episode_steps(e)) for e in samples])
             best = [max(range(n), key=lambda j: scores[i * n + j]) for i in range(len(tasks))]
             single = [float(samples[i * n].outcome.correct) for i in range(len(tasks))]
             chosen = [float(samples[i * n + j].outcome.correct) for i, j in enumerate(best)]
-            world["best_of_n"] = {"n": n, "success": interval(chosen), "one_sample": interval(single),
-                                  "gain": paired_bootstrap(single, chosen, seed=seed)}
-            probed = [Probed(task=e.task.external_id, prompt=e.task.prompt, steps=episode_steps(e),
-                             correct=bool(e.outcome.correct)) for e in samples]
+            world["best_of_n"] = {
+                "n": n,
+                "success": interval(chosen),
+                "one_sample": interval(single),
+                "gain": paired_bootstrap(single, chosen, seed=seed),
+            }
+            probed = [
+                Probed(
+                    task=e.task.external_id,
+                    prompt=e.task.prompt,
+                    steps=episode_steps(e),
+                    correct=bool(e.outcome.correct),
+                )
+                for e in samples
+            ]
             swaps = answer_swap_pairs(probed, limit=10**6, seed=seed)
             swap = answer_swap_accuracy(scorer, swaps)
             kinds = defaultdict(list)  # the swap by whether the path shows the right answer
@@ -120,8 +152,11 @@ def main() -> None:
                 prompt, right, wrong = pair
                 seen = " ".join(str(st.get("content", "")) for st in right if st.get("kind") == "observation")
                 answer = next(st["text"] for st in reversed(right) if st.get("kind") == "answer")
-                kinds["right answer on a page read" if answer.lower().removeprefix("the ") in seen.lower()
-                      else "right answer on no page read"].append(pair)
+                kinds[
+                    "right answer on a page read"
+                    if answer.lower().removeprefix("the ") in seen.lower()
+                    else "right answer on no page read"
+                ].append(pair)
             swap["by_evidence"] = {kind: answer_swap_accuracy(scorer, pairs) for kind, pairs in kinds.items()}
             natural = []
             for i in range(len(tasks)):
@@ -134,10 +169,14 @@ def main() -> None:
             for e, s in zip(samples, scores):
                 by_shape[(e.outcome.parts["steps"], bool(e.outcome.correct))].append(s)
             world["reward_model"] = {
-                "answer_swap": swap, "natural_pairs": ordering_accuracy(natural),
-                "mean_score_by_steps_correct": {f"{k[0]} steps, {'correct' if k[1] else 'wrong'}":
-                                                [round(statistics.fmean(v), 3), len(v)]
-                                                for k, v in sorted(by_shape.items()) if len(v) >= 5}}
+                "answer_swap": swap,
+                "natural_pairs": ordering_accuracy(natural),
+                "mean_score_by_steps_correct": {
+                    f"{k[0]} steps, {'correct' if k[1] else 'wrong'}": [round(statistics.fmean(v), 3), len(v)]
+                    for k, v in sorted(by_shape.items())
+                    if len(v) >= 5
+                },
+            }
         print(json.dumps({"world": seed, **world}, default=str), flush=True)
 
     print()
@@ -148,19 +187,26 @@ def main() -> None:
             for mode in ("t1", "greedy"):
                 mean, low, high = row[mode]["success"]
                 gain = row[mode].get("gain")
-                cells.append(f"{mode} {100 * mean:5.1f}% [{100 * low:4.1f}, {100 * high:4.1f}]"
-                             + (f" gain {100 * gain[0]:+5.1f} [{100 * gain[1]:+5.1f}, {100 * gain[2]:+5.1f}]"
-                                if gain else "") + f" guess {100 * row[mode]['guess']:3.0f}%")
+                cells.append(
+                    f"{mode} {100 * mean:5.1f}% [{100 * low:4.1f}, {100 * high:4.1f}]"
+                    + (f" gain {100 * gain[0]:+5.1f} [{100 * gain[1]:+5.1f}, {100 * gain[2]:+5.1f}]" if gain else "")
+                    + f" guess {100 * row[mode]['guess']:3.0f}%"
+                )
             print(f"  {label:<8} " + " | ".join(cells))
         if "best_of_n" in world:
             b = world["best_of_n"]
-            print(f"  best-of-{b['n']} {100 * b['success'][0]:.1f}% (one sample {100 * b['one_sample'][0]:.1f}%, "
-                  f"gain {100 * b['gain'][0]:+.1f} [{100 * b['gain'][1]:+.1f}, {100 * b['gain'][2]:+.1f}])")
+            print(
+                f"  best-of-{b['n']} {100 * b['success'][0]:.1f}% (one sample {100 * b['one_sample'][0]:.1f}%, "
+                f"gain {100 * b['gain'][0]:+.1f} [{100 * b['gain'][1]:+.1f}, {100 * b['gain'][2]:+.1f}])"
+            )
             rm = world["reward_model"]
-            print(f"  reward model: answer swap {rm['answer_swap']['accuracy']:.1%} (n {rm['answer_swap']['n']}: "
-                  + ", ".join(f"{kind} {v['accuracy']:.1%} of {v['n']}" for kind, v in
-                              rm['answer_swap']['by_evidence'].items())
-                  + f"), natural pairs {rm['natural_pairs']['accuracy']:.1%} (n {rm['natural_pairs']['n']})")
+            print(
+                f"  reward model: answer swap {rm['answer_swap']['accuracy']:.1%} (n {rm['answer_swap']['n']}: "
+                + ", ".join(
+                    f"{kind} {v['accuracy']:.1%} of {v['n']}" for kind, v in rm["answer_swap"]["by_evidence"].items()
+                )
+                + f"), natural pairs {rm['natural_pairs']['accuracy']:.1%} (n {rm['natural_pairs']['n']})"
+            )
             print(f"  mean score by shape: {rm['mean_score_by_steps_correct']}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))

@@ -11,6 +11,7 @@ a drift in machine speed cannot pick the winner. Then a server that dies after e
 `--crash-after` calls: the call that finds it dead (restart and repeat) against a plain one,
 and the run-ending ToolServerLost once its restarts are spent. Prints medians and ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,12 @@ def free_port() -> int:
 def restart_cost(tasks: Path, crash_after: int, restarts: int) -> dict:
     """Seconds of the calls that find the server dead (restart, then the call) and of the others,
     until ToolServerLost ends the run."""
-    env = MCPEnvironment(server=SERVER, tasks=tasks, restarts=restarts,
-                         server_env=dict(os.environ, ARBITER_TEST_CRASH_AFTER=str(crash_after)))
+    env = MCPEnvironment(
+        server=SERVER,
+        tasks=tasks,
+        restarts=restarts,
+        server_env=dict(os.environ, ARBITER_TEST_CRASH_AFTER=str(crash_after)),
+    )
     plain, restarted, lost_after = [], [], None
     try:
         for i in range(crash_after * (restarts + 2)):
@@ -79,8 +84,12 @@ def restart_cost(tasks: Path, crash_after: int, restarts: int) -> dict:
             (restarted if env.restarts > before else plain).append(time.perf_counter() - started)
     finally:
         env.close()
-    return {"plain_ms": 1e3 * statistics.median(plain), "restart_s": statistics.median(restarted),
-            "restarts": len(restarted), "lost_s": lost_after}
+    return {
+        "plain_ms": 1e3 * statistics.median(plain),
+        "restart_s": statistics.median(restarted),
+        "restarts": len(restarted),
+        "lost_s": lost_after,
+    }
 
 
 def main() -> None:
@@ -96,9 +105,15 @@ def main() -> None:
     server = http_server(port)
     with tempfile.TemporaryDirectory() as tmp:
         tasks = Path(tmp) / "tasks.jsonl"
-        tasks.write_text("\n".join(json.dumps({"external_id": t.external_id, "prompt": t.prompt,
-                                               "reference": t.reference, "split": t.split})
-                                   for t in local.tasks("train")) + "\n")
+        tasks.write_text(
+            "\n".join(
+                json.dumps(
+                    {"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference, "split": t.split}
+                )
+                for t in local.tasks("train")
+            )
+            + "\n"
+        )
         started = time.perf_counter()
         stdio = MCPEnvironment(server=SERVER, tasks=tasks)
         startup = time.perf_counter() - started
@@ -116,13 +131,17 @@ def main() -> None:
         lost = restart_cost(tasks, args.crash_after, args.restarts)
     medians = {name: statistics.median(values) for name, values in timings.items()}
     floor = medians["in process"]
-    print(f"in process (floor): {floor * 1e6:.0f} us/call; MCP over stdio: {medians['stdio'] * 1e3:.2f} ms/call "
-          f"({medians['stdio'] / floor:.0f}x); MCP over HTTP: {medians['http'] * 1e3:.2f} ms/call "
-          f"({medians['http'] / floor:.0f}x); stdio server start and tool list: {startup:.2f} s "
-          f"({args.calls} calls x {args.repeats} repeats, interleaved, medians)")
-    print(f"a server dying every {args.crash_after} calls: a plain call {lost['plain_ms']:.2f} ms, the call that "
-          f"restarts it {lost['restart_s']:.2f} s ({lost['restarts']} restarts); once its {args.restarts} restarts "
-          f"were spent, ToolServerLost after {lost['lost_s']:.2f} s")
+    print(
+        f"in process (floor): {floor * 1e6:.0f} us/call; MCP over stdio: {medians['stdio'] * 1e3:.2f} ms/call "
+        f"({medians['stdio'] / floor:.0f}x); MCP over HTTP: {medians['http'] * 1e3:.2f} ms/call "
+        f"({medians['http'] / floor:.0f}x); stdio server start and tool list: {startup:.2f} s "
+        f"({args.calls} calls x {args.repeats} repeats, interleaved, medians)"
+    )
+    print(
+        f"a server dying every {args.crash_after} calls: a plain call {lost['plain_ms']:.2f} ms, the call that "
+        f"restarts it {lost['restart_s']:.2f} s ({lost['restarts']} restarts); once its {args.restarts} restarts "
+        f"were spent, ToolServerLost after {lost['lost_s']:.2f} s"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"medians_s": medians, "startup_s": startup, "killed": lost}, indent=2))
 

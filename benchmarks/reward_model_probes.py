@@ -15,6 +15,7 @@ database that ARBITER_VAR_DIR / DATABASE_URL name. Prints one JSON line per run 
 of the snapshot's training pairs (ties left out) and reports held-out accuracy and the
 answer-swap probe at each size: the learning curve.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,19 +52,33 @@ def main() -> None:
     for variant in args.variant:
         name, _, settings = variant.partition(":")
         for seed in args.seeds:
-            run = run_in_process(kind="reward_model", name=f"probe {name.strip()} seed {seed}", user=pipeline_user(),
-                                 progress=lambda fraction, message: None, config={
-                                     "snapshot_id": args.snapshot, "name": f"probe-{name.strip()}-{seed}",
-                                     "eval_policy_id": policy.pk, "tokenizer_dir": policy.model_dir, "seed": seed,
-                                     **json.loads(settings or "{}")})
+            run = run_in_process(
+                kind="reward_model",
+                name=f"probe {name.strip()} seed {seed}",
+                user=pipeline_user(),
+                progress=lambda fraction, message: None,
+                config={
+                    "snapshot_id": args.snapshot,
+                    "name": f"probe-{name.strip()}-{seed}",
+                    "eval_policy_id": policy.pk,
+                    "tokenizer_dir": policy.model_dir,
+                    "seed": seed,
+                    **json.loads(settings or "{}"),
+                },
+            )
             metrics = RewardModel.objects.get(pk=run.summary["reward_model_id"]).metrics
-            row = {"variant": name.strip(), "seed": seed, "accuracy": metrics["test"]["accuracy"],
-                   "accuracy_ci": metrics["test"].get("accuracy_ci"), "test_pairs": metrics["test"]["n"],
-                   "labels_vs_rubric": (metrics.get("labels_vs_rubric") or {}).get("accuracy"),
-                   "answer_swap": (metrics.get("answer_swap") or {}).get("accuracy"),
-                   "answer_swap_pairs": (metrics.get("answer_swap") or {}).get("n"),
-                   "policy_pairs": (metrics.get("policy_pairs") or {}).get("accuracy"),
-                   "train_seconds": (metrics.get("train") or {}).get("seconds")}
+            row = {
+                "variant": name.strip(),
+                "seed": seed,
+                "accuracy": metrics["test"]["accuracy"],
+                "accuracy_ci": metrics["test"].get("accuracy_ci"),
+                "test_pairs": metrics["test"]["n"],
+                "labels_vs_rubric": (metrics.get("labels_vs_rubric") or {}).get("accuracy"),
+                "answer_swap": (metrics.get("answer_swap") or {}).get("accuracy"),
+                "answer_swap_pairs": (metrics.get("answer_swap") or {}).get("n"),
+                "policy_pairs": (metrics.get("policy_pairs") or {}).get("accuracy"),
+                "train_seconds": (metrics.get("train") or {}).get("seconds"),
+            }
             print(json.dumps(row), flush=True)
             rows.append(row)
 
@@ -77,8 +92,11 @@ def main() -> None:
         def median(key):
             values = [r[key] for r in mine if r[key] is not None]
             return statistics.median(values) if values else None
-        print(f"{name} | {len(mine)} | {pct(median('accuracy'))} | {pct(median('labels_vs_rubric'))} | "
-              f"{pct(median('answer_swap'))} | {pct(median('policy_pairs'))} | {median('train_seconds')}")
+
+        print(
+            f"{name} | {len(mine)} | {pct(median('accuracy'))} | {pct(median('labels_vs_rubric'))} | "
+            f"{pct(median('answer_swap'))} | {pct(median('policy_pairs'))} | {median('train_seconds')}"
+        )
 
 
 def learning_curve(args, policy) -> None:
@@ -105,16 +123,23 @@ def learning_curve(args, policy) -> None:
         for size in args.curve:
             for seed in args.seeds:
                 subset = random.Random(seed).sample(train, min(size, len(train)))
-                config = RewardModelConfig(**{"tokenizer_dir": policy.model_dir, "seed": seed,
-                                              **json.loads(settings or "{}")})
+                config = RewardModelConfig(
+                    **{"tokenizer_dir": policy.model_dir, "seed": seed, **json.loads(settings or "{}")}
+                )
                 with tempfile.TemporaryDirectory() as out:
                     result = train_reward_model(subset, config, Path(out))
                     scorer = RewardScorer(result.model_dir)
                     chosen, rejected = scorer.score_pairs(test)
                     held_out = pair_metrics(chosen, rejected, margins=[r["margin"] for r in test])
                     swap = answer_swap_accuracy(scorer, probes)
-                row = {"variant": name.strip(), "pairs": len(subset), "seed": seed, "accuracy": held_out["accuracy"],
-                       "answer_swap": swap.get("accuracy"), "seconds": round(result.seconds, 1)}
+                row = {
+                    "variant": name.strip(),
+                    "pairs": len(subset),
+                    "seed": seed,
+                    "accuracy": held_out["accuracy"],
+                    "answer_swap": swap.get("accuracy"),
+                    "seconds": round(result.seconds, 1),
+                }
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     print("\nvariant | pairs | held-out accuracy, median (per seed) | answer swap, median (per seed)")
@@ -123,8 +148,10 @@ def learning_curve(args, policy) -> None:
             mine = [r for r in rows if r["variant"] == name and r["pairs"] == size]
             acc = [r["accuracy"] for r in mine]
             swap = [r["answer_swap"] for r in mine if r["answer_swap"] is not None]
-            print(f"{name} | {size} | {statistics.median(acc):.3f} ({' '.join(f'{a:.3f}' for a in acc)}) | "
-                  + (f"{statistics.median(swap):.3f} ({' '.join(f'{a:.3f}' for a in swap)})" if swap else "-"))
+            print(
+                f"{name} | {size} | {statistics.median(acc):.3f} ({' '.join(f'{a:.3f}' for a in acc)}) | "
+                + (f"{statistics.median(swap):.3f} ({' '.join(f'{a:.3f}' for a in swap)})" if swap else "-")
+            )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ held-out evaluation and registration). Reports median wall times and their ratio
 Learning curve (`--curve`): held-out accuracy on the whole test split against the number of
 training pairs, a seeded subsample per seed (Django-free, in this process).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,10 +78,16 @@ def prepare(env: dict, n_tasks: int) -> dict:
     from annotate.models import Task
 
     comparisons_build(campaign=campaign, task_ids=list(Task.objects.values_list("pk", flat=True)), max_per_task=6)
-    campaign_simulate_labels(campaign=campaign, annotators=1, profile=AnnotatorProfile(temperature=1.0, flip=0.1),
-                             seed=11)
-    snapshot = snapshot_create(name="bench-rm", campaigns=[campaign], filters=SnapshotFilters(include_synthetic=True),
-                               test_fraction=0.2, seed=11)
+    campaign_simulate_labels(
+        campaign=campaign, annotators=1, profile=AnnotatorProfile(temperature=1.0, flip=0.1), seed=11
+    )
+    snapshot = snapshot_create(
+        name="bench-rm",
+        campaigns=[campaign],
+        filters=SnapshotFilters(include_synthetic=True),
+        test_fraction=0.2,
+        seed=11,
+    )
     paths = {}
     for split in ("train", "test"):
         rows = [r for r in iter_rows(snapshot, "trl", split=split) if r["preferred"] != "tie"]
@@ -92,9 +99,15 @@ def prepare(env: dict, n_tasks: int) -> dict:
     tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=2048)
     tokenizer.save_pretrained(work / "tokenizer")
     ceiling = labels_vs_rubric(test_pairs_with_truth(snapshot))
-    return {"snapshot_id": snapshot.pk, "paths": paths, "tokenizer": str(work / "tokenizer"),
-            "train_pairs": sum(1 for _ in open(paths["train"])), "test_pairs": sum(1 for _ in open(paths["test"])),
-            "labels_vs_rubric": ceiling, "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "snapshot_id": snapshot.pk,
+        "paths": paths,
+        "tokenizer": str(work / "tokenizer"),
+        "train_pairs": sum(1 for _ in open(paths["train"])),
+        "test_pairs": sum(1 for _ in open(paths["test"])),
+        "labels_vs_rubric": ceiling,
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def plain_trl(train_path: str, tokenizer_dir: str, settings: dict) -> dict:
@@ -113,18 +126,29 @@ def plain_trl(train_path: str, tokenizer_dir: str, settings: dict) -> dict:
     model, tokenizer = build_backbone(config)
     max_tokens = max_context(model, tokenizer, config.max_length)
     dataset = pair_dataset(rows, tokenizer, max_tokens, use_margin=True)
-    args = RewardConfig(output_dir=str(work / "plain"), learning_rate=config.resolved_learning_rate(),
-                        num_train_epochs=config.epochs, per_device_train_batch_size=config.batch_size,
-                        warmup_steps=config.warmup_ratio, seed=0, max_length=max_tokens,
-                        eos_token=tokenizer.eos_token, bf16=False, activation_checkpointing=False, use_cpu=True,
-                        report_to=[], disable_tqdm=True, save_strategy="no", logging_steps=10)
+    args = RewardConfig(
+        output_dir=str(work / "plain"),
+        learning_rate=config.resolved_learning_rate(),
+        num_train_epochs=config.epochs,
+        per_device_train_batch_size=config.batch_size,
+        warmup_steps=config.warmup_ratio,
+        seed=0,
+        max_length=max_tokens,
+        eos_token=tokenizer.eos_token,
+        bf16=False,
+        activation_checkpointing=False,
+        use_cpu=True,
+        report_to=[],
+        disable_tqdm=True,
+        save_strategy="no",
+        logging_steps=10,
+    )
     trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     train_started = time.monotonic()
     trainer.train()
     train_seconds = time.monotonic() - train_started
     trainer.save_model(str(work / "plain" / "model"))
-    return {"seconds": time.monotonic() - started, "train_seconds": train_seconds,
-            "steps": trainer.state.global_step}
+    return {"seconds": time.monotonic() - started, "train_seconds": train_seconds, "steps": trainer.state.global_step}
 
 
 def arbiter_run(env: dict, snapshot_id: int, tokenizer_dir: str, settings: dict) -> dict:
@@ -136,8 +160,17 @@ def arbiter_run(env: dict, snapshot_id: int, tokenizer_dir: str, settings: dict)
     from webapp.runs.services import run_execute, run_launch
 
     user, _ = get_user_model().objects.get_or_create(username="bench-admin")
-    run = run_launch(kind="reward_model", user=user, enqueue=False, config={
-        "snapshot_id": snapshot_id, "tokenizer_dir": tokenizer_dir, "name": f"bench-{time.time_ns()}", **settings})
+    run = run_launch(
+        kind="reward_model",
+        user=user,
+        enqueue=False,
+        config={
+            "snapshot_id": snapshot_id,
+            "tokenizer_dir": tokenizer_dir,
+            "name": f"bench-{time.time_ns()}",
+            **settings,
+        },
+    )
     run_execute(run_id=run.pk, attempt=run.attempt)
     run = Run.objects.get(pk=run.pk)
     if run.status != "succeeded":
@@ -145,8 +178,12 @@ def arbiter_run(env: dict, snapshot_id: int, tokenizer_dir: str, settings: dict)
     from rewardmodel.models import RewardModel
 
     model = RewardModel.objects.get(run=run)
-    return {"seconds": time.monotonic() - started, "train_seconds": model.metrics["train"]["seconds"],
-            "steps": model.metrics["train"]["steps"], "accuracy": model.metrics["test"]["accuracy"]}
+    return {
+        "seconds": time.monotonic() - started,
+        "train_seconds": model.metrics["train"]["seconds"],
+        "steps": model.metrics["train"]["steps"],
+        "accuracy": model.metrics["test"]["accuracy"],
+    }
 
 
 def _child(*args: str, env: dict) -> dict:
@@ -175,8 +212,15 @@ def curve(info: dict, sizes: list[int], seeds: list[int], settings: dict, work: 
             result = train_reward_model(rows, config, out)
             chosen, rejected = RewardScorer(result.model_dir).score_pairs(test)
             m = pair_metrics(chosen, rejected, margins=[r["margin"] for r in test])
-            row = {"pairs": size, "seed": seed, "accuracy": m["accuracy"], "ci": m["accuracy_ci"], "ece": m["ece"],
-                   "seconds": round(result.seconds, 1), "steps": result.steps}
+            row = {
+                "pairs": size,
+                "seed": seed,
+                "accuracy": m["accuracy"],
+                "ci": m["accuracy_ci"],
+                "ece": m["ece"],
+                "seconds": round(result.seconds, 1),
+                "steps": result.steps,
+            }
             print(json.dumps(row), flush=True)
             results.append(row)
     return results
@@ -188,12 +232,22 @@ def main() -> None:
     parser.add_argument("--curve", action="store_true")
     parser.add_argument("--sizes", type=int, nargs="+", default=[250, 500, 1000, 2000])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--tasks", type=int, default=1000,
-                        help="encyclopedia tasks per split that get trajectories (default: 1000, i.e. all)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
-                        help=f"reward-model settings over this benchmark's {SETTINGS}")
-    parser.add_argument("--reuse", action="store_true",
-                        help="reuse the data of the previous invocation (the database is then kept)")
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=1000,
+        help="encyclopedia tasks per split that get trajectories (default: 1000, i.e. all)",
+    )
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="FIELD=VALUE",
+        help=f"reward-model settings over this benchmark's {SETTINGS}",
+    )
+    parser.add_argument(
+        "--reuse", action="store_true", help="reuse the data of the previous invocation (the database is then kept)"
+    )
     add_database_argument(parser)
     args = parser.parse_args()
     settings = {**SETTINGS, **{k: parse_setting(v) for k, v in (kv.split("=", 1) for kv in args.set)}}
@@ -206,9 +260,12 @@ def main() -> None:
         env = ensure_bench_database(args.database)
         info = _child("_prepare", str(args.tasks), env=env)
         info_path.write_text(json.dumps(info))
-    print(f"data: {info['train_pairs']} train / {info['test_pairs']} test pairs; labels agree with the rubric "
-          f"{info['labels_vs_rubric']['accuracy']:.3f} on {info['labels_vs_rubric']['n']} test pairs "
-          f"(built in {info['seconds']} s)", flush=True)
+    print(
+        f"data: {info['train_pairs']} train / {info['test_pairs']} test pairs; labels agree with the rubric "
+        f"{info['labels_vs_rubric']['accuracy']:.3f} on {info['labels_vs_rubric']['n']} test pairs "
+        f"(built in {info['seconds']} s)",
+        flush=True,
+    )
     if args.curve:
         rows = curve(info, args.sizes, args.seeds, settings, work)
         print("pairs  accuracy (median of seeds)  per seed")
@@ -222,12 +279,17 @@ def main() -> None:
     for i in range(args.repeats):
         plain.append(_child("_plain", info["paths"]["train"], info["tokenizer"], json.dumps(settings), env=env))
         run.append(_child("_run", str(info["snapshot_id"]), info["tokenizer"], json.dumps(settings), env=env))
-        print(f"repeat {i + 1}: plain TRL {plain[-1]['seconds']:.1f} s (train {plain[-1]['train_seconds']:.1f} s), "
-              f"Arbiter run {run[-1]['seconds']:.1f} s (train {run[-1]['train_seconds']:.1f} s, "
-              f"held-out accuracy {run[-1]['accuracy']:.3f})", flush=True)
+        print(
+            f"repeat {i + 1}: plain TRL {plain[-1]['seconds']:.1f} s (train {plain[-1]['train_seconds']:.1f} s), "
+            f"Arbiter run {run[-1]['seconds']:.1f} s (train {run[-1]['train_seconds']:.1f} s, "
+            f"held-out accuracy {run[-1]['accuracy']:.3f})",
+            flush=True,
+        )
     p, r = statistics.median(x["seconds"] for x in plain), statistics.median(x["seconds"] for x in run)
-    print(f"median wall time: plain TRL {p:.1f} s, Arbiter run {r:.1f} s, ratio {r / p:.2f} "
-          f"(steps {plain[0]['steps']} vs {run[0]['steps']})")
+    print(
+        f"median wall time: plain TRL {p:.1f} s, Arbiter run {r:.1f} s, ratio {r / p:.2f} "
+        f"(steps {plain[0]['steps']} vs {run[0]['steps']})"
+    )
 
 
 if __name__ == "__main__":

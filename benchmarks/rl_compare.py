@@ -12,6 +12,7 @@ second half, dev success (T=1, with its 95% Wilson interval, and greedy) at the 
 evaluation and at the best, the training batches' success at the first and last iteration,
 and the wall time. Threads are set to 1 (a <1M-parameter model on CPU: measured faster).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,30 +37,47 @@ def _overrides(pairs: list[str]) -> dict:
 def run_one(policy: str, reward: str, environment: str, config, train_split: str) -> dict:
     from training.envs.base import EpisodeRunner
     from training.envs.registry import get_environment
-    from training.rl.trainer import RLCallbacks, train_rl
     from training.rl.scorers import reward_model_scorer, rubric_scorer
+    from training.rl.trainer import RLCallbacks, train_rl
 
     env = get_environment(environment)
-    scorer = (rubric_scorer(utility=reward == "utility") if reward in ("rubric", "utility")
-              else reward_model_scorer(reward))
+    scorer = (
+        rubric_scorer(utility=reward == "utility") if reward in ("rubric", "utility") else reward_model_scorer(reward)
+    )
     metrics: list[dict] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
-        result = train_rl(policy_dir=policy, scorer=scorer, train_tasks=env.tasks(train_split),
-                           dev_tasks=env.tasks("dev"), runner=EpisodeRunner(env), config=config, out_dir=out,
-                           callbacks=RLCallbacks(metrics=lambda i, m: metrics.append({"iteration": i, **m})))
+        result = train_rl(
+            policy_dir=policy,
+            scorer=scorer,
+            train_tasks=env.tasks(train_split),
+            dev_tasks=env.tasks("dev"),
+            runner=EpisodeRunner(env),
+            config=config,
+            out_dir=out,
+            callbacks=RLCallbacks(metrics=lambda i, m: metrics.append({"iteration": i, **m})),
+        )
     seconds = time.monotonic() - started
     metrics = [m for m in metrics if "objective/kl" in m]  # the iterations' own (evaluations report apart)
     variance = [m["value/explained_variance"] for m in metrics if m.get("value/explained_variance") is not None]
-    half = variance[len(variance) // 2:]
+    half = variance[len(variance) // 2 :]
     return {
-        "message": result.message, "seconds": round(seconds, 1), "iterations": len(metrics),
+        "message": result.message,
+        "seconds": round(seconds, 1),
+        "iterations": len(metrics),
         "explained_variance_median": statistics.median(variance) if variance else None,
         "explained_variance_median_second_half": statistics.median(half) if half else None,
         "train_success_first": metrics[0].get("episode/success") if metrics else None,
         "train_success_last": metrics[-1].get("episode/success") if metrics else None,
-        "dev": [{"iteration": e["iteration"], **{k: e["dev"].get(k) for k in (
-            "success", "success_low", "success_high", "greedy_success", "episodes")}} for e in result.evaluations],
+        "dev": [
+            {
+                "iteration": e["iteration"],
+                **{
+                    k: e["dev"].get(k) for k in ("success", "success_low", "success_high", "greedy_success", "episodes")
+                },
+            }
+            for e in result.evaluations
+        ],
         "best": result.best and {"iteration": result.best["iteration"], "dev": result.best["dev"]},
         "kl_last": metrics[-1].get("objective/kl") if metrics else None,
     }
@@ -95,22 +113,27 @@ def main() -> None:
             row = {"variant": name.strip(), "seed": seed, "settings": settings, **figures}
             print(json.dumps(row), flush=True)
             rows.append(row)
-    print("\nvariant, seed | EV median (2nd half) | dev T=1 last [95%] | greedy last | best it (dev) | "
-          "train success first -> last | KL last | s")
+    print(
+        "\nvariant, seed | EV median (2nd half) | dev T=1 last [95%] | greedy last | best it (dev) | "
+        "train success first -> last | KL last | s"
+    )
     for r in rows:
         last = r["dev"][-1] if r["dev"] else {}
 
         def pct(value):
             return "-" if value is None else f"{100 * value:.1f}%"
+
         ev = r["explained_variance_median"]
         ev2 = r["explained_variance_median_second_half"]
         best = r["best"] or {}
-        print(f"{r['variant']}, {r['seed']} | {'-' if ev is None else f'{ev:.2f}'} "
-              f"({'-' if ev2 is None else f'{ev2:.2f}'}) | {pct(last.get('success'))} "
-              f"[{pct(last.get('success_low'))}, {pct(last.get('success_high'))}] | "
-              f"{pct(last.get('greedy_success'))} | {best.get('iteration', '-')} "
-              f"({pct((best.get('dev') or {}).get('success'))}) | {pct(r['train_success_first'])} -> "
-              f"{pct(r['train_success_last'])} | {r['kl_last'] and round(r['kl_last'], 2)} | {r['seconds']}")
+        print(
+            f"{r['variant']}, {r['seed']} | {'-' if ev is None else f'{ev:.2f}'} "
+            f"({'-' if ev2 is None else f'{ev2:.2f}'}) | {pct(last.get('success'))} "
+            f"[{pct(last.get('success_low'))}, {pct(last.get('success_high'))}] | "
+            f"{pct(last.get('greedy_success'))} | {best.get('iteration', '-')} "
+            f"({pct((best.get('dev') or {}).get('success'))}) | {pct(r['train_success_first'])} -> "
+            f"{pct(r['train_success_last'])} | {r['kl_last'] and round(r['kl_last'], 2)} | {r['seconds']}"
+        )
 
 
 if __name__ == "__main__":

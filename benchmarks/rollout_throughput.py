@@ -28,6 +28,7 @@ can beat it). And it times a second, diagnostic baseline: `model.generate` of th
 number of tokens from each episode's own context before its last action, which is what
 the rollout's attention reads: the share of the gap that is long contexts, not turns.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,8 +69,18 @@ def last_action_context(episode) -> list[int]:
 
 def baseline_repeat(tree: str, args) -> tuple[int, float]:
     """(agent tokens, rollout seconds) of one repeat of another checkout's copy of this script."""
-    command = [sys.executable, "benchmarks/rollout_throughput.py", "--policy", str(Path(args.policy).resolve()),
-               "--batch", str(args.batch), "--repeats", "1", "--threads", str(args.threads)]
+    command = [
+        sys.executable,
+        "benchmarks/rollout_throughput.py",
+        "--policy",
+        str(Path(args.policy).resolve()),
+        "--batch",
+        str(args.batch),
+        "--repeats",
+        "1",
+        "--threads",
+        str(args.threads),
+    ]
     if args.tasks:
         command += ["--tasks", str(args.tasks)]
     out = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=True).stdout
@@ -109,19 +120,26 @@ def main() -> None:
         """model.generate from these prompts, a batch at a time: (seconds, tokens generated)."""
         seconds, generated = 0.0, 0
         for start in range(0, len(prompts), args.batch):
-            chunk = prompts[start:start + args.batch]
+            chunk = prompts[start : start + args.batch]
             width = max(map(len, chunk))
             ids = torch.full((len(chunk), width), tokenizer.pad_token_id)
             mask = torch.zeros((len(chunk), width), dtype=torch.long)
             for i, p in enumerate(chunk):
-                ids[i, width - len(p):] = torch.tensor(p)
-                mask[i, width - len(p):] = 1
+                ids[i, width - len(p) :] = torch.tensor(p)
+                mask[i, width - len(p) :] = 1
             torch.manual_seed(seed)
             begin = time.perf_counter()
             with torch.no_grad():
-                out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
-                                     max_new_tokens=per_episode, min_new_tokens=per_episode,
-                                     pad_token_id=tokenizer.pad_token_id)
+                out = model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_k=0,
+                    max_new_tokens=per_episode,
+                    min_new_tokens=per_episode,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
             seconds += time.perf_counter() - begin
             generated += (out.shape[1] - width) * len(chunk)
         return seconds, generated
@@ -140,9 +158,15 @@ def main() -> None:
                 print(f"repeat {r + 1}, {name}: rollout {agent_tokens} agent tokens in {rollout_s:.2f} s", flush=True)
                 continue
             start = time.perf_counter()
-            episodes = rollout(model, tokenizer, runner, tasks,
-                               RolloutConfig(temperature=1.0, batch_size=args.batch, threads=args.threads),
-                               seeds=[1000 * r + i for i in range(len(tasks))], chat=chat)
+            episodes = rollout(
+                model,
+                tokenizer,
+                runner,
+                tasks,
+                RolloutConfig(temperature=1.0, batch_size=args.batch, threads=args.threads),
+                seeds=[1000 * r + i for i in range(len(tasks))],
+                chat=chat,
+            )
             rollout_s = time.perf_counter() - start
             agent_tokens = sum(e.agent_tokens for e in episodes)
             per_episode = max(1, round(agent_tokens / len(episodes)))
@@ -150,24 +174,33 @@ def main() -> None:
             contexts = [last_action_context(e) for e in episodes]
             seconds, tokens = generate_seconds(contexts, per_episode, r)
             long_context.append((tokens / seconds, sum(map(len, contexts)) / len(contexts)))
-            steps = sum(decode_steps(episodes[b:b + args.batch]) for b in range(0, len(episodes), args.batch))
+            steps = sum(decode_steps(episodes[b : b + args.batch]) for b in range(0, len(episodes), args.batch))
             bound = agent_tokens / min(args.batch, len(episodes)) / steps
             rows[name].append((agent_tokens / rollout_s, generated / generate_s, per_episode, bound))
-            print(f"repeat {r + 1}, {name}: rollout {agent_tokens} agent tokens in {rollout_s:.2f} s; "
-                  f"generate {generated} tokens in {generate_s:.2f} s", flush=True)
+            print(
+                f"repeat {r + 1}, {name}: rollout {agent_tokens} agent tokens in {rollout_s:.2f} s; "
+                f"generate {generated} tokens in {generate_s:.2f} s",
+                flush=True,
+            )
     print(f"\nbatch {args.batch}, {len(tasks)} episodes, medians of {args.repeats}:")
-    print("| code | agent tokens per episode | rollout agent tokens/s | model.generate tokens/s | rollout / generate "
-          "| turn-synchronous step ratio |")
+    print(
+        "| code | agent tokens per episode | rollout agent tokens/s | model.generate tokens/s | rollout / generate "
+        "| turn-synchronous step ratio |"
+    )
     print("|---|---|---|---|---|---|")
     for name, found in rows.items():
-        print(f"| {name} | {statistics.median(r[2] for r in found):.0f} | {statistics.median(r[0] for r in found):.0f} "
-              f"| {statistics.median(r[1] for r in found):.0f} | {statistics.median(r[0] / r[1] for r in found):.2f} "
-              f"| {statistics.median(r[3] for r in found):.2f} |")
-    print(f"model.generate from each episode's context before its last action (mean "
-          f"{statistics.median(c[1] for c in long_context):.0f} tokens, not the question's "
-          f"{sum(map(len, questions)) / len(questions):.0f}), the same number of tokens: "
-          f"{statistics.median(c[0] for c in long_context):.0f} tokens/s; this rollout / that: "
-          f"{statistics.median(r[0] for r in rows['this rollout']) / statistics.median(c[0] for c in long_context):.2f}")
+        print(
+            f"| {name} | {statistics.median(r[2] for r in found):.0f} | {statistics.median(r[0] for r in found):.0f} "
+            f"| {statistics.median(r[1] for r in found):.0f} | {statistics.median(r[0] / r[1] for r in found):.2f} "
+            f"| {statistics.median(r[3] for r in found):.2f} |"
+        )
+    print(
+        f"model.generate from each episode's context before its last action (mean "
+        f"{statistics.median(c[1] for c in long_context):.0f} tokens, not the question's "
+        f"{sum(map(len, questions)) / len(questions):.0f}), the same number of tokens: "
+        f"{statistics.median(c[0] for c in long_context):.0f} tokens/s; this rollout / that: "
+        f"{statistics.median(r[0] for r in rows['this rollout']) / statistics.median(c[0] for c in long_context):.2f}"
+    )
 
 
 if __name__ == "__main__":

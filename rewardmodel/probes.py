@@ -9,6 +9,7 @@ reward models at 57-58% here).
     pairs = answer_swap_pairs(trajectories)           # [(prompt, right_steps, wrong_steps)]
     answer_swap_accuracy(scorer, pairs)               # {"accuracy", "accuracy_ci", "n"}
 """
+
 from __future__ import annotations
 
 import random
@@ -43,8 +44,9 @@ def _with_answer(steps: list[dict], answer: str) -> list[dict]:
     return swapped[::-1]
 
 
-def answer_swap_pairs(trajectories: list[Probed], *, limit: int = SWAP_PAIRS,
-                      seed: int = 0) -> list[tuple[str, list[dict], list[dict]]]:
+def answer_swap_pairs(
+    trajectories: list[Probed], *, limit: int = SWAP_PAIRS, seed: int = 0
+) -> list[tuple[str, list[dict], list[dict]]]:
     """(prompt, right steps, wrong steps) pairs that differ only in the final answer.
 
     For each task with a right and a wrong answer among its trajectories: every trajectory is
@@ -74,9 +76,14 @@ def answer_swap_accuracy(scorer, pairs: list[tuple[str, list[dict], list[dict]]]
     """How often the reward model scores the right-answer side higher (ties count half), with a
     95% bootstrap interval over pairs. `scorer.score_episodes([(prompt, steps), ...])`."""
     if not pairs:
-        return {"n": 0, "accuracy": None, "accuracy_ci": None,
-                "note": "no task has both a right and a wrong answer among these trajectories"}
-    scores = scorer.score_episodes([item for prompt, right, wrong in pairs
-                                    for item in ((prompt, right), (prompt, wrong))])
+        return {
+            "n": 0,
+            "accuracy": None,
+            "accuracy_ci": None,
+            "note": "no task has both a right and a wrong answer among these trajectories",
+        }
+    scores = scorer.score_episodes(
+        [item for prompt, right, wrong in pairs for item in ((prompt, right), (prompt, wrong))]
+    )
     result = ordering_accuracy((scores[2 * i], scores[2 * i + 1], 1.0, 0.0) for i in range(len(pairs)))
     return {key: result[key] for key in ("n", "accuracy", "accuracy_ci")}

@@ -1,4 +1,5 @@
 """Run kinds of the reward model: training (with evaluation and registration) and scoring a campaign."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -18,12 +19,18 @@ def _help(text: str) -> dict:
 
 @dataclass
 class RewardModelRunConfig(RewardModelConfig):
-    snapshot_id: int = field(default=0, metadata=_help(
-        "The dataset snapshot: its train split trains the model, its test split evaluates it."))
+    snapshot_id: int = field(
+        default=0,
+        metadata=_help("The dataset snapshot: its train split trains the model, its test split evaluates it."),
+    )
     name: str = field(default="reward-model", metadata=_help("Name in the registry."))
-    eval_policy_id: int = field(default=0, metadata=_help(
-        "Also measure accuracy on pairs of this policy's own trajectories on held-out tasks, against the rubric "
-        "(the policy the model will be used on; 0: none). Its tokenizer is shared when tokenizer dir is empty."))
+    eval_policy_id: int = field(
+        default=0,
+        metadata=_help(
+            "Also measure accuracy on pairs of this policy's own trajectories on held-out tasks, against the rubric "
+            "(the policy the model will be used on; 0: none). Its tokenizer is shared when tokenizer dir is empty."
+        ),
+    )
 
     def training_config(self) -> RewardModelConfig:
         names = {f.name for f in fields(RewardModelConfig)}
@@ -45,7 +52,9 @@ def _snapshot_choices():
 
 
 def _policy_choices():
-    return [(0, "(none)")] + [(p.pk, str(p)) for p in Policy.objects.exclude(model_dir="").order_by("-created_at")[:200]]
+    return [(0, "(none)")] + [
+        (p.pk, str(p)) for p in Policy.objects.exclude(model_dir="").order_by("-created_at")[:200]
+    ]
 
 
 def _fill_tokenizer(config: RewardModelRunConfig) -> None:
@@ -61,11 +70,15 @@ def _no_tokenizer_problem() -> str:
 
     training = Run.objects.filter(kind="bc", status__in=Run.ACTIVE).order_by("created_at").first()
     if training is not None:
-        return (f"tokenizer_dir: the default policy, whose tokenizer policy-llama shares, is still training in run "
-                f"#{training.pk} ({training.name}, {training.status}, {training.progress:.0%}); launch this once "
-                f"it has succeeded, or give a policy directory, or pick the minilm backbone.")
-    return ("tokenizer_dir: no policy to share a tokenizer with; train the default policy (a bc run, or manage.py "
-            "train_policy) or give a policy directory.")
+        return (
+            f"tokenizer_dir: the default policy, whose tokenizer policy-llama shares, is still training in run "
+            f"#{training.pk} ({training.name}, {training.status}, {training.progress:.0%}); launch this once "
+            f"it has succeeded, or give a policy directory, or pick the minilm backbone."
+        )
+    return (
+        "tokenizer_dir: no policy to share a tokenizer with; train the default policy (a bc run, or manage.py "
+        "train_policy) or give a policy directory."
+    )
 
 
 def _train_check(config: RewardModelRunConfig) -> list[str]:
@@ -88,12 +101,26 @@ def _train_check(config: RewardModelRunConfig) -> list[str]:
 
 def _train_lineage(config: RewardModelRunConfig) -> list[dict]:
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)
-    links = [{"direction": "input", "type": "dataset", "id": snapshot.pk, "label": str(snapshot),
-              "url": reverse("annotate:dataset", args=[snapshot.pk])}]
+    links = [
+        {
+            "direction": "input",
+            "type": "dataset",
+            "id": snapshot.pk,
+            "label": str(snapshot),
+            "url": reverse("annotate:dataset", args=[snapshot.pk]),
+        }
+    ]
     if config.eval_policy_id:
         policy = Policy.objects.get(pk=config.eval_policy_id)
-        links.append({"direction": "input", "type": "policy", "id": policy.pk, "label": str(policy),
-                      "url": reverse("training:policy", args=[policy.pk])})
+        links.append(
+            {
+                "direction": "input",
+                "type": "policy",
+                "id": policy.pk,
+                "label": str(policy),
+                "url": reverse("training:policy", args=[policy.pk]),
+            }
+        )
     return links
 
 
@@ -106,14 +133,24 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
 
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)
     rows = list(iter_rows(snapshot, "trl", split="train"))
-    reporter.log(f"Training on {len(rows)} pairs of {snapshot} with backbone {config.backbone} "
-                 f"on {compute.name}.")
+    reporter.log(f"Training on {len(rows)} pairs of {snapshot} with backbone {config.backbone} on {compute.name}.")
     callbacks = Callbacks(
-        progress=lambda f, m="": reporter.progress(0.85 * f, m or "training"), metrics=reporter.metrics,
-        log=reporter.log, should_stop=reporter.should_stop, checkpoint=reporter.checkpoint)
+        progress=lambda f, m="": reporter.progress(0.85 * f, m or "training"),
+        metrics=reporter.metrics,
+        log=reporter.log,
+        should_stop=reporter.should_stop,
+        checkpoint=reporter.checkpoint,
+    )
     work = run_dir(run) / "work"
-    result = train_reward_ensemble(rows, config.training_config(), work, callbacks=callbacks, resume_from=resume_from,
-                                   device=compute.device, bf16=compute.bf16)
+    result = train_reward_ensemble(
+        rows,
+        config.training_config(),
+        work,
+        callbacks=callbacks,
+        resume_from=resume_from,
+        device=compute.device,
+        bf16=compute.bf16,
+    )
     if result.cancelled:
         raise RunCancelled()
     reporter.progress(0.87, "evaluating on the test split")
@@ -121,33 +158,59 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
     eval_policy = Policy.objects.filter(pk=config.eval_policy_id).first() if config.eval_policy_id else None
     metrics = evaluate_reward_model(scorer=scorer, snapshot=snapshot, eval_policy=eval_policy, seed=config.seed)
     metrics["train"] = {"pairs": result.train_pairs, "steps": result.steps, "seconds": result.seconds}
-    reporter.metrics(result.steps, {"eval/accuracy": metrics["test"]["accuracy"],
-                                    "eval/ece": metrics["test"]["ece"]})
-    reward_model = reward_model_register(run=run, name=config.name, snapshot=snapshot, config=asdict(config),
-                                         trained_dir=Path(result.model_dir), metrics=metrics,
-                                         created_by=run.created_by)
-    run_add_lineage(run=run, links=[{"type": "reward model", "id": reward_model.pk, "label": str(reward_model),
-                                     "url": reverse("rewardmodel:detail", args=[reward_model.pk])}])
+    reporter.metrics(result.steps, {"eval/accuracy": metrics["test"]["accuracy"], "eval/ece": metrics["test"]["ece"]})
+    reward_model = reward_model_register(
+        run=run,
+        name=config.name,
+        snapshot=snapshot,
+        config=asdict(config),
+        trained_dir=Path(result.model_dir),
+        metrics=metrics,
+        created_by=run.created_by,
+    )
+    run_add_lineage(
+        run=run,
+        links=[
+            {
+                "type": "reward model",
+                "id": reward_model.pk,
+                "label": str(reward_model),
+                "url": reverse("rewardmodel:detail", args=[reward_model.pk]),
+            }
+        ],
+    )
     run_add_artifact(run=run, name="reward model", path=Path(reward_model.model_dir))
     test = metrics["test"]
-    reporter.log(f"Held-out accuracy {test['accuracy']:.3f} on {test['n']} pairs; "
-                 f"human agreement {metrics['human_agreement']['pairwise_excluding_ties']}.")
-    return {"reward_model_id": reward_model.pk, "accuracy": test["accuracy"], "accuracy_ci": test["accuracy_ci"],
-            "ece": test["ece"], "test_pairs": test["n"], "train_pairs": result.train_pairs,
-            "rubric_accuracy": (metrics["rubric"] or {}).get("accuracy"),
-            "policy_pairs_accuracy": (metrics.get("policy_pairs") or {}).get("accuracy")}
+    reporter.log(
+        f"Held-out accuracy {test['accuracy']:.3f} on {test['n']} pairs; "
+        f"human agreement {metrics['human_agreement']['pairwise_excluding_ties']}."
+    )
+    return {
+        "reward_model_id": reward_model.pk,
+        "accuracy": test["accuracy"],
+        "accuracy_ci": test["accuracy_ci"],
+        "ece": test["ece"],
+        "test_pairs": test["n"],
+        "train_pairs": result.train_pairs,
+        "rubric_accuracy": (metrics["rubric"] or {}).get("accuracy"),
+        "policy_pairs_accuracy": (metrics.get("policy_pairs") or {}).get("accuracy"),
+    }
 
 
 # --- Scoring a campaign --------------------------------------------------------------------
 
+
 @dataclass
 class ScoringRunConfig:
     campaign_id: int = field(default=0, metadata=_help("The campaign whose comparisons are scored."))
-    reward_model_id: int = field(default=0, metadata=_help(
-        "The reward model (0: the campaign's current model)."))
-    order: str = field(default="none", metadata=_help(
-        "Afterwards order the queue: 'closest' (pairs the model finds closest first), 'disagree' (pairs whose "
-        "votes so far go against the model first) or 'none' (leave the order)."))
+    reward_model_id: int = field(default=0, metadata=_help("The reward model (0: the campaign's current model)."))
+    order: str = field(
+        default="none",
+        metadata=_help(
+            "Afterwards order the queue: 'closest' (pairs the model finds closest first), 'disagree' (pairs whose "
+            "votes so far go against the model first) or 'none' (leave the order)."
+        ),
+    )
 
     def validate(self) -> list[str]:
         from rewardmodel.services import ORDERS
@@ -167,18 +230,33 @@ def _scoring_check(config: ScoringRunConfig) -> list[str]:
     if not Campaign.objects.filter(pk=config.campaign_id).exists():
         problems.append(f"No campaign with id {config.campaign_id}.")
     elif _reward_model_of(config) is None:
-        problems.append(f"No reward model with id {config.reward_model_id}." if config.reward_model_id
-                        else "The campaign has no current reward model; choose one or give reward_model_id.")
+        problems.append(
+            f"No reward model with id {config.reward_model_id}."
+            if config.reward_model_id
+            else "The campaign has no current reward model; choose one or give reward_model_id."
+        )
     return problems
 
 
 def _scoring_lineage(config: ScoringRunConfig) -> list[dict]:
     model = _reward_model_of(config)
     campaign = Campaign.objects.get(pk=config.campaign_id)
-    return [{"direction": "input", "type": "reward model", "id": model.pk, "label": str(model),
-             "url": reverse("rewardmodel:detail", args=[model.pk])},
-            {"direction": "input", "type": "campaign", "id": campaign.pk, "label": campaign.name,
-             "url": reverse("rewardmodel:margins", args=[model.pk, campaign.pk])}]
+    return [
+        {
+            "direction": "input",
+            "type": "reward model",
+            "id": model.pk,
+            "label": str(model),
+            "url": reverse("rewardmodel:detail", args=[model.pk]),
+        },
+        {
+            "direction": "input",
+            "type": "campaign",
+            "id": campaign.pk,
+            "label": campaign.name,
+            "url": reverse("rewardmodel:margins", args=[model.pk, campaign.pk]),
+        },
+    ]
 
 
 def _scoring_execute(*, run, config: ScoringRunConfig, reporter, compute, resume_from) -> dict:
@@ -204,21 +282,41 @@ def _scoring_execute(*, run, config: ScoringRunConfig, reporter, compute, resume
 
 
 def register_kinds() -> None:
-    register(RunKind(
-        name="reward_model", label="Reward model", config_class=RewardModelRunConfig, execute=_train_execute,
-        description="Train a reward model with TRL's RewardTrainer on a dataset snapshot, evaluate it on the "
-                    "held-out split and register it.",
-        check=_train_check, lineage=_train_lineage, resumable=True,
-        choices={"snapshot_id": _snapshot_choices, "eval_policy_id": _policy_choices},
-    ))
-    register(RunKind(
-        name="reward_scoring", label="Score a campaign", config_class=ScoringRunConfig, execute=_scoring_execute,
-        description="Score every comparison of a campaign with a reward model (margins for admins), and "
-                    "optionally order its queue by the model's uncertainty.",
-        check=_scoring_check, lineage=_scoring_lineage,
-        choices={"campaign_id": lambda: [(c.pk, c.name) for c in Campaign.objects.order_by("-created_at")[:200]],
-                 "reward_model_id": lambda: [(0, "(the campaign's current model)")] + [
-                     (m.pk, str(m)) for m in RewardModel.objects.order_by("-created_at")[:200]],
-                 "order": lambda: [("none", "none"), ("closest", "closest first"),
-                                   ("disagree", "disagreeing with the votes first")]},
-    ))
+    register(
+        RunKind(
+            name="reward_model",
+            label="Reward model",
+            config_class=RewardModelRunConfig,
+            execute=_train_execute,
+            description="Train a reward model with TRL's RewardTrainer on a dataset snapshot, evaluate it on the "
+            "held-out split and register it.",
+            check=_train_check,
+            lineage=_train_lineage,
+            resumable=True,
+            choices={"snapshot_id": _snapshot_choices, "eval_policy_id": _policy_choices},
+        )
+    )
+    register(
+        RunKind(
+            name="reward_scoring",
+            label="Score a campaign",
+            config_class=ScoringRunConfig,
+            execute=_scoring_execute,
+            description="Score every comparison of a campaign with a reward model (margins for admins), and "
+            "optionally order its queue by the model's uncertainty.",
+            check=_scoring_check,
+            lineage=_scoring_lineage,
+            choices={
+                "campaign_id": lambda: [(c.pk, c.name) for c in Campaign.objects.order_by("-created_at")[:200]],
+                "reward_model_id": lambda: (
+                    [(0, "(the campaign's current model)")]
+                    + [(m.pk, str(m)) for m in RewardModel.objects.order_by("-created_at")[:200]]
+                ),
+                "order": lambda: [
+                    ("none", "none"),
+                    ("closest", "closest first"),
+                    ("disagree", "disagreeing with the votes first"),
+                ],
+            },
+        )
+    )

@@ -10,6 +10,7 @@ right padding with the model's pad id (a decoder reads its score at the last tok
 not padding; an encoder masks the padding), and only input_ids and attention_mask passed,
 as TRL's collator does. Texts are batched by length so little padding is computed.
 """
+
 from __future__ import annotations
 
 import json
@@ -79,21 +80,31 @@ class RewardScorer:
         scores = [0.0] * len(texts)
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
-                batch = order[start:start + batch_size]
-                encoded = self.tokenizer([texts[i] for i in batch], padding=True, truncation=True,
-                                         max_length=self.max_tokens, return_tensors="pt")
-                logits = self.model(input_ids=encoded["input_ids"].to(self.device),
-                                    attention_mask=encoded["attention_mask"].to(self.device)).logits
+                batch = order[start : start + batch_size]
+                encoded = self.tokenizer(
+                    [texts[i] for i in batch],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_tokens,
+                    return_tensors="pt",
+                )
+                logits = self.model(
+                    input_ids=encoded["input_ids"].to(self.device),
+                    attention_mask=encoded["attention_mask"].to(self.device),
+                ).logits
                 for i, value in zip(batch, logits[:, 0].float().tolist(), strict=True):
                     scores[i] = value
         return scores
 
     def score_pairs(self, rows: list[dict], batch_size: int = 32) -> tuple[list[float], list[float]]:
         """(chosen scores, rejected scores) of `trl`-form rows."""
-        texts = [pair_text(row["prompt"], row[side], self.tokenizer, self.text_tokens)
-                 for side in ("chosen", "rejected") for row in rows]
+        texts = [
+            pair_text(row["prompt"], row[side], self.tokenizer, self.text_tokens)
+            for side in ("chosen", "rejected")
+            for row in rows
+        ]
         scores = self.score_texts(texts, batch_size)
-        return scores[:len(rows)], scores[len(rows):]
+        return scores[: len(rows)], scores[len(rows) :]
 
     def score_episodes(self, items: list[tuple[str, list[dict]]], batch_size: int = 32) -> list[float]:
         """Scores of (question, canonical steps) trajectories."""

@@ -37,6 +37,7 @@ those offsets and checks its result with one real count (rarely two or three).
 the same text `pair_text` gives for its exported messages, so a reward model scores
 trajectories from the database exactly as it saw them in training.
 """
+
 from __future__ import annotations
 
 import json
@@ -114,8 +115,10 @@ def _clean(text, specials: list[str]) -> str:
 
 
 def _transcript(prompt: list[dict], side: list[dict], specials: list[str]) -> _Transcript:
-    question = [_Line("question", "System: " if m["role"] == "system" else "Question: ", _clean(m["content"], specials))
-                for m in prompt]
+    question = [
+        _Line("question", "System: " if m["role"] == "system" else "Question: ", _clean(m["content"], specials))
+        for m in prompt
+    ]
     final = side[-1] if side and side[-1]["role"] == "assistant" and not side[-1].get("tool_calls") else None
     steps: list[list[_Line]] = []
     for message in side[:-1] if final else side:
@@ -172,8 +175,9 @@ class _Fitter:
         if not texts:
             return
         if getattr(self.tokenizer, "is_fast", False):
-            offsets = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True,
-                                     verbose=False)["offset_mapping"]
+            offsets = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)[
+                "offset_mapping"
+            ]
             for line, pairs in zip(lines, offsets, strict=True):
                 line.starts = sorted(start for start, _ in pairs)
         else:  # no offsets from a slow tokenizer: spread its tokens evenly over the text
@@ -232,9 +236,14 @@ def _fit(t: _Transcript, fitter: _Fitter) -> str:
     def kept_lines(kept: int) -> list[_Line]:
         """The question, `kept` steps (the first one, then the ones nearest the answer) and the answer."""
         first = t.steps[:1] if kept else []
-        last = t.steps[n_steps - kept + 1:] if kept > 1 else []
-        return [*t.question, *(line for step in first for line in step), *fitter.marker(n_steps - kept),
-                *(line for step in last for line in step), *t.answer]
+        last = t.steps[n_steps - kept + 1 :] if kept > 1 else []
+        return [
+            *t.question,
+            *(line for step in first for line in step),
+            *fitter.marker(n_steps - kept),
+            *(line for step in last for line in step),
+            *t.answer,
+        ]
 
     longest = max((len(line.body) for line in t.lines() if line.kind == "observation"), default=0)
     floor = min(MIN_OBSERVATION_CHARS, longest)
@@ -276,8 +285,9 @@ def pair_text(prompt_messages: list[dict], side_messages: list[dict], tokenizer,
 
 def episode_text(question: str, steps: list[dict], tokenizer, max_tokens: int) -> str:
     """The same transcript for a stored trajectory: its question and canonical steps."""
-    return pair_text(chat_messages.prompt_messages(question), chat_messages.steps_to_messages(steps), tokenizer,
-                     max_tokens)
+    return pair_text(
+        chat_messages.prompt_messages(question), chat_messages.steps_to_messages(steps), tokenizer, max_tokens
+    )
 
 
 def episode_text_full(question: str, steps: list[dict]) -> str:

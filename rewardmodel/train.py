@@ -21,6 +21,7 @@ The output folder:
 Plain Python, no Django: torch, transformers, datasets and TRL are imported inside the
 functions, so the web process can import RewardModelConfig to validate a launch.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,42 +59,77 @@ def _help(text: str) -> dict:
 
 
 # What a reward-model run can sensibly be given (policy-llama sizes, a context a GPU can hold).
-RANGES = {"hidden": (8, 4096), "layers": (1, 48), "heads": (1, 64), "max_length": (16, 32768),
-          "learning_rate": (0, 1), "epochs": (0, 1000), "batch_size": (1, 4096), "weight_decay": (0, 10),
-          "checkpoint_every": (0, 1_000_000), "ensemble": (1, 8)}
+RANGES = {
+    "hidden": (8, 4096),
+    "layers": (1, 48),
+    "heads": (1, 64),
+    "max_length": (16, 32768),
+    "learning_rate": (0, 1),
+    "epochs": (0, 1000),
+    "batch_size": (1, 4096),
+    "weight_decay": (0, 10),
+    "checkpoint_every": (0, 1_000_000),
+    "ensemble": (1, 8),
+}
 
 
 @dataclass
 class RewardModelConfig:
-    backbone: str = field(default=POLICY_LLAMA, metadata=_help(
-        "'policy-llama' (a small Llama-style model trained from scratch, sharing the policy's tokenizer), "
-        "'minilm' (the pretrained MiniLM-L6 encoder, 512 tokens at most) or the path of a local Hugging Face "
-        "model directory."))
-    tokenizer_dir: str = field(default="", metadata=_help(
-        "policy-llama only: the policy directory whose tokenizer the reward model shares."))
+    backbone: str = field(
+        default=POLICY_LLAMA,
+        metadata=_help(
+            "'policy-llama' (a small Llama-style model trained from scratch, sharing the policy's tokenizer), "
+            "'minilm' (the pretrained MiniLM-L6 encoder, 512 tokens at most) or the path of a local Hugging Face "
+            "model directory."
+        ),
+    )
+    tokenizer_dir: str = field(
+        default="", metadata=_help("policy-llama only: the policy directory whose tokenizer the reward model shares.")
+    )
     hidden: int = field(default=128, metadata=_help("policy-llama only: hidden size (a multiple of heads)."))
     layers: int = field(default=2, metadata=_help("policy-llama only: number of transformer layers."))
     heads: int = field(default=4, metadata=_help("policy-llama only: attention heads per layer."))
-    max_length: int = field(default=512, metadata=_help(
-        "Tokens per side, question included; longer trajectories are shortened to fit (observations cut, "
-        "then middle steps dropped). The backbone's own limit caps it (512 for minilm)."))
-    learning_rate: float | None = field(default=None, metadata=_help(
-        "Peak learning rate; empty for the backbone's default: 3e-4 for policy-llama (from scratch), 5e-5 for "
-        "minilm, 2e-5 for another pretrained directory."))
+    max_length: int = field(
+        default=512,
+        metadata=_help(
+            "Tokens per side, question included; longer trajectories are shortened to fit (observations cut, "
+            "then middle steps dropped). The backbone's own limit caps it (512 for minilm)."
+        ),
+    )
+    learning_rate: float | None = field(
+        default=None,
+        metadata=_help(
+            "Peak learning rate; empty for the backbone's default: 3e-4 for policy-llama (from scratch), 5e-5 for "
+            "minilm, 2e-5 for another pretrained directory."
+        ),
+    )
     epochs: float = field(default=3.0, metadata=_help("Passes over the training pairs (fractions allowed)."))
     batch_size: int = field(default=16, metadata=_help("Pairs per optimizer step."))
     weight_decay: float = field(default=0.0, metadata=_help("AdamW weight decay."))
-    warmup_ratio: float = field(default=0.05, metadata=_help(
-        "Share of the steps over which the learning rate rises from 0 to its peak; it then falls linearly to 0."))
+    warmup_ratio: float = field(
+        default=0.05,
+        metadata=_help(
+            "Share of the steps over which the learning rate rises from 0 to its peak; it then falls linearly to 0."
+        ),
+    )
     seed: int = field(default=0, metadata=_help("Seed of the initial weights and of the order of the pairs."))
-    use_margin: bool = field(default=True, metadata=_help(
-        "Use each pair's vote margin in the loss, so pairs with stronger agreement must be separated by more."))
-    checkpoint_every: int = field(default=50, metadata=_help(
-        "Optimizer steps between checkpoints, from which a stopped run resumes; 0 for none."))
-    ensemble: int = field(default=1, metadata=_help(
-        "Members trained on the same pairs from seeds seed, seed + 1, ...; the model scores with their mean, and "
-        "RL can optimise the mean minus a multiple of their spread (Coste et al. 2024). Each member costs a "
-        "training run."))
+    use_margin: bool = field(
+        default=True,
+        metadata=_help(
+            "Use each pair's vote margin in the loss, so pairs with stronger agreement must be separated by more."
+        ),
+    )
+    checkpoint_every: int = field(
+        default=50, metadata=_help("Optimizer steps between checkpoints, from which a stopped run resumes; 0 for none.")
+    )
+    ensemble: int = field(
+        default=1,
+        metadata=_help(
+            "Members trained on the same pairs from seeds seed, seed + 1, ...; the model scores with their mean, and "
+            "RL can optimise the mean minus a multiple of their spread (Coste et al. 2024). Each member costs a "
+            "training run."
+        ),
+    )
 
     def resolved_learning_rate(self) -> float:
         """The learning rate that training uses: the field, or the backbone's default when it is empty."""
@@ -187,9 +223,14 @@ def latest_checkpoint(out_dir: str | Path) -> str | None:
 
 
 def _meta(config: RewardModelConfig, tokenizer, max_tokens: int) -> dict:
-    return {"format": META_FORMAT, "backbone": config.backbone, "max_tokens": max_tokens,
-            "eos_token": tokenizer.eos_token, "serialization_version": SERIALIZATION_VERSION,
-            "config": asdict(config)}
+    return {
+        "format": META_FORMAT,
+        "backbone": config.backbone,
+        "max_tokens": max_tokens,
+        "eos_token": tokenizer.eos_token,
+        "serialization_version": SERIALIZATION_VERSION,
+        "config": asdict(config),
+    }
 
 
 def _write_meta(directory: str | Path, meta: dict) -> None:
@@ -207,8 +248,11 @@ def _bridge(callbacks: Callbacks, meta: dict):
             logs = logs or {}
             if "train_runtime" in logs:  # the run's summary, not a step's metrics
                 return
-            values = {f"train/{key}": float(value) for key, value in logs.items()
-                      if isinstance(value, int | float) and not isinstance(value, bool)}
+            values = {
+                f"train/{key}": float(value)
+                for key, value in logs.items()
+                if isinstance(value, int | float) and not isinstance(value, bool)
+            }
             callbacks.metrics(state.global_step, values)
             shown = ", ".join(f"{key} {logs[key]:.4g}" for key in ("loss", "accuracy", "margin") if key in logs)
             callbacks.log(f"step {state.global_step}/{state.max_steps}: {shown}")
@@ -247,8 +291,9 @@ def _no_progress_bars():
             hf_logging.enable_progress_bar()
 
 
-def _trl_args(config: RewardModelConfig, out_dir: Path, tokenizer, max_tokens: int, n_pairs: int,
-              device: str, bf16: bool):
+def _trl_args(
+    config: RewardModelConfig, out_dir: Path, tokenizer, max_tokens: int, n_pairs: int, device: str, bf16: bool
+):
     from trl import RewardConfig
 
     steps = math.ceil(math.ceil(n_pairs / config.batch_size) * config.epochs)
@@ -278,9 +323,16 @@ def _trl_args(config: RewardModelConfig, out_dir: Path, tokenizer, max_tokens: i
     )
 
 
-def train_reward_model(train_rows: list[dict], config: RewardModelConfig, out_dir: Path, *,
-                       callbacks: Callbacks | None = None, resume_from: str | None = None,
-                       device: str = "cpu", bf16: bool = False) -> TrainResult:
+def train_reward_model(
+    train_rows: list[dict],
+    config: RewardModelConfig,
+    out_dir: Path,
+    *,
+    callbacks: Callbacks | None = None,
+    resume_from: str | None = None,
+    device: str = "cpu",
+    bf16: bool = False,
+) -> TrainResult:
     """Train a reward model on `trl`-form rows and save it under out_dir/model (see the module docstring).
 
     Raises BackboneError for a backbone that cannot be built and ValueError when no pair has a
@@ -302,19 +354,24 @@ def train_reward_model(train_rows: list[dict], config: RewardModelConfig, out_di
     if len(dataset) == 0:
         raise ValueError("No pair with a preferred side to train on (ties are left out).")
     n_params = sum(p.numel() for p in model.parameters())
-    callbacks.log(f"{config.backbone}: {n_params / 1e6:.2f}M parameters, {len(dataset)} pairs "
-                  f"({len(train_rows) - len(dataset)} ties left out), {max_tokens} tokens per side")
+    callbacks.log(
+        f"{config.backbone}: {n_params / 1e6:.2f}M parameters, {len(dataset)} pairs "
+        f"({len(train_rows) - len(dataset)} ties left out), {max_tokens} tokens per side"
+    )
     meta = _meta(config, tokenizer, max_tokens)
     bridge = _bridge(callbacks, meta)
     args = _trl_args(config, out_dir, tokenizer, max_tokens, len(dataset), device, bf16)
     model_dir = None
     with _no_progress_bars():
-        trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                                callbacks=[bridge])
+        trainer = RewardTrainer(
+            model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[bridge]
+        )
         trainer.remove_callback(PrinterCallback)  # the bridge reports; no dicts printed to stdout
         if len(trainer.train_dataset) != len(dataset):
-            raise RuntimeError(f"TRL dropped {len(dataset) - len(trainer.train_dataset)} pairs longer than "
-                               f"{max_tokens} tokens: serialization should have made them fit.")
+            raise RuntimeError(
+                f"TRL dropped {len(dataset) - len(trainer.train_dataset)} pairs longer than "
+                f"{max_tokens} tokens: serialization should have made them fit."
+            )
         trainer.train(resume_from_checkpoint=resume_from)
         if not bridge.cancelled:
             model_dir = out_dir / "model"
@@ -324,17 +381,28 @@ def train_reward_model(train_rows: list[dict], config: RewardModelConfig, out_di
     if model_dir:
         callbacks.log(f"saved the reward model to {model_dir}")
         callbacks.progress(1.0, "done")
-    return TrainResult(steps=trainer.state.global_step, cancelled=bridge.cancelled,
-                       seconds=time.monotonic() - started, train_pairs=len(dataset),
-                       model_dir=str(model_dir) if model_dir else None)
+    return TrainResult(
+        steps=trainer.state.global_step,
+        cancelled=bridge.cancelled,
+        seconds=time.monotonic() - started,
+        train_pairs=len(dataset),
+        model_dir=str(model_dir) if model_dir else None,
+    )
 
 
 MEMBERS_DIR = "members"
 
 
-def train_reward_ensemble(train_rows: list[dict], config: RewardModelConfig, out_dir: Path, *,
-                          callbacks: Callbacks | None = None, resume_from: str | None = None,
-                          device: str = "cpu", bf16: bool = False) -> TrainResult:
+def train_reward_ensemble(
+    train_rows: list[dict],
+    config: RewardModelConfig,
+    out_dir: Path,
+    *,
+    callbacks: Callbacks | None = None,
+    resume_from: str | None = None,
+    device: str = "cpu",
+    bf16: bool = False,
+) -> TrainResult:
     """`config.ensemble` reward models on the same rows, from seeds seed, seed + 1, ...: the
     first in out_dir/model as `train_reward_model` makes it, the others in
     out_dir/model/members/N, listed in the first one's metadata. A member already trained is
@@ -348,17 +416,28 @@ def train_reward_ensemble(train_rows: list[dict], config: RewardModelConfig, out
         def progress(fraction: float, message: str = "") -> None:
             callbacks.progress((index + fraction) / count, f"member {index + 1} of {count}: {message}")
 
-        return Callbacks(progress=progress, metrics=callbacks.metrics if index == 0 else nothing, log=callbacks.log,
-                         should_stop=callbacks.should_stop, checkpoint=callbacks.checkpoint)
+        return Callbacks(
+            progress=progress,
+            metrics=callbacks.metrics if index == 0 else nothing,
+            log=callbacks.log,
+            should_stop=callbacks.should_stop,
+            checkpoint=callbacks.checkpoint,
+        )
 
     def resume_of(directory: Path) -> str | None:
         return resume_from if resume_from and Path(resume_from).is_relative_to(directory) else None
 
     first = out_dir / "model"
     if not (first / META_FILE).exists() or count == 1:
-        result = train_reward_model(train_rows, config, out_dir, callbacks=member_callbacks(0),
-                                    resume_from=resume_of(out_dir / "checkpoints") if count > 1 else resume_from,
-                                    device=device, bf16=bf16)
+        result = train_reward_model(
+            train_rows,
+            config,
+            out_dir,
+            callbacks=member_callbacks(0),
+            resume_from=resume_of(out_dir / "checkpoints") if count > 1 else resume_from,
+            device=device,
+            bf16=bf16,
+        )
         if result.cancelled or count == 1:
             return result
         steps, pairs = result.steps, result.train_pairs
@@ -372,12 +451,23 @@ def train_reward_ensemble(train_rows: list[dict], config: RewardModelConfig, out
             continue
         work = out_dir / f"member-{index}"
         callbacks.log(f"ensemble member {index + 1} of {count} (seed {config.seed + index})")
-        result = train_reward_model(train_rows, replace(config, seed=config.seed + index, ensemble=1), work,
-                                    callbacks=member_callbacks(index), resume_from=resume_of(work), device=device,
-                                    bf16=bf16)
+        result = train_reward_model(
+            train_rows,
+            replace(config, seed=config.seed + index, ensemble=1),
+            work,
+            callbacks=member_callbacks(index),
+            resume_from=resume_of(work),
+            device=device,
+            bf16=bf16,
+        )
         if result.cancelled:
-            return TrainResult(steps=steps + result.steps, cancelled=True, seconds=time.monotonic() - started,
-                               train_pairs=pairs, model_dir=None)
+            return TrainResult(
+                steps=steps + result.steps,
+                cancelled=True,
+                seconds=time.monotonic() - started,
+                train_pairs=pairs,
+                model_dir=None,
+            )
         steps += result.steps
         if target.exists():  # what a stopped run left half moved
             shutil.rmtree(target)
@@ -386,5 +476,6 @@ def train_reward_ensemble(train_rows: list[dict], config: RewardModelConfig, out
     meta = json.loads((first / META_FILE).read_text())
     _write_meta(first, {**meta, "members": members})
     callbacks.progress(1.0, "done")
-    return TrainResult(steps=steps, cancelled=False, seconds=time.monotonic() - started, train_pairs=pairs,
-                       model_dir=str(first))
+    return TrainResult(
+        steps=steps, cancelled=False, seconds=time.monotonic() - started, train_pairs=pairs, model_dir=str(first)
+    )

@@ -1,4 +1,5 @@
 """Shared fixtures: users of each role, API clients, and a real Celery worker process."""
+
 from __future__ import annotations
 
 import inspect
@@ -66,8 +67,14 @@ def admin_api(admin_user):
     return token_client(admin_user)
 
 
-def start_worker(*, queues: str = "default,gpu", name: str = "celery-worker", env_extra: dict | None = None,
-                 pool: str = "prefork", beat: bool = False):
+def start_worker(
+    *,
+    queues: str = "default,gpu",
+    name: str = "celery-worker",
+    env_extra: dict | None = None,
+    pool: str = "prefork",
+    beat: bool = False,
+):
     """Start a real `celery worker` process on the test database and broker; returns (process, log file)."""
     from webapp.celery import app
 
@@ -75,19 +82,38 @@ def start_worker(*, queues: str = "default,gpu", name: str = "celery-worker", en
     env = dict(os.environ)
     # Heartbeats every half second, so the sweeper below can tell a dead worker within seconds.
     env.setdefault("JOB_HEARTBEAT_SECONDS", "0.5")
-    env["DATABASE_URL"] = (
-        f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    )
+    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     env.update(env_extra or {})
     log_path = ARTIFACTS / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("w")
     hostname = f"{name}-{os.getpid()}@%h"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues,
-         "--pool", pool, "--concurrency", "1", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-         "--hostname", hostname, *(["--beat", "--schedule", str(ARTIFACTS / f"{name}-beat-schedule")] if beat else [])],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "webapp",
+            "worker",
+            "-Q",
+            queues,
+            "--pool",
+            pool,
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--hostname",
+            hostname,
+            *(["--beat", "--schedule", str(ARTIFACTS / f"{name}-beat-schedule")] if beat else []),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -127,8 +153,13 @@ def job_sweeper(django_db_setup):
 
     Jobs count as stale after 8 s without a heartbeat (test workers beat every 0.5 s).
     """
-    env = {"JOB_SWEEP_QUEUE": "sweep-test", "JOB_SWEEP_SECONDS": "1", "RUN_STALE_SECONDS": "8",
-           "IMPORT_STALE_SECONDS": "8", "SNAPSHOT_STALE_SECONDS": "8"}
+    env = {
+        "JOB_SWEEP_QUEUE": "sweep-test",
+        "JOB_SWEEP_SECONDS": "1",
+        "RUN_STALE_SECONDS": "8",
+        "IMPORT_STALE_SECONDS": "8",
+        "SNAPSHOT_STALE_SECONDS": "8",
+    }
     proc, log = start_worker(queues="sweep-test", name="job-sweeper", env_extra=env, pool="solo", beat=True)
     yield proc
     stop_worker(proc, log)
@@ -160,7 +191,8 @@ SLOW_CALLS = re.compile(
     r"\b(train_bc|train_rl|train_reward_model|train_reward_ensemble|policy_train_default|run_execute|"
     r"run_in_process|start_worker|Embedded|chat_model_dir|cloned_policy|calculator_policy|tiny_policy_dir|"
     r"simulated_snapshot|low_token_reward_model|subprocess\.(run|Popen))\(|call_command\(\s*\"(run_pipeline|"
-    r"train_policy|train_reward_model|register_policy|rollout_policy|load_demo)\"")
+    r"train_policy|train_reward_model|register_policy|rollout_policy|load_demo)\""
+)
 
 
 def _source(function) -> str:

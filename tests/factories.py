@@ -1,4 +1,5 @@
 """factory_boy factories for the domain rows."""
+
 import factory
 from django.contrib.auth import get_user_model
 

@@ -3,6 +3,7 @@ imports them from here, never from another test file (tests/test_layout.py check
 a folder's tests share lives in that folder's conftest.py. By area, in the order of the code:
 annotate (campaigns, trajectory steps, exports), training (environments by dotted path, a
 hand-built evaluation, the loop at test size, the MCP calculator), webapp (request bodies, a run)."""
+
 import json
 import shutil
 import sys
@@ -83,10 +84,22 @@ TOOL_STEPS = [
 
 SYSTEM_PROMPT = "You are Quillwort, a research agent. Cite what you open."
 TOOLS = [  # as an OpenAI-chat import keeps them (trajectory metadata `tools`); each with its own parameters
-    {"type": "function", "function": {"name": "search", "description": "Search the corpus.", "parameters": {
-        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-    {"type": "function", "function": {"name": "open", "description": "Open a result.", "parameters": {
-        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the corpus.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "open",
+            "description": "Open a result.",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        },
+    },
 ]
 
 # Run with `python -c CHECK <filetype>` in an unzipped bundle: loads it with its dataset card's code.
@@ -138,14 +151,23 @@ def _tiny_model_and_tokenizer(snapshot, fmt, model_class):
     from transformers import LlamaConfig, set_seed
 
     texts = [json.dumps(r) for r in iter_rows(snapshot, fmt)] + [
-        "<|system|> <|user|> <|assistant|> <|tool|> <|call|> <|end|> toolbox"]
+        "<|system|> <|user|> <|assistant|> <|tool|> <|call|> <|end|> toolbox"
+    ]
     tokenizer = _tiny_tokenizer(texts)
     set_seed(0)
     extra = {"num_labels": 1} if model_class.__name__.endswith("SequenceClassification") else {}
-    model = model_class(LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id, **extra,
-    ))
+    model = model_class(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            pad_token_id=tokenizer.pad_token_id,
+            **extra,
+        )
+    )
     return model, tokenizer
 
 
@@ -158,13 +180,20 @@ class Counter(Environment):
     name = "counter"
 
     def tasks(self, split):
-        return [EnvTask(external_id=f"count-{split}-{n}", prompt=f"Press until {n}.", reference=str(n), split=split)
-                for n in (2, 3)]
+        return [
+            EnvTask(external_id=f"count-{split}-{n}", prompt=f"Press until {n}.", reference=str(n), split=split)
+            for n in (2, 3)
+        ]
 
     def tools(self):
-        return [Tool("press", "Add one.", {"type": "object", "properties": {}, "additionalProperties": False}),
-                Tool("answer", "Say the count.", {"type": "object", "properties": {"text": {"type": "string"}},
-                                                   "required": ["text"]})]
+        return [
+            Tool("press", "Add one.", {"type": "object", "properties": {}, "additionalProperties": False}),
+            Tool(
+                "answer",
+                "Say the count.",
+                {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            ),
+        ]
 
     def start(self, task):
         return {"count": 0}
@@ -186,8 +215,10 @@ class Catalog(Environment):
     name = "catalog"
 
     def tasks(self, split):
-        return [EnvTask(external_id=f"cat-{i:03d}", prompt=f"Price of item {i}?", reference=str(i), split=split)
-                for i in range(12)]
+        return [
+            EnvTask(external_id=f"cat-{i:03d}", prompt=f"Price of item {i}?", reference=str(i), split=split)
+            for i in range(12)
+        ]
 
     def tools(self):
         return [Tool("answer", "Answer.", {"type": "object", "properties": {"text": {"type": "string"}}})]
@@ -207,9 +238,11 @@ def figure(mean, low, high, tasks=4, episodes=8):
 
 
 def steps(text: str) -> list[dict]:
-    return [{"kind": "action", "tool": "search", "arguments": {"query": text}},
-            {"kind": "observation", "tool": "search", "content": f"[0] {text}"},
-            {"kind": "answer", "text": text, "quotes": []}]
+    return [
+        {"kind": "action", "tool": "search", "arguments": {"query": text}},
+        {"kind": "observation", "tool": "search", "content": f"[0] {text}"},
+        {"kind": "answer", "text": text, "quotes": []},
+    ]
 
 
 class Built:
@@ -223,60 +256,135 @@ class Built:
     def __init__(self):
         self.start = PolicyFactory(name="bc", version="1")
         self.ppo_run = Run.objects.create(kind="ppo", name="ppo against rm", status="succeeded")
-        self.best = PolicyFactory(name="ppo-run", version="iter-0002", parent=self.start, run=self.ppo_run,
-                                  metadata={"ppo": {"iteration": 2, "run_id": self.ppo_run.pk, "best": True,
-                                                    "dev": {"success": 0.4}}})
-        self.last = PolicyFactory(name="ppo-run", version="iter-0004", parent=self.start, run=self.ppo_run,
-                                  metadata={"ppo": {"iteration": 4, "run_id": self.ppo_run.pk, "best": False,
-                                                    "dev": {"success": 0.3}}})
-        for step, values in enumerate([
+        self.best = PolicyFactory(
+            name="ppo-run",
+            version="iter-0002",
+            parent=self.start,
+            run=self.ppo_run,
+            metadata={"ppo": {"iteration": 2, "run_id": self.ppo_run.pk, "best": True, "dev": {"success": 0.4}}},
+        )
+        self.last = PolicyFactory(
+            name="ppo-run",
+            version="iter-0004",
+            parent=self.start,
+            run=self.ppo_run,
+            metadata={"ppo": {"iteration": 4, "run_id": self.ppo_run.pk, "best": False, "dev": {"success": 0.3}}},
+        )
+        for step, values in enumerate(
+            [
                 {"objective/rm_score": 0.1, "objective/kl": 0.0, "eval/dev_success": 0.2},
                 {"objective/rm_score": 0.3, "objective/kl": 1.0},
                 {"objective/rm_score": 0.5, "objective/kl": 4.0, "eval/dev_success": 0.4},
                 {"objective/rm_score": 0.8, "objective/kl": 9.0},
-                {"objective/rm_score": 1.0, "objective/kl": 16.0, "eval/dev_success": 0.3,
-                 "eval/overoptimization": 1.0}]):
+                {
+                    "objective/rm_score": 1.0,
+                    "objective/kl": 16.0,
+                    "eval/dev_success": 0.3,
+                    "eval/overoptimization": 1.0,
+                },
+            ]
+        ):
             RunMetric.objects.create(run=self.ppo_run, step=step, values=values)
         self.evaluation = Evaluation.objects.create(
-            name="bc vs ppo", split="eval", reference_policy=self.start,
-            config={"split": "eval", "tasks": 4, "samples": 2, "temperature": 1.0, "greedy": True,
-                    "best_of_n": [4], "seed": 0})
+            name="bc vs ppo",
+            split="eval",
+            reference_policy=self.start,
+            config={
+                "split": "eval",
+                "tasks": 4,
+                "samples": 2,
+                "temperature": 1.0,
+                "greedy": True,
+                "best_of_n": [4],
+                "seed": 0,
+            },
+        )
         self.base = EvaluationEntry.objects.create(
-            evaluation=self.evaluation, label="bc@1 (start)", policy=self.start, is_baseline=True, position=0,
-            metrics={"sampled": {"success": figure(0.25, 0.0, 0.5), "f1": figure(0.3125, 0.05, 0.6),
-                                 "steps": figure(7.5, 6.0, 9.0), "kl": figure(0.0, 0.0, 0.0)},
-                     "greedy": {"success": figure(0.5, 0.0, 1.0, episodes=4)}})
+            evaluation=self.evaluation,
+            label="bc@1 (start)",
+            policy=self.start,
+            is_baseline=True,
+            position=0,
+            metrics={
+                "sampled": {
+                    "success": figure(0.25, 0.0, 0.5),
+                    "f1": figure(0.3125, 0.05, 0.6),
+                    "steps": figure(7.5, 6.0, 9.0),
+                    "kl": figure(0.0, 0.0, 0.0),
+                },
+                "greedy": {"success": figure(0.5, 0.0, 1.0, episodes=4)},
+            },
+        )
         self.bon = EvaluationEntry.objects.create(
-            evaluation=self.evaluation, label="best-of-4 over bc@1", policy=self.start, n=4, position=1,
+            evaluation=self.evaluation,
+            label="best-of-4 over bc@1",
+            policy=self.start,
+            n=4,
+            position=1,
             kind=EvaluationEntry.Kind.BEST_OF_N,
-            metrics={"sampled": {"success": figure(0.25, 0.0, 0.5), "rm_score": figure(0.9, 0.6, 1.2),
-                                 "kl": figure(0.636, 0.636, 0.636)}})
+            metrics={
+                "sampled": {
+                    "success": figure(0.25, 0.0, 0.5),
+                    "rm_score": figure(0.9, 0.6, 1.2),
+                    "kl": figure(0.636, 0.636, 0.636),
+                }
+            },
+        )
         self.ppo = EvaluationEntry.objects.create(
-            evaluation=self.evaluation, label="PPO best by dev", policy=self.best, position=2,
-            metrics={"sampled": {"success": figure(0.75, 0.5, 1.0), "rm_score": figure(0.412, 0.1, 0.7),
-                                 "tool_errors": figure(1.25, 0.5, 2.0), "kl": figure(2.5, 1.5, 3.5)},
-                     "greedy": {"success": figure(0.75, 0.25, 1.0, episodes=4)}})
-        self.tasks = [TaskFactory(prompt=f"Who founded glassworks {i}?", reference_answer=f"Founder {i}")
-                      for i in range(4)]
+            evaluation=self.evaluation,
+            label="PPO best by dev",
+            policy=self.best,
+            position=2,
+            metrics={
+                "sampled": {
+                    "success": figure(0.75, 0.5, 1.0),
+                    "rm_score": figure(0.412, 0.1, 0.7),
+                    "tool_errors": figure(1.25, 0.5, 2.0),
+                    "kl": figure(2.5, 1.5, 3.5),
+                },
+                "greedy": {"success": figure(0.75, 0.25, 1.0, episodes=4)},
+            },
+        )
+        self.tasks = [
+            TaskFactory(prompt=f"Who founded glassworks {i}?", reference_answer=f"Founder {i}") for i in range(4)
+        ]
         start_correct, ppo_correct = [False, False, True, False], [True, False, True, True]
         self.sample0 = {}  # (entry, task index) -> trajectory
         for i, task in enumerate(self.tasks):
-            order = [("ppo", ppo_correct[i]), ("base", start_correct[i])] if i == 3 else \
-                    [("base", start_correct[i]), ("ppo", ppo_correct[i])]
+            order = (
+                [("ppo", ppo_correct[i]), ("base", start_correct[i])]
+                if i == 3
+                else [("base", start_correct[i]), ("ppo", ppo_correct[i])]
+            )
             for side, correct in order:
                 entry, policy = (self.base, self.start) if side == "base" else (self.ppo, self.best)
                 for mode, samples in (("sampled", 2), ("greedy", 1)):
                     for sample in range(samples):
-                        text = f"same answer {i} {mode}" if i == 2 and sample == 0 else f"{side} {mode} {sample} task {i}"
-                        trajectory = TrajectoryFactory(task=task, policy=policy, steps=steps(text),
-                                                       outcome={"correct": correct, "steps": 2})
-                        EvaluationEpisode.objects.create(entry=entry, task=task, trajectory=trajectory, mode=mode,
-                                                         sample=sample, correct=correct,
-                                                         rm_score=0.5 if side == "ppo" else -0.25)
+                        text = (
+                            f"same answer {i} {mode}" if i == 2 and sample == 0 else f"{side} {mode} {sample} task {i}"
+                        )
+                        trajectory = TrajectoryFactory(
+                            task=task, policy=policy, steps=steps(text), outcome={"correct": correct, "steps": 2}
+                        )
+                        EvaluationEpisode.objects.create(
+                            entry=entry,
+                            task=task,
+                            trajectory=trajectory,
+                            mode=mode,
+                            sample=sample,
+                            correct=correct,
+                            rm_score=0.5 if side == "ppo" else -0.25,
+                        )
                         if sample == 0 and mode == "sampled":
                             self.sample0[(side, i)] = trajectory
-            EvaluationEpisode.objects.create(entry=self.bon, task=task, trajectory=self.sample0[("base", i)],
-                                             mode="sampled", sample=0, correct=start_correct[i])
+            EvaluationEpisode.objects.create(
+                entry=self.bon,
+                task=task,
+                trajectory=self.sample0[("base", i)],
+                mode="sampled",
+                sample=0,
+                correct=start_correct[i],
+            )
 
     def url(self, suffix=""):
         return f"/training/evaluations/{self.evaluation.pk}/{suffix}"
@@ -286,11 +394,35 @@ class Built:
 
 # Two wrong answers told apart by their errors: at this size nearly every answer is wrong, and the
 # loop's default (a tie) would leave the reward model too few pairs (the refusal says so).
-PIPELINE = ["--rollout-tasks", "48", "--samples-per-task", "3", "--annotators", "2", "--eval-tasks", "4", "--eval-samples", "1",
-            "--annotator-wrong-pairs", "errors",
-            "--best-of-n", "2", "--reward-model", json.dumps({**TINY_RM, "epochs": 1}),
-            "--ppo", json.dumps({"iterations": 2, "episodes_per_iteration": 8, "minibatch_size": 4, "eval_every": 1,
-                                 "eval_samples": 1, "rollout_batch_size": 8})]
+PIPELINE = [
+    "--rollout-tasks",
+    "48",
+    "--samples-per-task",
+    "3",
+    "--annotators",
+    "2",
+    "--eval-tasks",
+    "4",
+    "--eval-samples",
+    "1",
+    "--annotator-wrong-pairs",
+    "errors",
+    "--best-of-n",
+    "2",
+    "--reward-model",
+    json.dumps({**TINY_RM, "epochs": 1}),
+    "--ppo",
+    json.dumps(
+        {
+            "iterations": 2,
+            "episodes_per_iteration": 8,
+            "minibatch_size": 4,
+            "eval_every": 1,
+            "eval_samples": 1,
+            "rollout_batch_size": 8,
+        }
+    ),
+]
 
 
 def assert_the_loop_ran(environment_name: str, tool: str, policy) -> None:
@@ -323,8 +455,18 @@ def calculator_policy(path: Path) -> Path:
     from training.policy.model_io import build_model, save_policy, train_tokenizer
 
     env = ArithmeticEnvironment(seed=11, n_tasks=60)
-    config = BCConfig(environment="arithmetic", hidden=48, layers=2, heads=2, vocab_size=400, max_steps=150,
-                      extra_worlds=0, demos_per_task=2, learning_rate=3e-3, warmup_steps=5)
+    config = BCConfig(
+        environment="arithmetic",
+        hidden=48,
+        layers=2,
+        heads=2,
+        vocab_size=400,
+        max_steps=150,
+        extra_worlds=0,
+        demos_per_task=2,
+        learning_rate=3e-3,
+        warmup_steps=5,
+    )
     played = play_demonstrations(env, config, parser="compact")
     tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
     model = build_model(tokenizer, hidden=48, layers=2, heads=2)
@@ -337,39 +479,81 @@ def calculator_environments(root: Path, *, http_port: int | None = None) -> dict
     server dies on its 4th tool call every life, and the arithmetic environment at 60 tasks."""
     tasks = root / "tasks.jsonl"
     problems = ArithmeticEnvironment(seed=11, n_tasks=60)
-    tasks.write_text("".join(json.dumps({"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference,
-                                         "split": t.split}) + "\n"
-                             for split in ("train", "dev", "eval") for t in problems.tasks(split)))
+    tasks.write_text(
+        "".join(
+            json.dumps({"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference, "split": t.split})
+            + "\n"
+            for split in ("train", "dev", "eval")
+            for t in problems.tasks(split)
+        )
+    )
     return {
         "calc-stdio": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks)}},
-        **({"calc-http": {"class": "mcp", "options": {"server": f"http://127.0.0.1:{http_port}/mcp",
-                                                      "tasks": str(tasks)}}} if http_port else {}),
-        "calc-dying": {"class": "mcp", "options": {"server": SERVER, "tasks": str(tasks), "restarts": 1,
-                                                   "server_env": {"ARBITER_TEST_CRASH_AFTER": "3"}}},
+        **(
+            {
+                "calc-http": {
+                    "class": "mcp",
+                    "options": {"server": f"http://127.0.0.1:{http_port}/mcp", "tasks": str(tasks)},
+                }
+            }
+            if http_port
+            else {}
+        ),
+        "calc-dying": {
+            "class": "mcp",
+            "options": {
+                "server": SERVER,
+                "tasks": str(tasks),
+                "restarts": 1,
+                "server_env": {"ARBITER_TEST_CRASH_AFTER": "3"},
+            },
+        },
         "arith-small": {"class": "arithmetic", "options": {"seed": 11, "n_tasks": 60}},
     }
 
 
 # --- Request bodies: one trajectory in each JSON import format, and what no route can store ------
 
-CANONICAL = {"schema": "arbiter.trajectory/v1",
-             "task": {"external_id": "t-1", "prompt": "Who?", "reference_answer": "A", "environment": "", "split": "train"},
-             "agent": {"name": "agent", "version": "1"},
-             "steps": [{"kind": "thought", "text": "hm"}, {"kind": "action", "tool": "search", "arguments": {"q": "x"}},
-                       {"kind": "observation", "tool": "search", "content": "found"},
-                       {"kind": "answer", "text": "A", "quotes": ["found"]}],
-             "outcome": {"correct": True, "steps": 4}, "metadata": {"tags": ["a"]}}
-OPENAI = {"task": {"external_id": "t-2"}, "agent": {"name": "oa"}, "messages": [
-    {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Who?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{\"q\": \"x\"}"}}]},
-    {"role": "tool", "tool_call_id": "c1", "content": "found"}, {"role": "assistant", "content": "A"}],
-    "tools": [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]}
-ANTHROPIC = {"task": {"external_id": "t-3"}, "agent": {"name": "an"}, "system": "Be brief.", "messages": [
-    {"role": "user", "content": "Who?"},
-    {"role": "assistant", "content": [{"type": "tool_use", "id": "u1", "name": "search", "input": {"q": "x"}}]},
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": "found"}]},
-    {"role": "assistant", "content": [{"type": "text", "text": "A"}]}]}
+CANONICAL = {
+    "schema": "arbiter.trajectory/v1",
+    "task": {"external_id": "t-1", "prompt": "Who?", "reference_answer": "A", "environment": "", "split": "train"},
+    "agent": {"name": "agent", "version": "1"},
+    "steps": [
+        {"kind": "thought", "text": "hm"},
+        {"kind": "action", "tool": "search", "arguments": {"q": "x"}},
+        {"kind": "observation", "tool": "search", "content": "found"},
+        {"kind": "answer", "text": "A", "quotes": ["found"]},
+    ],
+    "outcome": {"correct": True, "steps": 4},
+    "metadata": {"tags": ["a"]},
+}
+OPENAI = {
+    "task": {"external_id": "t-2"},
+    "agent": {"name": "oa"},
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Who?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        {"role": "assistant", "content": "A"},
+    ],
+    "tools": [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}],
+}
+ANTHROPIC = {
+    "task": {"external_id": "t-3"},
+    "agent": {"name": "an"},
+    "system": "Be brief.",
+    "messages": [
+        {"role": "user", "content": "Who?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "u1", "name": "search", "input": {"q": "x"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": "found"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "A"}]},
+    ],
+}
 
 
 # Bodies that are not JSON Arbiter can store, whatever the route.
@@ -393,24 +577,61 @@ RAW_BODIES = {
 
 # --- A finished run ------------------------------------------------------------------------------
 
-TRAIN_METRICS = ("loss", "accuracy", "margin", "num_tokens", "learning_rate", "grad_norm", "epoch",
-                 "rewards/chosen", "rewards/rejected", "mean_token_accuracy")
+TRAIN_METRICS = (
+    "loss",
+    "accuracy",
+    "margin",
+    "num_tokens",
+    "learning_rate",
+    "grad_norm",
+    "epoch",
+    "rewards/chosen",
+    "rewards/rejected",
+    "mean_token_accuracy",
+)
 
 
 def make_run(admin) -> Run:
     """A finished reward-model run: ten train/* metrics over 30 steps, one eval point, a nested result,
     and artifacts: a file and a folder in its folder, and a model kept elsewhere."""
-    run = Run.objects.create(kind="reward_model", name="reward model on sim data", status="succeeded", attempt=1,
-                             created_by=admin, progress=1.0, device="CPU (2 threads)", worker="vm",
-                             started_at=timezone.now(), finished_at=timezone.now(),
-                             config={"snapshot_id": 1, "epochs": 3.0, "hidden": 128, "heads": 4},
-                             summary={"reward_model_id": 0, "test": {"accuracy": 0.8123, "ece": 0.0431, "n": 40},
-                                      "train": {"pairs": 1234, "steps": 30, "seconds": 93.27},
-                                      "reliability": [0.5, 0.61, 0.7]})
+    run = Run.objects.create(
+        kind="reward_model",
+        name="reward model on sim data",
+        status="succeeded",
+        attempt=1,
+        created_by=admin,
+        progress=1.0,
+        device="CPU (2 threads)",
+        worker="vm",
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+        config={"snapshot_id": 1, "epochs": 3.0, "hidden": 128, "heads": 4},
+        summary={
+            "reward_model_id": 0,
+            "test": {"accuracy": 0.8123, "ece": 0.0431, "n": 40},
+            "train": {"pairs": 1234, "steps": 30, "seconds": 93.27},
+            "reliability": [0.5, 0.61, 0.7],
+        },
+    )
     for step in range(1, 31):
-        values = {f"train/{name}": value for name, value in zip(TRAIN_METRICS, (
-            2.0 / step, 0.5 + step / 70, step / 10, 7000.0 * step, 1e-4 * (1 - step / 31), 1.5 + (step % 4) / 3,
-            step / 10, 0.1 * step, -0.1 * step, 0.3 + step / 60))}
+        values = {
+            f"train/{name}": value
+            for name, value in zip(
+                TRAIN_METRICS,
+                (
+                    2.0 / step,
+                    0.5 + step / 70,
+                    step / 10,
+                    7000.0 * step,
+                    1e-4 * (1 - step / 31),
+                    1.5 + (step % 4) / 3,
+                    step / 10,
+                    0.1 * step,
+                    -0.1 * step,
+                    0.3 + step / 60,
+                ),
+            )
+        }
         RunMetric.objects.create(run=run, step=step, values=values)
     RunMetric.objects.create(run=run, step=30, values={"eval/accuracy": 0.8123})
     folder = Path(settings.VAR_DIR) / "runs" / str(run.pk)
@@ -422,10 +643,12 @@ def make_run(admin) -> Run:
     outside = Path(settings.VAR_DIR) / "registry" / f"run{run.pk}-rm"
     outside.mkdir(parents=True, exist_ok=True)
     (outside / "config.json").write_text("{}")
-    Run.objects.filter(pk=run.pk).update(artifacts=[
-        {"name": "report", "path": str(folder / "report.json"), "bytes": 20},
-        {"name": "checkpoints", "path": str(folder / "ppo" / "checkpoints"), "bytes": 2063},
-        {"name": "reward model", "path": str(outside), "bytes": 2},
-    ])
+    Run.objects.filter(pk=run.pk).update(
+        artifacts=[
+            {"name": "report", "path": str(folder / "report.json"), "bytes": 20},
+            {"name": "checkpoints", "path": str(folder / "ppo" / "checkpoints"), "bytes": 2063},
+            {"name": "reward model", "path": str(outside), "bytes": 2},
+        ]
+    )
     run.refresh_from_db()
     return run

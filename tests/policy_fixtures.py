@@ -1,4 +1,5 @@
 """A tiny policy directory on disk (untrained), registered as a Policy, for job tests."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Hand-built trajectories in both import formats."""
+
 import json
 
 
@@ -24,12 +25,22 @@ def chat_parallel(task_id="chat-1"):
         "messages": [
             {"role": "system", "content": "You are a research agent."},
             {"role": "user", "content": "Where was Tamsin Quell born?"},
-            {"role": "assistant", "content": "Two searches at once.", "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "search", "arguments": json.dumps({"query": "Tamsin Quell"})}},
-                {"id": "call_2", "type": "function",
-                 "function": {"name": "search", "arguments": json.dumps({"query": "Quell birthplace"})}},
-            ]},
+            {
+                "role": "assistant",
+                "content": "Two searches at once.",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": json.dumps({"query": "Tamsin Quell"})},
+                    },
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": json.dumps({"query": "Quell birthplace"})},
+                    },
+                ],
+            },
             {"role": "tool", "tool_call_id": "call_2", "content": "[0] Drevholm"},
             {"role": "tool", "tool_call_id": "call_1", "content": "[0] Tamsin Quell (composer)"},
             {"role": "assistant", "content": "Drevholm"},

@@ -1,6 +1,7 @@
 """The suite's own layout: no module under tests/ imports a test file, so that each test file can be
 run, moved or renamed alone. What several test files share lives in tests/helpers.py (builders,
 constants, environments) or in a folder's conftest.py (fixtures)."""
+
 import ast
 import re
 from pathlib import Path
@@ -51,7 +52,7 @@ def imported_test_files(source: str, module: str, *, is_package: bool = False) -
 
 
 def test_the_check_finds_every_way_of_importing_a_test_file_and_allows_the_shared_places():
-    source = '''
+    source = """
 import tests.annotate.test_exports
 from tests.annotate.test_assignments import make_campaign
 from tests.annotate import test_exports as exports, dataset_fixtures
@@ -70,7 +71,7 @@ ENVIRONMENT = "tests.training.test_envs:Counter"
 OWN = "tests.annotate.test_views:Mine"
 SHARED = "tests.helpers:Catalog"
 PROSE = "like tests.webapp.test_runs, said in a sentence"
-'''
+"""
     found = imported_test_files(source, module_of(TESTS / "annotate" / "test_views.py"))
     # Named below without "tests.": a whole dotted path in a string here would be an import itself.
     assert [(line, target.removeprefix("tests.")) for line, target in found] == [
@@ -93,4 +94,5 @@ def test_no_module_under_tests_imports_a_test_file():
             found[str(path.relative_to(ROOT))] = [f"line {line}: {target}" for line, target in imported]
     assert found == {}, (
         "these import from a test file; move what they share to tests/helpers.py (a fixture to the "
-        "folder's conftest.py) and import it from there")
+        "folder's conftest.py) and import it from there"
+    )

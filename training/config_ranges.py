@@ -1,6 +1,7 @@
 """Ranges of a config's numbers, checked in one place: each problem starts with its field
 ("hidden: between 8 and 4,096; got -5."), as every config's `validate()` reports them, so the
 launch form puts it beside the field and the API lists it. Plain Python: ML code uses it too."""
+
 from __future__ import annotations
 
 

@@ -1,6 +1,7 @@
 """Before/after evaluations: several systems (a policy, best-of-n over a policy) played on the
 same held-out tasks, their rubric and reward-model figures with intervals, the episodes
 behind them, and the blind human evaluations built from them."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -14,16 +15,30 @@ class Evaluation(BaseModel):
     """One evaluation: systems scored on the same tasks (the before/after dashboard's page)."""
 
     name = models.CharField(max_length=200)
-    run = models.OneToOneField("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="evaluation")
+    run = models.OneToOneField(
+        "webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="evaluation"
+    )
     split = models.CharField(max_length=8, default="eval")
-    reference_policy = models.ForeignKey(Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                         help_text="KL is measured against this policy (the starting policy).")
-    reward_model = models.ForeignKey("rewardmodel.RewardModel", null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="evaluations", help_text="Scores episodes and picks best-of-n.")
+    reference_policy = models.ForeignKey(
+        Policy,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="KL is measured against this policy (the starting policy).",
+    )
+    reward_model = models.ForeignKey(
+        "rewardmodel.RewardModel",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="evaluations",
+        help_text="Scores episodes and picks best-of-n.",
+    )
     config = models.JSONField(default=dict, help_text="Tasks, samples per task, temperatures, seed.")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
@@ -40,7 +55,9 @@ class EvaluationEntry(BaseModel):
     label = models.CharField(max_length=200)
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.POLICY)
     policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="evaluation_entries")
-    n = models.PositiveIntegerField(default=1, help_text="Samples per task that best-of-n chooses from (1: the policy).")
+    n = models.PositiveIntegerField(
+        default=1, help_text="Samples per task that best-of-n chooses from (1: the policy)."
+    )
     is_baseline = models.BooleanField(default=False, help_text="The starting policy the others are read against.")
     position = models.PositiveIntegerField(default=0)
     metrics = models.JSONField(default=dict)
@@ -73,8 +90,9 @@ class EvaluationEpisode(models.Model):
     kl = models.FloatField(null=True, blank=True, help_text="log pi - log pi_ref summed over the agent's tokens.")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["entry", "task", "mode", "sample"],
-                                               name="evaluationepisode_once")]
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "task", "mode", "sample"], name="evaluationepisode_once")
+        ]
         # The side-by-side view: one entry's episodes of one mode, by task.
         indexes = [models.Index(fields=["entry", "mode", "task"], name="evalepisode_entry_mode_task")]
 
@@ -84,16 +102,19 @@ class HumanEvaluation(BaseModel):
 
     evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="human_evaluations")
     campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, related_name="human_evaluation")
-    baseline = models.ForeignKey(EvaluationEntry, on_delete=models.CASCADE, related_name="+",
-                                 help_text="Trajectory A of every comparison.")
-    candidate = models.ForeignKey(EvaluationEntry, on_delete=models.CASCADE, related_name="+",
-                                  help_text="Trajectory B of every comparison.")
+    baseline = models.ForeignKey(
+        EvaluationEntry, on_delete=models.CASCADE, related_name="+", help_text="Trajectory A of every comparison."
+    )
+    candidate = models.ForeignKey(
+        EvaluationEntry, on_delete=models.CASCADE, related_name="+", help_text="Trajectory B of every comparison."
+    )
     mode = models.CharField(max_length=8, choices=EvaluationEpisode.Mode.choices)
     identical_pairs = models.PositiveIntegerField(default=0, help_text="Tasks left out: both sides did the same.")
 
     class Meta:
-        constraints = [models.CheckConstraint(condition=~models.Q(baseline=models.F("candidate")),
-                                              name="humaneval_two_systems")]
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(baseline=models.F("candidate")), name="humaneval_two_systems")
+        ]
 
 
 class LoopRound(BaseModel):
@@ -112,32 +133,63 @@ class LoopRound(BaseModel):
     loop = models.CharField(max_length=150, help_text="The loop's name (the pipeline's --name).")
     number = models.PositiveIntegerField()
     stage = models.CharField(max_length=10, choices=Stage.choices, default=Stage.COLLECTING)
-    labels = models.CharField(max_length=10, default="simulated",
-                              help_text="'simulated' (annotators by the rubric) or 'people' (the round waits).")
+    labels = models.CharField(
+        max_length=10,
+        default="simulated",
+        help_text="'simulated' (annotators by the rubric) or 'people' (the round waits).",
+    )
     config = models.JSONField(default=dict, help_text="The loop's settings (training.pipeline.PipelineConfig).")
-    start_policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="+",
-                                     help_text="The policy this round rolls out and improves.")
-    reference_policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="+",
-                                         help_text="Round one's start: the KL reference of every round.")
-    campaign = models.OneToOneField(Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                    help_text="Comparisons of the start policy's samples on training tasks.")
-    reward_model = models.ForeignKey("rewardmodel.RewardModel", null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="+", help_text="Trained on every label of the loop so far.")
+    start_policy = models.ForeignKey(
+        Policy, on_delete=models.PROTECT, related_name="+", help_text="The policy this round rolls out and improves."
+    )
+    reference_policy = models.ForeignKey(
+        Policy,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Round one's start: the KL reference of every round.",
+    )
+    campaign = models.OneToOneField(
+        Campaign,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Comparisons of the start policy's samples on training tasks.",
+    )
+    reward_model = models.ForeignKey(
+        "rewardmodel.RewardModel",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Trained on every label of the loop so far.",
+    )
     rl_run = models.ForeignKey("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    policy = models.ForeignKey(Policy, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                               help_text="The round's result: the RL run's best checkpoint by dev (else its last).")
-    evaluation = models.OneToOneField(Evaluation, null=True, blank=True, on_delete=models.SET_NULL,
-                                      related_name="loop_round")
-    audit_campaign = models.OneToOneField(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
-                                          related_name="audited_round")
+    policy = models.ForeignKey(
+        Policy,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The round's result: the RL run's best checkpoint by dev (else its last).",
+    )
+    evaluation = models.OneToOneField(
+        Evaluation, null=True, blank=True, on_delete=models.SET_NULL, related_name="loop_round"
+    )
+    audit_campaign = models.OneToOneField(
+        Campaign, null=True, blank=True, on_delete=models.SET_NULL, related_name="audited_round"
+    )
     seconds = models.JSONField(default=dict, blank=True, help_text="Wall seconds per stage.")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["loop", "number"]
-        constraints = [models.UniqueConstraint(fields=["loop", "number"], name="loopround_once"),
-                       models.CheckConstraint(condition=models.Q(number__gte=1), name="loopround_number_positive")]
+        constraints = [
+            models.UniqueConstraint(fields=["loop", "number"], name="loopround_once"),
+            models.CheckConstraint(condition=models.Q(number__gte=1), name="loopround_number_positive"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.loop} round {self.number}"
@@ -161,5 +213,6 @@ class AuditItem(models.Model):
     other_score = models.FloatField()
 
     class Meta:
-        constraints = [models.CheckConstraint(condition=models.Q(kind__in=["top", "disagreement"]),
-                                              name="audititem_kind_valid")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(kind__in=["top", "disagreement"]), name="audititem_kind_valid")
+        ]

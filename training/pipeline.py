@@ -8,6 +8,7 @@ evaluation is an ordinary before/after dashboard with the loop's curves, and the
 on from the dashboard's "next round". `python manage.py run_pipeline` drives it; the rounds
 themselves are training/loop/rounds.py.
 """
+
 from __future__ import annotations
 
 import time
@@ -18,9 +19,9 @@ from django.utils import timezone
 
 from annotate.models import Campaign, Policy
 from training.loop.config import PipelineConfig
-from training.policy.limits import limits_problems
 from training.loop.rounds import Stage, annotator_profile, pipeline_user, round_advance, round_first, round_next
 from training.models import LoopRound
+from training.policy.limits import limits_problems
 from training.rl.config import ALGORITHMS as RL_KINDS
 from webapp.errors import ArbiterError
 from webapp.runs.kinds import config_from_input, get_kind
@@ -49,8 +50,10 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
     for note in notes:
         log(f"Plan: {note}")
     name = config.name or f"pipeline-{timezone.now():%Y%m%d-%H%M%S}"
-    if LoopRound.objects.filter(loop=name).exists() or Campaign.objects.filter(
-            name__startswith=f"{name} round 1").exists():
+    if (
+        LoopRound.objects.filter(loop=name).exists()
+        or Campaign.objects.filter(name__startswith=f"{name} round 1").exists()
+    ):
         raise ArbiterError(f"A pipeline named {name!r} ran already; choose another --name.")
     user = pipeline_user()
     clock = time.monotonic()
@@ -63,11 +66,17 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
         own = DEFAULT_POLICY if config.environment == "encyclopedia" else f"{DEFAULT_POLICY}-{config.environment}"
         if config.bc_base_policy_id:
             own = f"{own}-into-{config.bc_base_policy_id}"
-        policy = policy_train_default(config=BCConfig(environment=config.environment,
-                                                      base_policy_id=config.bc_base_policy_id,
-                                                      extra_worlds=config.bc_extra_worlds), name=own,
-                                      target=settings.VAR_DIR / "policies" / own,
-                                      progress=lambda f: step(f, "behaviour cloning"), log=log)
+        policy = policy_train_default(
+            config=BCConfig(
+                environment=config.environment,
+                base_policy_id=config.bc_base_policy_id,
+                extra_worlds=config.bc_extra_worlds,
+            ),
+            name=own,
+            target=settings.VAR_DIR / "policies" / own,
+            progress=lambda f: step(f, "behaviour cloning"),
+            log=log,
+        )
     step(1.0, f"{policy}")
     seconds = {"policy": round(time.monotonic() - clock, 1)}
     rounds = [round_first(loop=name, config=replace(config, name=name), policy=policy, user=user)]
@@ -88,18 +97,32 @@ def before_after_rows(evaluation) -> list[dict]:
         for mode in ("sampled", "greedy"):
             figures = entry.metrics.get(mode)
             if figures:
-                rows.append({"system": entry.label, "mode": mode, **{
-                    metric: (value["mean"], value["low"], value["high"]) for metric, value in figures.items()
-                    if value.get("mean") is not None}})
+                rows.append(
+                    {
+                        "system": entry.label,
+                        "mode": mode,
+                        **{
+                            metric: (value["mean"], value["low"], value["high"])
+                            for metric, value in figures.items()
+                            if value.get("mean") is not None
+                        },
+                    }
+                )
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
     from training.evaluation.metrics import measured
 
-    columns = [("success", "success", True), ("f1", "F1", True), ("quote_support", "quotes", True),
-               ("rm_score", "RM score", False), ("steps", "steps", False), ("tool_errors", "tool errors", False),
-               ("kl", "KL", False)]
+    columns = [
+        ("success", "success", True),
+        ("f1", "F1", True),
+        ("quote_support", "quotes", True),
+        ("rm_score", "RM score", False),
+        ("steps", "steps", False),
+        ("tool_errors", "tool errors", False),
+        ("kl", "KL", False),
+    ]
     shown = measured([key for key, _, _ in columns], rows)  # the environment's columns only
     columns = [column for column in columns if column[0] in shown]
     width = max(len(r["system"]) for r in rows) + 2 if rows else 10
@@ -115,8 +138,10 @@ def format_table(rows: list[dict]) -> str:
     header = f"{'system':<{width}}{'mode':<9}" + "".join(f"{label:<22}" for _, label, _ in columns)
     lines = [header, "-" * len(header)]
     for row in rows:
-        lines.append(f"{row['system']:<{width}}{row['mode']:<9}" +
-                     "".join(f"{cell(row.get(key), percent):<22}" for key, _, percent in columns))
+        lines.append(
+            f"{row['system']:<{width}}{row['mode']:<9}"
+            + "".join(f"{cell(row.get(key), percent):<22}" for key, _, percent in columns)
+        )
     return "\n".join(lines)
 
 
@@ -159,16 +184,20 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
     notes = []
     tasks = min(config.rollout_tasks, size.train)
     if tasks < config.rollout_tasks and config.rollout_tasks != PipelineConfig.rollout_tasks:
-        notes.append(f"rollout_tasks: {config.rollout_tasks} asked, {config.environment} has {size.train} training "
-                     f"tasks: all {tasks} are rolled out.")
+        notes.append(
+            f"rollout_tasks: {config.rollout_tasks} asked, {config.environment} has {size.train} training "
+            f"tasks: all {tasks} are rolled out."
+        )
     samples = config.samples_per_task
     if samples == 0:
         samples = 2
         while tasks * samples * (samples - 1) // 2 < PLANNED_PAIRS and samples < MAX_PLANNED_SAMPLES:
             samples += 1
-        notes.append(f"samples_per_task: {samples} episodes on each of {tasks} training tasks, up to "
-                     f"{tasks * samples * (samples - 1) // 2} comparisons (at least {PLANNED_PAIRS} are aimed at; "
-                     f"--samples-per-task to choose).")
+        notes.append(
+            f"samples_per_task: {samples} episodes on each of {tasks} training tasks, up to "
+            f"{tasks * samples * (samples - 1) // 2} comparisons (at least {PLANNED_PAIRS} are aimed at; "
+            f"--samples-per-task to choose)."
+        )
     bc_worlds = config.bc_extra_worlds
     if bc_worlds < 0 and config.policy_id:
         bc_worlds = 0  # nothing is cloned
@@ -187,9 +216,12 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
             minibatch = ppo.get("minibatch_size", RLConfig.minibatch_size)
             if isinstance(minibatch, int) and minibatch > episodes:
                 ppo["minibatch_size"] = episodes
-            notes.append(f"{config.rl_kind.upper()} episodes_per_iteration: {episodes} ({size.train} training tasks"
-                         + (f" x {group} samples each" if group > 1 else ", one episode each") + "; the default is "
-                         f"{RLConfig.episodes_per_iteration}).")
+            notes.append(
+                f"{config.rl_kind.upper()} episodes_per_iteration: {episodes} ({size.train} training tasks"
+                + (f" x {group} samples each" if group > 1 else ", one episode each")
+                + "; the default is "
+                f"{RLConfig.episodes_per_iteration})."
+            )
     return replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo, bc_extra_worlds=bc_worlds), notes
 
 
@@ -198,24 +230,29 @@ def _bc_worlds(config: PipelineConfig, size: EnvironmentSize) -> tuple[int, str]
     PLANNED_DEMONSTRATIONS, none when the environment cannot be built per seed."""
     from django.conf import settings
 
+    from training.envs.base import FRESH_WORLD_SEED
     from training.envs.registry import get_environment
     from training.policy.bc_config import BCConfig
-    from training.envs.base import FRESH_WORLD_SEED
 
     try:
         world = get_environment(config.environment, configured=settings.ARBITER_ENVIRONMENTS, seed=1)
         per_world = sum(len(world.tasks(split)) for split in ("train", "dev", "eval"))
         world.close()
     except Exception:  # noqa: BLE001 - an environment that takes no seed refuses it in its own way
-        return 0, (f"bc_extra_worlds: 0 ({config.environment} is not built per seed, so behaviour cloning imitates "
-                   f"its {size.train} training tasks only).")
+        return 0, (
+            f"bc_extra_worlds: 0 ({config.environment} is not built per seed, so behaviour cloning imitates "
+            f"its {size.train} training tasks only)."
+        )
     default = BCConfig.extra_worlds
     worlds = min(FRESH_WORLD_SEED - 1, max(default, -(-(PLANNED_DEMONSTRATIONS - size.train) // max(1, per_world))))
     demos = size.train + worlds * per_world
-    return worlds, (f"bc_extra_worlds: {worlds} other worlds of {per_world} tasks, {demos} demonstrations with "
-                    f"the {size.train} training tasks (about {PLANNED_DEMONSTRATIONS} are aimed at; fewer are "
-                    "memorised rather than learnt)" + (f"; {FRESH_WORLD_SEED - 1} is the most there are" if
-                                                        worlds == FRESH_WORLD_SEED - 1 else "") + ".")
+    return worlds, (
+        f"bc_extra_worlds: {worlds} other worlds of {per_world} tasks, {demos} demonstrations with "
+        f"the {size.train} training tasks (about {PLANNED_DEMONSTRATIONS} are aimed at; fewer are "
+        "memorised rather than learnt)"
+        + (f"; {FRESH_WORLD_SEED - 1} is the most there are" if worlds == FRESH_WORLD_SEED - 1 else "")
+        + "."
+    )
 
 
 def pipeline_problems(config: PipelineConfig) -> list[str]:
@@ -253,8 +290,10 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
     if config.pairing not in STRATEGIES:
         problems.append(f"pairing: one of {', '.join(STRATEGIES)}.")
     try:  # the rollout run's own rules for the settings the rounds pass it
-        config_from_input(get_kind("rollout").config_class, {
-            "answer_branches": config.answer_branches, "answer_pairs_per_task": config.answer_pairs_per_task})
+        config_from_input(
+            get_kind("rollout").config_class,
+            {"answer_branches": config.answer_branches, "answer_pairs_per_task": config.answer_pairs_per_task},
+        )
     except ValueError as exc:
         problems.append(" ".join(str(exc).splitlines()))
     if config.bc_extra_worlds >= 0 and not config.policy_id:
@@ -288,8 +327,10 @@ def _size_problems(config: PipelineConfig) -> list[str]:
     problems = []
     tasks = min(config.rollout_tasks, size.train)
     if tasks < 10:
-        problems.append(f"rollout_tasks: {config.environment} gives {tasks} training tasks to roll out; the reward "
-                        f"model needs pairs from at least 10 (its test split is a fifth of the tasks).")
+        problems.append(
+            f"rollout_tasks: {config.environment} gives {tasks} training tasks to roll out; the reward "
+            f"model needs pairs from at least 10 (its test split is a fifth of the tasks)."
+        )
     if size.eval < 1:
         problems.append(f"eval_environment: {eval_environment_name(config)} has no eval tasks to evaluate on.")
     return problems

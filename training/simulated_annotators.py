@@ -22,6 +22,7 @@ recomputed from the outcome's parts, or the utility stored with the trajectory; 
 rubric's +10 for a correct answer a two-step wrong guess is worth about as much as a
 careful correct search, and a policy trained on such labels learns to guess (docs/agent.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -30,7 +31,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from training.envs.encyclopedia.rubric import RubricWeights
-
 
 WRONG_PAIRS = ("steps", "errors", "tie")
 CORRECT_FIRST_BONUS = 1000.0  # above anything steps, tool errors and loops can add up to
@@ -45,7 +45,9 @@ class AnnotatorProfile:
     break_ties: bool = False
     weights: RubricWeights | None = None  # judge by these utility weights (None: the stored utility)
     correct_first: bool = True  # a correct answer beats any wrong one; the weights break ties within each
-    wrong_pairs: Literal["steps", "errors", "tie"] = "steps"  # with correct_first: what tells two wrong answers apart (steps, errors and loops; errors and loops; nothing)
+    wrong_pairs: Literal["steps", "errors", "tie"] = (
+        "steps"  # with correct_first: what tells two wrong answers apart (steps, errors and loops; errors and loops; nothing)
+    )
 
     def utility(self, outcome: dict) -> float | None:
         """The utility this annotator sees in a stored outcome (None when it cannot tell)."""
@@ -56,21 +58,27 @@ class AnnotatorProfile:
                 return 0.0
             w = self.weights or RubricWeights()
             steps = outcome.get("steps", 0) if outcome["correct"] or self.wrong_pairs == "steps" else 0
-            efficiency = (w.step * steps + w.tool_error * outcome.get("tool_errors", 0)
-                          + w.loop * bool(outcome.get("loop", False)))
+            efficiency = (
+                w.step * steps
+                + w.tool_error * outcome.get("tool_errors", 0)
+                + w.loop * bool(outcome.get("loop", False))
+            )
             return CORRECT_FIRST_BONUS * bool(outcome["correct"]) + efficiency
         if self.weights is None:
             return outcome.get("utility")
         if any(key not in outcome for key in ("correct", "steps", "tool_errors", "loop")):
             return None
         w = self.weights
-        return (w.correct * bool(outcome["correct"]) + w.step * outcome["steps"]
-                + w.tool_error * outcome["tool_errors"] + w.loop * bool(outcome["loop"]))
+        return (
+            w.correct * bool(outcome["correct"])
+            + w.step * outcome["steps"]
+            + w.tool_error * outcome["tool_errors"]
+            + w.loop * bool(outcome["loop"])
+        )
 
     def both_bad(self, outcome_a: dict, outcome_b: dict) -> bool:
         """Whether this annotator marks a pair "both bad": two wrong answers, when it checks answers."""
-        return self.correct_first and all(
-            "correct" in o and not o["correct"] for o in (outcome_a, outcome_b))
+        return self.correct_first and all("correct" in o and not o["correct"] for o in (outcome_a, outcome_b))
 
     def validate(self) -> None:
         if self.wrong_pairs not in WRONG_PAIRS:
@@ -82,8 +90,9 @@ class AnnotatorProfile:
                 raise ValueError(f"{name} must be between 0 and 1")
 
 
-def simulated_choice(*, utility_a: float, utility_b: float, left_is_a: bool, profile: AnnotatorProfile,
-                     rng: random.Random) -> int:
+def simulated_choice(
+    *, utility_a: float, utility_b: float, left_is_a: bool, profile: AnnotatorProfile, rng: random.Random
+) -> int:
     """A choice on the 5-point scale in A/B terms (1 A much better .. 5 B much better)."""
     gap = utility_a - utility_b
     strong = abs(gap) >= profile.much_better_gap

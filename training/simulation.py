@@ -1,5 +1,6 @@
 """Django glue for the agent world: scripted trajectories into the database, and simulated
 annotators labeling a campaign through the same assignment service people use."""
+
 from __future__ import annotations
 
 import random
@@ -15,8 +16,8 @@ from training.envs.base import EpisodeRunner
 from training.envs.encyclopedia.scripted import Mistakes
 from training.envs.registry import get_environment
 from training.envs.services import environment_get
-from training.policy.parsers import CompactParser
 from training.policy.episodes import play_scripted
+from training.policy.parsers import CompactParser
 from training.simulated_annotators import AnnotatorProfile, simulated_choice
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_role_set
@@ -35,8 +36,15 @@ class GenerationReport:
     success_rate: float
 
 
-def scripted_trajectories_generate(*, campaign: Campaign | None, n_tasks: int, split: str = "train",
-                                   samples_per_agent: int = 1, seed: int = 0, corpus_seed: int = 0) -> GenerationReport:
+def scripted_trajectories_generate(
+    *,
+    campaign: Campaign | None,
+    n_tasks: int,
+    split: str = "train",
+    samples_per_agent: int = 1,
+    seed: int = 0,
+    corpus_seed: int = 0,
+) -> GenerationReport:
     """Run the scripted agents on encyclopedia tasks and store their trajectories (and comparisons)."""
     if n_tasks < 1 or samples_per_agent < 1:
         raise ArbiterError("n_tasks and samples_per_agent must be at least 1.")
@@ -58,7 +66,9 @@ def scripted_trajectories_generate(*, campaign: Campaign | None, n_tasks: int, s
     report = trajectories_import_objects(objects=objects, campaign=None)
     comparisons = 0
     if campaign is not None:
-        task_ids = list(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True).distinct())
+        task_ids = list(
+            Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True).distinct()
+        )
         comparisons = comparisons_build(campaign=campaign, task_ids=task_ids, max_per_task=4)
     return GenerationReport(report.created, report.duplicates, comparisons, correct / len(objects))
 
@@ -79,8 +89,14 @@ def simulated_annotators_ensure(*, count: int, prefix: str = "sim-annotator") ->
     return users
 
 
-def campaign_simulate_labels(*, campaign: Campaign, annotators: int = 3, profile: AnnotatorProfile = AnnotatorProfile(),
-                             seed: int = 0, limit: int | None = None) -> int:
+def campaign_simulate_labels(
+    *,
+    campaign: Campaign,
+    annotators: int = 3,
+    profile: AnnotatorProfile = AnnotatorProfile(),
+    seed: int = 0,
+    limit: int | None = None,
+) -> int:
     """Simulated annotators pull and judge until the campaign has nothing left for them.
 
     They choose by the trajectories' rubric utilities; a comparison whose trajectories
@@ -106,11 +122,15 @@ def campaign_simulate_labels(*, campaign: Campaign, annotators: int = 3, profile
             if a is None or b is None:
                 assignment_skip(assignment_id=assignment.id, annotator=user, reason="no known utility to judge by")
                 continue
-            choice = simulated_choice(utility_a=a, utility_b=b,
-                                      left_is_a=assignment.left_is_a, profile=profile, rng=rng)
+            choice = simulated_choice(
+                utility_a=a, utility_b=b, left_is_a=assignment.left_is_a, profile=profile, rng=rng
+            )
             screen = choice if assignment.left_is_a else 6 - choice
-            judgement_submit(assignment_id=assignment.id, annotator=user, verdict=Verdict(
-                choice=screen, both_bad=profile.both_bad(outcome_a, outcome_b)))
+            judgement_submit(
+                assignment_id=assignment.id,
+                annotator=user,
+                verdict=Verdict(choice=screen, both_bad=profile.both_bad(outcome_a, outcome_b)),
+            )
             made += 1
             if limit is not None and made >= limit:
                 break

@@ -9,9 +9,13 @@ urlpatterns = [
     path("policies/<id:policy_id>/", views.policy, name="policy"),
     path("evaluations/", evaluation_views.evaluations, name="evaluations"),
     path("evaluations/<id:evaluation_id>/", evaluation_views.evaluation, name="evaluation"),
-    path("evaluations/<id:evaluation_id>/next-round/", evaluation_views.evaluation_next_round,
-         name="evaluation_next_round"),
+    path(
+        "evaluations/<id:evaluation_id>/next-round/",
+        evaluation_views.evaluation_next_round,
+        name="evaluation_next_round",
+    ),
     path("evaluations/<id:evaluation_id>/compare/", evaluation_views.evaluation_compare, name="evaluation_compare"),
-    path("evaluations/<id:evaluation_id>/export.<str:fmt>", evaluation_views.evaluation_export,
-         name="evaluation_export"),
+    path(
+        "evaluations/<id:evaluation_id>/export.<str:fmt>", evaluation_views.evaluation_export, name="evaluation_export"
+    ),
 ]

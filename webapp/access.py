@@ -1,4 +1,5 @@
 """Role checks for views and API routes."""
+
 from __future__ import annotations
 
 from functools import wraps
@@ -20,8 +21,9 @@ def role_required(*roles: Role):
                 return redirect_to_login(request.get_full_path())
             if not user_has_role(request.user, *roles):
                 needed = " or ".join(r.value for r in roles)
-                raise PermissionDenied(f"This page is for the {needed} role{'s' if len(roles) > 1 else ''}; "
-                                       "yours does not include it.")
+                raise PermissionDenied(
+                    f"This page is for the {needed} role{'s' if len(roles) > 1 else ''}; yours does not include it."
+                )
             return view(request, *args, **kwargs)
 
         return wrapped
@@ -36,9 +38,7 @@ def api_role(*roles: Role) -> type[BasePermission]:
         message = f"This needs the {' or '.join(r.value for r in roles)} role."
 
         def has_permission(self, request, view) -> bool:
-            return bool(request.user and request.user.is_authenticated) and user_has_role(
-                request.user, *roles
-            )
+            return bool(request.user and request.user.is_authenticated) and user_has_role(request.user, *roles)
 
     HasRole.__name__ = "Has" + "Or".join(r.value.capitalize() for r in roles) + "Role"
     return HasRole

@@ -1,4 +1,5 @@
 """Core REST endpoints."""
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound

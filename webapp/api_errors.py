@@ -6,6 +6,7 @@ errors, oversized bodies) and a middleware for what happens outside DRF's views 
 line of defence, an unexpected exception), which Django would otherwise answer with HTML.
 The shape is documented once in the schema (`webapp.api_schema`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -65,8 +66,10 @@ def exception_handler(exc, context):
     if isinstance(exc, ArbiterError):
         return Response(error_body(exc.message, error_items(exc.details)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, RequestDataTooBig):
-        return Response(error_body(str(exc) or "The request body is larger than the upload limit."),
-                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        return Response(
+            error_body(str(exc) or "The request body is larger than the upload limit."),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     if isinstance(exc, SuspiciousOperation):
         return Response(error_body(f"The request was refused: {exc}"), status=status.HTTP_400_BAD_REQUEST)
     response = drf_exception_handler(exc, context)
@@ -89,12 +92,16 @@ class ApiJsonErrorsMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        if (request.path.startswith(API_PREFIX) and response.status_code >= 400
-                and not response.get("Content-Type", "").startswith("application/json")):
+        if (
+            request.path.startswith(API_PREFIX)
+            and response.status_code >= 400
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
             reason = {404: "No such API route or object.", 405: f"Method {request.method} is not allowed here."}
             json_response = JsonResponse(
                 error_body(reason.get(response.status_code, response.reason_phrase or "Error.")),
-                status=response.status_code)
+                status=response.status_code,
+            )
             if response.has_header("Allow"):
                 json_response["Allow"] = response["Allow"]
             return json_response
@@ -105,5 +112,4 @@ class ApiJsonErrorsMiddleware:
         if not request.path.startswith(API_PREFIX) or isinstance(exception, SuspiciousOperation):
             return None  # Django answers a SuspiciousOperation with a 400, which __call__ makes JSON
         logger.exception("unexpected error on %s %s", request.method, request.path)
-        return JsonResponse(error_body("An unexpected error happened on the server; it has been logged."),
-                            status=500)
+        return JsonResponse(error_body("An unexpected error happened on the server; it has been logged."), status=500)

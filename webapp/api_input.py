@@ -6,6 +6,7 @@ the reason. The integer helpers give every integer input the range of the column
 counter it ends up in, so 2**31 or 2**63 is refused at the edge instead of failing (or
 wrapping round) in the database.
 """
+
 from __future__ import annotations
 
 import re
@@ -72,5 +73,9 @@ def id_parameter(name: str, *, description: str = "", required: bool = False):
     """The OpenAPI query parameter read by `query_id`, with its range."""
     from drf_spectacular.utils import OpenApiParameter
 
-    return OpenApiParameter(name, {"type": "integer", "minimum": 1, "maximum": ID_MAX},
-                            description=description or f"The {name} id.", required=required)
+    return OpenApiParameter(
+        name,
+        {"type": "integer", "minimum": 1, "maximum": ID_MAX},
+        description=description or f"The {name} id.",
+        required=required,
+    )

@@ -6,6 +6,7 @@ documented with another's fields. Here a serializer nested in a view is named af
 view (`JudgementSubmitApi.InputSerializer` -> `JudgementSubmitInput`), and a hook adds the
 one error shape (`Error`) to every operation for the statuses it can answer.
 """
+
 from __future__ import annotations
 
 from drf_spectacular.openapi import AutoSchema
@@ -66,6 +67,7 @@ def add_error_responses(result, generator, request, public):
                 codes += ["413", "415"]
             responses = operation.setdefault("responses", {})
             for code in codes:
-                responses.setdefault(code, {"description": _REASONS[code],
-                                            "content": {"application/json": {"schema": ref}}})
+                responses.setdefault(
+                    code, {"description": _REASONS[code], "content": {"application/json": {"schema": ref}}}
+                )
     return result

@@ -1,4 +1,5 @@
 """Every REST route, under /api/v1/."""
+
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
@@ -7,8 +8,8 @@ from annotate import api_fast
 from annotate.campaigns import api as campaign_api
 from annotate.datasets import api as dataset_api
 from training.web import evaluation_api
-from webapp.runs import api as run_api
 from webapp.api import TokenListCreateApi, TokenRevokeApi, WhoAmIApi
+from webapp.runs import api as run_api
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -30,20 +31,36 @@ urlpatterns = [
     path("campaigns/<id:campaign_id>", campaign_api.CampaignDetailApi.as_view(), name="api-campaign"),
     path("campaigns/<id:campaign_id>/status", campaign_api.CampaignStatusApi.as_view(), name="api-campaign-status"),
     path("campaigns/<id:campaign_id>/clone", campaign_api.CampaignCloneApi.as_view(), name="api-campaign-clone"),
-    path("campaigns/<id:campaign_id>/fill/preview", campaign_api.CampaignFillPreviewApi.as_view(),
-         name="api-campaign-fill-preview"),
+    path(
+        "campaigns/<id:campaign_id>/fill/preview",
+        campaign_api.CampaignFillPreviewApi.as_view(),
+        name="api-campaign-fill-preview",
+    ),
     path("campaigns/<id:campaign_id>/fills/", campaign_api.CampaignFillApi.as_view(), name="api-campaign-fills"),
-    path("campaigns/<id:campaign_id>/fills/<id:fill_id>", campaign_api.CampaignFillDetailApi.as_view(),
-         name="api-campaign-fill"),
+    path(
+        "campaigns/<id:campaign_id>/fills/<id:fill_id>",
+        campaign_api.CampaignFillDetailApi.as_view(),
+        name="api-campaign-fill",
+    ),
     path("campaigns/<id:campaign_id>/gold", campaign_api.CampaignGoldApi.as_view(), name="api-campaign-gold"),
-    path("campaigns/<id:campaign_id>/gold/promote", campaign_api.CampaignGoldPromoteApi.as_view(),
-         name="api-campaign-gold-promote"),
-    path("campaigns/<id:campaign_id>/activity", campaign_api.CampaignActivityApi.as_view(),
-         name="api-campaign-activity"),
-    path("campaigns/<id:campaign_id>/judgements", annotate_api.CampaignJudgementsApi.as_view(),
-         name="api-campaign-judgements"),
-    path("campaigns/<id:campaign_id>/agreement", annotate_api.CampaignAgreementApi.as_view(),
-         name="api-campaign-agreement"),
+    path(
+        "campaigns/<id:campaign_id>/gold/promote",
+        campaign_api.CampaignGoldPromoteApi.as_view(),
+        name="api-campaign-gold-promote",
+    ),
+    path(
+        "campaigns/<id:campaign_id>/activity", campaign_api.CampaignActivityApi.as_view(), name="api-campaign-activity"
+    ),
+    path(
+        "campaigns/<id:campaign_id>/judgements",
+        annotate_api.CampaignJudgementsApi.as_view(),
+        name="api-campaign-judgements",
+    ),
+    path(
+        "campaigns/<id:campaign_id>/agreement",
+        annotate_api.CampaignAgreementApi.as_view(),
+        name="api-campaign-agreement",
+    ),
     # Datasets (researchers and admins)
     path("datasets/", dataset_api.DatasetListCreateApi.as_view(), name="api-datasets"),
     path("datasets/<id:snapshot_id>", dataset_api.DatasetDetailApi.as_view(), name="api-dataset"),

@@ -4,6 +4,7 @@ Keys are looked up by their sha256 (webapp/tokens.py). Every labeling API call c
 role; fetching the group names with the token (one query instead of two) is a measurable
 share of a request on the labeling hot path.
 """
+
 from __future__ import annotations
 
 from django.contrib.postgres.aggregates import ArrayAgg

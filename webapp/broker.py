@@ -11,6 +11,7 @@ logs it, instead of dying on it.
 Used when `CELERY_BROKER_URL` is `filesystem://` (webapp/settings.py); Redis and RabbitMQ
 deployments never load it.
 """
+
 from __future__ import annotations
 
 import logging

@@ -6,6 +6,7 @@ rollouts and training. A worker takes one queue or both:
     celery -A webapp worker -Q default
     celery -A webapp worker -Q gpu --concurrency 1
 """
+
 import os
 
 from celery import Celery

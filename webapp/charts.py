@@ -9,6 +9,7 @@ shortened in the middle so that labels still differ; its full text is its `<titl
 Labels are escaped; only numbers reach coordinates. Sizes are in viewBox units, which CSS
 scales to the card (`svg.chart` in arbiter.css).
 """
+
 from __future__ import annotations
 
 import math
@@ -89,15 +90,19 @@ def nice_ticks(lo: float, hi: float, count: int = 4, *, integer: bool = False) -
 
 
 def _open(width: float, height: float, title: str, *, css: str = "chart", data: str = "") -> list[str]:
-    return [f'<svg class="{css}" viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{escape(title)}"{data}>',
-            f"<title>{escape(title)}</title>"]
+    return [
+        f'<svg class="{css}" viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{escape(title)}"{data}>',
+        f"<title>{escape(title)}</title>",
+    ]
 
 
 def _title(parts: list[str], title: str, width: float, *, right: str = "") -> None:
     room = width - 8 - (text_width(right, FONT) + 12 if right else 0)
     shown = _fit(title, room, TITLE_FONT)
-    parts.append(f'<text x="4" y="16" class="chart-title">{escape(shown)}'
-                 f'{"<title>" + escape(title) + "</title>" if shown != title else ""}</text>')
+    parts.append(
+        f'<text x="4" y="16" class="chart-title">{escape(shown)}'
+        f"{'<title>' + escape(title) + '</title>' if shown != title else ''}</text>"
+    )
     if right:
         parts.append(f'<text x="{width - 4:.0f}" y="16" text-anchor="end" class="tick latest">{escape(right)}</text>')
 
@@ -106,8 +111,10 @@ def _y_axis(parts: list[str], ticks: list[float], to_y, left: float, right: floa
     for t in ticks:
         y = to_y(t)
         parts.append(f'<line x1="{left:.1f}" y1="{y:.1f}" x2="{right:.1f}" y2="{y:.1f}" class="gridline"/>')
-        parts.append(f'<text x="{left - 5:.1f}" y="{y + 4:.1f}" text-anchor="end" class="tick">'
-                     f"{escape(readable_number(t, unit))}</text>")
+        parts.append(
+            f'<text x="{left - 5:.1f}" y="{y + 4:.1f}" text-anchor="end" class="tick">'
+            f"{escape(readable_number(t, unit))}</text>"
+        )
 
 
 def _y_pad(ticks: list[float], unit: str) -> float:
@@ -125,6 +132,7 @@ def _no_data(title: str, *, width: float = WIDTH, data: str = "", svg: bool = Fa
 
 # --- Bars ------------------------------------------------------------------------------------
 
+
 def _label_band(labels: list[str], slot: float) -> dict:
     """How x labels are written under bars `slot` wide: straight, wrapped or turned."""
     room = slot - 4
@@ -137,13 +145,26 @@ def _label_band(labels: list[str], slot: float) -> dict:
     # Turned 45°, neighbours sit slot·sin45 apart: keep one label in `every` so they never overlap.
     every = max(1, math.ceil((FONT + 3) / (slot * math.sin(math.pi / 4))))
     longest = max(text_width(s) for s in shown)
-    return {"mode": "turned", "lines": [[s] for s in shown], "every": every,
-            "height": longest * math.sin(math.pi / 4) + FONT + 10, "widths": [text_width(s) for s in shown]}
+    return {
+        "mode": "turned",
+        "lines": [[s] for s in shown],
+        "every": every,
+        "height": longest * math.sin(math.pi / 4) + FONT + 10,
+        "widths": [text_width(s) for s in shown],
+    }
 
 
-def bar_chart_svg(labels: list[str], values: list[float], *, title: str, max_value: float | None = None,
-                  unit: str = "", hover: list[str] | None = None, width: float = WIDTH,
-                  plot_height: float = 150) -> SafeString:
+def bar_chart_svg(
+    labels: list[str],
+    values: list[float],
+    *,
+    title: str,
+    max_value: float | None = None,
+    unit: str = "",
+    hover: list[str] | None = None,
+    width: float = WIDTH,
+    plot_height: float = 150,
+) -> SafeString:
     """Bars with their labels under them. `unit` writes the values ("%": shares shown as percentages,
     "s": seconds); `hover` replaces the "label: value" hover text per bar."""
     if not values:
@@ -180,20 +201,28 @@ def bar_chart_svg(labels: list[str], values: list[float], *, title: str, max_val
         x = left + i * slot + (slot - bar_w) / 2
         y0, y1 = sorted((to_y(0), to_y(value)))
         text = hover[i] if hover else f"{label}: {readable_number(value, unit)}"
-        parts.append(f'<rect x="{x:.1f}" y="{y0:.1f}" width="{bar_w:.1f}" height="{max(y1 - y0, 0.5):.1f}" '
-                     f'class="bar"><title>{escape(text)}</title></rect>')
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y0:.1f}" width="{bar_w:.1f}" height="{max(y1 - y0, 0.5):.1f}" '
+            f'class="bar"><title>{escape(text)}</title></rect>'
+        )
         if i % band["every"]:
             continue
         cx = left + (i + 0.5) * slot
         lines, full = band["lines"][i], f"<title>{escape(label)}</title>"
         if band["mode"] == "turned":
-            parts.append(f'<text transform="translate({cx:.1f},{bottom + 12:.1f}) rotate(-45)" text-anchor="end" '
-                         f'class="tick x-label">{full}{escape(lines[0])}</text>')
+            parts.append(
+                f'<text transform="translate({cx:.1f},{bottom + 12:.1f}) rotate(-45)" text-anchor="end" '
+                f'class="tick x-label">{full}{escape(lines[0])}</text>'
+            )
         else:
-            spans = "".join(f'<tspan x="{cx:.1f}" dy="{0 if n == 0 else FONT + 2}">{escape(line)}</tspan>'
-                            for n, line in enumerate(lines))
-            parts.append(f'<text x="{cx:.1f}" y="{bottom + FONT + 3:.1f}" text-anchor="middle" '
-                         f'class="tick x-label">{full}{spans}</text>')
+            spans = "".join(
+                f'<tspan x="{cx:.1f}" dy="{0 if n == 0 else FONT + 2}">{escape(line)}</tspan>'
+                for n, line in enumerate(lines)
+            )
+            parts.append(
+                f'<text x="{cx:.1f}" y="{bottom + FONT + 3:.1f}" text-anchor="middle" '
+                f'class="tick x-label">{full}{spans}</text>'
+            )
     parts.append("</svg>")
     return mark_safe("".join(parts))
 
@@ -209,12 +238,15 @@ def histogram_svg(values: list[float], *, title: str, bins: int = 10, unit: str 
     for v in values:
         counts[min(bins - 1, int((v - lo) / width))] += 1
     labels = [readable_number(lo + i * width) for i in range(bins)]  # the unit is in the hover text and the title
-    hover = [f"{readable_number(lo + i * width)} to {readable_number(lo + (i + 1) * width, unit)}: {n}"
-             for i, n in enumerate(counts)]
+    hover = [
+        f"{readable_number(lo + i * width)} to {readable_number(lo + (i + 1) * width, unit)}: {n}"
+        for i, n in enumerate(counts)
+    ]
     return bar_chart_svg(labels, counts, title=title, hover=hover)
 
 
 # --- Lines -----------------------------------------------------------------------------------
+
 
 def _legend(names: list[str], width: float) -> list[list[tuple[int, float, str]]]:
     """Legend entries (series index, x, shown text) laid out in rows that fit `width`."""
@@ -259,10 +291,19 @@ def _segments(points: list[tuple[float, float | None]]) -> list[list[tuple[float
     return [r for r in runs if r]
 
 
-def line_chart_svg(series: dict[str, list[tuple[float, float | None]]], *, title: str, x_label: str = "step",
-                   markers: list[tuple[float, str]] | None = None, x_range: tuple[float, float] | None = None,
-                   unit: str | None = None, width: float = WIDTH, height: float = HEIGHT, metric: str = "",
-                   latest: bool = False) -> SafeString:
+def line_chart_svg(
+    series: dict[str, list[tuple[float, float | None]]],
+    *,
+    title: str,
+    x_label: str = "step",
+    markers: list[tuple[float, str]] | None = None,
+    x_range: tuple[float, float] | None = None,
+    unit: str | None = None,
+    width: float = WIDTH,
+    height: float = HEIGHT,
+    metric: str = "",
+    latest: bool = False,
+) -> SafeString:
     """Lines of (x, y) points sharing both axes; `markers` are labelled vertical lines at x.
 
     `x_range` fixes the x axis, so charts drawn side by side line up. `unit` writes the y
@@ -318,15 +359,18 @@ def line_chart_svg(series: dict[str, list[tuple[float, float | None]]], *, title
     for x, label in markers or []:
         if x_lo <= x <= x_hi:
             pos = to_x(x)
-            parts.append(f'<line x1="{pos:.1f}" y1="{TOP}" x2="{pos:.1f}" y2="{bottom:.1f}" class="marker">'
-                         f"<title>{escape(label)}</title></line>")
+            parts.append(
+                f'<line x1="{pos:.1f}" y1="{TOP}" x2="{pos:.1f}" y2="{bottom:.1f}" class="marker">'
+                f"<title>{escape(label)}</title></line>"
+            )
     for i, name in enumerate(names):
         points = [p for run in runs[name] for p in run]
         for run in runs[name]:
             if len(run) > 1:
                 path = " ".join(f"{to_x(x):.1f},{to_y(y):.1f}" for x, y in run)
-                parts.append(f'<polyline points="{path}" class="line line-{i % 6}">'
-                             f"<title>{escape(name)}</title></polyline>")
+                parts.append(
+                    f'<polyline points="{path}" class="line line-{i % 6}"><title>{escape(name)}</title></polyline>'
+                )
         if len(points) <= POINTS_SHOWN:
             shown, css, radius = points, f"point point-{i % 6}", 2.6
         else:
@@ -334,20 +378,25 @@ def line_chart_svg(series: dict[str, list[tuple[float, float | None]]], *, title
             shown, css, radius = points[::every] + ([points[-1]] if (len(points) - 1) % every else []), "hit", 5
         for x, y in shown:
             text = f"{name}: {readable_number(y, unit)} at {x_label} {readable_number(x)}".replace(" at  ", " at ")
-            parts.append(f'<circle cx="{to_x(x):.1f}" cy="{to_y(y):.1f}" r="{radius}" class="{css}">'
-                         f"<title>{escape(text)}</title></circle>")
+            parts.append(
+                f'<circle cx="{to_x(x):.1f}" cy="{to_y(y):.1f}" r="{radius}" class="{css}">'
+                f"<title>{escape(text)}</title></circle>"
+            )
     for row_number, row in enumerate(legend):
         y = bottom + 22 + 16 * row_number + 8
         for i, x, shown in row:
             full = f"<title>{escape(names[i])}</title>" if shown != names[i] else ""
-            parts.append(f'<rect x="{x:.1f}" y="{y - 5:.1f}" width="12" height="4" class="legend-{i % 6}"/>'
-                         f'<text x="{x + 16:.1f}" y="{y:.1f}" class="legend legend-{i % 6}">'
-                         f"{full}{escape(shown)}</text>")
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y - 5:.1f}" width="12" height="4" class="legend-{i % 6}"/>'
+                f'<text x="{x + 16:.1f}" y="{y:.1f}" class="legend legend-{i % 6}">'
+                f"{full}{escape(shown)}</text>"
+            )
     parts.append("</svg>")
     return mark_safe("".join(parts))
 
 
 # --- A run's metrics as small multiples --------------------------------------------------------
+
 
 def metric_namespace(name: str) -> str:
     return name.split("/", 1)[0] if "/" in name else "other"
@@ -364,7 +413,23 @@ def metric_charts(series: dict[str, list[tuple[float, float | None]]]) -> list[d
         known = NAMESPACE_ORDER.index(namespace) if namespace in NAMESPACE_ORDER else len(NAMESPACE_ORDER)
         return namespace == "other", known, namespace
 
-    return [{"namespace": namespace, "charts": [
-        {"name": name, "svg": line_chart_svg({name: series[name]}, title=name.split("/", 1)[-1], metric=name,
-                                             width=METRIC_WIDTH, height=METRIC_HEIGHT, latest=True)}
-        for name in groups[namespace]]} for namespace in sorted(groups, key=rank)]
+    return [
+        {
+            "namespace": namespace,
+            "charts": [
+                {
+                    "name": name,
+                    "svg": line_chart_svg(
+                        {name: series[name]},
+                        title=name.split("/", 1)[-1],
+                        metric=name,
+                        width=METRIC_WIDTH,
+                        height=METRIC_HEIGHT,
+                        latest=True,
+                    ),
+                }
+                for name in groups[namespace]
+            ],
+        }
+        for namespace in sorted(groups, key=rank)
+    ]

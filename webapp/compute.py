@@ -3,6 +3,7 @@
 CUDA when the worker has a GPU (bf16 where the GPU supports it), the CPU otherwise.
 `ARBITER_DEVICE` (cpu, cuda, cuda:1, ...) overrides the choice on a worker.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,6 +35,11 @@ def pick_compute(preferred: str | None = None) -> Compute:
             raise RuntimeError(f"ARBITER_DEVICE={choice} but this worker has no CUDA device.")
         device = "cuda" if choice == "auto" else choice
         index = torch.device(device).index or 0
-        return Compute(device=device, name=torch.cuda.get_device_name(index),
-                       bf16=bool(torch.cuda.is_bf16_supported()), gpus=gpus, worker=worker)
+        return Compute(
+            device=device,
+            name=torch.cuda.get_device_name(index),
+            bf16=bool(torch.cuda.is_bf16_supported()),
+            gpus=gpus,
+            worker=worker,
+        )
     return Compute(device="cpu", name=f"CPU ({torch.get_num_threads()} threads)", bf16=False, gpus=0, worker=worker)

@@ -3,6 +3,7 @@
 Django's `<int:...>` takes any number of digits, and an id past 2**63 reached the
 database as a value it cannot compare; such a path is now simply not a route (a 404).
 """
+
 from __future__ import annotations
 
 

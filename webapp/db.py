@@ -1,4 +1,5 @@
 """Database helpers shared by the apps."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
@@ -8,8 +9,14 @@ from django.db import IntegrityError, transaction
 ATTEMPTS = 5
 
 
-def bulk_create_new(model, objects: list, *, key: Callable[[object], Hashable],
-                    stored_keys: Callable[[list[Hashable]], Iterable[Hashable]], batch_size: int = 1000) -> list:
+def bulk_create_new(
+    model,
+    objects: list,
+    *,
+    key: Callable[[object], Hashable],
+    stored_keys: Callable[[list[Hashable]], Iterable[Hashable]],
+    batch_size: int = 1000,
+) -> list:
     """Insert the `objects` whose key is not stored yet; returns the ones inserted.
 
     Safe when another transaction inserts the same keys at the same moment (two clients

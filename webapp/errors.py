@@ -1,4 +1,5 @@
 """The one error type services raise for domain failures; the edge turns it into a 400."""
+
 from __future__ import annotations
 
 

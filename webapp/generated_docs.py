@@ -6,6 +6,7 @@ docs list exactly what the code has:
     python manage.py generate_docs          # write them
     python manage.py generate_docs --check  # exit 1 when one is out of date (the suite checks it)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -61,8 +62,10 @@ def config_docs() -> str:
         if kind.config_class.__module__.split(".")[0] not in APPS:
             continue  # a kind a test registered
         parts.append(f"## `{kind.name}`: {kind.label}\n\n{kind.description}\n\n{options_table(kind.config_class)}\n")
-    parts.append("## `run_pipeline` (the loop)\n\nThe settings of `python manage.py run_pipeline` and of every round "
-                 "of a loop (flags spell them with dashes; docs/loop.md).\n\n" + options_table(PipelineConfig) + "\n")
+    parts.append(
+        "## `run_pipeline` (the loop)\n\nThe settings of `python manage.py run_pipeline` and of every round "
+        "of a loop (flags spell them with dashes; docs/loop.md).\n\n" + options_table(PipelineConfig) + "\n"
+    )
     return "\n".join(parts)
 
 

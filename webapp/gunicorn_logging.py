@@ -1,6 +1,7 @@
 """gunicorn's access log without secrets: a set-password link carries its one-time token in the
 path (/team/password/<uid>/<token>/), and the log would keep it. Used by `make run`, the
 Dockerfile and docker-compose (`--logger-class webapp.gunicorn_logging.RedactingLogger`)."""
+
 from __future__ import annotations
 
 import re

@@ -19,6 +19,7 @@ The fields and statuses live in `webapp.models` (`Job`, `JobStatus`). Apps regis
 job models in `AppConfig.ready()` with `job_kind_register`, so this core module imports
 none of them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -92,8 +93,11 @@ def job_claim(model: type[Job], pk: int, **guard) -> bool:
     """Take a queued job: True for exactly one caller (the others find it taken and do nothing).
     `guard` narrows the claim (a run's attempt)."""
     now = timezone.now()
-    return bool(model.objects.filter(pk=pk, status=JobStatus.QUEUED, **guard).update(
-        status=JobStatus.RUNNING, started_at=now, heartbeat_at=now))
+    return bool(
+        model.objects.filter(pk=pk, status=JobStatus.QUEUED, **guard).update(
+            status=JobStatus.RUNNING, started_at=now, heartbeat_at=now
+        )
+    )
 
 
 def job_finish(model: type[Job], pk: int, *, status: str, guard: dict | None = None, **fields) -> bool:
@@ -103,7 +107,8 @@ def job_finish(model: type[Job], pk: int, *, status: str, guard: dict | None = N
     job that already ended otherwise. Returns whether it was written."""
     now = timezone.now()
     ending = model.objects.filter(pk=pk, **(guard or {})).filter(
-        Q(status=JobStatus.RUNNING) | Q(status=JobStatus.FAILED, finished_at__gt=F("heartbeat_at")))
+        Q(status=JobStatus.RUNNING) | Q(status=JobStatus.FAILED, finished_at__gt=F("heartbeat_at"))
+    )
     return bool(ending.update(status=status, finished_at=now, heartbeat_at=now, **fields))
 
 
@@ -125,7 +130,8 @@ class Heartbeat(threading.Thread):
             while not self.stopped.wait(self.interval):
                 try:
                     self.model.objects.filter(pk=self.pk, status=JobStatus.RUNNING, **self.guard).update(
-                        heartbeat_at=timezone.now())
+                        heartbeat_at=timezone.now()
+                    )
                 except DatabaseError:
                     logger.warning("heartbeat of %s %s could not be written; retrying", self.model.__name__, self.pk)
                     connection.close()

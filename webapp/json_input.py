@@ -10,6 +10,7 @@ import command can all answer "line 3: ..." instead of failing with a 500.
 
 Plain Python, no Django.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,7 +75,8 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     # escape in the text no string can be bad, so only the depth is left to check, a walk over
     # containers alone; a refusal is explained by the full `check`, which names the place.
     suspect = ("\\u" in text and _SUSPECT_ESCAPE.search(text) is not None) or (
-        not from_bytes and _SURROGATE.search(text) is not None)
+        not from_bytes and _SURROGATE.search(text) is not None
+    )
     if suspect or not _shallow(value, max_depth):
         check(value, max_depth=max_depth)
     return value

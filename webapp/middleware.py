@@ -3,6 +3,7 @@
 Trajectory text is untrusted; escaping is the first defence and this header the second:
 even if markup slipped through, an inline <script> or on* handler would not run.
 """
+
 from __future__ import annotations
 
 POLICY = "; ".join(

@@ -1,4 +1,5 @@
 """The shared base model and the user model every app builds on."""
+
 from __future__ import annotations
 
 import hashlib
@@ -146,38 +147,47 @@ class Run(Job):
 
     kind = models.CharField(max_length=32, db_index=True)
     name = models.CharField(max_length=200, blank=True, default="")
-    config = models.JSONField(default=dict, help_text="The kind's config dataclass, validated, with defaults filled in.")
+    config = models.JSONField(
+        default=dict, help_text="The kind's config dataclass, validated, with defaults filled in."
+    )
     progress = models.FloatField(default=0.0)
     progress_message = models.CharField(max_length=300, blank=True, default="")
     log = models.TextField(blank=True, default="", help_text="The last lines the job logged.")
     summary = models.JSONField(default=dict, blank=True, help_text="Final figures of the run.")
     artifacts = models.JSONField(default=list, blank=True, help_text="[{name, path, bytes}] under the run's folder.")
-    lineage = models.JSONField(default=list, blank=True,
-                               help_text="[{direction: input|output, type, id, label, url}] rows read and written.")
+    lineage = models.JSONField(
+        default=list, blank=True, help_text="[{direction: input|output, type, id, label, url}] rows read and written."
+    )
     checkpoint = models.JSONField(default=dict, blank=True, help_text="{step, path} of the last checkpoint.")
     device = models.CharField(max_length=200, blank=True, default="")
     worker = models.CharField(max_length=200, blank=True, default="")
     attempt = models.PositiveIntegerField(default=0, help_text="Goes up each time the run is queued (resume).")
-    queued_at = models.DateTimeField(null=True, blank=True, db_index=True,
-                                     help_text="When it was last queued: its place in the line for a worker.")
+    queued_at = models.DateTimeField(
+        null=True, blank=True, db_index=True, help_text="When it was last queued: its place in the line for a worker."
+    )
     cancel_requested = models.BooleanField(default=False)
-    idempotency_key = models.CharField(max_length=64, blank=True, default="",
-                                       help_text="A launch repeated with the same key makes no second run.")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="runs")
+    idempotency_key = models.CharField(
+        max_length=64, blank=True, default="", help_text="A launch repeated with the same key makes no second run."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
 
     class Meta:
         constraints = [
             models.CheckConstraint(condition=job_status_condition(), name="run_status_valid"),
-            models.CheckConstraint(condition=models.Q(progress__gte=0) & models.Q(progress__lte=1),
-                                   name="run_progress_range"),
-            models.UniqueConstraint(fields=["created_by", "idempotency_key"], condition=~models.Q(idempotency_key=""),
-                                    name="run_launch_once_per_key"),
+            models.CheckConstraint(
+                condition=models.Q(progress__gte=0) & models.Q(progress__lte=1), name="run_progress_range"
+            ),
+            models.UniqueConstraint(
+                fields=["created_by", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="run_launch_once_per_key",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.kind} run #{self.pk}"
-
 
 
 class RunMetric(models.Model):

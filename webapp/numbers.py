@@ -3,6 +3,7 @@
 One place for the charts, the run page's result table and the axis ticks, so `0.8123` is
 "81.2%" wherever an accuracy is shown and `213456.0` tokens are "213,456" and not "2.13e+05".
 """
+
 from __future__ import annotations
 
 import math

@@ -10,6 +10,7 @@ A page_size out of range, a cursor the API did not write, or a `page` number (li
 no page numbers: a script counting pages would read the first page forever) is a 400
 naming the parameter. Nothing is capped silently. docs/api.md, "Lists and pagination".
 """
+
 from __future__ import annotations
 
 import re
@@ -53,8 +54,9 @@ class ListPage(CursorPagination):
         if raw == "":
             return self.page_size
         if not _PAGE_SIZE_TEXT.fullmatch(raw) or not 1 <= int(raw) <= self.max_page_size:
-            raise _refuse(self.page_size_query_param,
-                          f"A whole number from 1 to {self.max_page_size}; got {raw[:20]!r}.")
+            raise _refuse(
+                self.page_size_query_param, f"A whole number from 1 to {self.max_page_size}; got {raw[:20]!r}."
+            )
         return int(raw)
 
     def decode_cursor(self, request) -> Cursor | None:
@@ -71,8 +73,10 @@ class ListPage(CursorPagination):
         position = parse_id(tokens.get("p", [""])[0])
         reverse = tokens.get("r", ["0"])[0]
         if position is None or reverse not in ("0", "1") or set(tokens) - {"p", "r"}:
-            raise _refuse(self.cursor_query_param, "Not a cursor of this list: use the `next` or `previous` link "
-                                                   "of a page as it is.")
+            raise _refuse(
+                self.cursor_query_param,
+                "Not a cursor of this list: use the `next` or `previous` link of a page as it is.",
+            )
         return Cursor(offset=0, reverse=reverse == "1", position=str(position))
 
     def get_paginated_response_schema(self, schema: dict) -> dict:
@@ -80,12 +84,21 @@ class ListPage(CursorPagination):
 
     def get_schema_operation_parameters(self, view) -> list[dict]:
         return [
-            {"name": self.cursor_query_param, "required": False, "in": "query", "schema": {"type": "string"},
-             "description": "Where the page starts: take it from a page's `next` or `previous` link."},
-            {"name": self.page_size_query_param, "required": False, "in": "query",
-             "schema": {"type": "integer", "minimum": 1, "maximum": self.max_page_size, "default": self.page_size},
-             "description": f"Rows per page, 1 to {self.max_page_size} (default {self.page_size}); "
-                            "a larger value is refused (400)."},
+            {
+                "name": self.cursor_query_param,
+                "required": False,
+                "in": "query",
+                "schema": {"type": "string"},
+                "description": "Where the page starts: take it from a page's `next` or `previous` link.",
+            },
+            {
+                "name": self.page_size_query_param,
+                "required": False,
+                "in": "query",
+                "schema": {"type": "integer", "minimum": 1, "maximum": self.max_page_size, "default": self.page_size},
+                "description": f"Rows per page, 1 to {self.max_page_size} (default {self.page_size}); "
+                "a larger value is refused (400).",
+            },
         ]
 
 
@@ -110,5 +123,7 @@ def page_parameters() -> list:
     (the workers list), which drf-spectacular does not take for a list."""
     from drf_spectacular.utils import OpenApiParameter
 
-    return [OpenApiParameter(p["name"], p["schema"], description=p["description"])
-            for p in ListPage().get_schema_operation_parameters(None)]
+    return [
+        OpenApiParameter(p["name"], p["schema"], description=p["description"])
+        for p in ListPage().get_schema_operation_parameters(None)
+    ]

@@ -5,6 +5,7 @@ downloads datasets. admin: everything, including the Django admin. Groups and th
 permissions are (re)created after every `migrate`, so a new permission reaches its
 role without a data migration.
 """
+
 from __future__ import annotations
 
 from enum import StrEnum
@@ -38,9 +39,7 @@ def _permissions(codenames: list[str]) -> list[Permission]:
     found = []
     for dotted in codenames:
         app_label, codename = dotted.split(".")
-        found.extend(
-            Permission.objects.filter(content_type__app_label=app_label, codename=codename)
-        )
+        found.extend(Permission.objects.filter(content_type__app_label=app_label, codename=codename))
     return found
 
 
@@ -56,8 +55,11 @@ def roles_sync() -> None:
             perms.extend(domain)
             # Users, groups and API tokens in the Django admin.
             perms.extend(Permission.objects.filter(content_type__app_label="auth", content_type__model="group"))
-            perms.extend(Permission.objects.filter(content_type__app_label="webapp",
-                                                   content_type__model__in=["user", "apitoken"]))
+            perms.extend(
+                Permission.objects.filter(
+                    content_type__app_label="webapp", content_type__model__in=["user", "apitoken"]
+                )
+            )
         group.permissions.set(perms)
 
 

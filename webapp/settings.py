@@ -5,6 +5,7 @@ filesystem Celery broker under the storage folder, a secret key generated there 
 first start, DEBUG off. Production sets DATABASE_URL, CELERY_BROKER_URL, SECRET_KEY
 and ALLOWED_HOSTS. The README has the full table.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -108,11 +109,7 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {
-    "default": env.db(
-        "DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'arbiter.sqlite3'}"
-    )
-}
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'arbiter.sqlite3'}")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded mode shares one file between the web server and the worker.
@@ -130,8 +127,11 @@ else:
     if env.bool("DB_POOL", default=False):
         # Django's own connection pool (psycopg_pool): each process keeps up to DB_POOL_MAX
         # connections and lends one to each request (persistent connections must be off).
-        DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 1, "max_size": env.int("DB_POOL_MAX", default=8),
-                                                   "timeout": 10}
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 1,
+            "max_size": env.int("DB_POOL_MAX", default=8),
+            "timeout": 10,
+        }
         DATABASES["default"]["CONN_MAX_AGE"] = 0
     else:
         DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
@@ -217,9 +217,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Human feedback on LLM agents: trajectories, comparisons, judgements, datasets and training runs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    "ENUM_NAME_OVERRIDES": {"CampaignStatusEnum": "annotate.models.Campaign.Status",
-                            "JobStatusEnum": "webapp.models.JobStatus",
-                            "NewCampaignStatusEnum": [("draft", "draft"), ("active", "active")]},
+    "ENUM_NAME_OVERRIDES": {
+        "CampaignStatusEnum": "annotate.models.Campaign.Status",
+        "JobStatusEnum": "webapp.models.JobStatus",
+        "NewCampaignStatusEnum": [("draft", "draft"), ("active", "active")],
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "webapp.api_schema.add_error_responses",

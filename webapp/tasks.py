@@ -1,5 +1,6 @@
 """Celery tasks of the core app: the one task that executes a run of any kind (`gpu` queue), and
 the scheduled sweep that fails jobs whose worker died (Celery beat, `default` queue)."""
+
 from __future__ import annotations
 
 from celery import shared_task

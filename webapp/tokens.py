@@ -1,4 +1,5 @@
 """API tokens: each user creates, lists and revokes their own; admins see and revoke anyone's."""
+
 from __future__ import annotations
 
 import hashlib

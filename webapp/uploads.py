@@ -5,6 +5,7 @@ Content-Length before a byte of it is read, and a body that grows past the limit
 length that lied) stops being read at the limit. Both raise `RequestDataTooBig`, which the
 API answers with a 413 and a page with a 400.
 """
+
 from __future__ import annotations
 
 from django.conf import settings

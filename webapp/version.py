@@ -1,2 +1,3 @@
 """The software version, written into dataset cards and run records."""
+
 VERSION = "0.4.0"

@@ -1,4 +1,5 @@
 """Core views that need no domain app (the home page lives in annotate: it shows its counts)."""
+
 from __future__ import annotations
 
 import re
@@ -51,12 +52,30 @@ def _links(request) -> list[tuple[str, str]]:
     return links
 
 
-def _error_page(request, *, status: int, title: str, message: str, advice: str,
-                links: list[tuple[str, str]] | None = None, login: bool = False) -> HttpResponse:
+def _error_page(
+    request,
+    *,
+    status: int,
+    title: str,
+    message: str,
+    advice: str,
+    links: list[tuple[str, str]] | None = None,
+    login: bool = False,
+) -> HttpResponse:
     try:
-        return render(request, "webapp/error.html", {
-            "status": status, "title": title, "message": message, "advice": advice, "links": links or [],
-            "login": login}, status=status)
+        return render(
+            request,
+            "webapp/error.html",
+            {
+                "status": status,
+                "title": title,
+                "message": message,
+                "advice": advice,
+                "links": links or [],
+                "login": login,
+            },
+            status=status,
+        )
     except Exception:  # the error page must not fail in turn (a broken template, no database)
         return HttpResponse(f"{title}: {message}", status=status, content_type="text/plain")
 
@@ -69,10 +88,20 @@ def _reason(exception, default: str) -> str:
 
 def bad_request(request: HttpRequest, exception=None) -> HttpResponse:
     if isinstance(exception, RequestDataTooBig):
-        return _error_page(request, status=413, title="Too large", message=str(exception),
-                           advice="Split the file, or ask an admin to raise the limit.")
-    return _error_page(request, status=400, title="Bad request", message="The request could not be read.",
-                       advice="Go back and try again.")
+        return _error_page(
+            request,
+            status=413,
+            title="Too large",
+            message=str(exception),
+            advice="Split the file, or ask an admin to raise the limit.",
+        )
+    return _error_page(
+        request,
+        status=400,
+        title="Bad request",
+        message="The request could not be read.",
+        advice="Go back and try again.",
+    )
 
 
 def permission_denied(request: HttpRequest, exception=None) -> HttpResponse:
@@ -84,17 +113,24 @@ def permission_denied(request: HttpRequest, exception=None) -> HttpResponse:
         advice = "Log in with an account that has the role this page needs."
     else:
         held = ", ".join(sorted(r.value for r in user_roles(user))) or "no role yet"
-        advice = (f"You are logged in as {user.username} ({held}). Ask an admin to give you the role you need "
-                  f"(on the Users page), or log in as someone who has it.")
-    return _error_page(request, status=403, title="Not allowed", message=message, advice=advice,
-                       links=_links(request), login=True)
+        advice = (
+            f"You are logged in as {user.username} ({held}). Ask an admin to give you the role you need "
+            f"(on the Users page), or log in as someone who has it."
+        )
+    return _error_page(
+        request, status=403, title="Not allowed", message=message, advice=advice, links=_links(request), login=True
+    )
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """A form posted without a valid CSRF token: most often a page left open past a new login."""
-    return permission_denied(request, PermissionDenied(
-        "This form could not be accepted: it was opened before you last logged in, or it came from another site. "
-        "Reload the page and send it again."))
+    return permission_denied(
+        request,
+        PermissionDenied(
+            "This form could not be accepted: it was opened before you last logged in, or it came from another site. "
+            "Reload the page and send it again."
+        ),
+    )
 
 
 def page_not_found(request: HttpRequest, exception=None) -> HttpResponse:
@@ -103,15 +139,25 @@ def page_not_found(request: HttpRequest, exception=None) -> HttpResponse:
     if match:  # get_object_or_404's "No DatasetSnapshot matches the given query."
         thing = re.sub(r"(?<!^)(?=[A-Z])", " ", match.group(1)).lower()
         message = f"There is no {thing} with this id."
-    return _error_page(request, status=404, title="Not found", message=message,
-                       advice="The link may be old, mistyped, or what it pointed at was deleted. "
-                              "Use the menu above, or go back to where you came from.",
-                       links=_links(request))
+    return _error_page(
+        request,
+        status=404,
+        title="Not found",
+        message=message,
+        advice="The link may be old, mistyped, or what it pointed at was deleted. "
+        "Use the menu above, or go back to where you came from.",
+        links=_links(request),
+    )
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    return _error_page(request, status=500, title="Server error", message="Something failed on the server.",
-                       advice="It has been logged; try again in a moment.")
+    return _error_page(
+        request,
+        status=500,
+        title="Server error",
+        message="Something failed on the server.",
+        advice="It has been logged; try again in a moment.",
+    )
 
 
 @require_GET
@@ -121,6 +167,7 @@ def favicon(request: HttpRequest) -> HttpResponse:
 
 
 # A user's own API tokens.
+
 
 @login_required
 @require_http_methods(["GET", "POST"])
@@ -132,8 +179,12 @@ def tokens(request: HttpRequest) -> HttpResponse:
             _, new_key = api_token_create(user=request.user, name=request.POST.get("name", ""))
         except ArbiterError as exc:
             error, status = exc.message, 400
-    return render(request, "webapp/tokens.html",
-                  {"tokens": api_tokens_of(request.user), "new_key": new_key, "error": error}, status=status)
+    return render(
+        request,
+        "webapp/tokens.html",
+        {"tokens": api_tokens_of(request.user), "new_key": new_key, "error": error},
+        status=status,
+    )
 
 
 @login_required

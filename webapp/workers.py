@@ -5,6 +5,7 @@ WORKER_BEAT_SECONDS from a thread started when it is ready, and deletes the row 
 down. A worker whose row has not been beaten for WORKER_ALIVE_SECONDS is dead (killed, or its
 machine lost): the pages that list jobs say so instead of showing work "queued" forever.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,15 @@ logger = logging.getLogger(__name__)
 def worker_beat(hostname: str, queues: list[str], *, started_at: datetime) -> None:
     from webapp.models import WorkerBeat
 
-    WorkerBeat.objects.update_or_create(hostname=hostname, defaults={
-        "queues": ",".join(sorted(queues)), "pid": os.getpid(), "started_at": started_at, "beat_at": timezone.now()})
+    WorkerBeat.objects.update_or_create(
+        hostname=hostname,
+        defaults={
+            "queues": ",".join(sorted(queues)),
+            "pid": os.getpid(),
+            "started_at": started_at,
+            "beat_at": timezone.now(),
+        },
+    )
 
 
 class _Beater(threading.Thread):
@@ -100,8 +108,14 @@ def queue_state(queue: str, rows: list | None = None) -> QueueState:
 def worker_overview(worker) -> dict:
     """A row of the workers API: a WorkerBeat with `alive`."""
     since = timezone.now() - timedelta(seconds=settings.WORKER_ALIVE_SECONDS)
-    return {"hostname": worker.hostname, "queues": worker.queue_names, "pid": worker.pid,
-            "started_at": worker.started_at, "beat_at": worker.beat_at, "alive": worker.beat_at >= since}
+    return {
+        "hostname": worker.hostname,
+        "queues": worker.queue_names,
+        "pid": worker.pid,
+        "started_at": worker.started_at,
+        "beat_at": worker.beat_at,
+        "alive": worker.beat_at >= since,
+    }
 
 
 def queues_overview() -> dict:
@@ -132,14 +146,20 @@ def run_wait(run) -> RunWait | None:
     queued = Run.objects.filter(status=Run.Status.QUEUED).exclude(pk=run.pk)
     mine = run.queued_at or run.created_at
     ahead = list(queued.filter(queued_at__lt=mine).order_by("queued_at", "pk").only("pk", "name", "kind"))
-    running = list(Run.objects.filter(status=Run.Status.RUNNING).order_by("started_at")
-                   .only("pk", "name", "kind", "progress", "started_at"))
+    running = list(
+        Run.objects.filter(status=Run.Status.RUNNING)
+        .order_by("started_at")
+        .only("pk", "name", "kind", "progress", "started_at")
+    )
     return RunWait(len(ahead) + 1, ahead, running, _minutes_left(running))
 
 
 def _minutes_left(running) -> float | None:
     """The soonest any running run ends, from its progress so far (None when none has 5%)."""
     now = timezone.now()
-    estimates = [(now - r.started_at).total_seconds() * (1 - r.progress) / r.progress / 60
-                 for r in running if r.started_at and r.progress >= 0.05]
+    estimates = [
+        (now - r.started_at).total_seconds() * (1 - r.progress) / r.progress / 60
+        for r in running
+        if r.started_at and r.progress >= 0.05
+    ]
     return min(estimates) if estimates else None

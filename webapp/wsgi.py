@@ -1,4 +1,5 @@
 """WSGI entry point for gunicorn: `gunicorn webapp.wsgi`."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application

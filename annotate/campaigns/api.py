@@ -4,6 +4,7 @@ clone and delete (admins), activity (researchers and admins).
 Settings are checked by the services (annotate/services/campaigns.py), which name every
 bad field at once; this module only shapes input and output.
 """
+
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
@@ -43,16 +44,21 @@ class CampaignProgress(serializers.Serializer):
     share = serializers.FloatField(allow_null=True, help_text="done / needed; null without comparisons.")
     last_day = serializers.IntegerField(help_text="Judgements in the last 24 hours.")
     per_hour = serializers.FloatField(help_text="last_day / 24.")
-    eta_hours = serializers.FloatField(allow_null=True,
-                                       help_text="Hours to finish at the last day's pace; 0 when finished; null "
-                                                 "with no pace yet or no comparisons.")
+    eta_hours = serializers.FloatField(
+        allow_null=True,
+        help_text="Hours to finish at the last day's pace; 0 when finished; null with no pace yet or no comparisons.",
+    )
     open_leases = serializers.IntegerField(help_text="Assignments leased now.")
-    left_for_you = serializers.IntegerField(help_text="Comparisons the queue can still give the caller, with the "
-                                                      "one they hold now (0 where they may not label).")
+    left_for_you = serializers.IntegerField(
+        help_text="Comparisons the queue can still give the caller, with the "
+        "one they hold now (0 where they may not label)."
+    )
     mine = serializers.IntegerField(help_text="The caller's judgements in this campaign.")
     gold_accuracy = serializers.FloatField(allow_null=True, help_text="Share of gold judgements on the gold side.")
-    agreement = serializers.FloatField(allow_null=True, help_text="Share of pairs of votes on one comparison on the "
-                                                                  "same side (A, B or tie); null before any.")
+    agreement = serializers.FloatField(
+        allow_null=True,
+        help_text="Share of pairs of votes on one comparison on the same side (A, B or tie); null before any.",
+    )
 
 
 class Dimension(serializers.Serializer):
@@ -76,8 +82,9 @@ class CampaignOutput(serializers.Serializer):
     pool = serializers.SerializerMethodField(help_text="Usernames of the pool (admins only; empty for others).")
     environment = serializers.CharField(allow_blank=True)
     task_split = serializers.CharField(allow_blank=True)
-    cloned_from = serializers.IntegerField(source="cloned_from_id", allow_null=True,
-                                           help_text="The campaign this one was cloned from.")
+    cloned_from = serializers.IntegerField(
+        source="cloned_from_id", allow_null=True, help_text="The campaign this one was cloned from."
+    )
     may_label = serializers.BooleanField(help_text="Whether the caller may label it.")
     progress = CampaignProgress()
     created_at = serializers.DateTimeField()
@@ -138,8 +145,12 @@ def _admin_only(request) -> None:
         raise PermissionDenied("This needs the admin role.")
 
 
-STATUS_PARAM = OpenApiParameter("status", str, description="Comma-separated statuses (default: active for "
-                                "annotators; every status but archived for researchers and admins).")
+STATUS_PARAM = OpenApiParameter(
+    "status",
+    str,
+    description="Comma-separated statuses (default: active for "
+    "annotators; every status but archived for researchers and admins).",
+)
 
 
 class CampaignListCreateApi(APIView):
@@ -151,17 +162,29 @@ class CampaignListCreateApi(APIView):
 
     @extend_schema(parameters=[STATUS_PARAM], responses={200: CampaignOutput(many=True)})
     def get(self, request):
-        default = ["active"] if not user_has_role(request.user, *READERS) else [
-            s for s in Campaign.Status.values if s != Campaign.Status.ARCHIVED]
+        default = (
+            ["active"]
+            if not user_has_role(request.user, *READERS)
+            else [s for s in Campaign.Status.values if s != Campaign.Status.ARCHIVED]
+        )
         raw = request.query_params.get("status", "")
         statuses = [s.strip() for s in raw.split(",") if s.strip()] or default
         unknown = [s for s in statuses if s not in Campaign.Status.values]
         if unknown:
-            raise ArbiterError(f"Unknown status {unknown[0][:40]!r}; one of {', '.join(Campaign.Status.values)}.",
-                               details=[{"field": "status", "message": "unknown status"}])
+            raise ArbiterError(
+                f"Unknown status {unknown[0][:40]!r}; one of {', '.join(Campaign.Status.values)}.",
+                details=[{"field": "status", "message": "unknown status"}],
+            )
         context = {"admin": user_has_role(request.user, Role.ADMIN)}
-        return list_page(self, campaigns_visible(user=request.user, statuses=statuses), lambda page: CampaignOutput(
-            campaigns_progress_set(campaigns=page, user=request.user), many=True, context=context).data)
+        return list_page(
+            self,
+            campaigns_visible(user=request.user, statuses=statuses),
+            lambda page: (
+                CampaignOutput(
+                    campaigns_progress_set(campaigns=page, user=request.user), many=True, context=context
+                ).data
+            ),
+        )
 
     @extend_schema(request=CampaignInput, responses={201: CampaignOutput})
     def post(self, request):
@@ -211,8 +234,9 @@ class CampaignStatusApi(APIView):
     def post(self, request, campaign_id: int):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        campaign = campaign_act(campaign=get_object_or_404(Campaign, pk=campaign_id),
-                                action=data.validated_data["action"])
+        campaign = campaign_act(
+            campaign=get_object_or_404(Campaign, pk=campaign_id), action=data.validated_data["action"]
+        )
         return Response(_output(campaign, request))
 
 
@@ -229,8 +253,11 @@ class CampaignCloneApi(APIView):
     def post(self, request, campaign_id: int):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        copy = campaign_clone(campaign=get_object_or_404(Campaign, pk=campaign_id),
-                              name=data.validated_data["name"], created_by=request.user)
+        copy = campaign_clone(
+            campaign=get_object_or_404(Campaign, pk=campaign_id),
+            name=data.validated_data["name"],
+            created_by=request.user,
+        )
         return Response(_output(copy, request), status=status.HTTP_201_CREATED)
 
 
@@ -243,8 +270,9 @@ class FillInput(serializers.Serializer):
     policies = serializers.ListField(child=IdField(), required=False)
     runs = serializers.ListField(child=IdField(), required=False, help_text="Rollout runs.")
     split = serializers.CharField(required=False, allow_blank=True, help_text="train, dev, eval or empty (any).")
-    tags = serializers.ListField(child=serializers.CharField(), required=False,
-                                 help_text="Trajectories whose metadata.tags holds any of these.")
+    tags = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="Trajectories whose metadata.tags holds any of these."
+    )
     policy_a = IdField(required=False, help_text="policy_vs_policy: one side.")
     policy_b = IdField(required=False, help_text="policy_vs_policy: the other side.")
     reward_model = IdField(required=False, help_text="rm_uncertainty: the model that orders the queue.")
@@ -269,8 +297,22 @@ class FillPreview(serializers.Serializer):
 class FillOutput(serializers.ModelSerializer):
     class Meta:
         model = CampaignFill
-        fields = ["id", "campaign", "status", "strategy", "selection", "options", "progress", "trajectories",
-                  "created_count", "existing_count", "identical_count", "message", "created_at", "finished_at"]
+        fields = [
+            "id",
+            "campaign",
+            "status",
+            "strategy",
+            "selection",
+            "options",
+            "progress",
+            "trajectories",
+            "created_count",
+            "existing_count",
+            "identical_count",
+            "message",
+            "created_at",
+            "finished_at",
+        ]
 
 
 class CampaignFillPreviewApi(APIView):
@@ -300,14 +342,16 @@ class CampaignFillApi(APIView):
     @extend_schema(request=FillInput, responses={201: FillOutput, 202: FillOutput})
     def post(self, request, campaign_id: int):
         campaign = get_object_or_404(Campaign, pk=campaign_id)
-        fill = campaign_fill_create(campaign=campaign, request=fill_request_clean(request.data),
-                                    created_by=request.user)
+        fill = campaign_fill_create(
+            campaign=campaign, request=fill_request_clean(request.data), created_by=request.user
+        )
         if fill.status == CampaignFill.Status.FAILED:
             body = error_body(fill.message)
             body["fill"] = FillOutput(fill).data
             return Response(body, status=status.HTTP_400_BAD_REQUEST)
-        return Response(FillOutput(fill).data,
-                        status=status.HTTP_201_CREATED if fill.finished else status.HTTP_202_ACCEPTED)
+        return Response(
+            FillOutput(fill).data, status=status.HTTP_201_CREATED if fill.finished else status.HTTP_202_ACCEPTED
+        )
 
 
 class CampaignFillDetailApi(APIView):
@@ -331,10 +375,13 @@ class CampaignGoldApi(APIView):
         marked = serializers.IntegerField(help_text="Comparisons of the campaign made gold.")
         created = serializers.IntegerField(help_text="Gold comparisons created for pairs the campaign lacked.")
 
-    @extend_schema(request={"application/json": {"type": "array", "items": {"type": "object"}},
-                            "multipart/form-data": {"type": "object", "properties": {
-                                "file": {"type": "string", "format": "binary"}}}},
-                   responses={201: OutputSerializer})
+    @extend_schema(
+        request={
+            "application/json": {"type": "array", "items": {"type": "object"}},
+            "multipart/form-data": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}},
+        },
+        responses={201: OutputSerializer},
+    )
     def post(self, request, campaign_id: int):
         campaign = get_object_or_404(Campaign, pk=campaign_id)
         upload = request.FILES.get("file") if hasattr(request, "FILES") else None
@@ -367,8 +414,9 @@ class CampaignGoldPromoteApi(APIView):
     def post(self, request, campaign_id: int):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        promoted = gold_promote_adjudicated(campaign=get_object_or_404(Campaign, pk=campaign_id),
-                                            comparison_ids=data.validated_data.get("comparisons"))
+        promoted = gold_promote_adjudicated(
+            campaign=get_object_or_404(Campaign, pk=campaign_id), comparison_ids=data.validated_data.get("comparisons")
+        )
         return Response({"promoted": promoted})
 
 
@@ -399,10 +447,16 @@ class CampaignActivityApi(APIView):
     def get(self, request, campaign_id: int):
         activity = campaign_activity(campaign=get_object_or_404(Campaign, pk=campaign_id))
         admin = user_has_role(request.user, Role.ADMIN)  # researchers see pseudonyms, as in exports
-        annotators = [{**{k: v for k, v in a.items() if k != "user"},
-                       "username": a["user"].username if admin else pseudonym_for(a["user"].pk)}
-                      for a in activity["annotators"]]
-        return Response({
-            "annotators": self.Annotator(annotators, many=True).data,
-            "daily": self.Day([{"day": d, "judgements": n} for d, n in activity["daily"]], many=True).data,
-        })
+        annotators = [
+            {
+                **{k: v for k, v in a.items() if k != "user"},
+                "username": a["user"].username if admin else pseudonym_for(a["user"].pk),
+            }
+            for a in activity["annotators"]
+        ]
+        return Response(
+            {
+                "annotators": self.Annotator(annotators, many=True).data,
+                "daily": self.Day([{"day": d, "judgements": n} for d, n in activity["daily"]], many=True).data,
+            }
+        )

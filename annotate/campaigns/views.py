@@ -1,5 +1,6 @@
 """Campaign pages: the list, a campaign's page (progress, who labels, fill, gold, status,
 clone), and its settings form. Thin: read the form, call a service, render."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -44,8 +45,15 @@ STRATEGY_LABELS = {
     "same_calls_different_answer": "Same pages, different answer",
     "rm_uncertainty": "All pairs, the reward model's least certain first",
 }
-ACTION_LABELS = {"activate": "Start labeling", "pause": "Pause", "resume": "Resume", "close": "Close",
-                 "reopen": "Reopen", "archive": "Archive", "unarchive": "Unarchive"}
+ACTION_LABELS = {
+    "activate": "Start labeling",
+    "pause": "Pause",
+    "resume": "Resume",
+    "close": "Close",
+    "reopen": "Reopen",
+    "archive": "Archive",
+    "unarchive": "Unarchive",
+}
 
 
 @role_required(*EVERY_ROLE)
@@ -55,54 +63,94 @@ def campaigns(request: HttpRequest) -> HttpResponse:
     shown = request.GET.get("status", "")
     if shown not in Campaign.Status.values:
         shown = ""
-    statuses = [shown] if shown and reader else (
-        [s for s in Campaign.Status.values if s != Campaign.Status.ARCHIVED] if reader else [Campaign.Status.ACTIVE])
-    return render(request, "annotate/campaigns.html", {
-        "campaigns": campaigns_with_progress(user=request.user, statuses=statuses),
-        "statuses": Campaign.Status.values if reader else [], "shown": shown,
-    })
+    statuses = (
+        [shown]
+        if shown and reader
+        else (
+            [s for s in Campaign.Status.values if s != Campaign.Status.ARCHIVED] if reader else [Campaign.Status.ACTIVE]
+        )
+    )
+    return render(
+        request,
+        "annotate/campaigns.html",
+        {
+            "campaigns": campaigns_with_progress(user=request.user, statuses=statuses),
+            "statuses": Campaign.Status.values if reader else [],
+            "shown": shown,
+        },
+    )
 
 
 def _settings_from_post(post) -> dict:
     """The settings form's fields as the service's input (the service checks them)."""
     # Every row the admin left on the form, blank ones too: the service names a row with no name.
-    names, scales, descriptions, required = (post.getlist(f"dimension_{k}")
-                                             for k in ("name", "scale", "description", "required"))
+    names, scales, descriptions, required = (
+        post.getlist(f"dimension_{k}") for k in ("name", "scale", "description", "required")
+    )
     required += [""] * (len(names) - len(required))
-    dimensions = [{"name": n, "scale": s or 5, "description": d, "required": r == "yes"}
-                  for n, s, d, r in zip(names, scales, descriptions, required)]
+    dimensions = [
+        {"name": n, "scale": s or 5, "description": d, "required": r == "yes"}
+        for n, s, d, r in zip(names, scales, descriptions, required)
+    ]
     lease_minutes = post.get("lease_minutes", "")
     try:
         lease_seconds = round(float(lease_minutes) * 60) if lease_minutes.strip() else ""
     except (ValueError, OverflowError):
         lease_seconds = lease_minutes  # the service names it
     return {
-        "name": post.get("name", ""), "guidelines": post.get("guidelines", ""),
-        "votes_per_comparison": post.get("votes_per_comparison", ""), "lease_seconds": lease_seconds,
-        "gold_rate": post.get("gold_rate", ""), "dimensions": dimensions,
+        "name": post.get("name", ""),
+        "guidelines": post.get("guidelines", ""),
+        "votes_per_comparison": post.get("votes_per_comparison", ""),
+        "lease_seconds": lease_seconds,
+        "gold_rate": post.get("gold_rate", ""),
+        "dimensions": dimensions,
         "rationale_required": post.get("rationale_required") == "on",
-        "deadline": post.get("deadline", ""), "pool_only": post.get("pool_only") == "pool",
+        "deadline": post.get("deadline", ""),
+        "pool_only": post.get("pool_only") == "pool",
         "pool": [pk for pk in map(parse_id, post.getlist("pool")) if pk is not None],
-        "environment": post.get("environment", ""), "task_split": post.get("task_split", ""),
+        "environment": post.get("environment", ""),
+        "task_split": post.get("task_split", ""),
     }
 
 
 def _form_context(campaign: Campaign | None, values: dict, errors: dict) -> dict:
-    environments = sorted(set(Task.objects.exclude(environment="").values_list("environment", flat=True)
-                              .distinct()[:200]) | ({values.get("environment")} - {"", None}))
-    labelers = (User.objects.filter(is_active=True, groups__name__in=[Role.ANNOTATOR.value, Role.ADMIN.value])
-                .distinct().order_by("username"))
-    return {"campaign": campaign, "values": values, "errors": errors, "environments": environments,
-            "labelers": labelers, "splits": Task.Split.values,
-            "error_summary": [(FIELD_LABELS.get(f, "") if f != "__all__" else "", m)
-                              for f, messages in errors.items() for m in messages]}
+    environments = sorted(
+        set(Task.objects.exclude(environment="").values_list("environment", flat=True).distinct()[:200])
+        | ({values.get("environment")} - {"", None})
+    )
+    labelers = (
+        User.objects.filter(is_active=True, groups__name__in=[Role.ANNOTATOR.value, Role.ADMIN.value])
+        .distinct()
+        .order_by("username")
+    )
+    return {
+        "campaign": campaign,
+        "values": values,
+        "errors": errors,
+        "environments": environments,
+        "labelers": labelers,
+        "splits": Task.Split.values,
+        "error_summary": [
+            (FIELD_LABELS.get(f, "") if f != "__all__" else "", m) for f, messages in errors.items() for m in messages
+        ],
+    }
 
 
 # The form's labels for the service's field names, in the summary above the form.
-FIELD_LABELS = {"name": "Name", "guidelines": "Guidelines", "votes_per_comparison": "Votes per comparison",
-                "lease_seconds": "Lease (minutes)", "gold_rate": "Gold rate", "deadline": "Deadline",
-                "dimensions": "Rating dimensions", "rationale_required": "Rationale", "pool": "Who may label",
-                "pool_only": "Who may label", "environment": "Environment", "task_split": "Task split"}
+FIELD_LABELS = {
+    "name": "Name",
+    "guidelines": "Guidelines",
+    "votes_per_comparison": "Votes per comparison",
+    "lease_seconds": "Lease (minutes)",
+    "gold_rate": "Gold rate",
+    "deadline": "Deadline",
+    "dimensions": "Rating dimensions",
+    "rationale_required": "Rationale",
+    "pool": "Who may label",
+    "pool_only": "Who may label",
+    "environment": "Environment",
+    "task_split": "Task split",
+}
 
 
 def _errors_by_field(exc: ArbiterError, post=None) -> dict[str, list[str]]:
@@ -111,21 +159,28 @@ def _errors_by_field(exc: ArbiterError, post=None) -> dict[str, list[str]]:
         field = str(d.get("field", "")).split("[")[0].split(".")[0] or "__all__"
         message = str(d.get("message", ""))
         if field == "lease_seconds" and post is not None:  # the form asks for minutes: answer in minutes
-            message = (f"must be a number of minutes between {MIN_LEASE_SECONDS / 60:g} and "
-                       f"{MAX_LEASE_SECONDS / 60:,.0f} (a week); got {post.get('lease_minutes', '')[:40]!r}.")
+            message = (
+                f"must be a number of minutes between {MIN_LEASE_SECONDS / 60:g} and "
+                f"{MAX_LEASE_SECONDS / 60:,.0f} (a week); got {post.get('lease_minutes', '')[:40]!r}."
+            )
         errors.setdefault(field, []).append(message)
     return errors or {"__all__": [exc.message]}
 
 
 def _values_of(campaign: Campaign) -> dict:
     return {
-        "name": campaign.name, "guidelines": campaign.guidelines,
-        "votes_per_comparison": campaign.votes_per_comparison, "lease_minutes": campaign.lease_seconds / 60,
-        "gold_rate": campaign.gold_rate, "dimensions": dimensions_of(campaign),
+        "name": campaign.name,
+        "guidelines": campaign.guidelines,
+        "votes_per_comparison": campaign.votes_per_comparison,
+        "lease_minutes": campaign.lease_seconds / 60,
+        "gold_rate": campaign.gold_rate,
+        "dimensions": dimensions_of(campaign),
         "rationale_required": campaign.rationale_required,
         "deadline": campaign.deadline.strftime("%Y-%m-%dT%H:%M") if campaign.deadline else "",
-        "pool_only": campaign.pool_only, "pool": list(campaign.pool.values_list("pk", flat=True)),
-        "environment": campaign.environment, "task_split": campaign.task_split,
+        "pool_only": campaign.pool_only,
+        "pool": list(campaign.pool.values_list("pk", flat=True)),
+        "environment": campaign.environment,
+        "task_split": campaign.task_split,
     }
 
 
@@ -148,8 +203,9 @@ def campaign_new(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Campaign {campaign.name} created. Fill it with comparisons below.")
             return redirect("annotate:campaign", campaign_id=campaign.pk)
-    return render(request, "annotate/campaign_form.html", _form_context(None, values, errors),
-                  status=400 if errors else 200)
+    return render(
+        request, "annotate/campaign_form.html", _form_context(None, values, errors), status=400 if errors else 200
+    )
 
 
 @role_required(Role.ADMIN)
@@ -164,16 +220,20 @@ def campaign_edit(request: HttpRequest, campaign_id: int) -> HttpResponse:
         else:
             messages.success(request, "Settings saved.")
             return redirect("annotate:campaign", campaign_id=campaign.pk)
-    return render(request, "annotate/campaign_form.html", _form_context(campaign, values, errors),
-                  status=400 if errors else 200)
+    return render(
+        request, "annotate/campaign_form.html", _form_context(campaign, values, errors), status=400 if errors else 200
+    )
 
 
 @role_required(Role.ADMIN)
 @require_POST
 def markdown_preview(request: HttpRequest) -> HttpResponse:
     """The guidelines as annotators will see them (htmx, while the admin types)."""
-    return render(request, "annotate/campaign_form.html#guidelines-preview",
-                  {"guidelines": request.POST.get("guidelines", "")[:100_000]})
+    return render(
+        request,
+        "annotate/campaign_form.html#guidelines-preview",
+        {"guidelines": request.POST.get("guidelines", "")[:100_000]},
+    )
 
 
 def _fill_choices() -> dict:
@@ -199,13 +259,20 @@ def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
     rows = Campaign.objects.all() if user_has_role(request.user, *READERS) else campaigns_labelable_by(request.user)
     campaign = get_object_or_404(rows, pk=campaign_id)
     campaign = campaigns_with_progress(user=request.user, statuses=Campaign.Status.values, ids=[campaign.pk])[0]
-    context = {"campaign": campaign, "dimensions": dimensions_of(campaign),
-               "admin": user_has_role(request.user, Role.ADMIN), "reader": user_has_role(request.user, *READERS)}
+    context = {
+        "campaign": campaign,
+        "dimensions": dimensions_of(campaign),
+        "admin": user_has_role(request.user, Role.ADMIN),
+        "reader": user_has_role(request.user, *READERS),
+    }
     if context["reader"]:
         activity = campaign_activity(campaign=campaign)
         context["annotators"] = activity["annotators"]
-        context["daily_chart"] = bar_chart_svg([d.strftime("%m-%d") for d, _ in activity["daily"]],
-                                               [n for _, n in activity["daily"]], title="Judgements per day")
+        context["daily_chart"] = bar_chart_svg(
+            [d.strftime("%m-%d") for d, _ in activity["daily"]],
+            [n for _, n in activity["daily"]],
+            title="Judgements per day",
+        )
     if context["admin"]:
         context.update(_fill_choices())
         context["actions"] = [(a, ACTION_LABELS[a]) for a in TRANSITIONS[campaign.status]]
@@ -244,11 +311,17 @@ def campaign_clone_post(request: HttpRequest, campaign_id: int) -> HttpResponse:
 
 def _fill_input(post) -> dict:
     return {
-        "strategy": post.get("strategy", "all_pairs"), "max_per_task": post.get("max_per_task", ""),
-        "import_batches": post.getlist("import_batches"), "policies": post.getlist("policies"),
-        "runs": post.getlist("runs"), "split": post.get("split", ""), "tags": post.get("tags", ""),
-        "policy_a": post.get("policy_a") or None, "policy_b": post.get("policy_b") or None,
-        "reward_model": post.get("reward_model") or None, "all_trajectories": post.get("all_trajectories") == "on",
+        "strategy": post.get("strategy", "all_pairs"),
+        "max_per_task": post.get("max_per_task", ""),
+        "import_batches": post.getlist("import_batches"),
+        "policies": post.getlist("policies"),
+        "runs": post.getlist("runs"),
+        "split": post.get("split", ""),
+        "tags": post.get("tags", ""),
+        "policy_a": post.get("policy_a") or None,
+        "policy_b": post.get("policy_b") or None,
+        "reward_model": post.get("reward_model") or None,
+        "all_trajectories": post.get("all_trajectories") == "on",
     }
 
 
@@ -260,8 +333,11 @@ def campaign_fill(request: HttpRequest, campaign_id: int) -> HttpResponse:
     try:
         fill_request = fill_request_clean(_fill_input(request.POST))
         if request.POST.get("preview"):
-            return render(request, "annotate/campaign_detail.html#fill-preview",
-                          {"preview": fill_preview(campaign=campaign, request=fill_request)})
+            return render(
+                request,
+                "annotate/campaign_detail.html#fill-preview",
+                {"preview": fill_preview(campaign=campaign, request=fill_request)},
+            )
         fill = campaign_fill_create(campaign=campaign, request=fill_request, created_by=request.user)
     except ArbiterError as exc:
         if request.POST.get("preview"):
@@ -298,12 +374,15 @@ def campaign_gold(request: HttpRequest, campaign_id: int) -> HttpResponse:
         upload = request.FILES.get("file")
         if upload is None:
             raise ArbiterError("Choose a JSONL or CSV file of gold comparisons.")
-        counts = gold_import(campaign=campaign, rows=gold_rows_read(gold_upload_bytes(upload), filename=upload.name or ""))
+        counts = gold_import(
+            campaign=campaign, rows=gold_rows_read(gold_upload_bytes(upload), filename=upload.name or "")
+        )
     except RequestDataTooBig as exc:
         messages.error(request, str(exc))
     except ArbiterError as exc:
-        lines = "; ".join(f"line {d['line']}: {d['message']}" if "line" in d else d.get("message", "")
-                          for d in exc.details[:10])
+        lines = "; ".join(
+            f"line {d['line']}: {d['message']}" if "line" in d else d.get("message", "") for d in exc.details[:10]
+        )
         messages.error(request, exc.message + (f" {lines}" if lines else ""))
     else:
         messages.success(request, f"Gold stored: {counts['marked']} comparisons marked, {counts['created']} created.")

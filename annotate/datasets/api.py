@@ -1,4 +1,5 @@
 """Dataset snapshots over REST (researchers and admins)."""
+
 from __future__ import annotations
 
 from django.http import FileResponse
@@ -25,8 +26,23 @@ class SnapshotOutput(serializers.ModelSerializer):
 
     class Meta:
         model = DatasetSnapshot
-        fields = ["id", "name", "description", "campaigns", "filters", "aggregation", "ties", "seed",
-                  "test_fraction", "status", "progress", "message", "content_hash", "stats", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "campaigns",
+            "filters",
+            "aggregation",
+            "ties",
+            "seed",
+            "test_fraction",
+            "status",
+            "progress",
+            "message",
+            "content_hash",
+            "stats",
+            "created_at",
+        ]
 
 
 class DatasetListCreateApi(APIView):
@@ -49,8 +65,11 @@ class DatasetListCreateApi(APIView):
 
     @extend_schema(responses={200: SnapshotOutput(many=True)})
     def get(self, request):
-        return list_page(self, DatasetSnapshot.objects.prefetch_related("campaigns"),
-                         lambda page: SnapshotOutput(page, many=True).data)
+        return list_page(
+            self,
+            DatasetSnapshot.objects.prefetch_related("campaigns"),
+            lambda page: SnapshotOutput(page, many=True).data,
+        )
 
     @extend_schema(request=InputSerializer, responses={201: SnapshotOutput, 202: SnapshotOutput})
     def post(self, request):
@@ -62,7 +81,9 @@ class DatasetListCreateApi(APIView):
         if missing:
             raise ArbiterError(f"No campaign with id {', '.join(map(str, missing))}.")
         snapshot = snapshot_create_from_input(data=d, campaigns=campaigns, created_by=request.user)
-        code = status.HTTP_201_CREATED if snapshot.status == DatasetSnapshot.Status.SUCCEEDED else status.HTTP_202_ACCEPTED
+        code = (
+            status.HTTP_201_CREATED if snapshot.status == DatasetSnapshot.Status.SUCCEEDED else status.HTTP_202_ACCEPTED
+        )
         return Response(SnapshotOutput(snapshot).data, status=code)
 
 
@@ -79,13 +100,21 @@ class DatasetDownloadApi(APIView):
 
     permission_classes = [api_role(*DATA_ROLES)]
 
-    @extend_schema(parameters=[OpenApiParameter("format", str, enum=list(FORMATS)),
-                               OpenApiParameter("filetype", str, enum=list(FILETYPES))],
-                   responses={(200, "application/zip"): bytes})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("format", str, enum=list(FORMATS)),
+            OpenApiParameter("filetype", str, enum=list(FILETYPES)),
+        ],
+        responses={(200, "application/zip"): bytes},
+    )
     def get(self, request, snapshot_id: int):
         snapshot = get_object_or_404(DatasetSnapshot, pk=snapshot_id)
         fmt = request.query_params.get("format", "trl")
         filetype = request.query_params.get("filetype", "parquet")
         path = export_download_path(snapshot, fmt, filetype)
-        return FileResponse(path.open("rb"), as_attachment=True, content_type="application/zip",
-                            filename=f"arbiter-snapshot-{snapshot.pk}-{fmt}-{filetype}.zip")
+        return FileResponse(
+            path.open("rb"),
+            as_attachment=True,
+            content_type="application/zip",
+            filename=f"arbiter-snapshot-{snapshot.pk}-{fmt}-{filetype}.zip",
+        )

@@ -1,4 +1,5 @@
 """Dataset snapshot pages: list and create, follow a build, download (researchers and admins)."""
+
 from __future__ import annotations
 
 from django.http import FileResponse, HttpRequest, HttpResponse
@@ -28,8 +29,9 @@ def datasets(request: HttpRequest) -> HttpResponse:
         else:
             return redirect("annotate:dataset", snapshot_id=snapshot.id)
     snapshots = DatasetSnapshot.objects.prefetch_related("campaigns").order_by("-created_at")[:100]
-    return render(request, "annotate/datasets.html", {"form": form, "snapshots": snapshots},
-                  status=400 if form.errors else 200)
+    return render(
+        request, "annotate/datasets.html", {"form": form, "snapshots": snapshots}, status=400 if form.errors else 200
+    )
 
 
 @role_required(*DATA_ROLES)
@@ -56,5 +58,6 @@ def dataset_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
         path = export_download_path(snapshot, fmt, filetype)
     except ArbiterError as exc:
         return render(request, "annotate/error.html", {"message": exc.message}, status=400)
-    return FileResponse(path.open("rb"), as_attachment=True,
-                        filename=f"arbiter-snapshot-{snapshot.pk}-{fmt}-{filetype}.zip")
+    return FileResponse(
+        path.open("rb"), as_attachment=True, filename=f"arbiter-snapshot-{snapshot.pk}-{fmt}-{filetype}.zip"
+    )

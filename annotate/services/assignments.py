@@ -24,6 +24,7 @@ row version before it may lock it, so no comparison is ever over-assigned. SQLit
 embedded mode) has no row locks but runs one writer at a time, which gives the same
 guarantee.
 """
+
 from __future__ import annotations
 
 import random
@@ -70,7 +71,9 @@ def leases_end_outside_pool(*, campaign: Campaign) -> int:
     """End the live leases of people who may no longer label the campaign (taken out of its pool):
     the slots go back at once, and a late submit of theirs is refused. Returns how many."""
     leases = Assignment.objects.filter(comparison__campaign=campaign, status=Assignment.Status.LEASED)
-    ended = [a for a in leases.select_related("annotator") if not campaign_may_label(campaign=campaign, user=a.annotator)]
+    ended = [
+        a for a in leases.select_related("annotator") if not campaign_may_label(campaign=campaign, user=a.annotator)
+    ]
     if not ended:
         return 0
     Assignment.objects.filter(pk__in=[a.pk for a in ended]).update(leased_until=timezone.now() - timedelta(seconds=1))
@@ -114,22 +117,37 @@ def _take_slot(campaign: Campaign, annotator, now, *, gold: bool) -> Assignment 
     if connection.vendor == "postgresql":
         sql = _TAKE_SLOT_SQL.format(slot_rule="" if gold else "AND c.slots_taken < %(k)s")
         with connection.cursor() as cursor:
-            cursor.execute(sql, {
-                "campaign": campaign.id, "gold": gold, "k": campaign.votes_per_comparison,
-                "annotator": annotator.pk, "now": now, "until": until, "left_is_a": left_is_a,
-            })
+            cursor.execute(
+                sql,
+                {
+                    "campaign": campaign.id,
+                    "gold": gold,
+                    "k": campaign.votes_per_comparison,
+                    "annotator": annotator.pk,
+                    "now": now,
+                    "until": until,
+                    "left_is_a": left_is_a,
+                },
+            )
             row = cursor.fetchone()
         if row is None:
             return None
         return Assignment(
-            id=row[0], comparison_id=row[1], annotator=annotator, left_is_a=left_is_a,
-            status=Assignment.Status.LEASED, leased_until=until, shown_at=now, created_at=now, updated_at=now,
+            id=row[0],
+            comparison_id=row[1],
+            annotator=annotator,
+            left_is_a=left_is_a,
+            status=Assignment.Status.LEASED,
+            leased_until=until,
+            shown_at=now,
+            created_at=now,
+            updated_at=now,
         )
     # Other databases (SQLite in the embedded mode run one writer at a time): the ORM.
     seen = Assignment.objects.filter(comparison=OuterRef("pk"), annotator=annotator)
-    candidates = Comparison.objects.filter(
-        campaign=campaign, status=Comparison.Status.OPEN, is_gold=gold
-    ).filter(~Exists(seen))
+    candidates = Comparison.objects.filter(campaign=campaign, status=Comparison.Status.OPEN, is_gold=gold).filter(
+        ~Exists(seen)
+    )
     if not gold:
         candidates = candidates.filter(slots_taken__lt=campaign.votes_per_comparison)
     comparison = candidates.order_by("-priority", "id").only("id").first()
@@ -137,8 +155,11 @@ def _take_slot(campaign: Campaign, annotator, now, *, gold: bool) -> Assignment 
         return None
     Comparison.objects.filter(pk=comparison.pk).update(slots_taken=F("slots_taken") + 1)
     return Assignment.objects.create(
-        comparison_id=comparison.pk, annotator=annotator, left_is_a=left_is_a,
-        leased_until=until, shown_at=now,
+        comparison_id=comparison.pk,
+        annotator=annotator,
+        left_is_a=left_is_a,
+        leased_until=until,
+        shown_at=now,
     )
 
 
@@ -148,8 +169,10 @@ def assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
     Refused (PermissionDenied) for an annotator outside the campaign's pool.
     """
     if not campaign_may_label(campaign=campaign, user=annotator):
-        raise PermissionDenied(f"Campaign {campaign.name!r} is labelled by its pool of annotators only, "
-                               "and you are not in it. Ask an admin to add you.")
+        raise PermissionDenied(
+            f"Campaign {campaign.name!r} is labelled by its pool of annotators only, "
+            "and you are not in it. Ask an admin to add you."
+        )
     if campaign.status != Campaign.Status.ACTIVE:
         raise ArbiterError(f"Campaign {campaign.name!r} is {campaign.status}, not active.")
     _sweep_if_due(campaign)
@@ -164,7 +187,9 @@ def _assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
     now = timezone.now()
     current = (
         Assignment.objects.filter(
-            annotator=annotator, status=Assignment.Status.LEASED, leased_until__gt=now,
+            annotator=annotator,
+            status=Assignment.Status.LEASED,
+            leased_until__gt=now,
             comparison__campaign=campaign,
         )
         .order_by("created_at")
@@ -208,14 +233,15 @@ def _checked(assignment: Assignment, verdict: Verdict) -> Verdict:
             .get()
         )
         step_counts = (size_a, size_b) if assignment.left_is_a else (size_b, size_a)
-    return judgement_parse(verdict.body(), dimensions=dimensions_of(campaign),
-                           rationale_required=campaign.rationale_required, step_counts=step_counts)
+    return judgement_parse(
+        verdict.body(),
+        dimensions=dimensions_of(campaign),
+        rationale_required=campaign.rationale_required,
+        step_counts=step_counts,
+    )
 
 
-LEASE_LOST = (
-    "Your lease on this comparison expired and it already has all its votes: "
-    "your judgement was not stored."
-)
+LEASE_LOST = "Your lease on this comparison expired and it already has all its votes: your judgement was not stored."
 
 
 def judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tuple[Judgement, bool]:
@@ -246,11 +272,13 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
         raise ArbiterError("You skipped this comparison; it cannot be judged now.")
     campaign = assignment.comparison.campaign
     if campaign.status == Campaign.Status.ARCHIVED:
-        raise ArbiterError(f"Campaign {campaign.name!r} is archived: nothing more is stored in it; "
-                           "your judgement was not stored.")
+        raise ArbiterError(
+            f"Campaign {campaign.name!r} is archived: nothing more is stored in it; your judgement was not stored."
+        )
     if not campaign_may_label(campaign=campaign, user=annotator):
-        raise PermissionDenied(f"You are no longer in the pool of campaign {campaign.name!r}: your judgement "
-                               "was not stored.")
+        raise PermissionDenied(
+            f"You are no longer in the pool of campaign {campaign.name!r}: your judgement was not stored."
+        )
     verdict = _checked(assignment, verdict)
     comparison = assignment.comparison
     campaign = comparison.campaign
@@ -258,9 +286,11 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
     k = campaign.votes_per_comparison
     if assignment.status == Assignment.Status.EXPIRED:
         # The sweep gave this slot back: take a free one again, if there is one.
-        took = Comparison.objects.filter(pk=comparison.pk).filter(
-            **({} if comparison.is_gold else {"slots_taken__lt": k})
-        ).update(slots_taken=F("slots_taken") + 1)
+        took = (
+            Comparison.objects.filter(pk=comparison.pk)
+            .filter(**({} if comparison.is_gold else {"slots_taken__lt": k}))
+            .update(slots_taken=F("slots_taken") + 1)
+        )
         if not took:
             return None
     ab = _to_ab(assignment, verdict)
@@ -278,8 +308,10 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
     assignment.status = Assignment.Status.SUBMITTED
     assignment.finished_at = now
     assignment.save(update_fields=["status", "finished_at", "updated_at"])
-    complete = Comparison.Status.OPEN if comparison.is_gold else Case(
-        When(votes__gte=k - 1, then=Value(Comparison.Status.COMPLETE)), default=F("status")
+    complete = (
+        Comparison.Status.OPEN
+        if comparison.is_gold
+        else Case(When(votes__gte=k - 1, then=Value(Comparison.Status.COMPLETE)), default=F("status"))
     )
     Comparison.objects.filter(pk=comparison.pk).update(votes=F("votes") + 1, status=complete)
     return judgement, True
@@ -316,7 +348,9 @@ def comparison_adjudicate(*, comparison: Comparison, admin, choice: int, note: s
     comparison.adjudicated_by = admin
     comparison.adjudicated_at = timezone.now()
     comparison.adjudication_note = note[:5000]
-    comparison.save(update_fields=["adjudicated_choice", "adjudicated_by", "adjudicated_at", "adjudication_note", "updated_at"])
+    comparison.save(
+        update_fields=["adjudicated_choice", "adjudicated_by", "adjudicated_at", "adjudication_note", "updated_at"]
+    )
     return comparison
 
 
@@ -332,6 +366,10 @@ def comparison_set_gold(*, comparison: Comparison, choice: int | None) -> Compar
 
 
 __all__ = [
-    "Verdict", "assignment_next", "assignment_skip", "comparison_adjudicate",
-    "comparison_set_gold", "judgement_submit",
+    "Verdict",
+    "assignment_next",
+    "assignment_skip",
+    "comparison_adjudicate",
+    "comparison_set_gold",
+    "judgement_submit",
 ]

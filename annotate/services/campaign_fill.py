@@ -9,6 +9,7 @@ would make without writing. A fill over many trajectories runs as a job (a worke
 builds it, with progress); a small one runs in the request. Either way it is idempotent:
 pairs already in the campaign are not made again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,18 +49,27 @@ class FillRequest:
     all_trajectories: bool = False  # no source picked: every stored trajectory, other campaigns' too
 
     def selection(self) -> dict:
-        return {k: v for k, v in asdict(self).items()
-                if k in ("import_batches", "policies", "runs", "split", "tags", "all_trajectories") and v}
+        return {
+            k: v
+            for k, v in asdict(self).items()
+            if k in ("import_batches", "policies", "runs", "split", "tags", "all_trajectories") and v
+        }
 
     def sources(self) -> list[str]:
         """Where the trajectories come from, in words ("" when every stored one)."""
         named = [("import", self.import_batches), ("policy", self.policies), ("run", self.runs), ("tag", self.tags)]
-        return [f"{noun}{'s' if len(values) > 1 else ''} {', '.join(map(str, values[:5]))}"
-                for noun, values in named if values]
+        return [
+            f"{noun}{'s' if len(values) > 1 else ''} {', '.join(map(str, values[:5]))}"
+            for noun, values in named
+            if values
+        ]
 
     def options(self) -> dict:
-        return {k: v for k, v in asdict(self).items()
-                if k in ("max_per_task", "policy_a", "policy_b", "reward_model", "seed") and v is not None}
+        return {
+            k: v
+            for k, v in asdict(self).items()
+            if k in ("max_per_task", "policy_a", "policy_b", "reward_model", "seed") and v is not None
+        }
 
 
 def _ids(value, name: str, model, problems: list) -> list[int]:
@@ -99,12 +109,26 @@ def fill_request_clean(data: dict) -> FillRequest:
     """A fill request from the API's or the form's input; every problem named at once."""
     if not isinstance(data, dict):
         raise ArbiterError("Send the fill as an object.")
-    known = {"strategy", "max_per_task", "import_batches", "policies", "runs", "split", "tags", "policy_a",
-             "policy_b", "reward_model", "seed", "all_trajectories"}
+    known = {
+        "strategy",
+        "max_per_task",
+        "import_batches",
+        "policies",
+        "runs",
+        "split",
+        "tags",
+        "policy_a",
+        "policy_b",
+        "reward_model",
+        "seed",
+        "all_trajectories",
+    }
     problems = [{"field": str(k)[:60], "message": "is not a fill option."} for k in sorted(set(data) - known, key=str)]
     strategy = data.get("strategy") or "all_pairs"
     if strategy not in FILL_STRATEGIES:
-        problems.append({"field": "strategy", "message": f"one of {', '.join(FILL_STRATEGIES)}; got {str(strategy)[:40]!r}."})
+        problems.append(
+            {"field": "strategy", "message": f"one of {', '.join(FILL_STRATEGIES)}; got {str(strategy)[:40]!r}."}
+        )
     request = FillRequest(strategy=strategy if strategy in FILL_STRATEGIES else "all_pairs")
     for name, low, high in (("max_per_task", 1, MAX_PER_TASK), ("seed", 0, 2**31 - 1)):
         if data.get(name) in (None, ""):
@@ -115,7 +139,9 @@ def fill_request_clean(data: dict) -> FillRequest:
         except ValueError:
             number = None
         if number is None or not low <= number <= high:
-            problems.append({"field": name, "message": f"a whole number from {low} to {high:,}; got {str(value)[:40]!r}."})
+            problems.append(
+                {"field": name, "message": f"a whole number from {low} to {high:,}; got {str(value)[:40]!r}."}
+            )
         else:
             setattr(request, name, number)
     request.import_batches = _ids(data.get("import_batches"), "import_batches", ImportBatch, problems)
@@ -126,8 +152,9 @@ def fill_request_clean(data: dict) -> FillRequest:
         setattr(request, name, found[0] if found else None)
     split = data.get("split") or ""
     if split not in ("", *Task.Split.values):
-        problems.append({"field": "split", "message": f"one of {', '.join(Task.Split.values)} or empty; "
-                                                      f"got {str(split)[:40]!r}."})
+        problems.append(
+            {"field": "split", "message": f"one of {', '.join(Task.Split.values)} or empty; got {str(split)[:40]!r}."}
+        )
     else:
         request.split = split
     tags = data.get("tags") or []
@@ -136,8 +163,9 @@ def fill_request_clean(data: dict) -> FillRequest:
     if not isinstance(tags, list) or not all(isinstance(t, str) and 0 < len(t) <= 100 for t in tags) or len(tags) > 50:
         problems.append({"field": "tags", "message": "a list of up to 50 tags, each 1-100 characters."})
     elif not _storable(tags):
-        problems.append({"field": "tags", "message": "a tag holds a character that cannot be stored (NUL or a "
-                                                     "lone surrogate)."})
+        problems.append(
+            {"field": "tags", "message": "a tag holds a character that cannot be stored (NUL or a lone surrogate)."}
+        )
     else:
         request.tags = tags
     everything = data.get("all_trajectories", False)
@@ -145,9 +173,14 @@ def fill_request_clean(data: dict) -> FillRequest:
         problems.append({"field": "all_trajectories", "message": "true or false."})
     request.all_trajectories = everything in (True, "on", "true")
     if not request.sources() and not request.all_trajectories and request.strategy != "policy_vs_policy":
-        problems.append({"field": "selection", "message": "pick where the trajectories come from (import batches, "
-                                                          "policies, runs or tags), or ask for all_trajectories: "
-                                                          "every stored trajectory, other campaigns' included."})
+        problems.append(
+            {
+                "field": "selection",
+                "message": "pick where the trajectories come from (import batches, "
+                "policies, runs or tags), or ask for all_trajectories: "
+                "every stored trajectory, other campaigns' included.",
+            }
+        )
     if request.strategy == "policy_vs_policy":
         if not request.policy_a or not request.policy_b:
             problems.append({"field": "policy_a", "message": "policy_vs_policy needs policy_a and policy_b."})
@@ -158,12 +191,15 @@ def fill_request_clean(data: dict) -> FillRequest:
 
         found = _ids(data.get("reward_model"), "reward_model", RewardModel, problems)
         if not found and not any(p["field"] == "reward_model" for p in problems):
-            problems.append({"field": "reward_model", "message": "rm_uncertainty needs the reward model that "
-                                                                 "orders the queue."})
+            problems.append(
+                {"field": "reward_model", "message": "rm_uncertainty needs the reward model that orders the queue."}
+            )
         request.reward_model = found[0] if found else None
     if problems:
-        raise ArbiterError("The fill is not valid: " + "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5]),
-                           details=problems)
+        raise ArbiterError(
+            "The fill is not valid: " + "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5]),
+            details=problems,
+        )
     return request
 
 
@@ -186,9 +222,17 @@ def _selected(campaign: Campaign, request: FillRequest) -> QuerySet[Trajectory]:
 
 def _pairs(campaign: Campaign, request: FillRequest, plan: PairPlan):
     pairing = "all_pairs" if request.strategy == "rm_uncertainty" else request.strategy
-    return comparisons_pairs(campaign=campaign, plan=plan, trajectories=_selected(campaign, request),
-                             strategy=pairing, max_per_task=request.max_per_task, policy_a=request.policy_a,
-                             policy_b=request.policy_b, tags=request.tags, seed=request.seed)
+    return comparisons_pairs(
+        campaign=campaign,
+        plan=plan,
+        trajectories=_selected(campaign, request),
+        strategy=pairing,
+        max_per_task=request.max_per_task,
+        policy_a=request.policy_a,
+        policy_b=request.policy_b,
+        tags=request.tags,
+        seed=request.seed,
+    )
 
 
 def fill_preview(*, campaign: Campaign, request: FillRequest) -> dict:
@@ -206,12 +250,21 @@ def campaign_fill_create(*, campaign: Campaign, request: FillRequest, created_by
     """Record a fill and run it now (small) or queue it for a worker (large)."""
     if campaign.status == Campaign.Status.ARCHIVED:
         raise ArbiterError(f"{campaign.name} is archived; unarchive it before filling it.")
-    fill = CampaignFill.objects.create(campaign=campaign, selection=request.selection(), strategy=request.strategy,
-                                       options=request.options(), created_by=created_by)
+    fill = CampaignFill.objects.create(
+        campaign=campaign,
+        selection=request.selection(),
+        strategy=request.strategy,
+        options=request.options(),
+        created_by=created_by,
+    )
     from annotate.tasks import campaign_fill_task
 
-    return job_dispatch(fill, inline=_selected(campaign, request).count() <= settings.FILL_INLINE_MAX_TRAJECTORIES,
-                        run=lambda pk: campaign_fill_run(fill_id=pk), task=campaign_fill_task)
+    return job_dispatch(
+        fill,
+        inline=_selected(campaign, request).count() <= settings.FILL_INLINE_MAX_TRAJECTORIES,
+        run=lambda pk: campaign_fill_run(fill_id=pk),
+        task=campaign_fill_task,
+    )
 
 
 def _request_of(fill: CampaignFill) -> FillRequest:
@@ -229,19 +282,23 @@ def campaign_fill_run(*, fill_id: int) -> None:
     plan = PairPlan()
 
     def progress() -> None:  # after each chunk written: the share of the selected trajectories read
-        CampaignFill.objects.filter(pk=fill_id).update(progress=round(min(0.99, plan.trajectories / total), 3),
-                                                       trajectories=plan.trajectories)
+        CampaignFill.objects.filter(pk=fill_id).update(
+            progress=round(min(0.99, plan.trajectories / total), 3), trajectories=plan.trajectories
+        )
 
     try:
         with Heartbeat(CampaignFill, fill_id):
-            created = comparisons_insert(campaign=fill.campaign, pairs=_pairs(fill.campaign, request, plan),
-                                         progress=progress)
+            created = comparisons_insert(
+                campaign=fill.campaign, pairs=_pairs(fill.campaign, request, plan), progress=progress
+            )
             if plan.trajectories == 0:
                 message = f"Nothing was built: no stored trajectory matches {_described(fill.campaign, request)}."
             else:
-                message = (f"Built {created} comparisons from {plan.trajectories} trajectories on {plan.tasks} tasks "
-                           f"({plan.existing} pairs were already in the campaign, {plan.identical} identical pairs "
-                           f"refused, {plan.capped} left out by the cap of {request.max_per_task} per task).")
+                message = (
+                    f"Built {created} comparisons from {plan.trajectories} trajectories on {plan.tasks} tasks "
+                    f"({plan.existing} pairs were already in the campaign, {plan.identical} identical pairs "
+                    f"refused, {plan.capped} left out by the cap of {request.max_per_task} per task)."
+                )
             if request.strategy == "rm_uncertainty":
                 message += " " + _order_by_reward_model(fill, request)
     except ArbiterError as exc:
@@ -251,8 +308,15 @@ def campaign_fill_run(*, fill_id: int) -> None:
         log.exception("fill %s failed", fill_id)
         _finish(fill_id, status=CampaignFill.Status.FAILED, message=f"The fill failed: {type(exc).__name__}: {exc}")
         raise
-    _finish(fill_id, status=CampaignFill.Status.SUCCEEDED, message=message, trajectories=plan.trajectories,
-            created_count=created, existing_count=plan.existing, identical_count=plan.identical)
+    _finish(
+        fill_id,
+        status=CampaignFill.Status.SUCCEEDED,
+        message=message,
+        trajectories=plan.trajectories,
+        created_count=created,
+        existing_count=plan.existing,
+        identical_count=plan.identical,
+    )
 
 
 def _described(campaign: Campaign, request: FillRequest) -> str:
@@ -261,9 +325,14 @@ def _described(campaign: Campaign, request: FillRequest) -> str:
     if request.split:
         parts.append(f"split {request.split}")
     if campaign.environment or campaign.task_split:
-        parts.append("the campaign's " + " and ".join(
-            f"{what} {value}" for what, value in (("environment", campaign.environment),
-                                                  ("split", campaign.task_split)) if value))
+        parts.append(
+            "the campaign's "
+            + " and ".join(
+                f"{what} {value}"
+                for what, value in (("environment", campaign.environment), ("split", campaign.task_split))
+                if value
+            )
+        )
     return "; ".join(parts)
 
 
@@ -271,13 +340,22 @@ def _order_by_reward_model(fill: CampaignFill, request: FillRequest) -> str:
     """Queue a scoring run that puts the pairs the reward model finds closest first."""
     from webapp.runs.services import run_launch
 
-    run = run_launch(kind="reward_scoring", user=fill.created_by, name=f"Order {fill.campaign.name} by uncertainty",
-                     config={"campaign_id": fill.campaign_id, "reward_model_id": request.reward_model,
-                             "order": "closest"})
+    run = run_launch(
+        kind="reward_scoring",
+        user=fill.created_by,
+        name=f"Order {fill.campaign.name} by uncertainty",
+        config={"campaign_id": fill.campaign_id, "reward_model_id": request.reward_model, "order": "closest"},
+    )
     return f"Scoring run #{run.pk} orders the queue by the reward model's uncertainty."
 
 
 def _finish(fill_id: int, *, status: str, message: str, **counts) -> None:
-    job_finish(CampaignFill, fill_id, status=status, message=message,
-               error=message if status == CampaignFill.Status.FAILED else "",
-               progress=1.0 if status == CampaignFill.Status.SUCCEEDED else 0.0, **counts)
+    job_finish(
+        CampaignFill,
+        fill_id,
+        status=status,
+        message=message,
+        error=message if status == CampaignFill.Status.FAILED else "",
+        progress=1.0 if status == CampaignFill.Status.SUCCEEDED else 0.0,
+        **counts,
+    )

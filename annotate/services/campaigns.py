@@ -4,6 +4,7 @@ clone, pool, delete.
 Every settings problem is reported at once, each naming its field, in words a person
 understands ("gold_rate: a share between 0 and 1 ... got 1.5").
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -24,8 +25,20 @@ MIN_LEASE_SECONDS, MAX_LEASE_SECONDS = 30, 7 * 24 * 3600
 MAX_GUIDELINES = 100_000
 MAX_DIMENSIONS = 20
 SCALES = range(2, 11)  # a dimension is rated on 1..scale
-SETTINGS = ("name", "guidelines", "votes_per_comparison", "lease_seconds", "gold_rate", "dimensions",
-            "rationale_required", "deadline", "pool_only", "pool", "environment", "task_split")
+SETTINGS = (
+    "name",
+    "guidelines",
+    "votes_per_comparison",
+    "lease_seconds",
+    "gold_rate",
+    "dimensions",
+    "rationale_required",
+    "deadline",
+    "pool_only",
+    "pool",
+    "environment",
+    "task_split",
+)
 
 # status -> {action: new status}
 TRANSITIONS = {
@@ -110,38 +123,58 @@ def dimensions_clean(raw, problems: list | None = None) -> list[dict]:
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict):
-            problems.append({"field": where,
-                             "message": f"dimension {i} must be a name or {{name, scale, description, required}}."})
+            problems.append(
+                {"field": where, "message": f"dimension {i} must be a name or {{name, scale, description, required}}."}
+            )
             continue
         unknown = sorted(set(item) - {"name", "scale", "description", "required"})
         if unknown:
-            problems.append({"field": where, "message": f"dimension {i} has unknown keys: {', '.join(map(str, unknown))}."})
+            problems.append(
+                {"field": where, "message": f"dimension {i} has unknown keys: {', '.join(map(str, unknown))}."}
+            )
         before = len(problems)
         name = _text(item.get("name"), field=f"{where}.name", limit=60, problems=problems)
         if len(problems) == before and not name:
-            problems.append({"field": f"{where}.name", "message": f"dimension {i} has no name; give it one or remove it."})
+            problems.append(
+                {"field": f"{where}.name", "message": f"dimension {i} has no name; give it one or remove it."}
+            )
         elif name and not all(ch.isalnum() or ch in " _-" for ch in name):
-            problems.append({"field": f"{where}.name", "message": f"dimension {i} ({name!r}): a name uses letters, "
-                                                                  "digits, spaces, '-' and '_' only."})
+            problems.append(
+                {
+                    "field": f"{where}.name",
+                    "message": f"dimension {i} ({name!r}): a name uses letters, digits, spaces, '-' and '_' only.",
+                }
+            )
         elif name.lower() in seen:
             problems.append({"field": f"{where}.name", "message": f"dimension {i}: {name!r} is named twice."})
         seen.add(name.lower())
         label = f"dimension {i}" + (f" ({name})" if name else "")
-        scale = _whole(item.get("scale", 5), field=f"{where}.scale", low=SCALES.start, high=SCALES.stop - 1,
-                       problems=problems, what=f"{label}: the number of points of its scale")
+        scale = _whole(
+            item.get("scale", 5),
+            field=f"{where}.scale",
+            low=SCALES.start,
+            high=SCALES.stop - 1,
+            problems=problems,
+            what=f"{label}: the number of points of its scale",
+        )
         description = _text(item.get("description"), field=f"{where}.description", limit=500, problems=problems)
         required = _flag(item.get("required", False), field=f"{where}.required", problems=problems)
         cleaned.append({"name": name, "scale": scale or 5, "description": description, "required": required})
     if own and problems:
-        raise ArbiterError("The dimensions are not valid: " + "; ".join(p["message"] for p in problems),
-                           details=problems)
+        raise ArbiterError(
+            "The dimensions are not valid: " + "; ".join(p["message"] for p in problems), details=problems
+        )
     return cleaned
 
 
 def dimensions_of(campaign: Campaign) -> list[dict]:
     """A campaign's dimensions as objects, whatever form they were stored in."""
-    return [{"name": d, "scale": 5, "description": "", "required": False} if isinstance(d, str)
-            else {"required": False, **d} for d in campaign.dimensions or []]
+    return [
+        {"name": d, "scale": 5, "description": "", "required": False}
+        if isinstance(d, str)
+        else {"required": False, **d}
+        for d in campaign.dimensions or []
+    ]
 
 
 def _deadline(value, problems: list, *, was: datetime | None) -> datetime | None:
@@ -155,8 +188,9 @@ def _deadline(value, problems: list, *, was: datetime | None) -> datetime | None
         except ValueError:
             moment = None
         if moment is None:
-            problems.append({"field": "deadline", "message": "must be a date and time like 2026-12-31T18:00; "
-                                                             f"got {value[:40]!r}."})
+            problems.append(
+                {"field": "deadline", "message": f"must be a date and time like 2026-12-31T18:00; got {value[:40]!r}."}
+            )
             return None
     else:
         problems.append({"field": "deadline", "message": "must be a date and time like 2026-12-31T18:00."})
@@ -189,8 +223,12 @@ def _pool(value, problems: list) -> list:
         problems.append({"field": "pool", "message": f"no such user: {', '.join(missing[:5])}."})
     cannot = [u.username for u in found if not u.is_active or not user_has_role(u, Role.ANNOTATOR, Role.ADMIN)]
     if cannot:
-        problems.append({"field": "pool", "message": f"{', '.join(cannot[:5])} cannot label (inactive, or without "
-                                                     "the annotator role)."})
+        problems.append(
+            {
+                "field": "pool",
+                "message": f"{', '.join(cannot[:5])} cannot label (inactive, or without the annotator role).",
+            }
+        )
     return found
 
 
@@ -218,24 +256,41 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
     if campaign is None or "name" in data:
         before = len(problems)
         name = _text(data.get("name"), field="name", limit=200, problems=problems, required=True)
-        if len(problems) == before and Campaign.objects.filter(name=name).exclude(
-                pk=getattr(campaign, "pk", None)).exists():
+        if (
+            len(problems) == before
+            and Campaign.objects.filter(name=name).exclude(pk=getattr(campaign, "pk", None)).exists()
+        ):
             problems.append({"field": "name", "message": f"a campaign called {name!r} exists already."})
         out["name"] = name
     if "guidelines" in data:
         out["guidelines"] = _text(data["guidelines"], field="guidelines", limit=MAX_GUIDELINES, problems=problems)
         out["guidelines_html"], slow = _rendered(out["guidelines"])
         if slow > GUIDELINES_RENDER_SECONDS:
-            problems.append({"field": "guidelines", "message": f"take {slow:.1f} s to render (the limit is "
-                             f"{GUIDELINES_RENDER_SECONDS:g} s): split very long runs of brackets or markup."})
+            problems.append(
+                {
+                    "field": "guidelines",
+                    "message": f"take {slow:.1f} s to render (the limit is "
+                    f"{GUIDELINES_RENDER_SECONDS:g} s): split very long runs of brackets or markup.",
+                }
+            )
     if "votes_per_comparison" in data:
-        out["votes_per_comparison"] = _whole(data["votes_per_comparison"], field="votes_per_comparison", low=1,
-                                             high=MAX_VOTES, problems=problems,
-                                             what="judgements each comparison gets from different annotators")
+        out["votes_per_comparison"] = _whole(
+            data["votes_per_comparison"],
+            field="votes_per_comparison",
+            low=1,
+            high=MAX_VOTES,
+            problems=problems,
+            what="judgements each comparison gets from different annotators",
+        )
     if "lease_seconds" in data:
-        out["lease_seconds"] = _whole(data["lease_seconds"], field="lease_seconds", low=MIN_LEASE_SECONDS,
-                                      high=MAX_LEASE_SECONDS, problems=problems,
-                                      what="seconds an annotator holds a comparison")
+        out["lease_seconds"] = _whole(
+            data["lease_seconds"],
+            field="lease_seconds",
+            low=MIN_LEASE_SECONDS,
+            high=MAX_LEASE_SECONDS,
+            problems=problems,
+            what="seconds an annotator holds a comparison",
+        )
     if "gold_rate" in data:
         rate = data["gold_rate"]
         try:
@@ -243,8 +298,13 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
         except (ValueError, OverflowError):
             value = None
         if value is None or value != value or not 0 <= value <= 1:
-            problems.append({"field": "gold_rate", "message": "must be a share between 0 and 1 (0.1: one assignment "
-                                                              f"in ten is a gold check); got {str(rate)[:40]}."})
+            problems.append(
+                {
+                    "field": "gold_rate",
+                    "message": "must be a share between 0 and 1 (0.1: one assignment "
+                    f"in ten is a gold check); got {str(rate)[:40]}.",
+                }
+            )
         else:
             out["gold_rate"] = value
     if "dimensions" in data:
@@ -262,8 +322,13 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
     if "task_split" in data:
         split = data["task_split"] or ""
         if split not in ("", *Task.Split.values):
-            problems.append({"field": "task_split", "message": f"must be one of {', '.join(Task.Split.values)} "
-                                                               f"(or empty for any); got {str(split)[:40]!r}."})
+            problems.append(
+                {
+                    "field": "task_split",
+                    "message": f"must be one of {', '.join(Task.Split.values)} "
+                    f"(or empty for any); got {str(split)[:40]!r}.",
+                }
+            )
         else:
             out["task_split"] = split
     if "status" in data and campaign is None:
@@ -274,9 +339,12 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
     if campaign is not None and out.get("votes_per_comparison") is not None:
         _check_votes(campaign, out["votes_per_comparison"], problems)
     if problems:
-        raise ArbiterError("The campaign was not saved: " + "; ".join(
-            f"{p['field']}: {p['message']}" for p in problems[:5]) + (" ..." if len(problems) > 5 else ""),
-            details=problems)
+        raise ArbiterError(
+            "The campaign was not saved: "
+            + "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
+            + (" ..." if len(problems) > 5 else ""),
+            details=problems,
+        )
     return out
 
 
@@ -284,8 +352,12 @@ def _check_votes(campaign: Campaign, k: int, problems: list) -> None:
     """k may not go below the votes a comparison already has."""
     most = (Comparison.objects.filter(campaign=campaign, is_gold=False).aggregate(m=Max("votes"))["m"]) or 0
     if k < most:
-        problems.append({"field": "votes_per_comparison", "message": f"cannot go below {most}: a comparison already "
-                                                                     f"has {most} votes (asked for {k})."})
+        problems.append(
+            {
+                "field": "votes_per_comparison",
+                "message": f"cannot go below {most}: a comparison already has {most} votes (asked for {k}).",
+            }
+        )
 
 
 def _apply(campaign: Campaign, values: dict) -> None:
@@ -314,8 +386,10 @@ def campaign_update(*, campaign: Campaign, data: dict) -> Campaign:
     """Change some settings. A new k reopens or completes comparisons to match it."""
     campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
     if isinstance(data, dict) and "status" in data:
-        raise ArbiterError("Change the status with an action (pause, resume, close, archive, ...).",
-                           details=[{"field": "status", "message": "use the campaign's status actions."}])
+        raise ArbiterError(
+            "Change the status with an action (pause, resume, close, archive, ...).",
+            details=[{"field": "status", "message": "use the campaign's status actions."}],
+        )
     values = campaign_settings_clean(data, campaign=campaign)
     old_k = campaign.votes_per_comparison
     pool_changed = bool({"pool", "pool_only"} & set(values))
@@ -342,8 +416,9 @@ def campaign_act(*, campaign: Campaign, action: str) -> Campaign:
     allowed = TRANSITIONS[campaign.status]
     if action not in allowed:
         article = "An" if campaign.status[0] in "aeiou" else "A"
-        raise ArbiterError(f"{article} {campaign.status} campaign cannot {action}; it can "
-                           f"{' or '.join(allowed) or 'do nothing'}.")
+        raise ArbiterError(
+            f"{article} {campaign.status} campaign cannot {action}; it can {' or '.join(allowed) or 'do nothing'}."
+        )
     campaign.status = allowed[action]
     campaign.save(update_fields=["status", "updated_at"])
     return campaign
@@ -354,10 +429,17 @@ def campaign_clone(*, campaign: Campaign, name: str, created_by) -> Campaign:
     """A new campaign with the same settings, guidelines and pool; no comparisons or judgements."""
     values = campaign_settings_clean({"name": name})
     copy = Campaign.objects.create(
-        name=values["name"], guidelines=campaign.guidelines, votes_per_comparison=campaign.votes_per_comparison,
-        lease_seconds=campaign.lease_seconds, gold_rate=campaign.gold_rate, dimensions=dimensions_of(campaign),
-        rationale_required=campaign.rationale_required, pool_only=campaign.pool_only,
-        environment=campaign.environment, task_split=campaign.task_split, cloned_from=campaign,
+        name=values["name"],
+        guidelines=campaign.guidelines,
+        votes_per_comparison=campaign.votes_per_comparison,
+        lease_seconds=campaign.lease_seconds,
+        gold_rate=campaign.gold_rate,
+        dimensions=dimensions_of(campaign),
+        rationale_required=campaign.rationale_required,
+        pool_only=campaign.pool_only,
+        environment=campaign.environment,
+        task_split=campaign.task_split,
+        cloned_from=campaign,
         created_by=created_by,
     )
     copy.pool.set(campaign.pool.all())
@@ -407,4 +489,3 @@ def campaign_get_or_create(*, name: str, created_by=None) -> tuple[Campaign, boo
     except json_input.JsonInputError as exc:
         raise ArbiterError(f"The campaign name cannot be stored: {exc}.") from None
     return Campaign.objects.get_or_create(name=name, defaults={"created_by": created_by})
-

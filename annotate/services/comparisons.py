@@ -18,6 +18,7 @@ again only adds what is new. `comparisons_pairs` streams the new pairs task by t
 (counting what it leaves out), `comparisons_plan` collects them without writing (the
 preview), `comparisons_insert` writes them in chunks.
 """
+
 from __future__ import annotations
 
 import json
@@ -83,9 +84,15 @@ class PairPlan:
     sampled_tasks: int = 0  # tasks with more than SAMPLE_ABOVE candidate pairs: drawn at random, not listed
 
     def as_dict(self) -> dict:
-        return {"comparisons": self.new, "trajectories": self.trajectories, "tasks": self.tasks,
-                "already_in_campaign": self.existing, "identical_refused": self.identical,
-                "left_out_by_cap": self.capped, "sampled_tasks": self.sampled_tasks}
+        return {
+            "comparisons": self.new,
+            "trajectories": self.trajectories,
+            "tasks": self.tasks,
+            "already_in_campaign": self.existing,
+            "identical_refused": self.identical,
+            "left_out_by_cap": self.capped,
+            "sampled_tasks": self.sampled_tasks,
+        }
 
 
 # A task with more candidate pairs than this (about 320 trajectories of one task) has its pairs
@@ -148,20 +155,26 @@ def comparisons_pairs(
         if row["task_id"] not in block and len(block) >= TASKS_PER_BLOCK:
             yield from _block_pairs(campaign, block, strategy, max_per_task, policy_a, policy_b, rng, plan)
             block = {}
-        key = (_calls_and_answer(row["steps"], row["answer"]) if strategy == "same_calls_different_answer"
-               else row["outcome"])
+        key = (
+            _calls_and_answer(row["steps"], row["answer"])
+            if strategy == "same_calls_different_answer"
+            else row["outcome"]
+        )
         block.setdefault(row["task_id"], []).append(_Row(row["id"], row["policy_id"], row["behaviour_hash"], key))
         plan.trajectories += 1
     yield from _block_pairs(campaign, block, strategy, max_per_task, policy_a, policy_b, rng, plan)
 
 
-def _block_pairs(campaign, block: dict[int, list[_Row]], strategy, max_per_task, policy_a, policy_b, rng,
-                 plan: PairPlan) -> Iterator[tuple[int, int, int]]:
+def _block_pairs(
+    campaign, block: dict[int, list[_Row]], strategy, max_per_task, policy_a, policy_b, rng, plan: PairPlan
+) -> Iterator[tuple[int, int, int]]:
     if not block:
         return
     keep: Callable[[object, object], bool] = {
-        "all_pairs": lambda a, b: True, "policy_vs_policy": lambda a, b: True,
-        "outcome_differs": _outcomes_differ, "same_calls_different_answer": _answer_is_the_difference,
+        "all_pairs": lambda a, b: True,
+        "policy_vs_policy": lambda a, b: True,
+        "outcome_differs": _outcomes_differ,
+        "same_calls_different_answer": _answer_is_the_difference,
     }[strategy]
     in_campaign = Comparison.objects.filter(campaign=campaign, task_id__in=list(block))
     existing_count = dict(in_campaign.values_list("task_id").annotate(n=Count("id")))
@@ -205,12 +218,14 @@ def _block_pairs(campaign, block: dict[int, list[_Row]], strategy, max_per_task,
             yield task_id, a, b
 
 
-def _drawn(found: list[_Row], sides, room: int, keep, existing_pairs: set, rng: random.Random,
-           plan: PairPlan, *, keyed: bool) -> list[tuple[int, int]]:
+def _drawn(
+    found: list[_Row], sides, room: int, keep, existing_pairs: set, rng: random.Random, plan: PairPlan, *, keyed: bool
+) -> list[tuple[int, int]]:
     """Up to `room` pairs drawn at random from a task too large to list, never materialising its
     pairs: the second trajectory is drawn among those whose key differs from the first's when the
     strategy compares keys, so rare differing pairs are still found. Bounded by attempts."""
     if sides is not None:
+
         def propose():
             return rng.choice(sides[0]), rng.choice(sides[1])
     else:
@@ -226,6 +241,7 @@ def _drawn(found: list[_Row], sides, room: int, keep, existing_pairs: set, rng: 
             mine = json.dumps(a.key, sort_keys=True, default=str)
             others = [g for k, g in groups.items() if k != mine]
             return (a, rng.choice(rng.choice(others))) if others else (a, a)
+
     chosen: set[tuple[int, int]] = set()
     for _ in range(50 * room + 1000):
         if len(chosen) >= room:
@@ -251,8 +267,13 @@ def comparisons_plan(*, campaign: Campaign, **selection) -> PairPlan:
     return plan
 
 
-def comparisons_insert(*, campaign: Campaign, pairs: Iterable[tuple[int, int, int]],
-                       progress: Callable[[], None] | None = None, chunk: int = 2000) -> int:
+def comparisons_insert(
+    *,
+    campaign: Campaign,
+    pairs: Iterable[tuple[int, int, int]],
+    progress: Callable[[], None] | None = None,
+    chunk: int = 2000,
+) -> int:
     """Write pairs (each chunk in its own transaction); returns how many were new."""
     created = 0
     pairs = iter(pairs)
@@ -264,13 +285,19 @@ def comparisons_insert(*, campaign: Campaign, pairs: Iterable[tuple[int, int, in
         # Stored pairs are looked up through the chunk's tasks (an index), not the whole campaign.
         tasks = {t for t, _, _ in batch}
         with transaction.atomic():
-            created += len(bulk_create_new(
-                Comparison, new, key=lambda c: (c.trajectory_a_id, c.trajectory_b_id),
-                stored_keys=lambda keys: Comparison.objects.filter(
-                    campaign=campaign, task_id__in=tasks, trajectory_a_id__in={a for a, _ in keys},
-                    trajectory_b_id__in={b for _, b in keys},
-                ).values_list("trajectory_a_id", "trajectory_b_id"),
-            ))
+            created += len(
+                bulk_create_new(
+                    Comparison,
+                    new,
+                    key=lambda c: (c.trajectory_a_id, c.trajectory_b_id),
+                    stored_keys=lambda keys: Comparison.objects.filter(
+                        campaign=campaign,
+                        task_id__in=tasks,
+                        trajectory_a_id__in={a for a, _ in keys},
+                        trajectory_b_id__in={b for _, b in keys},
+                    ).values_list("trajectory_a_id", "trajectory_b_id"),
+                )
+            )
         if progress:
             progress()
 
@@ -293,6 +320,14 @@ def comparisons_build(
         rows = rows.filter(task_id__in=task_ids)
     if trajectory_ids is not None:
         rows = rows.filter(pk__in=trajectory_ids)
-    pairs = comparisons_pairs(campaign=campaign, plan=PairPlan(), trajectories=rows, strategy=strategy,
-                              max_per_task=max_per_task, policy_a=policy_a, policy_b=policy_b, seed=seed)
+    pairs = comparisons_pairs(
+        campaign=campaign,
+        plan=PairPlan(),
+        trajectories=rows,
+        strategy=strategy,
+        max_per_task=max_per_task,
+        policy_a=policy_a,
+        policy_b=policy_b,
+        seed=seed,
+    )
     return comparisons_insert(campaign=campaign, pairs=pairs)

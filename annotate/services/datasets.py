@@ -5,6 +5,7 @@ A small snapshot is built in the request; a large one by a job on the `default` 
 reads the votes in a stream, then writes the frozen membership in one transaction, so a
 failed build leaves no half-written snapshot: only its row, marked failed with the reason.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -106,21 +107,33 @@ def snapshot_create(
     created_by=None,
 ) -> DatasetSnapshot:
     """Create a snapshot: built now when small, by a job when large. Nothing matches: an error."""
-    _validate(name=name, campaigns=campaigns, filters=filters, aggregation=aggregation, ties=ties,
-              test_fraction=test_fraction)
+    _validate(
+        name=name, campaigns=campaigns, filters=filters, aggregation=aggregation, ties=ties, test_fraction=test_fraction
+    )
     n = matching_judgements(campaign_ids=[c.id for c in campaigns], filters=filters).count()
     if n == 0:
         raise ArbiterError("No judgement matches these campaigns and filters; nothing was created.")
     with transaction.atomic():
         snapshot = DatasetSnapshot.objects.create(
-            name=name.strip(), description=description, filters=filters.as_json(), aggregation=aggregation,
-            ties=ties, seed=seed, test_fraction=test_fraction, created_by=created_by, heartbeat_at=timezone.now(),
+            name=name.strip(),
+            description=description,
+            filters=filters.as_json(),
+            aggregation=aggregation,
+            ties=ties,
+            seed=seed,
+            test_fraction=test_fraction,
+            created_by=created_by,
+            heartbeat_at=timezone.now(),
         )
         snapshot.campaigns.set(campaigns)
     from annotate.tasks import snapshot_build_task
 
-    job_dispatch(snapshot, inline=n <= settings.SNAPSHOT_INLINE_MAX_JUDGEMENTS,
-                 run=lambda pk: snapshot_build(snapshot_id=pk), task=snapshot_build_task)
+    job_dispatch(
+        snapshot,
+        inline=n <= settings.SNAPSHOT_INLINE_MAX_JUDGEMENTS,
+        run=lambda pk: snapshot_build(snapshot_id=pk),
+        task=snapshot_build_task,
+    )
     if snapshot.status == DatasetSnapshot.Status.FAILED:
         # Built in the request: the caller gets the reason; the failed build stays listed with it,
         # as a failed import or fill does.
@@ -149,8 +162,9 @@ def snapshot_build(*, snapshot_id: int) -> None:
 
 
 def _fail(snapshot: DatasetSnapshot, message: str) -> None:
-    job_finish(DatasetSnapshot, snapshot.pk, status=DatasetSnapshot.Status.FAILED, message=message, error=message,
-               progress=0)
+    job_finish(
+        DatasetSnapshot, snapshot.pk, status=DatasetSnapshot.Status.FAILED, message=message, error=message, progress=0
+    )
 
 
 def _build(snapshot: DatasetSnapshot) -> None:
@@ -159,7 +173,11 @@ def _build(snapshot: DatasetSnapshot) -> None:
     votes = matching_judgements(campaign_ids=campaign_ids, filters=filters)
     total = votes.count()
     rows = votes.order_by("comparison_id", "id").values_list(
-        "id", "comparison_id", "choice", "comparison__task_id", "comparison__task__external_id",
+        "id",
+        "comparison_id",
+        "choice",
+        "comparison__task_id",
+        "comparison__task__external_id",
         "comparison__adjudicated_choice",
     )
     pairs: list[SnapshotPair] = []
@@ -183,10 +201,18 @@ def _build(snapshot: DatasetSnapshot) -> None:
             dropped["ties"] += 1
             return
         split = task_split(external_id, seed=snapshot.seed, test_fraction=snapshot.test_fraction)
-        pairs.append(SnapshotPair(
-            snapshot_id=snapshot.pk, comparison_id=comparison_id, task_id=task_id, split=split,
-            preferred=pref.preferred, margin=pref.margin, votes=pref.votes, agreement=pref.agreement,
-        ))
+        pairs.append(
+            SnapshotPair(
+                snapshot_id=snapshot.pk,
+                comparison_id=comparison_id,
+                task_id=task_id,
+                split=split,
+                preferred=pref.preferred,
+                margin=pref.margin,
+                votes=pref.votes,
+                agreement=pref.agreement,
+            )
+        )
         members.extend((r[0], split) for r in group)
         units.append(choices)
 
@@ -235,13 +261,20 @@ def _build(snapshot: DatasetSnapshot) -> None:
         SnapshotPair.objects.bulk_create(pairs, batch_size=WRITE_BATCH)
         for start in range(0, len(members), WRITE_BATCH):
             SnapshotJudgement.objects.bulk_create(
-                [SnapshotJudgement(snapshot_id=snapshot.pk, judgement_id=j, split=s)
-                 for j, s in members[start:start + WRITE_BATCH]],
+                [
+                    SnapshotJudgement(snapshot_id=snapshot.pk, judgement_id=j, split=s)
+                    for j, s in members[start : start + WRITE_BATCH]
+                ],
                 batch_size=WRITE_BATCH,
             )
         DatasetSnapshot.objects.filter(pk=snapshot.pk).update(
-            status=DatasetSnapshot.Status.SUCCEEDED, progress=1.0, content_hash=digest.hexdigest(),
-            stats=json.loads(json.dumps(stats)), message="", heartbeat_at=timezone.now(), finished_at=timezone.now(),
+            status=DatasetSnapshot.Status.SUCCEEDED,
+            progress=1.0,
+            content_hash=digest.hexdigest(),
+            stats=json.loads(json.dumps(stats)),
+            message="",
+            heartbeat_at=timezone.now(),
+            finished_at=timezone.now(),
         )
 
 
@@ -251,11 +284,20 @@ SNAPSHOT_STALE_REASON = "The worker stopped before the snapshot was built; nothi
 def snapshot_create_from_input(*, data: dict, campaigns: list[Campaign], created_by) -> DatasetSnapshot:
     """`snapshot_create` from validated form or serializer fields (the web UI and the API)."""
     filters = SnapshotFilters(
-        min_votes=data["min_votes"], min_agreement=data["min_agreement"],
-        include_synthetic=data["include_synthetic"], date_from=data.get("date_from"), date_to=data.get("date_to"),
+        min_votes=data["min_votes"],
+        min_agreement=data["min_agreement"],
+        include_synthetic=data["include_synthetic"],
+        date_from=data.get("date_from"),
+        date_to=data.get("date_to"),
     )
     return snapshot_create(
-        name=data["name"], description=data.get("description", ""), campaigns=campaigns, filters=filters,
-        aggregation=data["aggregation"], ties=data["ties"], seed=data["seed"], test_fraction=data["test_fraction"],
+        name=data["name"],
+        description=data.get("description", ""),
+        campaigns=campaigns,
+        filters=filters,
+        aggregation=data["aggregation"],
+        ties=data["ties"],
+        seed=data["seed"],
+        test_fraction=data["test_fraction"],
         created_by=created_by,
     )

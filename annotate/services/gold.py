@@ -13,6 +13,7 @@ Two ways in:
 Gold comparisons are checks, not data: their votes do not count against k, and dataset
 snapshots leave them out.
 """
+
 from __future__ import annotations
 
 import csv
@@ -55,10 +56,14 @@ def gold_rows_read(raw: bytes, *, filename: str = "") -> list[tuple[int, object]
     if filename.lower().endswith(".csv") or not first.startswith("{"):
         reader = csv.DictReader(io.StringIO(text))
         missing = {"choice"} - set(reader.fieldnames or [])
-        if missing or not ({"comparison"} <= set(reader.fieldnames or [])
-                           or {"trajectory_a", "trajectory_b"} <= set(reader.fieldnames or [])):
-            raise ArbiterError("A gold CSV has a header row with `choice` and either `comparison` or "
-                               f"`trajectory_a` and `trajectory_b`; found: {', '.join(reader.fieldnames or [])[:200]}.")
+        if missing or not (
+            {"comparison"} <= set(reader.fieldnames or [])
+            or {"trajectory_a", "trajectory_b"} <= set(reader.fieldnames or [])
+        ):
+            raise ArbiterError(
+                "A gold CSV has a header row with `choice` and either `comparison` or "
+                f"`trajectory_a` and `trajectory_b`; found: {', '.join(reader.fieldnames or [])[:200]}."
+            )
         for record in reader:
             rows.append((reader.line_num, {k: v for k, v in record.items() if k is not None and v not in (None, "")}))
     else:
@@ -97,8 +102,12 @@ def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
             problems.append({"line": line, "message": str(row)})
             continue
         if not isinstance(row, dict):
-            problems.append({"line": line, "message": "expected an object with choice and comparison (or "
-                                                      "trajectory_a and trajectory_b)."})
+            problems.append(
+                {
+                    "line": line,
+                    "message": "expected an object with choice and comparison (or trajectory_a and trajectory_b).",
+                }
+            )
             continue
         unknown = sorted(set(row) - ROW_KEYS)
         if unknown:
@@ -106,14 +115,20 @@ def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
             continue
         choice = _int(row.get("choice"))
         if choice is None or not 1 <= choice <= 5:
-            problems.append({"line": line, "message": f"choice must be 1-5 (1: A much better ... 5: B much "
-                                                      f"better); got {str(row.get('choice'))[:40]!r}."})
+            problems.append(
+                {
+                    "line": line,
+                    "message": f"choice must be 1-5 (1: A much better ... 5: B much "
+                    f"better); got {str(row.get('choice'))[:40]!r}.",
+                }
+            )
             continue
         if "comparison" in row:
             cid = _int(row["comparison"])
             if cid is None or "trajectory_a" in row or "trajectory_b" in row:
-                problems.append({"line": line, "message": "give comparison (an id) or trajectory_a and "
-                                                          "trajectory_b, not both."})
+                problems.append(
+                    {"line": line, "message": "give comparison (an id) or trajectory_a and trajectory_b, not both."}
+                )
             else:
                 by_comparison.append((line, cid, choice))
             continue
@@ -124,13 +139,19 @@ def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
             problems.append({"line": line, "message": "a trajectory cannot be compared with itself."})
         else:
             by_pair.append((line, min(a, b), max(a, b), choice if a < b else 6 - choice))
-    in_campaign = set(Comparison.objects.filter(campaign=campaign, pk__in=[c for _, c, _ in by_comparison])
-                      .values_list("pk", flat=True))
+    in_campaign = set(
+        Comparison.objects.filter(campaign=campaign, pk__in=[c for _, c, _ in by_comparison]).values_list(
+            "pk", flat=True
+        )
+    )
     ids = {t for _, a, b, _ in by_pair for t in (a, b)}
     trajectories = {t["id"]: t for t in Trajectory.objects.filter(pk__in=ids).values("id", "task_id", "behaviour_hash")}
-    existing = dict(((a, b), pk) for pk, a, b in Comparison.objects.filter(
-        campaign=campaign, trajectory_a_id__in=ids, trajectory_b_id__in=ids).values_list(
-        "pk", "trajectory_a_id", "trajectory_b_id"))
+    existing = dict(
+        ((a, b), pk)
+        for pk, a, b in Comparison.objects.filter(
+            campaign=campaign, trajectory_a_id__in=ids, trajectory_b_id__in=ids
+        ).values_list("pk", "trajectory_a_id", "trajectory_b_id")
+    )
     marks: dict[int, int] = {}  # comparison id -> gold choice
     for line, cid, choice in by_comparison:
         if cid in in_campaign:
@@ -145,19 +166,30 @@ def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
         elif ta["task_id"] != tb["task_id"]:
             problems.append({"line": line, "message": f"trajectories {a} and {b} answer different tasks."})
         elif ta["behaviour_hash"] and ta["behaviour_hash"] == tb["behaviour_hash"]:
-            problems.append({"line": line, "message": f"trajectories {a} and {b} have the same steps and answer: "
-                                                      "there is nothing to judge."})
+            problems.append(
+                {
+                    "line": line,
+                    "message": f"trajectories {a} and {b} have the same steps and answer: there is nothing to judge.",
+                }
+            )
         elif (a, b) in existing:
             marks[existing[(a, b)]] = choice
         else:
-            new[(a, b)] = Comparison(campaign=campaign, task_id=ta["task_id"], trajectory_a_id=a, trajectory_b_id=b,
-                                     is_gold=True, gold_choice=choice)
+            new[(a, b)] = Comparison(
+                campaign=campaign,
+                task_id=ta["task_id"],
+                trajectory_a_id=a,
+                trajectory_b_id=b,
+                is_gold=True,
+                gold_choice=choice,
+            )
     if problems:
         problems.sort(key=lambda p: p["line"])
         raise ArbiterError(f"Nothing was stored: {len(problems)} bad row(s).", details=problems[:100])
     for comparison_id, choice in marks.items():
-        Comparison.objects.filter(pk=comparison_id).update(is_gold=True, gold_choice=choice,
-                                                           status=Comparison.Status.OPEN)
+        Comparison.objects.filter(pk=comparison_id).update(
+            is_gold=True, gold_choice=choice, status=Comparison.Status.OPEN
+        )
     Comparison.objects.bulk_create(new.values())
     return {"marked": len(marks), "created": len(new)}
 

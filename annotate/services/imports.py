@@ -6,6 +6,7 @@ and reason. If any line was bad the transaction is rolled back and `ArbiterError
 carries every reason, so the database is unchanged. Memory is bounded by the batch, not
 the file.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -74,14 +75,15 @@ class ImportReport:
         """One sentence for the command, the upload page and the API ('' when nothing was dropped)."""
         if not self.dropped:
             return ""
-        return " Dropped on purpose: " + "; ".join(
-            f"{n} {dropped_reason(kind)}" for kind, n in sorted(self.dropped.items())) + "."
+        return (
+            " Dropped on purpose: "
+            + "; ".join(f"{n} {dropped_reason(kind)}" for kind, n in sorted(self.dropped.items()))
+            + "."
+        )
 
 
 def _limits() -> Limits:
-    return Limits(
-        max_text_chars=settings.TRAJECTORY_MAX_TEXT_CHARS, max_steps=settings.TRAJECTORY_MAX_STEPS
-    )
+    return Limits(max_text_chars=settings.TRAJECTORY_MAX_TEXT_CHARS, max_steps=settings.TRAJECTORY_MAX_STEPS)
 
 
 def task_key(task: dict) -> tuple[str, str]:
@@ -140,8 +142,10 @@ class _Writer:
         for line, p in self.buffer:
             key = task_key(p.task)
             if key in first and first[key].task["prompt"] != p.task["prompt"]:
-                self.error(line, f"task {key[1]!r}{_in_environment(key[0])} appears earlier in this input with a "
-                                 "different prompt")
+                self.error(
+                    line,
+                    f"task {key[1]!r}{_in_environment(key[0])} appears earlier in this input with a different prompt",
+                )
             first.setdefault(key, p)
         tasks = _tasks_by_key(first)
         missing = [
@@ -162,8 +166,11 @@ class _Writer:
         for line, p in self.buffer:
             task = tasks[task_key(p.task)]
             if task.prompt != p.task["prompt"]:
-                self.error(line, f"task {task.external_id!r}{_in_environment(task.environment)} already exists with "
-                                 "a different prompt (a task's id names one prompt in its environment)")
+                self.error(
+                    line,
+                    f"task {task.external_id!r}{_in_environment(task.environment)} already exists with "
+                    "a different prompt (a task's id names one prompt in its environment)",
+                )
         return tasks
 
     def _policy(self, agent: dict[str, str]) -> Policy:
@@ -177,9 +184,7 @@ class _Writer:
             return
         tasks = self._tasks()
         hashes = [p.content_hash for _, p in self.buffer]
-        existing = dict(
-            Trajectory.objects.filter(content_hash__in=hashes).values_list("content_hash", "id")
-        )
+        existing = dict(Trajectory.objects.filter(content_hash__in=hashes).values_list("content_hash", "id"))
         new: dict[str, Trajectory] = {}
         for _, p in self.buffer:
             if p.content_hash in existing or p.content_hash in new:
@@ -200,17 +205,19 @@ class _Writer:
                 **self.origin,
             )
         inserted = bulk_create_new(
-            Trajectory, list(new.values()), key=lambda t: t.content_hash, batch_size=BATCH_SIZE,
+            Trajectory,
+            list(new.values()),
+            key=lambda t: t.content_hash,
+            batch_size=BATCH_SIZE,
             stored_keys=lambda keys: Trajectory.objects.filter(content_hash__in=keys).values_list(
-                "content_hash", flat=True),
+                "content_hash", flat=True
+            ),
         )
         # Rows another import stored at the same moment count as already stored.
         self.report.duplicates += len(new) - len(inserted)
         self.report.created += len(inserted)
         if self.keep_ids:
-            ids = dict(
-                Trajectory.objects.filter(content_hash__in=hashes).values_list("content_hash", "id")
-            )
+            ids = dict(Trajectory.objects.filter(content_hash__in=hashes).values_list("content_hash", "id"))
             self.report.trajectory_ids.extend(ids[h] for h in hashes)
         self.buffer.clear()
 
@@ -253,8 +260,15 @@ def _with_format(lines: Iterator[tuple[int, Any]], format: str, text: bool) -> t
     return kind or "auto", itertools.chain(peeked, lines)
 
 
-def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, limits: Limits, *,
-               text: bool, partial_traces: bool = False) -> None:
+def _read_into(
+    writer: _Writer,
+    lines: Iterator[tuple[int, Any]],
+    format: str,
+    limits: Limits,
+    *,
+    text: bool,
+    partial_traces: bool = False,
+) -> None:
     """Parse every line (`text`: JSONL lines; else decoded objects), or every trace of a trace
     export, into the writer; bad ones are noted."""
     format, lines = _with_format(lines, format, text)
@@ -275,7 +289,8 @@ def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, l
                 writer.error(result.line, result.error)
             elif result.skipped:
                 writer.report.dropped["trace_without_agent_run"] = (
-                    writer.report.dropped.get("trace_without_agent_run", 0) + 1)
+                    writer.report.dropped.get("trace_without_agent_run", 0) + 1
+                )
             for canonical, dropped in result.trajectories:
                 try:
                     parsed = parse_trajectory(canonical, limits, "canonical")
@@ -296,8 +311,12 @@ def _read_into(writer: _Writer, lines: Iterator[tuple[int, Any]], format: str, l
 
 @transaction.atomic
 def trajectories_import_stream(
-    *, stream: BinaryIO | Iterable[bytes], campaign: Campaign | None = None, batch: ImportBatch | None = None,
-    format: str = "auto", partial_traces: bool = False,
+    *,
+    stream: BinaryIO | Iterable[bytes],
+    campaign: Campaign | None = None,
+    batch: ImportBatch | None = None,
+    format: str = "auto",
+    partial_traces: bool = False,
 ) -> ImportReport:
     """Import JSONL (one trajectory per line in a transcript format, or a trace export). All or nothing.
 
@@ -322,7 +341,11 @@ def trajectories_import_stream(
 
 @transaction.atomic
 def trajectories_import_objects(
-    *, objects: list[Any], campaign: Campaign | None = None, run=None, format: str = "auto",
+    *,
+    objects: list[Any],
+    campaign: Campaign | None = None,
+    run=None,
+    format: str = "auto",
     partial_traces: bool = False,
 ) -> ImportReport:
     """Import decoded objects (the API's body, a rollout run's episodes). `trajectory_ids`
@@ -341,7 +364,12 @@ def trajectories_import_objects(
 
 
 def import_upload_create(
-    *, upload, campaign: Campaign | None, created_by, format: str = "auto", partial_traces: bool = False,
+    *,
+    upload,
+    campaign: Campaign | None,
+    created_by,
+    format: str = "auto",
+    partial_traces: bool = False,
 ) -> ImportBatch:
     """Store an uploaded JSONL file and import it now (small) or queue a job (large)."""
     if upload.size > settings.IMPORT_MAX_UPLOAD_BYTES:
@@ -365,8 +393,12 @@ def import_upload_create(
     )
     from annotate.tasks import import_batch_task
 
-    return job_dispatch(batch, inline=upload.size <= settings.IMPORT_INLINE_MAX_BYTES,
-                        run=lambda pk: import_batch_run(batch_id=pk), task=import_batch_task)
+    return job_dispatch(
+        batch,
+        inline=upload.size <= settings.IMPORT_INLINE_MAX_BYTES,
+        run=lambda pk: import_batch_run(batch_id=pk),
+        task=import_batch_task,
+    )
 
 
 def import_batch_run(*, batch_id: int) -> None:
@@ -376,8 +408,13 @@ def import_batch_run(*, batch_id: int) -> None:
     batch = ImportBatch.objects.select_related("campaign").get(pk=batch_id)
     try:
         with Heartbeat(ImportBatch, batch.pk), open(batch.stored_path, "rb") as stream:
-            report = trajectories_import_stream(stream=stream, campaign=batch.campaign, batch=batch,
-                                                format=batch.format, partial_traces=batch.partial_traces)
+            report = trajectories_import_stream(
+                stream=stream,
+                campaign=batch.campaign,
+                batch=batch,
+                format=batch.format,
+                partial_traces=batch.partial_traces,
+            )
     except ArbiterError as exc:
         _import_batch_finish(
             batch,
@@ -389,8 +426,9 @@ def import_batch_run(*, batch_id: int) -> None:
         return
     except Exception as exc:
         log.exception("import %s failed", batch.pk)
-        _import_batch_finish(batch, status=ImportBatch.Status.FAILED,
-                             message=f"The import failed: {type(exc).__name__}: {exc}")
+        _import_batch_finish(
+            batch, status=ImportBatch.Status.FAILED, message=f"The import failed: {type(exc).__name__}: {exc}"
+        )
         raise
     _import_batch_finish(
         batch,
@@ -415,12 +453,28 @@ def _import_batch_finish(
 ) -> None:
     """Write the outcome (job_finish: over a sweep's failure too, since what the import did is
     committed: a heartbeat held up by a locked SQLite file must not make it look lost)."""
-    counts = {} if report is None else {
-        "lines_read": report.lines_read, "created_count": report.created, "duplicate_count": report.duplicates,
-        "comparisons_created": report.comparisons_created, "dropped": dict(report.dropped), "layout": report.layout}
-    job_finish(ImportBatch, batch.pk, status=status, message=message,
-               error=message if status == ImportBatch.Status.FAILED else "", errors=errors or [],
-               error_count=error_count, **counts)
+    counts = (
+        {}
+        if report is None
+        else {
+            "lines_read": report.lines_read,
+            "created_count": report.created,
+            "duplicate_count": report.duplicates,
+            "comparisons_created": report.comparisons_created,
+            "dropped": dict(report.dropped),
+            "layout": report.layout,
+        }
+    )
+    job_finish(
+        ImportBatch,
+        batch.pk,
+        status=status,
+        message=message,
+        error=message if status == ImportBatch.Status.FAILED else "",
+        errors=errors or [],
+        error_count=error_count,
+        **counts,
+    )
     Path(batch.stored_path).unlink(missing_ok=True)
 
 

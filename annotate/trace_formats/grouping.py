@@ -9,6 +9,7 @@ a `traces` table holding each key's first position. `traces()` then reads the ke
 of first appearance and, for each, its records in file order. Memory holds the write buffer
 and one trace; the file can be any size and its traces in any order.
 """
+
 from __future__ import annotations
 
 import marshal

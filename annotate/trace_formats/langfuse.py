@@ -60,6 +60,7 @@ observation of another trace, a duplicate id, a listed observation not in the fi
 parent cycle) is refused with the record at fault. Unknown extra fields are not refused:
 Langfuse adds fields between versions.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -83,8 +84,18 @@ DROPPED_REASONS = {
     "span": "childless SPAN or CHAIN observation(s) with content were dropped",
 }
 
-OBSERVATION_TYPES = ("GENERATION", "SPAN", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR",
-                     "EMBEDDING", "GUARDRAIL")
+OBSERVATION_TYPES = (
+    "GENERATION",
+    "SPAN",
+    "EVENT",
+    "AGENT",
+    "TOOL",
+    "CHAIN",
+    "RETRIEVER",
+    "EVALUATOR",
+    "EMBEDDING",
+    "GUARDRAIL",
+)
 LEVELS = ("DEBUG", "DEFAULT", "WARNING", "ERROR")
 TOOL_TYPES = ("TOOL", "RETRIEVER", "GUARDRAIL")
 STRUCTURE_TYPES = ("SPAN", "CHAIN")
@@ -96,6 +107,7 @@ IMAGE_PART_TYPES = ("image_url", "input_image", "image")
 
 
 # Detection and records --------------------------------------------------------------------
+
 
 def _is_observation(obj: dict) -> bool:
     kind = obj.get("type")
@@ -124,8 +136,9 @@ def records(obj: Any) -> Iterator[tuple[str, dict]]:
         return
     if "id" not in obj or "timestamp" not in obj:
         raise TrajectoryFormatError(
-            "not a Langfuse record: expected a trace ({\"id\", \"timestamp\", ...}) or an observation "
-            "({\"id\", \"traceId\", \"type\", ...})")
+            'not a Langfuse record: expected a trace ({"id", "timestamp", ...}) or an observation '
+            '({"id", "traceId", "type", ...})'
+        )
     trace_id = _string(obj.get("id"), "trace id")
     observations = obj.get("observations") or []
     if not isinstance(observations, list):
@@ -133,7 +146,8 @@ def records(obj: Any) -> Iterator[tuple[str, dict]]:
     embedded = [o for o in observations if isinstance(o, dict)]
     if embedded and len(embedded) != len(observations):
         raise TrajectoryFormatError(
-            f"trace {trace_id!r}: observations: expected a list of observation objects or of ids, not both")
+            f"trace {trace_id!r}: observations: expected a list of observation objects or of ids, not both"
+        )
     if not embedded and not all(isinstance(o, str) for o in observations):
         raise TrajectoryFormatError(f"trace {trace_id!r}: observations: expected objects or id strings")
     trace = {key: value for key, value in obj.items() if key != "observations"}
@@ -147,6 +161,7 @@ def records(obj: Any) -> Iterator[tuple[str, dict]]:
 
 
 # Reading one trace ------------------------------------------------------------------------
+
 
 def convert(records: list[tuple[int, dict]]) -> list[tuple[dict, dict[str, int]]]:
     """One trace's records as one canonical object per agent run (see the module docstring)."""
@@ -183,22 +198,23 @@ def _read(records: list[tuple[int, dict]]) -> tuple[dict | None, list[dict]]:
             raise TrajectoryFormatError(f"line {line}: not a Langfuse trace or observation record")
         if "trace" in record:
             if trace is not None:
-                raise TrajectoryFormatError(
-                    f"trace {trace['id']!r} appears twice (lines {trace['line']} and {line})")
+                raise TrajectoryFormatError(f"trace {trace['id']!r} appears twice (lines {trace['line']} and {line})")
             trace = _trace(record["trace"], line)
             continue
         node = _node(record["observation"], line)
         if node["span_id"] in seen:
             raise TrajectoryFormatError(
                 f"{node['where']}: observation id {node['span_id']!r} appears twice (lines {seen[node['span_id']]} "
-                f"and {line})")
+                f"and {line})"
+            )
         seen[node["span_id"]] = line
         nodes.append(node)
     missing = [i for i in (trace or {}).get("observationIds", []) if i not in seen]
     if missing:
         raise TrajectoryFormatError(
             f"trace {trace['id']!r} (line {trace['line']}) lists observations that are not in the file: "
-            f"{', '.join(map(repr, missing[:3]))}")
+            f"{', '.join(map(repr, missing[:3]))}"
+        )
     return trace, nodes
 
 
@@ -209,7 +225,8 @@ def _trace(trace: Any, line: int) -> dict:
     for key in ("name", "sessionId", "userId", "release", "version"):
         _optional_string(trace.get(key), f"{where}: {key}")
     if trace.get("tags") is not None and not (
-            isinstance(trace["tags"], list) and all(isinstance(t, str) for t in trace["tags"])):
+        isinstance(trace["tags"], list) and all(isinstance(t, str) for t in trace["tags"])
+    ):
         raise TrajectoryFormatError(f"{where}: tags: expected a list of strings")
     if trace.get("scores") is not None and not isinstance(trace["scores"], list):
         raise TrajectoryFormatError(f"{where}: scores: expected a list")
@@ -230,7 +247,8 @@ def _node(obs: Any, line: int) -> dict:
     kind = obs.get("type")
     if not isinstance(kind, str) or kind.upper() not in OBSERVATION_TYPES:
         raise TrajectoryFormatError(
-            f"{where}: type {str(kind)[:40]!r} is not a Langfuse observation type ({', '.join(OBSERVATION_TYPES)})")
+            f"{where}: type {str(kind)[:40]!r} is not a Langfuse observation type ({', '.join(OBSERVATION_TYPES)})"
+        )
     level = obs.get("level") or "DEFAULT"
     if not isinstance(level, str) or level.upper() not in LEVELS:
         raise TrajectoryFormatError(f"{where}: level {str(level)[:40]!r} is not one of {', '.join(LEVELS)}")
@@ -267,6 +285,7 @@ def _owners(order: list[dict], by_id: dict[str, dict]) -> tuple[dict, dict]:
 
 # One run ------------------------------------------------------------------------------
 
+
 def _walk(node: dict, transcript: Transcript, children: set[str], *, inside_tool: bool) -> None:
     """What one observation of a run adds to its transcript."""
     kind, obs = node["type"], node["obs"]
@@ -277,9 +296,13 @@ def _walk(node: dict, transcript: Transcript, children: set[str], *, inside_tool
         elif kind == "GENERATION":
             _generation(node, transcript)
         elif kind in TOOL_TYPES or kind == "AGENT":
-            transcript.tool_execution(name=_tool_name(node), arguments=obs.get("input"),
-                                      result=_result(node), call_id=_call_id(node),
-                                      is_error=node["level"] == "ERROR")
+            transcript.tool_execution(
+                name=_tool_name(node),
+                arguments=obs.get("input"),
+                result=_result(node),
+                call_id=_call_id(node),
+                is_error=node["level"] == "ERROR",
+            )
         elif kind in DROPPED_TYPES:
             transcript.drop(DROPPED_TYPES[kind])
         elif not _structure(node, children) and (obs.get("input") is not None or obs.get("output") is not None):
@@ -293,8 +316,9 @@ def _structure(node: dict, children: set[str]) -> bool:
     return node["type"] in STRUCTURE_TYPES and node["span_id"] in children
 
 
-def _drop_outside(order: list[dict], agent_of: dict, children: set[str], transcript: Transcript,
-                  has_agents: bool) -> None:
+def _drop_outside(
+    order: list[dict], agent_of: dict, children: set[str], transcript: Transcript, has_agents: bool
+) -> None:
     if not has_agents:
         return
     for node in order:
@@ -341,7 +365,8 @@ def _input_messages(raw: Any, transcript: Transcript) -> list[Message]:
     if not isinstance(raw, list):
         raise TrajectoryFormatError(
             f"input: a {type(raw).__name__} is not a model input (expected a list of chat messages, "
-            "{\"messages\": [...]} or a string)")
+            '{"messages": [...]} or a string)'
+        )
     return [_message(m, f"input[{i}]", transcript) for i, m in enumerate(raw)]
 
 
@@ -360,7 +385,8 @@ def _output_messages(raw: Any, transcript: Transcript) -> list[Message]:
         return [_message(m, f"output[{i}]", transcript) for i, m in enumerate(raw)]
     raise TrajectoryFormatError(
         f"output: a {type(raw).__name__} without a role is not a model output (expected an assistant "
-        "message, a list of them, {\"choices\": [...]} or a string)")
+        'message, a list of them, {"choices": [...]} or a string)'
+    )
 
 
 def _message(raw: Any, where: str, transcript: Transcript) -> Message:
@@ -372,7 +398,8 @@ def _message(raw: Any, where: str, transcript: Transcript) -> Message:
         role = "system"
     if role not in ("system", "user", "assistant", "tool"):
         raise TrajectoryFormatError(
-            f"{where}.role: {str(role)[:40]!r} is not a chat role (system, developer, user, assistant, tool)")
+            f"{where}.role: {str(role)[:40]!r} is not a chat role (system, developer, user, assistant, tool)"
+        )
     for key in ("function_call", "audio"):
         if raw.get(key) is not None:
             raise TrajectoryFormatError(f"{where}.{key}: {key} messages cannot be imported")
@@ -408,7 +435,8 @@ def _content(content: Any, where: str, transcript: Transcript) -> str:
         else:
             raise TrajectoryFormatError(
                 f"{where}.content[{i}]: part type {str(kind)[:40]!r} cannot be imported (only text parts, "
-                "and images, which are counted as dropped)")
+                "and images, which are counted as dropped)"
+            )
     return "\n".join(texts)
 
 
@@ -454,8 +482,10 @@ def _call_id(node: dict) -> str | None:
 
 # The trajectory -------------------------------------------------------------------------
 
-def _canonical(transcript: Transcript, trace: dict | None, root: dict | None,
-               order: list[dict]) -> tuple[dict, dict[str, int]]:
+
+def _canonical(
+    transcript: Transcript, trace: dict | None, root: dict | None, order: list[dict]
+) -> tuple[dict, dict[str, int]]:
     """The run as a canonical object: prompt and answer fallbacks, agent, provenance."""
     owner = root["obs"] if root else (trace or {})
     if root:
@@ -469,8 +499,12 @@ def _canonical(transcript: Transcript, trace: dict | None, root: dict | None,
     if transcript.prompt is None and fallback:
         task["prompt"] = fallback
     try:
-        return transcript.canonical(agent=_agent(trace, root, order), final_output=_output_text(owner.get("output")),
-                                    task=task, metadata=_metadata(trace, root, order))
+        return transcript.canonical(
+            agent=_agent(trace, root, order),
+            final_output=_output_text(owner.get("output")),
+            task=task,
+            metadata=_metadata(trace, root, order),
+        )
     except TrajectoryFormatError as exc:
         raise TrajectoryFormatError(f"{where}: {exc}") from None
 
@@ -488,8 +522,13 @@ def _metadata(trace: dict | None, root: dict | None, order: list[dict]) -> dict:
     metadata: dict[str, Any] = {"source_format": NAME, "trace_id": trace.get("id") or order[0]["trace_id"]}
     if root:
         metadata["agent_observation_id"] = root["span_id"]
-    for key, name in (("name", "trace_name"), ("sessionId", "session_id"), ("userId", "user_id"),
-                      ("tags", "tags"), ("metadata", "trace_metadata")):
+    for key, name in (
+        ("name", "trace_name"),
+        ("sessionId", "session_id"),
+        ("userId", "user_id"),
+        ("tags", "tags"),
+        ("metadata", "trace_metadata"),
+    ):
         if trace.get(key):
             metadata[name] = trace[key]
     return metadata
@@ -522,6 +561,7 @@ def _output_text(value: Any) -> str | None:
 
 
 # Values ---------------------------------------------------------------------------------
+
 
 def _string(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:

@@ -55,6 +55,7 @@ model calls that failed without output (`failed_model_call`). Everything else no
 (other run types, completion-model `prompts`, the Responses API, message or content types
 not listed, malformed ids, times or shapes) is refused, naming the run and its line.
 """
+
 from __future__ import annotations
 
 import json
@@ -79,13 +80,20 @@ DROPPED_REASONS = {
 RUN_TYPES = ("llm", "chain", "tool", "retriever", "prompt", "parser", "embedding")
 # LangChain message classes (the last part of a serialized message's `id`) and `type` values.
 LANGCHAIN_ROLES = {
-    "HumanMessage": "user", "HumanMessageChunk": "user", "human": "user",
-    "AIMessage": "assistant", "AIMessageChunk": "assistant", "ai": "assistant",
-    "SystemMessage": "system", "SystemMessageChunk": "system", "system": "system",
-    "ToolMessage": "tool", "ToolMessageChunk": "tool", "tool": "tool",
+    "HumanMessage": "user",
+    "HumanMessageChunk": "user",
+    "human": "user",
+    "AIMessage": "assistant",
+    "AIMessageChunk": "assistant",
+    "ai": "assistant",
+    "SystemMessage": "system",
+    "SystemMessageChunk": "system",
+    "system": "system",
+    "ToolMessage": "tool",
+    "ToolMessageChunk": "tool",
+    "tool": "tool",
 }
-OPENAI_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
-                "tool": "tool"}
+OPENAI_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 TEXT_PARTS = ("text", "input_text", "output_text")
 IMAGE_PARTS = ("image_url", "image", "input_image")
 DOTTED_TIME_CHARS = 22  # "20240101T000000000000Z"
@@ -93,11 +101,15 @@ DOTTED_TIME_CHARS = 22  # "20240101T000000000000Z"
 
 def looks_like(obj: Any) -> bool:
     """A run: `run_type` and at least one of the keys that tie it into a trace."""
-    return isinstance(obj, dict) and "run_type" in obj and any(
-        key in obj for key in ("trace_id", "dotted_order", "parent_run_id", "child_runs"))
+    return (
+        isinstance(obj, dict)
+        and "run_type" in obj
+        and any(key in obj for key in ("trace_id", "dotted_order", "parent_run_id", "child_runs"))
+    )
 
 
 # Filing runs under their trace ------------------------------------------------------------
+
 
 def records(obj: Any) -> Iterator[tuple[str, dict]]:
     """(trace key, run) for the run of one line and every run nested in its `child_runs`."""
@@ -118,7 +130,8 @@ def _flatten(run: dict, parent_id: str | None, trace_key: str) -> Iterator[dict]
     if parent_id is not None:
         if flat.get("parent_run_id") not in (None, parent_id):
             raise TrajectoryFormatError(
-                f"{where}: parent_run_id {flat['parent_run_id']!r} is not the run it is nested in ({parent_id!r})")
+                f"{where}: parent_run_id {flat['parent_run_id']!r} is not the run it is nested in ({parent_id!r})"
+            )
         flat["parent_run_id"] = parent_id
         if flat.get("trace_id") is None:
             flat["trace_id"] = trace_key
@@ -140,7 +153,8 @@ def _trace_key(run: dict, where: str) -> str:
     if run.get("parent_run_id") is None:
         return _id(run, where)
     raise TrajectoryFormatError(
-        f"{where}: a child run without trace_id or dotted_order cannot be filed under its trace")
+        f"{where}: a child run without trace_id or dotted_order cannot be filed under its trace"
+    )
 
 
 def _dotted(run: dict, where: str) -> list[tuple[int, str]]:
@@ -152,14 +166,28 @@ def _dotted(run: dict, where: str) -> list[tuple[int, str]]:
     for segment in order.split("."):
         stamp, run_id = segment[:DOTTED_TIME_CHARS], segment[DOTTED_TIME_CHARS:]
         try:  # by slicing: strptime is the slowest part of reading a run
-            if not (len(stamp) == DOTTED_TIME_CHARS and stamp[:8].isdigit() and stamp[8] == "T"
-                    and stamp[9:21].isdigit() and stamp[21] == "Z"):
+            if not (
+                len(stamp) == DOTTED_TIME_CHARS
+                and stamp[:8].isdigit()
+                and stamp[8] == "T"
+                and stamp[9:21].isdigit()
+                and stamp[21] == "Z"
+            ):
                 raise ValueError
-            moment = datetime(int(stamp[0:4]), int(stamp[4:6]), int(stamp[6:8]), int(stamp[9:11]),
-                              int(stamp[11:13]), int(stamp[13:15]), int(stamp[15:21]), tzinfo=timezone.utc)
+            moment = datetime(
+                int(stamp[0:4]),
+                int(stamp[4:6]),
+                int(stamp[6:8]),
+                int(stamp[9:11]),
+                int(stamp[11:13]),
+                int(stamp[13:15]),
+                int(stamp[15:21]),
+                tzinfo=timezone.utc,
+            )
         except ValueError:
             raise TrajectoryFormatError(
-                f"{where}: dotted_order segment {segment[:60]!r} is not <YYYYMMDDTHHMMSSffffffZ><run id>") from None
+                f"{where}: dotted_order segment {segment[:60]!r} is not <YYYYMMDDTHHMMSSffffffZ><run id>"
+            ) from None
         if not run_id:
             raise TrajectoryFormatError(f"{where}: dotted_order segment {segment[:60]!r} has no run id")
         segments.append((int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000, run_id))
@@ -167,6 +195,7 @@ def _dotted(run: dict, where: str) -> list[tuple[int, str]]:
 
 
 # Reading one trace ------------------------------------------------------------------------
+
 
 def convert(records: list[tuple[int, Any]]) -> list[tuple[dict, dict[str, int]]]:
     """One trace's runs as canonical objects, one per root run, in execution order."""
@@ -200,7 +229,8 @@ def _node(line: int, run: Any) -> dict:
     _dict(extra.get("invocation_params") or {}, f"{where}: extra.invocation_params")
     if run["run_type"] not in RUN_TYPES:
         raise TrajectoryFormatError(
-            f"{where}: run_type {run['run_type'][:40]!r} is unknown (expected one of {', '.join(RUN_TYPES)})")
+            f"{where}: run_type {run['run_type'][:40]!r} is unknown (expected one of {', '.join(RUN_TYPES)})"
+        )
     dotted = _dotted(run, where) if run.get("dotted_order") is not None else None
     if dotted and dotted[-1][1] != run_id:
         raise TrajectoryFormatError(f"{where}: dotted_order does not end with the run's id")
@@ -215,8 +245,14 @@ def _node(line: int, run: Any) -> dict:
         start = dotted[-1][0]
     else:
         raise TrajectoryFormatError(f"{where}: the run has neither start_time nor dotted_order")
-    return {"trace_id": run.get("trace_id"), "span_id": run_id, "parent_id": parent, "start": start,
-            "run": run, "where": where}
+    return {
+        "trace_id": run.get("trace_id"),
+        "span_id": run_id,
+        "parent_id": parent,
+        "start": start,
+        "run": run,
+        "where": where,
+    }
 
 
 def _agent(nodes: list[dict]) -> tuple[dict, dict[str, int]]:
@@ -246,11 +282,13 @@ def _agent(nodes: list[dict]) -> tuple[dict, dict[str, int]]:
     if images:
         transcript.drop("image", len(images))
     final = None if root["run_type"] == "llm" else _root_output(root, root_where)
-    return transcript.canonical(agent=_agent_of(root, root_where), final_output=final, task=task,
-                                metadata=_metadata(root))
+    return transcript.canonical(
+        agent=_agent_of(root, root_where), final_output=final, task=task, metadata=_metadata(root)
+    )
 
 
 # Run types ------------------------------------------------------------------------------------
+
 
 def _llm(run: dict, where: str, transcript: Transcript, images: set[str]) -> None:
     """A model call: the messages it was given, the tools it was offered, what it answered."""
@@ -259,7 +297,8 @@ def _llm(run: dict, where: str, transcript: Transcript, images: set[str]) -> Non
         if "prompts" in inputs:
             raise TrajectoryFormatError(
                 f"{where}: inputs.prompts is a text-completion model call; only chat model calls "
-                "(inputs.messages) can be imported")
+                "(inputs.messages) can be imported"
+            )
         raise TrajectoryFormatError(f"{where}: inputs.messages is missing (expected the chat messages of the call)")
     messages = inputs["messages"]
     if not isinstance(messages, list):
@@ -267,10 +306,10 @@ def _llm(run: dict, where: str, transcript: Transcript, images: set[str]) -> Non
     if messages and all(isinstance(m, list) for m in messages):  # LangChain: a batch of prompts
         if len(messages) != 1:
             raise TrajectoryFormatError(
-                f"{where}: inputs.messages holds a batch of {len(messages)} prompts; one model call per run is read")
+                f"{where}: inputs.messages holds a batch of {len(messages)} prompts; one model call per run is read"
+            )
         messages = messages[0]
-    transcript.model_input([_message(m, f"{where}: inputs.messages[{i}]", images)
-                            for i, m in enumerate(messages)])
+    transcript.model_input([_message(m, f"{where}: inputs.messages[{i}]", images) for i, m in enumerate(messages)])
     extra = run.get("extra") or {}
     tools = inputs.get("tools") or (extra.get("invocation_params") or {}).get("tools")
     if tools is not None and not isinstance(tools, list):
@@ -307,7 +346,8 @@ def _llm_output(run: dict, where: str, transcript: Transcript, images: set[str])
     else:
         raise TrajectoryFormatError(
             f"{where}: outputs hold neither generations (LangChain) nor choices (OpenAI chat completion): "
-            f"{', '.join(map(str, outputs))[:80]!r}")
+            f"{', '.join(map(str, outputs))[:80]!r}"
+        )
     if len(generations) > 1:
         transcript.drop("extra_generation", len(generations) - 1)
     transcript.model_output([message])
@@ -320,8 +360,7 @@ def _tool(run: dict, where: str, transcript: Transcript, images: set[str]) -> No
     if list(inputs) == ["input"] and isinstance(inputs["input"], str):
         arguments = inputs["input"]  # LangChain's string input: the text is the arguments
     result, call_id, is_error = _tool_result(run, where, images)
-    transcript.tool_execution(name=run["name"], arguments=arguments, result=result, call_id=call_id,
-                              is_error=is_error)
+    transcript.tool_execution(name=run["name"], arguments=arguments, result=result, call_id=call_id, is_error=is_error)
 
 
 def _tool_result(run: dict, where: str, images: set[str]) -> tuple[str, str | None, bool]:
@@ -373,6 +412,7 @@ def _retriever(run: dict, where: str, transcript: Transcript) -> None:
 
 # Messages ---------------------------------------------------------------------------------
 
+
 def _message(raw: Any, where: str, images: set[str]) -> Message:
     """One message, serialized by LangChain, as a LangChain dict, or as OpenAI chat."""
     if not isinstance(raw, dict):
@@ -382,7 +422,8 @@ def _message(raw: Any, where: str, images: set[str]) -> Message:
     if "role" in raw:
         return _openai_message(raw, where, images)
     raise TrajectoryFormatError(
-        f"{where}: not a message (expected a serialized LangChain message, {{\"type\": ...}} or {{\"role\": ...}})")
+        f'{where}: not a message (expected a serialized LangChain message, {{"type": ...}} or {{"role": ...}})'
+    )
 
 
 def _is_serialized(raw: Any) -> bool:
@@ -400,7 +441,8 @@ def _langchain_message(raw: dict, where: str, images: set[str]) -> Message:
     role = LANGCHAIN_ROLES.get(kind) if isinstance(kind, str) else None
     if role is None:
         raise TrajectoryFormatError(
-            f"{where}: message type {str(kind)[:40]!r} cannot be imported (expected Human, AI, System or Tool)")
+            f"{where}: message type {str(kind)[:40]!r} cannot be imported (expected Human, AI, System or Tool)"
+        )
     text, reasoning, part_calls = _content(body.get("content"), where, images)
     extra = body.get("additional_kwargs") or {}
     reasoning = reasoning or (extra.get("reasoning_content") if isinstance(extra, dict) else "") or ""
@@ -446,8 +488,13 @@ def _openai_message(raw: dict, where: str, images: set[str]) -> Message:
     if raw.get("function_call"):
         raise TrajectoryFormatError(f"{where}: the legacy function_call field cannot be imported")
     text, reasoning, part_calls = _content(raw.get("content"), where, images)
-    message = Message(role=role, text=text, reasoning=reasoning, call_id=raw.get("tool_call_id"),
-                      name=raw.get("name") if role == "tool" else None)
+    message = Message(
+        role=role,
+        text=text,
+        reasoning=reasoning,
+        call_id=raw.get("tool_call_id"),
+        name=raw.get("name") if role == "tool" else None,
+    )
     if role == "assistant":
         message.calls = _openai_calls(raw.get("tool_calls") or [], f"{where}.tool_calls") + part_calls
     return message
@@ -495,11 +542,13 @@ def _content(content: Any, where: str, images: set[str]) -> tuple[str, str, list
         else:
             raise TrajectoryFormatError(
                 f"{where}.content[{i}]: a content part of type {str(kind)[:40]!r} cannot be imported "
-                "(text, thinking and tool_use parts are read, images dropped)")
+                "(text, thinking and tool_use parts are read, images dropped)"
+            )
     return "\n".join(texts), "\n".join(thinking), calls
 
 
 # The root run -----------------------------------------------------------------------------
+
 
 def _root_prompt(root: dict, where: str, images: set[str]) -> str:
     """The task prompt from the root run's inputs, when no model call had a user message."""
@@ -514,8 +563,10 @@ def _root_prompt(root: dict, where: str, images: set[str]) -> str:
         return strings[0]
     if inputs:
         return text_of(inputs)
-    raise TrajectoryFormatError(f"{where}: no user input to take the task prompt from (no model call "
-                                "had a user message and the root run has no inputs)")
+    raise TrajectoryFormatError(
+        f"{where}: no user input to take the task prompt from (no model call "
+        "had a user message and the root run has no inputs)"
+    )
 
 
 def _root_output(root: dict, where: str) -> str | None:
@@ -548,10 +599,12 @@ def _agent_of(root: dict, where: str) -> dict:
 
 def _model_name(run: dict) -> str | None:
     extra = run.get("extra") or {}
-    for value in ((extra.get("metadata") or {}).get("ls_model_name"),
-                  (extra.get("invocation_params") or {}).get("model"),
-                  (extra.get("invocation_params") or {}).get("model_name"),
-                  (run.get("inputs") or {}).get("model")):
+    for value in (
+        (extra.get("metadata") or {}).get("ls_model_name"),
+        (extra.get("invocation_params") or {}).get("model"),
+        (extra.get("invocation_params") or {}).get("model_name"),
+        (run.get("inputs") or {}).get("model"),
+    ):
         if isinstance(value, str) and value:
             return value
     return None
@@ -572,6 +625,7 @@ def _metadata(root: dict) -> dict:
 
 
 # Small readers ------------------------------------------------------------------------------
+
 
 def _where(run: dict, line: int | None = None) -> str:
     kind = run.get("run_type") if isinstance(run.get("run_type"), str) else "?"

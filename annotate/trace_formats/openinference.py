@@ -61,6 +61,7 @@ run's span), parent_span_id (a nested run's parent AGENT span), session_id / use
 (`session.id` / `user.id` of the run's span, else the first span that has them), span
 metadata (`metadata`), model names (`llm.model_name`, `llm.provider` / `llm.system`).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -87,20 +88,40 @@ DROPPED_REASONS = {
 }
 
 KIND = "openinference.span.kind"
-KINDS = {"AGENT", "CHAIN", "LLM", "TOOL", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL",
-         "EVALUATOR", "PROMPT", "UNKNOWN"}
+KINDS = {
+    "AGENT",
+    "CHAIN",
+    "LLM",
+    "TOOL",
+    "RETRIEVER",
+    "EMBEDDING",
+    "RERANKER",
+    "GUARDRAIL",
+    "EVALUATOR",
+    "PROMPT",
+    "UNKNOWN",
+}
 STRUCTURAL = {"CHAIN", "PROMPT", "UNKNOWN"}
 MAPPED = {"LLM", "TOOL", "RETRIEVER", "AGENT"}
 DROPPED_KINDS = {"EMBEDDING", "RERANKER", "GUARDRAIL", "EVALUATOR"}
-ROLES = {"system": "system", "developer": "system", "user": "user", "human": "user",
-         "assistant": "assistant", "ai": "assistant", "model": "assistant", "tool": "tool",
-         "function": "tool"}
+ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
 JSON_MIME = "application/json"
 # Message attributes that are not content: provider signatures kept for replay.
 NOT_CONTENT = ("message_content.id", "message_content.signature", "tool_call.reasoning_signature")
 
 
 # Detection and records --------------------------------------------------------------------
+
 
 def looks_like(obj: Any) -> bool:
     """An OTLP line, a span per line or a Phoenix dataframe row whose spans carry a kind."""
@@ -116,8 +137,9 @@ def looks_like(obj: Any) -> bool:
             return True
         if isinstance(attributes, dict):
             nested = attributes.get("openinference")
-            return KIND in attributes or (isinstance(nested, dict) and isinstance(nested.get("span"), dict)
-                                          and "kind" in nested["span"])
+            return KIND in attributes or (
+                isinstance(nested, dict) and isinstance(nested.get("span"), dict) and "kind" in nested["span"]
+            )
     return False
 
 
@@ -130,7 +152,8 @@ def _otlp_has_kind(obj: dict) -> bool:
             for span in spans if isinstance(spans, list) else []:
                 attributes = span.get("attributes") if isinstance(span, dict) else None
                 if isinstance(attributes, list) and any(
-                        isinstance(a, dict) and a.get("key") == KIND for a in attributes):
+                    isinstance(a, dict) and a.get("key") == KIND for a in attributes
+                ):
                     return True
     return False
 
@@ -148,8 +171,11 @@ def records(obj: Any):
 
 def _dataframe_row_span(row: dict) -> dict:
     """A row of Phoenix's spans dataframe as a span JSON object (times in ms become ns)."""
-    attributes = {key.removeprefix("attributes."): value for key, value in row.items()
-                  if key.startswith("attributes.") and value is not None}
+    attributes = {
+        key.removeprefix("attributes."): value
+        for key, value in row.items()
+        if key.startswith("attributes.") and value is not None
+    }
     span = {
         "name": row.get("name", ""),
         "context": {"trace_id": row["context.trace_id"], "span_id": row["context.span_id"]},
@@ -179,6 +205,7 @@ def claims(spans: list[dict]) -> bool:
 
 
 # Converting one trace ---------------------------------------------------------------------
+
 
 def convert(records: list[tuple[int, Any]]) -> list[tuple[dict, dict[str, int]]]:
     """One trace's spans as canonical objects, one per agent run (see the module docstring)."""
@@ -221,7 +248,8 @@ class _Trace:
             raise TrajectoryFormatError(f"{self.where(span)}: {KIND} is not a string")
         if kind.upper() not in KINDS:
             raise TrajectoryFormatError(
-                f"{self.where(span)}: unknown {KIND} {kind[:40]!r} (expected one of {', '.join(sorted(KINDS))})")
+                f"{self.where(span)}: unknown {KIND} {kind[:40]!r} (expected one of {', '.join(sorted(KINDS))})"
+            )
         return kind.upper()
 
     def outside_agents(self) -> int:
@@ -301,6 +329,7 @@ def _walk(trace: _Trace, spans: list[dict], t: Transcript, root: dict) -> None:
 
 # LLM spans --------------------------------------------------------------------------------
 
+
 def _llm(trace: _Trace, span: dict, t: Transcript, seen: dict) -> None:
     """A model call. Every call repeats the conversation so far: an image in a message is
     counted when the message is first seen (its index past the longest input read before)."""
@@ -311,19 +340,24 @@ def _llm(trace: _Trace, span: dict, t: Transcript, seen: dict) -> None:
     inputs = _messages(lists, "llm.input_messages", where, t, new_from=seen["inputs"])
     seen["inputs"] = max(seen["inputs"], len(inputs))
     if not inputs:
-        inputs = [Message(role="user", text=_str(p.get("prompt.text"), f"{where}: llm.prompts"))
-                  for p in lists.get("llm.prompts", [])]
+        inputs = [
+            Message(role="user", text=_str(p.get("prompt.text"), f"{where}: llm.prompts"))
+            for p in lists.get("llm.prompts", [])
+        ]
     if inputs:
         t.model_input(inputs)
     outputs = _messages(lists, "llm.output_messages", where, t)
     if not outputs:
-        outputs = [Message(role="assistant", text=_str(c.get("completion.text"), f"{where}: llm.choices"))
-                   for c in lists.get("llm.choices", [])]
+        outputs = [
+            Message(role="assistant", text=_str(c.get("completion.text"), f"{where}: llm.choices"))
+            for c in lists.get("llm.choices", [])
+        ]
     if not outputs and attributes.get("output.value") not in (None, ""):
         if attributes.get("output.mime_type") == JSON_MIME:
             raise TrajectoryFormatError(
                 f"{where}: the model's output is only in output.value (JSON), without llm.output_messages; "
-                "it cannot be read as messages")
+                "it cannot be read as messages"
+            )
         outputs = [Message(role="assistant", text=text_of(attributes["output.value"]))]
     for message in outputs:
         if message.role != "assistant":
@@ -349,21 +383,34 @@ def _message(item: dict, where: str, drops: list[str]) -> Message:
     role = item.get("message.role")
     if not isinstance(role, str) or role.lower() not in ROLES:
         raise TrajectoryFormatError(
-            f"{where}: message.role {str(role)[:40]!r} cannot be imported (expected system, user, assistant or tool)")
+            f"{where}: message.role {str(role)[:40]!r} cannot be imported (expected system, user, assistant or tool)"
+        )
     message = Message(role=ROLES[role.lower()])
     texts, reasoning, content_calls = _contents(_items(item, "message.contents", where), where, drops)
     content = item.get("message.content")
     message.text = _str(content, f"{where}.message.content") if content not in (None, "") else "\n".join(texts)
     message.reasoning = "\n".join(reasoning)
-    message.calls = [_call(call, f"{where}.message.tool_calls.{k}")
-                     for k, call in enumerate(_items(item, "message.tool_calls", where))] or content_calls
+    message.calls = [
+        _call(call, f"{where}.message.tool_calls.{k}")
+        for k, call in enumerate(_items(item, "message.tool_calls", where))
+    ] or content_calls
     if item.get("message.function_call_name"):
-        message.calls.append(ToolCall(name=_str(item["message.function_call_name"], where),
-                                      arguments=item.get("message.function_call_arguments_json")))
+        message.calls.append(
+            ToolCall(
+                name=_str(item["message.function_call_name"], where),
+                arguments=item.get("message.function_call_arguments_json"),
+            )
+        )
     message.call_id = _optional_str(item.get("message.tool_call_id"), f"{where}.message.tool_call_id")
     message.name = _optional_str(item.get("message.name"), f"{where}.message.name")
-    known = {"message.role", "message.content", "message.tool_call_id", "message.name",
-             "message.function_call_name", "message.function_call_arguments_json"}
+    known = {
+        "message.role",
+        "message.content",
+        "message.tool_call_id",
+        "message.name",
+        "message.function_call_name",
+        "message.function_call_arguments_json",
+    }
     for key in item:
         if key not in known and not key.startswith(("message.contents.", "message.tool_calls.")):
             raise TrajectoryFormatError(f"{where}: unknown message attribute {key[:60]!r}")
@@ -391,7 +438,8 @@ def _contents(parts: list[dict], where: str, drops: list[str]) -> tuple[list[str
         else:
             raise TrajectoryFormatError(
                 f"{here}: message_content.type {str(kind)[:40]!r} cannot be imported "
-                "(read: text, reasoning, tool_use; dropped and counted: image, audio)")
+                "(read: text, reasoning, tool_use; dropped and counted: image, audio)"
+            )
     return texts, reasoning, calls
 
 
@@ -399,11 +447,15 @@ def _call(item: dict, where: str) -> ToolCall:
     name = item.get("tool_call.function.name")
     if not isinstance(name, str) or not name:
         raise TrajectoryFormatError(f"{where}: tool_call.function.name is missing")
-    return ToolCall(name=name, arguments=item.get("tool_call.function.arguments"),
-                    id=_optional_str(item.get("tool_call.id"), f"{where}.tool_call.id"))
+    return ToolCall(
+        name=name,
+        arguments=item.get("tool_call.function.arguments"),
+        id=_optional_str(item.get("tool_call.id"), f"{where}.tool_call.id"),
+    )
 
 
 # TOOL, RETRIEVER and nested AGENT spans ---------------------------------------------------
+
 
 def _tool(trace: _Trace, span: dict, t: Transcript) -> None:
     attributes, where = span["attributes"], trace.where(span)
@@ -412,8 +464,13 @@ def _tool(trace: _Trace, span: dict, t: Transcript) -> None:
         raise TrajectoryFormatError(f"{where}: tool.name is missing (and the span has no name)")
     call_id = attributes.get("tool.id", attributes.get("tool_call.id"))
     is_error = span["status"].get("code") == "ERROR"
-    t.tool_execution(name=name, arguments=attributes.get("input.value"), result=_result(span, is_error),
-                     call_id=_optional_str(call_id, f"{where}: tool.id"), is_error=is_error)
+    t.tool_execution(
+        name=name,
+        arguments=attributes.get("input.value"),
+        result=_result(span, is_error),
+        call_id=_optional_str(call_id, f"{where}: tool.id"),
+        is_error=is_error,
+    )
 
 
 def _result(span: dict, is_error: bool) -> str:
@@ -436,8 +493,12 @@ def _retriever(trace: _Trace, span: dict, t: Transcript) -> None:
         if any(key.startswith("document.metadata") for key in doc):
             t.drop("document_metadata")
         documents.append(_document(doc, f"{where}: retrieval.documents.{d}"))
-    t.tool_execution(name=span["name"] or "retriever", arguments={"query": text_of(attributes.get("input.value"))},
-                     result="\n\n".join(documents), is_error=span["status"].get("code") == "ERROR")
+    t.tool_execution(
+        name=span["name"] or "retriever",
+        arguments={"query": text_of(attributes.get("input.value"))},
+        result="\n\n".join(documents),
+        is_error=span["status"].get("code") == "ERROR",
+    )
 
 
 def _document(doc: dict, where: str) -> str:
@@ -459,11 +520,16 @@ def _sub_agent(trace: _Trace, span: dict, t: Transcript) -> None:
     attributes = span["attributes"]
     is_error = span["status"].get("code") == "ERROR"
     output = _output_text(attributes.get("output.value"), attributes.get("output.mime_type"))
-    t.tool_execution(name=_agent_name(span) or "agent", arguments=attributes.get("input.value"),
-                     result=output or (_result(span, is_error) if is_error else ""), is_error=is_error)
+    t.tool_execution(
+        name=_agent_name(span) or "agent",
+        arguments=attributes.get("input.value"),
+        result=output or (_result(span, is_error) if is_error else ""),
+        is_error=is_error,
+    )
 
 
 # Inputs, outputs, agent, metadata ---------------------------------------------------------
+
 
 def _input_text(value: Any, mime: Any, where: str) -> str:
     """The user's input from a run's input.value: plain text, or a common JSON shape."""
@@ -545,11 +611,16 @@ def _own_spans(trace: _Trace, root: dict) -> list[dict]:
 
 def _agent(trace: _Trace, root: dict) -> dict:
     run = _own_spans(trace, root)
-    name = _agent_name(root) or _first(run, "llm.model_name") or _resource(root, "service.name") \
+    name = (
+        _agent_name(root)
+        or _first(run, "llm.model_name")
+        or _resource(root, "service.name")
         or _resource(root, "openinference.project.name")
+    )
     if not name:
         raise TrajectoryFormatError(
-            f"{trace.where(root)}: no agent name (agent.name, an AGENT span's name, llm.model_name or service.name)")
+            f"{trace.where(root)}: no agent name (agent.name, an AGENT span's name, llm.model_name or service.name)"
+        )
     agent = {"name": name[:200]}
     version = _resource(root, "service.version")
     if version:
@@ -614,13 +685,20 @@ def _span_metadata(attributes: dict) -> Any:
 
 # Flattened lists --------------------------------------------------------------------------
 
+
 def _items(attributes: dict, prefix: str, where: str) -> list[dict]:
     """`prefix.N.rest` keys as a list of `{rest: value}`, by N (`llm.input_messages.0.message.role`)."""
     return _lists(attributes, (prefix,), where).get(prefix, [])
 
 
-SPAN_LISTS = ("llm.input_messages", "llm.output_messages", "llm.tools", "llm.prompts", "llm.choices",
-              "retrieval.documents")
+SPAN_LISTS = (
+    "llm.input_messages",
+    "llm.output_messages",
+    "llm.tools",
+    "llm.prompts",
+    "llm.choices",
+    "retrieval.documents",
+)
 
 
 def _lists(attributes: dict, prefixes: tuple[str, ...], where: str) -> dict[str, list[dict]]:
@@ -633,7 +711,7 @@ def _lists(attributes: dict, prefixes: tuple[str, ...], where: str) -> dict[str,
         if end < 0 or key[:end] not in prefixes:
             continue
         prefix = key[:end]
-        index, _, rest = key[end + 1:].partition(".")
+        index, _, rest = key[end + 1 :].partition(".")
         if not index.isdigit() or not rest:
             raise TrajectoryFormatError(f"{where}: attribute {key[:80]!r} has no index after {prefix!r}")
         if rest.endswith(NOT_CONTENT) or value is None:

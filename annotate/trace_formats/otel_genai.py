@@ -41,6 +41,7 @@ Refused: a model call without captured content (OTEL_INSTRUMENTATION_GENAI_CAPTU
 an unknown operation, part type or `gen_ai.*` event, attributes of the pre-1.28
 `gen_ai.prompt` / `gen_ai.completion` form, and any malformed value.
 """
+
 from __future__ import annotations
 
 import json
@@ -70,8 +71,12 @@ DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 CONTENT_KEYS = (INPUT, OUTPUT, SYSTEM, "gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
 
 # The deprecated per-message events (before v1.37.0): the role each one stands for.
-MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
-                  "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
 CHOICE_EVENT = "gen_ai.choice"
 KNOWN_EVENTS = (*MESSAGE_EVENTS, CHOICE_EVENT, DETAILS_EVENT, "gen_ai.evaluation.result")
 
@@ -93,6 +98,7 @@ CAPTURE_SETTING = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 # The module interface ---------------------------------------------------------------------
 
+
 def looks_like(obj: Any) -> bool:
     """An OTLP JSON line or a span per line whose spans carry GenAI attributes (not OpenInference)."""
     if not (span_io.is_otlp(obj) or span_io.is_span_json(obj)):
@@ -112,8 +118,11 @@ def claims(spans: list[dict]) -> bool:
         attributes = span.get("attributes") or {}
         if "openinference.span.kind" in attributes:
             return False
-        genai = genai or any(key.startswith("gen_ai.") for key in attributes) or any(
-            str(event.get("name", "")).startswith("gen_ai.") for event in span.get("events") or [])
+        genai = (
+            genai
+            or any(key.startswith("gen_ai.") for key in attributes)
+            or any(str(event.get("name", "")).startswith("gen_ai.") for event in span.get("events") or [])
+        )
     return genai
 
 
@@ -127,8 +136,11 @@ def convert(records: list[tuple[int, Any]]) -> list[tuple[dict, dict[str, int]]]
     when the trace holds no agent, model or tool span."""
     spans, lines = [], {}
     for line, record in records:
-        if not isinstance(record, dict) or not isinstance(record.get("span_id"), str) or not isinstance(
-                record.get("attributes"), dict):
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("span_id"), str)
+            or not isinstance(record.get("attributes"), dict)
+        ):
             raise TrajectoryFormatError(f"line {line}: not a span record")
         spans.append(record)
         lines.setdefault(record["span_id"], line)
@@ -138,6 +150,7 @@ def convert(records: list[tuple[int, Any]]) -> list[tuple[dict, dict[str, int]]]
 
 
 # One trace --------------------------------------------------------------------------------
+
 
 class _Transcript(Transcript):
     """A Transcript that also keeps the call ids the model asked for, and counts each dropped
@@ -183,18 +196,25 @@ class _Trace:
         if legacy is not None:
             raise TrajectoryFormatError(
                 f"{self.where(span)}: attribute {legacy[:60]!r} is the pre-1.28 (OpenLLMetry) message form, "
-                f"not read; this importer reads {INPUT} / {OUTPUT} (GenAI conventions v{SEMCONV_VERSION})")
+                f"not read; this importer reads {INPUT} / {OUTPUT} (GenAI conventions v{SEMCONV_VERSION})"
+            )
         if operation is None:
             content = next((k for k in CONTENT_KEYS if _has(attributes, k)), None) or next(
-                (e["name"] for e in span["events"] if e["name"] in (*MESSAGE_EVENTS, CHOICE_EVENT, DETAILS_EVENT)),
-                None)
+                (e["name"] for e in span["events"] if e["name"] in (*MESSAGE_EVENTS, CHOICE_EVENT, DETAILS_EVENT)), None
+            )
             if content is not None:
                 raise TrajectoryFormatError(f"{self.where(span)}: carries {content} but no {OPERATION}")
         elif not isinstance(operation, str) or operation not in (
-                AGENT, TOOL, *MODEL_OPERATIONS, *WRAPPERS, *DROPPED_OPERATIONS):
+            AGENT,
+            TOOL,
+            *MODEL_OPERATIONS,
+            *WRAPPERS,
+            *DROPPED_OPERATIONS,
+        ):
             raise TrajectoryFormatError(
                 f"{self.where(span)}: {OPERATION} {str(operation)[:40]!r} cannot be imported (read: "
-                f"{', '.join((AGENT, TOOL, *MODEL_OPERATIONS, *WRAPPERS, *DROPPED_OPERATIONS))})")
+                f"{', '.join((AGENT, TOOL, *MODEL_OPERATIONS, *WRAPPERS, *DROPPED_OPERATIONS))})"
+            )
 
     def _outside(self, agents: list[dict]) -> dict[str, int]:
         """GenAI work no agent run holds (a model call before the agent started): counted."""
@@ -202,8 +222,11 @@ class _Trace:
         for agent in agents:
             inside.add(agent["span_id"])
             inside.update(s["span_id"] for s in span_io.descendants(agent, self.order))
-        count = sum(1 for span in self.order if span["span_id"] not in inside and (
-            _operation(span) in (*MODEL_OPERATIONS, TOOL, *DROPPED_OPERATIONS)))
+        count = sum(
+            1
+            for span in self.order
+            if span["span_id"] not in inside and (_operation(span) in (*MODEL_OPERATIONS, TOOL, *DROPPED_OPERATIONS))
+        )
         return {"span_outside_agent": count} if count else {}
 
     # Agent runs -------------------------------------------------------------------------
@@ -245,8 +268,9 @@ class _Trace:
                 self._guard(span, lambda: self._wrapper(span, transcript))
         head = root if root is not None else self.order[0]
         try:
-            return transcript.canonical(agent=self._agent_of(root, inner), final_output=final_output,
-                                        metadata=self._metadata(root, head))
+            return transcript.canonical(
+                agent=self._agent_of(root, inner), final_output=final_output, metadata=self._metadata(root, head)
+            )
         except TrajectoryFormatError as exc:
             raise TrajectoryFormatError(f"{self.where(head)}: {exc}") from None
 
@@ -285,16 +309,26 @@ class _Trace:
         answer = next((s["text"] for s in reversed(child["steps"]) if s["kind"] == "answer"), "")
         if _failed(span) and not answer:
             answer = _error_text(span)
-        transcript.tool_execution(name=child["agent"]["name"], arguments={"input": child["task"]["prompt"]},
-                                  result=answer, is_error=_failed(span))
+        transcript.tool_execution(
+            name=child["agent"]["name"],
+            arguments={"input": child["task"]["prompt"]},
+            result=answer,
+            is_error=_failed(span),
+        )
 
     def _agent_of(self, root: dict | None, inner: list[dict]) -> dict:
         """{name, version}: gen_ai.agent.name, else the model's name, else the service's name."""
         attributes = root["attributes"] if root is not None else {}
         name = attributes.get("gen_ai.agent.name") or attributes.get("gen_ai.request.model")
         if not name:
-            name = next((s["attributes"].get("gen_ai.request.model") for s in inner
-                         if _operation(s) in MODEL_OPERATIONS and s["attributes"].get("gen_ai.request.model")), None)
+            name = next(
+                (
+                    s["attributes"].get("gen_ai.request.model")
+                    for s in inner
+                    if _operation(s) in MODEL_OPERATIONS and s["attributes"].get("gen_ai.request.model")
+                ),
+                None,
+            )
         head = root if root is not None else self.order[0]
         name = name or head["resource"].get("service.name") or "unknown"
         agent = {"name": str(name)[:200]}
@@ -303,12 +337,22 @@ class _Trace:
         return agent
 
     def _metadata(self, root: dict | None, head: dict) -> dict:
-        attributes = root["attributes"] if root is not None else next(
-            (s["attributes"] for s in self.order if _operation(s) in MODEL_OPERATIONS), {})
-        metadata: dict[str, Any] = {"source_format": NAME, "trace_id": head["trace_id"],
-                                    "root_span_id": head["span_id"]}
-        for key, name in (("gen_ai.agent.id", "agent_id"), ("gen_ai.conversation.id", "conversation_id"),
-                          ("gen_ai.provider.name", "provider"), ("gen_ai.system", "provider")):
+        attributes = (
+            root["attributes"]
+            if root is not None
+            else next((s["attributes"] for s in self.order if _operation(s) in MODEL_OPERATIONS), {})
+        )
+        metadata: dict[str, Any] = {
+            "source_format": NAME,
+            "trace_id": head["trace_id"],
+            "root_span_id": head["span_id"],
+        }
+        for key, name in (
+            ("gen_ai.agent.id", "agent_id"),
+            ("gen_ai.conversation.id", "conversation_id"),
+            ("gen_ai.provider.name", "provider"),
+            ("gen_ai.system", "provider"),
+        ):
             if isinstance(attributes.get(key), str) and name not in metadata:
                 metadata[name] = attributes[key]
         if root is not None:
@@ -337,7 +381,8 @@ class _Trace:
             if not legacy[0] and not legacy[1]:
                 raise TrajectoryFormatError(
                     f"the model call has no captured messages ({INPUT}, {OUTPUT} or message events): content "
-                    f"capture is off; trace with {CAPTURE_SETTING}=true to import it")
+                    f"capture is off; trace with {CAPTURE_SETTING}=true to import it"
+                )
             inputs, outputs = legacy
         else:
             inputs = _messages(inputs, INPUT, transcript.drop_part) if inputs is not None else []
@@ -349,7 +394,8 @@ class _Trace:
         transcript.model_input(inputs)
         transcript.model_output(outputs)
         transcript.requested.update(
-            call.id for message in (*inputs, *outputs) for call in message.calls if call.id is not None)
+            call.id for message in (*inputs, *outputs) for call in message.calls if call.id is not None
+        )
 
     def _events(self, span: dict, transcript: _Transcript) -> tuple[list[Message], list[Message]]:
         """The deprecated message events of a span as (input, output) messages; other events checked."""
@@ -392,11 +438,13 @@ class _Trace:
         else:
             result = ""
         arguments = _raw(attributes, "gen_ai.tool.call.arguments")
-        transcript.tool_execution(name=name, arguments=arguments, result=result, call_id=call_id or None,
-                                  is_error=is_error)
+        transcript.tool_execution(
+            name=name, arguments=arguments, result=result, call_id=call_id or None, is_error=is_error
+        )
 
 
 # Attribute values -------------------------------------------------------------------------
+
 
 def _legacy(key: str) -> bool:
     """`gen_ai.prompt`, `gen_ai.completion` and their `gen_ai.prompt.0.content` keys (not `gen_ai.prompt.name`)."""
@@ -432,7 +480,7 @@ def _raw(attributes: dict, key: str) -> Any:
     if key in attributes:
         return attributes[key]
     prefix = key + "."
-    flat = {k[len(prefix):]: v for k, v in attributes.items() if k.startswith(prefix)}
+    flat = {k[len(prefix) :]: v for k, v in attributes.items() if k.startswith(prefix)}
     return _unflatten(flat) if flat else None
 
 
@@ -479,6 +527,7 @@ def _unflatten(flat: dict[str, Any]) -> Any:
 
 # Messages (the v1.41.0 JSON schemas) -------------------------------------------------------
 
+
 def _messages(raw: Any, where: str, drop) -> list[Message]:
     """gen_ai.input.messages / gen_ai.output.messages as Transcript messages. A tool call
     response part is a tool message of its own (whatever the role of the message holding it)."""
@@ -504,8 +553,13 @@ def _messages(raw: Any, where: str, drop) -> list[Message]:
             elif kind == "reasoning":
                 reasoning.append(_string(part, "content", pwhere))
             elif kind == "tool_call":
-                calls.append(ToolCall(name=_string(part, "name", pwhere), arguments=part.get("arguments"),
-                                      id=_optional_id(part, pwhere)))
+                calls.append(
+                    ToolCall(
+                        name=_string(part, "name", pwhere),
+                        arguments=part.get("arguments"),
+                        id=_optional_id(part, pwhere),
+                    )
+                )
             elif kind == "tool_call_response":
                 if "response" not in part and "result" not in part:
                     raise TrajectoryFormatError(f"{pwhere}: a tool_call_response needs its response")
@@ -516,10 +570,12 @@ def _messages(raw: Any, where: str, drop) -> list[Message]:
             else:
                 raise TrajectoryFormatError(
                     f"{pwhere}: part type {str(kind)[:40]!r} cannot be imported (read: text, reasoning, tool_call, "
-                    f"tool_call_response; dropped: {', '.join(DROPPED_PARTS)})")
+                    f"tool_call_response; dropped: {', '.join(DROPPED_PARTS)})"
+                )
         if texts or reasoning or calls or not responses:
-            out.append(Message(role=message["role"], text="\n".join(texts), reasoning="\n".join(reasoning),
-                               calls=calls))
+            out.append(
+                Message(role=message["role"], text="\n".join(texts), reasoning="\n".join(reasoning), calls=calls)
+            )
         out.extend(responses)
     return out
 
@@ -563,6 +619,7 @@ def _optional_id(part: dict, where: str) -> str | None:
 
 # The deprecated message events (semantic conventions before v1.37.0) ----------------------
 
+
 def _event_body(event: dict, where: str) -> dict:
     """An event's body: the JSON in `gen_ai.event.content` (Azure, Semantic Kernel), else its
     attributes taken as the body's fields."""
@@ -582,11 +639,15 @@ def _event_message(role: str, body: dict, where: str) -> Message:
     if isinstance(content, list):
         texts = []
         for j, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(
-                    part.get("text", part.get("content")), str):
+            if (
+                not isinstance(part, dict)
+                or part.get("type") != "text"
+                or not isinstance(part.get("text", part.get("content")), str)
+            ):
                 kind = part.get("type") if isinstance(part, dict) else None
                 raise TrajectoryFormatError(
-                    f"{where}: content[{j}]: part type {str(kind)[:40]!r} cannot be imported (read: text)")
+                    f"{where}: content[{j}]: part type {str(kind)[:40]!r} cannot be imported (read: text)"
+                )
             texts.append(part.get("text", part.get("content")))
         content = "\n".join(texts)
     elif content is not None and not isinstance(content, str):
@@ -598,9 +659,15 @@ def _event_message(role: str, body: dict, where: str) -> Message:
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise TrajectoryFormatError(
-                f"{where}: tool_calls[{j}]: expected {{id, type, function: {{name, arguments}}}}")
-        calls.append(ToolCall(name=function["name"], arguments=arguments_of(function.get("arguments")),
-                              id=call.get("id") if isinstance(call.get("id"), str) else None))
+                f"{where}: tool_calls[{j}]: expected {{id, type, function: {{name, arguments}}}}"
+            )
+        calls.append(
+            ToolCall(
+                name=function["name"],
+                arguments=arguments_of(function.get("arguments")),
+                id=call.get("id") if isinstance(call.get("id"), str) else None,
+            )
+        )
     call_id = body.get("id") if role == "tool" else None
     if call_id is not None and not isinstance(call_id, str):
         raise TrajectoryFormatError(f"{where}: id: expected a string")

@@ -11,6 +11,7 @@ Formats: "otel" (OpenTelemetry GenAI spans), "openinference" (OpenInference span
 carry both span conventions; detected as "otlp", each trace is then read as OpenInference
 when its spans carry `openinference.span.kind`, else as GenAI.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -99,8 +100,9 @@ UNEXPECTED = (TypeError, AttributeError, KeyError, IndexError, ValueError, Recur
 
 def _unexpected(exc: Exception) -> str:
     log.warning("trace import: unforeseen record shape", exc_info=exc)
-    return (f"a record of a shape this format does not have ({type(exc).__name__}: {str(exc)[:200]}); "
-            "nothing was imported")
+    return (
+        f"a record of a shape this format does not have ({type(exc).__name__}: {str(exc)[:200]}); nothing was imported"
+    )
 
 
 def _reader(name: str):
@@ -121,8 +123,9 @@ def _convert(reader: ModuleType, records: list, partial: bool) -> list:
     return converted
 
 
-def read_traces(lines: Iterable[tuple[int, Any]], format: str, *, text: bool = True,
-                partial: bool = False) -> Iterator[TraceResult]:
+def read_traces(
+    lines: Iterable[tuple[int, Any]], format: str, *, text: bool = True, partial: bool = False
+) -> Iterator[TraceResult]:
     """`lines` are (line number, the line's bytes), or with `text=False` (line number, a decoded
     object); `format` a trace format or "otlp". With `partial`, a trace whose records name a
     parent that is not in the file is read (those records as roots) and its trajectories are

@@ -18,6 +18,7 @@ Every span becomes `{"trace_id", "span_id", "parent_id", "name", "start", "end" 
 "ERROR" | "UNSET", "message"}, "resource" (flat)}`. `execution_order` walks one trace's
 spans as they ran: from the roots, children by start time (then file order), depth first.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -28,8 +29,17 @@ from typing import Any
 
 from annotate.trajectory_formats import TrajectoryFormatError
 
-STATUS_NAMES = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET", "STATUS_CODE_OK": "OK",
-                "STATUS_CODE_ERROR": "ERROR", "UNSET": "UNSET", "OK": "OK", "ERROR": "ERROR"}
+STATUS_NAMES = {
+    0: "UNSET",
+    1: "OK",
+    2: "ERROR",
+    "STATUS_CODE_UNSET": "UNSET",
+    "STATUS_CODE_OK": "OK",
+    "STATUS_CODE_ERROR": "ERROR",
+    "UNSET": "UNSET",
+    "OK": "OK",
+    "ERROR": "ERROR",
+}
 
 
 def is_otlp(obj: Any) -> bool:
@@ -42,15 +52,17 @@ def is_span_json(obj: Any) -> bool:
         return False
     context = obj.get("context")
     return (isinstance(context, dict) and "trace_id" in context and "span_id" in context) or (
-        "traceId" in obj and "spanId" in obj and "name" in obj)
+        "traceId" in obj and "spanId" in obj and "name" in obj
+    )
 
 
 # Values ------------------------------------------------------------------------------------
 
+
 def any_value(value: Any, where: str) -> Any:
     """An OTLP AnyValue as the plain value it holds."""
     if not isinstance(value, dict):
-        raise TrajectoryFormatError(f"{where}: expected an AnyValue object such as {{\"stringValue\": ...}}")
+        raise TrajectoryFormatError(f'{where}: expected an AnyValue object such as {{"stringValue": ...}}')
     if not value:
         return None
     if "stringValue" in value:
@@ -110,7 +122,7 @@ def key_values(items: Any, where: str) -> dict[str, Any]:
                 out[key] = value["stringValue"]
                 continue
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
-            raise TrajectoryFormatError(f"{where}[{i}]: expected {{\"key\": ..., \"value\": ...}}")
+            raise TrajectoryFormatError(f'{where}[{i}]: expected {{"key": ..., "value": ...}}')
         out[item["key"]] = any_value(item.get("value", {}), f"{where}[{i}].value")
     return out
 
@@ -185,11 +197,13 @@ def _status(code: Any, message: Any) -> dict[str, str]:
         name = STATUS_NAMES.get(code)
     if name is None:
         raise TrajectoryFormatError(
-            f"status code {str(code)[:40]!r} is not one of 0, 1, 2, UNSET, OK, ERROR (or STATUS_CODE_...)")
+            f"status code {str(code)[:40]!r} is not one of 0, 1, 2, UNSET, OK, ERROR (or STATUS_CODE_...)"
+        )
     return {"code": name, "message": message if isinstance(message, str) else ""}
 
 
 # The two exports --------------------------------------------------------------------------
+
 
 def otlp_spans(obj: dict) -> Iterator[dict]:
     """The spans of one OTLP JSON line (an ExportTraceServiceRequest)."""
@@ -238,7 +252,8 @@ def _otlp_span(span: Any, where: str, resource: dict) -> dict:
         "attributes": key_values(span.get("attributes"), f"{where}.attributes"),
         "events": [
             {
-                "name": _typed(e.get("name", ""), str, f"{where}.events[{j}].name") if isinstance(e, dict)
+                "name": _typed(e.get("name", ""), str, f"{where}.events[{j}].name")
+                if isinstance(e, dict)
                 else _bad(f"{where}.events[{j}]", "event"),
                 "time": _nanos(e.get("timeUnixNano"), f"{where}.events[{j}].timeUnixNano", required=False),
                 "attributes": key_values(e.get("attributes"), f"{where}.events[{j}].attributes"),
@@ -282,7 +297,8 @@ def json_span(obj: dict) -> dict:
         "attributes": attributes,
         "events": [
             {
-                "name": _typed(e.get("name", ""), str, f"events[{j}].name") if isinstance(e, dict)
+                "name": _typed(e.get("name", ""), str, f"events[{j}].name")
+                if isinstance(e, dict)
                 else _bad(f"events[{j}]", "event"),
                 "time": _nanos(e.get("timestamp", e.get("timeUnixNano")), f"events[{j}].timestamp", required=False),
                 "attributes": flatten(e.get("attributes"), f"events[{j}].attributes"),
@@ -304,8 +320,9 @@ def span_records(obj: Any) -> Iterator[tuple[str, dict]]:
         yield span["trace_id"], span
     else:
         raise TrajectoryFormatError(
-            "not a span: expected an OTLP JSON export ({\"resourceSpans\": [...]}) or one span per line "
-            "({\"context\": {\"trace_id\", \"span_id\"}, ...})")
+            'not a span: expected an OTLP JSON export ({"resourceSpans": [...]}) or one span per line '
+            '({"context": {"trace_id", "span_id"}, ...})'
+        )
 
 
 # The tree ---------------------------------------------------------------------------------
@@ -347,7 +364,8 @@ def execution_order(spans: list[dict]) -> list[dict]:
                 raise TrajectoryFormatError(
                     f"{what} names the parent {str(parent)[:80]!r}, which no record of the file holds: a partial "
                     "export. Export the whole trace, or import partial traces on purpose (--partial-traces, the "
-                    "upload's \"partial traces\" box, partial_traces=true); they are then marked partial.")
+                    'upload\'s "partial traces" box, partial_traces=true); they are then marked partial.'
+                )
             dangling.append(str(parent))
     order = {id(span): i for i, span in enumerate(spans)}
     children: dict[str | None, list[dict]] = {}

@@ -26,6 +26,7 @@ is (and when both exist and differ, the agent's output is kept in metadata `agen
 Anything a converter leaves out on purpose is counted with `drop` and reported by the
 import. Call ids that are not strings are refused.
 """
+
 from __future__ import annotations
 
 import json
@@ -142,13 +143,13 @@ class Transcript:
                 self._observe(message.call_id, message.name, message.text, message.is_error)
             else:
                 raise TrajectoryFormatError(
-                    f"message role {message.role[:40]!r} cannot be imported (expected system, user, assistant or tool)")
+                    f"message role {message.role[:40]!r} cannot be imported (expected system, user, assistant or tool)"
+                )
 
     def model_output(self, messages: list[Message]) -> None:
         for message in messages:
             if message.role != "assistant":
-                raise TrajectoryFormatError(
-                    f"a model output with role {message.role[:40]!r} (expected assistant)")
+                raise TrajectoryFormatError(f"a model output with role {message.role[:40]!r} (expected assistant)")
             self._outputs_seen += 1
             if message.reasoning.strip():
                 self.steps.append({"kind": "thought", "text": message.reasoning})
@@ -161,8 +162,9 @@ class Transcript:
                 self.steps.append({"kind": "thought", "text": message.text})
                 self._plain = len(self.steps) - 1
 
-    def tool_execution(self, *, name: str, arguments: Any, result: str, call_id: str | None = None,
-                       is_error: bool = False) -> None:
+    def tool_execution(
+        self, *, name: str, arguments: Any, result: str, call_id: str | None = None, is_error: bool = False
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise TrajectoryFormatError("a tool execution without the tool's name")
         _check_id(call_id)
@@ -174,8 +176,15 @@ class Transcript:
 
     # Building -----------------------------------------------------------------------
 
-    def canonical(self, *, agent: dict | None, final_output: str | None = None, task: dict | None = None,
-                  metadata: dict | None = None, outcome: dict | None = None) -> tuple[dict, dict[str, int]]:
+    def canonical(
+        self,
+        *,
+        agent: dict | None,
+        final_output: str | None = None,
+        task: dict | None = None,
+        metadata: dict | None = None,
+        outcome: dict | None = None,
+    ) -> tuple[dict, dict[str, int]]:
         task = dict(task or {})
         if not task.get("prompt"):
             if not self.prompt:
@@ -216,8 +225,14 @@ class Transcript:
         if self._earlier is None:
             if self.prompt is None:
                 return messages
-            at = next((i for i in range(len(messages) - 1, -1, -1)
-                       if messages[i].role == "user" and messages[i].text == self.prompt), None)
+            at = next(
+                (
+                    i
+                    for i in range(len(messages) - 1, -1, -1)
+                    if messages[i].role == "user" and messages[i].text == self.prompt
+                ),
+                None,
+            )
             self._earlier = sum(m.role != "system" for m in messages[:at]) if at else 0
             if self._earlier:
                 self.drop("earlier_turn_message", self._earlier)

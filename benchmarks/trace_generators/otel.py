@@ -10,13 +10,20 @@ Its import is the 10 steps of `make_line` in benchmarks/import_trajectories.py. 
 carry ids, so the imported steps also have `call_id`s; `make_line`'s `quotes` have no
 counterpart in a trace.
 """
+
 from __future__ import annotations
 
 import json
 
 BASE_NS = 1_714_521_600_000_000_000  # 2024-05-01T00:00:00Z
-SEARCH = [{"type": "function", "name": "search", "description": "Search the encyclopedia.",
-           "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}]
+SEARCH = [
+    {
+        "type": "function",
+        "name": "search",
+        "description": "Search the encyclopedia.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    }
+]
 
 
 def _value(value) -> dict:
@@ -29,19 +36,33 @@ def _span(i: int, k: int, parent: str | None, name: str, attributes: dict) -> di
     """Span k of trace i, started k seconds into the trace."""
     start = BASE_NS + i * 60_000_000_000 + k * 1_000_000_000
     return {
-        "traceId": f"{i + 1:032x}", "spanId": f"{i + 1:012x}{k:04x}", "parentSpanId": parent or "",
-        "name": name, "kind": 1 if parent is None or name.startswith("execute_tool") else 3,
-        "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 900_000_000),
+        "traceId": f"{i + 1:032x}",
+        "spanId": f"{i + 1:012x}{k:04x}",
+        "parentSpanId": parent or "",
+        "name": name,
+        "kind": 1 if parent is None or name.startswith("execute_tool") else 3,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 900_000_000),
         "attributes": [{"key": key, "value": _value(value)} for key, value in attributes.items()],
         "status": {},
     }
 
 
 def _chat(i: int, k: int, parent: str, history: list, output: dict) -> dict:
-    return _span(i, k, parent, "chat gpt-4o-mini", {
-        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini",
-        "gen_ai.tool.definitions": json.dumps(SEARCH),
-        "gen_ai.input.messages": json.dumps(history), "gen_ai.output.messages": json.dumps([output])})
+    return _span(
+        i,
+        k,
+        parent,
+        "chat gpt-4o-mini",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.tool.definitions": json.dumps(SEARCH),
+            "gen_ai.input.messages": json.dumps(history),
+            "gen_ai.output.messages": json.dumps([output]),
+        },
+    )
 
 
 def trace_lines(i: int, n_tasks: int) -> list[str]:
@@ -49,31 +70,68 @@ def trace_lines(i: int, n_tasks: int) -> list[str]:
     prompt = f"Who founded entity {entity}?"
     answer = f"Person {i}"
     user = {"role": "user", "parts": [{"type": "text", "content": prompt}]}
-    agent = _span(i, 0, None, "invoke_agent bench-agent", {
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": "openai",
-        "gen_ai.agent.name": "bench-agent", "gen_ai.agent.version": str(i % 3),
-        "gen_ai.input.messages": json.dumps([user])})
+    agent = _span(
+        i,
+        0,
+        None,
+        "invoke_agent bench-agent",
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.agent.name": "bench-agent",
+            "gen_ai.agent.version": str(i % 3),
+            "gen_ai.input.messages": json.dumps([user]),
+        },
+    )
     parent = agent["spanId"]
     spans = [agent]
     history = [user]
     for s in range(3):
         call_id = f"call_{i}_{s}"
         arguments = {"query": f"entity {entity} founder {s}"}
-        result = " ".join(f"[{k}] Result {k} for run {i}: a fictional article about place {k * 7 + s}."
-                          for k in range(8))
-        reply = {"role": "assistant", "finish_reason": "tool_call", "parts": [
-            {"type": "text", "content": f"Step {s}: I should look up entity {entity} and check the dates."},
-            {"type": "tool_call", "id": call_id, "name": "search", "arguments": arguments}]}
+        result = " ".join(
+            f"[{k}] Result {k} for run {i}: a fictional article about place {k * 7 + s}." for k in range(8)
+        )
+        reply = {
+            "role": "assistant",
+            "finish_reason": "tool_call",
+            "parts": [
+                {"type": "text", "content": f"Step {s}: I should look up entity {entity} and check the dates."},
+                {"type": "tool_call", "id": call_id, "name": "search", "arguments": arguments},
+            ],
+        }
         spans.append(_chat(i, 1 + 2 * s, parent, history, reply))
-        spans.append(_span(i, 2 + 2 * s, parent, "execute_tool search", {
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search", "gen_ai.tool.type": "function",
-            "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.arguments": json.dumps(arguments),
-            "gen_ai.tool.call.result": result}))
-        history = history + [reply, {"role": "tool", "parts": [
-            {"type": "tool_call_response", "id": call_id, "response": result}]}]
+        spans.append(
+            _span(
+                i,
+                2 + 2 * s,
+                parent,
+                "execute_tool search",
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "search",
+                    "gen_ai.tool.type": "function",
+                    "gen_ai.tool.call.id": call_id,
+                    "gen_ai.tool.call.arguments": json.dumps(arguments),
+                    "gen_ai.tool.call.result": result,
+                },
+            )
+        )
+        history = history + [
+            reply,
+            {"role": "tool", "parts": [{"type": "tool_call_response", "id": call_id, "response": result}]},
+        ]
     final = {"role": "assistant", "finish_reason": "stop", "parts": [{"type": "text", "content": answer}]}
     spans.append(_chat(i, 7, parent, history, final))
-    return [json.dumps({"resourceSpans": [{
-        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "bench-agent"}}]},
-        "scopeSpans": [{"scope": {"name": "opentelemetry.instrumentation.openai_v2"}, "spans": spans}],
-    }]})]
+    return [
+        json.dumps(
+            {
+                "resourceSpans": [
+                    {
+                        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "bench-agent"}}]},
+                        "scopeSpans": [{"scope": {"name": "opentelemetry.instrumentation.openai_v2"}, "spans": spans}],
+                    }
+                ]
+            }
+        )
+    ]

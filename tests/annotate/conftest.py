@@ -1,5 +1,6 @@
 """Fixtures that several annotate test files use: an exported snapshot (with and without agent
 metadata), and the requests the labeling short path hands over to the DRF views."""
+
 import pytest
 
 from annotate import api
@@ -11,8 +12,9 @@ from tests.helpers import SYSTEM_PROMPT, TOOL_STEPS, TOOLS
 
 @pytest.fixture
 def snapshot():
-    campaign, comparisons = voted_campaign([[1, 2], [5, 4], [2, 2], [4, 5], [1, 1], [5, 5]] * 3,
-                                           marks={0: (None, 2), 1: (1, None)})
+    campaign, comparisons = voted_campaign(
+        [[1, 2], [5, 4], [2, 2], [4, 5], [1, 1], [5, 5]] * 3, marks={0: (None, 2), 1: (1, None)}
+    )
     first = comparisons[0].trajectory_a
     first.steps, first.num_steps = TOOL_STEPS, len(TOOL_STEPS)
     first.save()
@@ -43,8 +45,10 @@ def handed_over(monkeypatch):
     """The paths of the requests the short path handed to the DRF views."""
     calls = []
     for cls in (api.AssignmentNextApi, api.JudgementSubmitApi):
+
         def dispatch(self, request, *args, _original=cls.dispatch, **kwargs):
             calls.append(request.path)
             return _original(self, request, *args, **kwargs)
+
         monkeypatch.setattr(cls, "dispatch", dispatch)
     return calls

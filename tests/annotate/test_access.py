@@ -1,4 +1,5 @@
 """Every annotation route against every role: anonymous, annotator, researcher, admin."""
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -79,7 +80,11 @@ def test_admin_adjudicates(client, admin_user, campaign):
     response = client.post(f"/annotate/comparisons/{comparison.id}/", {"choice": 4, "note": "B cites"})
     assert response.status_code == 302
     comparison.refresh_from_db()
-    assert (comparison.adjudicated_choice, comparison.adjudicated_by, comparison.adjudication_note) == (4, admin_user, "B cites")
+    assert (comparison.adjudicated_choice, comparison.adjudicated_by, comparison.adjudication_note) == (
+        4,
+        admin_user,
+        "B cites",
+    )
     assert client.post(f"/annotate/comparisons/{comparison.id}/", {"choice": 7}).status_code == 400
 
 

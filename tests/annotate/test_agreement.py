@@ -1,4 +1,5 @@
 """Agreement statistics against hand-computed values and the `krippendorff` package."""
+
 import random
 
 import krippendorff

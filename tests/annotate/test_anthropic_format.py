@@ -1,4 +1,5 @@
 """Anthropic Messages transcripts: mapping, refusals, format detection, and `format` on every way in."""
+
 import copy
 import io
 import json
@@ -15,10 +16,16 @@ from tests.samples import canonical, chat_parallel, jsonl
 from webapp.errors import ArbiterError
 
 TOOLS = [
-    {"name": "search", "description": "Search the encyclopedia.",
-     "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
-    {"name": "open_page", "description": "Open an article by title.",
-     "input_schema": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}},
+    {
+        "name": "search",
+        "description": "Search the encyclopedia.",
+        "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    },
+    {
+        "name": "open_page",
+        "description": "Open an article by title.",
+        "input_schema": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
+    },
 ]
 
 
@@ -26,35 +33,59 @@ def research_agent(task_id="anth-1"):
     """Claude-style research run: thinking, parallel searches (one fails), a page, the answer."""
     return {
         "model": "claude-research-agent",
-        "system": [{"type": "text", "text": "You are a careful research agent."},
-                   {"type": "text", "text": "Cite what you read.", "cache_control": {"type": "ephemeral"}}],
+        "system": [
+            {"type": "text", "text": "You are a careful research agent."},
+            {"type": "text", "text": "Cite what you read.", "cache_control": {"type": "ephemeral"}},
+        ],
         "tools": TOOLS,
         "task": {"external_id": task_id, "split": "dev"},
         "messages": [
             {"role": "user", "content": "Where was Tamsin Quell born?"},
-            {"role": "assistant", "content": [
-                {"type": "thinking", "thinking": "Two angles: the person and the birthplace.", "signature": "c2ln"},
-                {"type": "text", "text": "I will search both ways at once."},
-                {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"query": "Tamsin Quell"}},
-                {"type": "tool_use", "id": "toolu_02", "name": "search", "input": {"query": "Quell birthplace"}},
-            ]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_01",
-                 "content": [{"type": "text", "text": "[0] Tamsin Quell (composer)"}]},
-                {"type": "tool_result", "tool_use_id": "toolu_02", "content": "search backend timed out",
-                 "is_error": True},
-            ]},
-            {"role": "assistant", "content": [
-                {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"},
-                {"type": "tool_use", "id": "toolu_03", "name": "open_page", "input": {"title": "Tamsin Quell"}},
-            ]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_03", "content": "Tamsin Quell was born in Drevholm."},
-            ]},
-            {"role": "assistant", "content": [
-                {"type": "thinking", "thinking": "The article says Drevholm.", "signature": "c2ln"},
-                {"type": "text", "text": "Drevholm."},
-            ]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "Two angles: the person and the birthplace.", "signature": "c2ln"},
+                    {"type": "text", "text": "I will search both ways at once."},
+                    {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"query": "Tamsin Quell"}},
+                    {"type": "tool_use", "id": "toolu_02", "name": "search", "input": {"query": "Quell birthplace"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_01",
+                        "content": [{"type": "text", "text": "[0] Tamsin Quell (composer)"}],
+                    },
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_02",
+                        "content": "search backend timed out",
+                        "is_error": True,
+                    },
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"},
+                    {"type": "tool_use", "id": "toolu_03", "name": "open_page", "input": {"title": "Tamsin Quell"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_03", "content": "Tamsin Quell was born in Drevholm."},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "The article says Drevholm.", "signature": "c2ln"},
+                    {"type": "text", "text": "Drevholm."},
+                ],
+            },
         ],
         "outcome": {"correct": True},
     }
@@ -68,11 +99,19 @@ def coding_agent(task_id="anth-2"):
         "task": {"external_id": task_id},
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "Make test_add pass."}]},
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": "toolu_a", "name": "run_tests", "input": {}},
-            ]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a"},
-                                         {"type": "text", "text": "Also keep the docstring."}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_a", "name": "run_tests", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_a"},
+                    {"type": "text", "text": "Also keep the docstring."},
+                ],
+            },
             {"role": "assistant", "content": "Fixed; the docstring is kept."},
         ],
     }
@@ -84,10 +123,13 @@ def silent_drop_case():
         "agent": {"name": "claude-agent"},
         "messages": [
             {"role": "user", "content": "What is 6 times 7?"},
-            {"role": "assistant", "content": [
-                {"type": "text", "text": "Let me compute."},
-                {"type": "tool_use", "id": "toolu_x", "name": "calc", "input": {"expr": "6*7"}},
-            ]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Let me compute."},
+                    {"type": "tool_use", "id": "toolu_x", "name": "calc", "input": {"expr": "6*7"}},
+                ],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "42"}]},
             {"role": "assistant", "content": "42"},
         ],
@@ -116,8 +158,13 @@ def test_research_agent_maps_onto_canonical_steps_in_order():
     assert parsed.steps[1]["text"] == "I will search both ways at once."
     assert parsed.steps[3]["arguments"] == {"query": "Quell birthplace"}
     assert parsed.steps[4]["content"] == "[0] Tamsin Quell (composer)" and "is_error" not in parsed.steps[4]
-    assert parsed.steps[5] == {"kind": "observation", "tool": "search", "call_id": "toolu_02",
-                               "content": "search backend timed out", "is_error": True}
+    assert parsed.steps[5] == {
+        "kind": "observation",
+        "tool": "search",
+        "call_id": "toolu_02",
+        "content": "search backend timed out",
+        "is_error": True,
+    }
     assert parsed.answer == "Drevholm."
     assert parsed.task == {"external_id": "anth-1", "split": "dev", "prompt": "Where was Tamsin Quell born?"}
     assert parsed.agent["name"] == "claude-research-agent"
@@ -131,7 +178,11 @@ def test_research_agent_maps_onto_canonical_steps_in_order():
 def test_second_agent_with_string_system_and_user_follow_up():
     parsed = parse_trajectory(coding_agent())
     assert [(s["kind"], s.get("tool")) for s in parsed.steps] == [
-        ("action", "run_tests"), ("observation", "run_tests"), ("observation", "user"), ("answer", None)]
+        ("action", "run_tests"),
+        ("observation", "run_tests"),
+        ("observation", "user"),
+        ("answer", None),
+    ]
     assert parsed.steps[0]["arguments"] == {}
     assert parsed.steps[1]["content"] == ""
     assert parsed.steps[2]["content"] == "Also keep the docstring."
@@ -186,35 +237,46 @@ def _broken(change):
 MALFORMED = {
     "unknown block": (
         lambda o: o["messages"][1]["content"].append({"type": "image", "source": {}}),
-        r"messages\[1\].content\[4\]: content block type 'image' cannot be imported in a 'assistant' message"),
+        r"messages\[1\].content\[4\]: content block type 'image' cannot be imported in a 'assistant' message",
+    ),
     "tool_use in a user turn": (
         lambda o: o["messages"][2]["content"].append({"type": "tool_use", "id": "t", "name": "n", "input": {}}),
-        r"messages\[2\].content\[2\]: content block type 'tool_use' cannot be imported in a 'user' message"),
+        r"messages\[2\].content\[2\]: content block type 'tool_use' cannot be imported in a 'user' message",
+    ),
     "orphan tool_result": (
         lambda o: o["messages"][2]["content"][1].update(tool_use_id="toolu_99"),
-        r"messages\[2\].content\[1\]: tool_result answers unknown tool_use_id 'toolu_99'"),
+        r"messages\[2\].content\[1\]: tool_result answers unknown tool_use_id 'toolu_99'",
+    ),
     "result before its call": (
-        lambda o: o["messages"].insert(1, {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_01", "content": "early"}]}),
-        "unknown tool_use_id 'toolu_01'"),
+        lambda o: o["messages"].insert(
+            1, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "early"}]}
+        ),
+        "unknown tool_use_id 'toolu_01'",
+    ),
     "input not an object": (
         lambda o: o["messages"][1]["content"][2].update(input="Tamsin Quell"),
-        r"content\[2\].input: expected an object"),
+        r"content\[2\].input: expected an object",
+    ),
     "is_error not a boolean": (
         lambda o: o["messages"][2]["content"][1].update(is_error="yes"),
-        r"content\[1\].is_error: expected true or false"),
+        r"content\[1\].is_error: expected true or false",
+    ),
     "image inside a tool_result": (
         lambda o: o["messages"][2]["content"][0].update(content=[{"type": "image", "source": {}}]),
-        r"content\[0\].content\[0\]: content block type 'image' cannot be imported here"),
+        r"content\[0\].content\[0\]: content block type 'image' cannot be imported here",
+    ),
     "system role message": (
         lambda o: o["messages"].insert(0, {"role": "system", "content": "x"}),
-        "unknown role 'system'.*top-level 'system'"),
+        "unknown role 'system'.*top-level 'system'",
+    ),
     "thinking not a string": (
         lambda o: o["messages"][1]["content"][0].update(thinking=["a"]),
-        r"content\[0\].thinking: expected a string"),
+        r"content\[0\].thinking: expected a string",
+    ),
     "tool_use id used twice": (
         lambda o: o["messages"][3]["content"][1].update(id="toolu_01"),
-        "tool_use id 'toolu_01' is used twice"),
+        "tool_use id 'toolu_01' is used twice",
+    ),
     "system as an object": (lambda o: o.update(system={"text": "x"}), "system: expected a string or a list"),
     "tools not a list": (lambda o: o.update(tools={"search": {}}), "tools: expected a list"),
 }

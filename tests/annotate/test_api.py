@@ -1,4 +1,5 @@
 """POST /api/v1/trajectories/ and the upload API: roles, success, and clear 4xx on bad input."""
+
 import json
 
 import pytest
@@ -80,8 +81,9 @@ def test_unknown_campaign_gives_400(admin_api):
 
 def test_body_over_the_limit_gives_413(admin_api, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
-    response = admin_api.generic("POST", URL, json.dumps([canonical(n=i) for i in range(20)]),
-                                 content_type="application/json")
+    response = admin_api.generic(
+        "POST", URL, json.dumps([canonical(n=i) for i in range(20)]), content_type="application/json"
+    )
     assert response.status_code == 413
     assert Trajectory.objects.count() == 0
 

@@ -1,4 +1,5 @@
 """The assignment engine on PostgreSQL: k votes, never twice, leases, gold, idempotent submit."""
+
 import threading
 from datetime import timedelta
 
@@ -91,16 +92,20 @@ def test_a_late_submit_on_the_screen_says_it_was_not_stored_above_the_next_compa
 
 
 def test_a_required_rating_dimension_refuses_a_judgement_without_it():
-    campaign = make_campaign(n_comparisons=1, k=1, dimensions=[
-        {"name": "correctness", "scale": 5, "description": "", "required": True}])
+    campaign = make_campaign(
+        n_comparisons=1, k=1, dimensions=[{"name": "correctness", "scale": 5, "description": "", "required": True}]
+    )
     (user,) = annotators(1)
     lease = assignment_next(campaign=campaign, annotator=user)
     for ratings in ({}, {"correctness": {"left": 4}}):
         with pytest.raises(ArbiterError, match="rate correctness for .*this campaign requires it"):
             judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, ratings=ratings))
     assert not Judgement.objects.exists()
-    judgement, _ = judgement_submit(assignment_id=lease.id, annotator=user,
-                                    verdict=Verdict(choice=2, ratings={"correctness": {"left": 4, "right": 2}}))
+    judgement, _ = judgement_submit(
+        assignment_id=lease.id,
+        annotator=user,
+        verdict=Verdict(choice=2, ratings={"correctness": {"left": 4, "right": 2}}),
+    )
     assert set(judgement.ratings["correctness"]) == {"A", "B"}
 
 
@@ -129,8 +134,9 @@ def test_screen_terms_are_stored_in_a_b_terms(left_is_a):
     (user,) = annotators(1)
     lease = assignment_next(campaign=campaign, annotator=user)
     Assignment.objects.filter(pk=lease.pk).update(left_is_a=left_is_a)
-    verdict = Verdict(choice=1, first_wrong_left=None, first_wrong_right=2,
-                      ratings={"correctness": {"left": 5, "right": 2}})
+    verdict = Verdict(
+        choice=1, first_wrong_left=None, first_wrong_right=2, ratings={"correctness": {"left": 5, "right": 2}}
+    )
     judgement, _ = judgement_submit(assignment_id=lease.id, annotator=user, verdict=verdict)
     if left_is_a:  # left is A: "left much better" is "A much better"
         assert (judgement.choice, judgement.first_wrong_step_a, judgement.first_wrong_step_b) == (1, None, 2)
@@ -166,7 +172,9 @@ def test_required_rationale():
     lease = assignment_next(campaign=campaign, annotator=user)
     with pytest.raises(ArbiterError, match="requires a rationale"):
         judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, rationale="  "))
-    judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, rationale="A quotes its source."))
+    judgement_submit(
+        assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, rationale="A quotes its source.")
+    )
 
 
 def test_someone_elses_assignment_is_refused():
@@ -287,8 +295,9 @@ def test_nothing_is_stored_into_an_archived_campaign_and_invisible_text_is_no_ra
     (user,) = annotators(1)
     lease = assignment_next(campaign=campaign, annotator=user)
     with pytest.raises(ArbiterError, match="requires a rationale"):
-        judgement_submit(assignment_id=lease.id, annotator=user,
-                         verdict=Verdict(choice=2, rationale="\u200b\u200d \u2060\ufeff"))
+        judgement_submit(
+            assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, rationale="\u200b\u200d \u2060\ufeff")
+        )
     Campaign.objects.filter(pk=campaign.pk).update(status="archived")
     with pytest.raises(ArbiterError, match="archived"):
         judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, rationale="because"))

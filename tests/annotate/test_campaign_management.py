@@ -2,6 +2,7 @@
 changes that lose nothing, pools, filling from stored trajectories with each pairing
 strategy (hand-built cases with known counts), gold upload and promotion, clone, and
 the REST routes for each role."""
+
 import json
 
 import pytest
@@ -34,11 +35,21 @@ def fields_of(exc: ArbiterError) -> dict:
 
 # --- settings ------------------------------------------------------------------------------
 
+
 def test_bad_settings_are_all_named_with_the_allowed_range():
     with pytest.raises(ArbiterError) as caught:
-        campaign_create(data={"name": "x", "gold_rate": 1.5, "votes_per_comparison": 0, "lease_seconds": "soon",
-                              "dimensions": [{"name": "correctness"}, {"scale": 7, "description": "how fast"}],
-                              "task_split": "holdout", "colour": "red"}, created_by=None)
+        campaign_create(
+            data={
+                "name": "x",
+                "gold_rate": 1.5,
+                "votes_per_comparison": 0,
+                "lease_seconds": "soon",
+                "dimensions": [{"name": "correctness"}, {"scale": 7, "description": "how fast"}],
+                "task_split": "holdout",
+                "colour": "red",
+            },
+            created_by=None,
+        )
     problems = fields_of(caught.value)
     assert "between 0 and 1" in problems["gold_rate"] and "1.5" in problems["gold_rate"]
     assert "between 1 and 50" in problems["votes_per_comparison"]
@@ -51,12 +62,23 @@ def test_bad_settings_are_all_named_with_the_allowed_range():
 
 def test_a_campaign_is_created_with_dimensions_and_a_pool():
     alice = UserFactory(username="alice", roles=["annotator"])
-    campaign = campaign_create(data={
-        "name": "Round 1", "guidelines": "## Be *kind*", "votes_per_comparison": 2, "gold_rate": "0.1",
-        "dimensions": ["correctness", {"name": "speed", "scale": 3, "description": "fewer steps"}],
-        "pool_only": True, "pool": ["alice"], "task_split": "train"}, created_by=None)
-    assert campaign.dimensions == [{"name": "correctness", "scale": 5, "description": "", "required": False},
-                                   {"name": "speed", "scale": 3, "description": "fewer steps", "required": False}]
+    campaign = campaign_create(
+        data={
+            "name": "Round 1",
+            "guidelines": "## Be *kind*",
+            "votes_per_comparison": 2,
+            "gold_rate": "0.1",
+            "dimensions": ["correctness", {"name": "speed", "scale": 3, "description": "fewer steps"}],
+            "pool_only": True,
+            "pool": ["alice"],
+            "task_split": "train",
+        },
+        created_by=None,
+    )
+    assert campaign.dimensions == [
+        {"name": "correctness", "scale": 5, "description": "", "required": False},
+        {"name": "speed", "scale": 3, "description": "fewer steps", "required": False},
+    ]
     assert list(campaign.pool.all()) == [alice] and campaign.gold_rate == 0.1
 
 
@@ -70,9 +92,13 @@ def test_the_pool_takes_only_people_who_can_label():
 
 def test_stored_dimension_names_read_as_five_point_scales():
     assert dimensions_of(CampaignFactory(dimensions=["a"])) == [
-        {"name": "a", "scale": 5, "description": "", "required": False}]
+        {"name": "a", "scale": 5, "description": "", "required": False}
+    ]
     # Stored before dimensions could be required: optional.
-    assert dimensions_of(CampaignFactory(dimensions=[{"name": "b", "scale": 3, "description": ""}]))[0]["required"] is False
+    assert (
+        dimensions_of(CampaignFactory(dimensions=[{"name": "b", "scale": 3, "description": ""}]))[0]["required"]
+        is False
+    )
 
 
 def _pair(campaign, task=None):
@@ -108,6 +134,7 @@ def test_k_cannot_go_below_the_votes_given_and_a_new_k_reopens_or_completes():
 
 # --- status -----------------------------------------------------------------------------------
 
+
 def test_pausing_hands_out_nothing_and_loses_no_lease_being_worked_on():
     campaign = CampaignFactory(votes_per_comparison=1)
     _pair(campaign)
@@ -135,6 +162,7 @@ def test_a_status_change_that_makes_no_sense_says_what_can_be_done():
 
 # --- pools ------------------------------------------------------------------------------------
 
+
 def test_an_annotator_outside_the_pool_is_refused_and_not_offered_the_campaign(client):
     inside, outside = UserFactory(roles=["annotator"]), UserFactory(roles=["annotator"])
     campaign = CampaignFactory(pool_only=True)
@@ -156,14 +184,17 @@ def test_an_annotator_outside_the_pool_is_refused_and_not_offered_the_campaign(c
 
 # --- pairing strategies on a hand-built task ---------------------------------------------------
 
+
 def _arena():
     """One task: policy A has 3 trajectories (2 correct), policy B has 2 (1 correct), and
     B's second is an identical copy of A's first under another name."""
     task = TaskFactory()
     a, b = PolicyFactory(name="agent-a"), PolicyFactory(name="agent-b")
-    steps = lambda q, answer: [{"kind": "action", "tool": "search", "arguments": {"query": q}},  # noqa: E731
-                               {"kind": "observation", "tool": "search", "content": "r"},
-                               {"kind": "answer", "text": answer}]
+    steps = lambda q, answer: [
+        {"kind": "action", "tool": "search", "arguments": {"query": q}},  # noqa: E731
+        {"kind": "observation", "tool": "search", "content": "r"},
+        {"kind": "answer", "text": answer},
+    ]
     a1 = TrajectoryFactory(task=task, policy=a, steps=steps("x", "Paris"), outcome={"correct": True})
     a2 = TrajectoryFactory(task=task, policy=a, steps=steps("x", "Lyon"), outcome={"correct": False})
     a3 = TrajectoryFactory(task=task, policy=a, steps=steps("y", "Paris"), outcome={"correct": True})
@@ -172,12 +203,15 @@ def _arena():
     return task, a, b, (a1, a2, a3, b1, b2)
 
 
-@pytest.mark.parametrize("strategy, expected", [
-    ("all_pairs", 9),  # C(5,2) = 10 less the identical a1-b2
-    ("outcome_differs", 6),  # correct {a1,a3,b2} x wrong {a2,b1}
-    ("policy_vs_policy", 5),  # 3 x 2 less the identical a1-b2
-    ("same_calls_different_answer", 2),  # search x: a1-a2 and a2-b2
-])
+@pytest.mark.parametrize(
+    "strategy, expected",
+    [
+        ("all_pairs", 9),  # C(5,2) = 10 less the identical a1-b2
+        ("outcome_differs", 6),  # correct {a1,a3,b2} x wrong {a2,b1}
+        ("policy_vs_policy", 5),  # 3 x 2 less the identical a1-b2
+        ("same_calls_different_answer", 2),  # search x: a1-a2 and a2-b2
+    ],
+)
 def test_each_pairing_strategy_makes_the_known_number_of_pairs(strategy, expected):
     task, a, b, _ = _arena()
     campaign = CampaignFactory()
@@ -196,15 +230,24 @@ def test_filling_is_capped_per_task_and_idempotent():
     assert fill_preview(campaign=campaign, request=request)["comparisons"] == 4
     fill = campaign_fill_create(campaign=campaign, request=request, created_by=None)
     assert fill.status == "succeeded" and fill.created_count == 4 and fill.identical_count == 1
-    again = campaign_fill_create(campaign=campaign, request=fill_request_clean({"max_per_task": 100, "all_trajectories": True}), created_by=None)
+    again = campaign_fill_create(
+        campaign=campaign, request=fill_request_clean({"max_per_task": 100, "all_trajectories": True}), created_by=None
+    )
     assert again.created_count == 5 and campaign.comparisons.count() == 9
     assert campaign_fill_create(campaign=campaign, request=request, created_by=None).created_count == 0
 
 
 def test_fill_requests_name_every_bad_field():
     with pytest.raises(ArbiterError) as caught:
-        fill_request_clean({"strategy": "policy_vs_policy", "policy_a": 999999, "max_per_task": 0,
-                            "import_batches": ["x"], "split": "nope"})
+        fill_request_clean(
+            {
+                "strategy": "policy_vs_policy",
+                "policy_a": 999999,
+                "max_per_task": 0,
+                "import_batches": ["x"],
+                "split": "nope",
+            }
+        )
     problems = fields_of(caught.value)
     assert {"policy_a", "max_per_task", "import_batches", "split"} <= set(problems)
 
@@ -214,19 +257,28 @@ def _jsonl(*objects) -> SimpleUploadedFile:
 
 
 def _canonical(task_id: str, agent: str, answer: str) -> dict:
-    return {"schema": "arbiter.trajectory/v1", "task": {"external_id": task_id, "prompt": f"Q {task_id}?"},
-            "agent": {"name": agent}, "steps": [{"kind": "thought", "text": "hm"}, {"kind": "answer", "text": answer}]}
+    return {
+        "schema": "arbiter.trajectory/v1",
+        "task": {"external_id": task_id, "prompt": f"Q {task_id}?"},
+        "agent": {"name": agent},
+        "steps": [{"kind": "thought", "text": "hm"}, {"kind": "answer", "text": answer}],
+    }
 
 
 def test_a_fill_by_import_batch_pairs_trajectories_already_stored():
-    rows = [_canonical("t1", "a", "1"), _canonical("t1", "b", "2"), _canonical("t2", "a", "3"),
-            _canonical("t2", "b", "4")]
+    rows = [
+        _canonical("t1", "a", "1"),
+        _canonical("t1", "b", "2"),
+        _canonical("t2", "a", "3"),
+        _canonical("t2", "b", "4"),
+    ]
     first = import_upload_create(upload=_jsonl(*rows), campaign=None, created_by=None)
     other = import_upload_create(upload=_jsonl(_canonical("t1", "c", "5")), campaign=None, created_by=None)
     assert Trajectory.objects.filter(import_batch=first).count() == 4
     campaign = CampaignFactory()
-    fill = campaign_fill_create(campaign=campaign, request=fill_request_clean({"import_batches": [first.pk]}),
-                                created_by=None)
+    fill = campaign_fill_create(
+        campaign=campaign, request=fill_request_clean({"import_batches": [first.pk]}), created_by=None
+    )
     assert fill.created_count == 2  # one pair per task, none with the other batch's trajectory
     assert not campaign.comparisons.filter(trajectory_b__import_batch=other).exists()
     # Re-importing the stored file into a new campaign builds its comparisons (it used to build 0).
@@ -246,8 +298,9 @@ def test_a_fill_names_its_source_and_says_when_it_built_nothing(client, admin_us
     page = client.post(f"/annotate/campaigns/{campaign.pk}/fill", {"strategy": "all_pairs"}, follow=True)
     assert "pick where the trajectories come from" in page.content.decode()
     assert not Comparison.objects.filter(campaign=campaign).exists()
-    page = client.post(f"/annotate/campaigns/{campaign.pk}/fill", {"strategy": "all_pairs", "tags": "no-such-tag"},
-                       follow=True).content.decode()
+    page = client.post(
+        f"/annotate/campaigns/{campaign.pk}/fill", {"strategy": "all_pairs", "tags": "no-such-tag"}, follow=True
+    ).content.decode()
     assert "Nothing was built: no stored trajectory matches tag no-such-tag." in page
     assert 'class="msg-warning"' in page
     assert not Comparison.objects.filter(campaign=campaign).exists()
@@ -257,7 +310,9 @@ def test_a_large_fill_runs_as_a_job(settings):
     settings.FILL_INLINE_MAX_TRAJECTORIES = 2
     _arena()
     campaign = CampaignFactory()
-    fill = campaign_fill_create(campaign=campaign, request=fill_request_clean({"all_trajectories": True}), created_by=None)
+    fill = campaign_fill_create(
+        campaign=campaign, request=fill_request_clean({"all_trajectories": True}), created_by=None
+    )
     assert fill.status == "queued"  # the worker's task runs it (on commit, which tests do not reach)
     from annotate.tasks import campaign_fill_task
 
@@ -268,15 +323,18 @@ def test_a_large_fill_runs_as_a_job(settings):
 
 # --- gold --------------------------------------------------------------------------------------
 
+
 def test_gold_upload_is_all_or_nothing_with_line_numbers():
     campaign = CampaignFactory()
     existing = _pair(campaign)
     task = TaskFactory()
     x, y = TrajectoryFactory(task=task), TrajectoryFactory(task=task)
     elsewhere = TrajectoryFactory()
-    bad = (f'{{"comparison": {existing.pk}, "choice": 2}}\n'
-           f'{{"trajectory_a": {y.pk}, "trajectory_b": {x.pk}, "choice": 6}}\n'
-           f'{{"trajectory_a": {x.pk}, "trajectory_b": {elsewhere.pk}, "choice": 1}}\nnot json\n').encode()
+    bad = (
+        f'{{"comparison": {existing.pk}, "choice": 2}}\n'
+        f'{{"trajectory_a": {y.pk}, "trajectory_b": {x.pk}, "choice": 6}}\n'
+        f'{{"trajectory_a": {x.pk}, "trajectory_b": {elsewhere.pk}, "choice": 1}}\nnot json\n'
+    ).encode()
     with pytest.raises(ArbiterError) as caught:
         gold_import(campaign=campaign, rows=gold_rows_read(bad, filename="gold.jsonl"))
     lines = {d["line"]: d["message"] for d in caught.value.details}
@@ -302,12 +360,24 @@ def test_adjudicated_comparisons_become_gold_in_one_action(admin_user):
 
 
 def test_a_clone_has_the_settings_and_no_comparisons():
-    source = campaign_create(data={"name": "R1", "guidelines": "g", "votes_per_comparison": 4,
-                                   "dimensions": ["x"], "rationale_required": True}, created_by=None)
+    source = campaign_create(
+        data={
+            "name": "R1",
+            "guidelines": "g",
+            "votes_per_comparison": 4,
+            "dimensions": ["x"],
+            "rationale_required": True,
+        },
+        created_by=None,
+    )
     _pair(source)
     copy = campaign_clone(campaign=source, name="R2", created_by=None)
     assert (copy.guidelines, copy.votes_per_comparison, copy.rationale_required, copy.cloned_from) == (
-        "g", 4, True, source)
+        "g",
+        4,
+        True,
+        source,
+    )
     assert copy.comparisons.count() == 0
     with pytest.raises(ArbiterError, match="exists already"):
         campaign_clone(campaign=source, name="R2", created_by=None)
@@ -315,19 +385,31 @@ def test_a_clone_has_the_settings_and_no_comparisons():
 
 # --- REST -------------------------------------------------------------------------------------
 
+
 def test_the_api_creates_edits_acts_fills_and_deletes(admin_api):
     _arena()
     made = admin_api.post("/api/v1/campaigns/", {"name": "API", "gold_rate": 1.5}, format="json")
     assert made.status_code == 400 and made.json()["errors"][0]["field"] == "gold_rate"
-    made = admin_api.post("/api/v1/campaigns/", {"name": "API", "dimensions": [{"name": "c", "scale": 3}]},
-                          format="json")
+    made = admin_api.post(
+        "/api/v1/campaigns/", {"name": "API", "dimensions": [{"name": "c", "scale": 3}]}, format="json"
+    )
     assert made.status_code == 201, made.json()
     cid = made.json()["id"]
-    assert admin_api.patch(f"/api/v1/campaigns/{cid}", {"votes_per_comparison": 5}, format="json").json()[
-        "votes_per_comparison"] == 5
-    preview = admin_api.post(f"/api/v1/campaigns/{cid}/fill/preview", {"strategy": "outcome_differs", "all_trajectories": True}, format="json")
+    assert (
+        admin_api.patch(f"/api/v1/campaigns/{cid}", {"votes_per_comparison": 5}, format="json").json()[
+            "votes_per_comparison"
+        ]
+        == 5
+    )
+    preview = admin_api.post(
+        f"/api/v1/campaigns/{cid}/fill/preview",
+        {"strategy": "outcome_differs", "all_trajectories": True},
+        format="json",
+    )
     assert preview.json()["comparisons"] == 6
-    fill = admin_api.post(f"/api/v1/campaigns/{cid}/fills/", {"strategy": "outcome_differs", "all_trajectories": True}, format="json")
+    fill = admin_api.post(
+        f"/api/v1/campaigns/{cid}/fills/", {"strategy": "outcome_differs", "all_trajectories": True}, format="json"
+    )
     assert fill.status_code == 201 and fill.json()["created_count"] == 6
     assert admin_api.get(f"/api/v1/campaigns/{cid}").json()["progress"]["needed"] == 30
     paused = admin_api.post(f"/api/v1/campaigns/{cid}/status", {"action": "pause"}, format="json")
@@ -342,12 +424,15 @@ def test_the_api_creates_edits_acts_fills_and_deletes(admin_api):
 def test_gold_over_the_api_names_the_bad_line(admin_api):
     campaign = CampaignFactory()
     comparison = _pair(campaign)
-    bad = admin_api.post(f"/api/v1/campaigns/{campaign.pk}/gold",
-                         {"file": SimpleUploadedFile("g.jsonl", b'{"comparison": 1, "choice": 9}\n')},
-                         format="multipart")
+    bad = admin_api.post(
+        f"/api/v1/campaigns/{campaign.pk}/gold",
+        {"file": SimpleUploadedFile("g.jsonl", b'{"comparison": 1, "choice": 9}\n')},
+        format="multipart",
+    )
     assert bad.status_code == 400 and bad.json()["errors"][0]["line"] == 1
-    good = admin_api.post(f"/api/v1/campaigns/{campaign.pk}/gold", [{"comparison": comparison.pk, "choice": 1}],
-                          format="json")
+    good = admin_api.post(
+        f"/api/v1/campaigns/{campaign.pk}/gold", [{"comparison": comparison.pk, "choice": 1}], format="json"
+    )
     assert good.status_code == 201 and good.json() == {"marked": 1, "created": 0}
 
 
@@ -389,9 +474,14 @@ def test_activity_is_for_readers_with_pseudonyms_for_researchers(role_users):
 
 
 ADMIN_PAGES = ["/annotate/campaigns/new/", "/annotate/campaigns/{id}/edit/"]
-ADMIN_POSTS = ["/annotate/campaigns/{id}/status", "/annotate/campaigns/{id}/clone", "/annotate/campaigns/{id}/fill",
-               "/annotate/campaigns/{id}/gold", "/annotate/campaigns/{id}/gold/promote",
-               "/annotate/campaigns/markdown-preview"]
+ADMIN_POSTS = [
+    "/annotate/campaigns/{id}/status",
+    "/annotate/campaigns/{id}/clone",
+    "/annotate/campaigns/{id}/fill",
+    "/annotate/campaigns/{id}/gold",
+    "/annotate/campaigns/{id}/gold/promote",
+    "/annotate/campaigns/markdown-preview",
+]
 
 
 def test_campaign_pages_for_each_role(client, role_users):
@@ -410,10 +500,19 @@ def test_campaign_pages_for_each_role(client, role_users):
 
 def test_the_settings_form_shows_each_problem_and_keeps_what_was_typed(client, admin_user):
     client.force_login(admin_user)
-    response = client.post("/annotate/campaigns/new/", {
-        "name": "Form", "gold_rate": "1.5", "votes_per_comparison": "3", "lease_minutes": "15",
-        "dimension_name": ["ok", "", ""], "dimension_scale": ["5", "4", "5"], "dimension_description": ["", "orphan", ""],
-        "dimension_required": ["yes", "", ""]})
+    response = client.post(
+        "/annotate/campaigns/new/",
+        {
+            "name": "Form",
+            "gold_rate": "1.5",
+            "votes_per_comparison": "3",
+            "lease_minutes": "15",
+            "dimension_name": ["ok", "", ""],
+            "dimension_scale": ["5", "4", "5"],
+            "dimension_description": ["", "orphan", ""],
+            "dimension_required": ["yes", "", ""],
+        },
+    )
     page = response.content.decode()
     assert response.status_code == 400
     assert "between 0 and 1" in page and "dimension 2 has no name" in page and 'value="Form"' in page
@@ -421,11 +520,24 @@ def test_the_settings_form_shows_each_problem_and_keeps_what_was_typed(client, a
     assert "<strong>Gold rate</strong>" in page and "gold_rate</strong>" not in page  # the form's labels
     assert '<option value="yes" selected>' in page  # the required flag survives the refusal
     response = client.post("/annotate/campaigns/new/", {"name": "Form", "lease_minutes": "0.1"})
-    assert "must be a number of minutes between 0.5 and 10,080 (a week); got &#x27;0.1&#x27;" in response.content.decode()
-    response = client.post("/annotate/campaigns/new/", {
-        "name": "Form", "gold_rate": "0.2", "votes_per_comparison": "2", "lease_minutes": "10",
-        "guidelines": "# Hi", "dimension_name": ["ok"], "dimension_scale": ["4"], "dimension_description": ["d"],
-        "dimension_required": ["yes"], "pool_only": "everyone"})
+    assert (
+        "must be a number of minutes between 0.5 and 10,080 (a week); got &#x27;0.1&#x27;" in response.content.decode()
+    )
+    response = client.post(
+        "/annotate/campaigns/new/",
+        {
+            "name": "Form",
+            "gold_rate": "0.2",
+            "votes_per_comparison": "2",
+            "lease_minutes": "10",
+            "guidelines": "# Hi",
+            "dimension_name": ["ok"],
+            "dimension_scale": ["4"],
+            "dimension_description": ["d"],
+            "dimension_required": ["yes"],
+            "pool_only": "everyone",
+        },
+    )
     campaign = Campaign.objects.get(name="Form")
     assert response.status_code == 302 and campaign.lease_seconds == 600
     assert campaign.dimensions == [{"name": "ok", "scale": 4, "description": "d", "required": True}]
@@ -437,11 +549,16 @@ def test_the_fill_form_previews_then_builds(client, admin_user):
     _arena()
     campaign = CampaignFactory()
     client.force_login(admin_user)
-    preview = client.post(f"/annotate/campaigns/{campaign.pk}/fill",
-                          {"strategy": "all_pairs", "max_per_task": "3", "preview": "1", "all_trajectories": "on"})
+    preview = client.post(
+        f"/annotate/campaigns/{campaign.pk}/fill",
+        {"strategy": "all_pairs", "max_per_task": "3", "preview": "1", "all_trajectories": "on"},
+    )
     assert "<strong>3</strong> new comparisons" in preview.content.decode()
     assert campaign.comparisons.count() == 0
-    built = client.post(f"/annotate/campaigns/{campaign.pk}/fill", {"strategy": "all_pairs", "max_per_task": "3", "all_trajectories": "on"})
+    built = client.post(
+        f"/annotate/campaigns/{campaign.pk}/fill",
+        {"strategy": "all_pairs", "max_per_task": "3", "all_trajectories": "on"},
+    )
     assert built.status_code == 302 and campaign.comparisons.count() == 3
     assert CampaignFill.objects.get().created_count == 3
     assert ImportBatch.objects.count() == 0
@@ -457,8 +574,9 @@ def test_agreement_at_a_glance_counts_pairs_of_votes_on_the_same_side():
         for _ in range(2):
             lease = assignment_next(campaign=campaign, annotator=user)
             wants_a = verdicts[lease.comparison_id] == "A"
-            judgement_submit(assignment_id=lease.pk, annotator=user,
-                             verdict=Verdict(choice=1 if wants_a == lease.left_is_a else 5))
+            judgement_submit(
+                assignment_id=lease.pk, annotator=user, verdict=Verdict(choice=1 if wants_a == lease.left_is_a else 5)
+            )
     assert campaign_progress(campaigns=[campaign], user=ann1)[campaign.pk]["agreement"] == 0.5
 
 
@@ -491,22 +609,39 @@ def test_a_task_with_thousands_of_trajectories_is_sampled_not_listed():
     from tests.factories import PolicyFactory
 
     task, policy = TaskFactory(), PolicyFactory()
-    rows = [Trajectory(task=task, policy=policy, steps=[{"kind": "answer", "text": f"a{i}"}], answer=f"a{i}",
-                       num_steps=1, content_hash=f"h{i:06d}", behaviour_hash=f"b{i:06d}",
-                       outcome={"correct": i == 7}) for i in range(4000)]
+    rows = [
+        Trajectory(
+            task=task,
+            policy=policy,
+            steps=[{"kind": "answer", "text": f"a{i}"}],
+            answer=f"a{i}",
+            num_steps=1,
+            content_hash=f"h{i:06d}",
+            behaviour_hash=f"b{i:06d}",
+            outcome={"correct": i == 7},
+        )
+        for i in range(4000)
+    ]
     Trajectory.objects.bulk_create(rows)
     campaign = CampaignFactory()
     started = time.perf_counter()
-    preview = fill_preview(campaign=campaign, request=fill_request_clean(
-        {"strategy": "all_pairs", "max_per_task": 10, "all_trajectories": True}))
+    preview = fill_preview(
+        campaign=campaign,
+        request=fill_request_clean({"strategy": "all_pairs", "max_per_task": 10, "all_trajectories": True}),
+    )
     assert time.perf_counter() - started < 10
     assert preview["comparisons"] == 10 and preview["sampled_tasks"] == 1
     assert preview["left_out_by_cap"] == 4000 * 3999 // 2 - 10
-    rare = fill_preview(campaign=campaign, request=fill_request_clean(
-        {"strategy": "outcome_differs", "max_per_task": 5, "all_trajectories": True}))
+    rare = fill_preview(
+        campaign=campaign,
+        request=fill_request_clean({"strategy": "outcome_differs", "max_per_task": 5, "all_trajectories": True}),
+    )
     assert rare["comparisons"] == 5  # each pairs the one correct trajectory with a wrong one
-    fill = campaign_fill_create(campaign=campaign, request=fill_request_clean(
-        {"strategy": "outcome_differs", "max_per_task": 5, "all_trajectories": True}), created_by=None)
+    fill = campaign_fill_create(
+        campaign=campaign,
+        request=fill_request_clean({"strategy": "outcome_differs", "max_per_task": 5, "all_trajectories": True}),
+        created_by=None,
+    )
     correct = Trajectory.objects.get(content_hash="h000007").pk
     pairs = Comparison.objects.filter(campaign=campaign).values_list("trajectory_a_id", "trajectory_b_id")
     assert fill.created_count == 5 and all(correct in pair for pair in pairs)

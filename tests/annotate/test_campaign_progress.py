@@ -1,6 +1,7 @@
 """The campaigns list's progress: judgements done of needed, pace over the last day and the
 finish it implies, open leases, gold accuracy, and what is left for each annotator (a
 campaign with nothing left for them offers no Label button)."""
+
 from datetime import timedelta
 
 import pytest
@@ -20,8 +21,14 @@ def campaign_with(comparisons: int, votes: int, gold: int = 0):
     for i in range(comparisons + gold):
         task = TaskFactory()
         a, b = sorted((TrajectoryFactory(task=task), TrajectoryFactory(task=task)), key=lambda t: t.pk)
-        Comparison.objects.create(campaign=campaign, task=task, trajectory_a=a, trajectory_b=b,
-                                  is_gold=i >= comparisons, gold_choice=1 if i >= comparisons else None)
+        Comparison.objects.create(
+            campaign=campaign,
+            task=task,
+            trajectory_a=a,
+            trajectory_b=b,
+            is_gold=i >= comparisons,
+            gold_choice=1 if i >= comparisons else None,
+        )
     return campaign
 
 
@@ -32,8 +39,9 @@ def judge(campaign, annotator, times: int, choice_a: bool = True) -> int:
         if assignment is None:
             break
         prefers_left = choice_a == assignment.left_is_a
-        judgement_submit(assignment_id=assignment.pk, annotator=annotator,
-                         verdict=Verdict(choice=1 if prefers_left else 5))
+        judgement_submit(
+            assignment_id=assignment.pk, annotator=annotator, verdict=Verdict(choice=1 if prefers_left else 5)
+        )
         made += 1
     return made
 

@@ -1,4 +1,5 @@
 """Comparison building strategies."""
+
 import pytest
 
 from annotate.models import Comparison
@@ -52,11 +53,15 @@ def test_unknown_strategy_is_refused():
 
 
 def _episode(task, calls: list[tuple[str, dict]], answer: str):
-    steps = [step for tool, arguments in calls for step in (
-        {"kind": "action", "tool": tool, "arguments": arguments},
-        {"kind": "observation", "tool": tool, "content": f"result of {tool}"})]
-    return TrajectoryFactory(task=task, steps=steps + [{"kind": "answer", "text": answer, "quotes": []}],
-                             answer=answer)
+    steps = [
+        step
+        for tool, arguments in calls
+        for step in (
+            {"kind": "action", "tool": tool, "arguments": arguments},
+            {"kind": "observation", "tool": tool, "content": f"result of {tool}"},
+        )
+    ]
+    return TrajectoryFactory(task=task, steps=steps + [{"kind": "answer", "text": answer, "quotes": []}], answer=answer)
 
 
 def test_same_calls_different_answer_pairs_only_where_the_answer_is_the_difference():

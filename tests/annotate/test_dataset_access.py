@@ -1,4 +1,5 @@
 """Dataset routes against every role, downloads over the web and the API, and a build by a job."""
+
 import io
 import zipfile
 
@@ -54,8 +55,9 @@ def test_bad_snapshot_requests_get_400_and_create_nothing(researcher, payload, r
 
 def test_filters_matching_nothing_get_a_clear_400(researcher):
     campaign, _ = voted_campaign([[1, 1]], synthetic=True)
-    response = token_client(researcher).post("/api/v1/datasets/", {"name": "x", "campaigns": [campaign.id]},
-                                             format="json")
+    response = token_client(researcher).post(
+        "/api/v1/datasets/", {"name": "x", "campaigns": [campaign.id]}, format="json"
+    )
     assert response.status_code == 400 and "No judgement matches" in response.json()["detail"]
     assert DatasetSnapshot.objects.count() == 0
 
@@ -81,10 +83,16 @@ def test_missing_and_building_snapshots(researcher, snapshot):
 
 
 def test_every_dataset_route_checks_the_role(client, role_users, snapshot):
-    pages = ["/annotate/datasets/", f"/annotate/datasets/{snapshot.id}/",
-             f"/annotate/datasets/{snapshot.id}/download?format=raw&filetype=jsonl"]
-    apis = ["/api/v1/datasets/", f"/api/v1/datasets/{snapshot.id}",
-            f"/api/v1/datasets/{snapshot.id}/download?format=raw&filetype=jsonl"]
+    pages = [
+        "/annotate/datasets/",
+        f"/annotate/datasets/{snapshot.id}/",
+        f"/annotate/datasets/{snapshot.id}/download?format=raw&filetype=jsonl",
+    ]
+    apis = [
+        "/api/v1/datasets/",
+        f"/api/v1/datasets/{snapshot.id}",
+        f"/api/v1/datasets/{snapshot.id}/download?format=raw&filetype=jsonl",
+    ]
     for url in pages:
         assert client.get(url).status_code == 302  # anonymous: to the login page
     for url in apis:
@@ -103,18 +111,39 @@ def test_every_dataset_route_checks_the_role(client, role_users, snapshot):
 def test_create_and_download_in_the_web_ui(client, researcher):
     campaign, _ = voted_campaign([[1, 1], [5, 4]])
     client.force_login(researcher)
-    response = client.post("/annotate/datasets/", {
-        "name": "web", "campaigns": [campaign.id], "min_votes": 1, "min_agreement": 0, "aggregation": "majority",
-        "ties": "keep", "seed": 0, "test_fraction": 0.2})
+    response = client.post(
+        "/annotate/datasets/",
+        {
+            "name": "web",
+            "campaigns": [campaign.id],
+            "min_votes": 1,
+            "min_agreement": 0,
+            "aggregation": "majority",
+            "ties": "keep",
+            "seed": 0,
+            "test_fraction": 0.2,
+        },
+    )
     assert response.status_code == 302
     snapshot = DatasetSnapshot.objects.get(name="web")
     page = client.get(response["Location"]).content.decode()
     assert snapshot.content_hash in page and "download" in page.lower()
     download = client.get(f"/annotate/datasets/{snapshot.id}/download?format=trl&filetype=jsonl")
     assert download.status_code == 200
-    empty = client.post("/annotate/datasets/", {"name": "none", "campaigns": [campaign.id], "min_votes": 1,
-                                                "min_agreement": 0, "aggregation": "majority", "ties": "keep",
-                                                "seed": 0, "test_fraction": 0.2, "date_from": "2100-01-01"})
+    empty = client.post(
+        "/annotate/datasets/",
+        {
+            "name": "none",
+            "campaigns": [campaign.id],
+            "min_votes": 1,
+            "min_agreement": 0,
+            "aggregation": "majority",
+            "ties": "keep",
+            "seed": 0,
+            "test_fraction": 0.2,
+            "date_from": "2100-01-01",
+        },
+    )
     assert empty.status_code == 400 and "No judgement matches" in empty.content.decode()
 
 
@@ -123,10 +152,15 @@ def test_create_and_download_in_the_web_ui(client, researcher):
 def test_a_large_snapshot_is_built_by_a_job(celery_worker_process, researcher, settings):
     settings.SNAPSHOT_INLINE_MAX_JUDGEMENTS = 0
     campaign, _ = voted_campaign([[1, 2], [5, 5]])
-    response = token_client(researcher).post("/api/v1/datasets/", {"name": "job", "campaigns": [campaign.id]},
-                                             format="json")
+    response = token_client(researcher).post(
+        "/api/v1/datasets/", {"name": "job", "campaigns": [campaign.id]}, format="json"
+    )
     assert response.status_code == 202 and response.json()["status"] == "queued"
-    snapshot = wait_for(lambda: DatasetSnapshot.objects.exclude(status__in=["queued", "running"]).filter(pk=response.json()["id"]).first())
+    snapshot = wait_for(
+        lambda: (
+            DatasetSnapshot.objects.exclude(status__in=["queued", "running"]).filter(pk=response.json()["id"]).first()
+        )
+    )
     assert snapshot.status == "succeeded" and snapshot.stats["pairs"] == 2 and snapshot.progress == 1.0
 
 

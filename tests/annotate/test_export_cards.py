@@ -1,8 +1,8 @@
 """Every export format, as JSONL and Parquet, loads with the code its own dataset card prints,
 run in a clean Python process from the unzipped bundle: all splits together and each alone."""
+
 import json
 import os
-import re
 import subprocess
 import sys
 import zipfile
@@ -32,13 +32,26 @@ def test_each_format_loads_with_its_cards_code_in_a_clean_process(agent_snapshot
     manifest = json.loads((folder / "manifest.json").read_text())
     env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
     env.update(HF_HOME=str(tmp_path / "hf"), HF_DATASETS_CACHE=str(tmp_path / "hf" / "datasets"))
-    done = subprocess.run([sys.executable, "-c", CHECK, filetype], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK, filetype], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    rows = {split: n for split, n in ((s, sum(1 for _ in open(folder / f"data/{s}.{filetype}"))) for s in ("train", "test")
-            if (folder / f"data/{s}.{filetype}").exists())} if filetype == "jsonl" else None
-    assert set(out["all"]) == {name.split("/")[1].split(".")[0] for name in manifest["files"] if name.startswith("data/")}
+    rows = (
+        {
+            split: n
+            for split, n in (
+                (s, sum(1 for _ in open(folder / f"data/{s}.{filetype}")))
+                for s in ("train", "test")
+                if (folder / f"data/{s}.{filetype}").exists()
+            )
+        }
+        if filetype == "jsonl"
+        else None
+    )
+    assert set(out["all"]) == {
+        name.split("/")[1].split(".")[0] for name in manifest["files"] if name.startswith("data/")
+    }
     for split, n in out["all"].items():
         assert out[split] == n > 0
         if rows is not None:

@@ -1,6 +1,7 @@
 """Exports: the formats load with `datasets`, `trl` trains with TRL's RewardTrainer and `kto` with
 its KTOTrainer as they are, `steps` is stepwise supervision, re-exports are byte-identical,
 annotators are pseudonymized, bad requests are refused."""
+
 import copy
 import io
 import json
@@ -52,8 +53,11 @@ def test_trl_exports_load_with_datasets(snapshot, tmp_path):
         out = tmp_path / filetype
         files = export_bundle_dir(snapshot, "trl", filetype, out)
         loader = "json" if filetype == "jsonl" else "parquet"
-        ds = load_dataset(loader, data_files={s: str(out / "data" / f"{s}.{filetype}") for s in files},
-                          cache_dir=str(tmp_path / "hf-cache"))
+        ds = load_dataset(
+            loader,
+            data_files={s: str(out / "data" / f"{s}.{filetype}") for s in files},
+            cache_dir=str(tmp_path / "hf-cache"),
+        )
         assert ds["train"].num_rows == files["train"] and ds["test"].num_rows == files["test"]
         assert set(ds["train"].column_names) >= {"prompt", "chosen", "rejected", "tools", "margin", "comparison_id"}
         # No tools anywhere still loads `tools` as strings ("null"), the type a split with tools has.
@@ -63,7 +67,12 @@ def test_trl_exports_load_with_datasets(snapshot, tmp_path):
         card = (out / "README.md").read_text()
         assert card.startswith("---\n") and f"content_hash: {snapshot.content_hash}" in card
         manifest = json.loads((out / "manifest.json").read_text())
-        assert set(manifest["files"]) == {"README.md", "features.json", f"data/train.{filetype}", f"data/test.{filetype}"}
+        assert set(manifest["files"]) == {
+            "README.md",
+            "features.json",
+            f"data/train.{filetype}",
+            f"data/test.{filetype}",
+        }
 
 
 def test_a_tiny_reward_model_trains_on_the_trl_export_with_reward_trainer(agent_snapshot, tmp_path):
@@ -74,14 +83,25 @@ def test_a_tiny_reward_model_trains_on_the_trl_export_with_reward_trainer(agent_
 
     out = tmp_path / "bundle"
     export_bundle_dir(agent_snapshot, "trl", "parquet", out)
-    ds = load_dataset("parquet", data_files={"train": str(out / "data" / "train.parquet")},
-                      cache_dir=str(tmp_path / "hf-cache"))["train"]
+    ds = load_dataset(
+        "parquet", data_files={"train": str(out / "data" / "train.parquet")}, cache_dir=str(tmp_path / "hf-cache")
+    )["train"]
     assert ds[0]["prompt"][0]["role"] in ("system", "user") and "tools" in ds.column_names
     model, tokenizer = _tiny_model_and_tokenizer(agent_snapshot, "trl", LlamaForSequenceClassification)
     before = [p.detach().clone() for p in model.parameters()]
-    args = RewardConfig(output_dir=str(tmp_path / "rm"), max_steps=4, per_device_train_batch_size=4,
-                        learning_rate=1e-3, bf16=False, gradient_checkpointing=False, report_to=[],
-                        logging_steps=1, save_strategy="no", max_length=512, dataset_num_proc=None)
+    args = RewardConfig(
+        output_dir=str(tmp_path / "rm"),
+        max_steps=4,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        max_length=512,
+        dataset_num_proc=None,
+    )
     trainer = RewardTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer)
     # The system prompt and the tools reach the chat template: the rendered sequences hold them.
     toolbox, system = tokenizer.convert_tokens_to_ids("toolbox"), tokenizer.convert_tokens_to_ids("Quillwort")
@@ -129,8 +149,11 @@ def test_a_tiny_model_trains_on_the_kto_export_with_kto_trainer(agent_snapshot, 
         out = tmp_path / filetype
         files[filetype] = export_bundle_dir(agent_snapshot, "kto", filetype, out)
         loader = "json" if filetype == "jsonl" else "parquet"
-        ds = load_dataset(loader, data_files={s: str(out / "data" / f"{s}.{filetype}") for s in files[filetype]},
-                          cache_dir=str(tmp_path / "hf-cache"))
+        ds = load_dataset(
+            loader,
+            data_files={s: str(out / "data" / f"{s}.{filetype}") for s in files[filetype]},
+            cache_dir=str(tmp_path / "hf-cache"),
+        )
         assert ds["train"].num_rows == files[filetype]["train"] and ds["test"].num_rows == files[filetype]["test"]
         assert ds["train"].features["label"].dtype == "bool" and ds["train"].features["tools"].dtype == "string"
         assert not set(ds["train"]["task_id"]) & set(ds["test"]["task_id"])
@@ -139,9 +162,19 @@ def test_a_tiny_model_trains_on_the_kto_export_with_kto_trainer(agent_snapshot, 
     train = ds["train"]
     model, tokenizer = _tiny_model_and_tokenizer(agent_snapshot, "kto", LlamaForCausalLM)
     before = [p.detach().clone() for p in model.parameters()]
-    args = KTOConfig(output_dir=str(tmp_path / "kto"), max_steps=2, per_device_train_batch_size=4,
-                     learning_rate=1e-3, bf16=False, gradient_checkpointing=False, report_to=[],
-                     logging_steps=1, save_strategy="no", max_length=512, dataset_num_proc=None)
+    args = KTOConfig(
+        output_dir=str(tmp_path / "kto"),
+        max_steps=2,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        max_length=512,
+        dataset_num_proc=None,
+    )
     ref_model = copy.deepcopy(model)  # a tiny model has no hub id to load the reference from
     trainer = KTOTrainer(model=model, ref_model=ref_model, args=args, train_dataset=train, processing_class=tokenizer)
     result = trainer.train()
@@ -154,8 +187,11 @@ def test_steps_export_is_stepwise_supervision(snapshot, tmp_path):
 
     out = tmp_path / "steps"
     files = export_bundle_dir(snapshot, "steps", "parquet", out)
-    ds = load_dataset("parquet", data_files={s: str(out / "data" / f"{s}.parquet") for s in files},
-                      cache_dir=str(tmp_path / "hf-cache"))
+    ds = load_dataset(
+        "parquet",
+        data_files={s: str(out / "data" / f"{s}.parquet") for s in files},
+        cache_dir=str(tmp_path / "hf-cache"),
+    )
     rows = [r for split in ds for r in ds[split]]
     assert len(rows) == 2
     features = ds["train"].features
@@ -224,10 +260,21 @@ def test_building_failed_and_unknown_are_refused(snapshot, tmp_path):
 
 def test_export_dataset_command(snapshot, tmp_path):
     out = io.StringIO()
-    call_command("export_dataset", str(snapshot.pk), "--format", "trl", "--out", str(tmp_path / "p.parquet"), stdout=out)
+    call_command(
+        "export_dataset", str(snapshot.pk), "--format", "trl", "--out", str(tmp_path / "p.parquet"), stdout=out
+    )
     assert "Wrote 18 rows" in out.getvalue()
-    call_command("export_dataset", str(snapshot.pk), "--format", "raw", "--out", str(tmp_path / "r.zip"),
-                 "--filetype", "jsonl", stdout=out)
+    call_command(
+        "export_dataset",
+        str(snapshot.pk),
+        "--format",
+        "raw",
+        "--out",
+        str(tmp_path / "r.zip"),
+        "--filetype",
+        "jsonl",
+        stdout=out,
+    )
     names = zipfile.ZipFile(tmp_path / "r.zip").namelist()
     assert sorted(names) == ["README.md", "data/test.jsonl", "data/train.jsonl", "features.json", "manifest.json"]
     call_command("export_dataset", str(snapshot.pk), "--format", "steps", "--out", str(tmp_path / "folder"), stdout=out)
@@ -281,8 +328,9 @@ def test_an_empty_split_has_no_file_and_the_bundle_still_loads(snapshot, tmp_pat
         files = export_bundle_dir(everything_train, "trl", filetype, out)
         assert files["test"] == 0 and not (out / "data" / f"test.{filetype}").exists()
         assert json.loads((out / "manifest.json").read_text())["empty_splits"] == ["test"]
-        loaded = datasets.load_dataset("json" if filetype == "jsonl" else "parquet",
-                                       data_files={"train": str(out / "data" / f"train.{filetype}")})
+        loaded = datasets.load_dataset(
+            "json" if filetype == "jsonl" else "parquet", data_files={"train": str(out / "data" / f"train.{filetype}")}
+        )
         assert loaded["train"].num_rows == files["train"] > 0
         assert '"test"' not in (out / "README.md").read_text()
 
@@ -293,8 +341,11 @@ def test_raw_ratings_are_typed_rows_on_both_paths(snapshot, tmp_path):
 
     judgement_id = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id").first().judgement_id
     Judgement.objects.filter(pk=judgement_id).update(ratings={"speed": {"B": 2}, "correctness": {"A": 4, "B": 1}})
-    expected = [{"dimension": "correctness", "side": "A", "value": 4},
-                {"dimension": "correctness", "side": "B", "value": 1}, {"dimension": "speed", "side": "B", "value": 2}]
+    expected = [
+        {"dimension": "correctness", "side": "A", "value": 4},
+        {"dimension": "correctness", "side": "B", "value": 1},
+        {"dimension": "speed", "side": "B", "value": 2},
+    ]
     fast, slow, parquet = tmp_path / "fast.jsonl", tmp_path / "slow.jsonl", tmp_path / "fast.parquet"
     RawCopyBatches(snapshot, None).write(fast, "jsonl")
     write_rows(iter_rows(snapshot, "raw"), slow, "raw", "jsonl")

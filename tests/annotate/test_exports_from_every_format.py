@@ -1,6 +1,7 @@
 """Snapshots made from every import format (the trace fixtures as their tools write them, OpenAI
 chat, Anthropic Messages, canonical) export, load with their card's code in a clean process
 and train with the trainer the card names (TRL's RewardTrainer on `trl`, KTOTrainer on `kto`)."""
+
 import io
 import json
 import os
@@ -42,15 +43,24 @@ def _snapshot_of(source: str):
     imported = list(Trajectory.objects.all())
     for i, t in enumerate(imported * 4):  # four rivals each
         steps = [*t.steps[:-1], {"kind": "answer", "text": f"another answer {i}"}]
-        rival = Trajectory.objects.create(task=t.task, policy=rival_policy, steps=steps, answer=f"another answer {i}",
-                                          num_steps=len(steps), content_hash=f"rival-{i}", behaviour_hash=f"r{i}",
-                                          metadata=t.metadata)
+        rival = Trajectory.objects.create(
+            task=t.task,
+            policy=rival_policy,
+            steps=steps,
+            answer=f"another answer {i}",
+            num_steps=len(steps),
+            content_hash=f"rival-{i}",
+            behaviour_hash=f"r{i}",
+            metadata=t.metadata,
+        )
         comparison = Comparison.objects.create(campaign=campaign, task=t.task, trajectory_a=t, trajectory_b=rival)
         for j, voter in enumerate(voters):
-            assignment = Assignment.objects.create(comparison=comparison, annotator=voter, left_is_a=True,
-                                                   leased_until=timezone.now(), status="submitted")
-            Judgement.objects.create(comparison=comparison, annotator=voter, assignment=assignment,
-                                     choice=1 if i % 2 else 5, seconds=3.0)
+            assignment = Assignment.objects.create(
+                comparison=comparison, annotator=voter, left_is_a=True, leased_until=timezone.now(), status="submitted"
+            )
+            Judgement.objects.create(
+                comparison=comparison, annotator=voter, assignment=assignment, choice=1 if i % 2 else 5, seconds=3.0
+            )
     return snapshot_create(name=source, campaigns=[campaign], seed=0, test_fraction=0.5)
 
 
@@ -61,8 +71,9 @@ def _load_with_card(snapshot, fmt: str, tmp_path: Path) -> dict:
         zf.extractall(folder)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
     env.update(HF_HOME=str(tmp_path / "hf"), HF_DATASETS_CACHE=str(tmp_path / "hf" / "datasets"))
-    done = subprocess.run([sys.executable, "-c", CHECK, "jsonl"], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK, "jsonl"], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -82,11 +93,22 @@ def test_a_snapshot_from_each_import_format_loads_and_trains(source, tmp_path):
     folder = tmp_path / "trl"
     features = Features.from_dict(json.loads((folder / "features.json").read_text()))
     split = next(p for p in sorted((folder / "data").glob("*.jsonl")))  # one task: one split holds every row
-    ds = load_dataset("json", data_files={"rows": str(split)}, features=features,
-                      cache_dir=str(tmp_path / "hf-cache"))["rows"]
+    ds = load_dataset("json", data_files={"rows": str(split)}, features=features, cache_dir=str(tmp_path / "hf-cache"))[
+        "rows"
+    ]
     model, tokenizer = _tiny_model_and_tokenizer(snapshot, "trl", LlamaForSequenceClassification)
-    args = RewardConfig(output_dir=str(tmp_path / "rm"), max_steps=2, per_device_train_batch_size=2,
-                        learning_rate=1e-3, bf16=False, gradient_checkpointing=False, report_to=[], logging_steps=1,
-                        save_strategy="no", max_length=512, dataset_num_proc=None)
+    args = RewardConfig(
+        output_dir=str(tmp_path / "rm"),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        learning_rate=1e-3,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        max_length=512,
+        dataset_num_proc=None,
+    )
     result = RewardTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer).train()
     assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))

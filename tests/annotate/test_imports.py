@@ -1,4 +1,5 @@
 """Trajectory import: both formats, dedupe, and all-or-nothing on bad input (PostgreSQL)."""
+
 import io
 import json
 

@@ -1,4 +1,5 @@
 """A large upload is imported by a real Celery worker process (Redis broker, PostgreSQL)."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -37,8 +38,7 @@ def test_large_upload_runs_as_a_job_and_its_rows_appear(celery_worker_process, a
 def test_bad_large_upload_fails_in_the_worker_and_stores_nothing(celery_worker_process, admin_api, settings):
     settings.IMPORT_INLINE_MAX_BYTES = 100
     data = jsonl(*[canonical(n=i) for i in range(10)]) + b"{broken\n"
-    response = admin_api.post("/api/v1/imports/", {"file": SimpleUploadedFile("big.jsonl", data)},
-                              format="multipart")
+    response = admin_api.post("/api/v1/imports/", {"file": SimpleUploadedFile("big.jsonl", data)}, format="multipart")
     assert response.status_code == 202
     batch = wait_for(lambda: _finished(response.json()["id"]))
     assert batch.status == "failed"

@@ -8,6 +8,7 @@ Only what differs by nature is set aside: a judgement's id, time and seconds on 
 assignment's id and lease end. Both annotators hold a lease on the same comparison with the
 same sides, so everything else (A/B terms included) must be equal.
 """
+
 from urllib.parse import quote
 
 import pytest
@@ -23,18 +24,20 @@ from webapp import json_input
 pytestmark = pytest.mark.django_db
 
 CORRECTNESS = {"name": "correctness", "scale": 5, "description": "", "required": False}
-FULL = ('{"choice": 1, "both_bad": true, "ratings": {"correctness": {"left": 5, "right": 1}}, '
-        '"first_wrong_step_left": 0, "first_wrong_step_right": null, "rationale": "  cites its page \\n"}')
+FULL = (
+    '{"choice": 1, "both_bad": true, "ratings": {"correctness": {"left": 5, "right": 1}}, '
+    '"first_wrong_step_left": 0, "first_wrong_step_right": null, "rationale": "  cites its page \\n"}'
+)
 
 # name: the body as JSON text, sent as it is (what json.dumps cannot write included).
 GOOD = {
     "choice only": '{"choice": 3}',
     "every field": FULL,
     "numbers and flags as text": '{"choice": "4", "both_bad": "false", "ratings": {"correctness": {"right": "2"}}, '
-                                 '"first_wrong_step_right": "0"}',
+    '"first_wrong_step_right": "0"}',
     "an unknown field is ignored": '{"choice": 2, "mood": "fine"}',
     "empty and null fields left out": '{"choice": 5, "both_bad": null, "ratings": {"correctness": {"left": null}}, '
-                                      '"first_wrong_step_left": "", "rationale": null}',
+    '"first_wrong_step_left": "", "rationale": null}',
 }
 HOSTILE = {
     # not an object, or not JSON
@@ -102,14 +105,14 @@ HOSTILE = {
     "rationale too long": '{"choice": 3, "rationale": "' + "x" * 20_001 + '"}',
     # several problems at once
     "everything wrong": '{"choice": "x", "both_bad": {}, "ratings": {"correctness": {"left": []}, "nope": 1}, '
-                        '"first_wrong_step_left": [], "first_wrong_step_right": -2, "rationale": false}',
+    '"first_wrong_step_left": [], "first_wrong_step_right": -2, "rationale": false}',
 }
 # On a campaign that requires a rationale and a rating of correctness on both sides.
 STRICT = {
     "without the required": '{"choice": 3}',
     "one side rated": '{"choice": 3, "ratings": {"correctness": {"left": 2}}, "rationale": "why"}',
     "invisible rationale": '{"choice": 3, "ratings": {"correctness": {"left": 2, "right": 4}}, '
-                           '"rationale": "\\u200b \\u2060"}',
+    '"rationale": "\\u200b \\u2060"}',
     "all given": '{"choice": 3, "ratings": {"correctness": {"left": 2, "right": 4}}, "rationale": "why"}',
 }
 VOLATILE = ("id", "created_at", "seconds", "leased_until")
@@ -122,8 +125,10 @@ def _world(**campaign_settings) -> tuple[Campaign, dict]:
     fast_user, drf_user = UserFactory(roles=["annotator"]), UserFactory(roles=["annotator"])
     drf = APIClient()
     drf.force_authenticate(drf_user)
-    paths = {"short path": (token_client(fast_user), assignment_next(campaign=campaign, annotator=fast_user).pk),
-             "DRF view": (drf, assignment_next(campaign=campaign, annotator=drf_user).pk)}
+    paths = {
+        "short path": (token_client(fast_user), assignment_next(campaign=campaign, annotator=fast_user).pk),
+        "DRF view": (drf, assignment_next(campaign=campaign, annotator=drf_user).pk),
+    }
     Assignment.objects.filter(pk__in=[lease for _, lease in paths.values()]).update(left_is_a=True)
     return campaign, paths
 
@@ -147,8 +152,12 @@ def _decodes(text: str) -> bool:
 
 
 def _post(client, lease: int, text: str):
-    return client.generic("POST", f"/api/v1/assignments/{lease}/judgement", text.encode("utf-8", "surrogatepass"),
-                          content_type="application/json")
+    return client.generic(
+        "POST",
+        f"/api/v1/assignments/{lease}/judgement",
+        text.encode("utf-8", "surrogatepass"),
+        content_type="application/json",
+    )
 
 
 def _both(paths: dict, text: str, *, to=None) -> dict:
@@ -178,7 +187,12 @@ def test_what_a_good_body_stores_is_the_same_on_both_paths():
     assert answers["short path"] == answers["DRF view"]
     _, body = answers["short path"]
     # Left is A on both leases: the verdict in A/B terms, the rationale trimmed.
-    assert (body["choice"], body["both_bad"], body["first_wrong_step_a"], body["first_wrong_step_b"]) == (1, True, 0, None)
+    assert (body["choice"], body["both_bad"], body["first_wrong_step_a"], body["first_wrong_step_b"]) == (
+        1,
+        True,
+        0,
+        None,
+    )
     assert body["ratings"] == {"correctness": {"A": 5, "B": 1}} and body["rationale"] == "cites its page"
 
 
@@ -190,8 +204,9 @@ def test_what_the_campaign_asks_is_refused_alike(name):
     assert answers["short path"][0] == (201 if name == "all given" else 400)
 
 
-@pytest.mark.parametrize("situation", ["repeat", "someone else's lease", "skipped", "archived", "out of the pool",
-                                       "no such assignment"])
+@pytest.mark.parametrize(
+    "situation", ["repeat", "someone else's lease", "skipped", "archived", "out of the pool", "no such assignment"]
+)
 def test_a_good_body_in_a_bad_situation_gets_the_same_answer(situation):
     campaign, paths = _world()
     to = None
@@ -234,7 +249,9 @@ def test_the_next_assignment_gets_the_same_answer_on_both_paths(value):
 def test_the_campaign_named_twice_or_with_another_parameter_gets_the_same_answer():
     campaign, paths = _world()
     for query in (f"campaign={campaign.pk}&campaign={campaign.pk}", f"campaign={campaign.pk}&x=1", "x=1"):
-        answers = {name: _answer(client.get(f"/api/v1/assignments/next?{query}")) for name, (client, _) in paths.items()}
+        answers = {
+            name: _answer(client.get(f"/api/v1/assignments/next?{query}")) for name, (client, _) in paths.items()
+        }
         assert answers["short path"] == answers["DRF view"], query
         assert answers["short path"][0] == (400 if query == "x=1" else 200), query
 

@@ -1,5 +1,6 @@
 """The comparison screen over plain HTTP: fragments, refusals, escaping, guidelines, counts,
 alignment, identical pairs, adjudication."""
+
 from datetime import timedelta
 
 import pytest
@@ -84,8 +85,10 @@ def test_trajectory_text_is_escaped(client, annotator):
     campaign = make_campaign(n_comparisons=1, k=1)
     comparison = campaign.comparisons.get()
     trajectory = comparison.trajectory_a
-    trajectory.steps = [{"kind": "thought", "text": "<script>alert(1)</script>"},
-                        {"kind": "answer", "text": "<b>bold</b>", "quotes": ["<i>q</i>"]}]
+    trajectory.steps = [
+        {"kind": "thought", "text": "<script>alert(1)</script>"},
+        {"kind": "answer", "text": "<b>bold</b>", "quotes": ["<i>q</i>"]},
+    ]
     trajectory.save()
     client.force_login(annotator)
     page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
@@ -94,8 +97,10 @@ def test_trajectory_text_is_escaped(client, annotator):
 
 
 def test_guidelines_markdown_is_sanitized():
-    html = markdown_safe('## Rules\n<script>alert(1)</script>\n\n[x](javascript:alert(1)) <a href="javascript:alert(1)">y</a> '
-                         '<img src=x onerror=alert(1)> **ok**')
+    html = markdown_safe(
+        '## Rules\n<script>alert(1)</script>\n\n[x](javascript:alert(1)) <a href="javascript:alert(1)">y</a> '
+        "<img src=x onerror=alert(1)> **ok**"
+    )
     assert "<h2>Rules</h2>" in html and "<strong>ok</strong>" in html
     assert "<script" not in html and "alert(1)</" not in html and 'href="javascript' not in html
     assert "onerror" not in html and "<img" not in html
@@ -188,8 +193,9 @@ def test_alignment_by_content_by_default_and_by_index_kept_across_a_submit(clien
     first = Assignment.objects.get()
     page = client.get(f"/annotate/campaigns/{campaign.id}/label/?align=index", HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in page and 'data-align="index"' in page and 'name="align" value="index"' in page
-    response = client.post(f"/annotate/assignments/{first.id}/judgement/", {"choice": 3, "align": "index"},
-                           HTTP_HX_REQUEST="true")
+    response = client.post(
+        f"/annotate/assignments/{first.id}/judgement/", {"choice": 3, "align": "index"}, HTTP_HX_REQUEST="true"
+    )
     page = response.content.decode()
     assert f'data-assignment="{first.id}"' not in page and 'data-align="index"' in page
     second = Assignment.objects.latest("id")
@@ -228,9 +234,13 @@ def test_adjudication_has_no_default_and_a_submit_without_a_pick_is_refused(clie
 def test_the_system_prompt_and_tools_are_shown_folded_once_or_per_side(client, annotator):
     campaign = make_campaign(n_comparisons=1, k=1)
     comparison = campaign.comparisons.get()
-    tools = [{"type": "function", "function": {"name": "search", "description": "Search <the> corpus.",
-                                               "parameters": {"type": "object"}}},
-             {"name": "open", "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "search", "description": "Search <the> corpus.", "parameters": {"type": "object"}},
+        },
+        {"name": "open", "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+    ]
     for trajectory in (comparison.trajectory_a, comparison.trajectory_b):
         trajectory.metadata = {"system_prompt": "You are <Quillwort>.", "tools": tools}
         trajectory.save()
@@ -285,8 +295,11 @@ def test_researchers_read_judgements_under_pseudonyms_admins_under_usernames(cli
     voter.save()
     label_all(campaign, [voter])
     comparison = Comparison.objects.get(campaign=campaign)
-    pages = (f"/annotate/campaigns/{campaign.id}/quality/", f"/annotate/comparisons/{comparison.id}/",
-             f"/annotate/campaigns/{campaign.id}/")
+    pages = (
+        f"/annotate/campaigns/{campaign.id}/quality/",
+        f"/annotate/comparisons/{comparison.id}/",
+        f"/annotate/campaigns/{campaign.id}/",
+    )
     client.force_login(researcher)
     for url in pages:
         page = client.get(url).content.decode()

@@ -1,4 +1,5 @@
 """Labeling over REST: next assignment, judgement (idempotent), skip; clear 400s."""
+
 import pytest
 
 from annotate.models import Assignment, Judgement
@@ -53,8 +54,9 @@ def test_bad_judgements_get_400_and_store_nothing(annotator, payload, reason):
 def test_judging_another_annotators_assignment_is_refused(role_users):
     campaign = make_campaign(n_comparisons=1, k=2)
     mine = token_client(role_users["annotator"]).get(f"/api/v1/assignments/next?campaign={campaign.id}").json()["id"]
-    response = token_client(role_users["admin"]).post(f"/api/v1/assignments/{mine}/judgement", {"choice": 1},
-                                                       format="json")
+    response = token_client(role_users["admin"]).post(
+        f"/api/v1/assignments/{mine}/judgement", {"choice": 1}, format="json"
+    )
     assert response.status_code == 400 and "not assigned to you" in response.json()["detail"]
     assert Judgement.objects.count() == 0
 

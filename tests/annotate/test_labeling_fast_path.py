@@ -1,5 +1,6 @@
 """The short path of the two hot labeling endpoints (annotate/api_fast.py) answers exactly as
 the DRF views do, and hands every case it does not fully check over to them."""
+
 import json
 
 import pytest
@@ -16,8 +17,12 @@ pytestmark = pytest.mark.django_db
 
 def test_the_short_path_answers_like_the_drf_view(annotator, handed_over):
     campaign = make_campaign(n_comparisons=2, k=1, dimensions=["grounding"])
-    verdict = {"choice": 2, "ratings": {"grounding": {"left": 4}}, "first_wrong_step_right": 0,
-               "rationale": "  the left one cites its page \n"}
+    verdict = {
+        "choice": 2,
+        "ratings": {"grounding": {"left": 4}},
+        "first_wrong_step_right": 0,
+        "rationale": "  the left one cites its page \n",
+    }
     fast = token_client(annotator)
     got = fast.get(f"/api/v1/assignments/next?campaign={campaign.id}")
     assert got.status_code == 200 and handed_over == []

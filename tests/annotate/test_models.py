@@ -1,4 +1,5 @@
 """The database itself refuses rows that break the domain rules (PostgreSQL)."""
+
 import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -39,8 +40,10 @@ def test_duplicate_trajectory_content_is_refused():
 
 def test_task_external_id_is_unique_within_its_environment():
     TaskFactory(external_id="same", environment="calc")
-    _refused("task_environment_external_id_unique",
-             lambda: Task.objects.create(external_id="same", environment="calc", prompt="p"))
+    _refused(
+        "task_environment_external_id_unique",
+        lambda: Task.objects.create(external_id="same", environment="calc", prompt="p"),
+    )
     Task.objects.create(external_id="same", environment="tickets", prompt="another environment's task")
 
 
@@ -71,9 +74,7 @@ def test_comparison_across_tasks_is_refused_by_the_database():
     first, second = sorted([a, b], key=lambda t: t.id)
     _refused(
         "same_task",
-        lambda: Comparison.objects.create(
-            campaign=campaign, task=t1, trajectory_a=first, trajectory_b=second
-        ),
+        lambda: Comparison.objects.create(campaign=campaign, task=t1, trajectory_a=first, trajectory_b=second),
     )
     assert Comparison.objects.count() == 0
 

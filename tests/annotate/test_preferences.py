@@ -1,4 +1,5 @@
 """Aggregation rules and the task split on hand-built cases with known answers."""
+
 import pytest
 
 from annotate.preferences import aggregate, task_split

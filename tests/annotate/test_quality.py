@@ -1,4 +1,5 @@
 """Per-annotator quality figures on a hand-built campaign with known answers."""
+
 import pytest
 
 from annotate.models import Assignment, Comparison, Judgement
@@ -10,15 +11,21 @@ pytestmark = pytest.mark.django_db
 
 def _comparison(campaign, **kwargs):
     task = TaskFactory()
-    return Comparison.objects.create(campaign=campaign, task=task, trajectory_a=TrajectoryFactory(task=task),
-                                     trajectory_b=TrajectoryFactory(task=task), **kwargs)
+    return Comparison.objects.create(
+        campaign=campaign,
+        task=task,
+        trajectory_a=TrajectoryFactory(task=task),
+        trajectory_b=TrajectoryFactory(task=task),
+        **kwargs,
+    )
 
 
 def _vote(comparison, user, choice, *, left_is_a=True, seconds=10.0):
     from django.utils import timezone
 
-    a = Assignment.objects.create(comparison=comparison, annotator=user, left_is_a=left_is_a,
-                                  leased_until=timezone.now(), status="submitted")
+    a = Assignment.objects.create(
+        comparison=comparison, annotator=user, left_is_a=left_is_a, leased_until=timezone.now(), status="submitted"
+    )
     return Judgement.objects.create(comparison=comparison, annotator=user, assignment=a, choice=choice, seconds=seconds)
 
 

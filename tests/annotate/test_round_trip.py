@@ -1,6 +1,7 @@
 """Round trip: a `trl` row's chosen and rejected conversations, imported back as OpenAI chat
 transcripts, give the same steps, system prompt and tools, so data moves between Arbiter
 instances without loss."""
+
 import json
 
 import pytest
@@ -16,10 +17,22 @@ pytestmark = pytest.mark.django_db
 
 SYSTEM_PROMPT = "You are Quillwort. Cite what you open."
 TOOLS = [
-    {"type": "function", "function": {"name": "search", "description": "Search the corpus.", "parameters": {
-        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-    {"type": "function", "function": {"name": "open", "description": "Open a result.", "parameters": {
-        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the corpus.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "open",
+            "description": "Open a result.",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        },
+    },
 ]
 # Everything the canonical schema has that a chat transcript must carry: thoughts in a row,
 # parallel calls answered out of order, a failed tool, steps logged without call ids, a user
@@ -29,8 +42,7 @@ RICH = [
     {"kind": "thought", "text": "Two searches at once."},
     {"kind": "action", "tool": "search", "arguments": {"query": "Veloran"}, "call_id": "c1"},
     {"kind": "action", "tool": "open", "arguments": {"n": 0}, "call_id": "c2"},
-    {"kind": "observation", "tool": "open", "content": "Error: nothing opened yet.", "call_id": "c2",
-     "is_error": True},
+    {"kind": "observation", "tool": "open", "content": "Error: nothing opened yet.", "call_id": "c2", "is_error": True},
     {"kind": "observation", "tool": "search", "content": "[0] Veloran Glassworks", "call_id": "c1"},
     {"kind": "observation", "tool": "user", "content": "Please also give the year."},
     {"kind": "action", "tool": "open", "arguments": {"n": 0}},
@@ -65,8 +77,10 @@ def exported_rows(tmp_path):
 
 def _transcripts(row: dict) -> dict[str, dict]:
     """The row's two conversations as OpenAI chat transcripts, as another instance would import them."""
-    return {side: {"messages": row["prompt"] + row[side], "tools": json.loads(row["tools"])}
-            for side in ("chosen", "rejected")}
+    return {
+        side: {"messages": row["prompt"] + row[side], "tools": json.loads(row["tools"])}
+        for side in ("chosen", "rejected")
+    }
 
 
 def test_chosen_and_rejected_import_back_to_the_same_steps(exported_rows):

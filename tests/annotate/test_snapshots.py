@@ -1,4 +1,5 @@
 """Snapshots: filters, aggregation, the split by task, freezing, and refusals."""
+
 from datetime import date, timedelta
 
 import pytest
@@ -59,8 +60,9 @@ def test_date_range_filters_judgements():
     campaign, (c1, c2) = voted_campaign([[1, 1], [5, 5]])
     old = timezone.now() - timedelta(days=10)
     Judgement.objects.filter(comparison=c1).update(created_at=old)
-    recent = snapshot_create(name="r", campaigns=[campaign],
-                             filters=SnapshotFilters(date_from=date.today() - timedelta(days=1)))
+    recent = snapshot_create(
+        name="r", campaigns=[campaign], filters=SnapshotFilters(date_from=date.today() - timedelta(days=1))
+    )
     assert set(_pairs(recent)) == {c2.id}
     early = snapshot_create(name="e", campaigns=[campaign], filters=SnapshotFilters(date_to=old.date()))
     assert set(_pairs(early)) == {c1.id}
@@ -93,8 +95,9 @@ def test_snapshot_is_frozen_when_campaign_changes_later():
 def test_filters_that_match_nothing_are_refused_and_create_nothing():
     campaign, _ = voted_campaign([[1, 2]])
     with pytest.raises(ArbiterError, match="No judgement matches"):
-        snapshot_create(name="s", campaigns=[campaign], filters=SnapshotFilters(include_synthetic=False,
-                                                                              date_from=date(2100, 1, 1)))
+        snapshot_create(
+            name="s", campaigns=[campaign], filters=SnapshotFilters(include_synthetic=False, date_from=date(2100, 1, 1))
+        )
     assert DatasetSnapshot.objects.count() == 0
 
 

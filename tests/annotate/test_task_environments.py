@@ -1,4 +1,5 @@
 """A task belongs to its environment: two environments may each have a `cat-001` (issue 29)."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,12 +11,16 @@ pytestmark = pytest.mark.django_db
 
 
 def _episode(environment: str, prompt: str, answer: str = "42", external_id: str = "cat-001") -> dict:
-    return {"schema": "arbiter.trajectory/v1",
-            "task": {"external_id": external_id, "prompt": prompt, "environment": environment},
-            "agent": {"name": "agent", "version": "1"},
-            "steps": [{"kind": "action", "tool": "lookup", "arguments": {"q": "x"}},
-                      {"kind": "observation", "content": "y"}],
-            "answer": answer}
+    return {
+        "schema": "arbiter.trajectory/v1",
+        "task": {"external_id": external_id, "prompt": prompt, "environment": environment},
+        "agent": {"name": "agent", "version": "1"},
+        "steps": [
+            {"kind": "action", "tool": "lookup", "arguments": {"q": "x"}},
+            {"kind": "observation", "content": "y"},
+        ],
+        "answer": answer,
+    }
 
 
 def test_the_same_task_id_in_two_environments_is_two_tasks_with_their_own_prompts():

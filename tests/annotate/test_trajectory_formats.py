@@ -1,4 +1,5 @@
 """Parsing and checking of both trajectory formats (no database)."""
+
 import json
 
 import pytest
@@ -78,11 +79,23 @@ def test_content_hash_ignores_metadata_but_not_steps():
         (b"{not json", "invalid JSON"),
         (b"\xff\xfe{}", "not UTF-8"),
         (b'{"schema": "arbiter.trajectory/v9", "task": {"prompt": "x"}, "steps": []}', "unknown schema version"),
-        (b'{"schema": "arbiter.trajectory/v1", "steps": [{"kind": "thought", "text": "x"}]}', "'task' is a required property"),
+        (
+            b'{"schema": "arbiter.trajectory/v1", "steps": [{"kind": "thought", "text": "x"}]}',
+            "'task' is a required property",
+        ),
         (b'{"schema": "arbiter.trajectory/v1", "task": {"prompt": "x"}}', "'steps' is a required property"),
-        (b'{"schema": "arbiter.trajectory/v1", "task": {"prompt": 5}, "steps": [{"kind": "thought", "text": "x"}]}', "task.prompt: 5 is not of type 'string'"),
-        (b'{"schema": "arbiter.trajectory/v1", "task": {"prompt": "x"}, "steps": [{"kind": "dance"}]}', "steps[0].kind: 'dance' is not one of"),
-        (b'{"schema": "arbiter.trajectory/v1", "task": {"prompt": "x"}, "steps": [{"kind": "action", "tool": "s"}]}', "'arguments' is a required property"),
+        (
+            b'{"schema": "arbiter.trajectory/v1", "task": {"prompt": 5}, "steps": [{"kind": "thought", "text": "x"}]}',
+            "task.prompt: 5 is not of type 'string'",
+        ),
+        (
+            b'{"schema": "arbiter.trajectory/v1", "task": {"prompt": "x"}, "steps": [{"kind": "dance"}]}',
+            "steps[0].kind: 'dance' is not one of",
+        ),
+        (
+            b'{"schema": "arbiter.trajectory/v1", "task": {"prompt": "x"}, "steps": [{"kind": "action", "tool": "s"}]}',
+            "'arguments' is a required property",
+        ),
         (b"[1, 2]", "expected a JSON object"),
         (b'{"hello": 1}', "neither a canonical trajectory"),
     ],
@@ -96,7 +109,9 @@ def test_bad_lines_get_a_reason(raw, reason):
 def test_text_over_the_limit_is_refused_with_its_path():
     obj = canonical()
     obj["steps"][2]["content"] = "x" * 101
-    with pytest.raises(TrajectoryFormatError, match=r"steps\[2\].content: text of 101 characters is over the limit of 100"):
+    with pytest.raises(
+        TrajectoryFormatError, match=r"steps\[2\].content: text of 101 characters is over the limit of 100"
+    ):
         parse_trajectory(obj, Limits(max_text_chars=100))
 
 

@@ -1,4 +1,5 @@
 """The comparison screen's alignment of two trajectories, in plain Python (no database)."""
+
 import time
 
 from annotate.trajectory_view import (
@@ -50,7 +51,8 @@ def test_steps_of_different_kinds_never_share_a_row():
 
 def test_keys_ignore_argument_order_case_and_spacing_but_not_the_arguments():
     assert step_key({"kind": "action", "tool": "open", "arguments": {"a": 1, "b": 2}}) == step_key(
-        {"kind": "action", "tool": "open", "arguments": {"b": 2, "a": 1}})
+        {"kind": "action", "tool": "open", "arguments": {"b": 2, "a": 1}}
+    )
     assert step_key(thought("Find  the\nFounder.")) == step_key(thought("find the founder."))
     assert step_key(call("open", url="a")) != step_key(call("open", url="b"))
     assert step_key(seen("open", "x")) != step_key({**seen("open", "x"), "is_error": True})
@@ -89,7 +91,7 @@ def test_one_empty_side():
 
 
 def test_over_the_bound_it_falls_back_to_index_alignment_with_a_note():
-    side = int(ALIGN_MAX_CELLS ** 0.5)
+    side = int(ALIGN_MAX_CELLS**0.5)
     left = [thought(f"left {i}") for i in range(side + 1)]
     right = [thought(f"right {i}") for i in range(side + 1)]
     view = pair_view(left, right)

@@ -1,4 +1,5 @@
 """The import pages: admin only; upload, result, and the polling fragment."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 

@@ -1,6 +1,7 @@
 """Benchmark scripts (the loop's, and the embedded app's soak) at a tiny size, so they cannot
 rot: each runs as a user runs it and prints its figures (the figures themselves are in
 benchmarks/RESULTS.md)."""
+
 import json
 import subprocess
 import sys
@@ -27,8 +28,19 @@ def test_gae_speed_compares_the_scan_with_the_row_by_row_loop():
 def test_loop_heldout_plays_policies_on_a_world_no_training_saw(tmp_path):
     policy = tiny_policy_dir(tmp_path / "policy")
     report = tmp_path / "report.json"
-    out = _run("benchmarks/loop_heldout.py", "--policy", f"start={policy}", "--policy", f"again={policy}",
-               "--worlds", "10001", "--tasks", "4", "--json", str(report))
+    out = _run(
+        "benchmarks/loop_heldout.py",
+        "--policy",
+        f"start={policy}",
+        "--policy",
+        f"again={policy}",
+        "--worlds",
+        "10001",
+        "--tasks",
+        "4",
+        "--json",
+        str(report),
+    )
     figures = json.loads(report.read_text())["10001"]
     assert figures["tasks"] == 4 and set(figures["policies"]) == {"start", "again"}
     # The same policy and the same seeds: no gain, and the table says so.
@@ -38,8 +50,7 @@ def test_loop_heldout_plays_policies_on_a_world_no_training_saw(tmp_path):
 
 @pytest.mark.worker
 def test_soak_embedded_runs_the_app_with_traffic_and_reports_crashes():
-    out = _run("benchmarks/soak_embedded.py", "--minutes", "0.1", "--annotators", "1", "--bc-steps", "10",
-               timeout=240)
+    out = _run("benchmarks/soak_embedded.py", "--minutes", "0.1", "--annotators", "1", "--bc-steps", "10", timeout=240)
     figures = json.loads(out.strip().splitlines()[-1])
     assert figures["crashes"] == 0 and figures["http_5xx"] == 0 and figures["unrecoverable_in_logs"] == 0
     assert figures["workers_alive"] == {"default": 1, "gpu": 1}
@@ -54,7 +65,6 @@ def test_import_traces_reads_each_format_as_one_json_document():
 
 
 def test_mcp_call_cost_measures_stdio_http_and_a_killed_server():
-    out = _run("benchmarks/mcp_call_cost.py", "--calls", "5", "--repeats", "1", "--crash-after", "3",
-               "--restarts", "1")
+    out = _run("benchmarks/mcp_call_cost.py", "--calls", "5", "--repeats", "1", "--crash-after", "3", "--restarts", "1")
     assert "MCP over stdio" in out and "MCP over HTTP" in out and "interleaved" in out
     assert "(1 restarts)" in out and "ToolServerLost after" in out

@@ -1,12 +1,19 @@
 """Chromium through Playwright, as CI has it: Debian's /usr/bin/chromium, never a download."""
+
 from pathlib import Path
 
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 

@@ -5,6 +5,7 @@ labelled (over the API) while its progress bar moves, paused and resumed, and cl
 annotator outside its pool is refused by the pages and by the API.
 
 Its screenshots illustrate the README (copied into docs/images/)."""
+
 import json
 
 import pytest
@@ -21,14 +22,20 @@ def _trajectories(tmp_path):
     lines = []
     for task in range(4):
         for agent, answer in (("agent-a", "Paris" if task % 2 else "Lyon"), ("agent-b", "Paris")):
-            lines.append({"schema": "arbiter.trajectory/v1",
-                          "task": {"external_id": f"capital-{task}", "prompt": f"Capital of country {task}?"},
-                          "agent": {"name": agent},
-                          "steps": [{"kind": "thought", "text": "Search the encyclopedia."},
-                                    {"kind": "action", "tool": "search", "arguments": {"query": f"country {task}"}},
-                                    {"kind": "observation", "tool": "search", "content": "Its capital is Paris."},
-                                    {"kind": "answer", "text": answer}],
-                          "outcome": {"correct": answer == "Paris"}})
+            lines.append(
+                {
+                    "schema": "arbiter.trajectory/v1",
+                    "task": {"external_id": f"capital-{task}", "prompt": f"Capital of country {task}?"},
+                    "agent": {"name": agent},
+                    "steps": [
+                        {"kind": "thought", "text": "Search the encyclopedia."},
+                        {"kind": "action", "tool": "search", "arguments": {"query": f"country {task}"}},
+                        {"kind": "observation", "tool": "search", "content": "Its capital is Paris."},
+                        {"kind": "answer", "text": answer},
+                    ],
+                    "outcome": {"correct": answer == "Paris"},
+                }
+            )
     path = tmp_path / "my-agents.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines))
     return path
@@ -52,8 +59,11 @@ def _label(user, campaign_id: int, times: int) -> int:
         if got.status_code == 204:
             break
         assert got.status_code == 200, got.content
-        posted = api.post(f"/api/v1/assignments/{got.json()['id']}/judgement",
-                          {"choice": 2, "ratings": {"correctness": {"left": 4, "right": 2}}}, format="json")
+        posted = api.post(
+            f"/api/v1/assignments/{got.json()['id']}/judgement",
+            {"choice": 2, "ratings": {"correctness": {"left": 4, "right": 2}}},
+            format="json",
+        )
         assert posted.status_code == 201, posted.content
         made += 1
     return made

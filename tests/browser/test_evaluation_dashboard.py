@@ -1,5 +1,6 @@
 """An admin reads a before/after evaluation in Chromium: the table and the PPO curves, a blind
 human evaluation built from the page, and the two systems' trajectories side by side."""
+
 import pytest
 
 from tests.browser.conftest import login, screenshot

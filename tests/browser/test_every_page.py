@@ -6,6 +6,7 @@ raise a JavaScript error, break the Content-Security-Policy or fail to load a fi
 A screenshot of each page at each width is kept in test-output/screenshots/ (page-<width>-<name>.png).
 The route table is checked against the list below, so a new page cannot be left out unnoticed.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,20 +27,31 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 WIDTHS = (390, 1440)
 # Routes that are not pages: forms post to them, files download from them, fragments poll them.
 NOT_PAGES = {
-    "logout/": "POST: logs out", "health": "JSON for load balancers", "favicon.ico": "a redirect to the icon",
-    "account/tokens/<id:token_id>/revoke": "POST", "annotate/campaigns/markdown-preview": "POST fragment",
-    "annotate/campaigns/<id:campaign_id>/status": "POST", "annotate/campaigns/<id:campaign_id>/clone": "POST",
-    "annotate/campaigns/<id:campaign_id>/fill": "POST", "annotate/campaigns/<id:campaign_id>/gold": "POST",
+    "logout/": "POST: logs out",
+    "health": "JSON for load balancers",
+    "favicon.ico": "a redirect to the icon",
+    "account/tokens/<id:token_id>/revoke": "POST",
+    "annotate/campaigns/markdown-preview": "POST fragment",
+    "annotate/campaigns/<id:campaign_id>/status": "POST",
+    "annotate/campaigns/<id:campaign_id>/clone": "POST",
+    "annotate/campaigns/<id:campaign_id>/fill": "POST",
+    "annotate/campaigns/<id:campaign_id>/gold": "POST",
     "annotate/campaigns/<id:campaign_id>/gold/promote": "POST",
     "annotate/campaigns/<id:campaign_id>/fills/<id:fill_id>": "htmx fragment",
-    "annotate/assignments/<id:assignment_id>/judgement/": "POST", "annotate/assignments/<id:assignment_id>/skip/": "POST",
-    "annotate/datasets/<id:snapshot_id>/download": "a zip file", "runs/<id:run_id>/artifacts/<path:name>": "a file",
-    "runs/<id:run_id>/cancel": "POST", "runs/<id:run_id>/resume": "POST",
+    "annotate/assignments/<id:assignment_id>/judgement/": "POST",
+    "annotate/assignments/<id:assignment_id>/skip/": "POST",
+    "annotate/datasets/<id:snapshot_id>/download": "a zip file",
+    "runs/<id:run_id>/artifacts/<path:name>": "a file",
+    "runs/<id:run_id>/cancel": "POST",
+    "runs/<id:run_id>/resume": "POST",
     "training/evaluations/<id:evaluation_id>/next-round/": "POST",
     "training/evaluations/<id:evaluation_id>/export.<str:fmt>": "a JSON or CSV file",
-    "reward-models/<id:model_id>/use": "POST", "team/users/<id:user_id>/edit": "POST",
-    "team/users/<id:user_id>/deactivate": "POST", "team/users/<id:user_id>/reactivate": "POST",
-    "team/users/<id:user_id>/password": "POST", "team/users/<id:user_id>/tokens": "POST",
+    "reward-models/<id:model_id>/use": "POST",
+    "team/users/<id:user_id>/edit": "POST",
+    "team/users/<id:user_id>/deactivate": "POST",
+    "team/users/<id:user_id>/reactivate": "POST",
+    "team/users/<id:user_id>/password": "POST",
+    "team/users/<id:user_id>/tokens": "POST",
     "team/users/<id:user_id>/tokens/<id:token_id>/revoke": "POST",
 }
 # In each chart: every text inside the drawing (no clipped y label or title), and x labels that do
@@ -83,36 +95,74 @@ def world() -> dict:
     campaign, comparisons = voted_campaign([[1, 2, 4], [5, 5, 4], [3, 1, 1], [2, 2, 5]], synthetic=True)
     for n, judgement in enumerate(comparisons[0].judgements.order_by("id"), start=1):  # as the simulator names them
         type(admin).objects.filter(pk=judgement.annotator_id).update(username=f"sim-annotator-{n}")
-    snapshot = snapshot_create(name="first snapshot", campaigns=[campaign], seed=0, test_fraction=0.5,
-                               filters=SnapshotFilters(include_synthetic=True))
+    snapshot = snapshot_create(
+        name="first snapshot",
+        campaigns=[campaign],
+        seed=0,
+        test_fraction=0.5,
+        filters=SnapshotFilters(include_synthetic=True),
+    )
     built = Built()
     run = make_run(admin)
     bins = [{"low": 0.5 + i / 20, "high": 0.55 + i / 20, "count": 5 + i, "accuracy": 0.5 + i / 20} for i in range(10)]
     model = RewardModel.objects.create(
-        name="rm-sim", snapshot=snapshot, run=run, backbone="policy-llama", model_dir="/nowhere", config={"epochs": 3},
-        metrics={"test": {"n": 40, "accuracy": 0.8, "ece": 0.04, "reliability": bins,
-                          "by_strength": [{"value": 1, "n": 20, "accuracy": 0.7}]},
-                 "human_agreement": {"pairwise_excluding_ties": 0.73}})
-    batch = ImportBatch.objects.create(filename="agents-2026-03-01.jsonl", status="succeeded", size_bytes=2048,
-                                       created_count=3, error_count=1, errors=[{"line": 4, "error": "not JSON"}],
-                                       created_by=admin)
+        name="rm-sim",
+        snapshot=snapshot,
+        run=run,
+        backbone="policy-llama",
+        model_dir="/nowhere",
+        config={"epochs": 3},
+        metrics={
+            "test": {
+                "n": 40,
+                "accuracy": 0.8,
+                "ece": 0.04,
+                "reliability": bins,
+                "by_strength": [{"value": 1, "n": 20, "accuracy": 0.7}],
+            },
+            "human_agreement": {"pairwise_excluding_ties": 0.73},
+        },
+    )
+    batch = ImportBatch.objects.create(
+        filename="agents-2026-03-01.jsonl",
+        status="succeeded",
+        size_bytes=2048,
+        created_count=3,
+        error_count=1,
+        errors=[{"line": 4, "error": "not JSON"}],
+        created_by=admin,
+    )
     annotator = UserFactory(username="ann", roles=["annotator"])
     pages = {
-        "home": "/", "login": "/login/", "tokens": "/account/tokens/",
-        "imports": "/annotate/imports/", "import": f"/annotate/imports/{batch.pk}/",
-        "campaigns": "/annotate/campaigns/", "campaign-new": "/annotate/campaigns/new/",
-        "campaign": f"/annotate/campaigns/{campaign.pk}/", "campaign-edit": f"/annotate/campaigns/{campaign.pk}/edit/",
-        "label": f"/annotate/campaigns/{campaign.pk}/label/", "quality": f"/annotate/campaigns/{campaign.pk}/quality/",
+        "home": "/",
+        "login": "/login/",
+        "tokens": "/account/tokens/",
+        "imports": "/annotate/imports/",
+        "import": f"/annotate/imports/{batch.pk}/",
+        "campaigns": "/annotate/campaigns/",
+        "campaign-new": "/annotate/campaigns/new/",
+        "campaign": f"/annotate/campaigns/{campaign.pk}/",
+        "campaign-edit": f"/annotate/campaigns/{campaign.pk}/edit/",
+        "label": f"/annotate/campaigns/{campaign.pk}/label/",
+        "quality": f"/annotate/campaigns/{campaign.pk}/quality/",
         "disagreements": f"/annotate/campaigns/{campaign.pk}/disagreements/",
         "comparison": f"/annotate/comparisons/{comparisons[0].pk}/",
-        "datasets": "/annotate/datasets/", "dataset": f"/annotate/datasets/{snapshot.pk}/",
-        "runs": "/runs/", "run": f"/runs/{run.pk}/",
-        "policies": "/training/policies/", "policy": f"/training/policies/{built.start.pk}/",
-        "evaluations": "/training/evaluations/", "evaluation": built.url(), "evaluation-compare": built.url("compare/"),
-        "reward-models": "/reward-models/", "reward-model": f"/reward-models/{model.pk}/",
+        "datasets": "/annotate/datasets/",
+        "dataset": f"/annotate/datasets/{snapshot.pk}/",
+        "runs": "/runs/",
+        "run": f"/runs/{run.pk}/",
+        "policies": "/training/policies/",
+        "policy": f"/training/policies/{built.start.pk}/",
+        "evaluations": "/training/evaluations/",
+        "evaluation": built.url(),
+        "evaluation-compare": built.url("compare/"),
+        "reward-models": "/reward-models/",
+        "reward-model": f"/reward-models/{model.pk}/",
         "margins": f"/reward-models/{model.pk}/campaigns/{campaign.pk}/",
-        "users": "/team/users/", "user": f"/team/users/{annotator.pk}/",
-        "password-link": "/team/password/MQ/bad-token/", "password-done": "/team/password/done/",
+        "users": "/team/users/",
+        "user": f"/team/users/{annotator.pk}/",
+        "password-link": "/team/password/MQ/bad-token/",
+        "password-done": "/team/password/done/",
         "not-found": "/runs/999999/",
     }
     from webapp.runs.kinds import all_kinds
@@ -124,16 +174,36 @@ def world() -> dict:
 def test_the_page_list_covers_every_route():
     """Each HTML route is visited below or is listed as no page, so a new page is not left out."""
     visited = {
-        "", "login/", "account/tokens/", "annotate/imports/", "annotate/imports/<id:batch_id>/",
-        "annotate/campaigns/", "annotate/campaigns/new/", "annotate/campaigns/<id:campaign_id>/",
-        "annotate/campaigns/<id:campaign_id>/edit/", "annotate/campaigns/<id:campaign_id>/label/",
-        "annotate/campaigns/<id:campaign_id>/quality/", "annotate/campaigns/<id:campaign_id>/disagreements/",
-        "annotate/comparisons/<id:comparison_id>/", "annotate/datasets/", "annotate/datasets/<id:snapshot_id>/",
-        "runs/", "runs/new/<slug:kind>/", "runs/<id:run_id>/", "training/policies/", "training/policies/<id:policy_id>/",
-        "training/evaluations/", "training/evaluations/<id:evaluation_id>/",
-        "training/evaluations/<id:evaluation_id>/compare/", "reward-models/", "reward-models/<id:model_id>/",
-        "reward-models/<id:model_id>/campaigns/<id:campaign_id>/", "team/users/", "team/users/<id:user_id>/",
-        "team/password/<uidb64>/<token>/", "team/password/done/",
+        "",
+        "login/",
+        "account/tokens/",
+        "annotate/imports/",
+        "annotate/imports/<id:batch_id>/",
+        "annotate/campaigns/",
+        "annotate/campaigns/new/",
+        "annotate/campaigns/<id:campaign_id>/",
+        "annotate/campaigns/<id:campaign_id>/edit/",
+        "annotate/campaigns/<id:campaign_id>/label/",
+        "annotate/campaigns/<id:campaign_id>/quality/",
+        "annotate/campaigns/<id:campaign_id>/disagreements/",
+        "annotate/comparisons/<id:comparison_id>/",
+        "annotate/datasets/",
+        "annotate/datasets/<id:snapshot_id>/",
+        "runs/",
+        "runs/new/<slug:kind>/",
+        "runs/<id:run_id>/",
+        "training/policies/",
+        "training/policies/<id:policy_id>/",
+        "training/evaluations/",
+        "training/evaluations/<id:evaluation_id>/",
+        "training/evaluations/<id:evaluation_id>/compare/",
+        "reward-models/",
+        "reward-models/<id:model_id>/",
+        "reward-models/<id:model_id>/campaigns/<id:campaign_id>/",
+        "team/users/",
+        "team/users/<id:user_id>/",
+        "team/password/<uidb64>/<token>/",
+        "team/password/done/",
     }
     routes = set(_routes())
     assert routes - visited - set(NOT_PAGES) == set(), "a route is neither visited nor listed as no page"
@@ -148,10 +218,22 @@ def test_every_page_fits_the_screen_without_errors(browser, live_server, width):
     page.set_default_timeout(15_000)
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"JS error: {exc}"))
-    page.on("console", lambda msg: problems.append(f"console {msg.type}: {msg.text}") if msg.type == "error"
-            and "status of 404" not in msg.text and "status of 403" not in msg.text else None)
-    page.on("response", lambda r: problems.append(f"{r.status} {r.url}")
-            if r.status >= 400 and r.request.resource_type != "document" else None)
+    page.on(
+        "console",
+        lambda msg: (
+            problems.append(f"console {msg.type}: {msg.text}")
+            if msg.type == "error" and "status of 404" not in msg.text and "status of 403" not in msg.text
+            else None
+        ),
+    )
+    page.on(
+        "response",
+        lambda r: (
+            problems.append(f"{r.status} {r.url}")
+            if r.status >= 400 and r.request.resource_type != "document"
+            else None
+        ),
+    )
     login(page, live_server, "boss")
     wide = []
     for name, path in rows["pages"].items():
@@ -192,7 +274,10 @@ def test_the_menu_folds_on_a_phone_and_log_out_is_reachable(browser, live_server
     screenshot(page, "menu-390-followed")
     # On a desktop the links are all in the bar and there is no menu button.
     page.set_viewport_size({"width": 1440, "height": 900})
-    assert not page.get_by_role("button", name="Menu").is_visible() and page.get_by_role("button", name="Log out").is_visible()
+    assert (
+        not page.get_by_role("button", name="Menu").is_visible()
+        and page.get_by_role("button", name="Log out").is_visible()
+    )
     context.close()
 
 
@@ -205,7 +290,10 @@ def test_error_pages_use_the_layout_and_say_what_to_do(browser, live_server):
     assert response.status == 403
     text = page.locator("main").inner_text()
     assert "Not allowed" in text and "researcher or admin" in text and "Ask an admin" in text
-    assert page.locator(".topbar .brand").is_visible() and page.get_by_role("button", name="Log in as someone else").count()
+    assert (
+        page.locator(".topbar .brand").is_visible()
+        and page.get_by_role("button", name="Log in as someone else").count()
+    )
     screenshot(page, "error-403")
     response = page.goto(f"{live_server.url}/annotate/campaigns/424242/")
     assert response.status == 404 and "There is no campaign with this id." in page.locator("main").inner_text()

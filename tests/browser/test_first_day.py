@@ -1,5 +1,6 @@
 """A newcomer's first day (issue 27), in Chromium: what asks before it destroys, what warns,
 and the layouts that used to scroll sideways, hide the verdict or show empty folds."""
+
 import pytest
 from django.utils import timezone
 
@@ -22,8 +23,15 @@ def _console_errors(page) -> list[str]:
 
 def test_cancelling_a_run_and_revoking_a_token_ask_first(page, live_server):
     admin = UserFactory(username="boss", roles=["admin"])
-    run = Run.objects.create(kind="bc", name="long one", status="running", attempt=1, created_by=admin,
-                             progress=0.3, heartbeat_at=timezone.now())
+    run = Run.objects.create(
+        kind="bc",
+        name="long one",
+        status="running",
+        attempt=1,
+        created_by=admin,
+        progress=0.3,
+        heartbeat_at=timezone.now(),
+    )
     login(page, live_server, "boss")
     page.goto(f"{live_server.url}/runs/{run.pk}/")
     questions: list[str] = []
@@ -109,8 +117,11 @@ def test_one_sided_setup_thumb_targets_and_no_console_errors_on_a_phone(browser,
     context = browser.new_context(viewport=PHONE)
     page = context.new_page()
     errors = _console_errors(page)
-    campaign = _prompted_campaign("Short?", left_setup={"system_prompt": "You are careful."},
-                                  dimensions=[{"name": "correctness", "scale": 5, "description": "", "required": False}])
+    campaign = _prompted_campaign(
+        "Short?",
+        left_setup={"system_prompt": "You are careful."},
+        dimensions=[{"name": "correctness", "scale": 5, "description": "", "required": False}],
+    )
     UserFactory(username="ann", roles=["annotator"])
     login(page, live_server, "ann")
     page.goto(f"{live_server.url}/annotate/campaigns/{campaign.id}/label/")

@@ -4,6 +4,7 @@ The workbench as annotators use it, at 1440 and 390 px: Enter presses a focused 
 and submits elsewhere, ratings kept through a refusal,
 step marking by keys, the sticky verdict bar on a long pair, alignment by content (and by
 index, kept across submits), identical trajectories flagged, the phone layout, adjudication."""
+
 import io
 
 import pytest
@@ -20,8 +21,9 @@ XSS = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 
 
 def _campaign(n_tasks=3, per_task=2, k=1, dimensions=(), payload=False):
-    campaign = CampaignFactory(votes_per_comparison=k, dimensions=list(dimensions),
-                               guidelines="## Be fair\nPrefer **supported** answers.")
+    campaign = CampaignFactory(
+        votes_per_comparison=k, dimensions=list(dimensions), guidelines="## Be fair\nPrefer **supported** answers."
+    )
     lines = []
     for t in range(n_tasks):
         for n in range(per_task):
@@ -29,8 +31,6 @@ def _campaign(n_tasks=3, per_task=2, k=1, dimensions=(), payload=False):
             lines.append(canonical(task_id=f"task-{t}", prompt=f"Question {t}?", answer=answer, n=n))
     trajectories_import_stream(stream=io.BytesIO(jsonl(*lines)), campaign=campaign)
     return campaign
-
-
 
 
 def test_keyboard_only_session_records_judgements_with_the_right_side_mapping(page, live_server):
@@ -87,7 +87,9 @@ def test_help_skip_and_first_wrong_step(page, live_server):
 
     second = int(page.locator("#workbench").get_attribute("data-assignment"))
     page.click(".step[data-side=right][data-index='2'] .step-index")
-    assert page.locator(".step[data-side=right][data-index='2']").evaluate("el => el.classList.contains('marked-wrong')")
+    assert page.locator(".step[data-side=right][data-index='2']").evaluate(
+        "el => el.classList.contains('marked-wrong')"
+    )
     screenshot(page, "first-wrong-step")
     page.keyboard.press("2")
     page.keyboard.press("Enter")
@@ -116,10 +118,12 @@ def test_script_payload_in_a_trajectory_renders_as_text_and_does_not_run(page, l
 
 # --- The workbench on long and diverging pairs ----------------------------------------------------
 
+
 def _pairs_campaign(pairs, *, k=1, dimensions=()):
     """A campaign with one comparison per (steps A, steps B), built from hand-written steps."""
-    campaign = CampaignFactory(votes_per_comparison=k, dimensions=list(dimensions),
-                               guidelines="## Be fair\nPrefer **supported** answers.")
+    campaign = CampaignFactory(
+        votes_per_comparison=k, dimensions=list(dimensions), guidelines="## Be fair\nPrefer **supported** answers."
+    )
     for left, right in pairs:
         task = TaskFactory()
         a, b = TrajectoryFactory(task=task, steps=left), TrajectoryFactory(task=task, steps=right)
@@ -129,7 +133,8 @@ def _pairs_campaign(pairs, *, k=1, dimensions=()):
 
 def _current(page) -> Assignment:
     return Assignment.objects.select_related("comparison").get(
-        pk=int(page.locator("#workbench").get_attribute("data-assignment")))
+        pk=int(page.locator("#workbench").get_attribute("data-assignment"))
+    )
 
 
 def _on_screen(assignment: Assignment, judgement: Judgement) -> tuple:
@@ -141,7 +146,8 @@ def _on_screen(assignment: Assignment, judgement: Judgement) -> tuple:
 
 def _wait_for_next(page, assignment_id):
     page.wait_for_function(
-        "id => document.querySelector('#workbench').dataset.assignment !== String(id)", arg=assignment_id)
+        "id => document.querySelector('#workbench').dataset.assignment !== String(id)", arg=assignment_id
+    )
 
 
 def _long_steps(tag: str, n: int = 60) -> list[dict]:
@@ -213,9 +219,13 @@ def test_enter_presses_a_focused_button_or_fold_and_submits_elsewhere(page, live
 
 
 def test_a_refused_submit_keeps_every_rating_and_required_ratings_are_asked_for(page, live_server):
-    campaign = _pairs_campaign([(START + REJOIN, START + DETOUR + REJOIN)] * 2, dimensions=[
-        {"name": "correctness", "scale": 5, "description": "", "required": False},
-        {"name": "speed", "scale": 5, "description": "", "required": False}])
+    campaign = _pairs_campaign(
+        [(START + REJOIN, START + DETOUR + REJOIN)] * 2,
+        dimensions=[
+            {"name": "correctness", "scale": 5, "description": "", "required": False},
+            {"name": "speed", "scale": 5, "description": "", "required": False},
+        ],
+    )
     UserFactory(username="ra", roles=["annotator"])
     login(page, live_server, "ra")
     page.goto(f"{live_server.url}/annotate/campaigns/{campaign.id}/label/")
@@ -278,7 +288,9 @@ def test_step_marking_with_keys_stores_each_sides_own_index(page, live_server):
     page.keyboard.press("k")  # back one
     assert cursor.get_attribute("data-index") == "2"
     page.keyboard.press("w")
-    assert page.locator(".step[data-side=right][data-index='2']").evaluate("el => el.classList.contains('marked-wrong')")
+    assert page.locator(".step[data-side=right][data-index='2']").evaluate(
+        "el => el.classList.contains('marked-wrong')"
+    )
 
     page.keyboard.press("ArrowLeft")  # the left side: the cursor moves to the same row
     assert (cursor.get_attribute("data-side"), cursor.get_attribute("data-index")) == ("left", "2")

@@ -1,4 +1,5 @@
 """A person logs in, sees their role's home page, and an admin imports a file."""
+
 import pytest
 
 from annotate.models import Trajectory
@@ -7,8 +8,6 @@ from tests.factories import UserFactory
 from tests.samples import canonical, jsonl
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
 
 
 def test_annotator_logs_in_and_sees_only_the_annotator_card(page, live_server):

@@ -1,4 +1,5 @@
 """An admin reads a campaign's quality page and a researcher creates and opens a dataset."""
+
 import pytest
 
 from annotate.models import DatasetSnapshot

@@ -1,7 +1,8 @@
 """An admin watches a run live: the page updates itself while the run works and stops when it ends."""
+
 import pytest
-from playwright.sync_api import expect
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from tests.browser.conftest import login, screenshot
 from tests.factories import UserFactory
@@ -12,9 +13,18 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_the_run_page_follows_a_run_to_its_end(page, live_server):
     admin = UserFactory(username="boss", roles=["admin"])
-    run = Run.objects.create(kind="reward_model", name="watch me", status="running", attempt=1, created_by=admin,
-                             progress=0.2, device="CPU (2 threads)", worker="vm", heartbeat_at=timezone.now(),
-                             config={"snapshot_id": 1, "epochs": 3.0})
+    run = Run.objects.create(
+        kind="reward_model",
+        name="watch me",
+        status="running",
+        attempt=1,
+        created_by=admin,
+        progress=0.2,
+        device="CPU (2 threads)",
+        worker="vm",
+        heartbeat_at=timezone.now(),
+        config={"snapshot_id": 1, "epochs": 3.0},
+    )
     RunMetric.objects.create(run=run, step=1, values={"train/loss": 0.9})
     login(page, live_server, "boss")
     page.goto(f"{live_server.url}/runs/{run.pk}/")
@@ -23,8 +33,13 @@ def test_the_run_page_follows_a_run_to_its_end(page, live_server):
     # The worker reports: more progress, a second metric point, then success.
     for step, loss in ((2, 0.6), (3, 0.4)):
         RunMetric.objects.create(run=run, step=step, values={"train/loss": loss})
-    Run.objects.filter(pk=run.pk).update(progress=1.0, status="succeeded", summary={"accuracy": 0.81},
-                                         heartbeat_at=timezone.now(), finished_at=timezone.now())
+    Run.objects.filter(pk=run.pk).update(
+        progress=1.0,
+        status="succeeded",
+        summary={"accuracy": 0.81},
+        heartbeat_at=timezone.now(),
+        finished_at=timezone.now(),
+    )
     expect(page.locator("#run-status")).to_have_text("succeeded", timeout=10_000)
     assert page.locator("svg.chart polyline").count() == 1
     assert "81%" in page.locator("#result").inner_text()  # a share, written as a percentage
@@ -41,8 +56,9 @@ def test_the_run_page_has_a_chart_per_metric_and_downloads_artifacts(page, live_
     run = make_run(admin)
     login(page, live_server, "boss")
     page.goto(f"{live_server.url}/runs/{run.pk}/")
-    metrics = sorted({name for values in RunMetric.objects.filter(run=run).values_list("values", flat=True)
-                      for name in values})
+    metrics = sorted(
+        {name for values in RunMetric.objects.filter(run=run).values_list("values", flat=True) for name in values}
+    )
     assert len(metrics) == len(TRAIN_METRICS) + 1
     charts = page.locator("#curves svg.chart")
     assert charts.count() == len(metrics)
@@ -62,7 +78,10 @@ def test_the_run_page_has_a_chart_per_metric_and_downloads_artifacts(page, live_
         page.locator("#artifacts a", has_text="config.json").click()
     assert download.value.suggested_filename == f"run{run.pk}-config.json"
     assert open(download.value.path()).read() == '{"hidden": 128}'
-    assert "/var/" not in page.locator("main").inner_text() and "Kept outside this run" in page.locator("#artifacts").inner_text()
+    assert (
+        "/var/" not in page.locator("main").inner_text()
+        and "Kept outside this run" in page.locator("#artifacts").inner_text()
+    )
     screenshot(page, "run-charts")
     assert not page.js_errors
 
@@ -90,7 +109,10 @@ def test_the_launch_form_has_pickers_and_reports_every_problem_at_once(page, liv
     assert "1 selected" in page.locator("#field-policy_ids .pick-count").inner_text()
     # The switch sits beside its label, on its line.
     box, label = (page.locator(f"#field-greedy {s}").bounding_box() for s in ("input", "span"))
-    assert box["x"] + box["width"] <= label["x"] and abs((box["y"] + box["height"] / 2) - (label["y"] + label["height"] / 2)) < 8
+    assert (
+        box["x"] + box["width"] <= label["x"]
+        and abs((box["y"] + box["height"] / 2) - (label["y"] + label["height"] / 2)) < 8
+    )
     # Three wrong fields: all three reported after one submit.
     page.fill("input[name=samples]", "0")
     page.fill("input[name=temperature]", "-1")
@@ -99,7 +121,11 @@ def test_the_launch_form_has_pickers_and_reports_every_problem_at_once(page, liv
     summary = page.locator("#error-summary")
     summary.wait_for()
     text = summary.inner_text()
-    assert "Samples: between 1 and 64" in text and "Temperature: above 0" in text and "Name: give the evaluation a name" in text
+    assert (
+        "Samples: between 1 and 64" in text
+        and "Temperature: above 0" in text
+        and "Name: give the evaluation a name" in text
+    )
     assert page.locator("#field-samples .error").count() == 1 and page.locator("#field-temperature .error").count() == 1
     assert page.locator("input[name=policy_ids]:checked").count() == 1  # the ticked policy stays ticked
     screenshot(page, "launch-form-errors")

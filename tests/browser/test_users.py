@@ -1,4 +1,5 @@
 """An admin invites a person on the Users page; the person sets their password through the link and logs in."""
+
 import pytest
 
 from tests.browser.conftest import login, screenshot

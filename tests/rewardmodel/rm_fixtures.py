@@ -1,4 +1,5 @@
 """A preference snapshot labelled by simulated annotators with known utilities, and a tiny policy."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,8 +10,8 @@ from annotate.models import Policy
 from annotate.services.datasets import SnapshotFilters, snapshot_create
 from tests.factories import CampaignFactory
 from tests.policy_fixtures import tiny_policy_dir
-from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 from training.simulated_annotators import AnnotatorProfile
+from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 
 TINY_RM = {"hidden": 32, "layers": 1, "heads": 2, "max_length": 256, "batch_size": 16}
 
@@ -24,7 +25,13 @@ def simulated_snapshot(*, tasks: int = 60, flip: float = 0.0, seed: int = 0, ann
     """Scripted trajectories judged by simulated annotators (Bradley-Terry over the rubric utility)."""
     campaign = CampaignFactory(votes_per_comparison=annotators)
     scripted_trajectories_generate(campaign=campaign, n_tasks=tasks, samples_per_agent=2, seed=seed)
-    campaign_simulate_labels(campaign=campaign, annotators=annotators, seed=seed,
-                             profile=AnnotatorProfile(temperature=1.0, flip=flip))
-    return snapshot_create(name=f"sim-{seed}-{annotators}-{flip}", campaigns=[campaign], seed=seed, test_fraction=0.25,
-                           filters=SnapshotFilters(include_synthetic=True))
+    campaign_simulate_labels(
+        campaign=campaign, annotators=annotators, seed=seed, profile=AnnotatorProfile(temperature=1.0, flip=flip)
+    )
+    return snapshot_create(
+        name=f"sim-{seed}-{annotators}-{flip}",
+        campaigns=[campaign],
+        seed=seed,
+        test_fraction=0.25,
+        filters=SnapshotFilters(include_synthetic=True),
+    )

@@ -4,6 +4,7 @@ The chosen side reaches its answer cleanly; in the rejected side one or two of i
 invalid actions with error observations. Both sides draw their number of turns from the
 same range, so length alone does not tell them apart.
 """
+
 from __future__ import annotations
 
 import copy
@@ -13,8 +14,28 @@ from functools import lru_cache
 from annotate.chat_messages import prompt_messages, steps_to_messages
 from tests_env import OUTPUT
 
-WORDS = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kestrel",
-         "lagoon", "meadow", "nickel", "onyx", "pebble", "quarry", "raven", "saffron", "tundra"]
+WORDS = [
+    "amber",
+    "basalt",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "garnet",
+    "harbor",
+    "indigo",
+    "juniper",
+    "kestrel",
+    "lagoon",
+    "meadow",
+    "nickel",
+    "onyx",
+    "pebble",
+    "quarry",
+    "raven",
+    "saffron",
+    "tundra",
+]
 ERROR = "Error: Invalid action. Use search[...], open[n], find[...], quote[...] or answer[...]."
 
 
@@ -45,8 +66,13 @@ def pair(rng: random.Random) -> dict:
     turns = rng.randint(1, 3)
     errors = rng.randint(1, min(2, turns))
     bad = trajectory(rng, steps=turns - errors, errors=errors)
-    return {"prompt": prompt_messages(question(rng)), "chosen": steps_to_messages(good),
-            "rejected": steps_to_messages(bad), "margin": 1.0, "preferred": "A"}
+    return {
+        "prompt": prompt_messages(question(rng)),
+        "chosen": steps_to_messages(good),
+        "rejected": steps_to_messages(bad),
+        "margin": 1.0,
+        "preferred": "A",
+    }
 
 
 def pairs(n: int, seed: int = 0) -> list[dict]:

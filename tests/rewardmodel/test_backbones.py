@@ -1,4 +1,5 @@
 """Backbones: what each builds, and clear refusals for what cannot be built."""
+
 import json
 import subprocess
 import sys
@@ -66,8 +67,9 @@ def test_policy_llama_needs_a_tokenizer_and_a_sound_shape(tmp_path):
 
 
 def test_policy_llama_shares_the_policy_tokenizer_and_knows_its_pad_token():
-    model, tokenizer = build_backbone(RewardModelConfig(tokenizer_dir=bpe_tokenizer_dir(), hidden=32, layers=1,
-                                                        heads=2, max_length=256))
+    model, tokenizer = build_backbone(
+        RewardModelConfig(tokenizer_dir=bpe_tokenizer_dir(), hidden=32, layers=1, heads=2, max_length=256)
+    )
     assert type(model).__name__ == "LlamaForSequenceClassification"
     assert model.config.num_labels == 1 and model.config.hidden_size == 32
     assert tokenizer.pad_token == "<|pad|>" and tokenizer.eos_token == "<|eos|>"
@@ -89,16 +91,26 @@ def test_a_tokenizer_without_padding_pads_with_its_end_token():
 
     tokenizer = minilm_tokenizer()
     tokenizer.pad_token = None
-    model = BertForSequenceClassification(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
-                                                     num_attention_heads=2, intermediate_size=32, num_labels=1))
+    model = BertForSequenceClassification(
+        BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            num_labels=1,
+        )
+    )
     settle_special_tokens(model, tokenizer)
     assert tokenizer.eos_token == tokenizer.pad_token == "[SEP]"
     assert model.config.pad_token_id == tokenizer.sep_token_id
 
 
 def test_validating_a_launch_loads_neither_torch_nor_transformers():
-    code = ("import sys; from rewardmodel.train import RewardModelConfig; "
-            "print(RewardModelConfig(backbone='minilm').validate()); "
-            "print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))")
+    code = (
+        "import sys; from rewardmodel.train import RewardModelConfig; "
+        "print(RewardModelConfig(backbone='minilm').validate()); "
+        "print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["[]", "[]"]

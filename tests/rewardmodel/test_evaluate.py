@@ -1,4 +1,5 @@
 """Held-out metrics of a reward model, checked against hand-computed values."""
+
 import math
 
 import pytest
@@ -46,10 +47,13 @@ def test_a_calibrated_model_has_small_ece_and_a_confident_wrong_one_a_large_one(
 
 
 def test_accuracy_by_strength_groups_pairs_by_margin():
-    metrics = pair_metrics([1.0, 0.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0, 0.0],
-                           margins=[1 / 3, 1 / 3, 1.0, 1.0, 1.0], votes=[3, 3, 3, 3, 5])
-    assert metrics["by_strength"] == [{"value": 0.33, "n": 2, "accuracy": 0.5},
-                                      {"value": 1.0, "n": 3, "accuracy": 1.0}]
+    metrics = pair_metrics(
+        [1.0, 0.0, 1.0, 1.0, 1.0],
+        [0.0, 1.0, 0.0, 0.0, 0.0],
+        margins=[1 / 3, 1 / 3, 1.0, 1.0, 1.0],
+        votes=[3, 3, 3, 3, 5],
+    )
+    assert metrics["by_strength"] == [{"value": 0.33, "n": 2, "accuracy": 0.5}, {"value": 1.0, "n": 3, "accuracy": 1.0}]
     assert metrics["by_votes"] == [{"value": 3.0, "n": 4, "accuracy": 0.75}, {"value": 5.0, "n": 1, "accuracy": 1.0}]
 
 
@@ -65,11 +69,15 @@ def test_the_bootstrap_interval_holds_the_estimate_and_narrows_with_more_pairs()
 
 
 def test_ordering_accuracy_skips_equal_truth():
-    result = ordering_accuracy([(2.0, 1.0, 10.0, 0.0),   # right
-                                (2.0, 1.0, 0.0, 10.0),   # wrong
-                                (1.0, 1.0, 5.0, 0.0),    # equal scores: half
-                                (0.0, 3.0, -1.0, 4.0),   # right
-                                (9.0, 1.0, 3.0, 3.0)])   # equal truth: skipped
+    result = ordering_accuracy(
+        [
+            (2.0, 1.0, 10.0, 0.0),  # right
+            (2.0, 1.0, 0.0, 10.0),  # wrong
+            (1.0, 1.0, 5.0, 0.0),  # equal scores: half
+            (0.0, 3.0, -1.0, 4.0),  # right
+            (9.0, 1.0, 3.0, 3.0),
+        ]
+    )  # equal truth: skipped
     assert result["n"] == 4 and result["skipped"] == 1
     assert result["accuracy"] == pytest.approx(2.5 / 4)
     assert result["accuracy_ci"][0] <= result["accuracy"] <= result["accuracy_ci"][1]

@@ -1,14 +1,17 @@
 """The answer-swap probe on hand-built pairs: a reward model that checks the answer against what
 the agent read passes it, one that scores only the path sits at chance."""
+
 from rewardmodel.probes import Probed, answer_swap_accuracy, answer_swap_pairs
 
 
 def _trajectory(task: str, answer: str, correct: bool, quote: str) -> Probed:
-    steps = [{"kind": "action", "tool": "search", "arguments": {"query": task}, "call_id": "call_0"},
-             {"kind": "observation", "tool": "search", "call_id": "call_0", "content": "[0] " + task},
-             {"kind": "action", "tool": "quote", "arguments": {"text": quote}, "call_id": "call_1"},
-             {"kind": "observation", "tool": "quote", "call_id": "call_1", "content": "Quoted."},
-             {"kind": "answer", "text": answer}]
+    steps = [
+        {"kind": "action", "tool": "search", "arguments": {"query": task}, "call_id": "call_0"},
+        {"kind": "observation", "tool": "search", "call_id": "call_0", "content": "[0] " + task},
+        {"kind": "action", "tool": "quote", "arguments": {"text": quote}, "call_id": "call_1"},
+        {"kind": "observation", "tool": "quote", "call_id": "call_1", "content": "Quoted."},
+        {"kind": "answer", "text": answer},
+    ]
     return Probed(task=task, prompt=f"Who founded the {task}?", steps=steps, correct=correct)
 
 
@@ -29,6 +32,7 @@ class Checks:
             quotes = " ".join(s["arguments"]["text"] for s in steps if s["kind"] == "action" and s["tool"] == "quote")
             answer = next(s["text"] for s in steps if s["kind"] == "answer")
             return 1.0 if answer in quotes else 0.0
+
         return [score(steps) for _, steps in items]
 
 

@@ -4,6 +4,7 @@ One noisy simulated annotator per comparison (10% of labels flipped) makes label
 agree with the rubric about 83% of the time: that is the ceiling a model trained on them
 can be read against.
 """
+
 import pytest
 
 from annotate.exports import iter_rows
@@ -18,13 +19,23 @@ pytestmark = pytest.mark.django_db
 def test_held_out_accuracy_is_above_chance_and_near_the_labels_agreement_with_the_rubric(tmp_path):
     policy = tiny_policy()
     snapshot = simulated_snapshot(tasks=120, seed=3, annotators=1, flip=0.1)
-    config = RewardModelConfig(tokenizer_dir=policy.model_dir, hidden=64, layers=2, heads=2, max_length=384,
-                               epochs=3, learning_rate=2e-3, batch_size=16)
+    config = RewardModelConfig(
+        tokenizer_dir=policy.model_dir,
+        hidden=64,
+        layers=2,
+        heads=2,
+        max_length=384,
+        epochs=3,
+        learning_rate=2e-3,
+        batch_size=16,
+    )
     result = train_reward_model(list(iter_rows(snapshot, "trl", split="train")), config, tmp_path)
     metrics = evaluate_reward_model(scorer=RewardScorer(result.model_dir), snapshot=snapshot, eval_policy=None)
     test, labels, rubric = metrics["test"], metrics["labels_vs_rubric"], metrics["rubric"]
-    print(f"held-out accuracy {test['accuracy']:.3f} {test['accuracy_ci']} on {test['n']} pairs; labels agree "
-          f"with the rubric {labels['accuracy']:.3f}; the model agrees with the rubric {rubric['accuracy']:.3f}")
+    print(
+        f"held-out accuracy {test['accuracy']:.3f} {test['accuracy_ci']} on {test['n']} pairs; labels agree "
+        f"with the rubric {labels['accuracy']:.3f}; the model agrees with the rubric {rubric['accuracy']:.3f}"
+    )
     assert test["n"] >= 60
     assert test["accuracy_ci"][0] > 0.55  # clearly above chance
     assert rubric["accuracy"] >= labels["accuracy"] - 0.10  # close to the labels' own agreement with the rubric

@@ -1,5 +1,6 @@
 """Reward-model runs through real Celery workers: train, evaluate and register; cancel; a killed
 worker and a resume from the checkpoint."""
+
 import os
 import signal
 
@@ -31,8 +32,9 @@ def test_a_reward_model_run_trains_evaluates_and_registers(celery_worker_process
     policy = tiny_policy()
     snapshot = simulated_snapshot(tasks=60)
     api = token_client(admin_user)
-    run_id = _launch(api, snapshot_id=snapshot.pk, eval_policy_id=policy.pk, name="rm-test", epochs=4,
-                     learning_rate=1e-3, **TINY_RM)
+    run_id = _launch(
+        api, snapshot_id=snapshot.pk, eval_policy_id=policy.pk, name="rm-test", epochs=4, learning_rate=1e-3, **TINY_RM
+    )
     seen_progress = wait_for(lambda: (b := _run(api, run_id))["progress"] > 0 and b, timeout=120)
     assert seen_progress["status"] in ("running", "succeeded")
     body = _ended(api, run_id)
@@ -52,10 +54,13 @@ def test_cancel_stops_a_reward_model_run_within_a_step_and_registers_nothing(cel
     policy = tiny_policy()
     snapshot = simulated_snapshot(tasks=40, seed=1)
     api = token_client(admin_user)
-    run_id = _launch(api, snapshot_id=snapshot.pk, epochs=200, checkpoint_every=0, tokenizer_dir=policy.model_dir,
-                     **TINY_RM)
-    wait_for(lambda: RunMetric.objects.filter(run_id=run_id).exists() or not Run.objects.get(pk=run_id).is_active,
-             timeout=120)
+    run_id = _launch(
+        api, snapshot_id=snapshot.pk, epochs=200, checkpoint_every=0, tokenizer_dir=policy.model_dir, **TINY_RM
+    )
+    wait_for(
+        lambda: RunMetric.objects.filter(run_id=run_id).exists() or not Run.objects.get(pk=run_id).is_active,
+        timeout=120,
+    )
     assert api.post(f"/api/v1/runs/{run_id}/cancel").status_code == 202
     body = _ended(api, run_id, timeout=60)
     assert body["status"] == "cancelled" and body["progress"] < 0.85
@@ -70,10 +75,12 @@ def test_a_killed_worker_fails_the_run_and_resume_continues_from_the_checkpoint(
     env = {}
     proc, log = start_worker(queues="gpu-resume-test", name="resume-test-worker-1", env_extra=env, pool="solo")
     try:
-        run_id = _launch(api, snapshot_id=snapshot.pk, epochs=12, checkpoint_every=4,
-                         tokenizer_dir=policy.model_dir, **TINY_RM)
-        wait_for(lambda: (r := Run.objects.get(pk=run_id)).checkpoint.get("step", 0) >= 8 or not r.is_active,
-                 timeout=180)
+        run_id = _launch(
+            api, snapshot_id=snapshot.pk, epochs=12, checkpoint_every=4, tokenizer_dir=policy.model_dir, **TINY_RM
+        )
+        wait_for(
+            lambda: (r := Run.objects.get(pk=run_id)).checkpoint.get("step", 0) >= 8 or not r.is_active, timeout=180
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         failed = _ended(api, run_id, timeout=30)
@@ -92,8 +99,11 @@ def test_a_killed_worker_fails_the_run_and_resume_continues_from_the_checkpoint(
         stop_worker(proc, log)
     assert body["status"] == "succeeded", body["error"] + body.get("log", "")
     assert body["attempt"] == 2 and f"Resuming from the checkpoint at step {step}" in Run.objects.get(pk=run_id).log
-    logged = [(s, key) for s, values in RunMetric.objects.filter(run_id=run_id).values_list("step", "values")
-              for key in values]
+    logged = [
+        (s, key)
+        for s, values in RunMetric.objects.filter(run_id=run_id).values_list("step", "values")
+        for key in values
+    ]
     assert len(logged) == len(set(logged))  # nothing logged twice: metrics past the checkpoint were dropped
     assert any(s < step for s, _ in logged) and any(s > step for s, _ in logged)
     assert RewardModel.objects.get(run_id=run_id).metrics["train"]["steps"] > step

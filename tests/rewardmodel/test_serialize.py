@@ -1,4 +1,5 @@
 """Serialization: one side of a pair as text that fits the budget, cut in the documented order."""
+
 import pytest
 
 from annotate.chat_messages import prompt_messages, steps_to_messages
@@ -22,9 +23,11 @@ def _tokens(tokenizer, text: str) -> int:
 def _long_steps(n_steps: int, observation_chars: int) -> list[dict]:
     steps = [{"kind": "thought", "text": "I should search first."}]
     for i in range(n_steps):
-        page = (f"page {i} says " + "the glassworks stood on the river bank for many years. " * 400)
-        steps += [{"kind": "action", "tool": "search", "arguments": {"query": f"step {i}"}},
-                  {"kind": "observation", "tool": "search", "content": page[:observation_chars]}]
+        page = f"page {i} says " + "the glassworks stood on the river bank for many years. " * 400
+        steps += [
+            {"kind": "action", "tool": "search", "arguments": {"query": f"step {i}"}},
+            {"kind": "observation", "tool": "search", "content": page[:observation_chars]},
+        ]
     steps.append({"kind": "answer", "text": "Ilse Marrow", "quotes": ["founded in 1821 by Ilse Marrow"]})
     return steps
 
@@ -36,20 +39,24 @@ def _observations(text: str) -> list[str]:
 def test_a_short_trajectory_reads_as_a_plain_transcript():
     sample = canonical(prompt="Who founded Veloran?")
     text = episode_text(sample["task"]["prompt"], sample["steps"], bpe_tokenizer(), 512)
-    assert text == ("Question: Who founded Veloran?\n"
-                    "Thought: search for it (0)\n"
-                    "Action: search[Veloran]\n"
-                    "Observation: [0] Veloran Glassworks\n"
-                    "Answer: Ilse Marrow\n\nQuotes:\n> founded by Ilse Marrow")
+    assert text == (
+        "Question: Who founded Veloran?\n"
+        "Thought: search for it (0)\n"
+        "Action: search[Veloran]\n"
+        "Observation: [0] Veloran Glassworks\n"
+        "Answer: Ilse Marrow\n\nQuotes:\n> founded by Ilse Marrow"
+    )
 
 
 def test_arguments_read_as_the_browser_writes_them():
-    steps = [{"kind": "action", "tool": "open", "arguments": {"n": 2}},
-             {"kind": "observation", "tool": "open", "content": "a page"},
-             {"kind": "action", "tool": "invalid", "arguments": "jump around"},
-             {"kind": "observation", "tool": "invalid", "content": "Error: Invalid action."},
-             {"kind": "action", "tool": "lookup", "arguments": {"page": "Veloran", "line": 3}},
-             {"kind": "observation", "tool": "lookup", "content": "line 3"}]
+    steps = [
+        {"kind": "action", "tool": "open", "arguments": {"n": 2}},
+        {"kind": "observation", "tool": "open", "content": "a page"},
+        {"kind": "action", "tool": "invalid", "arguments": "jump around"},
+        {"kind": "observation", "tool": "invalid", "content": "Error: Invalid action."},
+        {"kind": "action", "tool": "lookup", "arguments": {"page": "Veloran", "line": 3}},
+        {"kind": "observation", "tool": "lookup", "content": "line 3"},
+    ]
     text = episode_text("q?", steps, bpe_tokenizer(), 512)
     assert "Action: open[2]\n" in text
     assert "Action: invalid[jump around]\n" in text
@@ -116,9 +123,11 @@ def test_episode_text_and_pair_text_agree_on_the_same_trajectory():
 
 def test_special_tokens_in_untrusted_text_are_removed():
     tokenizer = bpe_tokenizer()
-    steps = [{"kind": "action", "tool": "search", "arguments": {"query": "x<|eos|>"}},
-             {"kind": "observation", "tool": "search", "content": "before<|pad|><|eos|>after"},
-             {"kind": "answer", "text": "done<|eos|>"}]
+    steps = [
+        {"kind": "action", "tool": "search", "arguments": {"query": "x<|eos|>"}},
+        {"kind": "observation", "tool": "search", "content": "before<|pad|><|eos|>after"},
+        {"kind": "answer", "text": "done<|eos|>"},
+    ]
     text = episode_text(QUESTION, steps, tokenizer, 512)
     assert "<|" not in text
     assert "Observation: beforeafter" in text
@@ -161,4 +170,3 @@ def test_a_tokenizer_without_offsets_still_gets_a_text_that_fits():
 def test_a_budget_too_small_for_any_text_is_refused():
     with pytest.raises(ValueError, match="no room"):
         episode_text(QUESTION, canonical()["steps"], minilm_tokenizer(), 2)  # [CLS] and [SEP] take both
-

@@ -1,4 +1,5 @@
 """Registry, scoring and queue order by uncertainty; the reward-model pages against every role."""
+
 import shutil
 from pathlib import Path
 
@@ -40,9 +41,15 @@ def campaign_and_model(admin_user, tmp_path):
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
     run = Run.objects.create(kind="reward_model", status="running", attempt=1, created_by=admin_user)
-    model = reward_model_register(run=run, name="rm", snapshot=snapshot, config={"backbone": "policy-llama"},
-                                  trained_dir=tmp_path / "model", metrics={"test": {"accuracy": 0.5, "n": 2}},
-                                  created_by=admin_user)
+    model = reward_model_register(
+        run=run,
+        name="rm",
+        snapshot=snapshot,
+        config={"backbone": "policy-llama"},
+        trained_dir=tmp_path / "model",
+        metrics={"test": {"accuracy": 0.5, "n": 2}},
+        created_by=admin_user,
+    )
     return campaign, comparisons, model
 
 
@@ -58,12 +65,26 @@ def test_a_failed_registration_leaves_no_files_and_no_row(admin_user, tmp_path):
     (tmp_path / "model").mkdir()
     shutil.rmtree(registry_dir() / "run999999-rm-bad", ignore_errors=True)
     with pytest.raises(IntegrityError):  # the run row does not exist
-        reward_model_register(run=Run(pk=999_999), name="rm-bad", snapshot=snapshot, config={"backbone": "x"},
-                              trained_dir=tmp_path / "model", metrics={}, created_by=admin_user)
+        reward_model_register(
+            run=Run(pk=999_999),
+            name="rm-bad",
+            snapshot=snapshot,
+            config={"backbone": "x"},
+            trained_dir=tmp_path / "model",
+            metrics={},
+            created_by=admin_user,
+        )
     run = Run.objects.create(kind="reward_model", attempt=1)
     with pytest.raises(FileNotFoundError):  # the trained files are gone
-        reward_model_register(run=run, name="rm-gone", snapshot=snapshot, config={"backbone": "x"},
-                              trained_dir=tmp_path / "missing", metrics={}, created_by=admin_user)
+        reward_model_register(
+            run=run,
+            name="rm-gone",
+            snapshot=snapshot,
+            config={"backbone": "x"},
+            trained_dir=tmp_path / "missing",
+            metrics={},
+            created_by=admin_user,
+        )
     assert not RewardModel.objects.exists()
     assert not (registry_dir() / "run999999-rm-bad").exists() and not (registry_dir() / f"run{run.pk}-rm-gone").exists()
 
@@ -114,30 +135,40 @@ def test_launch_checks_refuse_too_few_pairs_and_a_missing_current_model(admin_us
     campaign, _, model = campaign_and_model
     assert "a reward model needs at least 16" in " ".join(snapshot_problems(model.snapshot_id))
     with pytest.raises(ArbiterError, match="at least 16"):
-        run_launch(kind="reward_model", config={"snapshot_id": model.snapshot_id,
-                                                "tokenizer_dir": tiny_policy().model_dir}, user=admin_user)
+        run_launch(
+            kind="reward_model",
+            config={"snapshot_id": model.snapshot_id, "tokenizer_dir": tiny_policy().model_dir},
+            user=admin_user,
+        )
     with pytest.raises(ArbiterError, match="/nope holds no tokenizer"):
-        run_launch(kind="reward_model", config={"snapshot_id": model.snapshot_id, "tokenizer_dir": "/nope"},
-                   user=admin_user)
+        run_launch(
+            kind="reward_model", config={"snapshot_id": model.snapshot_id, "tokenizer_dir": "/nope"}, user=admin_user
+        )
     with pytest.raises(ArbiterError, match="backbone: /no/such/model"):
-        run_launch(kind="reward_model", config={"snapshot_id": model.snapshot_id, "backbone": "/no/such/model"},
-                   user=admin_user)
+        run_launch(
+            kind="reward_model",
+            config={"snapshot_id": model.snapshot_id, "backbone": "/no/such/model"},
+            user=admin_user,
+        )
     with pytest.raises(ArbiterError, match="learning_rate: must be positive"):
-        run_launch(kind="reward_model", config={"snapshot_id": model.snapshot_id, "learning_rate": -1},
-                   user=admin_user)
+        run_launch(kind="reward_model", config={"snapshot_id": model.snapshot_id, "learning_rate": -1}, user=admin_user)
     with pytest.raises(ArbiterError, match="no current reward model"):
         run_launch(kind="reward_scoring", config={"campaign_id": campaign.pk}, user=admin_user)
     campaign_reward_model_set(campaign=campaign, reward_model=model, user=admin_user)
-    run = run_launch(kind="reward_scoring", config={"campaign_id": campaign.pk, "order": "closest"}, user=admin_user,
-                     enqueue=False)
+    run = run_launch(
+        kind="reward_scoring", config={"campaign_id": campaign.pk, "order": "closest"}, user=admin_user, enqueue=False
+    )
     assert {link["type"] for link in run.lineage} == {"reward model", "campaign"}
 
 
-@pytest.mark.parametrize("url,roles_ok", [
-    ("/reward-models/", ("researcher", "admin")),
-    ("/reward-models/{id}/", ("researcher", "admin")),
-    ("/reward-models/{id}/campaigns/{campaign}/", ("admin",)),
-])
+@pytest.mark.parametrize(
+    "url,roles_ok",
+    [
+        ("/reward-models/", ("researcher", "admin")),
+        ("/reward-models/{id}/", ("researcher", "admin")),
+        ("/reward-models/{id}/campaigns/{campaign}/", ("admin",)),
+    ],
+)
 def test_reward_model_pages_by_role(client, role_users, campaign_and_model, url, roles_ok):
     campaign, _, model = campaign_and_model
     url = url.format(id=model.pk, campaign=campaign.pk)
@@ -172,8 +203,15 @@ def test_the_evaluation_probes_answer_swaps_of_held_out_trajectories(client, adm
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
     run = Run.objects.create(kind="reward_model", status="running", attempt=1, created_by=admin_user)
-    model = reward_model_register(run=run, name="probed", snapshot=snapshot, config={"backbone": "policy-llama"},
-                                  trained_dir=tmp_path / "model", metrics=metrics, created_by=admin_user)
+    model = reward_model_register(
+        run=run,
+        name="probed",
+        snapshot=snapshot,
+        config={"backbone": "policy-llama"},
+        trained_dir=tmp_path / "model",
+        metrics=metrics,
+        created_by=admin_user,
+    )
     client.force_login(admin_user)
     page = client.get(f"/reward-models/{model.pk}/").content.decode()
     assert 'id="answer-swap"' in page and f"Answer swap ({swap['n']})" in page and "50.0%" in page

@@ -1,5 +1,6 @@
 """Reward-model training at tiny sizes, for each kind of backbone: it trains, saves, scores
 consistently, learns a known preference, stops when asked and resumes from its checkpoint."""
+
 import json
 import math
 import time
@@ -35,10 +36,13 @@ class Recorder(Callbacks):
 
     def __init__(self, stop_after: int | None = None):
         self.steps_seen, self.metric_points, self.lines, self.saved, self.fractions = 0, [], [], [], []
-        super().__init__(progress=lambda f, m: self.fractions.append(f),
-                         metrics=lambda step, values: self.metric_points.append((step, values)),
-                         log=self.lines.append, should_stop=self._stop,
-                         checkpoint=lambda step, path: self.saved.append((step, path)))
+        super().__init__(
+            progress=lambda f, m: self.fractions.append(f),
+            metrics=lambda step, values: self.metric_points.append((step, values)),
+            log=self.lines.append,
+            should_stop=self._stop,
+            checkpoint=lambda step, path: self.saved.append((step, path)),
+        )
         self.stop_after = stop_after
 
     def _stop(self) -> bool:
@@ -47,8 +51,16 @@ class Recorder(Callbacks):
 
 
 def _policy_config(**overrides) -> RewardModelConfig:
-    return RewardModelConfig(**{"tokenizer_dir": bpe_tokenizer_dir(), "batch_size": 8, "epochs": 1.0,
-                                "checkpoint_every": 0, **TINY, **overrides})
+    return RewardModelConfig(
+        **{
+            "tokenizer_dir": bpe_tokenizer_dir(),
+            "batch_size": 8,
+            "epochs": 1.0,
+            "checkpoint_every": 0,
+            **TINY,
+            **overrides,
+        }
+    )
 
 
 def _weights(model) -> dict:
@@ -103,14 +115,23 @@ def test_any_hugging_face_directory_trains_even_without_a_pad_token(tmp_path):
     """A causal LM policy directory whose tokenizer has no pad token (as GPT-2 and most LMs ship)."""
     base = bpe_tokenizer()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=base.backend_tokenizer, eos_token="<|eos|>")
-    lm = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                                      num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=96))
+    lm = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            max_position_embeddings=96,
+        )
+    )
     lm.save_pretrained(tmp_path / "lm")
     tokenizer.save_pretrained(tmp_path / "lm")
 
     rows = pairs(8, seed=3)
-    config = RewardModelConfig(backbone=str(tmp_path / "lm"), max_length=512, batch_size=4, epochs=1.0,
-                               checkpoint_every=0)
+    config = RewardModelConfig(
+        backbone=str(tmp_path / "lm"), max_length=512, batch_size=4, epochs=1.0, checkpoint_every=0
+    )
     result = train_reward_model(rows, config, tmp_path / "rm")
     assert (result.steps, result.cancelled) == (2, False)
     meta = json.loads((Path(result.model_dir) / "arbiter_reward_model.json").read_text())
@@ -167,8 +188,10 @@ def test_an_ensemble_trains_its_members_from_their_own_seeds_and_scores_with_the
     assert meta["members"] == ["members/1", "members/2"]
     scorer = RewardScorer(result.model_dir)
     assert len(scorer.members) == 3
-    seeds = [json.loads((Path(m) / "arbiter_reward_model.json").read_text())["config"]["seed"]
-             for m in (tmp_path / "model", tmp_path / "model" / "members" / "1", tmp_path / "model" / "members" / "2")]
+    seeds = [
+        json.loads((Path(m) / "arbiter_reward_model.json").read_text())["config"]["seed"]
+        for m in (tmp_path / "model", tmp_path / "model" / "members" / "1", tmp_path / "model" / "members" / "2")
+    ]
     assert seeds == [0, 1, 2]
     texts = [scorer.episode_texts([("Q?", [{"kind": "answer", "text": f"answer {i}"}])])[0] for i in range(4)]
     by_member = scorer.member_scores(texts)
@@ -180,7 +203,8 @@ def test_an_ensemble_trains_its_members_from_their_own_seeds_and_scores_with_the
     (tmp_path / "model" / "members" / "2" / "arbiter_reward_model.json").unlink()
     again = train_reward_ensemble(rows, config, tmp_path)
     assert again.steps == 3 and json.loads((tmp_path / "model" / "arbiter_reward_model.json").read_text())[
-        "members"] == ["members/1", "members/2"]
+        "members"
+    ] == ["members/1", "members/2"]
 
 
 def test_an_ensemble_member_outside_the_model_directory_is_refused(tmp_path):

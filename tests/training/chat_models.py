@@ -9,6 +9,7 @@ Each tokenizer is a byte-level BPE trained on a little text of the environments,
 re-tokenizing a sampled turn often gives other tokens than the sampled ones: the trap the
 rollout must not fall into (TRL issue 5144).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -78,12 +79,29 @@ You have access to the following functions. To call a function, respond with JSO
 {% endif %}"""
 
 FAMILIES = {
-    "qwen2": {"template": QWEN_TEMPLATE, "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-              "bos": None, "eos": "<|im_end|>", "pad": "<|endoftext|>"},
-    "llama": {"template": LLAMA_TEMPLATE,
-              "special": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-                          "<|eot_id|>", "<|eom_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>"],
-              "bos": "<|begin_of_text|>", "eos": "<|eot_id|>", "pad": "<|finetune_right_pad_id|>"},
+    "qwen2": {
+        "template": QWEN_TEMPLATE,
+        "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        "bos": None,
+        "eos": "<|im_end|>",
+        "pad": "<|endoftext|>",
+    },
+    "llama": {
+        "template": LLAMA_TEMPLATE,
+        "special": [
+            "<|begin_of_text|>",
+            "<|end_of_text|>",
+            "<|start_header_id|>",
+            "<|end_header_id|>",
+            "<|eot_id|>",
+            "<|eom_id|>",
+            "<|python_tag|>",
+            "<|finetune_right_pad_id|>",
+        ],
+        "bos": "<|begin_of_text|>",
+        "eos": "<|eot_id|>",
+        "pad": "<|finetune_right_pad_id|>",
+    },
 }
 
 
@@ -93,8 +111,12 @@ def _texts(envs) -> list[str]:
         for split in ("train", "dev"):
             texts += [t.prompt for t in env.tasks(split)[:200]]
         texts += [str(t.as_openai()) for t in env.tools()]
-    texts += ['{"name": "calculate", "arguments": {"expression": "12 * 7 - 3"}}',
-              '{"name": "answer", "parameters": {"text": "81"}}', "<tool_call>\n</tool_call>", "<tool_response>"]
+    texts += [
+        '{"name": "calculate", "arguments": {"expression": "12 * 7 - 3"}}',
+        '{"name": "answer", "parameters": {"text": "81"}}',
+        "<tool_call>\n</tool_call>",
+        "<tool_response>",
+    ]
     return texts
 
 
@@ -116,17 +138,36 @@ def chat_model_dir(path: Path, family: str, envs, *, hidden: int = 32, layers: i
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(_texts(envs), trainers.BpeTrainer(
-        vocab_size=600, special_tokens=spec["special"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=spec["bos"], eos_token=spec["eos"],
-                                        pad_token=spec["pad"], additional_special_tokens=spec["special"])
+    tok.train_from_iterator(
+        _texts(envs),
+        trainers.BpeTrainer(
+            vocab_size=600,
+            special_tokens=spec["special"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=spec["bos"],
+        eos_token=spec["eos"],
+        pad_token=spec["pad"],
+        additional_special_tokens=spec["special"],
+    )
     tokenizer.chat_template = spec["template"]
     set_seed(seed)
-    common = dict(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-                  num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
-                  max_position_embeddings=4096, eos_token_id=tokenizer.eos_token_id,
-                  pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+    common = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
     if family == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**common))
     else:

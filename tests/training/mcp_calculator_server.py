@@ -9,6 +9,7 @@ N+1th tool call: a tool server lost mid-run. ARBITER_TEST_PID_FILE: it writes it
 ARBITER_TEST_HANG=1: it never answers, not even `initialize`. ARBITER_TEST_INSTRUCTIONS: the
 `instructions` it gives in its handshake.
 """
+
 import os
 import sys
 from pathlib import Path
@@ -18,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
-from training.envs.arithmetic import CalculatorError, _format, calculate as evaluate  # noqa: E402
+from training.envs.arithmetic import CalculatorError, _format  # noqa: E402
+from training.envs.arithmetic import calculate as evaluate
 
 if os.environ.get("ARBITER_TEST_PID_FILE"):
     Path(os.environ["ARBITER_TEST_PID_FILE"]).write_text(str(os.getpid()))

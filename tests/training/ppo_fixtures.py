@@ -1,5 +1,6 @@
 """A reward model whose preference is known: built by hand, no training, so a PPO test knows
 the score can be raised and what raises it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,11 @@ def low_token_reward_model(path: Path, tokenizer_dir: str | Path, *, below: int 
 
     if (path / "config.json").exists():
         return path
-    model, tokenizer = build_backbone(SimpleNamespace(backbone="policy-llama", tokenizer_dir=str(tokenizer_dir),
-                                                      hidden=32, layers=1, heads=2, max_length=2048))
+    model, tokenizer = build_backbone(
+        SimpleNamespace(
+            backbone="policy-llama", tokenizer_dir=str(tokenizer_dir), hidden=32, layers=1, heads=2, max_length=2048
+        )
+    )
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         embed = model.model.embed_tokens.weight
@@ -26,8 +30,14 @@ def low_token_reward_model(path: Path, tokenizer_dir: str | Path, *, below: int 
         for special in {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}:
             embed[special, 0] = 0.0
         layer = model.model.layers[0]
-        for weight in (layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight, layer.mlp.down_proj.weight,
-                       layer.self_attn.v_proj.weight, layer.self_attn.o_proj.weight, model.score.weight):
+        for weight in (
+            layer.self_attn.q_proj.weight,
+            layer.self_attn.k_proj.weight,
+            layer.mlp.down_proj.weight,
+            layer.self_attn.v_proj.weight,
+            layer.self_attn.o_proj.weight,
+            model.score.weight,
+        ):
             weight.zero_()
         for weight in (layer.self_attn.v_proj.weight, layer.self_attn.o_proj.weight, model.score.weight):
             weight[0, 0] = 1.0

@@ -1,4 +1,5 @@
 """A behaviour-cloning run at tiny size, executed in-process as a worker would."""
+
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,18 @@ from webapp.runs.services import run_execute, run_launch
 
 pytestmark = pytest.mark.django_db
 
-TINY_BC = {"demos_per_task": 1, "extra_worlds": 0, "vocab_size": 400, "hidden": 32, "layers": 1, "heads": 2, "batch_size": 8,
-           "max_steps": 4, "warmup_steps": 1, "max_seconds": 30}
+TINY_BC = {
+    "demos_per_task": 1,
+    "extra_worlds": 0,
+    "vocab_size": 400,
+    "hidden": 32,
+    "layers": 1,
+    "heads": 2,
+    "batch_size": 8,
+    "max_steps": 4,
+    "warmup_steps": 1,
+    "max_seconds": 30,
+}
 
 
 def test_a_bc_run_registers_a_policy_made_by_that_run(admin_user):
@@ -39,9 +50,18 @@ def test_a_bc_run_with_a_rollout_campaign_queues_rollouts_that_fill_it_once_it_s
     from annotate.models import Campaign
 
     campaign = Campaign.objects.create(name="After BC")
-    run = run_launch(kind="bc", user=admin_user, enqueue=False, config={
-        **TINY_BC, "policy_name": "tiny-bc", "rollout_campaign_id": campaign.pk, "rollout_tasks": 2,
-        "rollout_samples": 2})
+    run = run_launch(
+        kind="bc",
+        user=admin_user,
+        enqueue=False,
+        config={
+            **TINY_BC,
+            "policy_name": "tiny-bc",
+            "rollout_campaign_id": campaign.pk,
+            "rollout_tasks": 2,
+            "rollout_samples": 2,
+        },
+    )
     assert not Run.objects.filter(kind="rollout").exists()  # nothing follows a run that has not succeeded
     run_execute(run_id=run.pk, attempt=run.attempt)
     run.refresh_from_db()
@@ -58,7 +78,8 @@ def test_a_bc_run_with_a_rollout_campaign_queues_rollouts_that_fill_it_once_it_s
     assert follow_up.status == "succeeded", follow_up.error + follow_up.log
     assert campaign.comparisons.exists()
     assert {c.trajectory_a.policy_id for c in campaign.comparisons.select_related("trajectory_a")} == {
-        run.summary["policy_id"]}
+        run.summary["policy_id"]
+    }
 
 
 def test_a_bc_run_into_a_missing_campaign_is_refused_before_queueing(admin_user):

@@ -2,6 +2,7 @@
 path), goes through behaviour cloning, rollouts, simulated labeling, a reward model, PPO and the
 before/after evaluation, the same `run_pipeline` the encyclopedia uses. Tools served by a real
 MCP server go through the same loop, and every run kind on a worker, in test_mcp_on_worker.py."""
+
 import json
 import random
 import sys
@@ -36,19 +37,30 @@ class Inventory(Environment):
         items = [f"{c} {t}" for c in COLOURS for t in THINGS]
         rng.shuffle(items)
         self.stock = {item: rng.randint(1, 99) for item in items}
-        self._tasks = [EnvTask(external_id=f"inventory-{seed}-{i}", prompt=f"How many {item} are in stock?",
-                               reference=str(count), split=("train", "train", "train", "dev", "eval")[i % 5],
-                               metadata={"item": item})
-                       for i, (item, count) in enumerate(self.stock.items())]
+        self._tasks = [
+            EnvTask(
+                external_id=f"inventory-{seed}-{i}",
+                prompt=f"How many {item} are in stock?",
+                reference=str(count),
+                split=("train", "train", "train", "dev", "eval")[i % 5],
+                metadata={"item": item},
+            )
+            for i, (item, count) in enumerate(self.stock.items())
+        ]
 
     def tasks(self, split):
         return [t for t in self._tasks if t.split == split]
 
     def tools(self):
         text = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-        return [Tool("lookup", "The stock count of an item.",
-                     {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}),
-                Tool("answer", "Answer and end the episode.", text)]
+        return [
+            Tool(
+                "lookup",
+                "The stock count of an item.",
+                {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]},
+            ),
+            Tool("answer", "Answer and end the episode.", text),
+        ]
 
     def start(self, task):
         return {"seen": []}
@@ -64,13 +76,17 @@ class Inventory(Environment):
 
     def outcome(self, state, episode: EpisodeRecord):
         correct = (episode.answer or "").strip() == episode.task.reference
-        return Rubric(correct=correct, score=10.0 * correct - episode.calls - 5.0 * episode.tool_errors,
-                      parts={"looked_up": episode.task.reference in state["seen"]})
+        return Rubric(
+            correct=correct,
+            score=10.0 * correct - episode.calls - 5.0 * episode.tool_errors,
+            parts={"looked_up": episode.task.reference in state["seen"]},
+        )
 
     def demonstrator(self, *, seed=0, **options):
         def turns(task, state):
             yield "lookup", {"item": task.metadata["item"]}
             yield "answer", {"text": state["seen"][-1] if state["seen"] else ""}
+
         return turns
 
 
@@ -78,16 +94,28 @@ def cloned_policy(environment: str, tmp_path, name: str):
     from training.policy.bc import BCConfig
     from training.policy.services import policy_train_default
 
-    config = BCConfig(environment=environment, hidden=48, layers=2, heads=2, vocab_size=400, max_steps=150,
-                      max_seconds=0, extra_worlds=0, demos_per_task=2, learning_rate=3e-3, warmup_steps=5)
+    config = BCConfig(
+        environment=environment,
+        hidden=48,
+        layers=2,
+        heads=2,
+        vocab_size=400,
+        max_steps=150,
+        max_seconds=0,
+        extra_worlds=0,
+        demos_per_task=2,
+        learning_rate=3e-3,
+        warmup_steps=5,
+    )
     return policy_train_default(config=config, name=name, target=tmp_path / name, log=lambda m: None)
 
 
 def test_a_python_environment_of_the_users_goes_through_the_whole_loop(tmp_path, capsys, admin_user, client):
     policy = cloned_policy(INVENTORY, tmp_path, "inventory-bc")
     assert policy.metadata["environment"] == "inventory" and policy.metadata["tool_parser"] == "compact"
-    call_command("run_pipeline", "--name", "inventory", "--environment", INVENTORY, "--policy-id", str(policy.pk),
-                 *PIPELINE)
+    call_command(
+        "run_pipeline", "--name", "inventory", "--environment", INVENTORY, "--policy-id", str(policy.pk), *PIPELINE
+    )
     assert_the_loop_ran("inventory", "lookup", policy)
     # The before/after tables show this environment's figures, not the encyclopedia's F1 and quotes.
     printed = capsys.readouterr().out
@@ -110,8 +138,9 @@ def test_launches_name_environments_and_refuse_unknown_ones_and_foreign_tasks(ad
         assert f'<option value="{name}"' in page.content.decode()
 
     def launch(**config):
-        return api.post("/api/v1/runs/", {"kind": "rollout", "config": {"policy_id": policy.pk, **config}},
-                        format="json")
+        return api.post(
+            "/api/v1/runs/", {"kind": "rollout", "config": {"policy_id": policy.pk, **config}}, format="json"
+        )
 
     refused = launch(environment="nope")
     assert refused.status_code == 400 and "no environment 'nope'" in json.dumps(refused.json())
@@ -124,11 +153,15 @@ def test_launches_name_environments_and_refuse_unknown_ones_and_foreign_tasks(ad
     assert foreign.status_code == 400 and "not a task of environment 'arithmetic'" in json.dumps(foreign.json())
     other_split = ArithmeticEnvironment().tasks("eval")[0].external_id
     wrong_split = launch(environment="arithmetic", split="train", task_ids=other_split)
-    assert wrong_split.status_code == 400 and "is in the eval split of arithmetic, not in train" in json.dumps(wrong_split.json())
-    for kind, config in (("ppo", {"policy_id": policy.pk, "reward": "rubric", "environment": "nope"}),
-                         ("evaluation", {"baseline_policy_id": policy.pk, "best_of_n": "", "environment": "nope"}),
-                         ("best_of_n", {"policy_id": policy.pk, "reward_model_id": 1, "environment": "nope"}),
-                         ("bc", {"environment": "nope"})):
+    assert wrong_split.status_code == 400 and "is in the eval split of arithmetic, not in train" in json.dumps(
+        wrong_split.json()
+    )
+    for kind, config in (
+        ("ppo", {"policy_id": policy.pk, "reward": "rubric", "environment": "nope"}),
+        ("evaluation", {"baseline_policy_id": policy.pk, "best_of_n": "", "environment": "nope"}),
+        ("best_of_n", {"policy_id": policy.pk, "reward_model_id": 1, "environment": "nope"}),
+        ("bc", {"environment": "nope"}),
+    ):
         response = api.post("/api/v1/runs/", {"kind": kind, "config": config}, format="json")
         assert response.status_code == 400 and "no environment 'nope'" in json.dumps(response.json()), kind
     later = api.post("/api/v1/runs/", {"kind": "bc", "config": {"extra_worlds": 63}}, format="json")
@@ -139,13 +172,16 @@ def test_launches_name_environments_and_refuse_unknown_ones_and_foreign_tasks(ad
 
 
 def test_a_hugging_face_chat_model_is_registered_as_a_policy_after_its_checks(tmp_path, capsys, admin_user, client):
-    from annotate.models import Policy
     from django.core.management.base import CommandError
+
+    from annotate.models import Policy
     from tests.training.chat_models import chat_model_dir
 
     qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
     Policy.objects.create(name="my-agent", version="7")  # known from its imported transcripts, no model yet
-    call_command("register_policy", str(qwen), "--name", "my-agent", "--agent-version", "7", "--environment", "arithmetic")
+    call_command(
+        "register_policy", str(qwen), "--name", "my-agent", "--agent-version", "7", "--environment", "arithmetic"
+    )
     policy = Policy.objects.get(name="my-agent", version="7")
     assert policy.model_dir == str(qwen.resolve()) and policy.metadata["tool_parser"] == "hermes"
     assert "read by the hermes parser (detected from its chat template)" in capsys.readouterr().out
@@ -161,8 +197,14 @@ def test_a_hugging_face_chat_model_is_registered_as_a_policy_after_its_checks(tm
     with pytest.raises(CommandError):
         call_command("register_policy", str(tmp_path / "t5"), "--name", "t5")
     with pytest.raises(CommandError, match="already has a model"):
-        call_command("register_policy", str(chat_model_dir(tmp_path / "llama", "llama", [])), "--name", "my-agent",
-                     "--agent-version", "7")
+        call_command(
+            "register_policy",
+            str(chat_model_dir(tmp_path / "llama", "llama", [])),
+            "--name",
+            "my-agent",
+            "--agent-version",
+            "7",
+        )
     with pytest.raises(CommandError, match="no environment 'nope'"):
         call_command("register_policy", str(qwen), "--name", "other", "--environment", "nope")
     assert not Policy.objects.filter(name__in=["nothing", "t5", "other"]).exists()
@@ -173,8 +215,17 @@ def test_behaviour_cloning_is_bounded_by_steps_and_says_loudly_when_it_ran_over_
     from training.policy.services import policy_train_default
 
     lines = []
-    config = BCConfig(environment=INVENTORY, hidden=32, layers=1, heads=2, vocab_size=300, max_steps=30,
-                      extra_worlds=0, demos_per_task=1, budget_seconds=0.001)
+    config = BCConfig(
+        environment=INVENTORY,
+        hidden=32,
+        layers=1,
+        heads=2,
+        vocab_size=300,
+        max_steps=30,
+        extra_worlds=0,
+        demos_per_task=1,
+        budget_seconds=0.001,
+    )
     policy = policy_train_default(config=config, name="over-budget", target=tmp_path / "p", log=lines.append)
     assert policy.metadata["bc"]["steps"] == 30  # complete, not cut short
     assert policy.metadata["over_budget"] is True
@@ -190,11 +241,17 @@ def test_rloo_and_grpo_are_run_kinds_beside_ppo_with_the_same_checks(admin_user,
     for kind in ("rloo", "grpo"):
         page = client.get(f"/runs/new/{kind}/").content.decode()
         assert page.count(f'<option value="{kind}"') == 1 and 'name="group_size"' in page
-        wrong = api.post("/api/v1/runs/", {"kind": kind, "config": {"policy_id": policy.pk, "reward": "rubric",
-                                                                      "algorithm": "ppo"}}, format="json")
+        wrong = api.post(
+            "/api/v1/runs/",
+            {"kind": kind, "config": {"policy_id": policy.pk, "reward": "rubric", "algorithm": "ppo"}},
+            format="json",
+        )
         assert wrong.status_code == 400 and f"a {kind} run is {kind}" in json.dumps(wrong.json())
-        uneven = api.post("/api/v1/runs/", {"kind": kind, "config": {"policy_id": policy.pk, "reward": "rubric",
-                                                                       "group_size": 5}}, format="json")
+        uneven = api.post(
+            "/api/v1/runs/",
+            {"kind": kind, "config": {"policy_id": policy.pk, "reward": "rubric", "group_size": 5}},
+            format="json",
+        )
         assert uneven.status_code == 400 and "multiple of it" in json.dumps(uneven.json())
     assert not Run.objects.exists()
 
@@ -209,12 +266,14 @@ def test_the_launch_form_takes_an_allowed_dotted_path_and_refuses_others(admin_u
     form = {"policy_id": policy.pk, "split": "train", "tasks": 2, "samples_per_task": 2, "campaign_id": 0}
     page = client.get("/runs/new/rollout/").content.decode()
     assert 'list="id_environment-suggestions"' in page and '<option value="arithmetic">' in page
-    launched = client.post("/runs/new/rollout/", {**form, "idempotency_key": "dotted", "name": "dotted",
-                                                  "environment": INVENTORY})
+    launched = client.post(
+        "/runs/new/rollout/", {**form, "idempotency_key": "dotted", "name": "dotted", "environment": INVENTORY}
+    )
     assert launched.status_code == 302, launched.content.decode()[-2000:]
     assert Run.objects.get(name="dotted").config["environment"] == INVENTORY
-    refused = client.post("/runs/new/rollout/", {**form, "idempotency_key": "outside", "name": "outside",
-                                                 "environment": "os:system"})
+    refused = client.post(
+        "/runs/new/rollout/", {**form, "idempotency_key": "outside", "name": "outside", "environment": "os:system"}
+    )
     assert refused.status_code == 400 and "ARBITER_ENVIRONMENT_MODULES" in refused.content.decode()
     assert not Run.objects.filter(name="outside").exists()
 
@@ -230,9 +289,20 @@ def test_a_bc_run_clones_into_a_registered_chat_model_in_its_own_format(tmp_path
     qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
     call_command("register_policy", str(qwen), "--name", "my-qwen", "--environment", "arithmetic")
     base = Policy.objects.get(name="my-qwen")
-    run = run_launch(kind="bc", user=admin_user, enqueue=False, config={
-        "environment": "arithmetic", "base_policy_id": base.pk, "policy_name": "qwen-cloned", "max_steps": 6,
-        "warmup_steps": 1, "batch_size": 4, "extra_worlds": 0})
+    run = run_launch(
+        kind="bc",
+        user=admin_user,
+        enqueue=False,
+        config={
+            "environment": "arithmetic",
+            "base_policy_id": base.pk,
+            "policy_name": "qwen-cloned",
+            "max_steps": 6,
+            "warmup_steps": 1,
+            "batch_size": 4,
+            "extra_worlds": 0,
+        },
+    )
     run_execute(run_id=run.pk, attempt=run.attempt)
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
@@ -244,4 +314,6 @@ def test_a_bc_run_clones_into_a_registered_chat_model_in_its_own_format(tmp_path
     from webapp.errors import ArbiterError
 
     with pytest.raises(ArbiterError, match="base_policy_id: No policy with id 987"):
-        run_launch(kind="bc", user=admin_user, enqueue=False, config={"environment": "arithmetic", "base_policy_id": 987})
+        run_launch(
+            kind="bc", user=admin_user, enqueue=False, config={"environment": "arithmetic", "base_policy_id": 987}
+        )

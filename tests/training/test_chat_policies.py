@@ -1,6 +1,7 @@
 """Any Hugging Face chat model as the policy: tiny Qwen2 and Llama models with chat templates in
 their families' styles go through rendering, tool-call parsing, behaviour cloning, rollouts
 with an exact action mask, and PPO (no Django)."""
+
 import json
 from types import SimpleNamespace
 
@@ -12,13 +13,13 @@ from training.envs.arithmetic import ArithmeticEnvironment
 from training.envs.base import EpisodeRunner, Limits
 from training.policy.bc import BCConfig, demonstrations, play_demonstrations, train_bc
 from training.policy.chat import POLICY_FILE, ChatFormat, ChatTemplateError
+from training.policy.episodes import episode_tokens, play_scripted
 from training.policy.model_io import load_policy, save_policy
 from training.policy.parsers import CompactParser, HermesParser, Llama3JsonParser, ToolCall, detect_parser
-from training.policy.episodes import episode_tokens, play_scripted
 from training.policy.rollout import RolloutConfig, rollout
 from training.rl.config import RLConfig
-from training.rl.trainer import train_rl
 from training.rl.scorers import rubric_scorer
+from training.rl.trainer import train_rl
 
 torch.set_num_threads(1)
 PARSER = {"qwen2": "hermes", "llama": "llama3_json"}
@@ -43,8 +44,16 @@ def cloned_qwen(env, tmp_path_factory):
     path = chat_model_dir(tmp_path_factory.mktemp("qwen-bc") / "model", "qwen2", [env])
     model, tokenizer = load_policy(path)
     chat = ChatFormat.for_policy(tokenizer, path)
-    config = BCConfig(demos_per_task=1, extra_worlds=0, batch_size=8, max_steps=120, max_seconds=0,
-                      learning_rate=1e-2, warmup_steps=5, observation_loss_weight=0.1)
+    config = BCConfig(
+        demos_per_task=1,
+        extra_worlds=0,
+        batch_size=8,
+        max_steps=120,
+        max_seconds=0,
+        learning_rate=1e-2,
+        warmup_steps=5,
+        observation_loss_weight=0.1,
+    )
     played = play_demonstrations(env, config, parser="hermes")
     train_bc(model, tokenizer, demonstrations(chat, played), config)
     save_policy(model, tokenizer, path, tool_parser="hermes")
@@ -60,18 +69,23 @@ def recomputed_logprobs(model, e) -> list[float]:
 
 # --- Parsers ---------------------------------------------------------------------------------
 
+
 def test_each_family_s_tool_calls_are_parsed_and_written_back_the_same():
     hermes = HermesParser()
-    turn = hermes.parse('Let me check.\n<tool_call>\n{"name": "calculate", "arguments": {"expression": "2+2"}}\n'
-                        '</tool_call>\n<tool_call>{"name": "answer", "arguments": "{\\"text\\": \\"4\\"}"}</tool_call>')
+    turn = hermes.parse(
+        'Let me check.\n<tool_call>\n{"name": "calculate", "arguments": {"expression": "2+2"}}\n'
+        '</tool_call>\n<tool_call>{"name": "answer", "arguments": "{\\"text\\": \\"4\\"}"}</tool_call>'
+    )
     assert turn.content == "Let me check." and not turn.problem
     assert turn.calls == (ToolCall("calculate", {"expression": "2+2"}), ToolCall("answer", {"text": "4"}))
     assert hermes.parse(hermes.format(list(turn.calls))).calls == turn.calls
     assert hermes.parse("<think>hm</think>It is 4.").content == "It is 4."
 
     llama = Llama3JsonParser()
-    turn = llama.parse('<|python_tag|>{"name": "calculate", "parameters": {"expression": "3*3"}}; '
-                       '{"name": "answer", "parameters": {"text": "9"}}')
+    turn = llama.parse(
+        '<|python_tag|>{"name": "calculate", "parameters": {"expression": "3*3"}}; '
+        '{"name": "answer", "parameters": {"text": "9"}}'
+    )
     assert [c.name for c in turn.calls] == ["calculate", "answer"] and not turn.problem
     assert llama.parse(llama.format(list(turn.calls))).calls == turn.calls
     assert llama.parse("The answer is 9.").content == "The answer is 9." and not llama.parse("9").calls
@@ -82,13 +96,16 @@ def test_each_family_s_tool_calls_are_parsed_and_written_back_the_same():
     assert compact.format([ToolCall("answer", {"text": "6"})]) == "answer[ 6]"
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("<tool_call>{\"name\": \"calculate\", \"arguments\": {\"expression\": ", "without its </tool_call>"),
-    ("<tool_call>{name: calculate}</tool_call>", "not JSON"),
-    ("<tool_call>[1, 2]</tool_call>", 'a JSON object with a "name"'),
-    ("<tool_call>{\"name\": \"x\", \"arguments\": NaN}</tool_call>", "not JSON"),
-    ("<tool_call>" + "[" * 5000 + "</tool_call>", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ('<tool_call>{"name": "calculate", "arguments": {"expression": ', "without its </tool_call>"),
+        ("<tool_call>{name: calculate}</tool_call>", "not JSON"),
+        ("<tool_call>[1, 2]</tool_call>", 'a JSON object with a "name"'),
+        ('<tool_call>{"name": "x", "arguments": NaN}</tool_call>', "not JSON"),
+        ("<tool_call>" + "[" * 5000 + "</tool_call>", "not JSON"),
+    ],
+)
 def test_malformed_calls_are_problems_never_exceptions(text, problem):
     assert problem in HermesParser().parse(text).problem
 
@@ -114,9 +131,13 @@ def test_a_tokenizers_own_response_template_is_used_through_transformers(env):
         "start_anchor": "<|im_start|>assistant\n",
         "fields": {
             "thinking": {"open": "<think>", "close": "</think>", "content": "text"},
-            "tool_calls": {"open_pattern": r"\s*<tool_call>", "close_pattern": r"</tool_call>\s*|(?=<\|im_end\|>)",
-                           "repeats": True, "content": "json",
-                           "transform": {"type": "function", "function": "{content}"}},
+            "tool_calls": {
+                "open_pattern": r"\s*<tool_call>",
+                "close_pattern": r"</tool_call>\s*|(?=<\|im_end\|>)",
+                "repeats": True,
+                "content": "json",
+                "transform": {"type": "function", "function": "{content}"},
+            },
             "content": {"content": "text", "repeats": True, "join": "\n"},
             "_end": {"open": "<|im_end|>", "content": "text", "transform": ""},
         },
@@ -124,18 +145,21 @@ def test_a_tokenizers_own_response_template_is_used_through_transformers(env):
 
     class Tok:  # the tokenizer's method, on a bare object: only parse_response is used
         from transformers import PreTrainedTokenizerBase
+
         parse_response = PreTrainedTokenizerBase.parse_response
         response_template = template
 
     assert detect_parser("anything", response_template=template) == "transformers"
     parser = TransformersParser(Tok(), env.tools())
-    turn = parser.parse('<think>sum</think>ok\n<tool_call>\n{"name": "calculate", "arguments": '
-                        '{"expression": "1+1"}}\n</tool_call>')
+    turn = parser.parse(
+        '<think>sum</think>ok\n<tool_call>\n{"name": "calculate", "arguments": {"expression": "1+1"}}\n</tool_call>'
+    )
     assert turn.calls == (ToolCall("calculate", {"expression": "1+1"}),) and turn.content == "ok"
     assert parser.parse('<tool_call>{"name": "calculate", arguments}</tool_call>').problem
 
 
 # --- Rendering and the action mask -----------------------------------------------------------
+
 
 def test_rollouts_keep_exactly_the_sampled_tokens_as_agent_tokens(family, env):
     """Only sampled tokens are agent tokens, and they are the tokens the model was scored on:
@@ -146,8 +170,14 @@ def test_rollouts_keep_exactly_the_sampled_tokens_as_agent_tokens(family, env):
     model, tokenizer = load_policy(path)
     chat = ChatFormat.for_policy(tokenizer, path)
     runner = EpisodeRunner(env, Limits(max_steps=3))
-    episodes = rollout(model, tokenizer, runner, env.tasks("train")[:6],
-                       RolloutConfig(temperature=1.0, max_action_tokens=12, batch_size=6), chat=chat)
+    episodes = rollout(
+        model,
+        tokenizer,
+        runner,
+        env.tasks("train")[:6],
+        RolloutConfig(temperature=1.0, max_action_tokens=12, batch_size=6),
+        chat=chat,
+    )
     retokenized_differs = False
     for e in episodes:
         assert len(e.ids) == len(e.agent_mask) == len(e.logprobs)
@@ -170,15 +200,22 @@ def test_context_tokens_are_the_template_s_own_rendering(family, env):
     runner = EpisodeRunner(env)
     parser = chat.parser(env.tools())
     task = env.tasks("train")[0]
-    script = lambda task, state: iter([("calculate", {"expression": task.metadata["expression"]}),  # noqa: E731
-                                       MALFORMED[name], ("answer", {"text": task.reference})])
+    script = lambda task, state: iter(
+        [
+            ("calculate", {"expression": task.metadata["expression"]}),  # noqa: E731
+            MALFORMED[name],
+            ("answer", {"text": task.reference}),
+        ]
+    )
     episode = play_scripted(runner, task, script, parser)
     tools = [t.as_openai() for t in env.tools()]
     ids, mask = episode_tokens(chat, episode, tools)
     rendered = chat.render(episode.messages, tools, add_generation_prompt=False)
     assert rendered.startswith(tokenizer.decode(ids)) and len(rendered) - len(tokenizer.decode(ids)) <= 2
-    agent = [tokenizer.decode([t for t in span if t not in chat.stop_ids]) for span in
-             agent_spans(SimpleNamespace(ids=ids, agent_mask=mask))]
+    agent = [
+        tokenizer.decode([t for t in span if t not in chat.stop_ids])
+        for span in agent_spans(SimpleNamespace(ids=ids, agent_mask=mask))
+    ]
     assert agent == [m["content"] for m in episode.messages if m["role"] == "assistant"]
     assert agent[1] == MALFORMED[name] and episode.outcome.correct
     assert [s.get("is_error", False) for s in episode.steps if s["kind"] == "observation"] == [False, True]
@@ -191,19 +228,26 @@ def test_a_template_that_rewrites_earlier_turns_is_refused_with_the_reason(env, 
     tokenizer.chat_template = (
         "{% for m in messages %}{% if m.role != 'assistant' or loop.last %}<|im_start|>{{ m.role }}\n"
         "{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
-        "{% endif %}<tool_call>")
+        "{% endif %}<tool_call>"
+    )
     chat = ChatFormat.for_policy(tokenizer, path)
-    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
-                {"role": "tool", "content": "r"}]
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a"},
+        {"role": "tool", "content": "r"},
+    ]
     with pytest.raises(ChatTemplateError, match="renders earlier turns differently"):
         chat.continuation(messages, None, 1)
 
 
-@pytest.mark.parametrize("turn, message", [
-    ('<tool_call>{"name": "calculate", "arguments": {"expression": </tool_call>', "not JSON"),
-    ('<tool_call>{"name": "browse", "arguments": {}}</tool_call>', "unknown tool 'browse'"),
-    ('<tool_call>{"name": "calculate", "arguments": {"expr": "1"}}</tool_call>', "bad arguments for calculate"),
-])
+@pytest.mark.parametrize(
+    "turn, message",
+    [
+        ('<tool_call>{"name": "calculate", "arguments": {"expression": </tool_call>', "not JSON"),
+        ('<tool_call>{"name": "browse", "arguments": {}}</tool_call>', "unknown tool 'browse'"),
+        ('<tool_call>{"name": "calculate", "arguments": {"expr": "1"}}</tool_call>', "bad arguments for calculate"),
+    ],
+)
 def test_a_malformed_call_is_an_error_observation_that_uses_a_step(env, turn, message):
     """(A turn of plain text is the final answer, as in chat APIs; see docs/policies.md.)"""
     runner = EpisodeRunner(env)
@@ -215,22 +259,45 @@ def test_a_malformed_call_is_an_error_observation_that_uses_a_step(env, turn, me
 
 # --- Behaviour cloning, rollouts and PPO of a Qwen2 policy -----------------------------------
 
+
 def test_a_cloned_qwen2_policy_makes_real_tool_calls_and_ppo_trains_it(cloned_qwen, env, tmp_path):
     model, tokenizer = load_policy(cloned_qwen)
     chat = ChatFormat.for_policy(tokenizer, cloned_qwen)
     runner = EpisodeRunner(env)
-    episodes = rollout(model, tokenizer, runner, env.tasks("dev")[:8],
-                       RolloutConfig(temperature=0.0, max_action_tokens=40, batch_size=8), chat=chat)
+    episodes = rollout(
+        model,
+        tokenizer,
+        runner,
+        env.tasks("dev")[:8],
+        RolloutConfig(temperature=0.0, max_action_tokens=40, batch_size=8),
+        chat=chat,
+    )
     calls = [s for e in episodes for s in e.steps if s["kind"] == "action" and s["tool"] == "calculate"]
     assert calls and all(isinstance(s["arguments"], dict) for s in calls)  # structured, as an import stores them
     stored = episodes[0].trajectory(agent="qwen")
     assert stored["metadata"]["tools"][0]["function"]["name"] == "calculate"
     assert stored["task"]["environment"] == "arithmetic"
 
-    config = RLConfig(iterations=2, episodes_per_iteration=8, minibatch_size=4, epochs=1, rollout_batch_size=8,
-                       eval_every=2, eval_samples=1, learning_rate=1e-3, threads=1)
-    result = train_rl(policy_dir=cloned_qwen, scorer=rubric_scorer(utility=True), train_tasks=env.tasks("train"),
-                       dev_tasks=env.tasks("dev")[:4], runner=runner, config=config, out_dir=tmp_path)
+    config = RLConfig(
+        iterations=2,
+        episodes_per_iteration=8,
+        minibatch_size=4,
+        epochs=1,
+        rollout_batch_size=8,
+        eval_every=2,
+        eval_samples=1,
+        learning_rate=1e-3,
+        threads=1,
+    )
+    result = train_rl(
+        policy_dir=cloned_qwen,
+        scorer=rubric_scorer(utility=True),
+        train_tasks=env.tasks("train"),
+        dev_tasks=env.tasks("dev")[:4],
+        runner=runner,
+        config=config,
+        out_dir=tmp_path,
+    )
     assert result.stop_reason == "finished" and result.iterations == 2
     last = tmp_path / "checkpoints" / "iter-0002"
     assert json.loads((last / POLICY_FILE).read_text())["tool_parser"] == "hermes"
@@ -252,15 +319,26 @@ def test_a_rollout_is_stored_as_the_import_of_its_own_chat_transcript_would_be(e
     episode = play_scripted(runner, task, lambda task, state: iter([turn, task.reference]), HermesParser(env.tools()))
     tools = [t.as_openai() for t in env.tools()]
     transcript = {
-        "task": {"external_id": task.external_id}, "agent": {"name": "my-agent"}, "tools": tools,
+        "task": {"external_id": task.external_id},
+        "agent": {"name": "my-agent"},
+        "tools": tools,
         "messages": [
             *env.opening_messages(task),
-            {"role": "assistant", "content": "Let me compute.", "tool_calls": [
-                {"id": "call_0", "type": "function",
-                 "function": {"name": "calculate", "arguments": json.dumps({"expression": expression})}}]},
+            {
+                "role": "assistant",
+                "content": "Let me compute.",
+                "tool_calls": [
+                    {
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {"name": "calculate", "arguments": json.dumps({"expression": expression})},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": "call_0", "content": task.reference},
             {"role": "assistant", "content": task.reference},
-        ]}
+        ],
+    }
     logged, rolled = parse_trajectory(transcript), parse_trajectory(episode.trajectory(agent="my-agent"))
     assert rolled.steps == logged.steps
     assert [s["kind"] for s in rolled.steps] == ["thought", "action", "observation", "answer"]

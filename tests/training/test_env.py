@@ -1,4 +1,5 @@
 """The environment on hand-made episodes, the generator, the rubric and the scripted agent."""
+
 import json
 
 import pytest
@@ -24,11 +25,18 @@ def world():
 
 
 def tiny_corpus():
-    return Corpus(documents=[
-        Document("1", "Veloran Glassworks", "The Veloran Glassworks was founded in 1822 by Ilse Marrow. It makes lenses.", "org"),
-        Document("2", "Ilse Marrow", "Ilse Marrow was a glassmaker born in Kessa.", "person"),
-        Document("3", "Kessa", "Kessa is a port on the river Anse.", "place"),
-    ])
+    return Corpus(
+        documents=[
+            Document(
+                "1",
+                "Veloran Glassworks",
+                "The Veloran Glassworks was founded in 1822 by Ilse Marrow. It makes lenses.",
+                "org",
+            ),
+            Document("2", "Ilse Marrow", "Ilse Marrow was a glassmaker born in Kessa.", "person"),
+            Document("3", "Kessa", "Kessa is a port on the river Anse.", "place"),
+        ]
+    )
 
 
 def test_generator_is_deterministic_for_a_seed_and_differs_across_seeds():
@@ -66,7 +74,9 @@ def test_search_open_quote_answer_on_a_hand_made_episode():
     outcome = score_episode(ep, "Ilse Marrow")
     assert outcome.correct and outcome.quote_support and outcome.tool_errors == 1 and outcome.steps == 6
     assert outcome.utility == 10 - 6 - 5
-    assert [s["kind"] for s in ep.steps][-1] == "answer" and ep.steps[-1]["quotes"] == ["founded in 1822 by Ilse Marrow"]
+    assert [s["kind"] for s in ep.steps][-1] == "answer" and ep.steps[-1]["quotes"] == [
+        "founded in 1822 by Ilse Marrow"
+    ]
 
 
 @pytest.mark.parametrize("action", ["hello", "search(Veloran)", "open[x]", "open[7]", "quote[anything]", "search[]"])
@@ -122,8 +132,9 @@ def test_scripted_agent_without_mistakes_solves_every_task(world):
 
 def test_scripted_agent_with_mistakes_gives_mixed_quality(world):
     corpus, tasks, browser = world
-    agent = ScriptedAgent(corpus, Mistakes(wrong_result=0.3, redundant_search=0.3, no_evidence=0.2,
-                                           invalid_action=0.3), seed=5)
+    agent = ScriptedAgent(
+        corpus, Mistakes(wrong_result=0.3, redundant_search=0.3, no_evidence=0.2, invalid_action=0.3), seed=5
+    )
     outcomes = [score_episode(agent.run(browser, t), t.answer) for t in tasks]
     rate = sum(o.correct for o in outcomes) / len(outcomes)
     assert 0.3 < rate < 0.9
@@ -140,6 +151,6 @@ def test_user_corpus_and_questions_load_and_bad_lines_are_refused_with_numbers(t
         load_corpus_jsonl(bad)
     assert [p.split(":")[0] for p in info.value.problems] == ["line 2", "line 3", "line 4"]
     questions = tmp_path / "q.jsonl"
-    questions.write_text(json.dumps({"question": "Who?", "answer": "Me", "split": "eval"}) + "\n{\"question\": 1}\n")
+    questions.write_text(json.dumps({"question": "Who?", "answer": "Me", "split": "eval"}) + '\n{"question": 1}\n')
     with pytest.raises(CorpusFileError, match="line 2"):
         load_tasks_jsonl(questions)

@@ -1,5 +1,6 @@
 """The environment interface: two built-ins of different kinds, a user's class by dotted path, and the
 runner's limits and refusals, which hold whatever the environment."""
+
 from __future__ import annotations
 
 import jsonschema
@@ -93,14 +94,20 @@ def test_a_users_environment_by_dotted_path_goes_through_the_runner():
         episode.call("press", {})
     episode.call("answer", {"text": "2"})
     # The runner's own figures join the environment's rubric parts, under one vocabulary.
-    assert episode.outcome() == Rubric(correct=True, score=1.0, parts={
-        "steps": 3, "tool_errors": 0, "loop": False, "truncated": False, "answered": True, "presses": 2})
+    assert episode.outcome() == Rubric(
+        correct=True,
+        score=1.0,
+        parts={"steps": 3, "tool_errors": 0, "loop": False, "truncated": False, "answered": True, "presses": 2},
+    )
     assert get_environment("tests.helpers.Counter").name == "counter"
 
 
 def test_unknown_names_are_refused_with_the_known_ones():
     assert {"encyclopedia", "arithmetic"} <= set(environment_names())
-    with pytest.raises(UnknownEnvironment, match="known: arithmetic, encyclopedia, encyclopedia-fresh, encyclopedia-unseen, or give a class"):
+    with pytest.raises(
+        UnknownEnvironment,
+        match="known: arithmetic, encyclopedia, encyclopedia-fresh, encyclopedia-unseen, or give a class",
+    ):
         get_environment("nope")
     # The MCP adapter needs a server: it is listed once configured with one.
     assert "mcp" not in environment_names()
@@ -127,13 +134,16 @@ def test_the_ml_modules_run_without_django():
     import subprocess
     import sys
 
-    code = ("import sys; import training.envs.registry as r; r.get_environment('arithmetic'); "
-            "r.get_environment('encyclopedia'); import training.envs.mcp, training.policy.chat, "
-            "training.policy.parsers, training.policy.rollout, training.policy.bc, training.rl.trainer, "
-            "training.rl.scorers, training.evaluation.episodes, training.evaluation.metrics; "
-            "assert 'django' not in sys.modules, 'django was imported'")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."})
+    code = (
+        "import sys; import training.envs.registry as r; r.get_environment('arithmetic'); "
+        "r.get_environment('encyclopedia'); import training.envs.mcp, training.policy.chat, "
+        "training.policy.parsers, training.policy.rollout, training.policy.bc, training.rl.trainer, "
+        "training.rl.scorers, training.evaluation.episodes, training.evaluation.metrics; "
+        "assert 'django' not in sys.modules, 'django was imported'"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."}
+    )
     assert result.returncode == 0, result.stderr[-800:]
 
 
@@ -179,7 +189,8 @@ def test_the_fresh_world_is_one_behaviour_cloning_never_imitates():
     fresh = get_environment("encyclopedia-fresh")
     assert fresh.name == "encyclopedia-fresh" and fresh.seed == FRESH_WORLD_SEED == max(TRAINING_SEEDS)
     assert fresh.tasks("dev") and {t.prompt for t in fresh.tasks("dev")}.isdisjoint(
-        t.prompt for t in get_environment("encyclopedia").tasks("dev"))
+        t.prompt for t in get_environment("encyclopedia").tasks("dev")
+    )
     assert extra_worlds_problem(BCConfig().extra_worlds) is None  # the default imitates seeds 1-20
     assert extra_worlds_problem(FRESH_WORLD_SEED - 1) is None
     assert "kept fresh" in extra_worlds_problem(FRESH_WORLD_SEED)

@@ -1,4 +1,5 @@
 """An environment whose tools come from a real MCP server that the test starts (stdio)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,11 @@ SERVER = [sys.executable, str(Path(__file__).with_name("mcp_calculator_server.py
 def tasks_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("mcp") / "tasks.jsonl"
     tasks = ArithmeticEnvironment(seed=5, n_tasks=20)
-    rows = [{"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference, "split": t.split}
-            for split in ("train", "dev", "eval") for t in tasks.tasks(split)]
+    rows = [
+        {"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference, "split": t.split}
+        for split in ("train", "dev", "eval")
+        for t in tasks.tasks(split)
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return path
 
@@ -51,8 +55,13 @@ def test_episodes_call_the_server_and_are_scored_by_the_tasks_reference(env):
     assert refused.error and "bad arguments" in refused.content
     episode.call("answer", {"text": task.reference})
     outcome = episode.outcome()
-    assert outcome.correct and outcome.parts == {"steps": 4, "tool_errors": 2, "loop": False, "answered": True,
-                                                   "truncated": False}
+    assert outcome.correct and outcome.parts == {
+        "steps": 4,
+        "tool_errors": 2,
+        "loop": False,
+        "answered": True,
+        "truncated": False,
+    }
     stored = episode.trajectory(agent="mcp-agent")
     assert stored["metadata"]["tools"][0]["function"]["name"] == "calculate_expression"
     wrong = runner.start(task)
@@ -61,8 +70,7 @@ def test_episodes_call_the_server_and_are_scored_by_the_tasks_reference(env):
 
 
 def test_a_rubric_hook_by_dotted_path(tasks_file):
-    env = get_environment("mcp", server=SERVER, tasks=str(tasks_file),
-                          rubric="tests.training.test_envs_mcp:lenient")
+    env = get_environment("mcp", server=SERVER, tasks=str(tasks_file), rubric="tests.training.test_envs_mcp:lenient")
     try:
         episode = EpisodeRunner(env).start(env.tasks("train")[0])
         episode.call("answer", {"text": "anything"})
@@ -79,9 +87,11 @@ def lenient(task, episode):
 
 def test_bad_tasks_and_unreachable_servers_are_refused_with_the_reason(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"prompt": "no id"}\n{"external_id": "x", "prompt": "p", "split": "test", "reference": "r"}\n'
-                   '{"external_id": "y", "prompt": "p"}\n{"external_id": "z", "prompt": "p", "split": "dev", '
-                   '"reference": "r", "aliases": "r"}\n')
+    bad.write_text(
+        '{"prompt": "no id"}\n{"external_id": "x", "prompt": "p", "split": "test", "reference": "r"}\n'
+        '{"external_id": "y", "prompt": "p"}\n{"external_id": "z", "prompt": "p", "split": "dev", '
+        '"reference": "r", "aliases": "r"}\n'
+    )
     with pytest.raises(MCPEnvironmentError) as caught:
         get_environment("mcp", server=SERVER, tasks=str(bad))
     message = str(caught.value)
@@ -91,8 +101,7 @@ def test_bad_tasks_and_unreachable_servers_are_refused_with_the_reason(tmp_path)
     good = tmp_path / "good.jsonl"
     good.write_text('{"external_id": "x", "prompt": "p", "split": "train", "reference": "r"}\n')
     with pytest.raises(MCPEnvironmentError, match="cannot connect"):
-        get_environment("mcp", server=[sys.executable, "-c", "import sys; sys.exit(3)"], tasks=str(good),
-                        timeout=10)
+        get_environment("mcp", server=[sys.executable, "-c", "import sys; sys.exit(3)"], tasks=str(good), timeout=10)
 
 
 def test_a_stdio_server_starts_when_this_process_stderr_has_no_file_descriptor(tasks_file):
@@ -131,8 +140,7 @@ def _crashing(tasks_file, crash_after: int, restarts: int):
     import os
 
     env = dict(os.environ, ARBITER_TEST_CRASH_AFTER=str(crash_after))
-    return get_environment("mcp", server=SERVER, tasks=str(tasks_file), server_env=env, restarts=restarts,
-                           timeout=10)
+    return get_environment("mcp", server=SERVER, tasks=str(tasks_file), server_env=env, restarts=restarts, timeout=10)
 
 
 def test_a_server_that_dies_is_restarted_and_the_call_goes_through(tasks_file):
@@ -157,12 +165,14 @@ def test_a_server_that_keeps_dying_ends_the_run_never_an_agent_error(tasks_file)
 
 
 def test_exact_match_accepts_the_tasks_aliases(tmp_path):
-    from training.envs.base import EnvTask, EpisodeRecord
+    from training.envs.base import EpisodeRecord
     from training.envs.mcp import exact_match_rubric, load_tasks_jsonl
 
     path = tmp_path / "t.jsonl"
-    path.write_text('{"external_id": "x", "prompt": "Capital of France?", "reference": "Paris", '
-                    '"aliases": ["Paris, France", "the city of Paris"], "split": "eval"}\n')
+    path.write_text(
+        '{"external_id": "x", "prompt": "Capital of France?", "reference": "Paris", '
+        '"aliases": ["Paris, France", "the city of Paris"], "split": "eval"}\n'
+    )
     (task,) = load_tasks_jsonl(path)
     for answer, right in (("paris", True), ("Paris, France.", True), ("The city of Paris", True), ("Lyon", False)):
         episode = EpisodeRecord(task=task, answer=answer, calls=1, tool_errors=0, loop=False)
@@ -180,30 +190,40 @@ def test_a_server_that_never_answers_initialize_is_refused_within_the_start_time
 
     started = time.monotonic()
     with pytest.raises(MCPEnvironmentError, match=r"no answer to the MCP handshake within start_timeout \(2 s\)"):
-        get_environment("mcp", server=SERVER, tasks=str(tasks_file), server_env=_server_env(ARBITER_TEST_HANG="1"),
-                        start_timeout=2)
+        get_environment(
+            "mcp", server=SERVER, tasks=str(tasks_file), server_env=_server_env(ARBITER_TEST_HANG="1"), start_timeout=2
+        )
     # 2 s, then the server is stopped (2 s grace, then signals); the SDK's own discover probe alone waits 10 s
     assert time.monotonic() - started < 9
 
 
 def test_a_command_that_does_not_exist_is_named(tasks_file):
-    with pytest.raises(MCPEnvironmentError, match=r"cannot run the MCP server command '/no/such/server': "
-                                                  r"No such file or directory"):
+    with pytest.raises(
+        MCPEnvironmentError,
+        match=r"cannot run the MCP server command '/no/such/server': "
+        r"No such file or directory",
+    ):
         get_environment("mcp", server=["/no/such/server", "--stdio"], tasks=str(tasks_file), start_timeout=5)
 
 
 def test_the_servers_instructions_are_the_system_prompt_unless_the_config_gives_one(tasks_file):
     said = "Use calculate for every step of the arithmetic; answer with the number only."
-    env = get_environment("mcp", server=SERVER, tasks=str(tasks_file),
-                          server_env=_server_env(ARBITER_TEST_INSTRUCTIONS=said))
+    env = get_environment(
+        "mcp", server=SERVER, tasks=str(tasks_file), server_env=_server_env(ARBITER_TEST_INSTRUCTIONS=said)
+    )
     try:
         task = env.tasks("train")[0]
         assert env.opening_messages(task)[0] == {"role": "system", "content": said}
         assert env.system_prompt_source == "server"
     finally:
         env.close()
-    own = get_environment("mcp", server=SERVER, tasks=str(tasks_file), system_prompt="Be brief.",
-                          server_env=_server_env(ARBITER_TEST_INSTRUCTIONS=said))
+    own = get_environment(
+        "mcp",
+        server=SERVER,
+        tasks=str(tasks_file),
+        system_prompt="Be brief.",
+        server_env=_server_env(ARBITER_TEST_INSTRUCTIONS=said),
+    )
     try:
         assert own.opening_messages(own.tasks("train")[0])[0]["content"] == "Be brief."
     finally:
@@ -265,8 +285,16 @@ def test_a_dead_cached_server_is_started_again_before_a_launch_check_passes(task
     from training.envs.services import environment_get, environment_problems
 
     pid_file = tmp_path / "server.pid"
-    settings.ARBITER_ENVIRONMENTS = {"calc-mcp-cached": {"class": "mcp", "options": {
-        "server": SERVER, "tasks": str(tasks_file), "server_env": _server_env(ARBITER_TEST_PID_FILE=str(pid_file))}}}
+    settings.ARBITER_ENVIRONMENTS = {
+        "calc-mcp-cached": {
+            "class": "mcp",
+            "options": {
+                "server": SERVER,
+                "tasks": str(tasks_file),
+                "server_env": _server_env(ARBITER_TEST_PID_FILE=str(pid_file)),
+            },
+        }
+    }
     first = environment_get("calc-mcp-cached")
     try:
         os.kill(int(pid_file.read_text()), signal.SIGKILL)

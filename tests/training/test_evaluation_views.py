@@ -1,6 +1,7 @@
 """The before/after dashboards: who may see them, that they show the stored figures, the
 side-by-side view and its filter, building a blind human evaluation and reading its win
 rate back, the exports and the API agreeing with the page."""
+
 import csv
 import io
 import re
@@ -34,7 +35,7 @@ def built():
 def row_html(page: str, entry_id: int, mode: str) -> str:
     """The table row of one system in one mode."""
     start = page.index(f'id="system-{entry_id}-{mode}"')
-    return page[start:page.index("</tr>", start)]
+    return page[start : page.index("</tr>", start)]
 
 
 def row_text(page: str, entry_id: int, mode: str) -> str:
@@ -44,8 +45,14 @@ def row_text(page: str, entry_id: int, mode: str) -> str:
 
 # --- Who may see what -------------------------------------------------------------------------
 
-ROUTES = ["/training/evaluations/", "{url}", "{url}compare/", "{url}compare/?differ=1&mode=greedy",
-          "{url}export.json", "{url}export.csv"]
+ROUTES = [
+    "/training/evaluations/",
+    "{url}",
+    "{url}compare/",
+    "{url}compare/?differ=1&mode=greedy",
+    "{url}export.json",
+    "{url}export.csv",
+]
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -72,12 +79,13 @@ def test_the_list_shows_each_evaluation_with_its_run(client, built, researcher):
     Evaluation.objects.filter(pk=built.evaluation.pk).update(run=run)
     client.force_login(researcher)
     page = client.get("/training/evaluations/").content.decode()
-    row = page[page.index(built.url()):page.index("</tr>", page.index(built.url()))]
+    row = page[page.index(built.url()) : page.index("</tr>", page.index(built.url()))]
     assert "bc vs ppo" in row and "<td>eval</td>" in row and "<td>4</td><td>3</td>" in row
     assert f'href="/runs/{run.pk}/"' in row
 
 
 # --- The page ---------------------------------------------------------------------------------
+
 
 def test_the_table_shows_the_stored_figures_per_mode(client, built, researcher):
     client.force_login(researcher)
@@ -100,7 +108,7 @@ def test_the_table_shows_the_stored_figures_per_mode(client, built, researcher):
 def test_the_curves_show_rm_score_dev_rubric_and_sqrt_kl_with_the_best_checkpoint(client, built, researcher):
     client.force_login(researcher)
     page = client.get(built.url()).content.decode()
-    curves = page[page.index('id="curves"'):page.index('id="human-evaluation"')]
+    curves = page[page.index('id="curves"') : page.index('id="human-evaluation"')]
     for title in ("Reward-model score", "Dev rubric success", "sqrt(KL to the start)"):
         assert f'aria-label="{title}"' in curves
     assert curves.count("<polyline") == 3 and curves.count('class="marker"') == 3
@@ -133,6 +141,7 @@ def test_the_policy_page_links_the_evaluations_that_include_it(client, built, re
 
 
 # --- Side by side -----------------------------------------------------------------------------
+
 
 def test_the_compare_page_shows_both_trajectories_per_task_and_filters_to_differences(client, built, researcher):
     client.force_login(researcher)
@@ -169,6 +178,7 @@ def test_bad_compare_input_is_a_clear_400(client, built, researcher):
 
 # --- Human evaluation -------------------------------------------------------------------------
 
+
 def vote_for_candidate(campaign, candidate_ids: set[int], annotator, *, tie_on: int | None = None) -> int:
     """Judge every comparison an annotator is given: the candidate's side much better (or a tie on
     the comparison of task `tie_on`). Works out the candidate's side on screen from the assignment."""
@@ -188,40 +198,49 @@ def test_an_admin_builds_a_blind_campaign_and_the_win_rate_comes_back(client, bu
     response = client.post(built.url(), {"candidate": built.ppo.pk, "mode": "sampled", "votes_per_comparison": 2})
     assert response.status_code == 302 and response["Location"] == built.url()
     human = HumanEvaluation.objects.get()
-    assert (human.baseline, human.candidate, human.mode, human.identical_pairs) == (built.base, built.ppo,
-                                                                                     "sampled", 1)
+    assert (human.baseline, human.candidate, human.mode, human.identical_pairs) == (built.base, built.ppo, "sampled", 1)
     campaign = human.campaign
     assert campaign.votes_per_comparison == 2 and campaign.created_by == admin_user
     # One comparison per task but the identical one: the start's sample 0 against the PPO's sample 0.
     pairs = {c.task_id: {c.trajectory_a_id, c.trajectory_b_id} for c in Comparison.objects.filter(campaign=campaign)}
-    assert pairs == {built.tasks[i].pk: {built.sample0[("base", i)].pk, built.sample0[("ppo", i)].pk}
-                     for i in (0, 1, 3)}
+    assert pairs == {
+        built.tasks[i].pk: {built.sample0[("base", i)].pk, built.sample0[("ppo", i)].pk} for i in (0, 1, 3)
+    }
     page = client.get(built.url()).content.decode()
     assert "built with 3 comparisons (1 identical pairs left out)" in page
-    section = page[page.index('id="human-evaluations"'):]
+    section = page[page.index('id="human-evaluations"') :]
     assert f'href="/annotate/campaigns/{campaign.pk}/quality/"' in section and "no votes yet" in section
 
     candidate_ids = {built.sample0[("ppo", i)].pk for i in range(4)}
     assert vote_for_candidate(campaign, candidate_ids, UserFactory(roles=["annotator"])) == 3
-    assert vote_for_candidate(campaign, candidate_ids, UserFactory(roles=["annotator"]),
-                              tie_on=built.tasks[3].pk) == 3
+    assert vote_for_candidate(campaign, candidate_ids, UserFactory(roles=["annotator"]), tie_on=built.tasks[3].pk) == 3
     section = client.get(built.url()).content.decode().split('id="human-evaluations"')[1]
     # Per comparison 1, 1 and (1 + 1/2) / 2: 91.7%. Task 3's candidate is trajectory A (the lower id).
     assert "91.7% [" in section and "5 wins, 1 ties, 0 losses" in section and "3 of 3 judged" in section
     assert "no votes yet" not in section
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"mode": "sampled", "votes_per_comparison": 3}, "This field is required"),
-    ({"candidate": "{base}", "mode": "sampled", "votes_per_comparison": 3},
-     "Choose a system of this evaluation other than its baseline."),
-    ({"candidate": "{ppo}", "mode": "beam", "votes_per_comparison": 3}, "Select a valid choice"),
-    ({"candidate": "{ppo}", "mode": "sampled", "votes_per_comparison": 0}, "greater than or equal to 1"),
-    ({"candidate": "{ppo}", "mode": "sampled", "votes_per_comparison": 21}, "less than or equal to 20"),
-    ({"candidate": "{bon}", "mode": "sampled", "votes_per_comparison": 3},
-     "did exactly what the baseline did on every task"),
-    ({"candidate": "{bon}", "mode": "greedy", "votes_per_comparison": 3}, "best-of-4 over bc@1 has no greedy episodes"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"mode": "sampled", "votes_per_comparison": 3}, "This field is required"),
+        (
+            {"candidate": "{base}", "mode": "sampled", "votes_per_comparison": 3},
+            "Choose a system of this evaluation other than its baseline.",
+        ),
+        ({"candidate": "{ppo}", "mode": "beam", "votes_per_comparison": 3}, "Select a valid choice"),
+        ({"candidate": "{ppo}", "mode": "sampled", "votes_per_comparison": 0}, "greater than or equal to 1"),
+        ({"candidate": "{ppo}", "mode": "sampled", "votes_per_comparison": 21}, "less than or equal to 20"),
+        (
+            {"candidate": "{bon}", "mode": "sampled", "votes_per_comparison": 3},
+            "did exactly what the baseline did on every task",
+        ),
+        (
+            {"candidate": "{bon}", "mode": "greedy", "votes_per_comparison": 3},
+            "best-of-4 over bc@1 has no greedy episodes",
+        ),
+    ],
+)
 def test_bad_human_evaluation_input_is_refused_and_creates_nothing(client, built, admin_user, data, message):
     client.force_login(admin_user)
     ids = {"base": built.base.pk, "ppo": built.ppo.pk, "bon": built.bon.pk}
@@ -255,8 +274,16 @@ def test_only_admins_build_human_evaluations(client, built, role_users):
 
 # --- Exports and API --------------------------------------------------------------------------
 
-STYLES = {"success": "percent", "f1": "3", "quote_support": "3", "rm_score": "3", "steps": "2", "tool_errors": "2",
-          "kl": "2", "success_vs_baseline": "points"}
+STYLES = {
+    "success": "percent",
+    "f1": "3",
+    "quote_support": "3",
+    "rm_score": "3",
+    "steps": "2",
+    "tool_errors": "2",
+    "kl": "2",
+    "success_vs_baseline": "points",
+}
 
 
 def test_the_csv_and_json_exports_agree_with_the_page(client, built, researcher):
@@ -270,8 +297,9 @@ def test_the_csv_and_json_exports_agree_with_the_page(client, built, researcher)
     for row in rows:
         value = {k: float(row[k]) for k in ("mean", "low", "high")}
         assert interval(value, STYLES[row["metric"]]) in row_html(page, int(row["entry_id"]), row["mode"])
-    ppo_success = next(r for r in rows if r["system"] == "PPO best by dev" and r["metric"] == "success"
-                       and r["mode"] == "sampled")
+    ppo_success = next(
+        r for r in rows if r["system"] == "PPO best by dev" and r["metric"] == "success" and r["mode"] == "sampled"
+    )
     assert (ppo_success["mean"], ppo_success["tasks"], ppo_success["episodes"]) == ("0.75", "4", "8")
 
     response = client.get(built.url("export.json"))
@@ -280,10 +308,14 @@ def test_the_csv_and_json_exports_agree_with_the_page(client, built, researcher)
     by_label = {s["label"]: s for s in report["systems"]}
     for row in rows:
         system = by_label[row["system"]]
-        found = (system["success_vs_baseline"][row["mode"]] if row["metric"] == "success_vs_baseline"
-                 else system["metrics"][row["mode"]][row["metric"]])
-        assert [float(row[k]) for k in ("mean", "low", "high")] == pytest.approx([found[k] for k in
-                                                                                 ("mean", "low", "high")])
+        found = (
+            system["success_vs_baseline"][row["mode"]]
+            if row["metric"] == "success_vs_baseline"
+            else system["metrics"][row["mode"]][row["metric"]]
+        )
+        assert [float(row[k]) for k in ("mean", "low", "high")] == pytest.approx(
+            [found[k] for k in ("mean", "low", "high")]
+        )
     assert report["config"]["best_of_n"] == [4] and report["baseline_id"] == built.base.pk
     assert report["rl_runs"][0]["best_iteration"] == 2
     assert client.get(built.url("export.xml")).status_code == 404
@@ -292,9 +324,18 @@ def test_the_csv_and_json_exports_agree_with_the_page(client, built, researcher)
 def test_the_api_lists_evaluations_and_returns_the_report(built, role_users):
     api = token_client(role_users["researcher"])
     listed = api_rows(api, "/api/v1/evaluations/")
-    assert listed == [{"id": built.evaluation.pk, "name": "bc vs ppo", "split": "eval", "tasks": 4,
-                       "systems": 3, "run_id": None, "reference_policy_id": built.start.pk,
-                       "created_at": listed[0]["created_at"]}]
+    assert listed == [
+        {
+            "id": built.evaluation.pk,
+            "name": "bc vs ppo",
+            "split": "eval",
+            "tasks": 4,
+            "systems": 3,
+            "run_id": None,
+            "reference_policy_id": built.start.pk,
+            "created_at": listed[0]["created_at"],
+        }
+    ]
     detail = api.get(f"/api/v1/evaluations/{built.evaluation.pk}/")
     assert detail.status_code == 200
     web = Client()
@@ -302,23 +343,26 @@ def test_the_api_lists_evaluations_and_returns_the_report(built, role_users):
     assert detail.json() == web.get(built.url("export.json")).json()
     assert token_client(role_users["admin"]).get(f"/api/v1/evaluations/{built.evaluation.pk}/").status_code == 200
     assert token_client(role_users["annotator"]).get("/api/v1/evaluations/").status_code == 403
-    assert token_client(role_users["annotator"]).get(
-        f"/api/v1/evaluations/{built.evaluation.pk}/").status_code == 403
+    assert token_client(role_users["annotator"]).get(f"/api/v1/evaluations/{built.evaluation.pk}/").status_code == 403
     assert APIClient().get("/api/v1/evaluations/").status_code in (401, 403)
     assert api.get("/api/v1/evaluations/999999/").status_code == 404
 
 
 # --- From a real evaluation -------------------------------------------------------------------
 
+
 def test_a_played_evaluation_renders_and_its_human_evaluation_pairs_sample_zero(client, admin_user):
     """The tiny untrained policy against a wider one on 3 eval tasks, through evaluation_execute."""
     policies = Path(settings.VAR_DIR) / "policies"
-    start = Policy.objects.create(name="tiny", version="1",
-                                  model_dir=str(tiny_policy_dir(policies / "tiny-test-policy")))
-    other = Policy.objects.create(name="tiny-wide", version="1",
-                                  model_dir=str(tiny_policy_dir(policies / "tiny-wide-policy", hidden=48)))
-    evaluation = evaluation_execute(name="tiny before/after", baseline=start, others=[("wide", other)], n_tasks=3,
-                                    samples=2, greedy=False)
+    start = Policy.objects.create(
+        name="tiny", version="1", model_dir=str(tiny_policy_dir(policies / "tiny-test-policy"))
+    )
+    other = Policy.objects.create(
+        name="tiny-wide", version="1", model_dir=str(tiny_policy_dir(policies / "tiny-wide-policy", hidden=48))
+    )
+    evaluation = evaluation_execute(
+        name="tiny before/after", baseline=start, others=[("wide", other)], n_tasks=3, samples=2, greedy=False
+    )
     base, wide = evaluation.entries.order_by("position")
     client.force_login(admin_user)
     url = f"/training/evaluations/{evaluation.pk}/"
@@ -332,8 +376,10 @@ def test_a_played_evaluation_renders_and_its_human_evaluation_pairs_sample_zero(
 
     assert client.post(url, {"candidate": wide.pk, "mode": "sampled", "votes_per_comparison": 1}).status_code == 302
     human = HumanEvaluation.objects.get(evaluation=evaluation)
-    sample0 = {(e.entry_id, e.task_id): e.trajectory_id
-               for e in EvaluationEpisode.objects.filter(entry__evaluation=evaluation, mode="sampled", sample=0)}
+    sample0 = {
+        (e.entry_id, e.task_id): e.trajectory_id
+        for e in EvaluationEpisode.objects.filter(entry__evaluation=evaluation, mode="sampled", sample=0)
+    }
     comparisons = Comparison.objects.filter(campaign=human.campaign)
     assert comparisons.count() + human.identical_pairs == 3
     for c in comparisons:
@@ -341,8 +387,15 @@ def test_a_played_evaluation_renders_and_its_human_evaluation_pairs_sample_zero(
 
 
 def test_the_chosen_checkpoint_shows_its_dev_interval(client, built, researcher):
-    built.best.metadata["ppo"]["dev"] = {"success": 0.4, "success_low": 0.31, "success_high": 0.5, "episodes": 90,
-                                         "greedy_success": 0.5, "greedy_low": 0.36, "greedy_high": 0.64}
+    built.best.metadata["ppo"]["dev"] = {
+        "success": 0.4,
+        "success_low": 0.31,
+        "success_high": 0.5,
+        "episodes": 90,
+        "greedy_success": 0.5,
+        "greedy_low": 0.36,
+        "greedy_high": 0.64,
+    }
     built.best.save()
     client.force_login(researcher)
     curves = client.get(built.url()).content.decode().split('id="curves"')[1]
@@ -364,34 +417,71 @@ def test_the_empty_evaluations_page_says_how_to_make_one(client, role_users):
 
 def test_the_last_checkpoint_is_shown_beside_the_chosen_one_and_a_collapse_is_flagged(client, researcher):
     start = PolicyFactory(name="bc", version="1")
-    run = Run.objects.create(kind="ppo", name="ppo that fell", status="succeeded", summary={
-        "stop_reason": "collapse", "message": "Stopped after iteration 10: dev success fell to 5.0% from the start's "
-                                              "45.0%."})
-    chosen = PolicyFactory(name="ppo-fell", version="iter-0000", parent=start, run=run,
-                           metadata={"ppo": {"iteration": 0, "run_id": run.pk, "best": True, "dev": {"success": 0.45}}})
-    last = PolicyFactory(name="ppo-fell", version="iter-0010", parent=start, run=run, metadata={
-        "ppo": {"iteration": 10, "run_id": run.pk, "best": False, "dev": {"success": 0.05, "collapsed": True}}})
-    evaluation = Evaluation.objects.create(name="fell", split="eval", reference_policy=start, config={
-        "split": "eval", "tasks": 4, "samples": 1, "temperature": 1.0, "greedy": False, "best_of_n": [], "seed": 0})
+    run = Run.objects.create(
+        kind="ppo",
+        name="ppo that fell",
+        status="succeeded",
+        summary={
+            "stop_reason": "collapse",
+            "message": "Stopped after iteration 10: dev success fell to 5.0% from the start's 45.0%.",
+        },
+    )
+    chosen = PolicyFactory(
+        name="ppo-fell",
+        version="iter-0000",
+        parent=start,
+        run=run,
+        metadata={"ppo": {"iteration": 0, "run_id": run.pk, "best": True, "dev": {"success": 0.45}}},
+    )
+    last = PolicyFactory(
+        name="ppo-fell",
+        version="iter-0010",
+        parent=start,
+        run=run,
+        metadata={
+            "ppo": {"iteration": 10, "run_id": run.pk, "best": False, "dev": {"success": 0.05, "collapsed": True}}
+        },
+    )
+    evaluation = Evaluation.objects.create(
+        name="fell",
+        split="eval",
+        reference_policy=start,
+        config={
+            "split": "eval",
+            "tasks": 4,
+            "samples": 1,
+            "temperature": 1.0,
+            "greedy": False,
+            "best_of_n": [],
+            "seed": 0,
+        },
+    )
     entries, tasks = {}, [TaskFactory(prompt=f"Who founded glassworks {i}?") for i in range(4)]
-    for position, (policy, label, correct) in enumerate(((start, "bc@1 (start)", True),
-                                                         (chosen, "PPO best by dev", True),
-                                                         (last, "PPO last", False))):
+    for position, (policy, label, correct) in enumerate(
+        ((start, "bc@1 (start)", True), (chosen, "PPO best by dev", True), (last, "PPO last", False))
+    ):
         entries[label] = EvaluationEntry.objects.create(
-            evaluation=evaluation, label=label, policy=policy, is_baseline=policy == start, position=position,
-            metrics={"sampled": {"success": figure(float(correct), float(correct), float(correct))}})
+            evaluation=evaluation,
+            label=label,
+            policy=policy,
+            is_baseline=policy == start,
+            position=position,
+            metrics={"sampled": {"success": figure(float(correct), float(correct), float(correct))}},
+        )
         for i, task in enumerate(tasks):
-            trajectory = TrajectoryFactory(task=task, policy=policy, steps=steps(f"{label} {i}"),
-                                           outcome={"correct": correct, "steps": 2})
-            EvaluationEpisode.objects.create(entry=entries[label], task=task, trajectory=trajectory,
-                                             mode="sampled", sample=0, correct=correct)
+            trajectory = TrajectoryFactory(
+                task=task, policy=policy, steps=steps(f"{label} {i}"), outcome={"correct": correct, "steps": 2}
+            )
+            EvaluationEpisode.objects.create(
+                entry=entries[label], task=task, trajectory=trajectory, mode="sampled", sample=0, correct=correct
+            )
     client.force_login(researcher)
     page = client.get(f"/training/evaluations/{evaluation.pk}/").content.decode()
     fell, kept = entries["PPO last"], entries["PPO best by dev"]
-    assert "iteration 10, last" in row_text(page, fell.pk, "sampled") and "collapse" in row_text(page, fell.pk,
-                                                                                                  "sampled")
-    assert "best by dev" in row_text(page, kept.pk, "sampled") and "collapse" not in row_text(page, kept.pk,
-                                                                                              "sampled")
+    assert "iteration 10, last" in row_text(page, fell.pk, "sampled") and "collapse" in row_text(
+        page, fell.pk, "sampled"
+    )
+    assert "best by dev" in row_text(page, kept.pk, "sampled") and "collapse" not in row_text(page, kept.pk, "sampled")
     assert f'id="collapse-{fell.pk}"' in page and f'id="collapse-{kept.pk}"' not in page
     assert "the run's last checkpoint collapsed" in page and "dev success fell to 5.0%" in page
     report = evaluation_report(evaluation)

@@ -1,6 +1,7 @@
 """The audit of a round, on hand-built rounds: it takes the reward model's favourite episodes
 (and the labelled pairs it most disagrees with), it is blind, and its result reads each vote
 from the favourite's side."""
+
 import pytest
 from django.test import Client
 
@@ -15,14 +16,20 @@ pytestmark = pytest.mark.django_db
 
 
 def steps(answer: str) -> list[dict]:
-    return [{"kind": "action", "tool": "search", "arguments": {"query": answer}},
-            {"kind": "observation", "tool": "search", "content": f"[0] {answer}"},
-            {"kind": "answer", "text": answer, "quotes": []}]
+    return [
+        {"kind": "action", "tool": "search", "arguments": {"query": answer}},
+        {"kind": "observation", "tool": "search", "content": f"[0] {answer}"},
+        {"kind": "answer", "text": answer, "quotes": []},
+    ]
 
 
 def trajectory(task, policy, answer: str, correct: bool):
-    return TrajectoryFactory(task=task, policy=policy, steps=steps(answer),
-                             outcome={"correct": correct, "steps": 1, "tool_errors": 0, "loop": False})
+    return TrajectoryFactory(
+        task=task,
+        policy=policy,
+        steps=steps(answer),
+        outcome={"correct": correct, "steps": 1, "tool_errors": 0, "loop": False},
+    )
 
 
 class Round:
@@ -35,27 +42,47 @@ class Round:
         self.start, self.after = PolicyFactory(name="bc-start-policy"), PolicyFactory(name="rl-round-policy")
         self.tasks = [TaskFactory() for _ in range(5)]
         self.evaluation = Evaluation.objects.create(name="tiny round 1", reference_policy=self.start)
-        base = EvaluationEntry.objects.create(evaluation=self.evaluation, label="start", policy=self.start,
-                                              is_baseline=True)
-        candidate = EvaluationEntry.objects.create(evaluation=self.evaluation, label="RL best", policy=self.after,
-                                                   position=1)
+        base = EvaluationEntry.objects.create(
+            evaluation=self.evaluation, label="start", policy=self.start, is_baseline=True
+        )
+        candidate = EvaluationEntry.objects.create(
+            evaluation=self.evaluation, label="RL best", policy=self.after, position=1
+        )
         self.favourites = {}
         best = [0.1, 3.0, 2.0, 1.0, 5.0]
         for i, task in enumerate(self.tasks):
             start_episode = trajectory(task, self.start, f"start {i}", correct=True)
-            EvaluationEpisode.objects.create(entry=base, task=task, trajectory=start_episode, mode="sampled",
-                                             sample=0, correct=True, rm_score=0.0)
+            EvaluationEpisode.objects.create(
+                entry=base, task=task, trajectory=start_episode, mode="sampled", sample=0, correct=True, rm_score=0.0
+            )
             for sample, score in enumerate((best[i], best[i] - 1.0)):
-                episode = (start_episode if (i == 2 and sample == 0)
-                           else trajectory(task, self.after, f"rl {i}.{sample}", correct=(i != 4)))
-                EvaluationEpisode.objects.create(entry=candidate, task=task, trajectory=episode, mode="sampled",
-                                                 sample=sample, correct=i != 4, rm_score=score)
+                episode = (
+                    start_episode
+                    if (i == 2 and sample == 0)
+                    else trajectory(task, self.after, f"rl {i}.{sample}", correct=(i != 4))
+                )
+                EvaluationEpisode.objects.create(
+                    entry=candidate,
+                    task=task,
+                    trajectory=episode,
+                    mode="sampled",
+                    sample=sample,
+                    correct=i != 4,
+                    rm_score=score,
+                )
                 if sample == 0:
                     self.favourites[i] = episode
         self.campaign = CampaignFactory(name="tiny round 1 comparisons", votes_per_comparison=1)
-        self.round = LoopRound.objects.create(loop="tiny", number=1, stage="done", start_policy=self.start,
-                                              reference_policy=self.start, policy=self.after,
-                                              evaluation=self.evaluation, campaign=self.campaign)
+        self.round = LoopRound.objects.create(
+            loop="tiny",
+            number=1,
+            stage="done",
+            start_policy=self.start,
+            reference_policy=self.start,
+            policy=self.after,
+            evaluation=self.evaluation,
+            campaign=self.campaign,
+        )
 
 
 def vote(campaign, choose_favourite: dict[int, bool], annotator=None):
@@ -67,8 +94,9 @@ def vote(campaign, choose_favourite: dict[int, bool], annotator=None):
         favourite_is_a = item.favourite_id == comparison.trajectory_a_id
         wants_a = favourite_is_a == choose_favourite[comparison.pk]
         on_screen_left = wants_a == assignment.left_is_a  # the screen shows A on the left when left_is_a
-        judgement_submit(assignment_id=assignment.pk, annotator=annotator,
-                         verdict=Verdict(choice=1 if on_screen_left else 5))
+        judgement_submit(
+            assignment_id=assignment.pk, annotator=annotator, verdict=Verdict(choice=1 if on_screen_left else 5)
+        )
 
 
 def test_the_audit_takes_the_models_favourites_against_the_start_and_is_blind():
@@ -97,8 +125,15 @@ def test_the_audit_takes_the_models_favourites_against_the_start_and_is_blind():
     # People prefer the favourite on two comparisons of three: 2/3, read from the favourite's side
     # whichever side of the screen it was on.
     items = {item.favourite_id: item.comparison_id for item in AuditItem.objects.all()}
-    vote(campaign, {items[built.favourites[4].pk]: False, items[built.favourites[1].pk]: True,
-                    items[built.favourites[3].pk]: True}, annotator)  # who holds the page's lease
+    vote(
+        campaign,
+        {
+            items[built.favourites[4].pk]: False,
+            items[built.favourites[1].pk]: True,
+            items[built.favourites[3].pk]: True,
+        },
+        annotator,
+    )  # who holds the page's lease
     result = audit_result(built.round)["top"]
     assert result["judged"] == 3 and result["favourite_preferred"] == pytest.approx(2 / 3)
     assert 0 <= result["low"] <= result["favourite_preferred"] <= result["high"] <= 1
@@ -112,14 +147,17 @@ def test_disagreements_are_the_labelled_pairs_the_model_most_contradicts():
     task = built.tasks[0]
     pairs = []
     for i in range(3):
-        a, b = sorted((trajectory(task, built.start, f"x{i}", True), trajectory(task, built.start, f"y{i}", False)),
-                      key=lambda t: t.pk)
+        a, b = sorted(
+            (trajectory(task, built.start, f"x{i}", True), trajectory(task, built.start, f"y{i}", False)),
+            key=lambda t: t.pk,
+        )
         pairs.append(Comparison.objects.create(campaign=built.campaign, task=task, trajectory_a=a, trajectory_b=b))
     annotator = UserFactory(roles=["annotator"])
     while (assignment := assignment_next(campaign=built.campaign, annotator=annotator)) is not None:
         # Everyone's label: A better.
-        judgement_submit(assignment_id=assignment.pk, annotator=annotator,
-                         verdict=Verdict(choice=1 if assignment.left_is_a else 5))
+        judgement_submit(
+            assignment_id=assignment.pk, annotator=annotator, verdict=Verdict(choice=1 if assignment.left_is_a else 5)
+        )
     # The model agrees on pair 0, disagrees a little on pair 1 and strongly on pair 2.
     scores = {pairs[0].pk: (2.0, 0.0), pairs[1].pk: (0.0, 0.5), pairs[2].pk: (-1.0, 3.0)}
     found = disagreement_candidates(built.round, size=5, scores=scores)

@@ -6,6 +6,7 @@ The worker is a process of its own, started the way a deployment starts one: it 
 environments only from ARBITER_ENVIRONMENTS_FILE, and its stderr is Celery's logging proxy (no
 file descriptor), which used to fail every stdio MCP server on a worker.
 """
+
 import json
 import os
 import socket
@@ -22,7 +23,6 @@ from tests.factories import CampaignFactory
 from tests.helpers import PIPELINE, SERVER, assert_the_loop_ran, calculator_environments, calculator_policy
 from training.envs.arithmetic import ArithmeticEnvironment
 from training.models import Evaluation, LoopRound
-from webapp.models import Run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
@@ -59,9 +59,15 @@ def configured(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def worker(configured, django_db_setup, django_db_blocker):
-    proc, log = start_worker(queues=QUEUE, name="mcp-worker", env_extra={
-        "ARBITER_ENVIRONMENTS_FILE": configured["file"], "RUN_QUEUE": QUEUE,
-        "ARBITER_ENVIRONMENT_MODULES": "tests.helpers"})
+    proc, log = start_worker(
+        queues=QUEUE,
+        name="mcp-worker",
+        env_extra={
+            "ARBITER_ENVIRONMENTS_FILE": configured["file"],
+            "RUN_QUEUE": QUEUE,
+            "ARBITER_ENVIRONMENT_MODULES": "tests.helpers",
+        },
+    )
     yield proc
     stop_worker(proc, log)
 
@@ -97,8 +103,10 @@ def _launch(api, kind: str, **config) -> int:
 
 
 def _ended(api, run_id: int, timeout: float = 240) -> dict:
-    return wait_for(lambda: (b := api.get(f"/api/v1/runs/{run_id}").json())["status"]
-                    in ("succeeded", "failed", "cancelled") and b, timeout=timeout)
+    return wait_for(
+        lambda: (b := api.get(f"/api/v1/runs/{run_id}").json())["status"] in ("succeeded", "failed", "cancelled") and b,
+        timeout=timeout,
+    )
 
 
 def _calls(policy, environment: str, tool: str = "calculate") -> list[dict]:
@@ -109,24 +117,54 @@ def _calls(policy, environment: str, tool: str = "calculate") -> list[dict]:
 @pytest.mark.parametrize("environment", ["calc-stdio", "calc-http"])
 def test_rollout_and_evaluation_runs_on_a_worker_call_the_mcp_server(api, policy, environment):
     campaign = CampaignFactory()
-    body = _ended(api, _launch(api, "rollout", policy_id=policy.pk, environment=environment, tasks=6,
-                               samples_per_task=2, campaign_id=campaign.pk))
+    body = _ended(
+        api,
+        _launch(
+            api,
+            "rollout",
+            policy_id=policy.pk,
+            environment=environment,
+            tasks=6,
+            samples_per_task=2,
+            campaign_id=campaign.pk,
+        ),
+    )
     assert body["status"] == "succeeded", body["error"] + body.get("log", "")
     calls = _calls(policy, environment)
     assert calls and all(s.get("call_id") for s in calls)
     observations = [s for t in Trajectory.objects.filter(policy=policy) for s in t.steps if s["kind"] == "observation"]
     assert not [o for o in observations if "tool server" in o.get("content", "")]  # never an infrastructure error
-    evaluation = _ended(api, _launch(api, "evaluation", baseline_policy_id=policy.pk, environment=environment,
-                                     best_of_n="", tasks=4, samples=1))
+    evaluation = _ended(
+        api,
+        _launch(
+            api, "evaluation", baseline_policy_id=policy.pk, environment=environment, best_of_n="", tasks=4, samples=1
+        ),
+    )
     assert evaluation["status"] == "succeeded", evaluation["error"] + evaluation.get("log", "")
     assert Evaluation.objects.get(pk=evaluation["summary"]["evaluation_id"]).config["environment"] == environment
 
 
 @pytest.mark.parametrize("kind", ["ppo", "rloo", "grpo"])
 def test_each_rl_algorithm_trains_on_a_worker_against_a_stdio_mcp_server(api, policy, kind):
-    body = _ended(api, _launch(api, kind, policy_id=policy.pk, environment="calc-stdio", reward="rubric",
-                               iterations=1, episodes_per_iteration=8, minibatch_size=4, group_size=2,
-                               rollout_batch_size=8, eval_every=1, eval_samples=1, dev_tasks=4, policy_name=kind))
+    body = _ended(
+        api,
+        _launch(
+            api,
+            kind,
+            policy_id=policy.pk,
+            environment="calc-stdio",
+            reward="rubric",
+            iterations=1,
+            episodes_per_iteration=8,
+            minibatch_size=4,
+            group_size=2,
+            rollout_batch_size=8,
+            eval_every=1,
+            eval_samples=1,
+            dev_tasks=4,
+            policy_name=kind,
+        ),
+    )
     assert body["status"] == "succeeded", body["error"] + body.get("log", "")
     assert body["summary"]["last_policy_id"] and body["summary"]["iterations"] == 1
     assert _calls(policy, "calc-stdio") == []  # RL stores no trajectories; its episodes played the server
@@ -135,9 +173,25 @@ def test_each_rl_algorithm_trains_on_a_worker_against_a_stdio_mcp_server(api, po
 
 def test_a_bc_run_on_a_worker_and_its_rollouts_play_the_bc_runs_environment(api):
     campaign = CampaignFactory()
-    body = _ended(api, _launch(api, "bc", environment="arith-small", policy_name="arith-bc", hidden=32, layers=1,
-                               heads=2, vocab_size=300, max_steps=40, warmup_steps=5, extra_worlds=0,
-                               rollout_campaign_id=campaign.pk, rollout_tasks=4, rollout_samples=2))
+    body = _ended(
+        api,
+        _launch(
+            api,
+            "bc",
+            environment="arith-small",
+            policy_name="arith-bc",
+            hidden=32,
+            layers=1,
+            heads=2,
+            vocab_size=300,
+            max_steps=40,
+            warmup_steps=5,
+            extra_worlds=0,
+            rollout_campaign_id=campaign.pk,
+            rollout_tasks=4,
+            rollout_samples=2,
+        ),
+    )
     assert body["status"] == "succeeded", body["error"] + body.get("log", "")
     follow_up = _ended(api, body["summary"]["rollout_run_id"])
     assert follow_up["status"] == "succeeded", follow_up["error"] + follow_up.get("log", "")
@@ -146,8 +200,9 @@ def test_a_bc_run_on_a_worker_and_its_rollouts_play_the_bc_runs_environment(api)
 
 
 def test_a_tool_server_killed_mid_run_fails_the_run_with_the_reason_and_stores_nothing(api, policy):
-    body = _ended(api, _launch(api, "rollout", policy_id=policy.pk, environment="calc-dying", tasks=8,
-                               samples_per_task=2))
+    body = _ended(
+        api, _launch(api, "rollout", policy_id=policy.pk, environment="calc-dying", tasks=8, samples_per_task=2)
+    )
     assert body["status"] == "failed"
     assert "stopped answering" in body["error"] and "restarted 1 time" in body["error"]
     assert "not the agent's error" in body["error"]
@@ -157,8 +212,9 @@ def test_a_tool_server_killed_mid_run_fails_the_run_with_the_reason_and_stores_n
 def test_the_loop_on_an_mcp_environment_and_its_next_round_on_the_worker(api, policy, capsys):
     """run_pipeline in a shell (as users run it), then "next round" from the dashboard: the
     round's rollouts play the stdio server from the worker."""
-    call_command("run_pipeline", "--name", "mcp-loop", "--environment", "calc-stdio", "--policy-id", str(policy.pk),
-                 *PIPELINE)
+    call_command(
+        "run_pipeline", "--name", "mcp-loop", "--environment", "calc-stdio", "--policy-id", str(policy.pk), *PIPELINE
+    )
     assert_the_loop_ran("calc-stdio", "calculate", policy)
     first = LoopRound.objects.get(loop="mcp-loop", number=1)
     assert first.stage == LoopRound.Stage.DONE and first.evaluation.config["environment"] == "calc-stdio"
@@ -188,15 +244,41 @@ def test_a_registered_hugging_face_chat_policy_rolls_out_and_trains_on_a_worker(
     qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=11, n_tasks=60)])
     call_command("register_policy", str(qwen), "--name", "qwen-calc", "--environment", "calc-stdio")
     chat = Policy.objects.get(name="qwen-calc")
-    played = _ended(api, _launch(api, "rollout", policy_id=chat.pk, environment="calc-stdio", tasks=3,
-                                 samples_per_task=2, max_action_tokens=64))
+    played = _ended(
+        api,
+        _launch(
+            api,
+            "rollout",
+            policy_id=chat.pk,
+            environment="calc-stdio",
+            tasks=3,
+            samples_per_task=2,
+            max_action_tokens=64,
+        ),
+    )
     assert played["status"] == "succeeded", played["error"] + played.get("log", "")
     stored = Trajectory.objects.filter(policy=chat)
     assert stored.count() >= 3 and all(t.metadata["tools"] for t in stored)
-    trained = _ended(api, _launch(api, "grpo", policy_id=chat.pk, environment="calc-stdio", reward="rubric",
-                                  iterations=1, episodes_per_iteration=4, minibatch_size=2, group_size=2,
-                                  rollout_batch_size=4, eval_every=1, eval_samples=1, dev_tasks=2,
-                                  max_action_tokens=64, policy_name="qwen-grpo"))
+    trained = _ended(
+        api,
+        _launch(
+            api,
+            "grpo",
+            policy_id=chat.pk,
+            environment="calc-stdio",
+            reward="rubric",
+            iterations=1,
+            episodes_per_iteration=4,
+            minibatch_size=2,
+            group_size=2,
+            rollout_batch_size=4,
+            eval_every=1,
+            eval_samples=1,
+            dev_tasks=2,
+            max_action_tokens=64,
+            policy_name="qwen-grpo",
+        ),
+    )
     assert trained["status"] == "succeeded", trained["error"] + trained.get("log", "")
     checkpoint = Policy.objects.get(pk=trained["summary"]["last_policy_id"])
     assert json.loads((Path(checkpoint.model_dir) / "config.json").read_text())["model_type"] == "qwen2"

@@ -2,11 +2,11 @@
 before/after table comes from the evaluation it stored. Then the loop's next round from the
 dashboard, labelled by people: it waits for them, refuses to train before they have labelled,
 trains on every label so far, keeps round one's start as the KL reference, and audits."""
+
 import json
 
 import pytest
 from django.core.management import CommandError, call_command
-
 from django.test import Client
 
 from annotate.models import Judgement, Trajectory
@@ -28,8 +28,18 @@ def cloned_policy(tmp_path):
     from training.policy.bc import BCConfig
     from training.policy.services import policy_train_default
 
-    config = BCConfig(hidden=48, layers=2, heads=2, vocab_size=512, max_steps=120, max_seconds=0, extra_worlds=0,
-                      demos_per_task=1, learning_rate=3e-3, warmup_steps=5)
+    config = BCConfig(
+        hidden=48,
+        layers=2,
+        heads=2,
+        vocab_size=512,
+        max_steps=120,
+        max_seconds=0,
+        extra_worlds=0,
+        demos_per_task=1,
+        learning_rate=3e-3,
+        warmup_steps=5,
+    )
     return policy_train_default(config=config, name="tiny-bc", target=tmp_path / "tiny-bc", log=lambda m: None)
 
 
@@ -38,14 +48,44 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     out = tmp_path / "pipeline.json"
     # (Wrong answers told apart by their errors: the tiny policy is nearly always wrong, and the loop's
     # default, a tie, would leave no pair to train on.)
-    call_command("run_pipeline", "--name", "tiny", "--policy-id", str(policy.pk), "--rollout-tasks", "40",
-                 "--samples-per-task", "2",
-                 "--annotator-wrong-pairs", "errors",
-                 "--annotators", "2", "--eval-tasks", "3", "--eval-samples", "1", "--best-of-n", "2",
-                 "--audit-size", "2",
-                 "--reward-model", json.dumps({**TINY_RM, "epochs": 1}), "--ppo", json.dumps(
-                     {"iterations": 2, "episodes_per_iteration": 8, "minibatch_size": 4, "eval_every": 1,
-                      "eval_samples": 1, "rollout_batch_size": 8}), "--json", str(out))
+    call_command(
+        "run_pipeline",
+        "--name",
+        "tiny",
+        "--policy-id",
+        str(policy.pk),
+        "--rollout-tasks",
+        "40",
+        "--samples-per-task",
+        "2",
+        "--annotator-wrong-pairs",
+        "errors",
+        "--annotators",
+        "2",
+        "--eval-tasks",
+        "3",
+        "--eval-samples",
+        "1",
+        "--best-of-n",
+        "2",
+        "--audit-size",
+        "2",
+        "--reward-model",
+        json.dumps({**TINY_RM, "epochs": 1}),
+        "--ppo",
+        json.dumps(
+            {
+                "iterations": 2,
+                "episodes_per_iteration": 8,
+                "minibatch_size": 4,
+                "eval_every": 1,
+                "eval_samples": 1,
+                "rollout_batch_size": 8,
+            }
+        ),
+        "--json",
+        str(out),
+    )
     printed = capsys.readouterr().out
     runs = {run.kind: run for run in Run.objects.all()}
     assert set(runs) == {"rollout", "reward_model", "ppo", "evaluation"}
@@ -55,7 +95,7 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     for branch in branches[:20]:  # each took its source's path up to the answer
         source = Trajectory.objects.get(pk=branch.metadata["branch_of"])
         path = [step for step in source.steps if step["kind"] != "answer"]
-        assert branch.task_id == source.task_id and branch.steps[:len(path)] == path
+        assert branch.task_id == source.task_id and branch.steps[: len(path)] == path
     assert runs["rollout"].summary["answer_pairs"] <= runs["rollout"].summary["comparisons"]
     model = RewardModel.objects.get(run=runs["reward_model"])
     assert model.snapshot.campaigns.get().comparisons.count() == runs["rollout"].summary["comparisons"] > 0
@@ -77,8 +117,11 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     # (At this size RL's best checkpoint by dev is often its iteration 0, whose episodes are the start's:
     # identical pairs are not audited, so the labelled pairs the model disagrees with fill the audit.)
     assert AuditItem.objects.filter(kind="top").count() <= 2
-    assert report["rounds"][1]["audit"]["disagreement"]["judged"] == AuditItem.objects.filter(
-        kind="disagreement").count() > 0
+    assert (
+        report["rounds"][1]["audit"]["disagreement"]["judged"]
+        == AuditItem.objects.filter(kind="disagreement").count()
+        > 0
+    )
     assert "audit: favourite preferred" in printed
     moved = first.policy.metadata["ppo"]["iteration"] != 0
     assert report["rounds"][1]["policy_moved"] is moved
@@ -126,8 +169,17 @@ def test_bad_pipeline_settings_are_refused_before_anything_runs():
     with pytest.raises(CommandError, match="JSON"):
         call_command("run_pipeline", "--ppo", "{not json")
     with pytest.raises(CommandError, match="kl_coef"):
-        call_command("run_pipeline", "--policy-id", str(tiny_policy().pk), "--rollout-tasks", "10",
-                     "--ppo", json.dumps({"kl_coef": -1}), "--name", "refused")
+        call_command(
+            "run_pipeline",
+            "--policy-id",
+            str(tiny_policy().pk),
+            "--rollout-tasks",
+            "10",
+            "--ppo",
+            json.dumps({"kl_coef": -1}),
+            "--name",
+            "refused",
+        )
     assert not Run.objects.filter(kind="ppo").exists()
 
 
@@ -137,13 +189,42 @@ def test_a_round_that_fails_midway_goes_on_from_its_first_missing_piece(cloned_p
 
     # (Steps between wrong answers too: at this size most pairs are two wrong answers, and this test
     # is about resuming, so it needs enough pairs that are not ties.)
-    call_command("run_pipeline", "--name", "again", "--policy-id", str(cloned_policy.pk), "--rollout-tasks", "24",
-                 "--annotator-wrong-pairs", "steps",
-                 "--annotators", "1", "--eval-tasks", "2", "--eval-samples", "1", "--best-of-n", "",
-                 "--audit-size", "1", "--audit-disagreements", "1",
-                 "--reward-model", json.dumps({**TINY_RM, "epochs": 1}), "--ppo", json.dumps(
-                     {"iterations": 1, "episodes_per_iteration": 8, "minibatch_size": 4, "eval_every": 1,
-                      "eval_samples": 1, "rollout_batch_size": 8}))
+    call_command(
+        "run_pipeline",
+        "--name",
+        "again",
+        "--policy-id",
+        str(cloned_policy.pk),
+        "--rollout-tasks",
+        "24",
+        "--annotator-wrong-pairs",
+        "steps",
+        "--annotators",
+        "1",
+        "--eval-tasks",
+        "2",
+        "--eval-samples",
+        "1",
+        "--best-of-n",
+        "",
+        "--audit-size",
+        "1",
+        "--audit-disagreements",
+        "1",
+        "--reward-model",
+        json.dumps({**TINY_RM, "epochs": 1}),
+        "--ppo",
+        json.dumps(
+            {
+                "iterations": 1,
+                "episodes_per_iteration": 8,
+                "minibatch_size": 4,
+                "eval_every": 1,
+                "eval_samples": 1,
+                "rollout_batch_size": 8,
+            }
+        ),
+    )
     real = rounds.run_in_process
 
     def rl_breaks(*, kind, **kwargs):

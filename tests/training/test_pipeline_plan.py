@@ -1,5 +1,6 @@
 """A small environment gets a plan checked before any stage starts (issue 29): the defaults
 scaled to its size and said, everything a stage would refuse refused up front."""
+
 import json
 
 import pytest
@@ -22,8 +23,10 @@ class OldStyleDemonstrator(Catalog):
 @pytest.fixture
 def small(settings):
     """The arithmetic environment at 30 tasks: 21 train, 3 dev, 6 eval."""
-    settings.ARBITER_ENVIRONMENTS = {"arith30": {"class": "arithmetic", "options": {"n_tasks": 30}},
-                                     "arith8": {"class": "arithmetic", "options": {"n_tasks": 8}}}
+    settings.ARBITER_ENVIRONMENTS = {
+        "arith30": {"class": "arithmetic", "options": {"n_tasks": 30}},
+        "arith8": {"class": "arithmetic", "options": {"n_tasks": 8}},
+    }
     settings.ARBITER_ENVIRONMENT_MODULES = ["tests.training.test_pipeline_plan", "tests.helpers"]
     return "arith30"
 
@@ -50,12 +53,14 @@ def test_the_defaults_are_scaled_to_a_small_environment_and_said(small):
 
 
 def test_what_a_user_chose_is_kept_and_checked_before_anything_runs(small):
-    planned, _ = pipeline_plan(PipelineConfig(environment=small, samples_per_task=2,
-                                              ppo={"episodes_per_iteration": 64}))
+    planned, _ = pipeline_plan(
+        PipelineConfig(environment=small, samples_per_task=2, ppo={"episodes_per_iteration": 64})
+    )
     assert planned.samples_per_task == 2
     assert pipeline_problems(planned) == [
         "PPO settings: episodes_per_iteration: 64 needs 64 training tasks (each episode of a batch plays a different "
-        "task), and there are 21; at most 21."]
+        "task), and there are 21; at most 21."
+    ]
     # GRPO and RLOO play group_size episodes of each task: 64 need 16 tasks, which 21 give
     rloo, _ = pipeline_plan(PipelineConfig(environment=small, rl_kind="rloo", ppo={"episodes_per_iteration": 64}))
     assert pipeline_problems(rloo) == []
@@ -70,8 +75,11 @@ def test_an_environment_without_a_demonstrator_is_refused_before_behaviour_cloni
         call_command("run_pipeline", "--environment", "tests.helpers:Catalog")
     assert "Nothing was started" in str(caught.value) and "has no scripted demonstrator" in str(caught.value)
     assert "Give --policy-id" in str(caught.value)
-    with pytest.raises(CommandError, match=r"demonstrator cannot be called with seed= and mistakes= .*"
-                                           r"def demonstrator\(self, \*, seed=0, \*\*options\)"):
+    with pytest.raises(
+        CommandError,
+        match=r"demonstrator cannot be called with seed= and mistakes= .*"
+        r"def demonstrator\(self, \*, seed=0, \*\*options\)",
+    ):
         call_command("run_pipeline", "--environment", "tests.training.test_pipeline_plan:OldStyleDemonstrator")
     assert not Run.objects.exists() and not Policy.objects.exists()
 
@@ -82,23 +90,34 @@ def test_a_missing_policy_or_base_policy_is_refused_up_front(small):
     with pytest.raises(CommandError, match="bc_base_policy_id: No policy with id 998"):
         call_command("run_pipeline", "--environment", small, "--bc-base-policy-id", "998")
     with pytest.raises(CommandError, match="max_action_tokens: between 1 and 8,192; got 100,000"):
-        call_command("run_pipeline", "--environment", small, "--policy-id", str(tiny_policy().pk),
-                     "--max-action-tokens", "100000", "--ppo", json.dumps({}))
+        call_command(
+            "run_pipeline",
+            "--environment",
+            small,
+            "--policy-id",
+            str(tiny_policy().pk),
+            "--max-action-tokens",
+            "100000",
+            "--ppo",
+            json.dumps({}),
+        )
 
 
 def test_a_round_whose_rollouts_repeat_themselves_says_why_it_cannot_train():
     from training.loop.rounds import too_few_comparisons
 
-    said = too_few_comparisons({"comparisons": 1, "trajectories": 21, "duplicates": 84, "success": 1.0},
-                               "loop30 round 1", PipelineConfig())
+    said = too_few_comparisons(
+        {"comparisons": 1, "trajectories": 21, "duplicates": 84, "success": 1.0}, "loop30 round 1", PipelineConfig()
+    )
     assert said.startswith("The rollouts of loop30 round 1 built 1 comparisons, and a reward model needs at least 10.")
     assert "Of its 105 episodes 84 repeated an episode already stored" in said and "100% of them correct" in said
     assert too_few_comparisons({"comparisons": 10}, "r", PipelineConfig()) is None
 
 
 def test_settings_of_the_wrong_type_are_refused_not_crashed_on(small):
-    planned, _ = pipeline_plan(PipelineConfig(environment=small, rl_kind="grpo",
-                                              ppo={"group_size": "four", "minibatch_size": None}))
+    planned, _ = pipeline_plan(
+        PipelineConfig(environment=small, rl_kind="grpo", ppo={"group_size": "four", "minibatch_size": None})
+    )
     assert any(p.startswith("GRPO settings:") for p in pipeline_problems(planned))
     for bad in ("[1]", "3", '"text"'):
         with pytest.raises(CommandError, match="take JSON objects"):

@@ -1,5 +1,6 @@
 """The default policy at tiny sizes, through the same chat interface as any model: token
 layout, behaviour cloning, batched rollouts, loading."""
+
 import pytest
 import torch
 
@@ -8,10 +9,10 @@ from training.envs.base import EpisodeRunner
 from training.envs.encyclopedia.environment import EncyclopediaEnvironment
 from training.policy.bc import BCConfig, batch_loss, demonstration_texts, demonstrations, play_demonstrations, train_bc
 from training.policy.chat import ChatFormat
+from training.policy.episodes import episode_tokens, play_scripted
 from training.policy.layout import CHAT_TEMPLATE, LEGACY_TEMPLATES
 from training.policy.model_io import PolicyLoadError, build_model, load_policy, save_policy, train_tokenizer
 from training.policy.parsers import CompactParser
-from training.policy.episodes import episode_tokens, play_scripted
 from training.policy.rollout import RolloutConfig, answer_branches, branchable, rollout
 
 torch.set_num_threads(1)  # tests size their work for one thread (tests_env.py)
@@ -21,8 +22,17 @@ TINY = dict(hidden=48, layers=2, heads=2)
 @pytest.fixture(scope="module")
 def world():
     env = EncyclopediaEnvironment(seed=1, n_places=12, n_people=24, n_orgs=8)
-    config = BCConfig(demos_per_task=2, extra_worlds=0, vocab_size=400, batch_size=8, max_steps=150, max_seconds=90,
-                      learning_rate=3e-3, warmup_steps=5, **TINY)
+    config = BCConfig(
+        demos_per_task=2,
+        extra_worlds=0,
+        vocab_size=400,
+        batch_size=8,
+        max_steps=150,
+        max_seconds=90,
+        learning_rate=3e-3,
+        warmup_steps=5,
+        **TINY,
+    )
     played = play_demonstrations(env, config)[:80]
     tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
     chat = ChatFormat.for_policy(tokenizer, parser="compact")
@@ -86,9 +96,18 @@ def test_batched_rollouts_equal_unbatched_ones_for_the_same_seeds(world, trained
     chosen = env.tasks("dev")[:6]
     config = RolloutConfig(temperature=temperature, max_action_tokens=16, batch_size=6)
     batched = rollout(model, tokenizer, runner, chosen, config, seeds=list(range(100, 106)), chat=chat)
-    alone = [rollout(model, tokenizer, runner, [t], RolloutConfig(temperature=temperature, max_action_tokens=16,
-                                                                  batch_size=1), seeds=[100 + i], chat=chat)[0]
-             for i, t in enumerate(chosen)]
+    alone = [
+        rollout(
+            model,
+            tokenizer,
+            runner,
+            [t],
+            RolloutConfig(temperature=temperature, max_action_tokens=16, batch_size=1),
+            seeds=[100 + i],
+            chat=chat,
+        )[0]
+        for i, t in enumerate(chosen)
+    ]
     assert [e.ids for e in batched] == [e.ids for e in alone]
     assert [e.steps for e in batched] == [e.steps for e in alone]
     for a, b in zip(batched, alone):
@@ -97,8 +116,14 @@ def test_batched_rollouts_equal_unbatched_ones_for_the_same_seeds(world, trained
 
 def test_rollout_action_mask_and_logprobs_cover_exactly_the_agent_tokens(world, trained):
     env, runner, _, _, tokenizer, chat = world
-    episodes = rollout(trained[0], tokenizer, runner, env.tasks("dev")[:4],
-                       RolloutConfig(temperature=1.0, max_action_tokens=16, batch_size=4), chat=chat)
+    episodes = rollout(
+        trained[0],
+        tokenizer,
+        runner,
+        env.tasks("dev")[:4],
+        RolloutConfig(temperature=1.0, max_action_tokens=16, batch_size=4),
+        chat=chat,
+    )
     end = tokenizer.convert_tokens_to_ids("<|end|>")
     for e in episodes:
         assert len(e.ids) == len(e.agent_mask) == len(e.logprobs)
@@ -115,8 +140,9 @@ def test_answer_branches_share_the_path_and_sample_only_the_final_turn_afresh(wo
     config = RolloutConfig(temperature=1.0, max_action_tokens=16, batch_size=16)
     tasks = env.tasks("train")[:16]
     sources = rollout(trained[0], tokenizer, runner, tasks, config, seeds=list(range(16)), chat=chat)
-    found, unreplayable = answer_branches(trained[0], tokenizer, runner, sources, config, branches=3,
-                                          seeds=list(range(16)), chat=chat)
+    found, unreplayable = answer_branches(
+        trained[0], tokenizer, runner, sources, config, branches=3, seeds=list(range(16)), chat=chat
+    )
     assert unreplayable == 0 and any(found)
     for source, branches in zip(sources, found):
         assert len(branches) == (3 if branchable(source) else 0)
@@ -124,7 +150,7 @@ def test_answer_branches_share_the_path_and_sample_only_the_final_turn_afresh(wo
             continue
         path = source.steps[:-1]  # every step before the answer
         for branch in branches:
-            assert branch.task is source.task and branch.steps[:len(path)] == path
+            assert branch.task is source.task and branch.steps[: len(path)] == path
             mask = "".join(map(str, source.agent_mask)).rstrip("0")
             cut = len(mask.rstrip("1"))  # where the source's final turn (its last run of agent tokens) begins
             assert branch.ids[:cut] == source.ids[:cut] and branch.agent_mask[:cut] == source.agent_mask[:cut]
@@ -133,8 +159,9 @@ def test_answer_branches_share_the_path_and_sample_only_the_final_turn_afresh(wo
             assert branch.outcome is not None
     assert any(b.ids != source.ids for source, bs in zip(sources, found) for b in bs)  # resampled, not copied
     # Seeded: the same call gives the same branches.
-    again, _ = answer_branches(trained[0], tokenizer, runner, sources, config, branches=3, seeds=list(range(16)),
-                               chat=chat)
+    again, _ = answer_branches(
+        trained[0], tokenizer, runner, sources, config, branches=3, seeds=list(range(16)), chat=chat
+    )
     assert [[b.ids for b in bs] for bs in again] == [[b.ids for b in bs] for bs in found]
 
 
@@ -147,8 +174,10 @@ def test_a_cloned_policy_beats_a_random_one_on_the_rubric(world, trained):
     # At this size and training time the cloned policy has learnt the action format, not
     # yet the answers (the full-size policy's success is measured by the benchmark): it
     # makes far fewer malformed calls than a random policy of the same shape.
-    error_rate = lambda eps: (sum(e.outcome.parts["tool_errors"] for e in eps)  # noqa: E731
-                              / sum(e.outcome.parts["steps"] for e in eps))
+    error_rate = lambda eps: (
+        sum(e.outcome.parts["tool_errors"] for e in eps)  # noqa: E731
+        / sum(e.outcome.parts["steps"] for e in eps)
+    )
     assert error_rate(random) > 0.95
     assert error_rate(cloned) < error_rate(random) - 0.2
 

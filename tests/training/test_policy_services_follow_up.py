@@ -1,4 +1,5 @@
 """A behaviour-cloning run's follow-up rollouts play the environment the policy was trained in."""
+
 import pytest
 
 from tests.factories import CampaignFactory, UserFactory
@@ -12,9 +13,22 @@ def test_the_follow_up_rollout_uses_the_policys_environment():
     policy = tiny_policy()
     policy.metadata = {**(policy.metadata or {}), "environment": "arithmetic"}
     policy.save()
-    run = policy_rollouts_launch(policy=policy, campaign=CampaignFactory(), tasks=2, samples=2,
-                                 user=UserFactory(roles=["admin"]), idempotency_key="k")
+    run = policy_rollouts_launch(
+        policy=policy,
+        campaign=CampaignFactory(),
+        tasks=2,
+        samples=2,
+        user=UserFactory(roles=["admin"]),
+        idempotency_key="k",
+    )
     assert run.config["environment"] == "arithmetic"
-    given = policy_rollouts_launch(policy=policy, campaign=CampaignFactory(), tasks=2, samples=2,
-                                   user=UserFactory(roles=["admin"]), idempotency_key="k2", environment="encyclopedia")
+    given = policy_rollouts_launch(
+        policy=policy,
+        campaign=CampaignFactory(),
+        tasks=2,
+        samples=2,
+        user=UserFactory(roles=["admin"]),
+        idempotency_key="k2",
+        environment="encyclopedia",
+    )
     assert given.config["environment"] == "encyclopedia"

@@ -1,4 +1,5 @@
 """The pure pieces of PPO on hand-computed cases (no database, no model)."""
+
 import math
 
 import pytest
@@ -103,8 +104,9 @@ def test_clipped_policy_loss_on_hand_computed_ratios():
 
 def test_clipped_value_loss():
     mask = torch.tensor([[1.0, 1.0]])
-    loss, stats = value_loss(torch.tensor([[1.0, 0.1]]), torch.tensor([[0.0, 0.0]]), torch.tensor([[1.0, 1.0]]),
-                             mask, clip=0.2)
+    loss, stats = value_loss(
+        torch.tensor([[1.0, 0.1]]), torch.tensor([[0.0, 0.0]]), torch.tensor([[1.0, 1.0]]), mask, clip=0.2
+    )
     # Token 1: unclipped 0, clipped (0.2 - 1)^2 = 0.64; token 2: 0.81 both ways.
     assert math.isclose(float(loss), 0.5 * (0.64 + 0.81) / 2, rel_tol=1e-6)
     assert stats["value/clipfrac"] == 0.5

@@ -1,5 +1,6 @@
 """PPO, best-of-n and evaluation as runs: through a real Celery worker, refused configs, cancel
 and resume, and checkpoints registered as policies with their lineage."""
+
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,14 @@ from webapp.models import Run, RunMetric
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-FAST = {"episodes_per_iteration": 16, "minibatch_size": 8, "epochs": 2, "rollout_batch_size": 16,
-        "eval_every": 6, "eval_samples": 1}
+FAST = {
+    "episodes_per_iteration": 16,
+    "minibatch_size": 8,
+    "epochs": 2,
+    "rollout_batch_size": 16,
+    "eval_every": 6,
+    "eval_samples": 1,
+}
 
 
 @pytest.fixture
@@ -29,8 +36,9 @@ def policy(db):
 @pytest.fixture
 def reward_model(policy):
     path = low_token_reward_model(Path(settings.VAR_DIR) / "reward-models" / "low-token-test", policy.model_dir)
-    return RewardModel.objects.create(name="low-token", snapshot=simulated_snapshot(tasks=8, seed=5),
-                                      backbone="policy-llama", model_dir=str(path))
+    return RewardModel.objects.create(
+        name="low-token", snapshot=simulated_snapshot(tasks=8, seed=5), backbone="policy-llama", model_dir=str(path)
+    )
 
 
 def _run(api, run_id):
@@ -38,8 +46,9 @@ def _run(api, run_id):
 
 
 def _ended(api, run_id, timeout=300):
-    return wait_for(lambda: (b := _run(api, run_id))["status"] in ("succeeded", "failed", "cancelled") and b,
-                    timeout=timeout)
+    return wait_for(
+        lambda: (b := _run(api, run_id))["status"] in ("succeeded", "failed", "cancelled") and b, timeout=timeout
+    )
 
 
 def _launch(api, kind, **config):
@@ -50,11 +59,23 @@ def _launch(api, kind, **config):
 
 @pytest.mark.worker
 def test_ppo_through_a_worker_raises_the_reward_model_score_and_registers_checkpoints(
-        celery_worker_process, admin_user, policy, reward_model):
+    celery_worker_process, admin_user, policy, reward_model
+):
     api = token_client(admin_user)
     # The hand-set reward model prefers low token ids: PPO can surely raise its score.
-    run_id = _launch(api, "ppo", policy_id=policy.pk, reward="reward_model", reward_model_id=reward_model.pk,
-                     iterations=12, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0, **FAST)
+    run_id = _launch(
+        api,
+        "ppo",
+        policy_id=policy.pk,
+        reward="reward_model",
+        reward_model_id=reward_model.pk,
+        iterations=12,
+        learning_rate=1e-2,
+        kl_coef=0.0,
+        kl_budget=0,
+        lam=1.0,
+        **FAST,
+    )
     body = _ended(api, run_id)
     assert body["status"] == "succeeded", body["error"] + body.get("log", "")
     score = [value for _, value in body["metrics"]["objective/rm_score"]]
@@ -79,8 +100,9 @@ def test_ppo_through_a_worker_raises_the_reward_model_score_and_registers_checkp
 @pytest.mark.worker
 def test_a_cancelled_ppo_run_resumes_from_its_checkpoint(celery_worker_process, admin_user, policy):
     api = token_client(admin_user)
-    run_id = _launch(api, "ppo", policy_id=policy.pk, reward="rubric", iterations=40, checkpoint_every=1,
-                     **{**FAST, "eval_every": 0})
+    run_id = _launch(
+        api, "ppo", policy_id=policy.pk, reward="rubric", iterations=40, checkpoint_every=1, **{**FAST, "eval_every": 0}
+    )
     wait_for(lambda: Run.objects.get(pk=run_id).checkpoint.get("step", 0) >= 2, timeout=180)
     assert api.post(f"/api/v1/runs/{run_id}/cancel").status_code == 202
     cancelled = _ended(api, run_id, timeout=60)
@@ -95,8 +117,13 @@ def test_a_cancelled_ppo_run_resumes_from_its_checkpoint(celery_worker_process, 
     body = _ended(api, run_id)
     assert body["status"] == "succeeded", body["error"] + body.get("log", "")
     assert f"Resuming after iteration {step}" in Run.objects.get(pk=run_id).log
-    steps = sorted({s for s, values in RunMetric.objects.filter(run_id=run_id).values_list("step", "values")
-                    if "objective/kl" in values})
+    steps = sorted(
+        {
+            s
+            for s, values in RunMetric.objects.filter(run_id=run_id).values_list("step", "values")
+            if "objective/kl" in values
+        }
+    )
     assert steps == list(range(1, step + 3))
     assert body["summary"]["iterations"] == step + 2
 
@@ -104,8 +131,7 @@ def test_a_cancelled_ppo_run_resumes_from_its_checkpoint(celery_worker_process, 
 @pytest.mark.worker
 def test_best_of_n_and_evaluation_runs_store_their_figures(celery_worker_process, admin_user, policy, reward_model):
     api = token_client(admin_user)
-    run_id = _launch(api, "best_of_n", policy_id=policy.pk, reward_model_id=reward_model.pk, n=4, split="dev",
-                     tasks=3)
+    run_id = _launch(api, "best_of_n", policy_id=policy.pk, reward_model_id=reward_model.pk, n=4, split="dev", tasks=3)
     body = _ended(api, run_id)
     assert body["status"] == "succeeded", body["error"] + body.get("log", "")
     assert abs(body["summary"]["kl_to_policy"] - (torch.log(torch.tensor(4.0)).item() - 0.75)) < 1e-6
@@ -129,8 +155,9 @@ def test_invalid_ppo_configs_are_refused_before_queueing(admin_user, policy, rew
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(unreadable / "tokenizer.json"))
     (unreadable / "config.json").write_text("{}")
-    other = RewardModel.objects.create(name="unreadable", snapshot=reward_model.snapshot, backbone="x",
-                                       model_dir=str(unreadable))
+    other = RewardModel.objects.create(
+        name="unreadable", snapshot=reward_model.snapshot, backbone="x", model_dir=str(unreadable)
+    )
     cases = [
         ({"kl_coef": -0.1}, "kl_coef"),
         ({"episodes_per_iteration": 100_000, "minibatch_size": 8}, "training tasks"),

@@ -1,5 +1,6 @@
 """Where RL practises and where it is judged: the training tasks of several worlds, each played
 in its own world, and a dev sample from a world no RL step trains on."""
+
 from collections import Counter
 
 from tests.helpers import Counter as CounterEnvironment
@@ -12,11 +13,11 @@ def test_rl_practises_on_other_worlds_each_task_in_its_own_world():
     env = environment_get("encyclopedia")
     tasks, runner = training_tasks("encyclopedia", env, 2)
     main = env.tasks("train")
-    assert tasks[:len(main)] == main and len(tasks) > len(main)
+    assert tasks[: len(main)] == main and len(tasks) > len(main)
     seeds = Counter(runner(task).env.seed for task in tasks)
     assert set(seeds) == {0, *rl_world_seeds(2)} == {0, FRESH_WORLD_SEED - 2, FRESH_WORLD_SEED - 1}
     assert seeds[0] == len(main)
-    for task in tasks[len(main)::97]:  # a task of another world is answered from that world's pages
+    for task in tasks[len(main) :: 97]:  # a task of another world is answered from that world's pages
         world = runner(task).env
         assert task.reference in {t.reference for t in world.tasks(task.split)}
     alone, only = training_tasks("encyclopedia", env, 0)
@@ -51,9 +52,18 @@ def test_an_rl_run_without_dev_tasks_to_judge_it_is_refused_before_it_is_queued(
     from webapp.runs.services import run_launch
 
     policy = Policy.objects.create(name="tiny", version="1", model_dir=str(tiny_policy_dir(tmp_path / "p")))
-    config = {"policy_id": policy.pk, "environment": "tests.training.test_rl_services:NoDevTasks",
-              "reward": "rubric", "episodes_per_iteration": 2, "minibatch_size": 2}
+    config = {
+        "policy_id": policy.pk,
+        "environment": "tests.training.test_rl_services:NoDevTasks",
+        "reward": "rubric",
+        "episodes_per_iteration": 2,
+        "minibatch_size": 2,
+    }
     with pytest.raises(ArbiterError, match="has no dev tasks to judge checkpoints on"):
         run_launch(kind="ppo", config=config, user=UserFactory(roles=["admin"]), enqueue=False)
-    assert run_launch(kind="ppo", config={**config, "eval_every": 0}, user=UserFactory(roles=["admin"]),
-                      enqueue=False).status == "queued"
+    assert (
+        run_launch(
+            kind="ppo", config={**config, "eval_every": 0}, user=UserFactory(roles=["admin"]), enqueue=False
+        ).status
+        == "queued"
+    )

@@ -1,5 +1,6 @@
 """The PPO loop at tiny size, without Django: it learns, leaves environment tokens alone,
 stops where it must (KL budget, cancel, divergence) and resumes where it stopped."""
+
 import json
 import math
 from pathlib import Path
@@ -12,13 +13,20 @@ from training.envs.base import EpisodeRunner
 from training.envs.registry import get_environment
 from training.policy.model_io import load_policy
 from training.policy.rollout import RolloutConfig, rollout
-from training.rl.trainer import RLCallbacks, episode_batch, forward_agent_tokens, token_logprobs, train_rl
 from training.rl.config import RLConfig
 from training.rl.ppo_math import policy_loss, value_loss
+from training.rl.trainer import RLCallbacks, episode_batch, forward_agent_tokens, token_logprobs, train_rl
 
 # No tool-error shaping: an untrained policy's turns are mostly errors, and these tests read the scorer's own score.
-FAST = dict(episodes_per_iteration=8, minibatch_size=4, epochs=2, eval_every=0, rollout_batch_size=8, seed=0,
-            tool_error_penalty=0.0)
+FAST = dict(
+    episodes_per_iteration=8,
+    minibatch_size=4,
+    epochs=2,
+    eval_every=0,
+    rollout_batch_size=8,
+    seed=0,
+    tool_error_penalty=0.0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +53,12 @@ def world():
 def token_share_scorer(below: int):
     """The share of the agent's tokens with an id below `below`: a reward any policy can raise by
     moving probability onto those tokens."""
+
     def score(episodes):
-        return [sum(1 for t, m in zip(e.ids, e.agent_mask) if m and t < below) / max(1, e.agent_tokens)
-                for e in episodes]
+        return [
+            sum(1 for t, m in zip(e.ids, e.agent_mask) if m and t < below) / max(1, e.agent_tokens) for e in episodes
+        ]
+
     return score
 
 
@@ -59,16 +70,40 @@ def parameters(path) -> dict:
 def test_ppo_changes_the_parameters_and_raises_a_score_it_can_raise(policy_dir, world, tmp_path):
     seen: dict[int, dict] = {}
     # Monte-Carlo credit (lam 1) reaches every token of the ~360 the untrained policy writes.
-    config = RLConfig(iterations=12, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0,
-                       **{**FAST, "episodes_per_iteration": 16, "minibatch_size": 8, "rollout_batch_size": 16})
-    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 4), runner=world.runner, out_dir=tmp_path, config=config,
-                       callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    config = RLConfig(
+        iterations=12,
+        learning_rate=1e-2,
+        kl_coef=0.0,
+        kl_budget=0,
+        lam=1.0,
+        **{**FAST, "episodes_per_iteration": 16, "minibatch_size": 8, "rollout_batch_size": 16},
+    )
+    result = train_rl(
+        policy_dir=policy_dir,
+        scorer=token_share_scorer(200),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 4),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=config,
+        callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)),
+    )
     assert result.stop_reason == "finished" and result.iterations == 12
     assert all(math.isfinite(v) for figures in seen.values() for v in figures.values())
-    for key in ("objective/rm_score", "objective/kl", "objective/entropy", "policy/approx_kl", "policy/clipfrac",
-                "loss/policy", "loss/value", "value/explained_variance", "episode/steps", "episode/tool_errors",
-                "objective/score_std", "policy/grad_norm"):
+    for key in (
+        "objective/rm_score",
+        "objective/kl",
+        "objective/entropy",
+        "policy/approx_kl",
+        "policy/clipfrac",
+        "loss/policy",
+        "loss/value",
+        "value/explained_variance",
+        "episode/steps",
+        "episode/tool_errors",
+        "objective/score_std",
+        "policy/grad_norm",
+    ):
         assert key in seen[1], key
     score = [seen[i]["objective/rm_score"] for i in sorted(seen)]
     assert sum(score[-2:]) / 2 > sum(score[:3]) / 3 + 0.04, score
@@ -78,8 +113,9 @@ def test_ppo_changes_the_parameters_and_raises_a_score_it_can_raise(policy_dir, 
 
 def test_no_gradient_reaches_the_environment_tokens_of_real_episodes(policy_dir, world):
     model, tokenizer = load_policy(policy_dir)
-    episodes = rollout(model, tokenizer, world.runner, world.split("train", 3), RolloutConfig(batch_size=3),
-                       seeds=[1, 2, 3])
+    episodes = rollout(
+        model, tokenizer, world.runner, world.split("train", 3), RolloutConfig(batch_size=3), seeds=[1, 2, 3]
+    )
     batch = episode_batch(episodes, tokenizer.pad_token_id, "cpu")
     captured = {}
 
@@ -92,8 +128,10 @@ def test_no_gradient_reaches_the_environment_tokens_of_real_episodes(policy_dir,
     logits, values = forward_agent_tokens(model, head, batch, temperature=1.0)
     handle.remove()
     logprobs = token_logprobs(logits, batch.tokens)
-    loss = policy_loss(logprobs, logprobs.detach() - 0.1, torch.randn_like(logprobs), batch.mask)[0] \
+    loss = (
+        policy_loss(logprobs, logprobs.detach() - 0.1, torch.randn_like(logprobs), batch.mask)[0]
         + value_loss(values, values.detach(), torch.randn_like(values), batch.mask)[0]
+    )
     loss.backward()
     touched = captured["hidden"].grad.abs().sum(-1) > 0
     # A hidden state gets gradient only where it predicts one of the agent's tokens (one position before it).
@@ -107,21 +145,28 @@ def test_no_gradient_reaches_the_environment_tokens_of_real_episodes(policy_dir,
 
 def test_the_rollout_log_probs_are_the_ones_ppo_recomputes(policy_dir, world):
     model, tokenizer = load_policy(policy_dir)
-    episodes = rollout(model, tokenizer, world.runner, world.split("train", 4), RolloutConfig(batch_size=4),
-                       seeds=[5, 6, 7, 8])
+    episodes = rollout(
+        model, tokenizer, world.runner, world.split("train", 4), RolloutConfig(batch_size=4), seeds=[5, 6, 7, 8]
+    )
     batch = episode_batch(episodes, tokenizer.pad_token_id, "cpu")
     with torch.no_grad():
         logits, _ = forward_agent_tokens(model, None, batch, temperature=1.0)
     recomputed = token_logprobs(logits, batch.tokens)
     for row, episode in enumerate(episodes):
         sampled = [lp for lp, agent in zip(episode.logprobs, episode.agent_mask) if agent]
-        assert torch.allclose(recomputed[row, :episode.agent_tokens], torch.tensor(sampled), atol=1e-4)
+        assert torch.allclose(recomputed[row, : episode.agent_tokens], torch.tensor(sampled), atol=1e-4)
 
 
 def test_the_kl_budget_stops_training_and_says_why(policy_dir, world, tmp_path):
-    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path,
-                       config=RLConfig(iterations=20, learning_rate=3e-2, kl_coef=0.0, kl_budget=1e-6, **FAST))
+    result = train_rl(
+        policy_dir=policy_dir,
+        scorer=token_share_scorer(200),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 2),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=RLConfig(iterations=20, learning_rate=3e-2, kl_coef=0.0, kl_budget=1e-6, **FAST),
+    )
     assert result.stop_reason == "kl_budget" and result.iterations < 20
     assert "budget" in result.message and result.last_checkpoint
 
@@ -134,8 +179,15 @@ def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(policy
         return [float("nan") if calls["n"] == 3 else 1.0 + i for i in range(len(episodes))]
 
     config = RLConfig(iterations=5, **{**FAST, "eval_every": 1, "eval_samples": 1})
-    result = train_rl(policy_dir=policy_dir, scorer=breaks_on_the_second_batch, train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config)
+    result = train_rl(
+        policy_dir=policy_dir,
+        scorer=breaks_on_the_second_batch,
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 2),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=config,
+    )
     assert result.diverged and "non-finite" in result.message
     assert result.last_checkpoint.endswith("iter-0002") and result.last_checkpoint in result.message
     assert (tmp_path / "checkpoints" / "iter-0002" / "model.safetensors").exists()
@@ -149,10 +201,19 @@ def test_cancel_stops_within_an_iteration_and_resume_continues_to_the_same_end(p
         checkpoints.append(path)
         stop["now"] = iteration == 2
 
-    kwargs = dict(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                  dev_tasks=world.split("dev", 2), runner=world.runner, config=config)
-    first = train_rl(out_dir=tmp_path / "a", **kwargs,
-                      callbacks=RLCallbacks(checkpoint=on_checkpoint, should_stop=lambda: stop["now"]))
+    kwargs = dict(
+        policy_dir=policy_dir,
+        scorer=token_share_scorer(200),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 2),
+        runner=world.runner,
+        config=config,
+    )
+    first = train_rl(
+        out_dir=tmp_path / "a",
+        **kwargs,
+        callbacks=RLCallbacks(checkpoint=on_checkpoint, should_stop=lambda: stop["now"]),
+    )
     assert first.cancelled and first.iterations == 2 and checkpoints[-1].endswith("iter-0002")
     assert (tmp_path / "a" / "checkpoints" / "iter-0002" / "optimizer.pt").exists()
     assert not (tmp_path / "a" / "checkpoints" / "iter-0001" / "optimizer.pt").exists()  # only the latest resumes
@@ -185,8 +246,15 @@ def test_dev_evaluations_keep_the_best_checkpoint_and_flag_over_optimization(pol
 
 def test_checkpoints_record_their_config_and_state(policy_dir, world, tmp_path):
     config = RLConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
-    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 3), runner=world.runner, out_dir=tmp_path, config=config)
+    result = train_rl(
+        policy_dir=policy_dir,
+        scorer=token_share_scorer(200),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 3),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=config,
+    )
     state = json.loads((tmp_path / "checkpoints" / "iter-0001" / "ppo_state.json").read_text())
     assert state["iteration"] == 1 and [e["iteration"] for e in state["evaluations"]] == [0, 1]
     assert state["evaluations"][1]["dev"]["episodes"] == 3
@@ -202,8 +270,7 @@ def test_invalid_configs_are_refused():
     assert RLConfig().validate() == []
 
 
-def test_a_first_batch_with_equal_scores_keeps_the_scale_and_iteration_zero_gets_its_score(policy_dir, world,
-                                                                                            tmp_path):
+def test_a_first_batch_with_equal_scores_keeps_the_scale_and_iteration_zero_gets_its_score(policy_dir, world, tmp_path):
     calls = {"n": 0}
 
     def zeros_then_ones(episodes):
@@ -212,9 +279,16 @@ def test_a_first_batch_with_equal_scores_keeps_the_scale_and_iteration_zero_gets
 
     seen: dict[int, dict] = {}
     config = RLConfig(iterations=2, **{**FAST, "eval_every": 2, "eval_samples": 1})
-    result = train_rl(policy_dir=policy_dir, scorer=zeros_then_ones, train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config,
-                       callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    result = train_rl(
+        policy_dir=policy_dir,
+        scorer=zeros_then_ones,
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 2),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=config,
+        callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)),
+    )
     assert result.stop_reason == "finished"
     assert seen[2]["objective/score"] == pytest.approx(1.0)  # (1 - 0) / 1, not / 0.001
     assert result.evaluations[0]["rm_score"] == 0.0  # the starting policy's first batch
@@ -222,8 +296,15 @@ def test_a_first_batch_with_equal_scores_keeps_the_scale_and_iteration_zero_gets
 
 def test_resuming_from_the_first_checkpoint_does_not_evaluate_it_again(policy_dir, world, tmp_path):
     config = RLConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
-    kwargs = dict(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                  dev_tasks=world.split("dev", 2), runner=world.runner, config=config, out_dir=tmp_path)
+    kwargs = dict(
+        policy_dir=policy_dir,
+        scorer=token_share_scorer(200),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 2),
+        runner=world.runner,
+        config=config,
+        out_dir=tmp_path,
+    )
     first = train_rl(**kwargs, callbacks=RLCallbacks(should_stop=lambda: True))
     assert first.cancelled and first.last_checkpoint.endswith("iter-0000")
     resumed = train_rl(**kwargs, resume_from=first.last_checkpoint)
@@ -234,8 +315,12 @@ def test_a_checkpoint_replaces_the_best_only_on_signal_not_on_one_lucky_episode(
     from training.rl.trainer import clearly_better
 
     start = {"success": 4 / 90, "episodes": 90}
-    assert not clearly_better({"success": 5 / 90, "episodes": 90}, start, margin=RLConfig().best_margin)  # one episode more
-    assert not clearly_better({"success": 0.10, "episodes": 90}, start, margin=RLConfig().best_margin)  # within the noise
+    assert not clearly_better(
+        {"success": 5 / 90, "episodes": 90}, start, margin=RLConfig().best_margin
+    )  # one episode more
+    assert not clearly_better(
+        {"success": 0.10, "episodes": 90}, start, margin=RLConfig().best_margin
+    )  # within the noise
     assert clearly_better({"success": 0.30, "episodes": 90}, start, margin=RLConfig().best_margin)
     zero = {"success": 0.0, "episodes": 40}
     assert not clearly_better({"success": 1 / 40, "episodes": 40}, zero, margin=RLConfig().best_margin)
@@ -253,14 +338,25 @@ def test_every_interval_is_the_one_bootstrap_over_units():
     from training.evaluation.metrics import bootstrap
 
     half = bootstrap([1.0] * 50 + [0.0] * 50)
-    assert half["mean"] == 0.5 and half["low"] == pytest.approx(0.40, abs=0.03) and half["high"] == pytest.approx(0.60, abs=0.03)
+    assert (
+        half["mean"] == 0.5
+        and half["low"] == pytest.approx(0.40, abs=0.03)
+        and half["high"] == pytest.approx(0.60, abs=0.03)
+    )
     assert bootstrap([0.0] * 30)["high"] == 0.0 and bootstrap([])["mean"] is None
     per_task = [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.0]]
     same = bootstrap(per_task, seed=3)
-    assert task_bootstrap(per_task, seed=3) == {"mean": same["mean"], "low": same["low"], "high": same["high"],
-                                                "tasks": 4, "episodes": 8}
-    assert bootstrap_interval([1, 0, 1, 1], seed=0) == (bootstrap([1.0, 0.0, 1.0, 1.0])["low"],
-                                                         bootstrap([1.0, 0.0, 1.0, 1.0])["high"])
+    assert task_bootstrap(per_task, seed=3) == {
+        "mean": same["mean"],
+        "low": same["low"],
+        "high": same["high"],
+        "tasks": 4,
+        "episodes": 8,
+    }
+    assert bootstrap_interval([1, 0, 1, 1], seed=0) == (
+        bootstrap([1.0, 0.0, 1.0, 1.0])["low"],
+        bootstrap([1.0, 0.0, 1.0, 1.0])["high"],
+    )
 
 
 @pytest.mark.parametrize("algorithm", ["rloo", "grpo"])
@@ -270,12 +366,25 @@ def test_rloo_and_grpo_raise_a_score_they_can_raise_without_a_critic(policy_dir,
     # RLOO's advantages are not divided by the spread (GRPO's are), so it takes a larger step still: at 3e-2
     # it gained +0.038 in 10 iterations on one machine, +0.1 at 5e-2.
     lr = {"rloo": 5e-2, "grpo": 3e-2}[algorithm]
-    config = RLConfig(algorithm=algorithm, group_size=4, iterations=10, learning_rate=lr, kl_coef=0.0,
-                       kl_budget=0, **{**FAST, "episodes_per_iteration": 16, "minibatch_size": 8,
-                                       "rollout_batch_size": 16})
-    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 4), runner=world.runner, out_dir=tmp_path, config=config,
-                       callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    config = RLConfig(
+        algorithm=algorithm,
+        group_size=4,
+        iterations=10,
+        learning_rate=lr,
+        kl_coef=0.0,
+        kl_budget=0,
+        **{**FAST, "episodes_per_iteration": 16, "minibatch_size": 8, "rollout_batch_size": 16},
+    )
+    result = train_rl(
+        policy_dir=policy_dir,
+        scorer=token_share_scorer(200),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 4),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=config,
+        callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)),
+    )
     assert result.stop_reason == "finished" and result.iterations == 10
     assert "value/explained_variance" not in seen[1]  # no critic
     score = [seen[i]["objective/rm_score"] for i in sorted(seen)]
@@ -297,11 +406,19 @@ def test_group_advantages_compare_the_samples_of_one_task():
 
 def test_the_value_warm_up_trains_the_critic_and_leaves_the_policy_where_it_was(policy_dir, world, tmp_path):
     seen: dict[int, dict] = {}
-    config = RLConfig(iterations=3, value_warmup=3, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0,
-                       **{**FAST, "eval_every": 0})
-    result = train_rl(policy_dir=policy_dir, scorer=token_share_scorer(200), train_tasks=world.split("train"),
-                       dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config,
-                       callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    config = RLConfig(
+        iterations=3, value_warmup=3, learning_rate=1e-2, kl_coef=0.0, kl_budget=0, lam=1.0, **{**FAST, "eval_every": 0}
+    )
+    result = train_rl(
+        policy_dir=policy_dir,
+        scorer=token_share_scorer(200),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 2),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=config,
+        callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)),
+    )
     before, after = parameters(policy_dir), parameters(result.last_checkpoint)
     assert all(torch.equal(before[name], after[name]) for name in before)  # the policy did not move
     head = torch.load(Path(result.last_checkpoint) / "value_head.pt")
@@ -313,8 +430,11 @@ def test_a_dev_success_far_below_the_start_stops_the_run_and_says_why():
     from training.rl.trainer import collapse
 
     def entry(iteration, success, greedy, n=120):
-        return {"iteration": iteration, "rm_score": 1.0 + iteration / 10,
-                "dev": {"success": success, "episodes": n, "greedy_success": greedy, "greedy_episodes": n // 2}}
+        return {
+            "iteration": iteration,
+            "rm_score": 1.0 + iteration / 10,
+            "dev": {"success": success, "episodes": n, "greedy_success": greedy, "greedy_episodes": n // 2},
+        }
 
     config = RLConfig()
     state = {"evaluations": [entry(0, 0.30, 0.60)], "best": {"iteration": 0}}
@@ -333,9 +453,16 @@ def test_a_dev_success_far_below_the_start_stops_the_run_and_says_why():
 def test_tool_errors_cost_their_penalty_in_the_score_and_are_reported_apart(policy_dir, world, tmp_path):
     seen: dict[int, dict] = {}
     config = RLConfig(iterations=1, **{**FAST, "tool_error_penalty": 0.5, "normalize_scores": False})
-    train_rl(policy_dir=policy_dir, scorer=lambda episodes: [1.0] * len(episodes), train_tasks=world.split("train"),
-              dev_tasks=world.split("dev", 2), runner=world.runner, out_dir=tmp_path, config=config,
-              callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)))
+    train_rl(
+        policy_dir=policy_dir,
+        scorer=lambda episodes: [1.0] * len(episodes),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 2),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=config,
+        callbacks=RLCallbacks(metrics=lambda i, m: seen.setdefault(i, {}).update(m)),
+    )
     figures = seen[1]
     assert figures["episode/tool_errors"] > 0  # an untrained policy's turns are mostly errors
     assert figures["objective/shaping"] == pytest.approx(-0.5 * figures["episode/tool_errors"], abs=1e-5)

@@ -1,4 +1,5 @@
 """Rollout runs through a real Celery worker: trajectories stored, cancel, a killed worker."""
+
 import os
 import signal
 import time
@@ -29,9 +30,22 @@ def _run(api, run_id):
 def test_a_rollout_run_stores_trajectories_and_comparisons(celery_worker_process, admin_user, tiny_policy):
     api = token_client(admin_user)
     campaign = CampaignFactory()
-    response = api.post("/api/v1/runs/", {"kind": "rollout", "config": {
-        "policy_id": tiny_policy.pk, "split": "dev", "tasks": 4, "samples_per_task": 2, "campaign_id": campaign.pk,
-        "temperature": 1.0, "answer_branches": 2}}, format="json")
+    response = api.post(
+        "/api/v1/runs/",
+        {
+            "kind": "rollout",
+            "config": {
+                "policy_id": tiny_policy.pk,
+                "split": "dev",
+                "tasks": 4,
+                "samples_per_task": 2,
+                "campaign_id": campaign.pk,
+                "temperature": 1.0,
+                "answer_branches": 2,
+            },
+        },
+        format="json",
+    )
     assert response.status_code == 201, response.content
     run_id = response.json()["id"]
     body = wait_for(lambda: (b := _run(api, run_id))["status"] in ("succeeded", "failed") and b, timeout=120)
@@ -44,7 +58,7 @@ def test_a_rollout_run_stores_trajectories_and_comparisons(celery_worker_process
     for branch in branches:  # the same path as the episode it branched from, up to the answer
         source = Trajectory.objects.get(pk=branch.metadata["branch_of"])
         path = [s for s in source.steps if s["kind"] != "answer"]
-        assert branch.task_id == source.task_id and branch.steps[:len(path)] == path
+        assert branch.task_id == source.task_id and branch.steps[: len(path)] == path
     assert stored.values("task").distinct().count() == 4 and all(t.source == "generated" for t in stored)
     assert Comparison.objects.filter(campaign=campaign).count() == body["summary"]["comparisons"] > 0
     assert {link["type"] for link in body["lineage"]} == {"policy", "campaign"}
@@ -52,8 +66,11 @@ def test_a_rollout_run_stores_trajectories_and_comparisons(celery_worker_process
 
 def test_a_cancelled_rollout_run_stops_and_stores_nothing(celery_worker_process, admin_user, tiny_policy):
     api = token_client(admin_user)
-    run_id = api.post("/api/v1/runs/", {"kind": "rollout", "config": {
-        "policy_id": tiny_policy.pk, "tasks": 400, "samples_per_task": 1}}, format="json").json()["id"]
+    run_id = api.post(
+        "/api/v1/runs/",
+        {"kind": "rollout", "config": {"policy_id": tiny_policy.pk, "tasks": 400, "samples_per_task": 1}},
+        format="json",
+    ).json()["id"]
     wait_for(lambda: _run(api, run_id)["progress"] > 0, timeout=120)  # progress is visible while it runs
     assert api.post(f"/api/v1/runs/{run_id}/cancel").status_code == 202
     body = wait_for(lambda: (b := _run(api, run_id))["status"] != "running" and b, timeout=60)
@@ -68,8 +85,11 @@ def test_a_killed_worker_leaves_a_failed_run_with_the_reason(admin_user, tiny_po
     proc, log = start_worker(queues="gpu-kill-test", name="kill-test-worker", pool="solo")
     try:
         api = token_client(admin_user)
-        run_id = api.post("/api/v1/runs/", {"kind": "rollout", "config": {
-            "policy_id": tiny_policy.pk, "tasks": 400, "samples_per_task": 1}}, format="json").json()["id"]
+        run_id = api.post(
+            "/api/v1/runs/",
+            {"kind": "rollout", "config": {"policy_id": tiny_policy.pk, "tasks": 400, "samples_per_task": 1}},
+            format="json",
+        ).json()["id"]
         wait_for(lambda: _run(api, run_id)["progress"] > 0, timeout=120)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)

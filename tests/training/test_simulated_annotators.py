@@ -1,4 +1,5 @@
 """Simulated annotators: exact without noise, and agreeing at the configured rate with it."""
+
 import random
 
 import pytest
@@ -66,10 +67,16 @@ def test_by_default_a_correct_answer_beats_any_wrong_one_and_efficiency_decides_
     rng = random.Random(3)
     profile = AnnotatorProfile()  # correctness first, at temperature 1
     for _ in range(300):
-        right = {"correct": True, "steps": rng.randint(1, 8), "tool_errors": rng.randint(0, 8), "loop": rng.random() < 0.3}
+        right = {
+            "correct": True,
+            "steps": rng.randint(1, 8),
+            "tool_errors": rng.randint(0, 8),
+            "loop": rng.random() < 0.3,
+        }
         wrong = {"correct": False, "steps": rng.randint(1, 8), "tool_errors": 0, "loop": False}
-        choice = simulated_choice(utility_a=profile.utility(right), utility_b=profile.utility(wrong), left_is_a=True,
-                                  profile=profile, rng=rng)
+        choice = simulated_choice(
+            utility_a=profile.utility(right), utility_b=profile.utility(wrong), left_is_a=True, profile=profile, rng=rng
+        )
         assert choice == 1  # A (the correct one) much better, every time
     quick = {"correct": True, "steps": 3, "tool_errors": 0, "loop": False}
     slow = {"correct": True, "steps": 7, "tool_errors": 1, "loop": False}
@@ -90,7 +97,15 @@ def test_what_tells_two_wrong_answers_apart_is_a_setting_and_the_loop_ties_them(
     for profile in (tie, errors, steps):
         assert profile.utility(quick) > profile.utility(slow) > profile.utility(guess)  # steps count between right ones
         assert profile.both_bad(guess, search) and not profile.both_bad(quick, guess)
-    assert simulated_choice(utility_a=tie.utility(guess), utility_b=tie.utility(sloppy), left_is_a=True,
-                            profile=tie, rng=random.Random(0)) == 3  # a tie
+    assert (
+        simulated_choice(
+            utility_a=tie.utility(guess),
+            utility_b=tie.utility(sloppy),
+            left_is_a=True,
+            profile=tie,
+            rng=random.Random(0),
+        )
+        == 3
+    )  # a tie
     with pytest.raises(ValueError, match="wrong_pairs"):
         AnnotatorProfile(wrong_pairs="length").validate()

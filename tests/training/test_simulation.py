@@ -1,12 +1,13 @@
 """Scripted trajectories into the database, and simulated annotators filling a campaign."""
+
 import pytest
 from django.core.management import CommandError, call_command
 
 from annotate.models import Comparison, Judgement, Trajectory
-from annotate.services.datasets import snapshot_create, SnapshotFilters
+from annotate.services.datasets import SnapshotFilters, snapshot_create
 from tests.factories import CampaignFactory
-from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 from training.simulated_annotators import AnnotatorProfile
+from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 from webapp.errors import ArbiterError
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +31,8 @@ def test_simulated_annotators_fill_a_campaign_through_the_assignment_service():
     assert made == 2 * comparisons.count()
     assert all(c.votes == 2 and c.status == "complete" for c in comparisons)
     judgements = Judgement.objects.filter(comparison__campaign=campaign).select_related(
-        "comparison__trajectory_a", "comparison__trajectory_b", "annotator")
+        "comparison__trajectory_a", "comparison__trajectory_b", "annotator"
+    )
     assert all(j.synthetic and j.annotator.is_synthetic for j in judgements)
     for j in judgements:  # no noise: the higher utility wins, a tie for equal ones
         ua, ub = j.comparison.trajectory_a.outcome["utility"], j.comparison.trajectory_b.outcome["utility"]
@@ -38,8 +40,10 @@ def test_simulated_annotators_fill_a_campaign_through_the_assignment_service():
     # Synthetic labels stay out of datasets unless asked for.
     with pytest.raises(ArbiterError, match="No judgement matches"):
         snapshot_create(name="humans", campaigns=[campaign])
-    assert snapshot_create(name="sim", campaigns=[campaign],
-                           filters=SnapshotFilters(include_synthetic=True)).status == "succeeded"
+    assert (
+        snapshot_create(name="sim", campaigns=[campaign], filters=SnapshotFilters(include_synthetic=True)).status
+        == "succeeded"
+    )
 
 
 def test_simulate_annotators_command(tmp_path):

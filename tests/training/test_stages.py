@@ -4,14 +4,23 @@ as the README's "Folders that show the loop" writes it: environments, policy, si
 the pipeline; the web layer and the commands sit on top and may read any of them.
 A few plain modules are shared by every stage and import none: the models, the config ranges
 and the metric vocabulary."""
+
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ["envs", "policy", "simulation", "simulated_annotators", "rl", "evaluation", "loop", "run_kinds",
-          "pipeline"]
-LEVEL = {"envs": 0, "policy": 1, "simulated_annotators": 2, "simulation": 2, "rl": 3, "evaluation": 4, "loop": 5,
-         "run_kinds": 6, "pipeline": 7}
+STAGES = ["envs", "policy", "simulation", "simulated_annotators", "rl", "evaluation", "loop", "run_kinds", "pipeline"]
+LEVEL = {
+    "envs": 0,
+    "policy": 1,
+    "simulated_annotators": 2,
+    "simulation": 2,
+    "rl": 3,
+    "evaluation": 4,
+    "loop": 5,
+    "run_kinds": 6,
+    "pipeline": 7,
+}
 TOP = {"web", "management", "urls", "apps", "admin", "migrations"}
 SHARED = {"training.models", "training.config_ranges", "training.evaluation.metrics"}
 
@@ -70,6 +79,9 @@ def test_no_private_name_is_imported_across_apps():
                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                     app = node.module.split(".")[0]
                     if app in ("training", "rewardmodel", "annotate", "webapp") and app != root:
-                        crossing += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
-                                     if a.name.startswith("_")]
+                        crossing += [
+                            f"{path.relative_to(ROOT)}: {node.module}.{a.name}"
+                            for a in node.names
+                            if a.name.startswith("_")
+                        ]
     assert crossing == []

@@ -1,4 +1,5 @@
 """Token authentication reads the roles with the token; whoami shows them."""
+
 import pytest
 from rest_framework.test import APIClient
 

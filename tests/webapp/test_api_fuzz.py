@@ -7,6 +7,7 @@ operation (`FUZZ_EXAMPLES`, default 10), not by time, so a slow machine runs the
 requests. The counts of requests and statuses go to test-output/api-fuzz-counts.json;
 `benchmarks/api_fuzz.py` runs it with more examples and prints them.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,16 @@ APP = get_wsgi_application()
 def _write_counts():
     yield
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "api-fuzz-counts.json").write_text(json.dumps(
-        {"examples_per_operation": EXAMPLES, "requests": sum(COUNTS.values()),
-         "statuses": {str(k): v for k, v in sorted(COUNTS.items())}}, indent=1))
+    (ARTIFACTS / "api-fuzz-counts.json").write_text(
+        json.dumps(
+            {
+                "examples_per_operation": EXAMPLES,
+                "requests": sum(COUNTS.values()),
+                "statuses": {str(k): v for k, v in sorted(COUNTS.items())},
+            },
+            indent=1,
+        )
+    )
 
 
 @pytest.fixture
@@ -47,8 +55,10 @@ def world(transactional_db):
     from webapp.models import Run
     from webapp.tokens import api_token_create
 
-    tokens = {role: api_token_create(user=UserFactory(username=f"fz-{role}", roles=[role]), name="fuzz")[1]
-              for role in ROLES[:3]}
+    tokens = {
+        role: api_token_create(user=UserFactory(username=f"fz-{role}", roles=[role]), name="fuzz")[1]
+        for role in ROLES[:3]
+    }
     make_campaign(n_comparisons=2, k=2)
     Run.objects.create(kind="rollout", status="failed", config={})
     return tokens
@@ -56,14 +66,19 @@ def world(transactional_db):
 
 @pytest.mark.parametrize("role", ROLES)
 @schema.parametrize()
-@hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                     phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+@hypothesis_settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 def test_no_operation_answers_a_server_error(case, role, world):
     headers = {"Authorization": f"Token {world[role]}"} if role in world else {}
     response = case.call(app=APP, headers=headers, base_url="http://testserver")
     COUNTS[response.status_code] += 1
-    assert response.status_code < 500, (case.method, case.formatted_path, case.query, case.body,
-                                        response.text[:400])
+    assert response.status_code < 500, (case.method, case.formatted_path, case.query, case.body, response.text[:400])
     if response.status_code >= 400:
         content_type = (response.headers.get("content-type") or [""])[0]
         assert content_type.startswith("application/json"), response.text[:200]

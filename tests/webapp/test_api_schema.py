@@ -1,4 +1,5 @@
 """The OpenAPI schema builds without a warning, validates, and documents each operation truthfully."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -40,8 +41,13 @@ def test_no_request_component_is_shared_by_two_operations(schema):
     shared = {ref: ops for ref, ops in users.items() if len(ops) > 1}
     assert not shared, shared
     names = {ref.rsplit("/", 1)[1] for ref in users}
-    assert {"JudgementSubmitInput", "AssignmentSkipInput", "DatasetListCreateInput", "RunListCreateInput",
-            "ImportUploadInput"} <= names
+    assert {
+        "JudgementSubmitInput",
+        "AssignmentSkipInput",
+        "DatasetListCreateInput",
+        "RunListCreateInput",
+        "ImportUploadInput",
+    } <= names
 
 
 def test_the_request_bodies_document_the_real_fields(schema):
@@ -67,9 +73,12 @@ def test_every_integer_input_has_a_range(schema):
             for i, value in enumerate(node):
                 walk(value, f"{where}[{i}]")
 
-    requests = {ref.rsplit("/", 1)[1] for _, _, op in _operations(schema)
-                for media in op.get("requestBody", {}).get("content", {}).values()
-                if (ref := media.get("schema", {}).get("$ref"))}
+    requests = {
+        ref.rsplit("/", 1)[1]
+        for _, _, op in _operations(schema)
+        for media in op.get("requestBody", {}).get("content", {}).values()
+        if (ref := media.get("schema", {}).get("$ref"))
+    }
     for name in requests:
         walk(schema["components"]["schemas"][name], name)
     for path, method, op in _operations(schema):

@@ -9,6 +9,7 @@ import format as its tool writes it), so the mutations reach the code behind val
 Bounded by count, not time: at most PATHS_PER_BODY places per body, each with every value.
 The counts go to test-output/api-shape-fuzz-counts.json; benchmarks/RESULTS.md has them.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,12 +25,34 @@ pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).resolve().parents[1] / "annotate" / "trace_formats" / "fixtures"
 PATHS_PER_BODY = 14
 # Raw JSON text: what json.dumps cannot write (NaN, lone surrogates) is written as it is sent.
-HOSTILE = ["null", "true", "false", "0", "-1", "1.5", "9223372036854775808", "1e400", "NaN", '"x"', '""',
-           '"\\ud800"', '"a\\u0000b"', '"²"', "[]", "[null]", "{}", '{"a": null}',
-           # JSON text inside a string (tool arguments, message lists, metadata), with what the outer
-           # parser cannot see: NaN, a lone surrogate, NUL, a non-object.
-           '"{\\"q\\": NaN}"', '"{\\"q\\": \\"\\\\ud800\\"}"', '"{\\"q\\": \\"\\\\u0000\\"}"', '"[1, 2"', '"5"']
-WHOLE_BODIES = HOSTILE + ['[{}]', '[1, "x"]']
+HOSTILE = [
+    "null",
+    "true",
+    "false",
+    "0",
+    "-1",
+    "1.5",
+    "9223372036854775808",
+    "1e400",
+    "NaN",
+    '"x"',
+    '""',
+    '"\\ud800"',
+    '"a\\u0000b"',
+    '"²"',
+    "[]",
+    "[null]",
+    "{}",
+    '{"a": null}',
+    # JSON text inside a string (tool arguments, message lists, metadata), with what the outer
+    # parser cannot see: NaN, a lone surrogate, NUL, a non-object.
+    '"{\\"q\\": NaN}"',
+    '"{\\"q\\": \\"\\\\ud800\\"}"',
+    '"{\\"q\\": \\"\\\\u0000\\"}"',
+    '"[1, 2"',
+    '"5"',
+]
+WHOLE_BODIES = HOSTILE + ["[{}]", '[1, "x"]']
 COUNTS: Counter = Counter()
 MARK = "@@hostile@@"
 
@@ -40,45 +63,113 @@ def _first_line(name: str) -> dict:
 
 def _bodies(world) -> dict[str, tuple[str, str, object]]:
     """name -> (method, path, a valid body)."""
-    c, a, r = world["campaign"], world["assignment"], world["run"]
+    c, a = world["campaign"], world["assignment"]
     return {
         "trajectories canonical": ("POST", "/api/v1/trajectories/", CANONICAL),
         "trajectories openai": ("POST", "/api/v1/trajectories/?format=openai", OPENAI),
         "trajectories anthropic": ("POST", "/api/v1/trajectories/?format=anthropic", ANTHROPIC),
         "trajectories otel": ("POST", "/api/v1/trajectories/?format=otel", _first_line("otel/agents.otlp.jsonl")),
-        "trajectories openinference": ("POST", "/api/v1/trajectories/?format=openinference",
-                                       _first_line("openinference/spans.jsonl")),
-        "trajectories langsmith": ("POST", "/api/v1/trajectories/?format=langsmith",
-                                   _first_line("langsmith/agents.jsonl")),
-        "trajectories langfuse": ("POST", "/api/v1/trajectories/?format=langfuse", _first_line("langfuse/agents.jsonl")),
-        "judgement": ("POST", f"/api/v1/assignments/{a}/judgement",
-                      {"choice": 2, "both_bad": False, "ratings": {"correctness": {"left": 4, "right": 2}},
-                       "first_wrong_step_left": 0, "rationale": "why"}),
+        "trajectories openinference": (
+            "POST",
+            "/api/v1/trajectories/?format=openinference",
+            _first_line("openinference/spans.jsonl"),
+        ),
+        "trajectories langsmith": (
+            "POST",
+            "/api/v1/trajectories/?format=langsmith",
+            _first_line("langsmith/agents.jsonl"),
+        ),
+        "trajectories langfuse": (
+            "POST",
+            "/api/v1/trajectories/?format=langfuse",
+            _first_line("langfuse/agents.jsonl"),
+        ),
+        "judgement": (
+            "POST",
+            f"/api/v1/assignments/{a}/judgement",
+            {
+                "choice": 2,
+                "both_bad": False,
+                "ratings": {"correctness": {"left": 4, "right": 2}},
+                "first_wrong_step_left": 0,
+                "rationale": "why",
+            },
+        ),
         "skip": ("POST", f"/api/v1/assignments/{a}/skip", {"reason": "Other"}),
-        "campaign create": ("POST", "/api/v1/campaigns/", {
-            "name": "fz", "guidelines": "# g", "votes_per_comparison": 2, "lease_seconds": 600, "gold_rate": 0.1,
-            "dimensions": [{"name": "correctness", "scale": 5, "description": "d", "required": True}],
-            "rationale_required": False, "deadline": "2099-01-01T00:00", "pool_only": False, "pool": [],
-            "environment": "", "task_split": "", "status": "draft"}),
+        "campaign create": (
+            "POST",
+            "/api/v1/campaigns/",
+            {
+                "name": "fz",
+                "guidelines": "# g",
+                "votes_per_comparison": 2,
+                "lease_seconds": 600,
+                "gold_rate": 0.1,
+                "dimensions": [{"name": "correctness", "scale": 5, "description": "d", "required": True}],
+                "rationale_required": False,
+                "deadline": "2099-01-01T00:00",
+                "pool_only": False,
+                "pool": [],
+                "environment": "",
+                "task_split": "",
+                "status": "draft",
+            },
+        ),
         "campaign patch": ("PATCH", f"/api/v1/campaigns/{c}", {"guidelines": "# g2", "dimensions": ["x"]}),
         "campaign clone": ("POST", f"/api/v1/campaigns/{c}/clone", {"name": "copy"}),
         "campaign status": ("POST", f"/api/v1/campaigns/{c}/status", {"action": "pause"}),
-        "fill preview": ("POST", f"/api/v1/campaigns/{c}/fill/preview", {
-            "strategy": "all_pairs", "max_per_task": 3, "import_batches": [], "policies": [], "runs": [],
-            "split": "train", "tags": ["a"], "seed": 1, "all_trajectories": True}),
+        "fill preview": (
+            "POST",
+            f"/api/v1/campaigns/{c}/fill/preview",
+            {
+                "strategy": "all_pairs",
+                "max_per_task": 3,
+                "import_batches": [],
+                "policies": [],
+                "runs": [],
+                "split": "train",
+                "tags": ["a"],
+                "seed": 1,
+                "all_trajectories": True,
+            },
+        ),
         "fill": ("POST", f"/api/v1/campaigns/{c}/fills/", {"strategy": "outcome_differs", "tags": ["a"]}),
         "gold": ("POST", f"/api/v1/campaigns/{c}/gold", [{"task_id": "t-1", "a": 1, "b": 2, "choice": 2}]),
         "gold promote": ("POST", f"/api/v1/campaigns/{c}/gold/promote", {"comparison_ids": [1]}),
-        "dataset": ("POST", "/api/v1/datasets/", {"name": "d", "campaign_ids": [c], "seed": 0, "test_fraction": 0.2,
-                                                  "aggregation": "majority", "ties": "drop"}),
-        "run bc": ("POST", "/api/v1/runs/", {"kind": "bc", "name": "n", "config": {"max_steps": 2, "policy_name": "p"}}),
+        "dataset": (
+            "POST",
+            "/api/v1/datasets/",
+            {
+                "name": "d",
+                "campaign_ids": [c],
+                "seed": 0,
+                "test_fraction": 0.2,
+                "aggregation": "majority",
+                "ties": "drop",
+            },
+        ),
+        "run bc": (
+            "POST",
+            "/api/v1/runs/",
+            {"kind": "bc", "name": "n", "config": {"max_steps": 2, "policy_name": "p"}},
+        ),
         "run rollout": ("POST", "/api/v1/runs/", {"kind": "rollout", "config": {"policy_id": 1, "tasks": 1}}),
-        "run reward model": ("POST", "/api/v1/runs/", {"kind": "reward_model", "config": {
-            "snapshot_id": 1, "epochs": 1, "learning_rate": 0.001}, "idempotency_key": "k"}),
+        "run reward model": (
+            "POST",
+            "/api/v1/runs/",
+            {
+                "kind": "reward_model",
+                "config": {"snapshot_id": 1, "epochs": 1, "learning_rate": 0.001},
+                "idempotency_key": "k",
+            },
+        ),
         "token": ("POST", "/api/v1/tokens/", {"name": "t"}),
         "user create": ("POST", "/api/v1/users/", {"username": "u1", "email": "u@x.org", "roles": ["annotator"]}),
-        "user patch": ("PATCH", f"/api/v1/users/{world['user']}", {"email": "v@x.org", "roles": ["researcher"],
-                                                                   "is_active": True}),
+        "user patch": (
+            "PATCH",
+            f"/api/v1/users/{world['user']}",
+            {"email": "v@x.org", "roles": ["researcher"], "is_active": True},
+        ),
         "user password": ("POST", f"/api/v1/users/{world['user']}/password", {"password": "a-long-password-1"}),
         "user token": ("POST", f"/api/v1/users/{world['user']}/tokens", {"name": "t"}),
     }
@@ -121,21 +212,30 @@ def world():
     from webapp.models import Run
 
     admin = UserFactory(username="shape-admin", roles=["admin", "annotator"])
-    campaign = make_campaign(n_comparisons=3, k=2, dimensions=[{"name": "correctness", "scale": 5,
-                                                                "description": "", "required": False}])
+    campaign = make_campaign(
+        n_comparisons=3, k=2, dimensions=[{"name": "correctness", "scale": 5, "description": "", "required": False}]
+    )
     assignment = assignment_next(campaign=campaign, annotator=admin)
     run = Run.objects.create(kind="rollout", status="failed", config={})
     other = UserFactory(username="shape-user", roles=["annotator"])
-    return {"client": token_client(admin), "campaign": campaign.pk, "assignment": assignment.pk, "run": run.pk,
-            "user": other.pk}
+    return {
+        "client": token_client(admin),
+        "campaign": campaign.pk,
+        "assignment": assignment.pk,
+        "run": run.pk,
+        "user": other.pk,
+    }
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _write_counts():
     yield
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "api-shape-fuzz-counts.json").write_text(json.dumps(
-        {"requests": sum(COUNTS.values()), "statuses": {str(k): v for k, v in sorted(COUNTS.items())}}, indent=1))
+    (ARTIFACTS / "api-shape-fuzz-counts.json").write_text(
+        json.dumps(
+            {"requests": sum(COUNTS.values()), "statuses": {str(k): v for k, v in sorted(COUNTS.items())}}, indent=1
+        )
+    )
 
 
 def _send(client, method: str, path: str, text: str):
@@ -168,13 +268,23 @@ ODD_IDS = ["²", "٣", "1e3", "-1", "0", "9" * 30, "1.0", " 1", "%00", "", "\ud8
 def test_odd_query_values_never_answer_500(world, client, role):
     caller = world["client"] if role == "admin" else client
     for value in ODD_IDS:
-        for path in (f"/api/v1/assignments/next?campaign={value}", f"/api/v1/trajectories/?campaign={value}",
-                     f"/api/v1/runs/?kind={value}&status={value}", f"/api/v1/runs/{world['run']}?metrics={value}",
-                     f"/api/v1/campaigns/?status={value}", f"/api/v1/datasets/1/download?format={value}&filetype={value}",
-                     f"/api/v1/runs/?page_size={value}", f"/api/v1/users/?cursor={value}",
-                     f"/api/v1/campaigns/{world['campaign']}/judgements?cursor={value}&page_size={value}"):
+        for path in (
+            f"/api/v1/assignments/next?campaign={value}",
+            f"/api/v1/trajectories/?campaign={value}",
+            f"/api/v1/runs/?kind={value}&status={value}",
+            f"/api/v1/runs/{world['run']}?metrics={value}",
+            f"/api/v1/campaigns/?status={value}",
+            f"/api/v1/datasets/1/download?format={value}&filetype={value}",
+            f"/api/v1/runs/?page_size={value}",
+            f"/api/v1/users/?cursor={value}",
+            f"/api/v1/campaigns/{world['campaign']}/judgements?cursor={value}&page_size={value}",
+        ):
             method = "POST" if "trajectories" in path else "GET"
-            response = caller.generic(method, path.encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
-                                      b"[]", content_type="application/json")
+            response = caller.generic(
+                method,
+                path.encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
+                b"[]",
+                content_type="application/json",
+            )
             COUNTS[response.status_code] += 1
             assert response.status_code < 500, (path, response.content[:300])

@@ -1,5 +1,6 @@
 """The embedded broker (webapp/broker.py): a reader never sees a message before it is whole, and a
 message it cannot decode is set aside instead of killing the worker."""
+
 from __future__ import annotations
 
 import os
@@ -18,9 +19,16 @@ ROOT = Path(__file__).resolve().parents[2]
 def _connection(root: Path) -> Connection:
     for sub in ("queue", "processed"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    return Connection("filesystem://", transport=TRANSPORT, transport_options={
-        "data_folder_in": str(root / "queue"), "data_folder_out": str(root / "queue"),
-        "processed_folder": str(root / "processed"), "store_processed": False})
+    return Connection(
+        "filesystem://",
+        transport=TRANSPORT,
+        transport_options={
+            "data_folder_in": str(root / "queue"),
+            "data_folder_out": str(root / "queue"),
+            "processed_folder": str(root / "processed"),
+            "store_processed": False,
+        },
+    )
 
 
 def test_a_message_goes_through_whole(tmp_path):
@@ -92,8 +100,10 @@ def test_the_embedded_default_uses_this_transport(tmp_path):
     """`make run` (no CELERY_BROKER_URL) sends and takes messages through this transport."""
     env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "DATABASE_URL")}
     env["ARBITER_VAR_DIR"] = str(tmp_path)
-    code = ("import django; django.setup(); from webapp.celery import app; "
-            "c = app.connection_for_write(); print(app.conf.broker_transport, type(c.transport).__module__)")
+    code = (
+        "import django; django.setup(); from webapp.celery import app; "
+        "c = app.connection_for_write(); print(app.conf.broker_transport, type(c.transport).__module__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [TRANSPORT, "webapp.broker"]

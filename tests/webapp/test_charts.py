@@ -1,5 +1,6 @@
 """The server-drawn SVG charts and how numbers are written: readable values, one axis per metric,
 labels that fit and still differ, a visible point for a one-point series, a hover value per point."""
+
 import re
 
 from webapp.charts import bar_chart_svg, histogram_svg, line_chart_svg, metric_charts, nice_ticks, shorten_labels
@@ -11,7 +12,9 @@ def test_numbers_have_three_significant_digits_separators_and_units():
     assert readable_number(213456.7) == "213,000"
     assert readable_number(0.81234) == "0.812" and readable_number(0.81234, "%") == "81.2%"
     assert readable_number(93.27, "s") == "93.3 s" and readable_number(1234.5, "s") == "1,230 s"
-    assert readable_number(2.5e-6) == "2.5e-06" and readable_number(None) == "–" and readable_number(float("nan")) == "–"
+    assert (
+        readable_number(2.5e-6) == "2.5e-06" and readable_number(None) == "–" and readable_number(float("nan")) == "–"
+    )
 
 
 def test_units_come_from_the_metric_name():
@@ -54,7 +57,7 @@ def test_bar_labels_fit_or_turn_and_keep_their_full_text_on_hover():
     bins = [f"0.{i}0–0.{i + 1}0 (n={10 + i})" for i in range(5, 9)]
     svg = str(bar_chart_svg(bins, [0.5, 0.6, 0.7, 0.8], title="Reliability", max_value=1, unit="%", width=400))
     assert _shown_labels(svg) == [b.replace(" ", "") for b in bins] and "rotate" not in svg  # on two lines
-    assert svg.count('<tspan') == 8
+    assert svg.count("<tspan") == 8
 
 
 def test_a_histogram_labels_its_bins_and_says_the_unit_on_hover():
@@ -76,8 +79,10 @@ def test_a_long_series_has_hover_targets_and_gaps_for_missing_values():
 
 
 def test_metrics_get_one_chart_each_grouped_by_namespace_in_reading_order():
-    series = {name: [(1, 1.0), (2, 2.0)] for name in
-              ("train/loss", "train/num_tokens", "objective/kl", "loss/value", "zzz/custom", "lonely", "eval/acc")}
+    series = {
+        name: [(1, 1.0), (2, 2.0)]
+        for name in ("train/loss", "train/num_tokens", "objective/kl", "loss/value", "zzz/custom", "lonely", "eval/acc")
+    }
     groups = metric_charts(series)
     assert [g["namespace"] for g in groups] == ["objective", "eval", "loss", "train", "zzz", "other"]
     assert sum(len(g["charts"]) for g in groups) == len(series)

@@ -1,4 +1,5 @@
 """The management commands, as an operator runs them."""
+
 import io
 import json
 from pathlib import Path
@@ -10,8 +11,8 @@ from django.utils import timezone
 
 from annotate.models import Campaign, Comparison, DatasetSnapshot, Policy, Trajectory
 from tests.policy_fixtures import tiny_policy_dir
-from training.policy.services import policy_run_dir
 from tests.samples import canonical, chat_parallel, jsonl
+from training.policy.services import policy_run_dir
 from webapp.models import Run
 from webapp.roles import Role, user_roles
 from webapp.runs.services import run_execute
@@ -60,8 +61,18 @@ def test_make_comparisons(tmp_path: Path):
         call_command("make_comparisons", "--campaign", "missing")
 
 
-TINY_BC = {"demos_per_task": 1, "extra_worlds": 0, "vocab_size": 400, "hidden": 32, "layers": 1, "heads": 2,
-           "batch_size": 8, "max_steps": 4, "warmup_steps": 1, "max_seconds": 30}
+TINY_BC = {
+    "demos_per_task": 1,
+    "extra_worlds": 0,
+    "vocab_size": 400,
+    "hidden": 32,
+    "layers": 1,
+    "heads": 2,
+    "batch_size": 8,
+    "max_steps": 4,
+    "warmup_steps": 1,
+    "max_seconds": 30,
+}
 
 
 def _execute(run: Run) -> Run:
@@ -81,7 +92,9 @@ def test_load_demo_is_ready_to_label_without_a_policy_and_queues_the_policy_trai
     assert [d["name"] for d in scripted.dimensions] == ["correctness", "efficiency", "grounding"]
     assert all(d["scale"] == 5 and d["description"] for d in scripted.dimensions)
     assert {c.trajectory_a.policy.name for c in scripted.comparisons.select_related("trajectory_a__policy")} <= {
-        "scripted-careful", "scripted-hasty"}
+        "scripted-careful",
+        "scripted-hasty",
+    }
     assert DatasetSnapshot.objects.get(name="Demo: simulated labels").stats["pairs"] > 100
     assert not Policy.objects.exclude(model_dir="").exists()
     # The default policy is trained by one queued run, whose config carries the follow-up.

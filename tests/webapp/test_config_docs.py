@@ -1,5 +1,6 @@
 """Config help lives in the dataclasses' field metadata (as TRL's configs do), and the docs'
 option tables are generated from it (issue 30)."""
+
 import dataclasses
 
 from django.core.management import call_command
@@ -9,8 +10,12 @@ from webapp.runs.kinds import all_kinds
 
 
 def test_every_option_of_every_run_kind_and_of_the_loop_says_what_it_does():
-    missing = [f"{cls.__name__}.{f.name}" for cls in [k.config_class for k in all_kinds()] + [PipelineConfig]
-               for f in dataclasses.fields(cls) if not f.metadata.get("help")]
+    missing = [
+        f"{cls.__name__}.{f.name}"
+        for cls in [k.config_class for k in all_kinds()] + [PipelineConfig]
+        for f in dataclasses.fields(cls)
+        if not f.metadata.get("help")
+    ]
     assert missing == []
 
 

@@ -1,4 +1,5 @@
 """The deployment files and the migrations are in order."""
+
 import os
 import subprocess
 from pathlib import Path
@@ -21,7 +22,10 @@ def _compose_binary() -> str:
 def test_docker_compose_file_is_valid():
     result = subprocess.run(
         [_compose_binary(), "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "SECRET_KEY": "x"},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "SECRET_KEY": "x"},
     )
     assert result.returncode == 0 and not result.stderr, result.stderr
 
@@ -36,7 +40,10 @@ def test_the_compose_check_catches_a_broken_file(tmp_path):
 def test_docker_compose_has_the_services_and_a_gpu_for_the_gpu_worker():
     result = subprocess.run(
         [_compose_binary(), "-f", str(ROOT / "docker-compose.yml"), "config", "--format", "json"],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "SECRET_KEY": "x"},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "SECRET_KEY": "x"},
     )
     import json
 

@@ -1,5 +1,6 @@
 """`make run` (scripts/run_embedded.sh) keeps the app up: a worker that dies is restarted and says
 why, one that keeps dying is left stopped while the web server stays up and says so."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,7 @@ pytestmark = pytest.mark.worker
 def _pids(group: int, marker: str) -> list[int]:
     """Processes of the script's group whose command line contains `marker`."""
     out = subprocess.run(["ps", "-ww", "-e", "-o", "pid=,pgid=,args="], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()
-            if int(line.split()[1]) == group and marker in line]
+    return [int(line.split()[0]) for line in out.splitlines() if int(line.split()[1]) == group and marker in line]
 
 
 def _queues(api: Api) -> dict:
@@ -90,8 +90,22 @@ def test_an_mcp_environment_runs_on_the_embedded_worker(tmp_path):
         manage_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
         manage_env.update(ARBITER_VAR_DIR=str(app.var_dir), **env)
         registered = subprocess.run(
-            [sys.executable, "manage.py", "register_policy", str(policy_dir), "--name", "calculator",
-             "--environment", "calc-stdio"], cwd=ROOT, env=manage_env, capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                "manage.py",
+                "register_policy",
+                str(policy_dir),
+                "--name",
+                "calculator",
+                "--environment",
+                "calc-stdio",
+            ],
+            cwd=ROOT,
+            env=manage_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert registered.returncode == 0, registered.stderr[-2000:]
         policy_id = int(re.search(r"\(id (\d+)\)", registered.stdout).group(1))
         api = Api(app, token(app, "demo-admin"))
@@ -100,11 +114,22 @@ def test_an_mcp_environment_runs_on_the_embedded_worker(tmp_path):
         assert status == 202, body
 
         def run(environment: str) -> dict:
-            status, body = api.call("POST", "/api/v1/runs/", {"kind": "rollout", "config": {
-                "policy_id": policy_id, "environment": environment, "tasks": 6, "samples_per_task": 2}})
+            status, body = api.call(
+                "POST",
+                "/api/v1/runs/",
+                {
+                    "kind": "rollout",
+                    "config": {"policy_id": policy_id, "environment": environment, "tasks": 6, "samples_per_task": 2},
+                },
+            )
             assert status == 201, body
-            return app.wait_for_value(lambda: (b := api.call("GET", f"/api/v1/runs/{body['id']}")[1])["status"]
-                                      in ("succeeded", "failed") and b, 180, f"the {environment} rollout")
+            return app.wait_for_value(
+                lambda: (
+                    (b := api.call("GET", f"/api/v1/runs/{body['id']}")[1])["status"] in ("succeeded", "failed") and b
+                ),
+                180,
+                f"the {environment} rollout",
+            )
 
         played = run("calc-stdio")
         assert played["status"] == "succeeded", played["error"] + played.get("log", "")

@@ -1,4 +1,5 @@
 """403 and 404 pages in the site's layout that say what to do, for every way they happen; the favicon."""
+
 import pytest
 from django.test import Client
 
@@ -10,7 +11,7 @@ pytestmark = pytest.mark.django_db
 def _main(response) -> str:
     page = response.content.decode()
     assert '<header class="topbar">' in page and "arbiter.css" in page  # the site's layout
-    return page[page.index("<main>"):]
+    return page[page.index("<main>") :]
 
 
 def test_a_role_check_says_which_role_and_how_to_get_it(client, annotator):

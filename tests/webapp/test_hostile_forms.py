@@ -5,6 +5,7 @@ fills each route's ids with real rows and with absurd ones, and sends GETs with 
 strings and POSTs with junk form fields, as an admin, a researcher, an annotator and an
 anonymous visitor would.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -22,13 +23,35 @@ pytestmark = pytest.mark.django_db(transaction=True)
 HUGE = str(2**70)
 JUNK_QUERY = f"?kind=%00%ff%fe&status=%00x&campaign={HUGE}&page=-1&format=nope&filetype=..%2f..&metrics=2&q=%00"
 JUNK_FORM = {
-    "name": "a\x00b", "description": "x" * 30_000, "choice": HUGE, "both_bad": "maybe",
-    "first_wrong_left": HUGE, "first_wrong_right": "-5", "rationale": "\x00", "reason": "r" * 1000,
-    "campaign": HUGE, "campaigns": [HUGE, "abc", "-1"], "min_votes": HUGE, "min_agreement": "1e400",
-    "include_synthetic": "x", "date_from": "2026-13-45", "date_to": "99999-01-01", "aggregation": "nope",
-    "ties": "nope", "seed": HUGE, "test_fraction": "NaN", "policy_id": HUGE, "tasks": "1e400",
-    "epochs": "-1", "idempotency_key": "k" * 200, "kind": "\x00", "systems": [HUGE], "split": "nope",
-    "votes_per_comparison": HUGE, "differ": "2", "samples": "NaN",
+    "name": "a\x00b",
+    "description": "x" * 30_000,
+    "choice": HUGE,
+    "both_bad": "maybe",
+    "first_wrong_left": HUGE,
+    "first_wrong_right": "-5",
+    "rationale": "\x00",
+    "reason": "r" * 1000,
+    "campaign": HUGE,
+    "campaigns": [HUGE, "abc", "-1"],
+    "min_votes": HUGE,
+    "min_agreement": "1e400",
+    "include_synthetic": "x",
+    "date_from": "2026-13-45",
+    "date_to": "99999-01-01",
+    "aggregation": "nope",
+    "ties": "nope",
+    "seed": HUGE,
+    "test_fraction": "NaN",
+    "policy_id": HUGE,
+    "tasks": "1e400",
+    "epochs": "-1",
+    "idempotency_key": "k" * 200,
+    "kind": "\x00",
+    "systems": [HUGE],
+    "split": "nope",
+    "votes_per_comparison": HUGE,
+    "differ": "2",
+    "samples": "NaN",
 }
 
 
@@ -53,8 +76,9 @@ def _fill(route: str, ids: dict) -> list[str]:
     for converter, name in params:
         value = {"slug": "rollout", "str": "csv"}.get(converter, str(ids.get(name, 1)))
         real = real.replace(f"<{converter}:{name}>", value)
-        absurd = absurd.replace(f"<{converter}:{name}>", {"slug": "x" * 300, "str": "..%2f"}.get(
-            converter, "999999999999999999"))
+        absurd = absurd.replace(
+            f"<{converter}:{name}>", {"slug": "x" * 300, "str": "..%2f"}.get(converter, "999999999999999999")
+        )
     return ["/" + real] + (["/" + absurd] if params else [])
 
 
@@ -67,9 +91,18 @@ def world():
     from annotate.services.assignments import assignment_next
 
     assignment = assignment_next(campaign=campaign, annotator=users["annotator"])
-    ids = {"campaign_id": campaign.id, "comparison_id": comparison.id, "run_id": run.id,
-           "assignment_id": assignment.id, "batch_id": 1, "snapshot_id": 1, "policy_id": 1,
-           "evaluation_id": 1, "model_id": 1, "token_id": 1}
+    ids = {
+        "campaign_id": campaign.id,
+        "comparison_id": comparison.id,
+        "run_id": run.id,
+        "assignment_id": assignment.id,
+        "batch_id": 1,
+        "snapshot_id": 1,
+        "policy_id": 1,
+        "evaluation_id": 1,
+        "model_id": 1,
+        "token_id": 1,
+    }
     return users, ids
 
 
@@ -88,8 +121,12 @@ def test_no_page_or_form_answers_a_server_error(world, role):
                 ("GET", lambda: client.get(path + JUNK_QUERY)),
                 ("GET htmx", lambda: client.get(path, HTTP_HX_REQUEST="true")),
                 ("POST", lambda: client.post(path, JUNK_FORM)),
-                ("POST raw", lambda: client.generic("POST", path, b"name=%ED%A0%80&choice=%FF",
-                                                    content_type="application/x-www-form-urlencoded")),
+                (
+                    "POST raw",
+                    lambda: client.generic(
+                        "POST", path, b"name=%ED%A0%80&choice=%FF", content_type="application/x-www-form-urlencoded"
+                    ),
+                ),
             ):
                 status = response().status_code
                 seen[status // 100] += 1

@@ -3,6 +3,7 @@
 Each case here was once seen to give a 500 (or a wrong success). The database is compared
 row for row (counts of every table) before and after each request.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,12 @@ def _nested(depth: int, leaf="x"):
 def _counts() -> dict[str, int]:
     """Rows of every data table; WorkerBeat is left out: a worker's liveness row, written by any
     worker of the test session on its own clock, not by a request."""
-    return {m._meta.label: m.objects.count() for m in apps.get_models() if m._meta.app_label in
-            ("annotate", "webapp", "training", "rewardmodel") and m._meta.label != "webapp.WorkerBeat"}
+    return {
+        m._meta.label: m.objects.count()
+        for m in apps.get_models()
+        if m._meta.app_label in ("annotate", "webapp", "training", "rewardmodel")
+        and m._meta.label != "webapp.WorkerBeat"
+    }
 
 
 @pytest.fixture
@@ -137,9 +142,13 @@ FIELD_CASES = {
 ANTHROPIC_TRANSCRIPT = {
     "messages": [
         {"role": "user", "content": "Who founded Veloran?"},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Let me look."},
-            {"type": "tool_use", "id": "tu1", "name": "search", "input": {"query": "Veloran"}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "tu1", "name": "search", "input": {"query": "Veloran"}},
+            ],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "..."}]},
         {"role": "assistant", "content": "Ilse Marrow"},
     ]
@@ -172,15 +181,16 @@ def test_integers_out_of_their_columns_range_are_refused(clients, world, value):
     researcher, admin, annotator = clients["researcher"], clients["admin"], clients["annotator"]
     dataset = {"name": "d", "campaigns": [world["campaign"]], "seed": value}
     _assert_refused(researcher.post("/api/v1/datasets/", dataset, format="json"), before)
-    _assert_refused(researcher.post("/api/v1/datasets/", {**dataset, "seed": 0, "campaigns": [value]},
-                                    format="json"), before)
-    _assert_refused(researcher.post("/api/v1/datasets/", {**dataset, "seed": 0, "min_votes": value},
-                                    format="json"), before)
+    _assert_refused(
+        researcher.post("/api/v1/datasets/", {**dataset, "seed": 0, "campaigns": [value]}, format="json"), before
+    )
+    _assert_refused(
+        researcher.post("/api/v1/datasets/", {**dataset, "seed": 0, "min_votes": value}, format="json"), before
+    )
     judgement = {"choice": 2, "first_wrong_step_left": value}
     lease = world["leases"]["annotator"]
     _assert_refused(annotator.post(f"/api/v1/assignments/{lease}/judgement", judgement, format="json"), before)
-    _assert_refused(annotator.post(f"/api/v1/assignments/{lease}/judgement", {"choice": value}, format="json"),
-                    before)
+    _assert_refused(annotator.post(f"/api/v1/assignments/{lease}/judgement", {"choice": value}, format="json"), before)
     if value > 2**53:
         run = {"kind": "rollout", "config": {"tasks": value}}
         _assert_refused(admin.post("/api/v1/runs/", run, format="json"), before)
@@ -206,8 +216,9 @@ def test_nan_and_surrogates_through_the_upload_and_the_command(clients, tmp_path
     assert b"NaN" in lines[1] and b"\\ud800" in lines[2] and b"1e400" in lines[3]
     body = b"\n".join(lines) + b"\n"
     before = _counts()
-    response = clients["admin"].post("/api/v1/imports/", {"file": SimpleUploadedFile("t.jsonl", body)},
-                                     format="multipart")
+    response = clients["admin"].post(
+        "/api/v1/imports/", {"file": SimpleUploadedFile("t.jsonl", body)}, format="multipart"
+    )
     assert response.status_code == 400
     assert [e["line"] for e in response.json()["errors"]] == [2, 3, 4]
     assert Trajectory.objects.count() == 0
@@ -223,8 +234,13 @@ def test_nan_and_surrogates_through_the_upload_and_the_command(clients, tmp_path
 
 def test_api_answers_json_for_unknown_paths_wrong_ids_and_methods(clients):
     admin = clients["admin"]
-    for path in ("/api/v1/nope", "/api/v1/runs/99999999999999999999999", "/api/v1/runs/abc",
-                 "/api/v1/datasets/-1", "/api/v1/imports/1/"):
+    for path in (
+        "/api/v1/nope",
+        "/api/v1/runs/99999999999999999999999",
+        "/api/v1/runs/abc",
+        "/api/v1/datasets/-1",
+        "/api/v1/imports/1/",
+    ):
         response = admin.get(path)
         assert response.status_code == 404, path
         assert response["Content-Type"].startswith("application/json") and response.json()["detail"]
@@ -247,9 +263,10 @@ def test_an_upload_declaring_more_than_the_limit_is_refused_before_it_is_read(cl
     assert _counts() == before
 
     # A declared length of 600 MB with a tiny body: refused from the header, nothing is read.
-    from django.test import RequestFactory
-    from webapp.uploads import UploadLimitHandler
     from django.core.exceptions import RequestDataTooBig
+    from django.test import RequestFactory
+
+    from webapp.uploads import UploadLimitHandler
 
     request = RequestFactory().post("/api/v1/imports/", {"file": SimpleUploadedFile("x.jsonl", b"{}")})
     with pytest.raises(RequestDataTooBig, match="600,000,000 bytes"):

@@ -1,5 +1,6 @@
 """One job lifecycle for every job kind (webapp/jobs.py, issue 30): claimed once, ended once by
 its worker (over the stale sweep's guess, never over another attempt), and a failed job stays."""
+
 from datetime import timedelta
 
 import pytest
@@ -31,8 +32,13 @@ def test_the_workers_end_is_written_once_over_running_or_the_sweeps_guess_never_
     assert not job_finish(Run, run.pk, status="succeeded", guard={"attempt": 2})
     assert job_finish(Run, run.pk, status="succeeded", guard={"attempt": 1}, progress_message="Done.")
     assert not job_finish(Run, run.pk, status="failed", guard={"attempt": 1})  # ended already
-    swept = _run(status="failed", attempt=1, heartbeat_at=now - timedelta(minutes=5), finished_at=now,
-                 error="Its worker stopped sending heartbeats")
+    swept = _run(
+        status="failed",
+        attempt=1,
+        heartbeat_at=now - timedelta(minutes=5),
+        finished_at=now,
+        error="Its worker stopped sending heartbeats",
+    )
     assert job_finish(Run, swept.pk, status="succeeded", guard={"attempt": 1})  # it was alive: its word stands
     swept.refresh_from_db()
     assert swept.status == "succeeded"

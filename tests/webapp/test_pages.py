@@ -1,4 +1,5 @@
 """Login, logout, the home page per role, the Django admin, and the security headers."""
+
 import pytest
 
 from tests.factories import UserFactory

@@ -1,6 +1,7 @@
 """Every API list pages the same way (webapp/pagination.py): `next` and `previous` links, a
 `page_size` of 1 to 200 (default 50), a fixed order by id, and a 400 for any paging value
 the API did not write."""
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,11 @@ def _runs_filtered(users):
 
     for i in range(N * 2):
         Run.objects.create(kind="rollout", status="failed" if i % 2 else "succeeded", config={})
-    return token_client(users["researcher"]), "/api/v1/runs/?status=failed", Run.objects.filter(
-        status="failed").order_by("-id")
+    return (
+        token_client(users["researcher"]),
+        "/api/v1/runs/?status=failed",
+        Run.objects.filter(status="failed").order_by("-id"),
+    )
 
 
 def _datasets(users):
@@ -47,8 +51,11 @@ def _campaigns(users):
     from annotate.models import Campaign
 
     CampaignFactory.create_batch(N)
-    return (token_client(users["researcher"]), "/api/v1/campaigns/",
-            Campaign.objects.exclude(status=Campaign.Status.ARCHIVED).order_by("-id"))
+    return (
+        token_client(users["researcher"]),
+        "/api/v1/campaigns/",
+        Campaign.objects.exclude(status=Campaign.Status.ARCHIVED).order_by("-id"),
+    )
 
 
 def _fills(users):
@@ -67,8 +74,11 @@ def _judgements(users, n=N):
     comparison = Comparison.objects.get(campaign=campaign)
     for annotator in UserFactory.create_batch(n, roles=["annotator"]):
         Judgement.objects.create(comparison=comparison, annotator=annotator, choice=2)
-    return (token_client(users["researcher"]), f"/api/v1/campaigns/{campaign.pk}/judgements",
-            Judgement.objects.filter(comparison__campaign=campaign).order_by("id"))
+    return (
+        token_client(users["researcher"]),
+        f"/api/v1/campaigns/{campaign.pk}/judgements",
+        Judgement.objects.filter(comparison__campaign=campaign).order_by("id"),
+    )
 
 
 def _evaluations(users):
@@ -92,8 +102,11 @@ def _own_tokens(users):
 
     for i in range(N):
         api_token_create(user=users["annotator"], name=f"t{i}")
-    return (token_client(users["annotator"]), "/api/v1/tokens/",
-            ApiToken.objects.filter(user=users["annotator"]).order_by("-id"))
+    return (
+        token_client(users["annotator"]),
+        "/api/v1/tokens/",
+        ApiToken.objects.filter(user=users["annotator"]).order_by("-id"),
+    )
 
 
 def _user_tokens(users):
@@ -103,8 +116,11 @@ def _user_tokens(users):
     target = UserFactory()
     for i in range(N):
         api_token_create(user=target, name=f"t{i}")
-    return (token_client(users["admin"]), f"/api/v1/users/{target.pk}/tokens",
-            ApiToken.objects.filter(user=target).order_by("-id"))
+    return (
+        token_client(users["admin"]),
+        f"/api/v1/users/{target.pk}/tokens",
+        ApiToken.objects.filter(user=target).order_by("-id"),
+    )
 
 
 def _workers(users):
@@ -118,9 +134,19 @@ def _workers(users):
     return token_client(users["researcher"]), "/api/v1/workers/", WorkerBeat.objects.order_by("-id")
 
 
-LISTS = {"runs": _runs, "runs by status": _runs_filtered, "datasets": _datasets, "campaigns": _campaigns,
-         "campaign fills": _fills, "campaign judgements": _judgements, "evaluations": _evaluations,
-         "users": _users, "own tokens": _own_tokens, "user tokens": _user_tokens, "workers": _workers}
+LISTS = {
+    "runs": _runs,
+    "runs by status": _runs_filtered,
+    "datasets": _datasets,
+    "campaigns": _campaigns,
+    "campaign fills": _fills,
+    "campaign judgements": _judgements,
+    "evaluations": _evaluations,
+    "users": _users,
+    "own tokens": _own_tokens,
+    "user tokens": _user_tokens,
+    "workers": _workers,
+}
 
 
 def _ids(rows: list[dict]) -> list:
@@ -230,8 +256,10 @@ def _cursor(text: str) -> str:
 
 
 HOSTILE = ["-1", "0", "abc", "1e9", "²", "٣", "1.5", " 1", "\u0000", "9" * 30]
-FORGED_CURSORS = [_cursor(t) for t in ("p=-1", "p=0", "p=abc", "p=1e9", "p=" + "9" * 20, "p=", "o=5&p=1",
-                                       "r=2&p=1", "x=1&p=1", "p=1&&")] + ["cD0x!", "cD0x-", "cD0"]
+FORGED_CURSORS = [
+    _cursor(t)
+    for t in ("p=-1", "p=0", "p=abc", "p=1e9", "p=" + "9" * 20, "p=", "o=5&p=1", "r=2&p=1", "x=1&p=1", "p=1&&")
+] + ["cD0x!", "cD0x-", "cD0"]
 
 
 @pytest.mark.parametrize("name", LISTS)
@@ -271,6 +299,15 @@ def test_every_list_in_the_schema_is_paged():
                 assert params["page_size"]["maximum"] == MAX_PAGE_SIZE and "cursor" in params, path
                 assert set(body["required"]) >= {"next", "previous", "results"}, path
                 paged.add(path)
-    assert paged == {"/api/v1/runs/", "/api/v1/workers/", "/api/v1/datasets/", "/api/v1/campaigns/",
-                     "/api/v1/campaigns/{campaign_id}/fills/", "/api/v1/campaigns/{campaign_id}/judgements",
-                     "/api/v1/evaluations/", "/api/v1/users/", "/api/v1/tokens/", "/api/v1/users/{user_id}/tokens"}
+    assert paged == {
+        "/api/v1/runs/",
+        "/api/v1/workers/",
+        "/api/v1/datasets/",
+        "/api/v1/campaigns/",
+        "/api/v1/campaigns/{campaign_id}/fills/",
+        "/api/v1/campaigns/{campaign_id}/judgements",
+        "/api/v1/evaluations/",
+        "/api/v1/users/",
+        "/api/v1/tokens/",
+        "/api/v1/users/{user_id}/tokens",
+    }

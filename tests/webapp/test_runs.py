@@ -3,6 +3,7 @@
 A small kind registered here exercises the machinery; the real kinds run through a real
 Celery worker in tests/training/test_rollout_run.py and tests/rewardmodel/test_runs.py.
 """
+
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -64,10 +65,18 @@ def _count(*, run, config, reporter, compute, resume_from):
     return {"counted": config.steps - start}
 
 
-register(RunKind(name="count", label="Count", description="counts", config_class=CountConfig, execute=_count,
-                 check=lambda c: ["label: 'forbidden' is not allowed."] if c.label == "forbidden" else [],
-                 lineage=lambda c: [{"direction": "input", "type": "thing", "id": 1, "label": c.label, "url": ""}],
-                 resumable=True))
+register(
+    RunKind(
+        name="count",
+        label="Count",
+        description="counts",
+        config_class=CountConfig,
+        execute=_count,
+        check=lambda c: ["label: 'forbidden' is not allowed."] if c.label == "forbidden" else [],
+        lineage=lambda c: [{"direction": "input", "type": "thing", "id": 1, "label": c.label, "url": ""}],
+        resumable=True,
+    )
+)
 
 
 @pytest.fixture(autouse=True)
@@ -82,8 +91,11 @@ def test_configs_take_defaults_coerce_input_and_list_every_problem():
     assert config_from_input(CountConfig, {"steps": "4", "rate": "0.1"}) == CountConfig(steps=4, rate=0.1)
     with pytest.raises(ValueError) as exc:
         config_from_input(CountConfig, {"steps": 2.5, "rate": "fast", "colour": "red"})
-    assert str(exc.value).splitlines() == ["colour: unknown setting.", "steps: expected a whole number, got 2.5.",
-                                           "rate: expected a number, got 'fast'."]
+    assert str(exc.value).splitlines() == [
+        "colour: unknown setting.",
+        "steps: expected a whole number, got 2.5.",
+        "rate: expected a number, got 'fast'.",
+    ]
     with pytest.raises(ValueError, match="rate: must be positive"):
         config_from_input(CountConfig, {"rate": -1})
     with pytest.raises(ValueError, match="finite"):
@@ -127,9 +139,11 @@ def test_execute_records_progress_metrics_device_and_the_summary(admin_user):
 
 
 def test_a_failing_job_is_failed_with_its_error_and_can_resume_from_its_checkpoint(
-        admin_user, tmp_path, _no_queue, django_capture_on_commit_callbacks):
-    run = run_launch(kind="count", config={"steps": 6, "fail_at": 5, "checkpoint_every": 2, "label": str(tmp_path)},
-                     user=admin_user)
+    admin_user, tmp_path, _no_queue, django_capture_on_commit_callbacks
+):
+    run = run_launch(
+        kind="count", config={"steps": 6, "fail_at": 5, "checkpoint_every": 2, "label": str(tmp_path)}, user=admin_user
+    )
     run_execute(run_id=run.pk, attempt=1)
     run.refresh_from_db()
     assert run.status == "failed" and run.error == "RuntimeError: boom at step 5"
@@ -169,8 +183,7 @@ def test_a_run_whose_heartbeat_is_stale_is_failed_with_the_reason(admin_user, se
     settings.RUN_STALE_SECONDS = 30
     run = run_launch(kind="count", config={}, user=admin_user)
     old = timezone.now() - timedelta(seconds=31)
-    Run.objects.filter(pk=run.pk).update(status="running", heartbeat_at=old,
-                                         checkpoint={"step": 7, "path": "/tmp/x"})
+    Run.objects.filter(pk=run.pk).update(status="running", heartbeat_at=old, checkpoint={"step": 7, "path": "/tmp/x"})
     fresh = run_launch(kind="count", config={}, user=admin_user)
     Run.objects.filter(pk=fresh.pk).update(status="running", heartbeat_at=timezone.now())
     assert jobs_sweep_stale()["webapp.Run"] == 1
@@ -194,12 +207,17 @@ def test_the_web_process_loads_every_run_kind_without_torch():
     import subprocess
     import sys
 
-    code = ("import os, sys, django; os.environ['DJANGO_SETTINGS_MODULE'] = 'webapp.settings'; django.setup(); "
-            "import webapp.urls; from webapp.runs.kinds import all_kinds; "
-            "print(sorted(k.name for k in all_kinds()), 'torch' in sys.modules, 'transformers' in sys.modules)")
+    code = (
+        "import os, sys, django; os.environ['DJANGO_SETTINGS_MODULE'] = 'webapp.settings'; django.setup(); "
+        "import webapp.urls; from webapp.runs.kinds import all_kinds; "
+        "print(sorted(k.name for k in all_kinds()), 'torch' in sys.modules, 'transformers' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("False False")
-    assert "['bc', 'best_of_n', 'evaluation', 'grpo', 'ppo', 'reward_model', 'reward_scoring', 'rloo', 'rollout', 'round']" in out
+    assert (
+        "['bc', 'best_of_n', 'evaluation', 'grpo', 'ppo', 'reward_model', 'reward_scoring', 'rloo', 'rollout', 'round']"
+        in out
+    )
 
 
 def test_a_run_of_a_kind_the_worker_does_not_know_fails_with_the_reason(admin_user):

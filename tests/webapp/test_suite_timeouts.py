@@ -3,6 +3,7 @@
 Runs an inner pytest session (its own test database) with one test stuck in
 `pg_sleep` past its timeout and one test after it that needs the same connection.
 """
+
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 
-INNER = '''
+INNER = """
 import pytest
 from django.db import connection
 
@@ -29,7 +30,7 @@ def test_the_next_test_still_has_a_working_connection():
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         assert cursor.fetchone() == (1,)
-'''
+"""
 
 
 def test_a_timeout_in_a_query_fails_one_test_not_the_next(tmp_path):
@@ -40,12 +41,30 @@ def test_a_timeout_in_a_query_fails_one_test_not_the_next(tmp_path):
     with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:  # whatever an earlier run left
         conn.execute('DROP DATABASE IF EXISTS "test_arbiter_timeouts" WITH (FORCE)')
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", str(ROOT / "pytest.ini"), "--rootdir", str(ROOT), "-q",
-         "-p", "no:cacheprovider", "--no-migrations", "--create-db",
-         # The 2 s limit is the stuck test's own, not its fixtures' (creating the test database
-         # takes longer than that on a loaded machine).
-         "-o", "timeout_func_only=true", str(inner)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(ROOT / "pytest.ini"),
+            "--rootdir",
+            str(ROOT),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--no-migrations",
+            "--create-db",
+            # The 2 s limit is the stuck test's own, not its fixtures' (creating the test database
+            # takes longer than that on a loaded machine).
+            "-o",
+            "timeout_func_only=true",
+            str(inner),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     tail = result.stdout[-2000:] + result.stderr[-2000:]
     assert "1 failed, 1 passed" in result.stdout, tail

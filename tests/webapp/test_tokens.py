@@ -1,4 +1,5 @@
 """Each user's own API tokens: created with the key shown once, listed, used, revoked."""
+
 import pytest
 from rest_framework.test import APIClient
 

@@ -2,6 +2,7 @@
 
 Services first, then the Users pages, then the REST API; each role check covers every new route.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,6 +53,7 @@ def _set_password_through(link: str, password: str) -> Client:
 
 # Services
 
+
 def test_a_created_user_logs_in_with_the_generated_or_given_password():
     user, password = services.user_create(username="mira", email="mira@example.org", roles=["annotator"])
     assert len(password) >= 16 and _can_log_in("mira", password)
@@ -61,22 +63,27 @@ def test_a_created_user_logs_in_with_the_generated_or_given_password():
     assert user_roles(boss) == {Role.ADMIN, Role.RESEARCHER} and boss.is_staff  # admins reach the Django admin
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"username": "Taken"}, "A user named 'Taken' already exists"),
-    ({"username": "TAKEN"}, "A user named 'TAKEN' already exists"),
-    ({"username": "two words"}, "use only letters, digits and the characters @ . + - _ (no spaces)"),
-    ({"username": "semi;colon"}, "use only letters, digits and the characters @ . + - _"),
-    ({"username": "nul\x00"}, "use only letters, digits"),
-    ({"username": "  "}, "Give the user a username."),
-    ({"username": "u" * 151}, "at most 150 characters"),
-    ({"username": "ok", "roles": ["superhero"]}, "'superhero' is not a role; the roles are annotator, researcher"),
-    ({"username": "ok", "roles": "admin"}, "Give the roles as a list"),
-    ({"username": "ok", "email": "not-an-email"}, "'not-an-email' is not an email address"),
-    ({"username": "ok", "password": "short"}, "This password is too short. It must contain at least 8 characters."),
-    ({"username": "ok", "password": "password123"}, "This password is too common."),
-    ({"username": "okuser", "email": "okuser@example.org", "password": "okuser-example"},
-     "The password is too similar to the"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"username": "Taken"}, "A user named 'Taken' already exists"),
+        ({"username": "TAKEN"}, "A user named 'TAKEN' already exists"),
+        ({"username": "two words"}, "use only letters, digits and the characters @ . + - _ (no spaces)"),
+        ({"username": "semi;colon"}, "use only letters, digits and the characters @ . + - _"),
+        ({"username": "nul\x00"}, "use only letters, digits"),
+        ({"username": "  "}, "Give the user a username."),
+        ({"username": "u" * 151}, "at most 150 characters"),
+        ({"username": "ok", "roles": ["superhero"]}, "'superhero' is not a role; the roles are annotator, researcher"),
+        ({"username": "ok", "roles": "admin"}, "Give the roles as a list"),
+        ({"username": "ok", "email": "not-an-email"}, "'not-an-email' is not an email address"),
+        ({"username": "ok", "password": "short"}, "This password is too short. It must contain at least 8 characters."),
+        ({"username": "ok", "password": "password123"}, "This password is too common."),
+        (
+            {"username": "okuser", "email": "okuser@example.org", "password": "okuser-example"},
+            "The password is too similar to the",
+        ),
+    ],
+)
 def test_bad_input_is_refused_with_a_reason_a_person_understands(kwargs, message):
     UserFactory(username="taken")
     before = User.objects.count()
@@ -168,8 +175,15 @@ def test_an_admin_makes_tokens_for_a_user_and_the_limit_names_them():
 # Pages
 
 TEAM_PAGES = ["/team/users/", "/team/users/{id}/"]
-TEAM_POSTS = ["/team/users/", "/team/users/{id}/edit", "/team/users/{id}/deactivate", "/team/users/{id}/reactivate",
-              "/team/users/{id}/password", "/team/users/{id}/tokens", "/team/users/{id}/tokens/{token}/revoke"]
+TEAM_POSTS = [
+    "/team/users/",
+    "/team/users/{id}/edit",
+    "/team/users/{id}/deactivate",
+    "/team/users/{id}/reactivate",
+    "/team/users/{id}/password",
+    "/team/users/{id}/tokens",
+    "/team/users/{id}/tokens/{token}/revoke",
+]
 
 
 def test_only_admins_reach_the_users_pages(role_users):
@@ -224,8 +238,10 @@ def test_the_users_page_lists_everyone_with_their_figures(client, admin_user):
 
 def test_an_admin_invites_a_user_on_the_page_and_the_link_is_shown_once(client, admin_user):
     client.force_login(admin_user)
-    response = client.post("/team/users/", {"username": "lina", "email": "lina@example.org",
-                                            "roles": ["annotator", "researcher"], "how": "invite"})
+    response = client.post(
+        "/team/users/",
+        {"username": "lina", "email": "lina@example.org", "roles": ["annotator", "researcher"], "how": "invite"},
+    )
     lina = User.objects.get(username="lina")
     assert response.status_code == 302 and response["Location"] == f"/team/users/{lina.id}/"
     page = client.get(response["Location"]).content.decode()
@@ -245,14 +261,17 @@ def test_creating_with_a_generated_password_shows_it_once(client, admin_user):
     assert password not in client.get(response["Location"]).content.decode()
 
 
-@pytest.mark.parametrize("form, message", [
-    ({"username": "adm", "how": "invite"}, "A user named &#x27;adm&#x27; already exists"),
-    ({"username": "bad name!", "how": "invite"}, "use only letters, digits and the characters @ . + - _"),
-    ({"username": "ok", "how": "invite", "roles": ["boss"]}, "boss is not a role; the roles are annotator, "),
-    ({"username": "ok", "how": "password", "password": "abc"}, "This password is too short."),
-    ({"username": "ok", "how": "invite", "password": "a-good-password-1"}, "Choose one: invite them"),
-    ({"username": "a\x00b", "how": "invite"}, "Null characters are not allowed."),
-])
+@pytest.mark.parametrize(
+    "form, message",
+    [
+        ({"username": "adm", "how": "invite"}, "A user named &#x27;adm&#x27; already exists"),
+        ({"username": "bad name!", "how": "invite"}, "use only letters, digits and the characters @ . + - _"),
+        ({"username": "ok", "how": "invite", "roles": ["boss"]}, "boss is not a role; the roles are annotator, "),
+        ({"username": "ok", "how": "password", "password": "abc"}, "This password is too short."),
+        ({"username": "ok", "how": "invite", "password": "a-good-password-1"}, "Choose one: invite them"),
+        ({"username": "a\x00b", "how": "invite"}, "Null characters are not allowed."),
+    ],
+)
 def test_bad_input_on_the_page_answers_400_with_the_reason(client, admin_user, form, message):
     client.force_login(admin_user)
     before = User.objects.count()
@@ -321,13 +340,19 @@ def test_unknown_users_are_404_on_the_pages(client, admin_user):
 
 # REST API
 
+
 def _api_routes(user_id: int, token_id: int) -> list[tuple[str, str, dict | None]]:
     base = f"/api/v1/users/{user_id}"
-    return [("get", "/api/v1/users/", None), ("post", "/api/v1/users/", {"username": "intruder"}),
-            ("get", base, None), ("patch", base, {"is_active": False}),
-            ("post", f"{base}/password", {"link": True}),
-            ("get", f"{base}/tokens", None), ("post", f"{base}/tokens", {"name": "x"}),
-            ("delete", f"{base}/tokens/{token_id}", None)]
+    return [
+        ("get", "/api/v1/users/", None),
+        ("post", "/api/v1/users/", {"username": "intruder"}),
+        ("get", base, None),
+        ("patch", base, {"is_active": False}),
+        ("post", f"{base}/password", {"link": True}),
+        ("get", f"{base}/tokens", None),
+        ("post", f"{base}/tokens", {"name": "x"}),
+        ("delete", f"{base}/tokens/{token_id}", None),
+    ]
 
 
 def test_only_admins_use_the_users_api(role_users):
@@ -365,8 +390,11 @@ def test_the_api_creates_with_a_generated_password_and_invites_with_a_link(admin
     assert _can_log_in("api-made", created.json()["password"])
     given = admin_api.post("/api/v1/users/", {"username": "given", "password": "cobalt-ridge-12"}, format="json")
     assert given.status_code == 201 and "password" not in given.json() and _can_log_in("given", "cobalt-ridge-12")
-    invited = admin_api.post("/api/v1/users/", {"username": "invitee", "email": "i@example.org",
-                                                "roles": ["annotator"], "invite": True}, format="json")
+    invited = admin_api.post(
+        "/api/v1/users/",
+        {"username": "invitee", "email": "i@example.org", "roles": ["annotator"], "invite": True},
+        format="json",
+    )
     body = invited.json()
     assert invited.status_code == 201 and body["has_password"] is False and "password" not in body
     assert body["set_password_url"].startswith("http://testserver/team/password/")
@@ -374,22 +402,29 @@ def test_the_api_creates_with_a_generated_password_and_invites_with_a_link(admin
     assert _can_log_in("invitee", "amber-willow-77")
 
 
-@pytest.mark.parametrize("body, field, message", [
-    ({"username": "adm"}, "username", "A user named 'adm' already exists"),
-    ({"username": "ADM"}, "username", "A user named 'ADM' already exists"),
-    ({"username": "no spaces"}, "username", "use only letters, digits and the characters @ . + - _"),
-    ({"username": "ok", "roles": ["root"]}, "roles.0", '"root" is not a role; the roles are annotator, researcher,'),
-    ({"username": "ok", "roles": "admin"}, "roles", "Expected a list"),
-    ({"username": "ok", "password": "x"}, "password", "This password is too short."),
-    ({"username": "ok", "password": "x", "invite": True}, None, "Send a password or invite: true, not both."),
-    ({"username": "ok", "email": "@@"}, "email", "is not an email address"),
-    ({"username": "x" * 100_000}, "username", "no more than 150 characters"),
-    ({"username": ["a"]}, "username", "Not a valid string."),
-    ({"username": {"a": 1}}, "username", "Not a valid string."),
-    ({"username": None}, "username", "This field may not be null."),
-    ({"username": 5, "invite": "maybe"}, "invite", "Must be a valid boolean."),
-    ({}, "username", "This field is required."),
-])
+@pytest.mark.parametrize(
+    "body, field, message",
+    [
+        ({"username": "adm"}, "username", "A user named 'adm' already exists"),
+        ({"username": "ADM"}, "username", "A user named 'ADM' already exists"),
+        ({"username": "no spaces"}, "username", "use only letters, digits and the characters @ . + - _"),
+        (
+            {"username": "ok", "roles": ["root"]},
+            "roles.0",
+            '"root" is not a role; the roles are annotator, researcher,',
+        ),
+        ({"username": "ok", "roles": "admin"}, "roles", "Expected a list"),
+        ({"username": "ok", "password": "x"}, "password", "This password is too short."),
+        ({"username": "ok", "password": "x", "invite": True}, None, "Send a password or invite: true, not both."),
+        ({"username": "ok", "email": "@@"}, "email", "is not an email address"),
+        ({"username": "x" * 100_000}, "username", "no more than 150 characters"),
+        ({"username": ["a"]}, "username", "Not a valid string."),
+        ({"username": {"a": 1}}, "username", "Not a valid string."),
+        ({"username": None}, "username", "This field may not be null."),
+        ({"username": 5, "invite": "maybe"}, "invite", "Must be a valid boolean."),
+        ({}, "username", "This field is required."),
+    ],
+)
 def test_bad_input_to_the_api_is_a_400_that_says_why(admin_api, body, field, message):
     before = User.objects.count()
     response = admin_api.post("/api/v1/users/", body, format="json")
@@ -404,16 +439,18 @@ def test_bad_input_to_the_api_is_a_400_that_says_why(admin_api, body, field, mes
 def test_the_api_patches_email_roles_and_activity(admin_api, admin_user):
     user = UserFactory(username="patchy", roles=["annotator"])
     user_api = token_client(user)
-    response = admin_api.patch(f"/api/v1/users/{user.id}", {"email": "p@example.org", "roles": ["researcher"]},
-                               format="json")
+    response = admin_api.patch(
+        f"/api/v1/users/{user.id}", {"email": "p@example.org", "roles": ["researcher"]}, format="json"
+    )
     assert response.status_code == 200 and response.json()["roles"] == ["researcher"]
     assert response.json()["email"] == "p@example.org" and response.json()["is_active"] is True
     assert admin_api.patch(f"/api/v1/users/{user.id}", {"is_active": False}, format="json").json()["is_active"] is False
     assert user_api.get("/api/v1/whoami").status_code == 401
     # A form-encoded PATCH without is_active changes nothing else.
     admin_api.patch(f"/api/v1/users/{user.id}", {"is_active": True}, format="json")
-    admin_api.patch(f"/api/v1/users/{user.id}", "email=q%40example.org",
-                    content_type="application/x-www-form-urlencoded")
+    admin_api.patch(
+        f"/api/v1/users/{user.id}", "email=q%40example.org", content_type="application/x-www-form-urlencoded"
+    )
     user.refresh_from_db()
     assert user.is_active and user.email == "q@example.org"
 
@@ -459,8 +496,11 @@ def test_the_api_lists_creates_and_revokes_a_users_tokens(admin_api):
 
 
 def _counts() -> dict[str, int]:
-    return {m._meta.label: m.objects.count() for m in apps.get_models()
-            if m._meta.app_label in ("webapp", "auth", "annotate") and m._meta.label != "webapp.WorkerBeat"}
+    return {
+        m._meta.label: m.objects.count()
+        for m in apps.get_models()
+        if m._meta.app_label in ("webapp", "auth", "annotate") and m._meta.label != "webapp.WorkerBeat"
+    }
 
 
 def test_hostile_input_to_the_users_api_is_refused_and_changes_nothing(admin_api):
@@ -469,12 +509,27 @@ def test_hostile_input_to_the_users_api_is_refused_and_changes_nothing(admin_api
     user = UserFactory(username="victim", roles=["annotator"])
     token, _ = api_token_create(user=user, name="t")
     before = _counts()
-    writes = [("POST", "/api/v1/users/"), ("PATCH", f"/api/v1/users/{user.id}"),
-              ("POST", f"/api/v1/users/{user.id}/password"), ("POST", f"/api/v1/users/{user.id}/tokens")]
-    typed = [{"username": "a\x00b"}, {"username": "ok", "roles": [{"x": 1}]}, {"username": "ok", "roles": [None]},
-             {"username": "ok", "roles": ["admin"] * 1000}, {"email": "a\x00@b.c"}, {"roles": "annotator"},
-             {"is_active": "sometimes"}, {"password": "p" * 5000}, {"password": 12345678901}, {"link": [1]},
-             {"name": "n" * 101}, {"name": "\x00"}, {"username": "ok", "email": "e" * 300 + "@x.org"}]
+    writes = [
+        ("POST", "/api/v1/users/"),
+        ("PATCH", f"/api/v1/users/{user.id}"),
+        ("POST", f"/api/v1/users/{user.id}/password"),
+        ("POST", f"/api/v1/users/{user.id}/tokens"),
+    ]
+    typed = [
+        {"username": "a\x00b"},
+        {"username": "ok", "roles": [{"x": 1}]},
+        {"username": "ok", "roles": [None]},
+        {"username": "ok", "roles": ["admin"] * 1000},
+        {"email": "a\x00@b.c"},
+        {"roles": "annotator"},
+        {"is_active": "sometimes"},
+        {"password": "p" * 5000},
+        {"password": 12345678901},
+        {"link": [1]},
+        {"name": "n" * 101},
+        {"name": "\x00"},
+        {"username": "ok", "email": "e" * 300 + "@x.org"},
+    ]
     for method, path in writes:
         for name, raw in RAW_BODIES.items():
             response = admin_api.generic(method, path, raw, content_type="application/json")
@@ -484,9 +539,15 @@ def test_hostile_input_to_the_users_api_is_refused_and_changes_nothing(admin_api
             response = admin_api.generic(method, path, json.dumps(body), content_type="application/json")
             assert 400 <= response.status_code < 500, (method, path, body, response.content[:200])
             assert isinstance(response.json()["detail"], str)
-    for path in ("/api/v1/users/0", "/api/v1/users/999999999999", "/api/v1/users/abc",
-                 "/api/v1/users/99999999999999999999999", f"/api/v1/users/{user.id}/tokens/999999999",
-                 "/api/v1/users/999999999/tokens", "/api/v1/users/999999999/password"):
+    for path in (
+        "/api/v1/users/0",
+        "/api/v1/users/999999999999",
+        "/api/v1/users/abc",
+        "/api/v1/users/99999999999999999999999",
+        f"/api/v1/users/{user.id}/tokens/999999999",
+        "/api/v1/users/999999999/tokens",
+        "/api/v1/users/999999999/password",
+    ):
         for method in ("GET", "POST", "PATCH", "DELETE"):
             response = admin_api.generic(method, path, "{}", content_type="application/json")
             assert response.status_code in (404, 405), (method, path, response.status_code)

@@ -1,4 +1,5 @@
 """Live workers and a queued run's place in the line (webapp/workers.py), on pages and the API."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -14,19 +15,20 @@ pytestmark = pytest.mark.django_db
 
 
 def _run(name: str, *, status=Run.Status.QUEUED, queued_ago: float = 0, **fields) -> Run:
-    return Run.objects.create(kind="bc", name=name, status=status,
-                              queued_at=timezone.now() - timedelta(seconds=queued_ago), **fields)
+    return Run.objects.create(
+        kind="bc", name=name, status=status, queued_at=timezone.now() - timedelta(seconds=queued_ago), **fields
+    )
 
 
 def _beat(hostname: str, queues: str, *, ago: float) -> WorkerBeat:
     now = timezone.now()
-    return WorkerBeat.objects.create(hostname=hostname, queues=queues, started_at=now - timedelta(hours=1),
-                                     beat_at=now - timedelta(seconds=ago))
+    return WorkerBeat.objects.create(
+        hostname=hostname, queues=queues, started_at=now - timedelta(hours=1), beat_at=now - timedelta(seconds=ago)
+    )
 
 
 def test_a_queued_run_knows_its_place_and_what_it_waits_for():
-    busy = _run("policy", status=Run.Status.RUNNING, progress=0.25,
-                started_at=timezone.now() - timedelta(minutes=10))
+    busy = _run("policy", status=Run.Status.RUNNING, progress=0.25, started_at=timezone.now() - timedelta(minutes=10))
     first, second, third = _run("a", queued_ago=30), _run("b", queued_ago=20), _run("c", queued_ago=10)
     wait = run_wait(third)
     assert wait.position == 3 and [r.pk for r in wait.ahead] == [first.pk, second.pk]
@@ -73,8 +75,13 @@ def test_the_api_says_where_a_queued_run_stands(admin_api, settings):
     ahead = _run("a", queued_ago=10)
     queued = _run("b")
     body = admin_api.get(f"/api/v1/runs/{queued.pk}?metrics=0").json()
-    assert body["queue"] == {"position": 2, "ahead": [ahead.pk], "running": [], "minutes_left": None,
-                             "worker_alive": False}
+    assert body["queue"] == {
+        "position": 2,
+        "ahead": [ahead.pk],
+        "running": [],
+        "minutes_left": None,
+        "worker_alive": False,
+    }
     Run.objects.filter(pk=queued.pk).update(status=Run.Status.RUNNING)
     assert admin_api.get(f"/api/v1/runs/{queued.pk}?metrics=0").json()["queue"] is None
 

@@ -8,6 +8,7 @@ Splits are fixed by the task's number (train 70%, dev 10%, eval 20%); a world bu
 another seed shares no task with this one. The rubric: correct when the answer holds the
 right number; the same step, tool-error and loop weights as the encyclopedia.
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,8 +20,15 @@ from dataclasses import dataclass
 
 from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 MAX_MAGNITUDE = 10**12
 
 
@@ -69,11 +77,12 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 STORIES = [  # (the problem, the expression that solves it)
     ("A depot holds {a} crates of {b} jars; {c} jars break. How many jars are left?", "{a} * {b} - {c}"),
-    ("A train has {a} carriages with {b} seats each, and {c} seats are taken. How many seats are free?",
-     "{a} * {b} - {c}"),
+    (
+        "A train has {a} carriages with {b} seats each, and {c} seats are taken. How many seats are free?",
+        "{a} * {b} - {c}",
+    ),
     ("{a} workers each pack {b} boxes a day for {c} days. How many boxes do they pack?", "{a} * {b} * {c}"),
-    ("A library had {a} books, bought {b} more and gave away {c}. How many books does it have now?",
-     "{a} + {b} - {c}"),
+    ("A library had {a} books, bought {b} more and gave away {c}. How many books does it have now?", "{a} + {b} - {c}"),
     ("A baker makes {a} trays of {b} rolls and sells all but {c}. How many rolls are sold?", "{a} * {b} - {c}"),
 ]
 SPLIT_OF = ["train"] * 7 + ["dev"] + ["eval"] * 2
@@ -88,8 +97,9 @@ class _State:
 class ArithmeticEnvironment(Environment):
     name = "arithmetic"
     description = "Word problems with a calculator tool (generated per seed)."
-    system_prompt = ("Solve the problem. Use the calculate tool for arithmetic, then give the number with the "
-                     "answer tool.")
+    system_prompt = (
+        "Solve the problem. Use the calculate tool for arithmetic, then give the number with the answer tool."
+    )
 
     def __init__(self, *, seed: int = 0, n_tasks: int = 400):
         self.seed, self.n_tasks = seed, n_tasks
@@ -100,21 +110,41 @@ class ArithmeticEnvironment(Environment):
             a, b = rng.randint(2, 60), rng.randint(2, 40)
             c = rng.randint(1, min(90, a + b - 1))  # every answer stays positive
             expression = solution.format(a=a, b=b, c=c)
-            self._tasks.append(EnvTask(external_id=f"arith-{seed}-{i}", prompt=template.format(a=a, b=b, c=c),
-                                       reference=_format(calculate(expression)), split=SPLIT_OF[i % len(SPLIT_OF)],
-                                       metadata={"environment": self.name, "seed": seed, "expression": expression}))
+            self._tasks.append(
+                EnvTask(
+                    external_id=f"arith-{seed}-{i}",
+                    prompt=template.format(a=a, b=b, c=c),
+                    reference=_format(calculate(expression)),
+                    split=SPLIT_OF[i % len(SPLIT_OF)],
+                    metadata={"environment": self.name, "seed": seed, "expression": expression},
+                )
+            )
 
     def tasks(self, split: str) -> list[EnvTask]:
         return [t for t in self._tasks if t.split == split]
 
     def tools(self) -> list[Tool]:
         return [
-            Tool("calculate", "Evaluate an arithmetic expression, e.g. 48 * 17 - 95.",
-                 {"type": "object", "properties": {"expression": {"type": "string", "minLength": 1}},
-                  "required": ["expression"], "additionalProperties": False}),
-            Tool("answer", "Give the final answer and end the episode.",
-                 {"type": "object", "properties": {"text": {"type": "string"}},
-                  "required": ["text"], "additionalProperties": False}),
+            Tool(
+                "calculate",
+                "Evaluate an arithmetic expression, e.g. 48 * 17 - 95.",
+                {
+                    "type": "object",
+                    "properties": {"expression": {"type": "string", "minLength": 1}},
+                    "required": ["expression"],
+                    "additionalProperties": False,
+                },
+            ),
+            Tool(
+                "answer",
+                "Give the final answer and end the episode.",
+                {
+                    "type": "object",
+                    "properties": {"text": {"type": "string"}},
+                    "required": ["text"],
+                    "additionalProperties": False,
+                },
+            ),
         ]
 
     def start(self, task: EnvTask) -> _State:
@@ -132,9 +162,11 @@ class ArithmeticEnvironment(Environment):
 
     def demonstrator(self, *, seed: int = 0, **options):
         """A scripted solver for behaviour cloning: calculate the task's expression, answer the result."""
+
         def turns(task: EnvTask, state: _State):
             yield "calculate", {"expression": task.metadata["expression"]}
             yield "answer", {"text": state.results[-1] if state.results else ""}
+
         return turns
 
     def outcome(self, state: _State, episode: EpisodeRecord) -> Rubric:
@@ -142,6 +174,14 @@ class ArithmeticEnvironment(Environment):
         correct = bool(numbers) and float(numbers[-1]) == float(episode.task.reference)
         computed = episode.task.reference in state.results
         utility = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
-        return Rubric(correct=correct, score=utility,
-                      parts={"steps": episode.calls, "tool_errors": episode.tool_errors, "loop": episode.loop,
-                             "answered": episode.answer is not None, "computed": computed})
+        return Rubric(
+            correct=correct,
+            score=utility,
+            parts={
+                "steps": episode.calls,
+                "tool_errors": episode.tool_errors,
+                "loop": episode.loop,
+                "answered": episode.answer is not None,
+                "computed": computed,
+            },
+        )

@@ -19,6 +19,7 @@ error observation that uses a step, whatever the environment.
 
 How to write one, register it and point Arbiter at it: docs/environments.md.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -35,8 +36,9 @@ TRAINING_SEEDS = range(64)
 # before it): RL judges its checkpoints there, on names the policy has to read, not recall.
 FRESH_WORLD_SEED = TRAINING_SEEDS.stop - 1
 INVALID_TOOL = "invalid"  # the tool name a turn that is no tool call is recorded under
-SYSTEM_PROMPT = ("You are an agent. Use the tools to find what the task asks, then give your final answer "
-                 "with the answer tool.")
+SYSTEM_PROMPT = (
+    "You are an agent. Use the tools to find what the task asks, then give your final answer with the answer tool."
+)
 
 
 def rl_world_seeds(count: int) -> range:
@@ -54,8 +56,10 @@ class Tool:
     parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
 
     def as_openai(self) -> dict:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 @dataclass(frozen=True)
@@ -171,11 +175,15 @@ def demonstrator_problem(env: Environment) -> str | None:
     try:
         turns = env.demonstrator(seed=0, mistakes=None)
     except TypeError as exc:
-        return (f"{env.name or type(env).__name__}.demonstrator cannot be called with seed= and mistakes= ({exc}); "
-                "write it as `def demonstrator(self, *, seed=0, **options)` (docs/environments.md).")
+        return (
+            f"{env.name or type(env).__name__}.demonstrator cannot be called with seed= and mistakes= ({exc}); "
+            "write it as `def demonstrator(self, *, seed=0, **options)` (docs/environments.md)."
+        )
     if turns is None:
-        return (f"{env.name or type(env).__name__} has no scripted demonstrator, so behaviour cloning has nothing "
-                "to imitate; start from a policy of your own instead (--policy-id; docs/policies.md).")
+        return (
+            f"{env.name or type(env).__name__} has no scripted demonstrator, so behaviour cloning has nothing "
+            "to imitate; start from a policy of your own instead (--policy-id; docs/policies.md)."
+        )
     return None
 
 
@@ -244,7 +252,7 @@ class Episode:
             result = self.runner.env.call(self.state, tool, arguments)
         self._record(tool, arguments, result, call_id)
         signature = f"{tool}:{sorted(arguments.items()) if isinstance(arguments, dict) else arguments!r}"
-        self._recent = (self._recent + [signature])[-self.runner.limits.loop_repeats:]
+        self._recent = (self._recent + [signature])[-self.runner.limits.loop_repeats :]
         if not self.done:
             repeats = self.runner.limits.loop_repeats
             if len(self._recent) == repeats and len(set(self._recent)) == 1:
@@ -271,8 +279,11 @@ class Episode:
             record.answer = result.answer if result.answer is not None else result.content
             record.steps.append({"kind": "answer", "text": record.answer})
             return
-        action = {"kind": "action", "tool": tool, "arguments": arguments if isinstance(arguments, dict)
-                  else str(arguments)}
+        action = {
+            "kind": "action",
+            "tool": tool,
+            "arguments": arguments if isinstance(arguments, dict) else str(arguments),
+        }
         if call_id:
             action["call_id"] = call_id
         record.steps.append(action)
@@ -289,8 +300,13 @@ class Episode:
         truncated, answered) among its parts unless the environment gave them."""
         rubric = self.runner.env.outcome(self.state, self.record)
         record = self.record
-        standard = {"steps": record.calls, "tool_errors": record.tool_errors, "loop": record.loop,
-                    "truncated": record.truncated, "answered": record.answer is not None}
+        standard = {
+            "steps": record.calls,
+            "tool_errors": record.tool_errors,
+            "loop": record.loop,
+            "truncated": record.truncated,
+            "answered": record.answer is not None,
+        }
         return Rubric(correct=rubric.correct, score=rubric.score, parts={**standard, **rubric.parts})
 
     def trajectory(self, *, agent: str, version: str = "") -> dict:
@@ -299,14 +315,23 @@ class Episode:
         system = [m["content"] for m in self.runner.env.opening_messages(task) if m.get("role") == "system"]
         return {
             "schema": "arbiter.trajectory/v1",
-            "task": {"external_id": task.external_id, "prompt": task.prompt, "reference_answer": task.reference,
-                     "environment": self.runner.env.name, "split": task.split, "metadata": dict(task.metadata)},
+            "task": {
+                "external_id": task.external_id,
+                "prompt": task.prompt,
+                "reference_answer": task.reference,
+                "environment": self.runner.env.name,
+                "split": task.split,
+                "metadata": dict(task.metadata),
+            },
             "agent": {"name": agent, "version": version},
             "steps": list(self.record.steps) or [{"kind": "thought", "text": "(no action)"}],
             "answer": self.record.answer or "",
             "outcome": self.outcome().as_dict(),
-            "metadata": {"environment": self.runner.env.name, "loop": self.record.loop,
-                         **({"system_prompt": "\n\n".join(system)} if system else {}),
-                         "truncated": self.record.truncated,
-                         "tools": [t.as_openai() for t in self.runner.tools.values()]},
+            "metadata": {
+                "environment": self.runner.env.name,
+                "loop": self.record.loop,
+                **({"system_prompt": "\n\n".join(system)} if system else {}),
+                "truncated": self.record.truncated,
+                "tools": [t.as_openai() for t in self.runner.tools.values()],
+            },
         }

@@ -2,6 +2,7 @@
 its actions and how the default policy writes its calls (training/policy/parsers.py reads
 policy output with it). It lives with the environments because a demonstrator writes it;
 the policy layer above uses it, never the other way round."""
+
 from __future__ import annotations
 
 import re

@@ -13,25 +13,29 @@ dotted path: `rubric="mypackage.grading:grade"`, a function `(task, episode) -> 
 The SDK is asynchronous; the connection runs its event loop in a thread of its own
 (anyio's blocking portal), so the rest of Arbiter calls it like any other environment.
 """
+
 from __future__ import annotations
 
 import importlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as futures_wait
-
-import anyio
-from collections.abc import Callable
 from pathlib import Path
 
-from training.envs.encyclopedia.rubric import normalize
-from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult, ToolServerLost
+import anyio
 
-ANSWER_TOOL = Tool("answer", "Give the final answer and end the episode.",
-                   {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult, ToolServerLost
+from training.envs.encyclopedia.rubric import normalize
+
+ANSWER_TOOL = Tool(
+    "answer",
+    "Give the final answer and end the episode.",
+    {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+)
 
 
 # What a stdio server is started under: a few lines of Python that ask Linux to kill the server
@@ -68,8 +72,9 @@ class MCPEnvironmentError(ValueError):
 class MCPConnection:
     """A synchronous handle on one MCP client session (stdio command or streamable HTTP URL)."""
 
-    def __init__(self, server: str | list[str], *, env: dict | None = None, timeout: float = 30.0,
-                 start_timeout: float = 10.0):
+    def __init__(
+        self, server: str | list[str], *, env: dict | None = None, timeout: float = 30.0, start_timeout: float = 10.0
+    ):
         import tempfile
 
         from anyio.from_thread import start_blocking_portal
@@ -88,9 +93,10 @@ class MCPConnection:
             # default, bound when it was imported, failed every stdio server on a worker), and the
             # file's tail explains a server that fails to start.
             self._errlog = tempfile.TemporaryFile(mode="w+", prefix="mcp-server-stderr-")
-            target = stdio_client(StdioServerParameters(command=sys.executable, args=["-c", _CHILD, str(os.getpid()),
-                                                                                      *command], env=env),
-                                  errlog=self._errlog)
+            target = stdio_client(
+                StdioServerParameters(command=sys.executable, args=["-c", _CHILD, str(os.getpid()), *command], env=env),
+                errlog=self._errlog,
+            )
         self._portal_cm = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
         # Start (launch, handshake) is bounded by start_timeout as a whole: the SDK's own probe of
@@ -100,7 +106,8 @@ class MCPConnection:
         entered: Future = Future()
         self._stop = self._portal.call(anyio.Event)
         self._session = self._portal.start_task_soon(
-            self._hold, Client(target, read_timeout_seconds=start_timeout), entered, self._stop)
+            self._hold, Client(target, read_timeout_seconds=start_timeout), entered, self._stop
+        )
         try:
             self._client = entered.result(timeout=start_timeout)
         except Exception as exc:
@@ -108,10 +115,14 @@ class MCPConnection:
             futures_wait([self._session], timeout=15)  # the SDK stops the server: 2 s grace, then signals
             self._portal_cm.__exit__(None, None, None)
             said = self.server_stderr()
-            why = (f"no answer to the MCP handshake within start_timeout ({start_timeout:g} s)"
-                   if isinstance(exc, FutureTimeout) else _cause(exc))
-            raise MCPEnvironmentError(f"cannot connect to the MCP server {server!r}: {why}"
-                                      + (f"; the server said: {said}" if said else "")) from exc
+            why = (
+                f"no answer to the MCP handshake within start_timeout ({start_timeout:g} s)"
+                if isinstance(exc, FutureTimeout)
+                else _cause(exc)
+            )
+            raise MCPEnvironmentError(
+                f"cannot connect to the MCP server {server!r}: {why}" + (f"; the server said: {said}" if said else "")
+            ) from exc
 
     @staticmethod
     async def _hold(client, entered: Future, stop) -> None:
@@ -185,8 +196,9 @@ def _connection_lost(exc: Exception) -> bool:
 
     if isinstance(exc, MCPError):
         return exc.error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
-    return isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError,
-                            TimeoutError))
+    return isinstance(
+        exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError, TimeoutError)
+    )
 
 
 def load_tasks_jsonl(path: str | Path, *, need_reference: bool = True) -> list[EnvTask]:
@@ -199,20 +211,35 @@ def load_tasks_jsonl(path: str | Path, *, need_reference: bool = True) -> list[E
             continue
         try:
             row = json.loads(line)
-            missing = [k for k in ("external_id", "prompt", "split") + (("reference",) if need_reference else ())
-                       if k not in row]
+            missing = [
+                k
+                for k in ("external_id", "prompt", "split") + (("reference",) if need_reference else ())
+                if k not in row
+            ]
             if missing:
-                problems.append(f"line {number}: no {', '.join(missing)}"
-                                + (" (a task without a reference can never be answered right under exact match; "
-                                   "give one, or a rubric hook)" if "reference" in missing else ""))
+                problems.append(
+                    f"line {number}: no {', '.join(missing)}"
+                    + (
+                        " (a task without a reference can never be answered right under exact match; "
+                        "give one, or a rubric hook)"
+                        if "reference" in missing
+                        else ""
+                    )
+                )
                 continue
             aliases = row.get("aliases") or []
             if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
                 problems.append(f"line {number}: aliases must be a list of strings")
                 continue
-            tasks.append(EnvTask(external_id=str(row["external_id"]), prompt=str(row["prompt"]),
-                                 reference=str(row.get("reference", "")), split=row["split"],
-                                 metadata={**dict(row.get("metadata") or {}), **({"aliases": aliases} if aliases else {})}))
+            tasks.append(
+                EnvTask(
+                    external_id=str(row["external_id"]),
+                    prompt=str(row["prompt"]),
+                    reference=str(row.get("reference", "")),
+                    split=row["split"],
+                    metadata={**dict(row.get("metadata") or {}), **({"aliases": aliases} if aliases else {})},
+                )
+            )
             if tasks[-1].split not in ("train", "dev", "eval"):
                 problems.append(f"line {number}: split must be train, dev or eval")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -227,8 +254,16 @@ def exact_match_rubric(task: EnvTask, episode: EpisodeRecord) -> Rubric:
     accepted = {normalize(text) for text in [task.reference, *task.metadata.get("aliases", [])]} - {""}
     correct = episode.answer is not None and normalize(episode.answer) in accepted
     score = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
-    return Rubric(correct=correct, score=score, parts={"steps": episode.calls, "tool_errors": episode.tool_errors,
-                                                       "loop": episode.loop, "answered": episode.answer is not None})
+    return Rubric(
+        correct=correct,
+        score=score,
+        parts={
+            "steps": episode.calls,
+            "tool_errors": episode.tool_errors,
+            "loop": episode.loop,
+            "answered": episode.answer is not None,
+        },
+    )
 
 
 def _hook(dotted: str) -> Callable:
@@ -243,23 +278,35 @@ class MCPEnvironment(Environment):
     name = "mcp"
     description = "Tools served by an MCP server; tasks from a JSONL file."
 
-    def __init__(self, *, server: str | list[str], tasks: str | Path, rubric: str | None = None,
-                 server_env: dict | None = None, timeout: float = 30.0, start_timeout: float = 10.0,
-                 restarts: int = 3, system_prompt: str | None = None):
+    def __init__(
+        self,
+        *,
+        server: str | list[str],
+        tasks: str | Path,
+        rubric: str | None = None,
+        server_env: dict | None = None,
+        timeout: float = 30.0,
+        start_timeout: float = 10.0,
+        restarts: int = 3,
+        system_prompt: str | None = None,
+    ):
         self._tasks = load_tasks_jsonl(tasks, need_reference=not rubric)
         self._rubric = _hook(rubric) if rubric else exact_match_rubric
         self._server, self._server_env = server, server_env
         self._timeouts = {"timeout": timeout, "start_timeout": start_timeout}
         self.restarts_left, self.restarts = restarts, 0
         self.connection = self._connect()
-        served = [Tool(t.name, t.description or "", t.input_schema or {"type": "object"})
-                  for t in self.connection.list_tools()]
+        served = [
+            Tool(t.name, t.description or "", t.input_schema or {"type": "object"})
+            for t in self.connection.list_tools()
+        ]
         self._tools = served + ([] if any(t.name == "answer" for t in served) else [ANSWER_TOOL])
         self._served = {t.name for t in served}
         # The system prompt: the config's, else the server's own instructions, else Arbiter's default.
         self.system_prompt = system_prompt or self.connection.instructions or Environment.system_prompt
-        self.system_prompt_source = "config" if system_prompt else ("server" if self.connection.instructions
-                                                                    else "default")
+        self.system_prompt_source = (
+            "config" if system_prompt else ("server" if self.connection.instructions else "default")
+        )
 
     def _connect(self) -> MCPConnection:
         return MCPConnection(self._server, env=self._server_env, **self._timeouts)
@@ -309,8 +356,10 @@ class MCPEnvironment(Environment):
             f"the MCP server {self._server!r} stopped answering ({type(lost).__name__}: {lost}); it has been "
             f"restarted {self.restarts} time(s) in this run, as many as its `restarts` setting allows (last failure: "
             f"{type(last).__name__}: {last})"
-            + (f"; it said: {said[-500:]}" if said else "") + ". A lost tool server is not the agent's error: the "
-            "run stops here.")
+            + (f"; it said: {said[-500:]}" if said else "")
+            + ". A lost tool server is not the agent's error: the "
+            "run stops here."
+        )
 
     def outcome(self, state, episode: EpisodeRecord) -> Rubric:
         return self._rubric(episode.task, episode)

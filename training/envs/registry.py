@@ -15,6 +15,7 @@ options, e.g. an MCP server and its tasks file): `configured` maps each name to
 A name that is none of these is refused with the names that exist. Nothing needs editing
 in Arbiter to add an environment.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -76,8 +77,10 @@ def environment_class(name: str) -> type[Environment]:
             return _load(ep.value)
     if "." in name or ":" in name:
         return _load(name)
-    raise UnknownEnvironment(f"no environment {name!r}; known: {', '.join(environment_names())}, "
-                             "or give a class by dotted path (package.module:Class)")
+    raise UnknownEnvironment(
+        f"no environment {name!r}; known: {', '.join(environment_names())}, "
+        "or give a class by dotted path (package.module:Class)"
+    )
 
 
 def get_environment(name: str, *, configured: dict | None = None, **options) -> Environment:

@@ -1,5 +1,6 @@
 """Django glue for environments: the ones this deployment knows (built-ins, entry points and
 settings.ARBITER_ENVIRONMENTS), built once per process, and the checks run configs share."""
+
 from __future__ import annotations
 
 import atexit
@@ -39,8 +40,10 @@ def _dotted_path_allowed(name: str, configured: dict) -> bool:
     if name in configured or name in environment_names(configured) or not ("." in name or ":" in name):
         return True
     module = name.split(":", 1)[0]
-    return any(module == prefix or module.startswith(prefix + ".")
-               for prefix in getattr(settings, "ARBITER_ENVIRONMENT_MODULES", ()))
+    return any(
+        module == prefix or module.startswith(prefix + ".")
+        for prefix in getattr(settings, "ARBITER_ENVIRONMENT_MODULES", ())
+    )
 
 
 def environment_get(name: str) -> Environment:
@@ -51,7 +54,8 @@ def environment_get(name: str) -> Environment:
         raise UnknownEnvironment(
             f"{name!r} is not an environment this deployment knows ({', '.join(environment_names(configured))}); "
             f"a class by dotted path must be in a module listed in ARBITER_ENVIRONMENT_MODULES, or be named in "
-            f"ARBITER_ENVIRONMENTS_FILE")
+            f"ARBITER_ENVIRONMENTS_FILE"
+        )
     key = json.dumps([name, configured.get(name)], sort_keys=True, default=str)
     return _cached(key, lambda: get_environment(name, configured=configured))
 
@@ -112,10 +116,15 @@ def task_problems(env: Environment, split: str, task_ids: list[str], *, field: s
     for task_id in task_ids:
         if task_id in known:
             continue
-        other = next((s for s in ("train", "dev", "eval") if s != split
-                      and any(t.external_id == task_id for t in env.tasks(s))), None)
-        problems.append(f"{field}: {task_id!r} is in the {other} split of {env.name}, not in {split}." if other else
-                        f"{field}: {task_id!r} is not a task of environment {env.name!r}.")
+        other = next(
+            (s for s in ("train", "dev", "eval") if s != split and any(t.external_id == task_id for t in env.tasks(s))),
+            None,
+        )
+        problems.append(
+            f"{field}: {task_id!r} is in the {other} split of {env.name}, not in {split}."
+            if other
+            else f"{field}: {task_id!r} is not a task of environment {env.name!r}."
+        )
     return problems[:20]
 
 

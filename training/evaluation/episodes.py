@@ -13,6 +13,7 @@ log pi - log pi_ref summed over the agent's tokens of a sampled episode (its mea
 episodes estimates KL(pi || pi_ref) per episode). Best-of-n's KL is the analytic
 log n - (n-1)/n.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,22 +40,42 @@ def best_of_n_kl(n: int) -> float:
     return math.log(n) - (n - 1) / n
 
 
-def play(model, tokenizer, runner, tasks: list, *, samples: int, temperature: float, seed: int,
-         batch_size: int = 64, progress=None, chat=None, limits: dict | None = None) -> list[list]:
+def play(
+    model,
+    tokenizer,
+    runner,
+    tasks: list,
+    *,
+    samples: int,
+    temperature: float,
+    seed: int,
+    batch_size: int = 64,
+    progress=None,
+    chat=None,
+    limits: dict | None = None,
+) -> list[list]:
     """`limits`: the rollout's max_action_tokens and max_context, when not the defaults."""
     """`samples` episodes per task; episode s of task t has its own seed, so a rerun gives the same."""
     from training.policy.rollout import RolloutConfig, rollout
 
     repeated = [task for task in tasks for _ in range(samples)]
     seeds = [seed * 1_000_003 + t * 1000 + s for t in range(len(tasks)) for s in range(samples)]
-    episodes = rollout(model, tokenizer, runner, repeated,
-                       RolloutConfig(temperature=temperature, batch_size=batch_size, **(limits or {})), seeds=seeds,
-                       progress=progress,
-                       chat=chat)
-    return [episodes[t * samples:(t + 1) * samples] for t in range(len(tasks))]
+    episodes = rollout(
+        model,
+        tokenizer,
+        runner,
+        repeated,
+        RolloutConfig(temperature=temperature, batch_size=batch_size, **(limits or {})),
+        seeds=seeds,
+        progress=progress,
+        chat=chat,
+    )
+    return [episodes[t * samples : (t + 1) * samples] for t in range(len(tasks))]
 
 
-def episode_kls(episodes: list, model, reference, tokenizer, *, temperature: float, batch_size: int = 16) -> list[float]:
+def episode_kls(
+    episodes: list, model, reference, tokenizer, *, temperature: float, batch_size: int = 16
+) -> list[float]:
     """log pi - log pi_ref summed over each episode's agent tokens, both at the sampling temperature."""
     import torch
 
@@ -64,7 +85,7 @@ def episode_kls(episodes: list, model, reference, tokenizer, *, temperature: flo
     kls = []
     with torch.no_grad():
         for start in range(0, len(episodes), batch_size):
-            batch = episode_batch(episodes[start:start + batch_size], tokenizer.pad_token_id, device)
+            batch = episode_batch(episodes[start : start + batch_size], tokenizer.pad_token_id, device)
             logits, _ = forward_agent_tokens(model, None, batch, temperature)
             ref_logits, _ = forward_agent_tokens(reference, None, batch, temperature)
             difference = (token_logprobs(logits, batch.tokens) - token_logprobs(ref_logits, batch.tokens)) * batch.mask
@@ -87,12 +108,17 @@ def best_of_n(played: Played, n: int, *, group: int | None = None) -> Played:
     chosen, scores = [], []
     for t, episodes in enumerate(played.episodes):
         task_scores = played.rm_scores[t] if played.rm_scores is not None else [0.0] * len(episodes)
-        picks = [start + max(range(n), key=lambda i: task_scores[start + i])
-                 for start in range(0, len(episodes) - group + 1, group)]
+        picks = [
+            start + max(range(n), key=lambda i: task_scores[start + i])
+            for start in range(0, len(episodes) - group + 1, group)
+        ]
         chosen.append([episodes[i] for i in picks])
         scores.append([task_scores[i] for i in picks])
-    return Played(episodes=chosen, rm_scores=scores if played.rm_scores is not None else None,
-                  kls=[[best_of_n_kl(n)] * len(c) for c in chosen])
+    return Played(
+        episodes=chosen,
+        rm_scores=scores if played.rm_scores is not None else None,
+        kls=[[best_of_n_kl(n)] * len(c) for c in chosen],
+    )
 
 
 def episode_values(played: Played) -> dict[str, list[list[float]]]:
@@ -111,8 +137,13 @@ def task_bootstrap(per_task: list[list[float]], *, resamples: int = RESAMPLES, s
     """{mean, low, high, tasks, episodes}: the mean over tasks of each task's mean, with the one
     interval of every figure (training/evaluation/metrics.py `bootstrap`, over tasks)."""
     result = bootstrap(per_task, resamples=resamples, seed=seed)
-    return {"mean": result["mean"], "low": result["low"], "high": result["high"], "tasks": result["units"],
-            "episodes": result["values"]}
+    return {
+        "mean": result["mean"],
+        "low": result["low"],
+        "high": result["high"],
+        "tasks": result["units"],
+        "episodes": result["values"],
+    }
 
 
 def summarize(played: Played, *, seed: int = 0) -> dict[str, dict]:
@@ -120,8 +151,7 @@ def summarize(played: Played, *, seed: int = 0) -> dict[str, dict]:
     return {name: task_bootstrap(values, seed=seed) for name, values in episode_values(played).items()}
 
 
-def paired_difference(a: list[list[float]], b: list[list[float]], *, resamples: int = RESAMPLES,
-                      seed: int = 0) -> dict:
+def paired_difference(a: list[list[float]], b: list[list[float]], *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """Mean over tasks of (b - a) with a 95% bootstrap interval over tasks (the same tasks resampled
     for both): tighter than comparing two separate intervals, since task difficulty cancels."""
     differences = [[float(np.mean(y) - np.mean(x))] for x, y in zip(a, b) if x and y]

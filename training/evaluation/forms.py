@@ -1,4 +1,5 @@
 """Input of the before/after pages: building a human evaluation, and the side-by-side view's filters."""
+
 from __future__ import annotations
 
 from django import forms
@@ -16,12 +17,17 @@ def _candidates(evaluation: Evaluation):
 
 
 class HumanEvaluationForm(forms.Form):
-    candidate = _SystemChoice(queryset=EvaluationEntry.objects.none(), empty_label=None,
-                              error_messages={"invalid_choice": "Choose a system of this evaluation other than its "
-                                                                "baseline."},
-                              help_text="Trajectory B; the baseline's is A.")
-    mode = forms.ChoiceField(choices=EvaluationEpisode.Mode.choices, initial=EvaluationEpisode.Mode.SAMPLED,
-                             help_text="Which episodes to compare (sample 0 of each task).")
+    candidate = _SystemChoice(
+        queryset=EvaluationEntry.objects.none(),
+        empty_label=None,
+        error_messages={"invalid_choice": "Choose a system of this evaluation other than its baseline."},
+        help_text="Trajectory B; the baseline's is A.",
+    )
+    mode = forms.ChoiceField(
+        choices=EvaluationEpisode.Mode.choices,
+        initial=EvaluationEpisode.Mode.SAMPLED,
+        help_text="Which episodes to compare (sample 0 of each task).",
+    )
     votes_per_comparison = forms.IntegerField(min_value=1, max_value=20, initial=3)
 
     def __init__(self, evaluation: Evaluation, *args, **kwargs):
@@ -32,12 +38,19 @@ class HumanEvaluationForm(forms.Form):
 class CompareForm(forms.Form):
     """The side-by-side view's query string; every field may be left out."""
 
-    candidate = _SystemChoice(queryset=EvaluationEntry.objects.none(), required=False,
-                              error_messages={"invalid_choice": "No such system in this evaluation."})
+    candidate = _SystemChoice(
+        queryset=EvaluationEntry.objects.none(),
+        required=False,
+        error_messages={"invalid_choice": "No such system in this evaluation."},
+    )
     mode = forms.ChoiceField(choices=EvaluationEpisode.Mode.choices, required=False)
-    differ = forms.TypedChoiceField(choices=[("0", "all tasks"), ("1", "where the outcome differs")],
-                                    coerce=lambda value: value == "1", empty_value=False, required=False,
-                                    label="Tasks")
+    differ = forms.TypedChoiceField(
+        choices=[("0", "all tasks"), ("1", "where the outcome differs")],
+        coerce=lambda value: value == "1",
+        empty_value=False,
+        required=False,
+        label="Tasks",
+    )
 
     def __init__(self, evaluation: Evaluation, *args, **kwargs):
         super().__init__(*args, **kwargs)

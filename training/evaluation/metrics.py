@@ -13,6 +13,7 @@ batches and dev evaluations, best-of-n, the before/after evaluation), comes from
     + any other number among the rubric's parts, under its own name (the encyclopedia's
       f1 and quote_support, say)
 """
+
 from __future__ import annotations
 
 STANDARD = ("success", "score", "steps", "tool_errors", "loop", "truncated")
@@ -39,8 +40,13 @@ def bootstrap(units, *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
         rows = min(_CHUNK, resamples - start)
         draws.append(means[rng.integers(0, means.size, size=(rows, means.size))].mean(axis=1))
     low, high = np.percentile(np.concatenate(draws), [2.5, 97.5])
-    return {"mean": float(means.mean()), "low": float(low), "high": float(high), "units": int(means.size),
-            "values": int(sum(len(g) for g in groups))}
+    return {
+        "mean": float(means.mean()),
+        "low": float(low),
+        "high": float(high),
+        "units": int(means.size),
+        "values": int(sum(len(g) for g in groups)),
+    }
 
 
 def episode_figures(episode) -> dict[str, float]:
@@ -68,6 +74,7 @@ def measured(metrics: list[str], figures: list[dict]) -> list[str]:
     """The metrics (in their order) that at least one of `figures` (metric -> a number or an
     interval {"mean": ...}) has a value for: a table shows the columns of its environment, not
     the encyclopedia's F1 and quote support everywhere."""
+
     def has(value) -> bool:
         return value is not None and (not isinstance(value, dict) or value.get("mean") is not None)
 

@@ -5,6 +5,7 @@ exports and the API all render, so they never disagree: the config, every system
 per mode, each system's success against the baseline with a paired interval, the human
 evaluations with their win rates, and the curves of the PPO runs whose checkpoints appear.
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,8 +32,11 @@ PAIRS_PER_PAGE = 10
 
 def evaluations_list() -> QuerySet[Evaluation]:
     """Newest first, with the number of systems."""
-    return (Evaluation.objects.select_related("run", "reference_policy")
-            .annotate(n_systems=Count("entries")).order_by("-created_at"))
+    return (
+        Evaluation.objects.select_related("run", "reference_policy")
+        .annotate(n_systems=Count("entries"))
+        .order_by("-created_at")
+    )
 
 
 def evaluations_for_policy(*, policy: Policy) -> QuerySet[Evaluation]:
@@ -49,8 +53,11 @@ def _policy_ref(policy: Policy | None) -> dict | None:
 def _outcomes(evaluation: Evaluation) -> dict[tuple[int, str], dict[int, list[float]]]:
     """(entry id, mode) -> task id -> rubric success of each episode."""
     found: dict[tuple[int, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    rows = (EvaluationEpisode.objects.filter(entry__evaluation=evaluation)
-            .order_by("entry_id", "mode", "task_id", "sample").values_list("entry_id", "mode", "task_id", "correct"))
+    rows = (
+        EvaluationEpisode.objects.filter(entry__evaluation=evaluation)
+        .order_by("entry_id", "mode", "task_id", "sample")
+        .values_list("entry_id", "mode", "task_id", "correct")
+    )
     for entry_id, mode, task_id, correct in rows:
         found[(entry_id, mode)][task_id].append(float(correct))
     return found
@@ -69,16 +76,28 @@ COLLAPSE_POINTS = 0.05  # a checkpoint this far below the start, with its interv
 
 def _collapsed(difference: dict) -> bool:
     """Whether a system's success is clearly far below the start's in some mode."""
-    return any(d.get("mean") is not None and d["mean"] < -COLLAPSE_POINTS and (d.get("high") or 0) < 0
-               for d in difference.values())
+    return any(
+        d.get("mean") is not None and d["mean"] < -COLLAPSE_POINTS and (d.get("high") or 0) < 0
+        for d in difference.values()
+    )
 
 
-def _system(entry: EvaluationEntry, baseline: EvaluationEntry | None, outcomes: dict,
-            last_checkpoints: frozenset[int] = frozenset()) -> dict:
+def _system(
+    entry: EvaluationEntry,
+    baseline: EvaluationEntry | None,
+    outcomes: dict,
+    last_checkpoints: frozenset[int] = frozenset(),
+) -> dict:
     ppo = (entry.policy.metadata or {}).get("ppo")
-    metrics = {mode: {name: {k: entry.metrics[mode][name].get(k) for k in FIGURE_FIELDS}
-                      for name in METRICS if name in entry.metrics[mode]}
-               for mode in MODES if mode in entry.metrics}
+    metrics = {
+        mode: {
+            name: {k: entry.metrics[mode][name].get(k) for k in FIGURE_FIELDS}
+            for name in METRICS
+            if name in entry.metrics[mode]
+        }
+        for mode in MODES
+        if mode in entry.metrics
+    }
     difference = {}
     if baseline is not None and entry.pk != baseline.pk:
         for mode in metrics:
@@ -86,11 +105,21 @@ def _system(entry: EvaluationEntry, baseline: EvaluationEntry | None, outcomes: 
             if found is not None:
                 difference[mode] = found
     return {
-        "id": entry.pk, "label": entry.label, "kind": entry.kind, "n": entry.n, "is_baseline": entry.is_baseline,
+        "id": entry.pk,
+        "label": entry.label,
+        "kind": entry.kind,
+        "n": entry.n,
+        "is_baseline": entry.is_baseline,
         "policy": _policy_ref(entry.policy),
-        "ppo": {"run_id": ppo.get("run_id") or entry.policy.run_id, "iteration": ppo.get("iteration"),
-                "best": bool(ppo.get("best")), "last": entry.policy_id in last_checkpoints,
-                "collapsed": bool((ppo.get("dev") or {}).get("collapsed"))} if ppo else None,
+        "ppo": {
+            "run_id": ppo.get("run_id") or entry.policy.run_id,
+            "iteration": ppo.get("iteration"),
+            "best": bool(ppo.get("best")),
+            "last": entry.policy_id in last_checkpoints,
+            "collapsed": bool((ppo.get("dev") or {}).get("collapsed")),
+        }
+        if ppo
+        else None,
         "metrics": metrics,
         "success_vs_baseline": difference,
         "collapsed": _collapsed(difference),
@@ -99,11 +128,19 @@ def _system(entry: EvaluationEntry, baseline: EvaluationEntry | None, outcomes: 
 
 def _human_evaluations(evaluation: Evaluation) -> list[dict]:
     rows = evaluation.human_evaluations.select_related("campaign", "baseline", "candidate").order_by("created_at")
-    return [{"id": h.pk, "campaign": {"id": h.campaign_id, "name": h.campaign.name},
-             "baseline": {"id": h.baseline_id, "label": h.baseline.label},
-             "candidate": {"id": h.candidate_id, "label": h.candidate.label},
-             "mode": h.mode, "votes_per_comparison": h.campaign.votes_per_comparison,
-             "created_at": h.created_at.isoformat(), "result": human_evaluation_result(h)} for h in rows]
+    return [
+        {
+            "id": h.pk,
+            "campaign": {"id": h.campaign_id, "name": h.campaign.name},
+            "baseline": {"id": h.baseline_id, "label": h.baseline.label},
+            "candidate": {"id": h.candidate_id, "label": h.candidate.label},
+            "mode": h.mode,
+            "votes_per_comparison": h.campaign.votes_per_comparison,
+            "created_at": h.created_at.isoformat(),
+            "result": human_evaluation_result(h),
+        }
+        for h in rows
+    ]
 
 
 def _points(points: list[tuple[int, float | None]], transform=float) -> list[list]:
@@ -113,20 +150,30 @@ def _points(points: list[tuple[int, float | None]], transform=float) -> list[lis
 def _dev_interval(dev: dict) -> dict | None:
     if dev.get("success") is None:
         return None
-    return {"success": dev["success"], "low": dev.get("success_low"), "high": dev.get("success_high"),
-            "episodes": dev.get("episodes"), "greedy": dev.get("greedy_success"),
-            "greedy_low": dev.get("greedy_low"), "greedy_high": dev.get("greedy_high")}
+    return {
+        "success": dev["success"],
+        "low": dev.get("success_low"),
+        "high": dev.get("success_high"),
+        "episodes": dev.get("episodes"),
+        "greedy": dev.get("greedy_success"),
+        "greedy_low": dev.get("greedy_low"),
+        "greedy_high": dev.get("greedy_high"),
+    }
 
 
 def _ppo_run(run: Run, evaluated: dict[int, int]) -> dict:
     """A PPO run's curves (reward-model score, dev rubric success, sqrt(KL) per iteration), its
     checkpoints and the iterations where over-optimization was flagged."""
     series = run_metric_series(run)
-    checkpoints = sorted(Policy.objects.filter(run=run, metadata__ppo__isnull=False),
-                         key=lambda p: p.metadata["ppo"].get("iteration") or 0)
+    checkpoints = sorted(
+        Policy.objects.filter(run=run, metadata__ppo__isnull=False),
+        key=lambda p: p.metadata["ppo"].get("iteration") or 0,
+    )
     best = next((p for p in checkpoints if p.metadata["ppo"].get("best")), None)
     return {
-        "run_id": run.pk, "name": run.name, "status": run.status,
+        "run_id": run.pk,
+        "name": run.name,
+        "status": run.status,
         # What `objective/rm_score` scored: the learnt reward model, or the rubric (the upper bound).
         "reward": next((p.metadata["ppo"].get("reward") for p in checkpoints), None) or "reward_model",
         "curves": {
@@ -142,12 +189,19 @@ def _ppo_run(run: Run, evaluated: dict[int, int]) -> dict:
         "best_policy_id": best.pk if best else None,
         "last_policy_id": checkpoints[-1].pk if checkpoints else None,
         # Why the run stopped ("collapse": dev success fell far below the start's, training/rl/trainer.py).
-        "stop_reason": (run.summary or {}).get("stop_reason"), "message": (run.summary or {}).get("message"),
+        "stop_reason": (run.summary or {}).get("stop_reason"),
+        "message": (run.summary or {}).get("message"),
         "overoptimization": [step for step, value in series.get("eval/overoptimization", []) if value],
-        "checkpoints": [{"policy": _policy_ref(p), "iteration": p.metadata["ppo"].get("iteration"),
-                         "dev_success": (p.metadata["ppo"].get("dev") or {}).get("success"),
-                         "best": bool(p.metadata["ppo"].get("best")), "entry_id": evaluated.get(p.pk)}
-                        for p in checkpoints],
+        "checkpoints": [
+            {
+                "policy": _policy_ref(p),
+                "iteration": p.metadata["ppo"].get("iteration"),
+                "dev_success": (p.metadata["ppo"].get("dev") or {}).get("success"),
+                "best": bool(p.metadata["ppo"].get("best")),
+                "entry_id": evaluated.get(p.pk),
+            }
+            for p in checkpoints
+        ],
     }
 
 
@@ -156,19 +210,30 @@ def evaluation_report(evaluation: Evaluation) -> dict:
     entries = list(evaluation.entries.select_related("policy"))
     baseline = next((e for e in entries if e.is_baseline), None)
     outcomes = _outcomes(evaluation)
-    run_ids = sorted({(e.policy.metadata or {}).get("ppo", {}).get("run_id") or e.policy.run_id for e in entries
-                      if (e.policy.metadata or {}).get("ppo")} - {None})
-    runs = [_ppo_run(run, {e.policy_id: e.pk for e in entries}) for run in Run.objects.filter(pk__in=run_ids)
-            .order_by("pk")]
+    run_ids = sorted(
+        {
+            (e.policy.metadata or {}).get("ppo", {}).get("run_id") or e.policy.run_id
+            for e in entries
+            if (e.policy.metadata or {}).get("ppo")
+        }
+        - {None}
+    )
+    runs = [
+        _ppo_run(run, {e.policy_id: e.pk for e in entries}) for run in Run.objects.filter(pk__in=run_ids).order_by("pk")
+    ]
     last = frozenset(r["last_policy_id"] for r in runs if r["last_policy_id"])
     systems = [_system(e, baseline, outcomes, last) for e in entries]
     reward_model = evaluation.reward_model
     return {
-        "id": evaluation.pk, "name": evaluation.name, "split": evaluation.split,
-        "created_at": evaluation.created_at.isoformat(), "run_id": evaluation.run_id,
+        "id": evaluation.pk,
+        "name": evaluation.name,
+        "split": evaluation.split,
+        "created_at": evaluation.created_at.isoformat(),
+        "run_id": evaluation.run_id,
         "reference_policy": _policy_ref(evaluation.reference_policy),
         "reward_model": {"id": reward_model.pk, "label": str(reward_model), "snapshot_id": reward_model.snapshot_id}
-        if reward_model else None,
+        if reward_model
+        else None,
         "config": evaluation.config,
         "modes": [m for m in MODES if any(m in s["metrics"] for s in systems)],
         "metrics": list(METRICS),
@@ -189,8 +254,14 @@ def evaluation_report_csv(report: dict) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for system in report["systems"]:
-        head = [system["label"], system["id"], system["kind"], system["n"], system["is_baseline"],
-                system["policy"]["id"]]
+        head = [
+            system["label"],
+            system["id"],
+            system["kind"],
+            system["n"],
+            system["is_baseline"],
+            system["policy"]["id"],
+        ]
         for mode in report["modes"]:
             figures = dict(system["metrics"].get(mode, {}))
             if mode in system["success_vs_baseline"]:
@@ -200,25 +271,37 @@ def evaluation_report_csv(report: dict) -> str:
     return out.getvalue()
 
 
-def evaluation_pairs_page(*, baseline: EvaluationEntry, candidate: EvaluationEntry, mode: str, differ: bool,
-                          page: str | int | None) -> tuple[Page, int]:
+def evaluation_pairs_page(
+    *, baseline: EvaluationEntry, candidate: EvaluationEntry, mode: str, differ: bool, page: str | int | None
+) -> tuple[Page, int]:
     """One page of tasks both systems played in `mode`: sample 0 of each side
     ({task, before, after, differ}, trajectories loaded for this page only), and how many
     tasks there are before the `differ` filter (outcome: correct against not)."""
-    episodes = (EvaluationEpisode.objects.filter(entry__in=[baseline, candidate], mode=mode, sample=0)
-                .select_related("task").defer("task__metadata"))
+    episodes = (
+        EvaluationEpisode.objects.filter(entry__in=[baseline, candidate], mode=mode, sample=0)
+        .select_related("task")
+        .defer("task__metadata")
+    )
     sides: dict[int, dict] = defaultdict(dict)
     for episode in episodes:
         sides[episode.task_id]["before" if episode.entry_id == baseline.pk else "after"] = episode
-    rows = [{"task": pair["before"].task, "before": pair["before"], "after": pair["after"],
-             "differ": pair["before"].correct != pair["after"].correct}
-            for _, pair in sorted(sides.items()) if len(pair) == 2]
+    rows = [
+        {
+            "task": pair["before"].task,
+            "before": pair["before"],
+            "after": pair["after"],
+            "differ": pair["before"].correct != pair["after"].correct,
+        }
+        for _, pair in sorted(sides.items())
+        if len(pair) == 2
+    ]
     total = len(rows)
     if differ:
         rows = [row for row in rows if row["differ"]]
     shown = Paginator(rows, PAIRS_PER_PAGE).get_page(page)
-    trajectories = Trajectory.objects.in_bulk([r[side].trajectory_id for r in shown.object_list
-                                               for side in ("before", "after")])
+    trajectories = Trajectory.objects.in_bulk(
+        [r[side].trajectory_id for r in shown.object_list for side in ("before", "after")]
+    )
     for row in shown.object_list:
         for side in ("before", "after"):
             row[side].trajectory = trajectories[row[side].trajectory_id]

@@ -6,6 +6,7 @@ and the reward model, stores every episode a figure rests on as a trajectory of 
 policy, and writes the evaluation in one transaction, so a failed or cancelled run leaves
 no half-written evaluation.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,16 +32,34 @@ def _nothing(*args, **kwargs) -> None:
     return None
 
 
-def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, Policy]], reward_model=None,
-                       best_of_n: list[int] = (), split: str = "eval", n_tasks: int = 0, samples: int = 2,
-                       temperature: float = 1.0, greedy: bool = True, seed: int = 0, device: str = "cpu",
-                       run=None, created_by=None, progress=_nothing, log=_nothing, environment: str = "encyclopedia",
-                       task_ids: list[str] = (), limits: dict | None = None) -> Evaluation:
+def evaluation_execute(
+    *,
+    name: str,
+    baseline: Policy,
+    others: list[tuple[str, Policy]],
+    reward_model=None,
+    best_of_n: list[int] = (),
+    split: str = "eval",
+    n_tasks: int = 0,
+    samples: int = 2,
+    temperature: float = 1.0,
+    greedy: bool = True,
+    seed: int = 0,
+    device: str = "cpu",
+    run=None,
+    created_by=None,
+    progress=_nothing,
+    log=_nothing,
+    environment: str = "encyclopedia",
+    task_ids: list[str] = (),
+    limits: dict | None = None,
+) -> Evaluation:
     """Play the baseline policy, best-of-n over it and the other policies on the same tasks;
     store the evaluation. `progress(fraction, message)` may raise to cancel."""
     from training.envs.base import EpisodeRunner
     from training.envs.services import environment_get, environment_tasks
-    from training.evaluation.episodes import Played, best_of_n as choose_best, episode_kls, play, summarize
+    from training.evaluation.episodes import Played, episode_kls, play, summarize
+    from training.evaluation.episodes import best_of_n as choose_best
     from training.policy.chat import ChatFormat
     from training.policy.model_io import load_policy
     from training.rl.scorers import reward_model_scorer
@@ -65,7 +84,7 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
             at = 0
             played.rm_scores = []
             for episodes in played.episodes:
-                played.rm_scores.append(flat[at:at + len(episodes)])
+                played.rm_scores.append(flat[at : at + len(episodes)])
                 at += len(episodes)
         return played
 
@@ -74,67 +93,173 @@ def evaluation_execute(*, name: str, baseline: Policy, others: list[tuple[str, P
         log(message)
 
     stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({samples * group} samples each).")
-    sampled = score(Played(play(reference, tokenizer, runner, tasks, samples=samples * group,
-                                temperature=temperature, seed=seed, chat=chat, limits=limits)))
+    sampled = score(
+        Played(
+            play(
+                reference,
+                tokenizer,
+                runner,
+                tasks,
+                samples=samples * group,
+                temperature=temperature,
+                seed=seed,
+                chat=chat,
+                limits=limits,
+            )
+        )
+    )
     base = System(label=f"{baseline} (start)", policy=baseline, is_baseline=True)
     first = choose_best(sampled, 1, group=group)
     first.kls = [[0.0] * len(e) for e in first.episodes]  # the reference itself
     plays.append((base, "sampled", first))
     for n in sorted(set(best_of_n)):
-        plays.append((System(label=f"best-of-{n} over {baseline}", policy=baseline, n=n), "sampled",
-                      choose_best(sampled, n, group=group)))
+        plays.append(
+            (
+                System(label=f"best-of-{n} over {baseline}", policy=baseline, n=n),
+                "sampled",
+                choose_best(sampled, n, group=group),
+            )
+        )
     if greedy:
-        plays.append((base, "greedy", score(Played(play(reference, tokenizer, runner, tasks, samples=1,
-                                                           temperature=0.0, seed=seed, chat=chat, limits=limits)))))
+        plays.append(
+            (
+                base,
+                "greedy",
+                score(
+                    Played(
+                        play(
+                            reference,
+                            tokenizer,
+                            runner,
+                            tasks,
+                            samples=1,
+                            temperature=0.0,
+                            seed=seed,
+                            chat=chat,
+                            limits=limits,
+                        )
+                    )
+                ),
+            )
+        )
     for done, (label, policy) in enumerate(others, start=1):
         stage(done, f"Playing {policy} on {len(tasks)} {split} tasks.")
         model, own_tokenizer = load_policy(policy.model_dir, device=device)
         if own_tokenizer.get_vocab() != tokenizer.get_vocab():
             raise ArbiterError(f"{policy} does not share {baseline}'s tokenizer, so its KL to it cannot be measured.")
         system = System(label=label, policy=policy)
-        played = score(Played(play(model, tokenizer, runner, tasks, samples=samples, temperature=temperature,
-                                   seed=seed, chat=chat, limits=limits)))
-        flat = episode_kls([e for episodes in played.episodes for e in episodes], model, reference, tokenizer,
-                           temperature=temperature)
-        played.kls = [flat[i * samples:(i + 1) * samples] for i in range(len(tasks))]
+        played = score(
+            Played(
+                play(
+                    model,
+                    tokenizer,
+                    runner,
+                    tasks,
+                    samples=samples,
+                    temperature=temperature,
+                    seed=seed,
+                    chat=chat,
+                    limits=limits,
+                )
+            )
+        )
+        flat = episode_kls(
+            [e for episodes in played.episodes for e in episodes], model, reference, tokenizer, temperature=temperature
+        )
+        played.kls = [flat[i * samples : (i + 1) * samples] for i in range(len(tasks))]
         plays.append((system, "sampled", played))
         if greedy:
-            plays.append((system, "greedy", score(Played(play(model, tokenizer, runner, tasks, samples=1,
-                                                              temperature=0.0, seed=seed, chat=chat, limits=limits)))))
+            plays.append(
+                (
+                    system,
+                    "greedy",
+                    score(
+                        Played(
+                            play(
+                                model,
+                                tokenizer,
+                                runner,
+                                tasks,
+                                samples=1,
+                                temperature=0.0,
+                                seed=seed,
+                                chat=chat,
+                                limits=limits,
+                            )
+                        )
+                    ),
+                )
+            )
     progress(0.96, "storing the episodes")
-    config = {"environment": env.name, **(limits or {}), "split": split, "tasks": len(tasks), "samples": samples,
-              "temperature": temperature, "greedy": greedy,
-              "best_of_n": sorted(set(best_of_n)), "seed": seed}
-    return _store(name=name, run=run, baseline=baseline, reward_model=reward_model, config=config, plays=plays,
-                  summarize=summarize, created_by=created_by)
+    config = {
+        "environment": env.name,
+        **(limits or {}),
+        "split": split,
+        "tasks": len(tasks),
+        "samples": samples,
+        "temperature": temperature,
+        "greedy": greedy,
+        "best_of_n": sorted(set(best_of_n)),
+        "seed": seed,
+    }
+    return _store(
+        name=name,
+        run=run,
+        baseline=baseline,
+        reward_model=reward_model,
+        config=config,
+        plays=plays,
+        summarize=summarize,
+        created_by=created_by,
+    )
 
 
 @transaction.atomic
 def _store(*, name, run, baseline, reward_model, config, plays, summarize, created_by) -> Evaluation:
     from training.policy.services import policy_episodes_store
 
-    evaluation = Evaluation.objects.create(name=name[:200], run=run, split=config["split"], reference_policy=baseline,
-                                           reward_model=reward_model, config=config, created_by=created_by)
+    evaluation = Evaluation.objects.create(
+        name=name[:200],
+        run=run,
+        split=config["split"],
+        reference_policy=baseline,
+        reward_model=reward_model,
+        config=config,
+        created_by=created_by,
+    )
     entries: dict[str, EvaluationEntry] = {}
     for system, _, _ in plays:
         if system.label not in entries:
             entries[system.label] = EvaluationEntry.objects.create(
-                evaluation=evaluation, label=system.label[:200], policy=system.policy, n=system.n,
-                is_baseline=system.is_baseline, position=len(entries),
-                kind=EvaluationEntry.Kind.BEST_OF_N if system.n > 1 else EvaluationEntry.Kind.POLICY)
+                evaluation=evaluation,
+                label=system.label[:200],
+                policy=system.policy,
+                n=system.n,
+                is_baseline=system.is_baseline,
+                position=len(entries),
+                kind=EvaluationEntry.Kind.BEST_OF_N if system.n > 1 else EvaluationEntry.Kind.POLICY,
+            )
     for system, mode, played in plays:
         entry = entries[system.label]
         entry.metrics[mode] = summarize(played)
         flat = [(t, s, e) for t, episodes in enumerate(played.episodes) for s, e in enumerate(episodes)]
-        report = policy_episodes_store(episodes=[e for _, _, e in flat], policy=system.policy,
-                                       metadata={"mode": mode})
+        report = policy_episodes_store(episodes=[e for _, _, e in flat], policy=system.policy, metadata={"mode": mode})
         task_ids = dict(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("pk", "task_id"))
-        EvaluationEpisode.objects.bulk_create([
-            EvaluationEpisode(entry=entry, task_id=task_ids[trajectory_id], trajectory_id=trajectory_id, mode=mode,
-                              sample=s, correct=e.outcome.correct,
-                              rm_score=played.rm_scores[t][s] if played.rm_scores else None,
-                              kl=played.kls[t][s] if played.kls else None)
-            for trajectory_id, (t, s, e) in zip(report.trajectory_ids, flat)])
+        EvaluationEpisode.objects.bulk_create(
+            [
+                EvaluationEpisode(
+                    entry=entry,
+                    task_id=task_ids[trajectory_id],
+                    trajectory_id=trajectory_id,
+                    mode=mode,
+                    sample=s,
+                    correct=e.outcome.correct,
+                    rm_score=played.rm_scores[t][s] if played.rm_scores else None,
+                    kl=played.kls[t][s] if played.kls else None,
+                )
+                for trajectory_id, (t, s, e) in zip(report.trajectory_ids, flat)
+            ]
+        )
     for entry in entries.values():
         entry.save(update_fields=["metrics", "updated_at"])
     return evaluation
@@ -152,8 +277,14 @@ then fewer wasted steps and no tool errors. Use *tie* only when neither is bette
 
 
 @transaction.atomic
-def human_evaluation_create(*, evaluation: Evaluation, candidate: EvaluationEntry, mode: str = "sampled",
-                            votes_per_comparison: int = 3, created_by=None) -> HumanEvaluation:
+def human_evaluation_create(
+    *,
+    evaluation: Evaluation,
+    candidate: EvaluationEntry,
+    mode: str = "sampled",
+    votes_per_comparison: int = 3,
+    created_by=None,
+) -> HumanEvaluation:
     """A blind campaign with one comparison per task: the baseline's episode against the
     candidate's, sample 0 of `mode`. Tasks where both sides did exactly the same are left out
     and counted. A comparison stores its trajectories in id order (a database rule), so either
@@ -169,8 +300,10 @@ def human_evaluation_create(*, evaluation: Evaluation, candidate: EvaluationEntr
         raise ArbiterError("votes_per_comparison: between 1 and 20.")
 
     def by_task(entry):
-        return {e.task_id: e.trajectory for e in EvaluationEpisode.objects.filter(
-            entry=entry, mode=mode, sample=0).select_related("trajectory")}
+        return {
+            e.task_id: e.trajectory
+            for e in EvaluationEpisode.objects.filter(entry=entry, mode=mode, sample=0).select_related("trajectory")
+        }
 
     before, after = by_task(baseline), by_task(candidate)
     if not after:
@@ -183,17 +316,30 @@ def human_evaluation_create(*, evaluation: Evaluation, candidate: EvaluationEntr
             continue
         pairs.append((task_id, *sorted((a, b), key=lambda t: t.pk)))
     if not pairs:
-        raise ArbiterError(f"{candidate.label} did exactly what the baseline did on every task ({mode}); "
-                           f"there is nothing for people to compare.")
+        raise ArbiterError(
+            f"{candidate.label} did exactly what the baseline did on every task ({mode}); "
+            f"there is nothing for people to compare."
+        )
     name = f"Human eval: {candidate.label} vs {baseline.label} ({mode}) #{evaluation.pk}"
     if Campaign.objects.filter(name=name[:200]).exists():
         raise ArbiterError(f"A campaign named {name!r} exists already.")
-    campaign = Campaign.objects.create(name=name[:200], guidelines=HUMAN_EVAL_GUIDELINES,
-                                       votes_per_comparison=votes_per_comparison, created_by=created_by)
-    Comparison.objects.bulk_create([Comparison(campaign=campaign, task_id=task_id, trajectory_a=a, trajectory_b=b)
-                                    for task_id, a, b in pairs])
-    return HumanEvaluation.objects.create(evaluation=evaluation, campaign=campaign, baseline=baseline,
-                                          candidate=candidate, mode=mode, identical_pairs=identical)
+    campaign = Campaign.objects.create(
+        name=name[:200],
+        guidelines=HUMAN_EVAL_GUIDELINES,
+        votes_per_comparison=votes_per_comparison,
+        created_by=created_by,
+    )
+    Comparison.objects.bulk_create(
+        [Comparison(campaign=campaign, task_id=task_id, trajectory_a=a, trajectory_b=b) for task_id, a, b in pairs]
+    )
+    return HumanEvaluation.objects.create(
+        evaluation=evaluation,
+        campaign=campaign,
+        baseline=baseline,
+        candidate=candidate,
+        mode=mode,
+        identical_pairs=identical,
+    )
 
 
 def human_evaluation_result(human_eval: HumanEvaluation) -> dict:
@@ -201,17 +347,29 @@ def human_evaluation_result(human_eval: HumanEvaluation) -> dict:
     tie 1/2 (WebGPT's soft label), with a 95% bootstrap interval over comparisons."""
     from training.evaluation.episodes import task_bootstrap
 
-    candidate_ids = set(EvaluationEpisode.objects.filter(entry=human_eval.candidate, mode=human_eval.mode,
-                                                         sample=0).values_list("trajectory_id", flat=True))
+    candidate_ids = set(
+        EvaluationEpisode.objects.filter(entry=human_eval.candidate, mode=human_eval.mode, sample=0).values_list(
+            "trajectory_id", flat=True
+        )
+    )
     votes: dict[int, list[float]] = {}
     for comparison_id, choice, a_id in Judgement.objects.filter(comparison__campaign=human_eval.campaign).values_list(
-            "comparison_id", "choice", "comparison__trajectory_a_id"):
+        "comparison_id", "choice", "comparison__trajectory_a_id"
+    ):
         choice = 6 - choice if a_id in candidate_ids else choice  # in candidate terms: above 3 is a win
         votes.setdefault(comparison_id, []).append(1.0 if choice > 3 else (0.5 if choice == 3 else 0.0))
     result = task_bootstrap(list(votes.values()))
     total = Comparison.objects.filter(campaign=human_eval.campaign).count()
     flat = [v for values in votes.values() for v in values]
-    return {"win_rate": result["mean"], "low": result["low"], "high": result["high"], "votes": len(flat),
-            "comparisons_judged": len(votes), "comparisons": total, "identical_pairs": human_eval.identical_pairs,
-            "wins": sum(v == 1.0 for v in flat), "ties": sum(v == 0.5 for v in flat),
-            "losses": sum(v == 0.0 for v in flat)}
+    return {
+        "win_rate": result["mean"],
+        "low": result["low"],
+        "high": result["high"],
+        "votes": len(flat),
+        "comparisons_judged": len(votes),
+        "comparisons": total,
+        "identical_pairs": human_eval.identical_pairs,
+        "wins": sum(v == 1.0 for v in flat),
+        "ties": sum(v == 0.5 for v in flat),
+        "losses": sum(v == 0.0 for v in flat),
+    }

@@ -16,6 +16,7 @@ nor the policies. Which side is the model's favourite is kept in `AuditItem`, fo
 The audit's comparisons are of held-out tasks (top) or of pairs already in the training
 labels (disagreement), so the audit campaign is never added to a later round's dataset.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -37,7 +38,8 @@ def _majority(campaign_ids: list[int]) -> dict[int, str]:
     """The majority direction ('A', 'B' or 'tie') of every judged comparison of the campaigns."""
     votes: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for comparison_id, choice in Judgement.objects.filter(comparison__campaign_id__in=campaign_ids).values_list(
-            "comparison_id", "choice"):
+        "comparison_id", "choice"
+    ):
         votes[comparison_id][choice_direction(choice)] += 1
     majority = {}
     for comparison_id, counts in votes.items():
@@ -57,12 +59,17 @@ def top_candidates(loop_round: LoopRound, size: int) -> list[dict]:
     if candidate is None:
         return []
     best: dict[int, EvaluationEpisode] = {}
-    for episode in EvaluationEpisode.objects.filter(entry=candidate, mode="sampled", rm_score__isnull=False
-                                                    ).select_related("trajectory"):
+    for episode in EvaluationEpisode.objects.filter(
+        entry=candidate, mode="sampled", rm_score__isnull=False
+    ).select_related("trajectory"):
         if episode.task_id not in best or episode.rm_score > best[episode.task_id].rm_score:
             best[episode.task_id] = episode
-    start = {e.task_id: e for e in EvaluationEpisode.objects.filter(
-        entry=baseline, mode="sampled", sample=0, rm_score__isnull=False).select_related("trajectory")}
+    start = {
+        e.task_id: e
+        for e in EvaluationEpisode.objects.filter(
+            entry=baseline, mode="sampled", sample=0, rm_score__isnull=False
+        ).select_related("trajectory")
+    }
     found = []
     for episode in sorted(best.values(), key=lambda e: (-e.rm_score, e.task_id)):
         other = start.get(episode.task_id)
@@ -71,8 +78,15 @@ def top_candidates(loop_round: LoopRound, size: int) -> list[dict]:
         a, b = episode.trajectory, other.trajectory
         if a.pk == b.pk or (a.steps == b.steps and a.answer == b.answer):
             continue
-        found.append({"task_id": episode.task_id, "favourite": a, "other": b,
-                      "favourite_score": episode.rm_score, "other_score": other.rm_score})
+        found.append(
+            {
+                "task_id": episode.task_id,
+                "favourite": a,
+                "other": b,
+                "favourite_score": episode.rm_score,
+                "other_score": other.rm_score,
+            }
+        )
         if len(found) == size:
             break
     return found
@@ -81,11 +95,15 @@ def top_candidates(loop_round: LoopRound, size: int) -> list[dict]:
 def disagreement_candidates(loop_round: LoopRound, size: int, scores: dict[int, tuple[float, float]]) -> list[dict]:
     """Labelled comparisons of the loop's campaigns whose majority goes against the reward
     model's margin, the largest margins first. `scores`: comparison id -> (score A, score B)."""
-    campaign_ids = list(LoopRound.objects.filter(loop=loop_round.loop, number__lte=loop_round.number,
-                                                 campaign__isnull=False).values_list("campaign_id", flat=True))
+    campaign_ids = list(
+        LoopRound.objects.filter(
+            loop=loop_round.loop, number__lte=loop_round.number, campaign__isnull=False
+        ).values_list("campaign_id", flat=True)
+    )
     majority = _majority(campaign_ids)
     comparisons = Comparison.objects.filter(pk__in=[c for c in majority if c in scores]).select_related(
-        "trajectory_a", "trajectory_b")
+        "trajectory_a", "trajectory_b"
+    )
     found = []
     for comparison in comparisons:
         score_a, score_b = scores[comparison.pk]
@@ -93,20 +111,32 @@ def disagreement_candidates(loop_round: LoopRound, size: int, scores: dict[int, 
         if label == "tie" or (score_a > score_b) == (label == "A") or score_a == score_b:
             continue
         model_side_a = score_a > score_b
-        favourite, other = ((comparison.trajectory_a, comparison.trajectory_b) if model_side_a
-                            else (comparison.trajectory_b, comparison.trajectory_a))
-        found.append({"task_id": comparison.task_id, "favourite": favourite, "other": other,
-                      "favourite_score": max(score_a, score_b), "other_score": min(score_a, score_b)})
+        favourite, other = (
+            (comparison.trajectory_a, comparison.trajectory_b)
+            if model_side_a
+            else (comparison.trajectory_b, comparison.trajectory_a)
+        )
+        found.append(
+            {
+                "task_id": comparison.task_id,
+                "favourite": favourite,
+                "other": other,
+                "favourite_score": max(score_a, score_b),
+                "other_score": min(score_a, score_b),
+            }
+        )
     found.sort(key=lambda item: (-(item["favourite_score"] - item["other_score"]), item["favourite"].pk))
     return found[:size]
 
 
 @transaction.atomic
-def audit_create(*, loop_round: LoopRound, top: list[dict], disagreements: list[dict], votes: int,
-                 created_by=None) -> Campaign | None:
+def audit_create(
+    *, loop_round: LoopRound, top: list[dict], disagreements: list[dict], votes: int, created_by=None
+) -> Campaign | None:
     """The round's blind audit campaign from the candidates (None when there are none)."""
-    items = [(AuditItem.Kind.TOP, item) for item in top] + [(AuditItem.Kind.DISAGREEMENT, item)
-                                                            for item in disagreements]
+    items = [(AuditItem.Kind.TOP, item) for item in top] + [
+        (AuditItem.Kind.DISAGREEMENT, item) for item in disagreements
+    ]
     seen, unique = set(), []
     for kind, item in items:  # one comparison per pair of trajectories in a campaign
         key = tuple(sorted((item["favourite"].pk, item["other"].pk)))
@@ -118,14 +148,22 @@ def audit_create(*, loop_round: LoopRound, top: list[dict], disagreements: list[
     name = f"{loop_round} audit"[:200]
     if Campaign.objects.filter(name=name).exists():
         raise ArbiterError(f"A campaign named {name!r} exists already; rename it to let the round open its audit.")
-    campaign = Campaign.objects.create(name=name, guidelines=AUDIT_GUIDELINES, votes_per_comparison=votes,
-                                       created_by=created_by)
+    campaign = Campaign.objects.create(
+        name=name, guidelines=AUDIT_GUIDELINES, votes_per_comparison=votes, created_by=created_by
+    )
     for kind, item in unique:
         a, b = sorted((item["favourite"], item["other"]), key=lambda t: t.pk)
-        comparison = Comparison.objects.create(campaign=campaign, task_id=item["task_id"], trajectory_a=a,
-                                               trajectory_b=b)
-        AuditItem.objects.create(round=loop_round, comparison=comparison, kind=kind, favourite=item["favourite"],
-                                 favourite_score=item["favourite_score"], other_score=item["other_score"])
+        comparison = Comparison.objects.create(
+            campaign=campaign, task_id=item["task_id"], trajectory_a=a, trajectory_b=b
+        )
+        AuditItem.objects.create(
+            round=loop_round,
+            comparison=comparison,
+            kind=kind,
+            favourite=item["favourite"],
+            favourite_score=item["favourite_score"],
+            other_score=item["other_score"],
+        )
     loop_round.audit_campaign = campaign
     loop_round.save(update_fields=["audit_campaign", "updated_at"])
     return campaign
@@ -139,12 +177,17 @@ def audit_result(loop_round: LoopRound) -> dict:
 
     result = {}
     for kind in AuditItem.Kind.values:
-        items = {item.comparison_id: item for item in AuditItem.objects.filter(round=loop_round, kind=kind)
-                 .select_related("comparison__trajectory_a", "comparison__trajectory_b", "favourite")}
+        items = {
+            item.comparison_id: item
+            for item in AuditItem.objects.filter(round=loop_round, kind=kind).select_related(
+                "comparison__trajectory_a", "comparison__trajectory_b", "favourite"
+            )
+        }
         votes: dict[int, list[float]] = defaultdict(list)
         both_bad = 0
         for comparison_id, choice, flagged in Judgement.objects.filter(comparison_id__in=items).values_list(
-                "comparison_id", "choice", "both_bad"):
+            "comparison_id", "choice", "both_bad"
+        ):
             favourite_is_a = items[comparison_id].favourite_id == items[comparison_id].comparison.trajectory_a_id
             direction = choice_direction(choice)
             votes[comparison_id].append(0.5 if direction == "tie" else float((direction == "A") == favourite_is_a))
@@ -153,16 +196,24 @@ def audit_result(loop_round: LoopRound) -> dict:
         correct, other_correct = [], []
         for item in items.values():
             comparison = item.comparison
-            other = comparison.trajectory_b if item.favourite_id == comparison.trajectory_a_id else comparison.trajectory_a
+            other = (
+                comparison.trajectory_b if item.favourite_id == comparison.trajectory_a_id else comparison.trajectory_a
+            )
             if (item.favourite.outcome or {}).get("correct") is not None:
                 correct.append(bool(item.favourite.outcome["correct"]))
             if (other.outcome or {}).get("correct") is not None:
                 other_correct.append(bool(other.outcome["correct"]))
         flat = sum(len(v) for v in votes.values())
-        result[kind] = {"comparisons": len(items), "judged": len(votes), "votes": flat,
-                        "favourite_preferred": interval["mean"], "low": interval["low"], "high": interval["high"],
-                        "both_bad_share": both_bad / flat if flat else None,
-                        "favourite_correct": sum(correct) / len(correct) if correct else None,
-                        # the other side's: for top items the start's episode, so the two read side by side
-                        "other_correct": sum(other_correct) / len(other_correct) if other_correct else None}
+        result[kind] = {
+            "comparisons": len(items),
+            "judged": len(votes),
+            "votes": flat,
+            "favourite_preferred": interval["mean"],
+            "low": interval["low"],
+            "high": interval["high"],
+            "both_bad_share": both_bad / flat if flat else None,
+            "favourite_correct": sum(correct) / len(correct) if correct else None,
+            # the other side's: for top items the start's episode, so the two read side by side
+            "other_correct": sum(other_correct) / len(other_correct) if other_correct else None,
+        }
     return result

@@ -1,6 +1,7 @@
 """A loop's settings: what run_pipeline takes and every round keeps (training/loop/rounds.py
 reads them back with `loop_config`). Plain data, so the loop and the pipeline above it share
 one definition."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,36 +11,108 @@ from training.policy.limits import max_action_tokens_field, max_context_field
 
 @dataclass
 class PipelineConfig:
-    name: str = field(default="", metadata={"help": "prefix of everything the pipeline creates (default: pipeline-<time>)"})
-    environment: str = field(default="encyclopedia", metadata={"help": "every stage plays this environment (docs/environments.md)"})
-    policy_id: int = field(default=0, metadata={"help": "the policy to improve (0: a policy behaviour-cloned on the environment's demonstrator, trained if missing)"})
-    bc_base_policy_id: int = field(default=0, metadata={"help": "with policy_id 0: clone the demonstrations into this registered chat policy (0: the default architecture)"})
-    bc_extra_worlds: int = field(default=-1, metadata={"help": "with policy_id 0: behaviour cloning also imitates every task of this many other worlds (-1: scaled, enough for about 2,000 demonstrations; 0 where the environment is not built per seed)"})
-    rollout_tasks: int = field(default=431, metadata={"help": "training tasks the policy is rolled out on (at most all of them)"})
-    samples_per_task: int = field(default=0, metadata={"help": "episodes per task, paired into comparisons (0: scaled to the environment, 2 where it has 200+ training tasks, more below)"})
-    pairing: str = field(default="all_pairs", metadata={"help": "how a task's episodes are paired (annotate/services/comparisons.py strategies)"})
-    answer_branches: int = field(default=3, metadata={"help": "from each episode that answered after reading, this many answers sampled afresh on the same path"})
-    answer_pairs_per_task: int = field(default=2, metadata={"help": "up to this many more pairs per task that made the same calls and answered differently"})
+    name: str = field(
+        default="", metadata={"help": "prefix of everything the pipeline creates (default: pipeline-<time>)"}
+    )
+    environment: str = field(
+        default="encyclopedia", metadata={"help": "every stage plays this environment (docs/environments.md)"}
+    )
+    policy_id: int = field(
+        default=0,
+        metadata={
+            "help": "the policy to improve (0: a policy behaviour-cloned on the environment's demonstrator, trained if missing)"
+        },
+    )
+    bc_base_policy_id: int = field(
+        default=0,
+        metadata={
+            "help": "with policy_id 0: clone the demonstrations into this registered chat policy (0: the default architecture)"
+        },
+    )
+    bc_extra_worlds: int = field(
+        default=-1,
+        metadata={
+            "help": "with policy_id 0: behaviour cloning also imitates every task of this many other worlds (-1: scaled, enough for about 2,000 demonstrations; 0 where the environment is not built per seed)"
+        },
+    )
+    rollout_tasks: int = field(
+        default=431, metadata={"help": "training tasks the policy is rolled out on (at most all of them)"}
+    )
+    samples_per_task: int = field(
+        default=0,
+        metadata={
+            "help": "episodes per task, paired into comparisons (0: scaled to the environment, 2 where it has 200+ training tasks, more below)"
+        },
+    )
+    pairing: str = field(
+        default="all_pairs",
+        metadata={"help": "how a task's episodes are paired (annotate/services/comparisons.py strategies)"},
+    )
+    answer_branches: int = field(
+        default=3,
+        metadata={
+            "help": "from each episode that answered after reading, this many answers sampled afresh on the same path"
+        },
+    )
+    answer_pairs_per_task: int = field(
+        default=2,
+        metadata={"help": "up to this many more pairs per task that made the same calls and answered differently"},
+    )
     annotators: int = field(default=3, metadata={"help": "simulated annotators, each voting once on every comparison"})
-    annotator_temperature: float = field(default=1.0, metadata={"help": "Bradley-Terry temperature over the rubric utility"})
+    annotator_temperature: float = field(
+        default=1.0, metadata={"help": "Bradley-Terry temperature over the rubric utility"}
+    )
     annotator_flip: float = field(default=0.05, metadata={"help": "share of labels each simulated annotator flips"})
-    annotator_correct_first: bool = field(default=True, metadata={"help": "a correct answer beats any wrong one, as a person checking answers judges;"})
+    annotator_correct_first: bool = field(
+        default=True, metadata={"help": "a correct answer beats any wrong one, as a person checking answers judges;"}
+    )
     # steps, tool errors and loops (the rubric's weights) decide between equally correct ones
-    annotator_wrong_pairs: str = field(default="tie", metadata={"help": "with correct_first, what tells two wrong answers apart: \"tie\" (nothing: both bad), \"errors\" (tool errors, loops) or \"steps\" (also length)"})
-    annotator_correct_weight: float = field(default=30.0, metadata={"help": "without correct_first: the utility of a correct answer (the rubric's is 10)"})
+    annotator_wrong_pairs: str = field(
+        default="tie",
+        metadata={
+            "help": 'with correct_first, what tells two wrong answers apart: "tie" (nothing: both bad), "errors" (tool errors, loops) or "steps" (also length)'
+        },
+    )
+    annotator_correct_weight: float = field(
+        default=30.0, metadata={"help": "without correct_first: the utility of a correct answer (the rubric's is 10)"}
+    )
     reward_model: dict = field(default_factory=dict, metadata={"help": "reward_model run config overrides"})
-    reward_model_from_policy: bool = field(default=True, metadata={"help": "start each reward model from round one's starting policy (WebGPT, InstructGPT), unless `reward_model` names a backbone"})
+    reward_model_from_policy: bool = field(
+        default=True,
+        metadata={
+            "help": "start each reward model from round one's starting policy (WebGPT, InstructGPT), unless `reward_model` names a backbone"
+        },
+    )
     ppo: dict = field(default_factory=dict, metadata={"help": "ppo run config overrides"})
-    upper_bound: bool = field(default=False, metadata={"help": "also PPO against the rubric itself, evaluated beside the rest"})
+    upper_bound: bool = field(
+        default=False, metadata={"help": "also PPO against the rubric itself, evaluated beside the rest"}
+    )
     best_of_n: str = field(default="4", metadata={"help": "best-of-n over the starting policy at these n"})
     eval_tasks: int = field(default=0, metadata={"help": "eval tasks (0: all 124)"})
     eval_samples: int = field(default=2, metadata={"help": "sampled episodes per eval task and system"})
-    eval_environment: str = field(default="", metadata={"help": "where every round is evaluated (\"\": the environment's unseen variant if it has one)"})
-    rounds: int = field(default=1, metadata={"help": "rounds of rollouts, labels, reward model and RL, each from the last round's result"})
+    eval_environment: str = field(
+        default="",
+        metadata={"help": 'where every round is evaluated ("": the environment\'s unseen variant if it has one)'},
+    )
+    rounds: int = field(
+        default=1,
+        metadata={"help": "rounds of rollouts, labels, reward model and RL, each from the last round's result"},
+    )
     rl_kind: str = field(default="ppo", metadata={"help": "the RL run kind of every round: ppo, rloo or grpo"})
-    rl_train_worlds: int = field(default=-1, metadata={"help": "RL also practises on this many other worlds of the environment (-1: 8 where it has a fresh variant, else 0)"})
-    audit_size: int = field(default=24, metadata={"help": "per round: the reward model's favourite episodes shown blind to people"})
-    audit_disagreements: int = field(default=12, metadata={"help": "per round: labelled pairs the reward model most disagrees with, asked again"})
+    rl_train_worlds: int = field(
+        default=-1,
+        metadata={
+            "help": "RL also practises on this many other worlds of the environment (-1: 8 where it has a fresh variant, else 0)"
+        },
+    )
+    audit_size: int = field(
+        default=24, metadata={"help": "per round: the reward model's favourite episodes shown blind to people"}
+    )
+    audit_disagreements: int = field(
+        default=12, metadata={"help": "per round: labelled pairs the reward model most disagrees with, asked again"}
+    )
     max_action_tokens: int = max_action_tokens_field()
     max_context: int = max_context_field()
-    seed: int = field(default=0, metadata={"help": "the seed of every stage (rollouts, labels, the reward model, RL, evaluation)"})
+    seed: int = field(
+        default=0, metadata={"help": "the seed of every stage (rollouts, labels, the reward model, RL, evaluation)"}
+    )

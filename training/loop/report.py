@@ -7,6 +7,7 @@ Round 0 is the start (round one's starting policy, from round one's evaluation).
 round's reward-model score is by that round's model, so scores of different rounds are not
 on one scale: read the rubric and the audit across rounds, the score within one.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,9 +24,12 @@ def _figure(entry: EvaluationEntry | None, mode: str, metric: str) -> dict | Non
 
 def _policy_figures(entry: EvaluationEntry | None) -> dict:
     kl = _figure(entry, "sampled", "kl")
-    return {"success": _figure(entry, "sampled", "success"), "greedy_success": _figure(entry, "greedy", "success"),
-            "rm_score": _figure(entry, "sampled", "rm_score"),
-            "sqrt_kl": math.sqrt(max(0.0, kl["mean"])) if kl else None}
+    return {
+        "success": _figure(entry, "sampled", "success"),
+        "greedy_success": _figure(entry, "greedy", "success"),
+        "rm_score": _figure(entry, "sampled", "rm_score"),
+        "sqrt_kl": math.sqrt(max(0.0, kl["mean"])) if kl else None,
+    }
 
 
 def _reward_model(loop_round: LoopRound) -> dict | None:
@@ -33,49 +37,90 @@ def _reward_model(loop_round: LoopRound) -> dict | None:
     if model is None:
         return None
     metrics = model.metrics or {}
-    return {"id": model.pk, "label": str(model), "accuracy": (metrics.get("test") or {}).get("accuracy"),
-            "answer_swap": (metrics.get("answer_swap") or {}).get("accuracy"),
-            "labels_vs_rubric": (metrics.get("labels_vs_rubric") or {}).get("accuracy")}
+    return {
+        "id": model.pk,
+        "label": str(model),
+        "accuracy": (metrics.get("test") or {}).get("accuracy"),
+        "answer_swap": (metrics.get("answer_swap") or {}).get("accuracy"),
+        "labels_vs_rubric": (metrics.get("labels_vs_rubric") or {}).get("accuracy"),
+    }
 
 
 def loop_report(loop: str) -> list[dict]:
     """One row per round (round 0: the start), in order."""
-    rounds = list(LoopRound.objects.filter(loop=loop).select_related(
-        "start_policy", "reference_policy", "policy", "campaign", "reward_model", "rl_run", "evaluation",
-        "audit_campaign").order_by("number"))
+    rounds = list(
+        LoopRound.objects.filter(loop=loop)
+        .select_related(
+            "start_policy",
+            "reference_policy",
+            "policy",
+            "campaign",
+            "reward_model",
+            "rl_run",
+            "evaluation",
+            "audit_campaign",
+        )
+        .order_by("number")
+    )
     if not rounds:
         return []
     first = rounds[0]
-    start_entry = (first.evaluation.entries.filter(is_baseline=True).first() if first.evaluation else None)
-    rows = [{"number": 0, "stage": "start", "policy": {"id": first.reference_policy_id,
-                                                        "label": str(first.reference_policy)},
-             **_policy_figures(start_entry), "sqrt_kl": 0.0 if start_entry else None}]
+    start_entry = first.evaluation.entries.filter(is_baseline=True).first() if first.evaluation else None
+    rows = [
+        {
+            "number": 0,
+            "stage": "start",
+            "policy": {"id": first.reference_policy_id, "label": str(first.reference_policy)},
+            **_policy_figures(start_entry),
+            "sqrt_kl": 0.0 if start_entry else None,
+        }
+    ]
     for loop_round in rounds:
-        entry = (loop_round.evaluation.entries.filter(policy_id=loop_round.policy_id, is_baseline=False, n=1)
-                 .first() if loop_round.evaluation and loop_round.policy_id else None)
+        entry = (
+            loop_round.evaluation.entries.filter(policy_id=loop_round.policy_id, is_baseline=False, n=1).first()
+            if loop_round.evaluation and loop_round.policy_id
+            else None
+        )
         campaign = loop_round.campaign
         checkpoint = ((loop_round.policy.metadata or {}).get("ppo") or {}) if loop_round.policy else {}
-        rows.append({
-            # The RL run kept its start (its best checkpoint by dev is iteration 0): the round's
-            # policy is the start's weights, and its audit pits the start against itself.
-            "policy_moved": None if loop_round.policy is None else checkpoint.get("iteration") != 0,
-            "number": loop_round.number, "id": loop_round.pk, "stage": loop_round.stage, "labels": loop_round.labels,
-            "policy": {"id": loop_round.policy_id, "label": str(loop_round.policy)} if loop_round.policy else None,
-            "start_policy": {"id": loop_round.start_policy_id, "label": str(loop_round.start_policy)},
-            "campaign": {"id": campaign.pk, "name": campaign.name, "comparisons": campaign.comparisons.count(),
-                         "judged": judged_comparisons(campaign.pk)} if campaign else None,
-            "reward_model": _reward_model(loop_round),
-            "rl_run": {"id": loop_round.rl_run_id, "kind": loop_round.rl_run.kind} if loop_round.rl_run else None,
-            "evaluation_id": loop_round.evaluation_id,
-            "audit_campaign": ({"id": loop_round.audit_campaign_id, "name": loop_round.audit_campaign.name}
-                               if loop_round.audit_campaign else None),
-            "audit": audit_result(loop_round) if loop_round.audit_campaign_id else None,
-            "seconds": loop_round.seconds, **_policy_figures(entry)})
+        rows.append(
+            {
+                # The RL run kept its start (its best checkpoint by dev is iteration 0): the round's
+                # policy is the start's weights, and its audit pits the start against itself.
+                "policy_moved": None if loop_round.policy is None else checkpoint.get("iteration") != 0,
+                "number": loop_round.number,
+                "id": loop_round.pk,
+                "stage": loop_round.stage,
+                "labels": loop_round.labels,
+                "policy": {"id": loop_round.policy_id, "label": str(loop_round.policy)} if loop_round.policy else None,
+                "start_policy": {"id": loop_round.start_policy_id, "label": str(loop_round.start_policy)},
+                "campaign": {
+                    "id": campaign.pk,
+                    "name": campaign.name,
+                    "comparisons": campaign.comparisons.count(),
+                    "judged": judged_comparisons(campaign.pk),
+                }
+                if campaign
+                else None,
+                "reward_model": _reward_model(loop_round),
+                "rl_run": {"id": loop_round.rl_run_id, "kind": loop_round.rl_run.kind} if loop_round.rl_run else None,
+                "evaluation_id": loop_round.evaluation_id,
+                "audit_campaign": (
+                    {"id": loop_round.audit_campaign_id, "name": loop_round.audit_campaign.name}
+                    if loop_round.audit_campaign
+                    else None
+                ),
+                "audit": audit_result(loop_round) if loop_round.audit_campaign_id else None,
+                "seconds": loop_round.seconds,
+                **_policy_figures(entry),
+            }
+        )
     return rows
 
 
 def loop_curves(rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
     """(round, value) series for the dashboard's per-round charts."""
+
     def series(get) -> list[tuple[float, float]]:
         points = []
         for row in rows:
@@ -88,16 +133,20 @@ def loop_curves(rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
         return lambda row: (row.get(key) or {}).get("mean")
 
     return {
-        "success": series(mean("success")), "greedy_success": series(mean("greedy_success")),
-        "rm_score": series(mean("rm_score")), "sqrt_kl": series(lambda row: row.get("sqrt_kl")),
+        "success": series(mean("success")),
+        "greedy_success": series(mean("greedy_success")),
+        "rm_score": series(mean("rm_score")),
+        "sqrt_kl": series(lambda row: row.get("sqrt_kl")),
         "audit_top": series(lambda row: ((row.get("audit") or {}).get("top") or {}).get("favourite_preferred")),
         "audit_disagreement": series(
-            lambda row: ((row.get("audit") or {}).get("disagreement") or {}).get("favourite_preferred")),
+            lambda row: ((row.get("audit") or {}).get("disagreement") or {}).get("favourite_preferred")
+        ),
     }
 
 
 def format_rounds(rows: list[dict]) -> str:
     """The per-round table the command prints."""
+
     def pct(figure) -> str:
         if not figure:
             return "-"
@@ -106,19 +155,26 @@ def format_rounds(rows: list[dict]) -> str:
     def share(value) -> str:
         return "-" if value is None else f"{100 * value:.0f}%"
 
-    lines = [f"{'round':<7}{'success T=1':<22}{'greedy':<22}{'sqrt KL':<9}{'RM acc':<8}{'answer swap':<13}"
-             f"{'audit: favourite preferred':<28}{'favourite / start correct':<26}"]
+    lines = [
+        f"{'round':<7}{'success T=1':<22}{'greedy':<22}{'sqrt KL':<9}{'RM acc':<8}{'answer swap':<13}"
+        f"{'audit: favourite preferred':<28}{'favourite / start correct':<26}"
+    ]
     lines.append("-" * len(lines[0]))
     for row in rows:
         rm = row.get("reward_model") or {}
         top = (row.get("audit") or {}).get("top") or {}
-        audit = ("-" if top.get("favourite_preferred") is None else
-                 f"{share(top['favourite_preferred'])} [{share(top['low'])}, {share(top['high'])}] n={top['judged']}")
+        audit = (
+            "-"
+            if top.get("favourite_preferred") is None
+            else f"{share(top['favourite_preferred'])} [{share(top['low'])}, {share(top['high'])}] n={top['judged']}"
+        )
         sqrt_kl = "-" if row.get("sqrt_kl") is None else f"{row['sqrt_kl']:.2f}"
-        lines.append(f"{row['number']:<7}{pct(row.get('success')):<22}{pct(row.get('greedy_success')):<22}"
-                     f"{sqrt_kl:<9}{share(rm.get('accuracy')):<8}{share(rm.get('answer_swap')):<13}"
-                     f"{audit:<28}{share(top.get('favourite_correct')) + ' / ' + share(top.get('other_correct')):<26}"
-                     + ("  the policy did not move: RL kept its start" if row.get("policy_moved") is False else ""))
+        lines.append(
+            f"{row['number']:<7}{pct(row.get('success')):<22}{pct(row.get('greedy_success')):<22}"
+            f"{sqrt_kl:<9}{share(rm.get('accuracy')):<8}{share(rm.get('answer_swap')):<13}"
+            f"{audit:<28}{share(top.get('favourite_correct')) + ' / ' + share(top.get('other_correct')):<26}"
+            + ("  the policy did not move: RL kept its start" if row.get("policy_moved") is False else "")
+        )
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ Round one starts from the pipeline's policy; round n + 1 starts from round n's r
 RL run's best checkpoint by dev, else its last). A round records each piece as it is made,
 so a round stopped anywhere (a crash, a cancel) goes on from where it was.
 """
+
 from __future__ import annotations
 
 import threading
@@ -41,8 +42,9 @@ def pipeline_user():
     return user
 
 
-def run_in_process(*, kind: str, config: dict, name: str, user, progress: Progress,
-                   should_stop: Callable[[], bool] | None = None) -> Run:
+def run_in_process(
+    *, kind: str, config: dict, name: str, user, progress: Progress, should_stop: Callable[[], bool] | None = None
+) -> Run:
     """Launch a run (refused configs raise ArbiterError) and execute it here, reporting its
     progress. When `should_stop()` turns true the run is cancelled and RunCancelled raised."""
     run = run_launch(kind=kind, config=config, user=user, name=name, enqueue=False)
@@ -95,14 +97,22 @@ def _timed(loop_round, label: str, started: float) -> None:
 
 # --- Starting rounds ---------------------------------------------------------------------
 
+
 def round_first(*, loop: str, config, policy, user):
     """Round one of a new loop, from `policy` (which is also every round's KL reference)."""
     from training.models import LoopRound
 
     if LoopRound.objects.filter(loop=loop).exists():
         raise ArbiterError(f"A loop named {loop!r} exists already; choose another name.")
-    return LoopRound.objects.create(loop=loop, number=1, config=asdict(config), start_policy=policy,
-                                    reference_policy=policy, labels="simulated", created_by=user)
+    return LoopRound.objects.create(
+        loop=loop,
+        number=1,
+        config=asdict(config),
+        start_policy=policy,
+        reference_policy=policy,
+        labels="simulated",
+        created_by=user,
+    )
 
 
 def round_next(*, previous, labels: str, user):
@@ -116,21 +126,32 @@ def round_next(*, previous, labels: str, user):
     with transaction.atomic():
         if LoopRound.objects.select_for_update().filter(loop=previous.loop, number__gt=previous.number).exists():
             raise ArbiterError(f"{previous.loop} has a round after {previous.number} already.")
-        return LoopRound.objects.create(loop=previous.loop, number=previous.number + 1, config=previous.config,
-                                        start_policy=previous.policy, reference_policy=previous.reference_policy,
-                                        labels=labels, created_by=user)
+        return LoopRound.objects.create(
+            loop=previous.loop,
+            number=previous.number + 1,
+            config=previous.config,
+            start_policy=previous.policy,
+            reference_policy=previous.reference_policy,
+            labels=labels,
+            created_by=user,
+        )
 
 
 # --- Collect -----------------------------------------------------------------------------
+
 
 def annotator_profile(config):
     """The simulated annotators a loop's settings describe (validate() says what is wrong with them)."""
     from training.envs.encyclopedia.rubric import RubricWeights
     from training.simulated_annotators import AnnotatorProfile
 
-    return AnnotatorProfile(temperature=config.annotator_temperature, flip=config.annotator_flip,
-                            weights=replace(RubricWeights(), correct=config.annotator_correct_weight),
-                            correct_first=config.annotator_correct_first, wrong_pairs=config.annotator_wrong_pairs)
+    return AnnotatorProfile(
+        temperature=config.annotator_temperature,
+        flip=config.annotator_flip,
+        weights=replace(RubricWeights(), correct=config.annotator_correct_weight),
+        correct_first=config.annotator_correct_first,
+        wrong_pairs=config.annotator_wrong_pairs,
+    )
 
 
 def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
@@ -140,8 +161,9 @@ def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
     total = campaign.comparisons.count() * campaign.votes_per_comparison
     made = 0
     while True:
-        batch = campaign_simulate_labels(campaign=campaign, annotators=campaign.votes_per_comparison,
-                                         profile=profile, seed=seed + made, limit=200)
+        batch = campaign_simulate_labels(
+            campaign=campaign, annotators=campaign.votes_per_comparison, profile=profile, seed=seed + made, limit=200
+        )
         made += batch
         progress(min(1.0, made / max(1, total)), f"{made} judgements")
         if batch < 200:
@@ -160,22 +182,37 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
         if Campaign.objects.filter(name=name).exists():
             raise ArbiterError(f"A campaign named {name!r} exists already; rename it to let the round build its own.")
         loop_round.campaign = Campaign.objects.create(
-            name=name, votes_per_comparison=config.annotators, created_by=user,
+            name=name,
+            votes_per_comparison=config.annotators,
+            created_by=user,
             guidelines="Comparisons of the policy's own episodes on training tasks, for the loop's reward model. "
-                       "A correct, supported answer first; then fewer wasted steps and no tool errors.")
+            "A correct, supported answer first; then fewer wasted steps and no tool errors.",
+        )
         loop_round.save(update_fields=["campaign", "updated_at"])
     if not loop_round.campaign.comparisons.exists():  # the rollout has not finished (or not started)
         _check_stop(should_stop)
-        run = run_in_process(kind="rollout", name=f"{loop_round} rollouts", user=user, should_stop=should_stop,
-                             progress=stage(f"round {loop_round.number}: rollouts and comparisons"), config={
-                                 "policy_id": loop_round.start_policy_id, "environment": config.environment,
-                                 "split": "train", "tasks": config.rollout_tasks,
-                                 "samples_per_task": config.samples_per_task, "temperature": 1.0,
-                                 "pairing": config.pairing, "campaign_id": loop_round.campaign_id,
-                                 "answer_branches": config.answer_branches,
-                                 "answer_pairs_per_task": config.answer_pairs_per_task,
-                                 "seed": config.seed + 1000 * (loop_round.number - 1),
-                                 "max_action_tokens": config.max_action_tokens, "max_context": config.max_context})
+        run = run_in_process(
+            kind="rollout",
+            name=f"{loop_round} rollouts",
+            user=user,
+            should_stop=should_stop,
+            progress=stage(f"round {loop_round.number}: rollouts and comparisons"),
+            config={
+                "policy_id": loop_round.start_policy_id,
+                "environment": config.environment,
+                "split": "train",
+                "tasks": config.rollout_tasks,
+                "samples_per_task": config.samples_per_task,
+                "temperature": 1.0,
+                "pairing": config.pairing,
+                "campaign_id": loop_round.campaign_id,
+                "answer_branches": config.answer_branches,
+                "answer_pairs_per_task": config.answer_pairs_per_task,
+                "seed": config.seed + 1000 * (loop_round.number - 1),
+                "max_action_tokens": config.max_action_tokens,
+                "max_context": config.max_context,
+            },
+        )
         problem = too_few_comparisons(run.summary, loop_round, config)
         if problem:
             raise ArbiterError(problem)
@@ -183,8 +220,12 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     _check_stop(should_stop)
     if loop_round.labels == "simulated":
         started = time.monotonic()
-        _simulate(loop_round.campaign, config, stage(f"round {loop_round.number}: simulated annotators"),
-                  seed=config.seed + 1000 * (loop_round.number - 1))
+        _simulate(
+            loop_round.campaign,
+            config,
+            stage(f"round {loop_round.number}: simulated annotators"),
+            seed=config.seed + 1000 * (loop_round.number - 1),
+        )
         _timed(loop_round, "labels", started)
         loop_round.stage = LoopRound.Stage.TRAINING
     else:
@@ -200,26 +241,26 @@ def too_few_comparisons(summary: dict, loop_round, config) -> str | None:
         return None
     played = (summary.get("trajectories") or 0) + (summary.get("duplicates") or 0)
     repeated = summary.get("duplicates") or 0
-    return (f"The rollouts of {loop_round} built {made} comparisons, and a reward model needs at least {MIN_JUDGED}. "
-            f"Of its {played} episodes {repeated} repeated an episode already stored (identical episodes cannot be "
-            f"compared), with {summary.get('success', 0):.0%} of them correct: the policy plays its training tasks "
-            f"the same way nearly every time"
-            + (f" (pairing '{config.pairing}' also keeps only some pairs)" if config.pairing != "all_pairs" else "")
-            + ". Raise --samples-per-task, give RL more training tasks, or start from a less certain policy.")
+    return (
+        f"The rollouts of {loop_round} built {made} comparisons, and a reward model needs at least {MIN_JUDGED}. "
+        f"Of its {played} episodes {repeated} repeated an episode already stored (identical episodes cannot be "
+        f"compared), with {summary.get('success', 0):.0%} of them correct: the policy plays its training tasks "
+        f"the same way nearly every time"
+        + (f" (pairing '{config.pairing}' also keeps only some pairs)" if config.pairing != "all_pairs" else "")
+        + ". Raise --samples-per-task, give RL more training tasks, or start from a less certain policy."
+    )
 
 
 def latest_round(loop: str):
     """The loop's newest round (None for an unknown loop)."""
     from training.models import LoopRound
 
-    return (LoopRound.objects.filter(loop=loop).select_related("policy", "campaign").order_by("-number")
-            .first())
+    return LoopRound.objects.filter(loop=loop).select_related("policy", "campaign").order_by("-number").first()
 
 
 def active_round_run(loop: str) -> Run | None:
     """The `round` run taking this loop further now (queued or running), if any."""
-    return (Run.objects.filter(kind="round", status__in=Run.ACTIVE, config__loop=loop).order_by("-created_at")
-            .first())
+    return Run.objects.filter(kind="round", status__in=Run.ACTIVE, config__loop=loop).order_by("-created_at").first()
 
 
 def _check_stop(should_stop) -> None:
@@ -234,15 +275,27 @@ def judged_comparisons(campaign_id: int) -> int:
 
 # --- Train -------------------------------------------------------------------------------
 
+
 def _snapshot(loop_round, config, user) -> DatasetSnapshot:
     """Every label of the loop so far (its rounds' campaigns, never the audits), built here."""
     from annotate.services.datasets import SnapshotFilters, snapshot_build, snapshot_create
     from training.models import LoopRound
 
-    campaigns = list(Campaign.objects.filter(pk__in=LoopRound.objects.filter(
-        loop=loop_round.loop, number__lte=loop_round.number, campaign__isnull=False).values("campaign_id")))
-    snapshot = snapshot_create(name=f"{loop_round} dataset"[:200], campaigns=campaigns, seed=config.seed,
-                               test_fraction=0.2, filters=SnapshotFilters(include_synthetic=True), created_by=user)
+    campaigns = list(
+        Campaign.objects.filter(
+            pk__in=LoopRound.objects.filter(
+                loop=loop_round.loop, number__lte=loop_round.number, campaign__isnull=False
+            ).values("campaign_id")
+        )
+    )
+    snapshot = snapshot_create(
+        name=f"{loop_round} dataset"[:200],
+        campaigns=campaigns,
+        seed=config.seed,
+        test_fraction=0.2,
+        filters=SnapshotFilters(include_synthetic=True),
+        created_by=user,
+    )
     if snapshot.status in DatasetSnapshot.ACTIVE:  # too large to build inline: build it here, not on a worker
         snapshot_build(snapshot_id=snapshot.pk)
         snapshot.refresh_from_db()
@@ -259,13 +312,19 @@ def _score_loop_comparisons(loop_round, reward_model) -> dict[int, tuple[float, 
     from training.models import LoopRound
 
     scorer = RewardScorer(reward_model.model_dir)
-    campaigns = Campaign.objects.filter(pk__in=LoopRound.objects.filter(
-        loop=loop_round.loop, number__lte=loop_round.number, campaign__isnull=False).values("campaign_id"))
+    campaigns = Campaign.objects.filter(
+        pk__in=LoopRound.objects.filter(
+            loop=loop_round.loop, number__lte=loop_round.number, campaign__isnull=False
+        ).values("campaign_id")
+    )
     for campaign in campaigns:
         comparisons_score(reward_model=reward_model, campaign=campaign, scorer=scorer)
-    return {c: (a, b) for c, a, b in ComparisonScore.objects.filter(
-        reward_model=reward_model, comparison__campaign__in=campaigns).values_list("comparison_id", "score_a",
-                                                                                  "score_b")}
+    return {
+        c: (a, b)
+        for c, a, b in ComparisonScore.objects.filter(
+            reward_model=reward_model, comparison__campaign__in=campaigns
+        ).values_list("comparison_id", "score_a", "score_b")
+    }
 
 
 def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
@@ -278,12 +337,17 @@ def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
         raise ArbiterError(f"{loop_round} has no comparisons yet; collect them first.")
     judged = judged_comparisons(loop_round.campaign_id)
     if judged < MIN_JUDGED:
-        raise ArbiterError(f"{loop_round} is waiting for labels: {judged} comparisons of its campaign are judged, "
-                           f"and its reward model needs at least {MIN_JUDGED}.")
+        raise ArbiterError(
+            f"{loop_round} is waiting for labels: {judged} comparisons of its campaign are judged, "
+            f"and its reward model needs at least {MIN_JUDGED}."
+        )
     loop_round.stage = LoopRound.Stage.TRAINING
     loop_round.save(update_fields=["stage", "updated_at"])
-    steps = (("reward_model", "reward_model_id", _train_reward_model), ("rl", "rl_run_id", _train_rl),
-             ("evaluation", "evaluation_id", _evaluate))
+    steps = (
+        ("reward_model", "reward_model_id", _train_reward_model),
+        ("rl", "rl_run_id", _train_rl),
+        ("evaluation", "evaluation_id", _evaluate),
+    )
     for label, field_name, make in steps:
         if getattr(loop_round, field_name) is None:
             _check_stop(should_stop)
@@ -304,21 +368,36 @@ def _train_reward_model(loop_round, config, *, stage: Stage, user, should_stop) 
     progress = stage(f"round {n}: dataset of all labels")
     snapshot = _snapshot(loop_round, config, user)
     progress(1.0, ", ".join(f"{k} {v}" for k, v in snapshot.stats.items() if isinstance(v, int)))
-    run = run_in_process(kind="reward_model", name=f"{loop_round} reward model", user=user, should_stop=should_stop,
-                         progress=stage(f"round {n}: reward model"), config={
-                             "snapshot_id": snapshot.pk, "name": f"{loop_round.loop}-r{n}-rm",
-                             "eval_policy_id": loop_round.start_policy_id,
-                             "tokenizer_dir": loop_round.start_policy.model_dir, "seed": config.seed + n - 1,
-                             **_reward_model_start(loop_round, config), **config.reward_model})
+    run = run_in_process(
+        kind="reward_model",
+        name=f"{loop_round} reward model",
+        user=user,
+        should_stop=should_stop,
+        progress=stage(f"round {n}: reward model"),
+        config={
+            "snapshot_id": snapshot.pk,
+            "name": f"{loop_round.loop}-r{n}-rm",
+            "eval_policy_id": loop_round.start_policy_id,
+            "tokenizer_dir": loop_round.start_policy.model_dir,
+            "seed": config.seed + n - 1,
+            **_reward_model_start(loop_round, config),
+            **config.reward_model,
+        },
+    )
     loop_round.reward_model = RewardModel.objects.get(pk=run.summary["reward_model_id"])
     loop_round.save(update_fields=["reward_model", "updated_at"])
 
 
 def _train_rl(loop_round, config, *, stage: Stage, user, should_stop) -> None:
     kind = config.rl_kind
-    run = run_in_process(kind=kind, name=f"{loop_round} {kind.upper()}", user=user, should_stop=should_stop,
-                         progress=stage(f"round {loop_round.number}: {kind.upper()}"),
-                         config=_rl_config(loop_round, config, config.seed + loop_round.number - 1))
+    run = run_in_process(
+        kind=kind,
+        name=f"{loop_round} {kind.upper()}",
+        user=user,
+        should_stop=should_stop,
+        progress=stage(f"round {loop_round.number}: {kind.upper()}"),
+        config=_rl_config(loop_round, config, config.seed + loop_round.number - 1),
+    )
     policy_id = run.summary.get("best_policy_id") or run.summary.get("last_policy_id")
     if not policy_id:
         raise ArbiterError(f"The {kind} run #{run.pk} registered no checkpoint.")
@@ -330,8 +409,14 @@ def _evaluate(loop_round, config, *, stage: Stage, user, should_stop) -> None:
     from training.models import Evaluation
 
     settings = _evaluation_config(loop_round, config, stage, user, should_stop)
-    run = run_in_process(kind="evaluation", name=f"{loop_round} evaluation", user=user, should_stop=should_stop,
-                         progress=stage(f"round {loop_round.number}: evaluation"), config=settings)
+    run = run_in_process(
+        kind="evaluation",
+        name=f"{loop_round} evaluation",
+        user=user,
+        should_stop=should_stop,
+        progress=stage(f"round {loop_round.number}: evaluation"),
+        config=settings,
+    )
     loop_round.evaluation = Evaluation.objects.get(pk=run.summary["evaluation_id"])
     loop_round.save(update_fields=["evaluation", "updated_at"])
 
@@ -345,9 +430,13 @@ def _audit(loop_round, config, *, stage: Stage, user, should_stop) -> None:
     if loop_round.audit_campaign_id is None:
         _check_stop(should_stop)
         scores = _score_loop_comparisons(loop_round, loop_round.reward_model)
-        audit_create(loop_round=loop_round, top=top_candidates(loop_round, config.audit_size),
-                     disagreements=disagreement_candidates(loop_round, config.audit_disagreements, scores),
-                     votes=config.annotators, created_by=user)
+        audit_create(
+            loop_round=loop_round,
+            top=top_candidates(loop_round, config.audit_size),
+            disagreements=disagreement_candidates(loop_round, config.audit_disagreements, scores),
+            votes=config.annotators,
+            created_by=user,
+        )
     campaign = loop_round.audit_campaign
     if campaign is not None and loop_round.labels == "simulated":
         _simulate(campaign, config, progress, seed=config.seed + 1000 * loop_round.number + 500)
@@ -368,14 +457,17 @@ def _reward_model_start(loop_round, config) -> dict:
         return {}
     policy_dir = Path(loop_round.reference_policy.model_dir)
     weights = sum(f.stat().st_size for f in policy_dir.glob("*.safetensors")) or sum(
-        f.stat().st_size for f in policy_dir.glob("*.bin"))
+        f.stat().st_size for f in policy_dir.glob("*.bin")
+    )
     start = {"backbone": str(policy_dir)}
     if weights and weights < SMALL_POLICY_BYTES:
         start.update(learning_rate=FROM_POLICY_LEARNING_RATE, epochs=FROM_POLICY_EPOCHS)
     return start
 
 
-DEFAULT_RL_WORLDS = 8  # extra worlds RL practises on where the environment is built per seed (benchmarks/RESULTS.md, issue 26)
+DEFAULT_RL_WORLDS = (
+    8  # extra worlds RL practises on where the environment is built per seed (benchmarks/RESULTS.md, issue 26)
+)
 
 
 def rl_train_worlds(config) -> int:
@@ -389,11 +481,19 @@ def rl_train_worlds(config) -> int:
 
 
 def _rl_config(loop_round, config, seed: int) -> dict:
-    return {"policy_id": loop_round.start_policy_id, "reference_policy_id": loop_round.reference_policy_id,
-            "environment": config.environment, "train_worlds": rl_train_worlds(config), "reward": "reward_model",
-            "reward_model_id": loop_round.reward_model_id, "policy_name": f"{loop_round.loop}-r{loop_round.number}",
-            "seed": seed, "max_action_tokens": config.max_action_tokens, "max_context": config.max_context,
-            **config.ppo}
+    return {
+        "policy_id": loop_round.start_policy_id,
+        "reference_policy_id": loop_round.reference_policy_id,
+        "environment": config.environment,
+        "train_worlds": rl_train_worlds(config),
+        "reward": "reward_model",
+        "reward_model_id": loop_round.reward_model_id,
+        "policy_name": f"{loop_round.loop}-r{loop_round.number}",
+        "seed": seed,
+        "max_action_tokens": config.max_action_tokens,
+        "max_context": config.max_context,
+        **config.ppo,
+    }
 
 
 def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> dict:
@@ -405,21 +505,38 @@ def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> d
         rubric = _upper_bound(loop_round, config, stage, user, should_stop)
         if rubric:
             others.append(rubric)
-    return {"name": str(loop_round), "environment": eval_environment(config),
-            "baseline_policy_id": loop_round.reference_policy_id, "rl_run_id": loop_round.rl_run_id,
-            "policy_ids": ",".join(str(p) for p in others), "reward_model_id": loop_round.reward_model_id,
-            "best_of_n": config.best_of_n if loop_round.number == 1 else "", "split": "eval",
-            "tasks": config.eval_tasks, "samples": config.eval_samples, "seed": config.seed,
-            "max_action_tokens": config.max_action_tokens, "max_context": config.max_context}
+    return {
+        "name": str(loop_round),
+        "environment": eval_environment(config),
+        "baseline_policy_id": loop_round.reference_policy_id,
+        "rl_run_id": loop_round.rl_run_id,
+        "policy_ids": ",".join(str(p) for p in others),
+        "reward_model_id": loop_round.reward_model_id,
+        "best_of_n": config.best_of_n if loop_round.number == 1 else "",
+        "split": "eval",
+        "tasks": config.eval_tasks,
+        "samples": config.eval_samples,
+        "seed": config.seed,
+        "max_action_tokens": config.max_action_tokens,
+        "max_context": config.max_context,
+    }
 
 
 def _upper_bound(loop_round, config, stage: Stage, user, should_stop) -> int | None:
     """Round one's RL against the rubric itself (the upper bound), evaluated beside the rest."""
     summary = run_in_process(
-        kind=config.rl_kind, name=f"{loop_round} {config.rl_kind.upper()} on the rubric", user=user,
-        should_stop=should_stop, progress=stage(f"round 1: {config.rl_kind.upper()} on the rubric"),
-        config={**_rl_config(loop_round, config, config.seed), "reward": "rubric", "reward_model_id": 0,
-                "policy_name": f"{loop_round.loop}-rubric"}).summary
+        kind=config.rl_kind,
+        name=f"{loop_round} {config.rl_kind.upper()} on the rubric",
+        user=user,
+        should_stop=should_stop,
+        progress=stage(f"round 1: {config.rl_kind.upper()} on the rubric"),
+        config={
+            **_rl_config(loop_round, config, config.seed),
+            "reward": "rubric",
+            "reward_model_id": 0,
+            "policy_name": f"{loop_round.loop}-rubric",
+        },
+    ).summary
     return summary.get("best_policy_id") or summary.get("last_policy_id")
 
 

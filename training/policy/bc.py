@@ -12,6 +12,7 @@ episodes are not over-weighted when batches are bucketed by length.
 
     python manage.py train_policy        (the Django command wraps this module)
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,9 @@ def demonstration_worlds(env: Environment, config: BCConfig, make_env=None) -> l
     return worlds
 
 
-def play_demonstrations(env: Environment, config: BCConfig, *, make_env=None, parser: str = "compact",
-                        limits=None) -> list[tuple[EpisodeRunner, RolloutEpisode]]:
+def play_demonstrations(
+    env: Environment, config: BCConfig, *, make_env=None, parser: str = "compact", limits=None
+) -> list[tuple[EpisodeRunner, RolloutEpisode]]:
     """The scripted agent's episodes in every world demonstrated, each turn written as a policy
     with `parser` writes it."""
     episodes = []
@@ -91,13 +93,14 @@ def demonstrations(chat, played: list[tuple[EpisodeRunner, RolloutEpisode]]) -> 
 
 def _batches(examples, batch_size: int, rng: random.Random):
     order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     rng.shuffle(batches)
     return batches
 
 
-def batch_loss(model, examples, indices, *, pad_id: int, observation_weight: float,
-               first_action_weight: float = 1.0) -> tuple[torch.Tensor, dict]:
+def batch_loss(
+    model, examples, indices, *, pad_id: int, observation_weight: float, first_action_weight: float = 1.0
+) -> tuple[torch.Tensor, dict]:
     """Weighted next-token loss over one batch: agent tokens 1 (the first action's
     `first_action_weight`), environment tokens `observation_weight`."""
     device = next(model.parameters()).device
@@ -121,8 +124,9 @@ def batch_loss(model, examples, indices, *, pad_id: int, observation_weight: flo
     ids, weights, attention, agent = ids.to(device), weights.to(device), attention.to(device), agent.to(device)
     logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
     targets, w, a = ids[:, 1:], weights[:, 1:], agent[:, 1:]
-    token_loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1),
-                                                   reduction="none").view_as(targets)
+    token_loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1), reduction="none"
+    ).view_as(targets)
     loss = (token_loss * w).sum() / w.sum()
     with torch.no_grad():
         agent_loss = (token_loss * a).sum() / a.sum().clamp(min=1)
@@ -164,14 +168,12 @@ class _ThreadChooser:
         torch.set_num_threads(self.original)
 
 
-def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, metrics=None,
-             should_stop=None) -> dict:
+def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, metrics=None, should_stop=None) -> dict:
     """Train in place; returns the final figures. Callbacks: progress(fraction), metrics(step, dict), should_stop()."""
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.01,
-                                  betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.01, betas=(0.9, 0.95))
 
     def lr_at(step: int) -> float:
         # Cosine over whichever runs out first, the steps or the wall time, so a run cut
@@ -197,14 +199,21 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
                     group["lr"] = lr_at(step)
                 threads.before(step)
                 began = time.monotonic()
-                loss, figures = batch_loss(model, examples, indices, pad_id=tokenizer.pad_token_id,
-                                           observation_weight=config.observation_loss_weight,
-                                           first_action_weight=config.first_action_weight)
+                loss, figures = batch_loss(
+                    model,
+                    examples,
+                    indices,
+                    pad_id=tokenizer.pad_token_id,
+                    observation_weight=config.observation_loss_weight,
+                    first_action_weight=config.first_action_weight,
+                )
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"non-finite loss at step {step}")
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                figures["policy/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip))
+                figures["policy/grad_norm"] = float(
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                )
                 optimizer.step()
                 threads.after((time.monotonic() - began) / sum(len(examples[i][0]) for i in indices))
                 step += 1
@@ -221,6 +230,11 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
     finally:
         threads.restore()
     model.eval()
-    return {"steps": step, "seconds": round(time.monotonic() - start, 1), "first_loss": first_loss,
-            "threads": threads.current, **last,
-            "config": asdict(config)}
+    return {
+        "steps": step,
+        "seconds": round(time.monotonic() - start, 1),
+        "first_loss": first_loss,
+        "threads": threads.current,
+        **last,
+        "config": asdict(config),
+    }

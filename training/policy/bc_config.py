@@ -1,5 +1,6 @@
 """Behaviour-cloning settings, apart from the training code so the web process can read them
 (to validate a launch) without importing torch."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,30 +14,82 @@ class BCConfig:
     """Behaviour cloning settings; every field is saved beside the model."""
 
     demos_per_task: int = field(default=1, metadata={"help": "scripted episodes per training task of the main world"})
-    extra_worlds: int = field(default=20, metadata={"help": "also one episode on every task of this many other generated worlds (seeds 1-20): more names than it can memorise, so it learns to read (benchmarks/RESULTS.md, issue 16)"})
-    mistakes: Mistakes = field(default_factory=lambda: Mistakes(0.1, 0.1, 0.08, 0.05), metadata={"help": "the demonstrator's error rates"})
-    vocab_size: int = field(default=1024, metadata={"help": "BPE vocabulary (at 2,048 held-out names become single tokens never seen in training)"})
-    hidden: int = field(default=128, metadata={"help": "model width (0.9M parameters with 4 layers: about 3x the steps of hidden 192 x 6 in the budget)"})
+    extra_worlds: int = field(
+        default=20,
+        metadata={
+            "help": "also one episode on every task of this many other generated worlds (seeds 1-20): more names than it can memorise, so it learns to read (benchmarks/RESULTS.md, issue 16)"
+        },
+    )
+    mistakes: Mistakes = field(
+        default_factory=lambda: Mistakes(0.1, 0.1, 0.08, 0.05), metadata={"help": "the demonstrator's error rates"}
+    )
+    vocab_size: int = field(
+        default=1024,
+        metadata={"help": "BPE vocabulary (at 2,048 held-out names become single tokens never seen in training)"},
+    )
+    hidden: int = field(
+        default=128,
+        metadata={
+            "help": "model width (0.9M parameters with 4 layers: about 3x the steps of hidden 192 x 6 in the budget)"
+        },
+    )
     layers: int = field(default=4, metadata={"help": "transformer blocks"})
     heads: int = field(default=4, metadata={"help": "attention heads"})
-    learning_rate: float = field(default=3e-3, metadata={"help": "AdamW peak learning rate (3e-3 with 100 warm-up steps: the policy learns to read on every seed tried; 2e-3 with 30 on 2 of 3, benchmarks/RESULTS.md)"})
+    learning_rate: float = field(
+        default=3e-3,
+        metadata={
+            "help": "AdamW peak learning rate (3e-3 with 100 warm-up steps: the policy learns to read on every seed tried; 2e-3 with 30 on 2 of 3, benchmarks/RESULTS.md)"
+        },
+    )
     warmup_steps: int = field(default=100, metadata={"help": "linear warm-up, then cosine decay"})
     batch_size: int = field(default=16, metadata={"help": "episodes per optimizer step"})
-    max_steps: int = field(default=1500, metadata={"help": "optimizer steps: training is bounded by steps, so a busy machine trains as fully as a fast one"})
-    max_seconds: float = field(default=0.0, metadata={"help": "an optional wall-time cut (0: none, the default); the learning rate anneals to whichever limit comes first"})
-    budget_seconds: float = field(default=600.0, metadata={"help": "training longer than this is reported loudly (the policy is still complete); 0: never"})
-    observation_loss_weight: float = field(default=0.5, metadata={"help": "weight of the language-model loss on environment tokens"})
-    first_action_weight: float = field(default=2.0, metadata={"help": "loss weight of the first action's tokens (the search that copies the question)"})
+    max_steps: int = field(
+        default=1500,
+        metadata={
+            "help": "optimizer steps: training is bounded by steps, so a busy machine trains as fully as a fast one"
+        },
+    )
+    max_seconds: float = field(
+        default=0.0,
+        metadata={
+            "help": "an optional wall-time cut (0: none, the default); the learning rate anneals to whichever limit comes first"
+        },
+    )
+    budget_seconds: float = field(
+        default=600.0,
+        metadata={"help": "training longer than this is reported loudly (the policy is still complete); 0: never"},
+    )
+    observation_loss_weight: float = field(
+        default=0.5, metadata={"help": "weight of the language-model loss on environment tokens"}
+    )
+    first_action_weight: float = field(
+        default=2.0, metadata={"help": "loss weight of the first action's tokens (the search that copies the question)"}
+    )
     grad_clip: float = field(default=1.0, metadata={"help": "gradient norm clip"})
-    threads: int = field(default=1, metadata={"help": "torch threads while training, fixed so that a seed builds the same policy however busy the machine is (0: the faster of 1 and all cores, timed during the run, which changed the seed-0 policy from run to run: benchmarks/RESULTS.md, issue 26)"})
-    environment: str = field(default="encyclopedia", metadata={"help": "the environment whose scripted agent is cloned (it needs a demonstrator)"})
-    base_policy_id: int = field(default=0, metadata={"help": "clone into this registered policy's own model, in its own chat format and tool-call parser (0: build the default architecture from nothing; tokenizer, width and layers then apply)"})
+    threads: int = field(
+        default=1,
+        metadata={
+            "help": "torch threads while training, fixed so that a seed builds the same policy however busy the machine is (0: the faster of 1 and all cores, timed during the run, which changed the seed-0 policy from run to run: benchmarks/RESULTS.md, issue 26)"
+        },
+    )
+    environment: str = field(
+        default="encyclopedia",
+        metadata={"help": "the environment whose scripted agent is cloned (it needs a demonstrator)"},
+    )
+    base_policy_id: int = field(
+        default=0,
+        metadata={
+            "help": "clone into this registered policy's own model, in its own chat format and tool-call parser (0: build the default architecture from nothing; tokenizer, width and layers then apply)"
+        },
+    )
     seed: int = field(default=0, metadata={"help": "data order, demonstrations and initialisation"})
 
 
 def extra_worlds_problem(extra_worlds: int) -> str | None:
     """Why behaviour cloning cannot imitate this many extra worlds (seeds 1, 2, ...), if it cannot."""
     if not 0 <= extra_worlds < FRESH_WORLD_SEED:
-        return (f"extra_worlds: 0 to {FRESH_WORLD_SEED - 1}; the world of seed {FRESH_WORLD_SEED} is kept fresh "
-                f"for RL's checkpoint choice, and seeds from {FRESH_WORLD_SEED + 1} on for evaluation.")
+        return (
+            f"extra_worlds: 0 to {FRESH_WORLD_SEED - 1}; the world of seed {FRESH_WORLD_SEED} is kept fresh "
+            f"for RL's checkpoint choice, and seeds from {FRESH_WORLD_SEED + 1} on for evaluation."
+        )
     return None

@@ -17,6 +17,7 @@ exactly the ones sampled: re-tokenizing can merge a generated token with the tex
 Inside the conversation an assistant turn is its raw text (what the model wrote); the
 parsed tool calls go to the environment and into the stored trajectory.
 """
+
 from __future__ import annotations
 
 import json
@@ -70,14 +71,18 @@ class ChatFormat:
         if getattr(tokenizer, "chat_template", None) in LEGACY_TEMPLATES:
             tokenizer.chat_template = CHAT_TEMPLATE  # a default policy saved before tools were declared
         if not getattr(tokenizer, "chat_template", None):
-            raise ChatTemplateError("the tokenizer has no chat template; Arbiter renders episodes with the "
-                                    "model's own template (docs/policies.md says what it must provide).")
-        parser = parser or detect_parser(tokenizer.chat_template,
-                                         response_template=getattr(tokenizer, "response_template", None))
+            raise ChatTemplateError(
+                "the tokenizer has no chat template; Arbiter renders episodes with the "
+                "model's own template (docs/policies.md says what it must provide)."
+            )
+        parser = parser or detect_parser(
+            tokenizer.chat_template, response_template=getattr(tokenizer, "response_template", None)
+        )
         if parser not in PARSERS and parser != "transformers":
             raise ChatTemplateError(
                 f"no tool-call parser {'named ' + repr(parser) if parser else 'recognises this chat template'}; "
-                f"name one of {', '.join([*PARSERS, 'transformers'])} as tool_parser in {POLICY_FILE}.")
+                f"name one of {', '.join([*PARSERS, 'transformers'])} as tool_parser in {POLICY_FILE}."
+            )
         stops = _stop_ids(tokenizer, path)
         if not stops:
             raise ChatTemplateError("the tokenizer has no end-of-turn or end-of-text token to stop a turn at.")
@@ -90,8 +95,9 @@ class ChatFormat:
 
     def render(self, messages: list[dict], tools: list[dict] | None, *, add_generation_prompt: bool) -> str:
         try:
-            return self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
-                                                      add_generation_prompt=add_generation_prompt)
+            return self.tokenizer.apply_chat_template(
+                messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt
+            )
         except Exception as exc:  # noqa: BLE001 - jinja raises its own errors, and templates raise on purpose
             raise ChatTemplateError(f"the chat template cannot render this episode: {exc}") from exc
 
@@ -107,11 +113,14 @@ class ChatFormat:
         fed after a turn the model left unfinished (it ran out of action tokens)."""
         probe = "\u2063probe\u2063"
         try:
-            text = self.render([{"role": "user", "content": "?"}, {"role": "assistant", "content": probe}], None,
-                               add_generation_prompt=False)
+            text = self.render(
+                [{"role": "user", "content": "?"}, {"role": "assistant", "content": probe}],
+                None,
+                add_generation_prompt=False,
+            )
         except ChatTemplateError:
             text = ""
-        after = text[text.find(probe) + len(probe):] if probe in text else ""
+        after = text[text.find(probe) + len(probe) :] if probe in text else ""
         for i in self.stop_ids:
             token = self.tokenizer.convert_ids_to_tokens(i)
             if token and after.lstrip(" ").startswith(token):
@@ -122,15 +131,17 @@ class ChatFormat:
         """Context tokens after the last assistant turn (`messages[-results-1]`, already in the
         tokens up to its end-of-turn token) through its `results` tool messages to the next
         generation prompt."""
-        before = self.render(messages[:len(messages) - results], tools, add_generation_prompt=False)
+        before = self.render(messages[: len(messages) - results], tools, add_generation_prompt=False)
         after = self.render(messages, tools, add_generation_prompt=True)
         if not after.startswith(before):
-            raise ChatTemplateError("the chat template renders earlier turns differently once a tool result "
-                                    "follows, so the episode's tokens cannot be extended; Arbiter needs a template "
-                                    "whose rendering only grows (docs/policies.md).")
+            raise ChatTemplateError(
+                "the chat template renders earlier turns differently once a tool result "
+                "follows, so the episode's tokens cannot be extended; Arbiter needs a template "
+                "whose rendering only grows (docs/policies.md)."
+            )
         stops = [self.tokenizer.convert_ids_to_tokens(i) for i in self.stop_ids]
         cut = max((before.rfind(s) + len(s) for s in stops if s and before.rfind(s) >= 0), default=len(before))
-        return self.encode(before[cut:] + after[len(before):])
+        return self.encode(before[cut:] + after[len(before) :])
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode([i for i in ids if i not in self.stop_ids], skip_special_tokens=False)
@@ -155,10 +166,11 @@ def tool_parser_of(model_dir: str | Path) -> tuple[str, str]:
     if not template and (path / "chat_template.jinja").is_file():
         template = (path / "chat_template.jinja").read_text(errors="replace")
     if isinstance(template, list):  # several named templates: the default one
-        template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"),
-                        "")
+        template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), "")
     if template in LEGACY_TEMPLATES:
         template = CHAT_TEMPLATE
-    parser = detect_parser(template if isinstance(template, str) else "",
-                           response_template=config.get("response_template") if isinstance(config, dict) else None)
+    parser = detect_parser(
+        template if isinstance(template, str) else "",
+        response_template=config.get("response_template") if isinstance(config, dict) else None,
+    )
     return (parser, "detected") if parser else ("", "unknown")

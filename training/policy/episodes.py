@@ -4,11 +4,12 @@ agent's turns for behaviour cloning (`play_scripted`), and building the tokens o
 episode exactly as a rollout builds them (`episode_tokens`). The batched, sampled rollout
 itself is training/policy/rollout.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from training.envs.base import INVALID_TOOL, Episode, EpisodeRunner, EnvTask, Rubric
+from training.envs.base import INVALID_TOOL, EnvTask, Episode, EpisodeRunner, Rubric
 from training.policy.chat import ChatFormat
 from training.policy.parsers import ToolCall
 
@@ -70,7 +71,7 @@ def episode_tokens(chat: ChatFormat, e: RolloutEpisode, tools: list[dict]) -> tu
     them: each assistant turn is agent tokens (its text and the end-of-turn token), the rest
     is context."""
     messages = e.messages
-    ids = chat.opening(messages[:e.opening], tools)
+    ids = chat.opening(messages[: e.opening], tools)
     mask = [0] * len(ids)
     i = e.opening
     while i < len(messages):

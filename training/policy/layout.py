@@ -14,6 +14,7 @@ names always follow a space, so only this spelling lets the policy copy them tok
 The policy goes through the same chat rendering and parsing as any Hugging Face model
 (training/policy/chat.py); only its template and parser are its own.
 """
+
 from __future__ import annotations
 
 SPECIAL_TOKENS = ["<|pad|>", "<|bos|>", "<|eos|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|end|>"]

@@ -1,6 +1,7 @@
 """How long a policy's turns and episodes may be: the defaults and the ranges of every config
 that plays episodes (rollout, best-of-n, evaluation, PPO/RLOO/GRPO, the loop), written once.
 Plain Python, so the web process checks a launch without importing torch."""
+
 from __future__ import annotations
 
 from dataclasses import field

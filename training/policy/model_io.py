@@ -1,5 +1,6 @@
 """Policy model directories: build the default tokenizer and model from nothing, load any
 Hugging Face causal LM directory, save with `save_pretrained`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,11 +20,20 @@ def train_tokenizer(texts, *, vocab_size: int = 2048):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>",
-                                   pad_token="<|pad|>", additional_special_tokens=SPECIAL_TOKENS[3:])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|bos|>",
+        eos_token="<|eos|>",
+        pad_token="<|pad|>",
+        additional_special_tokens=SPECIAL_TOKENS[3:],
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
@@ -34,10 +44,17 @@ def build_model(tokenizer, *, hidden: int = 256, layers: int = 6, heads: int = 4
 
     set_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=int(hidden * 8 / 3) // 8 * 8,
-        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-        max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=int(hidden * 8 / 3) // 8 * 8,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
     )
     return LlamaForCausalLM(config)
 

@@ -16,6 +16,7 @@ A parse never raises on what the model wrote: text it cannot read becomes a `Par
 with a `problem`, which the rollout turns into an error observation that uses a step.
 How to add a parser: docs/policies.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -117,7 +118,7 @@ class HermesParser(ToolCallParser):
         return ParsedTurn(content=_without_thinking(self.BLOCK.sub("", text)), calls=calls)
 
     def format(self, calls, content=""):
-        blocks = [f'<tool_call>\n{json.dumps({"name": c.name, "arguments": c.arguments})}\n</tool_call>' for c in calls]
+        blocks = [f"<tool_call>\n{json.dumps({'name': c.name, 'arguments': c.arguments})}\n</tool_call>" for c in calls]
         return "\n".join(([content] if content else []) + blocks)
 
 
@@ -189,8 +190,9 @@ class TransformersParser(ToolCallParser):
 
     def parse(self, text: str, prefix: str = "") -> ParsedTurn:
         try:
-            message = self.tokenizer.parse_response(text, prefix=prefix,
-                                                    tools=[t.as_openai() for t in self.tools] or None)
+            message = self.tokenizer.parse_response(
+                text, prefix=prefix, tools=[t.as_openai() for t in self.tools] or None
+            )
         except Exception as exc:  # noqa: BLE001 - whatever the template's parser raises is the model's mistake
             return ParsedTurn(content=text, problem=f"the response could not be parsed: {exc}")
         calls = []

@@ -19,13 +19,14 @@ Each episode samples with its own seeded generator (its uniforms for a whole act
 up front, then one vectorised inverse-transform draw per token for all rows), so a batched
 rollout gives the same episodes as running them one at a time with the same seeds.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 
-from training.envs.base import EpisodeRunner, EnvTask
+from training.envs.base import EnvTask, EpisodeRunner
 from training.policy.chat import ChatFormat
 from training.policy.episodes import RolloutEpisode, act, new_episode
 from training.policy.limits import MAX_ACTION_TOKENS, MAX_CONTEXT
@@ -78,11 +79,11 @@ def _growing_layer_class():
                 for buffer, states in zip(self.buffers or (None, None), (key_states, value_states)):
                     room = states.new_empty(*states.shape[:-2], max(64, 2 * end), states.shape[-1])
                     if buffer is not None:
-                        room[..., :self.length, :] = buffer[..., :self.length, :]
+                        room[..., : self.length, :] = buffer[..., : self.length, :]
                     grown.append(room)
                 self.buffers = grown
-            self.buffers[0][..., self.length:end, :] = key_states
-            self.buffers[1][..., self.length:end, :] = value_states
+            self.buffers[0][..., self.length : end, :] = key_states
+            self.buffers[1][..., self.length : end, :] = value_states
             self.length = end
             self.keys, self.values = self.buffers[0][..., :end, :], self.buffers[1][..., :end, :]
             return self.keys, self.values
@@ -90,7 +91,7 @@ def _growing_layer_class():
         def batch_select_indices(self, indices):
             if self.is_initialized and self.buffers is not None:
                 self.buffers = [b[indices, ...] for b in self.buffers]
-                self.keys, self.values = (b[..., :self.length, :] for b in self.buffers)
+                self.keys, self.values = (b[..., : self.length, :] for b in self.buffers)
 
     return GrowingLayer
 
@@ -127,8 +128,8 @@ class CachedBatch:
         mask = torch.zeros((len(chunks), width), dtype=torch.long)
         for i, (c, m) in enumerate(zip(chunks, masks)):
             if c:
-                ids[i, width - len(c):] = torch.tensor(c)
-                mask[i, width - len(c):] = torch.tensor(m)
+                ids[i, width - len(c) :] = torch.tensor(c)
+                mask[i, width - len(c) :] = torch.tensor(m)
         return self.feed_tensors(ids.to(self.device), mask.to(self.device))
 
     @torch.no_grad()
@@ -144,14 +145,25 @@ class CachedBatch:
         # layer for the rest of a prefill (models without the argument compute them all).
         extra = {"logits_to_keep": 1} if self.keep_logits else {}
         try:
-            out = self.model(input_ids=ids, attention_mask=self.attention, position_ids=positions,
-                             past_key_values=self.past, use_cache=True, **extra)
+            out = self.model(
+                input_ids=ids,
+                attention_mask=self.attention,
+                position_ids=positions,
+                past_key_values=self.past,
+                use_cache=True,
+                **extra,
+            )
         except TypeError:
             if not extra:
                 raise
             self.keep_logits = False
-            out = self.model(input_ids=ids, attention_mask=self.attention, position_ids=positions,
-                             past_key_values=self.past, use_cache=True)
+            out = self.model(
+                input_ids=ids,
+                attention_mask=self.attention,
+                position_ids=positions,
+                past_key_values=self.past,
+                use_cache=True,
+            )
         self.past = out.past_key_values
         self.next_position = self.next_position + mask.sum(-1)
         return out.logits[:, -1, :]
@@ -164,8 +176,15 @@ class CachedBatch:
         self.next_position = self.next_position[index]
 
 
-def sample_actions(batch: CachedBatch, logits: torch.Tensor, generators: list[torch.Generator], *,
-                   temperature: float, max_new: int, stop_ids: list[int]) -> tuple[list[list[int]], list[list[float]], list[int]]:
+def sample_actions(
+    batch: CachedBatch,
+    logits: torch.Tensor,
+    generators: list[torch.Generator],
+    *,
+    temperature: float,
+    max_new: int,
+    stop_ids: list[int],
+) -> tuple[list[list[int]], list[list[float]], list[int]]:
     """Decode one action per row. Returns tokens, their log-probs, and per row the tokens
     sampled but not yet fed to the cache (the caller feeds them first next turn).
 
@@ -185,7 +204,7 @@ def sample_actions(batch: CachedBatch, logits: torch.Tensor, generators: list[to
         log_probs = torch.log_softmax(scaled, dim=-1)
         if temperature > 0:
             cdf = log_probs.double().exp().cumsum(-1)
-            token = torch.searchsorted(cdf, uniforms[:, step:step + 1] * cdf[:, -1:], right=True).squeeze(1)
+            token = torch.searchsorted(cdf, uniforms[:, step : step + 1] * cdf[:, -1:], right=True).squeeze(1)
             token = token.clamp_(max=log_probs.size(-1) - 1)
         else:
             token = log_probs.argmax(-1)
@@ -196,18 +215,27 @@ def sample_actions(batch: CachedBatch, logits: torch.Tensor, generators: list[to
         finished |= torch.isin(token, stops)
         if step == max_new - 1 or bool(finished.all()):
             break
-        logits = batch.feed_tensors(tokens[:, step:step + 1], active[:, None].long())
+        logits = batch.feed_tensors(tokens[:, step : step + 1], active[:, None].long())
     # Rows still active at the last step have their last token not yet in the cache.
     last_active = (lengths == step + 1).tolist()
     token_rows, logp_rows = tokens.tolist(), logps.tolist()
     out_tokens = [t[:n] for t, n in zip(token_rows, lengths.tolist())]
-    out_logps = [lp[:len(t)] for lp, t in zip(logp_rows, out_tokens)]
+    out_logps = [lp[: len(t)] for lp, t in zip(logp_rows, out_tokens)]
     unfed = [t[-1] if t and last else None for t, last in zip(out_tokens, last_active)]
     return out_tokens, out_logps, unfed
 
 
-def rollout(model, tokenizer, runner, tasks: list[EnvTask], config: RolloutConfig, *, seeds: list[int] | None = None,
-            progress=None, chat: ChatFormat | None = None) -> list[RolloutEpisode]:
+def rollout(
+    model,
+    tokenizer,
+    runner,
+    tasks: list[EnvTask],
+    config: RolloutConfig,
+    *,
+    seeds: list[int] | None = None,
+    progress=None,
+    chat: ChatFormat | None = None,
+) -> list[RolloutEpisode]:
     """Run one episode per task (in batches of `config.batch_size`). `runner` is an
     EpisodeRunner, or a function giving each task its runner (tasks of several worlds in one
     batch). `chat` is the policy's format (its chat template and tool-call parser)."""
@@ -218,7 +246,7 @@ def rollout(model, tokenizer, runner, tasks: list[EnvTask], config: RolloutConfi
     torch.set_num_threads(config.threads or rollout_threads(model))
     try:
         for start in range(0, len(tasks), config.batch_size):
-            chunk = list(zip(tasks[start:start + config.batch_size], seeds[start:start + config.batch_size]))
+            chunk = list(zip(tasks[start : start + config.batch_size], seeds[start : start + config.batch_size]))
             results.extend(_rollout_batch(model, chat, runner, chunk, config))
             if progress:
                 progress(min(1.0, (start + len(chunk)) / len(tasks)))
@@ -248,8 +276,13 @@ def _fresh_start(chat: ChatFormat, runner: EpisodeRunner, task: EnvTask) -> _Sta
     tools = [t.as_openai() for t in runner.tools.values()]
     opening = chat.opening(e.messages, tools)
     e.extend(opening, agent=False)
-    return _Start(e, list(opening), chat.parser(list(runner.tools.values())), tools,
-                  "answer" if "answer" in runner.tools else None)
+    return _Start(
+        e,
+        list(opening),
+        chat.parser(list(runner.tools.values())),
+        tools,
+        "answer" if "answer" in runner.tools else None,
+    )
 
 
 def _rollout_batch(model, chat: ChatFormat, runner, chunk, config) -> list[RolloutEpisode]:
@@ -267,9 +300,14 @@ def _play(model, chat: ChatFormat, starts: list[_Start], seeds: list[int], confi
     stop_ids = set(chat.stop_ids)
     while live:
         logits = batch.feed([pending[i] for i in live])
-        actions, logps, unfed = sample_actions(batch, logits, [generators[i] for i in live],
-                                               temperature=config.temperature, max_new=config.max_action_tokens,
-                                               stop_ids=chat.stop_ids)
+        actions, logps, unfed = sample_actions(
+            batch,
+            logits,
+            [generators[i] for i in live],
+            temperature=config.temperature,
+            max_new=config.max_action_tokens,
+            stop_ids=chat.stop_ids,
+        )
         keep, still = [], []
         for row, (i, tokens, lp, tail) in enumerate(zip(live, actions, logps, unfed)):
             e = episodes[i]
@@ -301,6 +339,7 @@ def _play(model, chat: ChatFormat, starts: list[_Start], seeds: list[int], confi
 
 # --- Answer branches ----------------------------------------------------------------------
 
+
 def _final_turn_start(agent_mask: list[int]) -> int:
     """Where the last run of agent tokens (the final turn) begins."""
     end = len(agent_mask)
@@ -320,7 +359,7 @@ def _branch_start(chat: ChatFormat, runner: EpisodeRunner, source: RolloutEpisod
     start = _fresh_start(chat, runner, source.task)
     e = start.episode
     last = max(i for i, m in enumerate(source.messages) if m["role"] == "assistant")
-    for message in source.messages[source.opening:last]:
+    for message in source.messages[source.opening : last]:
         if message["role"] != "assistant":
             continue
         e.messages.append(dict(message))
@@ -342,9 +381,18 @@ def branchable(episode: RolloutEpisode) -> bool:
     return record.answer is not None and record.calls > 1 and not record.truncated
 
 
-def answer_branches(model, tokenizer, runner, episodes: list[RolloutEpisode], config: RolloutConfig, *,
-                    branches: int, seeds: list[int], chat: ChatFormat | None = None,
-                    progress=None) -> tuple[list[list[RolloutEpisode]], int]:
+def answer_branches(
+    model,
+    tokenizer,
+    runner,
+    episodes: list[RolloutEpisode],
+    config: RolloutConfig,
+    *,
+    branches: int,
+    seeds: list[int],
+    chat: ChatFormat | None = None,
+    progress=None,
+) -> tuple[list[list[RolloutEpisode]], int]:
     """For each episode, `branches` more episodes that share its path up to its final answer
     (the same tool calls and pages) and sample the final turn afresh at `config.temperature`.
 
@@ -373,9 +421,14 @@ def answer_branches(model, tokenizer, runner, episodes: list[RolloutEpisode], co
     torch.set_num_threads(config.threads or rollout_threads(model))
     try:
         for first in range(0, len(starts), config.batch_size):
-            played = _play(model, chat, starts[first:first + config.batch_size],
-                           branch_seeds[first:first + config.batch_size], config)
-            for owner, branch in zip(owners[first:first + config.batch_size], played):
+            played = _play(
+                model,
+                chat,
+                starts[first : first + config.batch_size],
+                branch_seeds[first : first + config.batch_size],
+                config,
+            )
+            for owner, branch in zip(owners[first : first + config.batch_size], played):
                 found[owner].append(branch)
             if progress:
                 progress(min(1.0, (first + len(played)) / len(starts)))

@@ -1,5 +1,6 @@
 """Django glue for the policy: build the default policy once (in the foreground, or as a
 behaviour-cloning run whose success queues its rollouts), store rollouts as trajectories."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,9 @@ from django.db import transaction
 from annotate.models import Campaign, Policy, Trajectory
 from annotate.services.comparisons import comparisons_build
 from annotate.services.imports import trajectories_import_objects
-from training.envs.services import environment_get, environment_tasks
 from training.envs.base import EpisodeRunner
 from training.envs.registry import UnknownEnvironment, get_environment
+from training.envs.services import environment_get, environment_tasks
 from training.policy.limits import MAX_ACTION_TOKENS, MAX_CONTEXT
 from training.policy.success_rates import success_rates
 from webapp.errors import ArbiterError
@@ -50,9 +51,18 @@ def policy_with_model(name: str) -> Policy | None:
     return None
 
 
-def policy_train_default(*, config=None, force: bool = False, progress=None, log=print, metrics=None,
-                         should_stop=None, name: str = DEFAULT_POLICY, target: Path | None = None,
-                         run=None) -> Policy:
+def policy_train_default(
+    *,
+    config=None,
+    force: bool = False,
+    progress=None,
+    log=print,
+    metrics=None,
+    should_stop=None,
+    name: str = DEFAULT_POLICY,
+    target: Path | None = None,
+    run=None,
+) -> Policy:
     """Train a policy by behaviour cloning into `target` (the default policy unless given).
 
     The default policy is trained once and reused unless `force`. `should_stop()` ends
@@ -85,9 +95,14 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
     parser = chat.parser_name if base else TOOL_PARSER
     try:
         env = environment_get(config.environment)
-        played = play_demonstrations(env, config, parser=parser,
-                                     make_env=lambda seed: get_environment(config.environment, seed=seed,
-                                                                           configured=settings.ARBITER_ENVIRONMENTS))
+        played = play_demonstrations(
+            env,
+            config,
+            parser=parser,
+            make_env=lambda seed: get_environment(
+                config.environment, seed=seed, configured=settings.ARBITER_ENVIRONMENTS
+            ),
+        )
     except (UnknownEnvironment, NoDemonstrator) as exc:
         raise ArbiterError(str(exc)) from None
     evaluation = env.tasks("eval")
@@ -96,40 +111,60 @@ def policy_train_default(*, config=None, force: bool = False, progress=None, log
         log(f"Training the tokenizer on {len(played)} demonstrations in {env.name} ...")
         tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
         chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
-        model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads,
-                            seed=config.seed)
+        model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
     else:
-        log(f"Cloning {len(played)} demonstrations in {env.name} into {base} ({type(model).__name__}, its own "
-            f"chat template, tool-call parser {parser}) ...")
+        log(
+            f"Cloning {len(played)} demonstrations in {env.name} into {base} ({type(model).__name__}, its own "
+            f"chat template, tool-call parser {parser}) ..."
+        )
     examples = demonstrations(chat, played)
-    log(f"Behaviour cloning a {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M-parameter policy on "
-        f"{len(examples)} demonstrations ...")
+    log(
+        f"Behaviour cloning a {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M-parameter policy on "
+        f"{len(examples)} demonstrations ..."
+    )
     result = train_bc(model, tokenizer, examples, config, progress=progress, metrics=metrics, should_stop=should_stop)
     if should_stop and should_stop():
         raise PolicyTrainingStopped(f"stopped after {result['steps']} steps")
     over_budget = bool(config.budget_seconds and result["seconds"] > config.budget_seconds)
     if over_budget:
-        log(f"WARNING: behaviour cloning took {result['seconds']:.0f} s, over its budget of "
+        log(
+            f"WARNING: behaviour cloning took {result['seconds']:.0f} s, over its budget of "
             f"{config.budget_seconds:.0f} s: this machine is slower or busier than the defaults assume. The policy "
-            f"is complete ({result['steps']} steps), not cut short.")
+            f"is complete ({result['steps']} steps), not cut short."
+        )
     elif config.max_seconds and result["steps"] < config.max_steps:
-        log(f"WARNING: behaviour cloning stopped at max_seconds after {result['steps']} of {config.max_steps} steps; "
-            f"the policy is weaker than a full run.")
+        log(
+            f"WARNING: behaviour cloning stopped at max_seconds after {result['steps']} of {config.max_steps} steps; "
+            f"the policy is weaker than a full run."
+        )
     log(f"Evaluating on {len(evaluation)} eval tasks (greedy and temperature 1) ...")
     # Evaluation turns may be as long as the longest demonstrated turn, with room to spare (a chat
     # model's JSON calls are longer than the default policy's 48 tokens).
     longest_turn = max((_longest_run(mask) for _, mask in examples), default=0)
-    figures = success_rates(model, tokenizer, EpisodeRunner(env), evaluation, chat=chat,
-                            max_action_tokens=max(MAX_ACTION_TOKENS, 2 * longest_turn))
+    figures = success_rates(
+        model,
+        tokenizer,
+        EpisodeRunner(env),
+        evaluation,
+        chat=chat,
+        max_action_tokens=max(MAX_ACTION_TOKENS, 2 * longest_turn),
+    )
     save_policy(model, tokenizer, target)
-    report = {"bc": {k: v for k, v in result.items() if k != "config"}, "eval": figures, "environment": env.name,
-              "over_budget": over_budget, **({"base_policy": {"id": base.pk, "label": str(base)}} if base else {}),
-              "tool_parser": parser, "config": asdict(config),
-              "total_seconds": round(time.monotonic() - started, 1)}
+    report = {
+        "bc": {k: v for k, v in result.items() if k != "config"},
+        "eval": figures,
+        "environment": env.name,
+        "over_budget": over_budget,
+        **({"base_policy": {"id": base.pk, "label": str(base)}} if base else {}),
+        "tool_parser": parser,
+        "config": asdict(config),
+        "total_seconds": round(time.monotonic() - started, 1),
+    }
     (target / "arbiter_policy.json").write_text(json.dumps(report, indent=2, default=str))
     version = time.strftime("%Y%m%d-%H%M%S")
     policy, _ = Policy.objects.update_or_create(
-        name=name, version=version,
+        name=name,
+        version=version,
         defaults={"model_dir": str(target), "metadata": report, "run": run, "parent": base},
     )
     return policy
@@ -144,25 +179,40 @@ def _longest_run(mask: list[int]) -> int:
     return longest
 
 
-def policy_rollouts_launch(*, policy: Policy, campaign: Campaign, tasks: int, samples: int, user,
-                           idempotency_key: str, environment: str = "") -> Run:
+def policy_rollouts_launch(
+    *, policy: Policy, campaign: Campaign, tasks: int, samples: int, user, idempotency_key: str, environment: str = ""
+) -> Run:
     """Queue a rollout run of `policy` on `tasks` training tasks x `samples` episodes of
     `environment` (the one it was trained in: its metadata's, else the default), paired into
     comparisons of `campaign`: what a behaviour-cloning run with `rollout_campaign_id` launches
     when it succeeds. A launch repeated with the same key queues nothing new."""
     from webapp.runs.services import run_launch
 
-    return run_launch(kind="rollout", user=user, name=f"Rollouts of {policy} into {campaign.name}",
-                      idempotency_key=idempotency_key, config={
-                          "policy_id": policy.pk, "split": "train", "tasks": tasks, "samples_per_task": samples,
-                          "temperature": 1.0, "campaign_id": campaign.pk,
-                          **({"environment": environment or (policy.metadata or {}).get("environment")}
-                             if environment or (policy.metadata or {}).get("environment") else {})})
+    return run_launch(
+        kind="rollout",
+        user=user,
+        name=f"Rollouts of {policy} into {campaign.name}",
+        idempotency_key=idempotency_key,
+        config={
+            "policy_id": policy.pk,
+            "split": "train",
+            "tasks": tasks,
+            "samples_per_task": samples,
+            "temperature": 1.0,
+            "campaign_id": campaign.pk,
+            **(
+                {"environment": environment or (policy.metadata or {}).get("environment")}
+                if environment or (policy.metadata or {}).get("environment")
+                else {}
+            ),
+        },
+    )
 
 
 @transaction.atomic
-def policy_by_run_ensure(*, name: str, user, campaign: Campaign | None = None, tasks: int = 30,
-                         samples: int = 2) -> tuple[Policy | None, Run | None]:
+def policy_by_run_ensure(
+    *, name: str, user, campaign: Campaign | None = None, tasks: int = 30, samples: int = 2
+) -> tuple[Policy | None, Run | None]:
     """The policy `name`, made by a behaviour-cloning run on a worker when it does not exist,
     and with `campaign`, that policy's rollouts paired into it by a rollout run. Called on
     every start (`load_demo`): it launches nothing that is queued, running or done already.
@@ -190,8 +240,9 @@ def policy_by_run_ensure(*, name: str, user, campaign: Campaign | None = None, t
         # failed or was cancelled is followed by a new one.
         last = bc_runs.order_by("-pk").values_list("pk", flat=True).first() or 0
         key = f"policy-after-{last}-{name}"[:64]
-        return None, run_launch(kind="bc", user=user, name=f"Policy {name} (behaviour cloning)", config=config,
-                                idempotency_key=key)
+        return None, run_launch(
+            kind="bc", user=user, name=f"Policy {name} (behaviour cloning)", config=config, idempotency_key=key
+        )
     if campaign is None:
         return policy, None
     rollouts = Run.objects.filter(kind="rollout", config__campaign_id=campaign.pk)
@@ -199,15 +250,36 @@ def policy_by_run_ensure(*, name: str, user, campaign: Campaign | None = None, t
     if filling is not None or campaign.comparisons.exists():
         return policy, filling if filling is not None and filling.status in ACTIVE else None
     last = rollouts.order_by("-pk").values_list("pk", flat=True).first() or 0
-    return policy, policy_rollouts_launch(policy=policy, campaign=campaign, tasks=tasks, samples=samples, user=user,
-                                          idempotency_key=f"rollouts-{campaign.pk}-after-{last}")
+    return policy, policy_rollouts_launch(
+        policy=policy,
+        campaign=campaign,
+        tasks=tasks,
+        samples=samples,
+        user=user,
+        idempotency_key=f"rollouts-{campaign.pk}-after-{last}",
+    )
 
 
-def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: int, temperature: float,
-                          campaign: Campaign | None, seed: int = 0, progress=None, device: str = "cpu",
-                          environment: str = "encyclopedia", task_ids: list[str] = (), max_action_tokens: int = MAX_ACTION_TOKENS,
-                          max_context: int = MAX_CONTEXT, pairing: str = "all_pairs", answer_branches: int = 0,
-                          answer_pairs_per_task: int = 2, run=None) -> dict:
+def policy_rollouts_store(
+    *,
+    policy: Policy,
+    split: str,
+    n_tasks: int,
+    samples: int,
+    temperature: float,
+    campaign: Campaign | None,
+    seed: int = 0,
+    progress=None,
+    device: str = "cpu",
+    environment: str = "encyclopedia",
+    task_ids: list[str] = (),
+    max_action_tokens: int = MAX_ACTION_TOKENS,
+    max_context: int = MAX_CONTEXT,
+    pairing: str = "all_pairs",
+    answer_branches: int = 0,
+    answer_pairs_per_task: int = 2,
+    run=None,
+) -> dict:
     """Roll the policy out on an environment's tasks; store each episode as a trajectory of that
     policy (recording `run`, the rollout run, on the new rows); with a campaign, pair this
     rollout's episodes of each task by `pairing` (a strategy of annotate/services/comparisons.py)
@@ -218,7 +290,8 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
     `branch_of` in their metadata); with a campaign, up to `answer_pairs_per_task` more pairs
     per task that made the same calls and answered differently (docs/loop.md)."""
     from training.policy.model_io import load_policy
-    from training.policy.rollout import RolloutConfig, answer_branches as branch, rollout
+    from training.policy.rollout import RolloutConfig, rollout
+    from training.policy.rollout import answer_branches as branch
 
     if not policy.model_dir:
         raise ArbiterError(f"Policy {policy} has no model directory to run.")
@@ -234,33 +307,69 @@ def policy_rollouts_store(*, policy: Policy, split: str, n_tasks: int, samples: 
     config = RolloutConfig(temperature=temperature, max_action_tokens=max_action_tokens, max_context=max_context)
     runner = EpisodeRunner(env)
     share = 0.7 if answer_branches else 1.0  # of the progress bar
-    episodes = rollout(model, tokenizer, runner, repeated, config, seeds=seeds,
-                       progress=progress and (lambda f: progress(share * f)))
+    episodes = rollout(
+        model, tokenizer, runner, repeated, config, seeds=seeds, progress=progress and (lambda f: progress(share * f))
+    )
     branches, unreplayable = ([], 0)
     if answer_branches:
-        branches, unreplayable = branch(model, tokenizer, runner, episodes, config, branches=answer_branches,
-                                        seeds=seeds, progress=progress and (lambda f: progress(share + (1 - share) * f)))
+        branches, unreplayable = branch(
+            model,
+            tokenizer,
+            runner,
+            episodes,
+            config,
+            branches=answer_branches,
+            seeds=seeds,
+            progress=progress and (lambda f: progress(share + (1 - share) * f)),
+        )
     report = policy_episodes_store(episodes=episodes, policy=policy, metadata={"temperature": temperature}, run=run)
     sources = [(source_id, branch) for source_id, found in zip(report.trajectory_ids, branches) for branch in found]
-    branch_ids = policy_episodes_store(
-        episodes=[branch for _, branch in sources], policy=policy, metadata={"temperature": temperature},
-        each=[{"branch_of": source_id} for source_id, _ in sources], run=run).trajectory_ids if sources else []
+    branch_ids = (
+        policy_episodes_store(
+            episodes=[branch for _, branch in sources],
+            policy=policy,
+            metadata={"temperature": temperature},
+            each=[{"branch_of": source_id} for source_id, _ in sources],
+            run=run,
+        ).trajectory_ids
+        if sources
+        else []
+    )
     comparisons = answer_pairs = 0
     if campaign is not None:
         natural = max(1, samples * (samples - 1) // 2 if pairing != "all_pairs" else samples)
-        task_ids = list(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True)
-                        .distinct())
-        comparisons = comparisons_build(campaign=campaign, task_ids=task_ids, trajectory_ids=report.trajectory_ids,
-                                        max_per_task=natural, strategy=pairing, seed=seed)
+        task_ids = list(
+            Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True).distinct()
+        )
+        comparisons = comparisons_build(
+            campaign=campaign,
+            task_ids=task_ids,
+            trajectory_ids=report.trajectory_ids,
+            max_per_task=natural,
+            strategy=pairing,
+            seed=seed,
+        )
         if branch_ids:  # pairs that made the same calls and answered differently, on top of the natural ones
             answer_pairs = comparisons_build(
-                campaign=campaign, task_ids=task_ids, trajectory_ids=[*report.trajectory_ids, *branch_ids],
-                max_per_task=natural + answer_pairs_per_task, strategy="same_calls_different_answer", seed=seed)
+                campaign=campaign,
+                task_ids=task_ids,
+                trajectory_ids=[*report.trajectory_ids, *branch_ids],
+                max_per_task=natural + answer_pairs_per_task,
+                strategy="same_calls_different_answer",
+                seed=seed,
+            )
             comparisons += answer_pairs
     success = sum(e.outcome.correct for e in episodes) / len(episodes)
-    return {"trajectories": report.created, "duplicates": report.duplicates, "comparisons": comparisons,
-            "answer_pairs": answer_pairs, "branches": len(set(branch_ids) - set(report.trajectory_ids)),
-            "unreplayable": unreplayable, "success": success, "environment": env.name}
+    return {
+        "trajectories": report.created,
+        "duplicates": report.duplicates,
+        "comparisons": comparisons,
+        "answer_pairs": answer_pairs,
+        "branches": len(set(branch_ids) - set(report.trajectory_ids)),
+        "unreplayable": unreplayable,
+        "success": success,
+        "environment": env.name,
+    }
 
 
 def policy_episodes_store(*, episodes, policy: Policy, metadata: dict, each: list[dict] | None = None, run=None):
@@ -273,7 +382,8 @@ def policy_episodes_store(*, episodes, policy: Policy, metadata: dict, each: lis
         obj["metadata"].update(metadata, **(each[index] if each else {}))
     report = trajectories_import_objects(objects=objects, run=run)
     Trajectory.objects.filter(pk__in=report.trajectory_ids, source=Trajectory.Source.IMPORTED).update(
-        source=Trajectory.Source.GENERATED)
+        source=Trajectory.Source.GENERATED
+    )
     return report
 
 
@@ -288,7 +398,9 @@ def _without_nul(value):
     return value
 
 
-def policy_dir_problems(model_dir: str | Path, *, tool_parser: str = "", environment: str = "encyclopedia") -> list[str]:
+def policy_dir_problems(
+    model_dir: str | Path, *, tool_parser: str = "", environment: str = "encyclopedia"
+) -> list[str]:
     """Why a directory cannot be a policy in `environment`: not a causal LM, no chat template, no
     tool-call parser for it, or a template that cannot render an episode of the environment."""
     from transformers import AutoConfig, AutoTokenizer
@@ -314,8 +426,11 @@ def policy_dir_problems(model_dir: str | Path, *, tool_parser: str = "", environ
         tools = [t.as_openai() for t in runner.tools.values()]
         messages = env.opening_messages(task)
         chat.opening(messages, tools)
-        probe = [*messages, {"role": "assistant", "content": "x"},
-                 {"role": "tool", "tool_call_id": "call_0", "name": "probe", "content": "y"}]
+        probe = [
+            *messages,
+            {"role": "assistant", "content": "x"},
+            {"role": "tool", "tool_call_id": "call_0", "name": "probe", "content": "y"},
+        ]
         chat.continuation(probe, tools, 1)
     except ChatTemplateError as exc:
         return [f"{path}: {exc}"]
@@ -326,8 +441,9 @@ def policy_dir_problems(model_dir: str | Path, *, tool_parser: str = "", environ
     return []
 
 
-def policy_register(*, name: str, version: str, model_dir: str | Path, tool_parser: str = "",
-                    environment: str = "encyclopedia") -> Policy:
+def policy_register(
+    *, name: str, version: str, model_dir: str | Path, tool_parser: str = "", environment: str = "encyclopedia"
+) -> Policy:
     """Register a Hugging Face chat model directory as a policy, after checking it can play the
     environment. An agent already known by name and version (from imported transcripts) gets
     the model, so its rollouts and its logged transcripts are one policy's."""
@@ -349,8 +465,13 @@ def policy_register(*, name: str, version: str, model_dir: str | Path, tool_pars
     from training.policy.chat import tool_parser_of
 
     parser, how = tool_parser_of(path)
-    metadata = {**(existing.metadata if existing else {}), "registered_from": str(path),
-                "tool_parser": parser, "tool_parser_chosen": how}
-    policy, _ = Policy.objects.update_or_create(name=name, version=version,
-                                                defaults={"model_dir": str(path), "metadata": metadata})
+    metadata = {
+        **(existing.metadata if existing else {}),
+        "registered_from": str(path),
+        "tool_parser": parser,
+        "tool_parser_chosen": how,
+    }
+    policy, _ = Policy.objects.update_or_create(
+        name=name, version=version, defaults={"model_dir": str(path), "metadata": metadata}
+    )
     return policy

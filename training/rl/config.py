@@ -1,11 +1,11 @@
 """PPO settings, apart from the training code so the web process can validate a launch
 without importing torch. Every field is saved beside each checkpoint."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
-
 
 ALGORITHMS = ("ppo", "rloo", "grpo")
 
@@ -14,59 +14,151 @@ ALGORITHMS = ("ppo", "rloo", "grpo")
 class RLConfig:
     """Multi-turn PPO settings (training/rl/trainer.py)."""
 
-    algorithm: str = field(default="ppo", metadata={"help": "ppo (a value head, per-token GAE), rloo or grpo (group_size samples per task, no critic)"})
-    group_size: int = field(default=4, metadata={"help": "rloo and grpo: samples per task in a batch, compared with each other"})
-    iterations: int = field(default=30, metadata={"help": "iterations: one batch of episodes, then `epochs` passes over it"})
-    episodes_per_iteration: int = field(default=64, metadata={"help": "episodes per batch, on as many different training tasks"})
+    algorithm: str = field(
+        default="ppo",
+        metadata={"help": "ppo (a value head, per-token GAE), rloo or grpo (group_size samples per task, no critic)"},
+    )
+    group_size: int = field(
+        default=4, metadata={"help": "rloo and grpo: samples per task in a batch, compared with each other"}
+    )
+    iterations: int = field(
+        default=30, metadata={"help": "iterations: one batch of episodes, then `epochs` passes over it"}
+    )
+    episodes_per_iteration: int = field(
+        default=64, metadata={"help": "episodes per batch, on as many different training tasks"}
+    )
     minibatch_size: int = field(default=16, metadata={"help": "episodes per optimizer step"})
     epochs: int = field(default=2, metadata={"help": "passes over each batch"})
-    learning_rate: float = field(default=1e-4, metadata={"help": "AdamW learning rate of the policy and its value head"})
-    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the rollouts (log-probs are taken at it too)"})
-    kl_coef: float = field(default=0.02, metadata={"help": "per-token KL penalty against the reference policy (WebGPT: 0.02)"})
-    kl_budget: float = field(default=12.0, metadata={"help": "stop once the mean KL per episode passes this many nats (0: never; WebGPT ~10-12)"})
+    learning_rate: float = field(
+        default=1e-4, metadata={"help": "AdamW learning rate of the policy and its value head"}
+    )
+    temperature: float = field(
+        default=1.0, metadata={"help": "sampling temperature of the rollouts (log-probs are taken at it too)"}
+    )
+    kl_coef: float = field(
+        default=0.02, metadata={"help": "per-token KL penalty against the reference policy (WebGPT: 0.02)"}
+    )
+    kl_budget: float = field(
+        default=12.0,
+        metadata={"help": "stop once the mean KL per episode passes this many nats (0: never; WebGPT ~10-12)"},
+    )
     clip_range: float = field(default=0.2, metadata={"help": "PPO's policy ratio clip"})
     value_clip_range: float = field(default=0.2, metadata={"help": "clip of the value change per update"})
-    vf_coef: float = field(default=0.1, metadata={"help": "weight of the value loss (the value head shares the policy's trunk)"})
+    vf_coef: float = field(
+        default=0.1, metadata={"help": "weight of the value loss (the value head shares the policy's trunk)"}
+    )
     entropy_coef: float = field(default=0.0, metadata={"help": "weight of the entropy bonus"})
     gamma: float = field(default=1.0, metadata={"help": "discount per agent token"})
     lam: float = field(default=0.95, metadata={"help": "GAE lambda"})
-    value_warmup: int = field(default=0, metadata={"help": "ppo: iterations at the start in which only the value head learns (the policy does not move)"})
+    value_warmup: int = field(
+        default=0,
+        metadata={
+            "help": "ppo: iterations at the start in which only the value head learns (the policy does not move)"
+        },
+    )
     grad_clip: float = field(default=1.0, metadata={"help": "gradient norm clip"})
-    ensemble_penalty: float = field(default=1.0, metadata={"help": "against a reward-model ensemble: the score is the members' mean minus this times their spread (0: the mean)"})
-    normalize_scores: bool = field(default=True, metadata={"help": "scale scores by the mean and spread of the first batch's (kl_coef then means the same for any scorer)"})
-    invalid_action_penalty: float = field(default=0.0, metadata={"help": "rubric shaping: subtracted per invalid action (off by default; reported as objective/shaping)"})
-    tool_error_penalty: float = field(default=0.5, metadata={"help": "subtracted (in units of the first batch's score spread) per call the environment answered with an error (a failed quote, a bad argument): something every environment reports, not the answer key; against the loop's reward model tool errors had doubled (benchmarks/RESULTS.md, issue 26; reported in objective/shaping)"})
-    eval_every: int = field(default=5, metadata={"help": "iterations between dev-rubric evaluations, each with a checkpoint (0: none)"})
+    ensemble_penalty: float = field(
+        default=1.0,
+        metadata={
+            "help": "against a reward-model ensemble: the score is the members' mean minus this times their spread (0: the mean)"
+        },
+    )
+    normalize_scores: bool = field(
+        default=True,
+        metadata={
+            "help": "scale scores by the mean and spread of the first batch's (kl_coef then means the same for any scorer)"
+        },
+    )
+    invalid_action_penalty: float = field(
+        default=0.0,
+        metadata={
+            "help": "rubric shaping: subtracted per invalid action (off by default; reported as objective/shaping)"
+        },
+    )
+    tool_error_penalty: float = field(
+        default=0.5,
+        metadata={
+            "help": "subtracted (in units of the first batch's score spread) per call the environment answered with an error (a failed quote, a bad argument): something every environment reports, not the answer key; against the loop's reward model tool errors had doubled (benchmarks/RESULTS.md, issue 26; reported in objective/shaping)"
+        },
+    )
+    eval_every: int = field(
+        default=5, metadata={"help": "iterations between dev-rubric evaluations, each with a checkpoint (0: none)"}
+    )
     eval_samples: int = field(default=2, metadata={"help": "episodes per dev task at each evaluation"})
-    dev_tasks: int = field(default=160, metadata={"help": "at most this many dev tasks, a fixed sample (0: all); from a fresh dev world, tasks of every split (none is trained on)"})
+    dev_tasks: int = field(
+        default=160,
+        metadata={
+            "help": "at most this many dev tasks, a fixed sample (0: all); from a fresh dev world, tasks of every split (none is trained on)"
+        },
+    )
     eval_temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the dev evaluations"})
-    eval_greedy: bool = field(default=True, metadata={"help": "each dev evaluation also plays one greedy episode per task"})
-    best_margin: float = field(default=2.0, metadata={"help": "a checkpoint becomes the best only when its dev success beats the best's by this many standard errors of the difference"})
-    checkpoint_every: int = field(default=0, metadata={"help": "extra checkpoints between evaluations (0: only at evaluations)"})
-    overoptimization_tolerance: float = field(default=0.05, metadata={"help": "dev success may fall this much below the best while the score rises before it is flagged"})
-    collapse_drop: float = field(default=0.05, metadata={"help": "stop the run once dev success (sampled and greedy pooled) is this far below the start's, beyond best_margin standard errors (0: never)"})
+    eval_greedy: bool = field(
+        default=True, metadata={"help": "each dev evaluation also plays one greedy episode per task"}
+    )
+    best_margin: float = field(
+        default=2.0,
+        metadata={
+            "help": "a checkpoint becomes the best only when its dev success beats the best's by this many standard errors of the difference"
+        },
+    )
+    checkpoint_every: int = field(
+        default=0, metadata={"help": "extra checkpoints between evaluations (0: only at evaluations)"}
+    )
+    overoptimization_tolerance: float = field(
+        default=0.05,
+        metadata={"help": "dev success may fall this much below the best while the score rises before it is flagged"},
+    )
+    collapse_drop: float = field(
+        default=0.05,
+        metadata={
+            "help": "stop the run once dev success (sampled and greedy pooled) is this far below the start's, beyond best_margin standard errors (0: never)"
+        },
+    )
     rollout_batch_size: int = field(default=64, metadata={"help": "episodes decoded together in a rollout"})
     max_action_tokens: int = max_action_tokens_field()
     max_context: int = max_context_field()
-    max_seconds: float = field(default=0.0, metadata={"help": "stop after this wall time, with a checkpoint (0: no limit)"})
+    max_seconds: float = field(
+        default=0.0, metadata={"help": "stop after this wall time, with a checkpoint (0: no limit)"}
+    )
     threads: int = field(default=0, metadata={"help": "torch threads (0: torch's default)"})
     seed: int = field(default=0, metadata={"help": "task order, sampling and minibatch order"})
 
     def validate(self) -> list[str]:
         problems = []
         problems += limits_problems(self)
-        for name in ("iterations", "episodes_per_iteration", "minibatch_size", "epochs", "eval_samples",
-                     "rollout_batch_size"):
+        for name in (
+            "iterations",
+            "episodes_per_iteration",
+            "minibatch_size",
+            "epochs",
+            "eval_samples",
+            "rollout_batch_size",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"{name}: at least 1.")
         if not self.learning_rate > 0:
             problems.append("learning_rate: must be positive.")
         if self.kl_coef < 0:
             problems.append("kl_coef: 0 or more (0 turns the KL penalty off).")
-        for name in ("kl_budget", "ensemble_penalty", "dev_tasks", "value_warmup", "temperature", "eval_temperature", "entropy_coef", "vf_coef", "max_seconds",
-                     "best_margin",
-                     "invalid_action_penalty", "tool_error_penalty", "overoptimization_tolerance", "collapse_drop", "eval_every", "checkpoint_every",
-                     "threads"):
+        for name in (
+            "kl_budget",
+            "ensemble_penalty",
+            "dev_tasks",
+            "value_warmup",
+            "temperature",
+            "eval_temperature",
+            "entropy_coef",
+            "vf_coef",
+            "max_seconds",
+            "best_margin",
+            "invalid_action_penalty",
+            "tool_error_penalty",
+            "overoptimization_tolerance",
+            "collapse_drop",
+            "eval_every",
+            "checkpoint_every",
+            "threads",
+        ):
             if getattr(self, name) < 0:
                 problems.append(f"{name}: 0 or more.")
         if self.temperature == 0:
@@ -82,6 +174,8 @@ class RLConfig:
         if self.algorithm not in ALGORITHMS:
             problems.append(f"algorithm: one of {', '.join(ALGORITHMS)}.")
         elif self.algorithm != "ppo" and (self.group_size < 2 or self.episodes_per_iteration % self.group_size):
-            problems.append("group_size: at least 2, and episodes_per_iteration a multiple of it (rloo and grpo "
-                            "compare the samples of one task).")
+            problems.append(
+                "group_size: at least 2, and episodes_per_iteration a multiple of it (rloo and grpo "
+                "compare the samples of one task)."
+            )
         return problems

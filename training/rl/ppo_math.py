@@ -11,6 +11,7 @@ KL penalty k1 = log pi(a) - log pi_ref(a) with coefficient beta (WebGPT: 0.02), 
 reward model's score added at the episode's last agent token, advantages whitened over
 the batch's agent tokens, clipped surrogate and clipped value losses.
 """
+
 from __future__ import annotations
 
 import torch
@@ -46,8 +47,9 @@ def last_agent_index(mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask.bool(), positions, torch.full_like(positions, -1)).max(dim=1).values
 
 
-def kl_penalty_rewards(scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torch.Tensor,
-                       mask: torch.Tensor, kl_coef: float) -> tuple[torch.Tensor, torch.Tensor]:
+def kl_penalty_rewards(
+    scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, kl_coef: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(rewards, kl) per token: -kl_coef * (logp - ref_logp) on agent tokens, plus each episode's
     score at its last agent token. `scores` has one value per row."""
     kl = (logprobs - ref_logprobs) * mask
@@ -59,8 +61,9 @@ def kl_penalty_rewards(scores: torch.Tensor, logprobs: torch.Tensor, ref_logprob
     return rewards, kl
 
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float = 1.0,
-        lam: float = 0.95) -> tuple[torch.Tensor, torch.Tensor]:
+def gae(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float = 1.0, lam: float = 0.95
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages, returns) by generalized advantage estimation over agent tokens only.
 
     The next state of an agent token is the next agent token of the same row (whatever
@@ -85,8 +88,14 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamm
     return advantages, returns
 
 
-def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-                *, clip: float = 0.2) -> tuple[torch.Tensor, dict[str, float]]:
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip: float = 0.2,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO's clipped surrogate over agent tokens; also the clip fraction and approximate KL."""
     log_ratio = (logprobs - old_logprobs) * mask
     ratio = torch.exp(log_ratio)
@@ -95,12 +104,13 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     loss = masked_mean(torch.maximum(unclipped, clipped), mask)
     with torch.no_grad():
         clipfrac = masked_mean((clipped > unclipped).to(logprobs.dtype), mask)
-        approx_kl = 0.5 * masked_mean(log_ratio ** 2, mask)
+        approx_kl = 0.5 * masked_mean(log_ratio**2, mask)
     return loss, {"policy/clipfrac": float(clipfrac), "policy/approx_kl": float(approx_kl)}
 
 
-def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
-               *, clip: float = 0.2) -> tuple[torch.Tensor, dict[str, float]]:
+def value_loss(
+    values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, *, clip: float = 0.2
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped value loss over agent tokens (0.5 * the larger squared error)."""
     clipped_values = old_values + torch.clamp(values - old_values, -clip, clip)
     unclipped = (values - returns) ** 2

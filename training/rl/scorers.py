@@ -4,6 +4,7 @@ PPO, best-of-n and evaluation all read episodes through a scorer: a trained rewa
 (the loop's real signal), or the rubric itself (the upper bound, which no learnt model
 can beat on its own metric).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -14,8 +15,10 @@ Scorer = Callable[[Sequence], list[float]]  # finished RolloutEpisodes -> one sc
 
 def rubric_scorer(*, utility: bool = False) -> Scorer:
     """1 for a correct answer, else 0; or the rubric's utility (steps, tool errors and loops count)."""
+
     def score(episodes) -> list[float]:
         return [float(e.outcome.score) if utility else float(e.outcome.correct) for e in episodes]
+
     return score
 
 
@@ -35,6 +38,7 @@ def reward_model_scorer(model_dir: str | Path, *, device: str = "cpu", ensemble_
     def score(episodes) -> list[float]:
         texts = reward_model.episode_texts([(e.task.prompt, episode_steps(e)) for e in episodes])
         return conservative(reward_model.member_scores(texts), ensemble_penalty)
+
     return score
 
 

@@ -1,5 +1,6 @@
 """Django glue for PPO: feed training/rl/trainer.py the policy, the reward model and the tasks;
 register each checkpoint as a policy with its lineage (dataset -> reward model -> policy)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,15 +11,21 @@ from annotate.models import Policy
 from webapp.errors import ArbiterError
 
 
-def checkpoint_policy_register(*, run, start: Policy, name: str, iteration: int, path: str, dev: dict,
-                               reward: dict) -> Policy:
+def checkpoint_policy_register(
+    *, run, start: Policy, name: str, iteration: int, path: str, dev: dict, reward: dict
+) -> Policy:
     """A PPO checkpoint as a policy (`name@iter-NNNN`), child of the starting policy. Saving the
     same iteration again (a resumed run) updates the row."""
     policy, _ = Policy.objects.update_or_create(
-        name=name, version=f"iter-{iteration:04d}",
-        defaults={"model_dir": path, "parent": start, "run": run,
-                  "metadata": {"ppo": {"iteration": iteration, "run_id": run.pk if run else None, "dev": dev,
-                                       **reward}}})
+        name=name,
+        version=f"iter-{iteration:04d}",
+        defaults={
+            "model_dir": path,
+            "parent": start,
+            "run": run,
+            "metadata": {"ppo": {"iteration": iteration, "run_id": run.pk if run else None, "dev": dev, **reward}},
+        },
+    )
     return policy
 
 
@@ -35,24 +42,41 @@ def best_checkpoint_mark(*, name: str, iteration: int | None) -> Policy | None:
     return best
 
 
-def rl_train(*, run, start: Policy, reference: Policy, reward_model, reward: str, config, out_dir: Path,
-              name: str, callbacks, resume_from: str | None, device: str, environment: str = "encyclopedia",
-              dev_environment: str = "", train_worlds: int = 0):
+def rl_train(
+    *,
+    run,
+    start: Policy,
+    reference: Policy,
+    reward_model,
+    reward: str,
+    config,
+    out_dir: Path,
+    name: str,
+    callbacks,
+    resume_from: str | None,
+    device: str,
+    environment: str = "encyclopedia",
+    dev_environment: str = "",
+    train_worlds: int = 0,
+):
     """Run PPO from `start` on `environment`'s training tasks and every task of `train_worlds`
     other worlds of it, choosing checkpoints on `dev_environment`'s tasks (default: the
     environment's fresh variant where it has one, training/envs/registry.py); every
     checkpoint becomes a policy called `name`. Returns RLResult."""
     from training.envs.base import EpisodeRunner
     from training.envs.services import environment_get
-    from training.rl.trainer import train_rl
     from training.rl.scorers import reward_model_scorer, rubric_scorer
+    from training.rl.trainer import train_rl
 
     if reward == "reward_model":
         if reward_model is None:
             raise ArbiterError("PPO against a reward model needs one.")
         scorer = reward_model_scorer(reward_model.model_dir, device=device, ensemble_penalty=config.ensemble_penalty)
-        lineage = {"reward": "reward_model", "reward_model_id": reward_model.pk,
-                   "snapshot_id": reward_model.snapshot_id}
+        lineage = {
+            "reward": "reward_model",
+            "reward_model_id": reward_model.pk,
+            "snapshot_id": reward_model.snapshot_id,
+        }
     else:
         scorer = rubric_scorer(utility=reward == "utility")
         lineage = {"reward": reward}
@@ -61,15 +85,33 @@ def rl_train(*, run, start: Policy, reference: Policy, reward_model, reward: str
     saved = callbacks.policy_saved
 
     def register(iteration: int, path: str, dev: dict) -> None:
-        checkpoint_policy_register(run=run, start=start, name=name, iteration=iteration, path=path, dev=dev,
-                                   reward={**lineage, "environment": env.name, "dev_environment": dev_env.name})
+        checkpoint_policy_register(
+            run=run,
+            start=start,
+            name=name,
+            iteration=iteration,
+            path=path,
+            dev=dev,
+            reward={**lineage, "environment": env.name, "dev_environment": dev_env.name},
+        )
         saved(iteration, path, dev)
 
     callbacks.policy_saved = register
     tasks, runner = training_tasks(environment, env, train_worlds)
-    return train_rl(policy_dir=start.model_dir, reference_dir=reference.model_dir, scorer=scorer,
-                     train_tasks=tasks, runner=runner, dev_runner=EpisodeRunner(dev_env), dev_tasks=dev_tasks,
-                     config=config, out_dir=out_dir, callbacks=callbacks, resume_from=resume_from, device=device)
+    return train_rl(
+        policy_dir=start.model_dir,
+        reference_dir=reference.model_dir,
+        scorer=scorer,
+        train_tasks=tasks,
+        runner=runner,
+        dev_runner=EpisodeRunner(dev_env),
+        dev_tasks=dev_tasks,
+        config=config,
+        out_dir=out_dir,
+        callbacks=callbacks,
+        resume_from=resume_from,
+        device=device,
+    )
 
 
 def dev_world(environment: str, dev_environment: str, size: int):

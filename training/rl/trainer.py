@@ -32,6 +32,7 @@ Plain Python and torch, no Django:
     .venv/bin/python -m training.rl.trainer --policy var/policies/default-bc --environment encyclopedia \
         --reward rubric --iterations 20
 """
+
 from __future__ import annotations
 
 import json
@@ -55,6 +56,7 @@ VALUE_HEAD_FILE = "value_head.pt"
 OPTIMIZER_FILE = "optimizer.pt"
 EPISODE_METRICS = ("success", "score", "steps", "tool_errors", "loop", "truncated", "agent_tokens")
 DEV_METRICS = ("success", "score", "f1", "steps", "tool_errors")
+
 
 @dataclass
 class RLCallbacks(Callbacks):
@@ -84,6 +86,7 @@ class RLResult:
 
 # --- Tensors of a batch of episodes -------------------------------------------------------
 
+
 @dataclass
 class EpisodeBatch:
     """Episodes as right-padded tensors, plus the agent tokens in a compact (rows, A) layout.
@@ -100,8 +103,9 @@ class EpisodeBatch:
     tokens: object  # (rows, A) the agent token ids
 
     def rows(self, index) -> EpisodeBatch:
-        return EpisodeBatch(self.ids[index], self.attention[index], self.positions[index], self.mask[index],
-                            self.tokens[index])
+        return EpisodeBatch(
+            self.ids[index], self.attention[index], self.positions[index], self.mask[index], self.tokens[index]
+        )
 
 
 def episode_batch(episodes, pad_id: int, device) -> EpisodeBatch:
@@ -114,18 +118,16 @@ def episode_batch(episodes, pad_id: int, device) -> EpisodeBatch:
     positions = torch.zeros((len(episodes), most), dtype=torch.long)
     mask = torch.zeros((len(episodes), most))
     for row, e in enumerate(episodes):
-        ids[row, :len(e.ids)] = torch.tensor(e.ids)
-        attention[row, :len(e.ids)] = 1
+        ids[row, : len(e.ids)] = torch.tensor(e.ids)
+        attention[row, : len(e.ids)] = 1
         where = [t for t, m in enumerate(e.agent_mask) if m]
-        positions[row, :len(where)] = torch.tensor(where, dtype=torch.long)
-        mask[row, :len(where)] = 1
+        positions[row, : len(where)] = torch.tensor(where, dtype=torch.long)
+        mask[row, : len(where)] = 1
     tokens = ids.gather(1, positions)
-    return EpisodeBatch(ids.to(device), attention.to(device), positions.to(device), mask.to(device),
-                        tokens.to(device))
+    return EpisodeBatch(ids.to(device), attention.to(device), positions.to(device), mask.to(device), tokens.to(device))
 
 
-def forward_agent_tokens(model, value_head, batch: EpisodeBatch, temperature: float, *,
-                         detach_values: bool = False):
+def forward_agent_tokens(model, value_head, batch: EpisodeBatch, temperature: float, *, detach_values: bool = False):
     """(logits, values) at the agent tokens: each from the hidden state one position before.
 
     The trunk runs once over the whole episodes; the output layer and the value head run
@@ -154,10 +156,22 @@ def token_logprobs(logits, tokens):
 
 # --- The loop -----------------------------------------------------------------------------
 
-def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_tasks: list, runner,
-              config: RLConfig, out_dir: str | Path, reference_dir: str | Path | None = None,
-              callbacks: RLCallbacks | None = None, resume_from: str | Path | None = None,
-              device: str = "cpu", dev_runner=None) -> RLResult:
+
+def train_rl(
+    *,
+    policy_dir: str | Path,
+    scorer: Scorer,
+    train_tasks: list,
+    dev_tasks: list,
+    runner,
+    config: RLConfig,
+    out_dir: str | Path,
+    reference_dir: str | Path | None = None,
+    callbacks: RLCallbacks | None = None,
+    resume_from: str | Path | None = None,
+    device: str = "cpu",
+    dev_runner=None,
+) -> RLResult:
     """Fine-tune the policy in `policy_dir` with PPO; checkpoints go under `out_dir`.
 
     `runner` plays the environment's episodes (training/envs/base.py EpisodeRunner); `dev_runner`
@@ -198,11 +212,19 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
     value_head = torch.nn.Linear(hidden_size, 1).to(device)
     torch.nn.init.zeros_(value_head.weight)
     torch.nn.init.zeros_(value_head.bias)
-    optimizer = torch.optim.AdamW(list(model.parameters()) + list(value_head.parameters()),
-                                  lr=config.learning_rate, eps=1e-5, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(
+        list(model.parameters()) + list(value_head.parameters()), lr=config.learning_rate, eps=1e-5, weight_decay=0.0
+    )
 
-    state = {"iteration": 0, "score_mean": None, "score_std": None, "evaluations": [], "best": None,
-             "grad_norms": [], "score_std_first": None}
+    state = {
+        "iteration": 0,
+        "score_mean": None,
+        "score_std": None,
+        "evaluations": [],
+        "best": None,
+        "grad_norms": [],
+        "score_std_first": None,
+    }
     if resume_from:
         state.update(json.loads((start_dir / STATE_FILE).read_text()))
         value_head.load_state_dict(torch.load(start_dir / VALUE_HEAD_FILE, map_location=device))
@@ -213,8 +235,12 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
         callbacks.log(f"Resuming after iteration {state['iteration']} from {start_dir}.")
 
     pad_id = tokenizer.pad_token_id
-    rollout_config = RolloutConfig(temperature=config.temperature, batch_size=config.rollout_batch_size,
-                                   max_action_tokens=config.max_action_tokens, max_context=config.max_context)
+    rollout_config = RolloutConfig(
+        temperature=config.temperature,
+        batch_size=config.rollout_batch_size,
+        max_action_tokens=config.max_action_tokens,
+        max_context=config.max_context,
+    )
     task_rng = random.Random(config.seed)
     group = config.group_size if config.algorithm != "ppo" else 1
     for _ in range(state["iteration"]):  # the same task order after a resume
@@ -225,11 +251,14 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
         figures = dev_figures(model, tokenizer, dev_runner or runner, dev_tasks, config, seed=config.seed, chat=chat)
         entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
         state["evaluations"].append(entry)
-        callbacks.metrics(iteration, {f"eval/dev_{name}": value for name, value in figures.items()
-                                      if name in DEV_METRICS})
-        callbacks.log(f"Iteration {iteration}: dev success {figures['success']:.1%} "
-                      f"({figures['episodes']} episodes)" + (f", reward-model score {rm_score:+.3f}." if rm_score
-                                                                 is not None else "."))
+        callbacks.metrics(
+            iteration, {f"eval/dev_{name}": value for name, value in figures.items() if name in DEV_METRICS}
+        )
+        callbacks.log(
+            f"Iteration {iteration}: dev success {figures['success']:.1%} "
+            f"({figures['episodes']} episodes)"
+            + (f", reward-model score {rm_score:+.3f}." if rm_score is not None else ".")
+        )
         return entry
 
     def save(iteration: int, entry: dict | None) -> str:
@@ -261,9 +290,15 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
 
     def finish(reason: str, message: str) -> RLResult:
         callbacks.log(message)
-        return RLResult(iterations=state["iteration"], stop_reason=reason, message=message, best=state["best"],
-                         last_checkpoint=last_checkpoint, evaluations=state["evaluations"],
-                         seconds=round(time.monotonic() - started, 1))
+        return RLResult(
+            iterations=state["iteration"],
+            stop_reason=reason,
+            message=message,
+            best=state["best"],
+            last_checkpoint=last_checkpoint,
+            evaluations=state["evaluations"],
+            seconds=round(time.monotonic() - started, 1),
+        )
 
     if state["iteration"] == 0 and config.eval_every and not resume_from:
         model.eval()
@@ -297,8 +332,13 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
         scores = (raw - state["score_mean"]) / state["score_std"] if config.normalize_scores else raw.clone()
         if iteration == 1 and state["evaluations"] and state["evaluations"][0]["rm_score"] is None:
             state["evaluations"][0]["rm_score"] = float(raw.mean())  # the starting policy's episodes
-        shaping = torch.tensor([config.invalid_action_penalty * invalid_actions(e)
-                                + config.tool_error_penalty * e.episode.record.tool_errors for e in episodes])
+        shaping = torch.tensor(
+            [
+                config.invalid_action_penalty * invalid_actions(e)
+                + config.tool_error_penalty * e.episode.record.tool_errors
+                for e in episodes
+            ]
+        )
         scores = scores - shaping
         score_seconds = time.monotonic() - timer
 
@@ -318,8 +358,7 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
             ref_logprobs = torch.cat(ref_logprobs) * batch.mask
 
             # 4. Rewards, advantages, returns.
-            rewards, kl = kl_penalty_rewards(scores.to(device), old_logprobs, ref_logprobs, batch.mask,
-                                             config.kl_coef)
+            rewards, kl = kl_penalty_rewards(scores.to(device), old_logprobs, ref_logprobs, batch.mask, config.kl_coef)
             if config.algorithm == "ppo":
                 advantages, returns = gae(rewards, old_values, batch.mask, gamma=config.gamma, lam=config.lam)
                 advantages = masked_whiten(advantages, batch.mask)
@@ -333,17 +372,23 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
         stats: dict[str, list[float]] = {}
         diverged = None
         for epoch in range(config.epochs):
-            for index in _minibatches(len(episodes), config.minibatch_size, torch.Generator().manual_seed(
-                    config.seed * 7919 + iteration * 31 + epoch)):
+            for index in _minibatches(
+                len(episodes),
+                config.minibatch_size,
+                torch.Generator().manual_seed(config.seed * 7919 + iteration * 31 + epoch),
+            ):
                 part = batch.rows(index)
                 warming = config.algorithm == "ppo" and iteration <= config.value_warmup
-                logits, values = forward_agent_tokens(model, value_head, part, config.temperature,
-                                                      detach_values=warming)
+                logits, values = forward_agent_tokens(
+                    model, value_head, part, config.temperature, detach_values=warming
+                )
                 logprobs = token_logprobs(logits, part.tokens)
-                pg_loss, pg_stats = policy_loss(logprobs, old_logprobs[index], advantages[index], part.mask,
-                                                clip=config.clip_range)
-                vf_loss, vf_stats = value_loss(values, old_values[index], returns[index], part.mask,
-                                               clip=config.value_clip_range)
+                pg_loss, pg_stats = policy_loss(
+                    logprobs, old_logprobs[index], advantages[index], part.mask, clip=config.clip_range
+                )
+                vf_loss, vf_stats = value_loss(
+                    values, old_values[index], returns[index], part.mask, clip=config.value_clip_range
+                )
                 entropy = masked_entropy(logits, part.mask)
                 vf_coef = config.vf_coef if config.algorithm == "ppo" else 0.0  # no critic in rloo and grpo
                 if warming:  # only the value head learns: the policy does not move before its critic does
@@ -355,15 +400,24 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
                     break
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(
-                    list(model.parameters()) + list(value_head.parameters()), config.grad_clip))
+                grad_norm = float(
+                    torch.nn.utils.clip_grad_norm_(
+                        list(model.parameters()) + list(value_head.parameters()), config.grad_clip
+                    )
+                )
                 if not math.isfinite(grad_norm):
                     diverged = f"a non-finite gradient at iteration {iteration}, epoch {epoch + 1}"
                     break
                 optimizer.step()
-                for key, value in {"loss/policy": pg_loss.item(), "loss/value": vf_loss.item(),
-                                   "loss/total": loss.item(), "policy/entropy": entropy.item(),
-                                   "policy/grad_norm": grad_norm, **pg_stats, **vf_stats}.items():
+                for key, value in {
+                    "loss/policy": pg_loss.item(),
+                    "loss/value": vf_loss.item(),
+                    "loss/total": loss.item(),
+                    "policy/entropy": entropy.item(),
+                    "policy/grad_norm": grad_norm,
+                    **pg_stats,
+                    **vf_stats,
+                }.items():
                     stats.setdefault(key, []).append(value)
                 if callbacks.should_stop():
                     break
@@ -371,8 +425,11 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
                 break
         if diverged:
             where = f"the last good checkpoint, {last_checkpoint}," if last_checkpoint else "no checkpoint"
-            return finish("diverged", f"Training diverged: {diverged}; it stopped and {where} is kept. "
-                                      f"Try a lower learning_rate or a smaller kl_coef.")
+            return finish(
+                "diverged",
+                f"Training diverged: {diverged}; it stopped and {where} is kept. "
+                f"Try a lower learning_rate or a smaller kl_coef.",
+            )
         update_seconds = time.monotonic() - timer
         state["iteration"] = iteration
 
@@ -387,7 +444,9 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
             "objective/entropy": float(masked_mean(-old_logprobs, batch.mask)),
             "objective/shaping": float(-shaping.mean()),
             **{f"episode/{name}": value for name, value in mean_figures(episodes).items() if name in EPISODE_METRICS},
-            "time/rollout": rollout_seconds, "time/score": score_seconds, "time/update": update_seconds,
+            "time/rollout": rollout_seconds,
+            "time/score": score_seconds,
+            "time/update": update_seconds,
             **{key: sum(values) / len(values) for key, values in stats.items()},
         }
         if config.algorithm == "ppo":  # rloo and grpo have no critic to explain anything
@@ -399,8 +458,9 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
         if callbacks.should_stop():
             return finish("cancelled", f"Cancelled during iteration {iteration}.")
         over_budget = config.kl_budget and figures["objective/kl"] > config.kl_budget
-        due = config.eval_every and (iteration % config.eval_every == 0 or iteration == config.iterations
-                                     or over_budget)
+        due = config.eval_every and (
+            iteration % config.eval_every == 0 or iteration == config.iterations or over_budget
+        )
         if due or over_budget or (config.checkpoint_every and iteration % config.checkpoint_every == 0):
             model.eval()
             entry = evaluate(iteration, figures["objective/rm_score"]) if due else None
@@ -409,9 +469,12 @@ def train_rl(*, policy_dir: str | Path, scorer: Scorer, train_tasks: list, dev_t
             if fell:
                 return finish("collapse", fell)
         if over_budget:
-            return finish("kl_budget", f"Stopped after iteration {iteration}: the KL to the reference policy, "
-                                       f"{figures['objective/kl']:.2f} nats per episode, passed the budget of "
-                                       f"{config.kl_budget:g}.")
+            return finish(
+                "kl_budget",
+                f"Stopped after iteration {iteration}: the KL to the reference policy, "
+                f"{figures['objective/kl']:.2f} nats per episode, passed the budget of "
+                f"{config.kl_budget:g}.",
+            )
     if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
         model.eval()
         save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
@@ -422,7 +485,7 @@ def _minibatches(n: int, size: int, generator):
     import torch
 
     order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
-    return [order[i:i + size] for i in range(0, n, size)]
+    return [order[i : i + size] for i in range(0, n, size)]
 
 
 def invalid_actions(episode) -> int:
@@ -437,10 +500,20 @@ def dev_figures(model, tokenizer, runner, tasks, config: RLConfig, *, seed: int,
 
     def play(temperature: float, samples: int) -> list:
         repeated = [t for t in tasks for _ in range(samples)]
-        return rollout(model, tokenizer, runner, repeated,
-                       RolloutConfig(temperature=temperature, batch_size=config.rollout_batch_size,
-                                     max_action_tokens=config.max_action_tokens, max_context=config.max_context),
-                       seeds=[seed * 7 + 500_000 + i for i in range(len(repeated))], chat=chat)
+        return rollout(
+            model,
+            tokenizer,
+            runner,
+            repeated,
+            RolloutConfig(
+                temperature=temperature,
+                batch_size=config.rollout_batch_size,
+                max_action_tokens=config.max_action_tokens,
+                max_context=config.max_context,
+            ),
+            seeds=[seed * 7 + 500_000 + i for i in range(len(repeated))],
+            chat=chat,
+        )
 
     episodes = play(config.eval_temperature, config.eval_samples)
     figures = {**mean_figures(episodes), "episodes": len(episodes), "temperature": config.eval_temperature}
@@ -466,6 +539,7 @@ def clearly_better(candidate: dict, best: dict, margin: float) -> bool:
     of the difference, and by more than one and a half episodes' worth, so that one lucky
     episode cannot decide which checkpoint is kept. Sampled and greedy episodes are pooled
     when both evaluations have greedy ones."""
+
     def pooled(dev: dict, greedy: bool) -> tuple[float, int]:
         return pooled_success(dev) if greedy else (dev["success"], dev.get("episodes", 1))
 
@@ -496,15 +570,20 @@ def collapse(state: dict, entry: dict, config: RLConfig) -> str | None:
     if p - q <= max(config.collapse_drop, config.best_margin * spread):
         return None
     entry["collapse"] = entry["dev"]["collapsed"] = True  # on the checkpoint's policy too
-    scores = (f", while the reward score went from {start['rm_score']:+.2f} to {entry['rm_score']:+.2f}"
-              if entry.get("rm_score") is not None and start.get("rm_score") is not None else "")
+    scores = (
+        f", while the reward score went from {start['rm_score']:+.2f} to {entry['rm_score']:+.2f}"
+        if entry.get("rm_score") is not None and start.get("rm_score") is not None
+        else ""
+    )
     best = state["best"]["iteration"] if state["best"] else 0
-    return (f"Stopped after iteration {entry['iteration']}: dev success fell to {q:.1%} from the start's {p:.1%} "
-            f"(more than {config.collapse_drop:.0%} and {config.best_margin:g} standard errors){scores}. The policy "
-            f"is exploiting its reward rather than improving; the checkpoint of iteration {entry['iteration']} is "
-            f"kept and marked as collapsed, and the best by dev stays iteration {best}. A reward model that "
-            f"checks the answer (answer-branch pairs), an ensemble, or a lower learning rate are the remedies "
-            f"(docs/loop.md).")
+    return (
+        f"Stopped after iteration {entry['iteration']}: dev success fell to {q:.1%} from the start's {p:.1%} "
+        f"(more than {config.collapse_drop:.0%} and {config.best_margin:g} standard errors){scores}. The policy "
+        f"is exploiting its reward rather than improving; the checkpoint of iteration {entry['iteration']} is "
+        f"kept and marked as collapsed, and the best by dev stays iteration {best}. A reward model that "
+        f"checks the answer (answer-branch pairs), an ensemble, or a lower learning rate are the remedies "
+        f"(docs/loop.md)."
+    )
 
 
 def flag_overoptimization(state: dict, entry: dict, config: RLConfig, callbacks: RLCallbacks) -> None:
@@ -520,9 +599,11 @@ def flag_overoptimization(state: dict, entry: dict, config: RLConfig, callbacks:
     if entry["rm_score"] > best_entry["rm_score"] and fell > config.overoptimization_tolerance:
         entry["overoptimization"] = True
         callbacks.metrics(entry["iteration"], {"eval/overoptimization": 1.0})
-        callbacks.log(f"Over-optimization: since iteration {best['iteration']} the reward-model score rose "
-                      f"({best_entry['rm_score']:+.3f} -> {entry['rm_score']:+.3f}) while dev success fell "
-                      f"{fell:.1%}; the best checkpoint stays the one of iteration {best['iteration']}.")
+        callbacks.log(
+            f"Over-optimization: since iteration {best['iteration']} the reward-model score rose "
+            f"({best_entry['rm_score']:+.3f} -> {entry['rm_score']:+.3f}) while dev success fell "
+            f"{fell:.1%}; the best checkpoint stays the one of iteration {best['iteration']}."
+        )
 
 
 def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: RLCallbacks) -> None:
@@ -532,9 +613,11 @@ def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: RLCallb
     if state["score_std_first"] is None:
         state["score_std_first"] = spread
     elif state["score_std_first"] > 0 and spread < 0.2 * state["score_std_first"]:
-        callbacks.log(f"Warning (iteration {iteration}): the spread of scores within the batch fell to "
-                      f"{spread:.3f} from {state['score_std_first']:.3f}; the policy may be collapsing into one "
-                      f"template.")
+        callbacks.log(
+            f"Warning (iteration {iteration}): the spread of scores within the batch fell to "
+            f"{spread:.3f} from {state['score_std_first']:.3f}; the policy may be collapsing into one "
+            f"template."
+        )
     norm = figures.get("policy/grad_norm")
     if norm is None:
         return
@@ -542,13 +625,15 @@ def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: RLCallb
     if len(history) >= 5:
         median = sorted(history)[len(history) // 2]
         if median > 0 and norm > 10 * median:
-            callbacks.log(f"Warning (iteration {iteration}): gradient norm {norm:.2f} is over 10x its median "
-                          f"{median:.2f}.")
+            callbacks.log(
+                f"Warning (iteration {iteration}): gradient norm {norm:.2f} is over 10x its median {median:.2f}."
+            )
     history.append(norm)
     del history[:-50]
 
 
 # --- Command line -------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> None:
     import argparse
@@ -559,7 +644,9 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description="Multi-turn PPO of a policy in an environment.")
     parser.add_argument("--policy", required=True, help="policy directory to start from")
-    parser.add_argument("--environment", default="encyclopedia", help="a built-in, an entry point or package.module:Class")
+    parser.add_argument(
+        "--environment", default="encyclopedia", help="a built-in, an entry point or package.module:Class"
+    )
     parser.add_argument("--reward", default="rubric", help="'rubric', 'utility' or a reward-model directory")
     parser.add_argument("--out", default="var/ppo-cli")
     for name, value in asdict(RLConfig()).items():
@@ -570,12 +657,23 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     config = RLConfig(**{name: getattr(args, name) for name in asdict(RLConfig())})
     env = get_environment(args.environment)
-    scorer = rubric_scorer(utility=args.reward == "utility") if args.reward in ("rubric", "utility") \
+    scorer = (
+        rubric_scorer(utility=args.reward == "utility")
+        if args.reward in ("rubric", "utility")
         else reward_model_scorer(args.reward)
-    result = train_rl(policy_dir=args.policy, scorer=scorer, train_tasks=env.tasks("train"),
-                       dev_tasks=env.tasks("dev"), runner=EpisodeRunner(env), config=config,
-                       out_dir=args.out, callbacks=RLCallbacks(
-                           log=print, metrics=lambda i, m: print(i, json.dumps({k: round(v, 4) for k, v in m.items()}))))
+    )
+    result = train_rl(
+        policy_dir=args.policy,
+        scorer=scorer,
+        train_tasks=env.tasks("train"),
+        dev_tasks=env.tasks("dev"),
+        runner=EpisodeRunner(env),
+        config=config,
+        out_dir=args.out,
+        callbacks=RLCallbacks(
+            log=print, metrics=lambda i, m: print(i, json.dumps({k: round(v, 4) for k, v in m.items()}))
+        ),
+    )
     print(result.message, "best:", result.best and (result.best["iteration"], result.best["dev"]["success"]))
 
 

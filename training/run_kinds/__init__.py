@@ -1,5 +1,6 @@
 """Run kinds of the training app, registered in apps.py: rollouts and behaviour cloning
 (agent.py); PPO, RLOO, GRPO, best-of-n and evaluation (improve.py); a loop's next round (loop.py)."""
+
 from __future__ import annotations
 
 

@@ -1,7 +1,9 @@
 """Run kinds of the agent side: policy rollouts and behaviour cloning."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
@@ -21,8 +23,8 @@ from training.run_kinds.common import (
 )
 from webapp.runs.kinds import RunKind, register
 
-
 # --- Rollouts ---------------------------------------------------------------------------
+
 
 @dataclass
 class RolloutRunConfig:
@@ -33,14 +35,33 @@ class RolloutRunConfig:
     task_ids: str = field(default="", metadata={"help": TASK_IDS_HELP})
     samples_per_task: int = field(default=2, metadata={"help": "episodes per task"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature; 0 is greedy"})
-    campaign_id: int = field(default=0, metadata={"help": "build comparisons of the new trajectories in this campaign (0: none)"})
-    pairing: str = field(default="all_pairs", metadata={"help": "how the new trajectories of a task are paired: all_pairs, outcome_differs or same_calls_different_answer"})
-    answer_branches: int = field(default=0, metadata={"help": (
-        "From every episode that answered after reading, this many more episodes that take the same path and "
-        "sample the final answer afresh (docs/loop.md); 0: none.")})
-    answer_pairs_per_task: int = field(default=2, metadata={"help": (
-        "With answer_branches and a campaign: up to this many more comparisons per task of episodes that made the "
-        "same calls and answered differently, on top of the pairing's.")})
+    campaign_id: int = field(
+        default=0, metadata={"help": "build comparisons of the new trajectories in this campaign (0: none)"}
+    )
+    pairing: str = field(
+        default="all_pairs",
+        metadata={
+            "help": "how the new trajectories of a task are paired: all_pairs, outcome_differs or same_calls_different_answer"
+        },
+    )
+    answer_branches: int = field(
+        default=0,
+        metadata={
+            "help": (
+                "From every episode that answered after reading, this many more episodes that take the same path and "
+                "sample the final answer afresh (docs/loop.md); 0: none."
+            )
+        },
+    )
+    answer_pairs_per_task: int = field(
+        default=2,
+        metadata={
+            "help": (
+                "With answer_branches and a campaign: up to this many more comparisons per task of episodes that made the "
+                "same calls and answered differently, on top of the pairing's."
+            )
+        },
+    )
     seed: int = field(default=0, metadata={"help": "sampling seed"})
     max_action_tokens: int = max_action_tokens_field()
     max_context: int = max_context_field()
@@ -70,8 +91,7 @@ def _pairing_choices() -> list[tuple[str, str]]:
 
 
 def _rollout_check(config: RolloutRunConfig) -> list[str]:
-    problems = policy_problems(config.policy_id) + environment_check(config.environment, config.split,
-                                                                     config.task_ids)
+    problems = policy_problems(config.policy_id) + environment_check(config.environment, config.split, config.task_ids)
     if config.campaign_id and not Campaign.objects.filter(pk=config.campaign_id).exists():
         problems.append(f"No campaign with id {config.campaign_id}.")
     return problems
@@ -81,8 +101,15 @@ def _rollout_lineage(config: RolloutRunConfig) -> list[dict]:
     links = [policy_link(config.policy_id)]
     if config.campaign_id:
         campaign = Campaign.objects.get(pk=config.campaign_id)
-        links.append({"direction": "output", "type": "campaign", "id": campaign.pk, "label": campaign.name,
-                      "url": reverse("annotate:quality", args=[campaign.pk])})
+        links.append(
+            {
+                "direction": "output",
+                "type": "campaign",
+                "id": campaign.pk,
+                "label": campaign.name,
+                "url": reverse("annotate:quality", args=[campaign.pk]),
+            }
+        )
     return links
 
 
@@ -99,38 +126,79 @@ def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume
     campaign = Campaign.objects.filter(pk=config.campaign_id).first() if config.campaign_id else None
     from training.envs.services import parse_task_ids
 
-    reporter.log(f"Rolling out {policy} in {config.environment} on {config.tasks} {config.split} tasks x "
-                 f"{config.samples_per_task} at temperature {config.temperature}.")
-    result = policy_rollouts_store(policy=policy, split=config.split, n_tasks=config.tasks,
-                                   samples=config.samples_per_task, temperature=config.temperature,
-                                   campaign=campaign, seed=config.seed, progress=progress, device=compute.device,
-                                   environment=config.environment, task_ids=parse_task_ids(config.task_ids),
-                                   max_action_tokens=config.max_action_tokens, max_context=config.max_context,
-                                   pairing=config.pairing, answer_branches=config.answer_branches,
-                                   answer_pairs_per_task=config.answer_pairs_per_task, run=run)
-    reporter.log(f"Stored {result['trajectories']} trajectories ({result['duplicates']} duplicates), "
-                 f"{result['comparisons']} comparisons; success {result['success']:.1%}.")
+    reporter.log(
+        f"Rolling out {policy} in {config.environment} on {config.tasks} {config.split} tasks x "
+        f"{config.samples_per_task} at temperature {config.temperature}."
+    )
+    result = policy_rollouts_store(
+        policy=policy,
+        split=config.split,
+        n_tasks=config.tasks,
+        samples=config.samples_per_task,
+        temperature=config.temperature,
+        campaign=campaign,
+        seed=config.seed,
+        progress=progress,
+        device=compute.device,
+        environment=config.environment,
+        task_ids=parse_task_ids(config.task_ids),
+        max_action_tokens=config.max_action_tokens,
+        max_context=config.max_context,
+        pairing=config.pairing,
+        answer_branches=config.answer_branches,
+        answer_pairs_per_task=config.answer_pairs_per_task,
+        run=run,
+    )
+    reporter.log(
+        f"Stored {result['trajectories']} trajectories ({result['duplicates']} duplicates), "
+        f"{result['comparisons']} comparisons; success {result['success']:.1%}."
+    )
     if config.answer_branches:
-        reporter.log(f"Answer branches: {result['branches']} new trajectories, {result['answer_pairs']} of the "
-                     f"comparisons made the same calls and answered differently"
-                     + (f"; {result['unreplayable']} episodes could not be replayed (the environment answered the "
-                        f"same calls differently), so they have no branches." if result["unreplayable"] else "."))
+        reporter.log(
+            f"Answer branches: {result['branches']} new trajectories, {result['answer_pairs']} of the "
+            f"comparisons made the same calls and answered differently"
+            + (
+                f"; {result['unreplayable']} episodes could not be replayed (the environment answered the "
+                f"same calls differently), so they have no branches."
+                if result["unreplayable"]
+                else "."
+            )
+        )
     return result
 
 
 # --- Behaviour cloning ------------------------------------------------------------------
 
-BC_RANGES = {"demos_per_task": (1, 100), "vocab_size": (64, 65536), "hidden": (8, 4096), "layers": (1, 48),
-             "heads": (1, 64), "batch_size": (1, 4096), "max_steps": (1, 1_000_000), "warmup_steps": (0, 1_000_000),
-             "rollout_tasks": (1, 100_000), "rollout_samples": (1, 64), "threads": (0, 256),
-             "learning_rate": (0, 1), "grad_clip": (0, 1000), "first_action_weight": (0, 100)}
+BC_RANGES = {
+    "demos_per_task": (1, 100),
+    "vocab_size": (64, 65536),
+    "hidden": (8, 4096),
+    "layers": (1, 48),
+    "heads": (1, 64),
+    "batch_size": (1, 4096),
+    "max_steps": (1, 1_000_000),
+    "warmup_steps": (0, 1_000_000),
+    "rollout_tasks": (1, 100_000),
+    "rollout_samples": (1, 64),
+    "threads": (0, 256),
+    "learning_rate": (0, 1),
+    "grad_clip": (0, 1000),
+    "first_action_weight": (0, 100),
+}
+
 
 @dataclass
 class BCRunConfig(BCConfig):
     policy_name: str = field(default="bc", metadata={"help": "Name of the new policy (saved under var/policies/)."})
-    rollout_campaign_id: int = field(default=0, metadata={"help": (
-        "When training succeeds, queue a rollout run of the new policy that pairs its episodes into comparisons "
-        "of this campaign (0: none).")})
+    rollout_campaign_id: int = field(
+        default=0,
+        metadata={
+            "help": (
+                "When training succeeds, queue a rollout run of the new policy that pairs its episodes into comparisons "
+                "of this campaign (0: none)."
+            )
+        },
+    )
     rollout_tasks: int = field(default=30, metadata={"help": "Training tasks of that rollout run."})
     rollout_samples: int = field(default=2, metadata={"help": "Episodes per task in that rollout run."})
 
@@ -150,9 +218,8 @@ class BCRunConfig(BCConfig):
 
 
 def _bc_check(config: BCRunConfig) -> list[str]:
-    from training.envs.services import environment_get
-
     from training.envs.base import demonstrator_problem
+    from training.envs.services import environment_get
 
     problems = environment_check(config.environment)
     if not problems:
@@ -170,8 +237,15 @@ def _bc_lineage(config: BCRunConfig) -> list[dict]:
     if not config.rollout_campaign_id:
         return links
     campaign = Campaign.objects.get(pk=config.rollout_campaign_id)
-    return links + [{"direction": "output", "type": "campaign", "id": campaign.pk, "label": campaign.name,
-             "url": reverse("annotate:quality", args=[campaign.pk])}]
+    return links + [
+        {
+            "direction": "output",
+            "type": "campaign",
+            "id": campaign.pk,
+            "label": campaign.name,
+            "url": reverse("annotate:quality", args=[campaign.pk]),
+        }
+    ]
 
 
 def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> dict:
@@ -188,9 +262,16 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
     target = policy_run_dir(name=config.policy_name, run_id=run.pk)
     try:
         policy = policy_train_default(
-            config=bc, force=True, name=config.policy_name, target=target, run=run,
-            progress=lambda f: reporter.progress(0.85 * f, "behaviour cloning"), log=reporter.log,
-            metrics=reporter.metrics, should_stop=reporter.should_stop)
+            config=bc,
+            force=True,
+            name=config.policy_name,
+            target=target,
+            run=run,
+            progress=lambda f: reporter.progress(0.85 * f, "behaviour cloning"),
+            log=reporter.log,
+            metrics=reporter.metrics,
+            should_stop=reporter.should_stop,
+        )
     except PolicyTrainingStopped:
         raise RunCancelled() from None
     run_add_lineage(run=run, links=[{k: v for k, v in policy_link(policy.pk, "output").items() if k != "direction"}])
@@ -201,36 +282,72 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
         reporter.log(f"WARNING: campaign {config.rollout_campaign_id} is gone, so no rollouts were queued.")
     elif campaign is not None:
         try:
-            follow_up = policy_rollouts_launch(policy=policy, campaign=campaign, tasks=config.rollout_tasks,
-                                               samples=config.rollout_samples, user=run.created_by,
-                                               idempotency_key=f"after-bc-run-{run.pk}",
-                                               environment=config.environment)
+            follow_up = policy_rollouts_launch(
+                policy=policy,
+                campaign=campaign,
+                tasks=config.rollout_tasks,
+                samples=config.rollout_samples,
+                user=run.created_by,
+                idempotency_key=f"after-bc-run-{run.pk}",
+                environment=config.environment,
+            )
         except ArbiterError as exc:  # the policy is made all the same; the run says why nothing followed
             reporter.log(f"WARNING: the rollouts into {campaign.name} could not be queued: {exc.message}")
         else:
-            reporter.log(f"Queued rollout run #{follow_up.pk}: {policy} on {config.rollout_tasks} tasks x "
-                         f"{config.rollout_samples}, paired into comparisons of {campaign.name}.")
-            run_add_lineage(run=run, links=[{"type": "run", "id": follow_up.pk, "label": f"rollout run #{follow_up.pk}",
-                                             "url": reverse("runs:detail", args=[follow_up.pk])}])
+            reporter.log(
+                f"Queued rollout run #{follow_up.pk}: {policy} on {config.rollout_tasks} tasks x "
+                f"{config.rollout_samples}, paired into comparisons of {campaign.name}."
+            )
+            run_add_lineage(
+                run=run,
+                links=[
+                    {
+                        "type": "run",
+                        "id": follow_up.pk,
+                        "label": f"rollout run #{follow_up.pk}",
+                        "url": reverse("runs:detail", args=[follow_up.pk]),
+                    }
+                ],
+            )
             summary["rollout_run_id"] = follow_up.pk
     return summary
 
 
 def register_agent_kinds() -> None:
-    register(RunKind(
-        name="rollout", label="Rollouts", config_class=RolloutRunConfig, execute=_rollout_execute,
-        description="Sample episodes from a policy in an environment and store them as trajectories "
-                    "(and comparisons in a campaign).",
-        check=_rollout_check, lineage=_rollout_lineage,
-        choices={"policy_id": policy_choices, "campaign_id": campaign_choices, "environment": environment_choices,
-                 "split": lambda: [(s, s) for s in SPLITS], "pairing": _pairing_choices},
-    ))
-    register(RunKind(
-        name="bc", label="Behaviour cloning", config_class=BCRunConfig, execute=_bc_execute, check=_bc_check,
-        lineage=_bc_lineage,
-        description="Train a policy on an environment's scripted demonstrations: from nothing (tokenizer, model, "
-                    "imitation) or into a registered chat model in its own format; optionally, once it succeeds, "
-                    "roll it out into a campaign for people to label.",
-        choices={"environment": environment_choices, "rollout_campaign_id": campaign_choices,
-                 "base_policy_id": lambda: [(0, "(none: build the default architecture)")] + policy_choices()},
-    ))
+    register(
+        RunKind(
+            name="rollout",
+            label="Rollouts",
+            config_class=RolloutRunConfig,
+            execute=_rollout_execute,
+            description="Sample episodes from a policy in an environment and store them as trajectories "
+            "(and comparisons in a campaign).",
+            check=_rollout_check,
+            lineage=_rollout_lineage,
+            choices={
+                "policy_id": policy_choices,
+                "campaign_id": campaign_choices,
+                "environment": environment_choices,
+                "split": lambda: [(s, s) for s in SPLITS],
+                "pairing": _pairing_choices,
+            },
+        )
+    )
+    register(
+        RunKind(
+            name="bc",
+            label="Behaviour cloning",
+            config_class=BCRunConfig,
+            execute=_bc_execute,
+            check=_bc_check,
+            lineage=_bc_lineage,
+            description="Train a policy on an environment's scripted demonstrations: from nothing (tokenizer, model, "
+            "imitation) or into a registered chat model in its own format; optionally, once it succeeds, "
+            "roll it out into a campaign for people to label.",
+            choices={
+                "environment": environment_choices,
+                "rollout_campaign_id": campaign_choices,
+                "base_policy_id": lambda: [(0, "(none: build the default architecture)")] + policy_choices(),
+            },
+        )
+    )

@@ -1,4 +1,5 @@
 """What the agent side's run kinds share: policy choices, checks and lineage links."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +9,10 @@ from django.urls import reverse
 from annotate.models import Campaign, Policy
 
 SPLITS = ("train", "dev", "eval")
-ENVIRONMENT_HELP = ("The environment (a built-in, an installed entry point, one configured in "
-                    "ARBITER_ENVIRONMENTS_FILE, or package.module:Class); docs/environments.md.")
+ENVIRONMENT_HELP = (
+    "The environment (a built-in, an installed entry point, one configured in "
+    "ARBITER_ENVIRONMENTS_FILE, or package.module:Class); docs/environments.md."
+)
 TASK_IDS_HELP = "Only these tasks of the split, by external id, separated by commas (empty: the first `tasks`)."
 
 
@@ -50,5 +53,3 @@ def policy_link(policy_id: int, direction: str = "input") -> dict:
     policy = Policy.objects.get(pk=policy_id)
     url = reverse("training:policy", args=[policy.pk])
     return {"direction": direction, "type": "policy", "id": policy.pk, "label": str(policy), "url": url}
-
-

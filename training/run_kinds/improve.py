@@ -1,5 +1,6 @@
 """Run kinds that improve and measure a policy: PPO against a reward model, best-of-n, and
 the before/after evaluation."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -8,7 +9,6 @@ from pathlib import Path
 from django.urls import reverse
 
 from annotate.models import Policy
-from webapp.models import Run
 from rewardmodel.models import RewardModel
 from training.envs.base import FRESH_WORLD_SEED
 from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
@@ -23,6 +23,7 @@ from training.run_kinds.common import (
     policy_link,
     policy_problems,
 )
+from webapp.models import Run
 from webapp.runs.kinds import RunKind, register
 
 REWARDS = ("reward_model", "rubric", "utility")
@@ -42,10 +43,22 @@ def _reward_model_choices():
 
 
 def _reward_model_link(model: RewardModel) -> list[dict]:
-    return [{"direction": "input", "type": "dataset", "id": model.snapshot_id, "label": str(model.snapshot),
-             "url": reverse("annotate:dataset", args=[model.snapshot_id])},
-            {"direction": "input", "type": "reward model", "id": model.pk, "label": str(model),
-             "url": reverse("rewardmodel:detail", args=[model.pk])}]
+    return [
+        {
+            "direction": "input",
+            "type": "dataset",
+            "id": model.snapshot_id,
+            "label": str(model.snapshot),
+            "url": reverse("annotate:dataset", args=[model.snapshot_id]),
+        },
+        {
+            "direction": "input",
+            "type": "reward model",
+            "id": model.pk,
+            "label": str(model),
+            "url": reverse("rewardmodel:detail", args=[model.pk]),
+        },
+    ]
 
 
 def _sample_texts(environment: str) -> list[str]:
@@ -54,8 +67,8 @@ def _sample_texts(environment: str) -> list[str]:
     from rewardmodel.serialize import episode_text_full
     from training.envs.base import EpisodeRunner
     from training.envs.services import environment_get
-    from training.policy.parsers import HermesParser
     from training.policy.episodes import play_scripted
+    from training.policy.parsers import HermesParser
 
     env = environment_get(environment)
     tasks = env.tasks("train")[:4]
@@ -83,8 +96,10 @@ def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia
     except BackboneError as exc:
         return [f"Reward model {model}: {exc}"]
     if share > UNREADABLE_SHARE:
-        return [f"Reward model {model}'s tokenizer cannot read the policy's trajectories: {share:.0%} of their "
-                f"tokens are unknown to it."]
+        return [
+            f"Reward model {model}'s tokenizer cannot read the policy's trajectories: {share:.0%} of their "
+            f"tokens are unknown to it."
+        ]
     return []
 
 
@@ -95,26 +110,43 @@ def _same_tokenizer(a: Policy, b: Policy) -> bool:
 
 # --- PPO ----------------------------------------------------------------------------------
 
+
 @dataclass
 class RLRunConfig(RLConfig):
-    policy_id: int = field(default=0, metadata=_help("The policy to start from (and, unless given, the KL "
-                                                     "reference)."))
+    policy_id: int = field(default=0, metadata=_help("The policy to start from (and, unless given, the KL reference)."))
     environment: str = field(default="encyclopedia", metadata=_help(ENVIRONMENT_HELP))
-    reward: str = field(default="reward_model", metadata=_help(
-        "What PPO maximises: 'reward_model' (the loop's learnt model), or the rubric itself as the upper bound: "
-        "'rubric' (1 for a correct answer) or 'utility' (the rubric's utility)."))
+    reward: str = field(
+        default="reward_model",
+        metadata=_help(
+            "What PPO maximises: 'reward_model' (the loop's learnt model), or the rubric itself as the upper bound: "
+            "'rubric' (1 for a correct answer) or 'utility' (the rubric's utility)."
+        ),
+    )
     reward_model_id: int = field(default=0, metadata=_help("The reward model, when reward is 'reward_model'."))
-    train_worlds: int = field(default=0, metadata=_help(
-        "Also practise on every task of this many other worlds of the environment, built from seeds 62, 61, ... "
-        "(worlds behaviour cloning does not imitate by default), so RL rewards reading names the policy cannot "
-        "have memorised; the environment must take a seed (0: its training tasks only)."))
-    dev_environment: str = field(default="", metadata=_help(
-        "Whose dev tasks choose the checkpoints and guard against collapse (empty: the environment's fresh "
-        "variant where it has one, a world behaviour cloning never imitated, else the environment itself)."))
-    reference_policy_id: int = field(default=0, metadata=_help(
-        "The frozen policy of the KL penalty (0: the starting policy; for a later round, the first round's start)."))
-    policy_name: str = field(default="ppo", metadata=_help(
-        "Checkpoints are registered as policies named NAME-runID@iter-NNNN."))
+    train_worlds: int = field(
+        default=0,
+        metadata=_help(
+            "Also practise on every task of this many other worlds of the environment, built from seeds 62, 61, ... "
+            "(worlds behaviour cloning does not imitate by default), so RL rewards reading names the policy cannot "
+            "have memorised; the environment must take a seed (0: its training tasks only)."
+        ),
+    )
+    dev_environment: str = field(
+        default="",
+        metadata=_help(
+            "Whose dev tasks choose the checkpoints and guard against collapse (empty: the environment's fresh "
+            "variant where it has one, a world behaviour cloning never imitated, else the environment itself)."
+        ),
+    )
+    reference_policy_id: int = field(
+        default=0,
+        metadata=_help(
+            "The frozen policy of the KL penalty (0: the starting policy; for a later round, the first round's start)."
+        ),
+    )
+    policy_name: str = field(
+        default="ppo", metadata=_help("Checkpoints are registered as policies named NAME-runID@iter-NNNN.")
+    )
 
     def rl_config(self) -> RLConfig:
         names = {f.name for f in fields(RLConfig)}
@@ -134,22 +166,30 @@ class RLRunConfig(RLConfig):
 
 @dataclass
 class _GroupRunConfig(RLRunConfig):
-    learning_rate: float = field(default=1e-4, metadata=_help(
-        "AdamW learning rate, PPO's: at 3e-4 both collapsed to one-search guesses against the loop's reward model "
-        "(benchmarks/RESULTS.md, issue 16)."))
+    learning_rate: float = field(
+        default=1e-4,
+        metadata=_help(
+            "AdamW learning rate, PPO's: at 3e-4 both collapsed to one-search guesses against the loop's reward model "
+            "(benchmarks/RESULTS.md, issue 16)."
+        ),
+    )
 
 
 @dataclass
 class RLOORunConfig(_GroupRunConfig):
-    algorithm: str = field(default="rloo", metadata=_help(
-        "rloo: group_size samples per task, each against the mean of the others (no critic)."))
+    algorithm: str = field(
+        default="rloo",
+        metadata=_help("rloo: group_size samples per task, each against the mean of the others (no critic)."),
+    )
     policy_name: str = field(default="rloo", metadata=_help("Checkpoints are policies named NAME-runID@iter-NNNN."))
 
 
 @dataclass
 class GRPORunConfig(_GroupRunConfig):
-    algorithm: str = field(default="grpo", metadata=_help(
-        "grpo: group_size samples per task, each against the group's mean over its spread (no critic)."))
+    algorithm: str = field(
+        default="grpo",
+        metadata=_help("grpo: group_size samples per task, each against the group's mean over its spread (no critic)."),
+    )
     policy_name: str = field(default="grpo", metadata=_help("Checkpoints are policies named NAME-runID@iter-NNNN."))
 
 
@@ -173,13 +213,15 @@ def _rl_check(config: RLRunConfig) -> list[str]:
             problems.append(f"train_worlds: {config.environment} cannot be built per seed ({exc}).")
     if config.reference_policy_id:
         problems += [f"reference_policy_id: {p}" for p in policy_problems(config.reference_policy_id)]
-        if not problems and not _same_tokenizer(Policy.objects.get(pk=config.policy_id),
-                                                Policy.objects.get(pk=config.reference_policy_id)):
+        if not problems and not _same_tokenizer(
+            Policy.objects.get(pk=config.policy_id), Policy.objects.get(pk=config.reference_policy_id)
+        ):
             problems.append("reference_policy_id: the reference policy must share the policy's tokenizer.")
     if config.reward == "reward_model":
         if not config.reward_model_id:
-            problems.append("reward_model_id: choose the reward model to train against (or reward 'rubric' for "
-                            "the upper bound).")
+            problems.append(
+                "reward_model_id: choose the reward model to train against (or reward 'rubric' for the upper bound)."
+            )
         elif not environment:
             problems += reward_model_problems(config.reward_model_id, config.environment)
     if environment:
@@ -187,8 +229,10 @@ def _rl_check(config: RLRunConfig) -> list[str]:
     if config.eval_every and not any(p.startswith("dev_environment:") for p in problems):
         dev, tasks = dev_world(config.environment, config.dev_environment, config.dev_tasks)
         if not tasks:
-            problems.append(f"dev_environment: {dev.name} has no dev tasks to judge checkpoints on (or eval_every 0 "
-                            f"to train without dev evaluations).")
+            problems.append(
+                f"dev_environment: {dev.name} has no dev tasks to judge checkpoints on (or eval_every 0 "
+                f"to train without dev evaluations)."
+            )
     tasks = len(environment_get(config.environment).tasks("train"))
     problem = episodes_per_iteration_problem(config.rl_config(), tasks)
     if problem:
@@ -204,8 +248,10 @@ def episodes_per_iteration_problem(ppo, tasks: int) -> str | None:
     group = ppo.group_size if ppo.algorithm != "ppo" else 1
     if ppo.episodes_per_iteration // max(1, group) > tasks:
         each = f"{group} episodes of each task" if group > 1 else "each episode of a batch plays a different task"
-        return (f"episodes_per_iteration: {ppo.episodes_per_iteration} needs {ppo.episodes_per_iteration // group} "
-                f"training tasks ({each}), and there are {tasks}; at most {tasks * group}.")
+        return (
+            f"episodes_per_iteration: {ppo.episodes_per_iteration} needs {ppo.episodes_per_iteration // group} "
+            f"training tasks ({each}), and there are {tasks}; at most {tasks * group}."
+        )
     return None
 
 
@@ -219,8 +265,8 @@ def _rl_lineage(config: RLRunConfig) -> list[dict]:
 
 
 def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> dict:
-    from training.rl.trainer import RLCallbacks
     from training.rl.services import best_checkpoint_mark, rl_train
+    from training.rl.trainer import RLCallbacks
     from webapp.errors import ArbiterError
     from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
@@ -228,41 +274,78 @@ def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> 
     reference = Policy.objects.get(pk=config.reference_policy_id or config.policy_id)
     reward_model = RewardModel.objects.filter(pk=config.reward_model_id).first() if config.reward_model_id else None
     name = f"{config.policy_name}-run{run.pk}"
-    callbacks = RLCallbacks(progress=lambda f, m="": reporter.progress(0.98 * f, m), metrics=reporter.metrics,
-                             log=reporter.log, should_stop=reporter.should_stop, checkpoint=reporter.checkpoint)
-    reporter.log(f"{config.algorithm.upper()} from {start} against {config.reward if config.reward != 'reward_model' else reward_model}, "
-                 f"KL to {reference} (coefficient {config.kl_coef}), on {compute.name}.")
+    callbacks = RLCallbacks(
+        progress=lambda f, m="": reporter.progress(0.98 * f, m),
+        metrics=reporter.metrics,
+        log=reporter.log,
+        should_stop=reporter.should_stop,
+        checkpoint=reporter.checkpoint,
+    )
+    reporter.log(
+        f"{config.algorithm.upper()} from {start} against {config.reward if config.reward != 'reward_model' else reward_model}, "
+        f"KL to {reference} (coefficient {config.kl_coef}), on {compute.name}."
+    )
     out = run_dir(run) / "ppo"
-    result = rl_train(run=run, start=start, reference=reference, reward_model=reward_model, reward=config.reward,
-                       config=config.rl_config(), out_dir=out, name=name, callbacks=callbacks,
-                       resume_from=resume_from, device=compute.device, environment=config.environment,
-                       dev_environment=config.dev_environment, train_worlds=config.train_worlds)
+    result = rl_train(
+        run=run,
+        start=start,
+        reference=reference,
+        reward_model=reward_model,
+        reward=config.reward,
+        config=config.rl_config(),
+        out_dir=out,
+        name=name,
+        callbacks=callbacks,
+        resume_from=resume_from,
+        device=compute.device,
+        environment=config.environment,
+        dev_environment=config.dev_environment,
+        train_worlds=config.train_worlds,
+    )
     best = best_checkpoint_mark(name=name, iteration=result.best["iteration"] if result.best else None)
     # Every checkpoint of the run, an earlier attempt's too, is an output (once in the lineage).
     already = {link["id"] for link in Run.objects.get(pk=run.pk).lineage if link.get("direction") == "output"}
     outputs = Policy.objects.filter(name=name).order_by("version")
-    run_add_lineage(run=run, links=[{k: v for k, v in policy_link(p.pk, "output").items() if k != "direction"}
-                                    | ({"label": f"{p} (best by dev rubric)"} if best and p.pk == best.pk else {})
-                                    for p in outputs if p.pk not in already])
+    run_add_lineage(
+        run=run,
+        links=[
+            {k: v for k, v in policy_link(p.pk, "output").items() if k != "direction"}
+            | ({"label": f"{p} (best by dev rubric)"} if best and p.pk == best.pk else {})
+            for p in outputs
+            if p.pk not in already
+        ],
+    )
     if result.cancelled:
         raise RunCancelled()
     if result.diverged:
         raise ArbiterError(result.message)
     run_add_artifact(run=run, name="checkpoints", path=out / "checkpoints")
-    return {"stop_reason": result.stop_reason, "message": result.message, "iterations": result.iterations,
-            "best_policy_id": best.pk if best else None, "best_iteration": result.best and result.best["iteration"],
-            "best_dev_success": result.best and result.best["dev"]["success"],
-            "best_dev_interval": result.best and [result.best["dev"].get("success_low"),
-                                                  result.best["dev"].get("success_high")],
-            "last_policy_id": outputs.last().pk if outputs.exists() else None,
-            "evaluations": [{"iteration": e["iteration"], "rm_score": e["rm_score"],
-                             "dev_success": e["dev"]["success"], "overoptimization": e.get("overoptimization", False),
-                             "collapse": e.get("collapse", False)}
-                            for e in result.evaluations],
-            "seconds": result.seconds}
+    return {
+        "stop_reason": result.stop_reason,
+        "message": result.message,
+        "iterations": result.iterations,
+        "best_policy_id": best.pk if best else None,
+        "best_iteration": result.best and result.best["iteration"],
+        "best_dev_success": result.best and result.best["dev"]["success"],
+        "best_dev_interval": result.best
+        and [result.best["dev"].get("success_low"), result.best["dev"].get("success_high")],
+        "last_policy_id": outputs.last().pk if outputs.exists() else None,
+        "evaluations": [
+            {
+                "iteration": e["iteration"],
+                "rm_score": e["rm_score"],
+                "dev_success": e["dev"]["success"],
+                "overoptimization": e.get("overoptimization", False),
+                "collapse": e.get("collapse", False),
+            }
+            for e in result.evaluations
+        ],
+        "seconds": result.seconds,
+    }
 
 
 # --- Evaluation and best-of-n ---------------------------------------------------------------
+
 
 def _ids(text: str) -> list[int]:
     return [int(part) for part in text.replace(" ", "").split(",") if part]
@@ -279,17 +362,27 @@ def _ids_problem(name: str, text: str) -> list[str]:
 @dataclass
 class EvaluationRunConfig:
     name: str = field(default="evaluation", metadata=_help("Name of the before/after page."))
-    baseline_policy_id: int = field(default=0, metadata=_help(
-        "The starting policy: the 'before' side, and the reference every KL is measured against."))
-    policy_ids: str = field(default="", metadata=_help(
-        "Other policies to evaluate (PPO checkpoints, ...), as ids separated by commas."))
-    rl_run_id: int = field(default=0, metadata=_help(
-        "Also evaluate this RL run's (PPO, RLOO or GRPO) checkpoint that was best on the dev rubric, and its last "
-        "one (0: none)."))
-    reward_model_id: int = field(default=0, metadata=_help(
-        "Scores every episode and picks best-of-n (0: no reward-model scores and no best-of-n)."))
-    best_of_n: str = field(default="4", metadata=_help(
-        "Best-of-n over the baseline at these n, separated by commas (empty for none)."))
+    baseline_policy_id: int = field(
+        default=0,
+        metadata=_help("The starting policy: the 'before' side, and the reference every KL is measured against."),
+    )
+    policy_ids: str = field(
+        default="", metadata=_help("Other policies to evaluate (PPO checkpoints, ...), as ids separated by commas.")
+    )
+    rl_run_id: int = field(
+        default=0,
+        metadata=_help(
+            "Also evaluate this RL run's (PPO, RLOO or GRPO) checkpoint that was best on the dev rubric, and its last "
+            "one (0: none)."
+        ),
+    )
+    reward_model_id: int = field(
+        default=0,
+        metadata=_help("Scores every episode and picks best-of-n (0: no reward-model scores and no best-of-n)."),
+    )
+    best_of_n: str = field(
+        default="4", metadata=_help("Best-of-n over the baseline at these n, separated by commas (empty for none).")
+    )
     environment: str = field(default="encyclopedia", metadata=_help(ENVIRONMENT_HELP))
     split: str = field(default="eval", metadata=_help("Tasks of this split (eval is for final reports only)."))
     tasks: int = field(default=0, metadata=_help("How many tasks of the split, in a fixed order (0: all)."))
@@ -364,16 +457,40 @@ def _evaluation_lineage(config: EvaluationRunConfig) -> list[dict]:
     links += [policy_link(i) for i in _ids(config.policy_ids)]
     if config.rl_run_id:
         kind = Run.objects.filter(pk=config.rl_run_id).values_list("kind", flat=True).first() or "rl"
-        links.append({"direction": "input", "type": "RL run", "id": config.rl_run_id,
-                      "label": f"{kind} run #{config.rl_run_id}", "url": reverse("runs:detail", args=[config.rl_run_id])})
+        links.append(
+            {
+                "direction": "input",
+                "type": "RL run",
+                "id": config.rl_run_id,
+                "label": f"{kind} run #{config.rl_run_id}",
+                "url": reverse("runs:detail", args=[config.rl_run_id]),
+            }
+        )
     if config.reward_model_id:
         links += _reward_model_link(RewardModel.objects.select_related("snapshot").get(pk=config.reward_model_id))
     return links
 
 
-def _evaluate(*, run, reporter, compute, name: str, baseline_id: int, others: list[tuple[str, Policy]],
-              reward_model_id: int, best_of_n: list[int], split: str, tasks: int, samples: int, temperature: float,
-              greedy: bool, seed: int, environment: str, task_ids: str, limits: dict) -> dict:
+def _evaluate(
+    *,
+    run,
+    reporter,
+    compute,
+    name: str,
+    baseline_id: int,
+    others: list[tuple[str, Policy]],
+    reward_model_id: int,
+    best_of_n: list[int],
+    split: str,
+    tasks: int,
+    samples: int,
+    temperature: float,
+    greedy: bool,
+    seed: int,
+    environment: str,
+    task_ids: str,
+    limits: dict,
+) -> dict:
     from training.envs.services import parse_task_ids
     from training.evaluation.services import evaluation_execute
     from webapp.runs.services import RunCancelled, run_add_lineage
@@ -384,15 +501,41 @@ def _evaluate(*, run, reporter, compute, name: str, baseline_id: int, others: li
             raise RunCancelled()
 
     evaluation = evaluation_execute(
-        name=name, baseline=Policy.objects.get(pk=baseline_id), others=others,
+        name=name,
+        baseline=Policy.objects.get(pk=baseline_id),
+        others=others,
         reward_model=RewardModel.objects.filter(pk=reward_model_id).first() if reward_model_id else None,
-        best_of_n=best_of_n, split=split, n_tasks=tasks, samples=samples, temperature=temperature, greedy=greedy,
-        seed=seed, device=compute.device, run=run, created_by=run.created_by, progress=progress, log=reporter.log,
-        environment=environment, task_ids=parse_task_ids(task_ids), limits=limits)
-    run_add_lineage(run=run, links=[{"type": "evaluation", "id": evaluation.pk, "label": str(evaluation),
-                                     "url": reverse("training:evaluation", args=[evaluation.pk])}])
-    table = {entry.label: {mode: {k: v["mean"] for k, v in figures.items()} for mode, figures in entry.metrics.items()}
-             for entry in evaluation.entries.all()}
+        best_of_n=best_of_n,
+        split=split,
+        n_tasks=tasks,
+        samples=samples,
+        temperature=temperature,
+        greedy=greedy,
+        seed=seed,
+        device=compute.device,
+        run=run,
+        created_by=run.created_by,
+        progress=progress,
+        log=reporter.log,
+        environment=environment,
+        task_ids=parse_task_ids(task_ids),
+        limits=limits,
+    )
+    run_add_lineage(
+        run=run,
+        links=[
+            {
+                "type": "evaluation",
+                "id": evaluation.pk,
+                "label": str(evaluation),
+                "url": reverse("training:evaluation", args=[evaluation.pk]),
+            }
+        ],
+    )
+    table = {
+        entry.label: {mode: {k: v["mean"] for k, v in figures.items()} for mode, figures in entry.metrics.items()}
+        for entry in evaluation.entries.all()
+    }
     return {"evaluation_id": evaluation.pk, "table": table}
 
 
@@ -400,11 +543,25 @@ def _evaluation_execute(*, run, config: EvaluationRunConfig, reporter, compute, 
     others = [(f"{Policy.objects.get(pk=i)}", Policy.objects.get(pk=i)) for i in _ids(config.policy_ids)]
     if config.rl_run_id:
         others += [pair for pair in _rl_run_policies(config.rl_run_id) if pair[1].pk not in {p.pk for _, p in others}]
-    return _evaluate(run=run, reporter=reporter, compute=compute, name=config.name,
-                     baseline_id=config.baseline_policy_id, others=others, reward_model_id=config.reward_model_id,
-                     best_of_n=_ids(config.best_of_n), split=config.split, tasks=config.tasks,
-                     samples=config.samples, temperature=config.temperature, greedy=config.greedy, seed=config.seed,
-                     environment=config.environment, task_ids=config.task_ids, limits=_limits(config))
+    return _evaluate(
+        run=run,
+        reporter=reporter,
+        compute=compute,
+        name=config.name,
+        baseline_id=config.baseline_policy_id,
+        others=others,
+        reward_model_id=config.reward_model_id,
+        best_of_n=_ids(config.best_of_n),
+        split=config.split,
+        tasks=config.tasks,
+        samples=config.samples,
+        temperature=config.temperature,
+        greedy=config.greedy,
+        seed=config.seed,
+        environment=config.environment,
+        task_ids=config.task_ids,
+        limits=_limits(config),
+    )
 
 
 @dataclass
@@ -439,65 +596,132 @@ class BestOfNRunConfig:
 
 def _best_of_n_check(config: BestOfNRunConfig) -> list[str]:
     environment = environment_check(config.environment, config.split, config.task_ids)
-    return policy_problems(config.policy_id) + environment + (
-        reward_model_problems(config.reward_model_id, config.environment) if config.reward_model_id and not environment
-        else [] if config.reward_model_id else ["reward_model_id: choose one."])
+    return (
+        policy_problems(config.policy_id)
+        + environment
+        + (
+            reward_model_problems(config.reward_model_id, config.environment)
+            if config.reward_model_id and not environment
+            else []
+            if config.reward_model_id
+            else ["reward_model_id: choose one."]
+        )
+    )
 
 
 def _best_of_n_lineage(config: BestOfNRunConfig) -> list[dict]:
     return [policy_link(config.policy_id)] + _reward_model_link(
-        RewardModel.objects.select_related("snapshot").get(pk=config.reward_model_id))
+        RewardModel.objects.select_related("snapshot").get(pk=config.reward_model_id)
+    )
 
 
 def _best_of_n_execute(*, run, config: BestOfNRunConfig, reporter, compute, resume_from) -> dict:
     from training.evaluation.episodes import best_of_n_kl
 
-    summary = _evaluate(run=run, reporter=reporter, compute=compute, name=f"best-of-{config.n} run #{run.pk}",
-                        baseline_id=config.policy_id, others=[], reward_model_id=config.reward_model_id,
-                        best_of_n=[config.n], split=config.split, tasks=config.tasks, samples=config.samples,
-                        temperature=config.temperature, greedy=False, seed=config.seed,
-                        environment=config.environment, task_ids=config.task_ids, limits=_limits(config))
+    summary = _evaluate(
+        run=run,
+        reporter=reporter,
+        compute=compute,
+        name=f"best-of-{config.n} run #{run.pk}",
+        baseline_id=config.policy_id,
+        others=[],
+        reward_model_id=config.reward_model_id,
+        best_of_n=[config.n],
+        split=config.split,
+        tasks=config.tasks,
+        samples=config.samples,
+        temperature=config.temperature,
+        greedy=False,
+        seed=config.seed,
+        environment=config.environment,
+        task_ids=config.task_ids,
+        limits=_limits(config),
+    )
     summary["kl_to_policy"] = best_of_n_kl(config.n)
     reporter.log(f"Best-of-{config.n}: KL to the policy log n - (n-1)/n = {summary['kl_to_policy']:.3f} nats.")
     return summary
 
 
 def register_improve_kinds() -> None:
-    register(RunKind(
-        name="ppo", label="PPO", config_class=RLRunConfig, execute=_rl_execute, check=_rl_check,
-        lineage=_rl_lineage, resumable=True,
-        description="Fine-tune a policy with multi-turn PPO against a reward model (or the rubric, as the upper "
-                    "bound), with a KL penalty to the starting policy; dev-rubric checkpoints become policies.",
-        choices={"policy_id": policy_choices, "reference_policy_id": lambda: [(0, "(the starting policy)")] + policy_choices(),
-                 "reward_model_id": _reward_model_choices, "reward": lambda: [(r, r) for r in REWARDS],
-                 "environment": environment_choices, "algorithm": lambda: [("ppo", "ppo")]},
-    ))
+    register(
+        RunKind(
+            name="ppo",
+            label="PPO",
+            config_class=RLRunConfig,
+            execute=_rl_execute,
+            check=_rl_check,
+            lineage=_rl_lineage,
+            resumable=True,
+            description="Fine-tune a policy with multi-turn PPO against a reward model (or the rubric, as the upper "
+            "bound), with a KL penalty to the starting policy; dev-rubric checkpoints become policies.",
+            choices={
+                "policy_id": policy_choices,
+                "reference_policy_id": lambda: [(0, "(the starting policy)")] + policy_choices(),
+                "reward_model_id": _reward_model_choices,
+                "reward": lambda: [(r, r) for r in REWARDS],
+                "environment": environment_choices,
+                "algorithm": lambda: [("ppo", "ppo")],
+            },
+        )
+    )
     for name, label, config_class, how in (
-            ("rloo", "RLOO", RLOORunConfig, "each sample against the mean of its task's other samples"),
-            ("grpo", "GRPO", GRPORunConfig, "each sample against its task's group mean over the group's spread")):
-        register(RunKind(
-            name=name, label=label, config_class=config_class, execute=_rl_execute, check=_rl_check,
-            lineage=_rl_lineage, resumable=True,
-            description=f"Fine-tune a policy with {label} against a reward model (or the rubric): group_size samples "
-                        f"per task, {how}, no critic; the same KL penalty, guards and checkpoints as PPO.",
-            choices={"policy_id": policy_choices,
-                     "reference_policy_id": lambda: [(0, "(the starting policy)")] + policy_choices(),
-                     "reward_model_id": _reward_model_choices, "reward": lambda: [(r, r) for r in REWARDS],
-                     "environment": environment_choices, "algorithm": lambda name=name: [(name, name)]},
-        ))
-    register(RunKind(
-        name="best_of_n", label="Best-of-n", config_class=BestOfNRunConfig, execute=_best_of_n_execute,
-        check=_best_of_n_check, lineage=_best_of_n_lineage,
-        description="Sample n episodes per task and keep the one the reward model scores highest; reports its "
-                    "rubric figures against the plain policy's, and its KL, log n - (n-1)/n.",
-        choices={"policy_id": policy_choices, "reward_model_id": _reward_model_choices,
-                 "split": lambda: [(s, s) for s in SPLITS], "environment": environment_choices},
-    ))
-    register(RunKind(
-        name="evaluation", label="Evaluation (before/after)", config_class=EvaluationRunConfig,
-        execute=_evaluation_execute, check=_evaluation_check, lineage=_evaluation_lineage,
-        description="Play the starting policy, best-of-n and tuned policies on held-out tasks: rubric success, F1, "
-                    "quote support, reward-model score, steps, tool errors and KL, each with a 95% interval.",
-        choices={"baseline_policy_id": policy_choices, "reward_model_id": _reward_model_choices,
-                 "split": lambda: [(s, s) for s in SPLITS], "environment": environment_choices},
-    ))
+        ("rloo", "RLOO", RLOORunConfig, "each sample against the mean of its task's other samples"),
+        ("grpo", "GRPO", GRPORunConfig, "each sample against its task's group mean over the group's spread"),
+    ):
+        register(
+            RunKind(
+                name=name,
+                label=label,
+                config_class=config_class,
+                execute=_rl_execute,
+                check=_rl_check,
+                lineage=_rl_lineage,
+                resumable=True,
+                description=f"Fine-tune a policy with {label} against a reward model (or the rubric): group_size samples "
+                f"per task, {how}, no critic; the same KL penalty, guards and checkpoints as PPO.",
+                choices={
+                    "policy_id": policy_choices,
+                    "reference_policy_id": lambda: [(0, "(the starting policy)")] + policy_choices(),
+                    "reward_model_id": _reward_model_choices,
+                    "reward": lambda: [(r, r) for r in REWARDS],
+                    "environment": environment_choices,
+                    "algorithm": lambda name=name: [(name, name)],
+                },
+            )
+        )
+    register(
+        RunKind(
+            name="best_of_n",
+            label="Best-of-n",
+            config_class=BestOfNRunConfig,
+            execute=_best_of_n_execute,
+            check=_best_of_n_check,
+            lineage=_best_of_n_lineage,
+            description="Sample n episodes per task and keep the one the reward model scores highest; reports its "
+            "rubric figures against the plain policy's, and its KL, log n - (n-1)/n.",
+            choices={
+                "policy_id": policy_choices,
+                "reward_model_id": _reward_model_choices,
+                "split": lambda: [(s, s) for s in SPLITS],
+                "environment": environment_choices,
+            },
+        )
+    )
+    register(
+        RunKind(
+            name="evaluation",
+            label="Evaluation (before/after)",
+            config_class=EvaluationRunConfig,
+            execute=_evaluation_execute,
+            check=_evaluation_check,
+            lineage=_evaluation_lineage,
+            description="Play the starting policy, best-of-n and tuned policies on held-out tasks: rubric success, F1, "
+            "quote support, reward-model score, steps, tool errors and KL, each with a 95% interval.",
+            choices={
+                "baseline_policy_id": policy_choices,
+                "reward_model_id": _reward_model_choices,
+                "split": lambda: [(s, s) for s in SPLITS],
+                "environment": environment_choices,
+            },
+        )
+    )

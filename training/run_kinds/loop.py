@@ -5,6 +5,7 @@ result: rollouts and comparisons, labels, then reward model, RL, evaluation and 
 people's labels the run stops once the round's campaign is built; launched again when people
 have labelled it, it trains the round. A round stopped anywhere goes on where it was.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,9 +26,13 @@ def _help(text: str) -> dict:
 @dataclass
 class RoundRunConfig:
     loop: str = field(default="", metadata=_help("The loop to take one round further (a run_pipeline --name)."))
-    labels: str = field(default="simulated", metadata=_help(
-        "Who labels the new round's comparisons: 'simulated' (annotators by the rubric; the round runs to its end) "
-        "or 'people' (the run stops once the round's campaign is built; launch it again when it is labelled)."))
+    labels: str = field(
+        default="simulated",
+        metadata=_help(
+            "Who labels the new round's comparisons: 'simulated' (annotators by the rubric; the round runs to its end) "
+            "or 'people' (the run stops once the round's campaign is built; launch it again when it is labelled)."
+        ),
+    )
 
     def validate(self) -> list[str]:
         problems = [] if self.loop.strip() else ["loop: name the loop."]
@@ -50,8 +55,10 @@ def _check(config: RoundRunConfig) -> list[str]:
     if latest.stage == LoopRound.Stage.LABELLING:
         judged = judged_comparisons(latest.campaign_id)
         if judged < MIN_JUDGED:
-            return [f"{latest} is waiting for labels: {judged} of {latest.campaign.comparisons.count()} comparisons "
-                    f"are judged, and its reward model needs at least {MIN_JUDGED}."]
+            return [
+                f"{latest} is waiting for labels: {judged} of {latest.campaign.comparisons.count()} comparisons "
+                f"are judged, and its reward model needs at least {MIN_JUDGED}."
+            ]
     return []
 
 
@@ -59,8 +66,15 @@ def _lineage(config: RoundRunConfig) -> list[dict]:
     latest = latest_round(config.loop)
     links = []
     if latest and latest.evaluation_id:
-        links.append({"direction": "input", "type": "evaluation", "id": latest.evaluation_id,
-                      "label": str(latest), "url": reverse("training:evaluation", args=[latest.evaluation_id])})
+        links.append(
+            {
+                "direction": "input",
+                "type": "evaluation",
+                "id": latest.evaluation_id,
+                "label": str(latest),
+                "url": reverse("training:evaluation", args=[latest.evaluation_id]),
+            }
+        )
     return links
 
 
@@ -76,6 +90,7 @@ def _execute(*, run, config: RoundRunConfig, reporter, compute, resume_from) -> 
 
         def progress(fraction: float, message: str = "") -> None:
             reporter.progress(min(0.99, (index + fraction) / STAGES), f"{title}: {message}" if message else title)
+
         reporter.log(title)
         return progress
 
@@ -86,24 +101,50 @@ def _execute(*, run, config: RoundRunConfig, reporter, compute, resume_from) -> 
     round_advance(latest, stage=stage, user=run.created_by, should_stop=reporter.should_stop, train_waiting=True)
     latest.refresh_from_db()
     if latest.evaluation_id:
-        run_add_lineage(run=run, links=[{"type": "evaluation", "id": latest.evaluation_id, "label": str(latest),
-                                         "url": reverse("training:evaluation", args=[latest.evaluation_id])}])
+        run_add_lineage(
+            run=run,
+            links=[
+                {
+                    "type": "evaluation",
+                    "id": latest.evaluation_id,
+                    "label": str(latest),
+                    "url": reverse("training:evaluation", args=[latest.evaluation_id]),
+                }
+            ],
+        )
     if latest.stage == LoopRound.Stage.LABELLING:
-        message = (f"{latest}: {latest.campaign.comparisons.count()} comparisons are waiting for people in "
-                   f"“{latest.campaign.name}”; launch the round again once they are labelled.")
+        message = (
+            f"{latest}: {latest.campaign.comparisons.count()} comparisons are waiting for people in "
+            f"“{latest.campaign.name}”; launch the round again once they are labelled."
+        )
     else:
         message = f"{latest} is done."
     reporter.log(message)
-    return {"loop": latest.loop, "round": latest.number, "stage": latest.stage, "message": message,
-            "campaign_id": latest.campaign_id, "evaluation_id": latest.evaluation_id,
-            "policy_id": latest.policy_id, "audit_campaign_id": latest.audit_campaign_id}
+    return {
+        "loop": latest.loop,
+        "round": latest.number,
+        "stage": latest.stage,
+        "message": message,
+        "campaign_id": latest.campaign_id,
+        "evaluation_id": latest.evaluation_id,
+        "policy_id": latest.policy_id,
+        "audit_campaign_id": latest.audit_campaign_id,
+    }
 
 
 def register_loop_kinds() -> None:
-    register(RunKind(
-        name="round", label="Loop round", config_class=RoundRunConfig, execute=_execute,
-        description="Take a loop one round further: roll out its latest policy, label the comparisons (simulated, "
-                    "or wait for people), retrain the reward model on every label so far, RL with the KL to round "
-                    "one's start, evaluate, and open a blind audit of what the reward model scores highest.",
-        check=_check, lineage=_lineage, resumable=True,
-        choices={"loop": loop_choices, "labels": lambda: [(label, label) for label in LABELS]}))
+    register(
+        RunKind(
+            name="round",
+            label="Loop round",
+            config_class=RoundRunConfig,
+            execute=_execute,
+            description="Take a loop one round further: roll out its latest policy, label the comparisons (simulated, "
+            "or wait for people), retrain the reward model on every label so far, RL with the KL to round "
+            "one's start, evaluate, and open a blind audit of what the reward model scores highest.",
+            check=_check,
+            lineage=_lineage,
+            resumable=True,
+            choices={"loop": loop_choices, "labels": lambda: [(label, label) for label in LABELS]},
+        )
+    )

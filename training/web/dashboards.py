@@ -4,6 +4,7 @@ evaluations, the side-by-side view of two systems task by task, and the report's
 Every figure comes from `dashboard_report` (the evaluation's report with its loop), which the
 exports and the API render too.
 """
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -33,26 +34,48 @@ from webapp.runs.services import run_launch
 
 VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
 # The table's columns: (metric, heading, how its figures are written; see the `interval` filter).
-COLUMNS = (("success", "Success", "percent"), ("f1", "F1", "3"), ("quote_support", "Quote support", "3"),
-           ("rm_score", "RM score", "3"), ("steps", "Steps", "2"), ("tool_errors", "Tool errors", "2"),
-           ("kl", "KL (nats)", "2"))
-CURVES = (("rm_score", "Reward-model score"), ("dev_success", "Dev rubric success"),
-          ("sqrt_kl", "sqrt(KL to the start)"))
+COLUMNS = (
+    ("success", "Success", "percent"),
+    ("f1", "F1", "3"),
+    ("quote_support", "Quote support", "3"),
+    ("rm_score", "RM score", "3"),
+    ("steps", "Steps", "2"),
+    ("tool_errors", "Tool errors", "2"),
+    ("kl", "KL (nats)", "2"),
+)
+CURVES = (
+    ("rm_score", "Reward-model score"),
+    ("dev_success", "Dev rubric success"),
+    ("sqrt_kl", "sqrt(KL to the start)"),
+)
 
 
 def _columns(report: dict) -> list[tuple]:
     """The columns the evaluated environment has figures for."""
-    shown = measured([metric for metric, _, _ in COLUMNS],
-                     [figures for system in report["systems"] for figures in system["metrics"].values()])
+    shown = measured(
+        [metric for metric, _, _ in COLUMNS],
+        [figures for system in report["systems"] for figures in system["metrics"].values()],
+    )
     return [column for column in COLUMNS if column[0] in shown]
 
 
 def _tables(report: dict, columns: list[tuple]) -> list[dict]:
     """Per mode, a row per system with its cells in column order."""
-    return [{"mode": mode, "rows": [
-        {"system": system, "cells": [(system["metrics"][mode].get(metric), style) for metric, _, style in columns],
-         "difference": system["success_vs_baseline"].get(mode)}
-        for system in report["systems"] if mode in system["metrics"]]} for mode in report["modes"]]
+    return [
+        {
+            "mode": mode,
+            "rows": [
+                {
+                    "system": system,
+                    "cells": [(system["metrics"][mode].get(metric), style) for metric, _, style in columns],
+                    "difference": system["success_vs_baseline"].get(mode),
+                }
+                for system in report["systems"]
+                if mode in system["metrics"]
+            ],
+        }
+        for mode in report["modes"]
+    ]
 
 
 def _curves(report: dict) -> list[dict]:
@@ -65,10 +88,17 @@ def _curves(report: dict) -> list[dict]:
         titles = dict(CURVES)
         if run["reward"] != "reward_model":
             titles["rm_score"] = f"Training reward ({run['reward']})"
-        charts = [line_chart_svg({title.lower(): run["curves"][key]}, title=title, x_label="iteration",
-                                 markers=markers, x_range=(min(steps), max(steps)) if steps else None,
-                                 unit="%" if key == "dev_success" else "")
-                  for key, title in titles.items()]
+        charts = [
+            line_chart_svg(
+                {title.lower(): run["curves"][key]},
+                title=title,
+                x_label="iteration",
+                markers=markers,
+                x_range=(min(steps), max(steps)) if steps else None,
+                unit="%" if key == "dev_success" else "",
+            )
+            for key, title in titles.items()
+        ]
         found.append({"run": run, "charts": charts})
     return found
 
@@ -81,8 +111,9 @@ def evaluations(request: HttpRequest) -> HttpResponse:
 @role_required(*VIEW_ROLES)
 def evaluation(request: HttpRequest, evaluation_id: int) -> HttpResponse:
     """The before/after page; admins POST here to build a blind human evaluation."""
-    row = get_object_or_404(Evaluation.objects.select_related("run", "reward_model__snapshot", "reference_policy"),
-                            pk=evaluation_id)
+    row = get_object_or_404(
+        Evaluation.objects.select_related("run", "reward_model__snapshot", "reference_policy"), pk=evaluation_id
+    )
     form = HumanEvaluationForm(row, request.POST if request.method == "POST" else None)
     error = ""
     if request.method == "POST":
@@ -94,16 +125,30 @@ def evaluation(request: HttpRequest, evaluation_id: int) -> HttpResponse:
             except ArbiterError as exc:
                 error = exc.message
             else:
-                messages.success(request, f"Campaign “{human.campaign.name}” built with "
-                                          f"{human.campaign.comparisons.count()} comparisons "
-                                          f"({human.identical_pairs} identical pairs left out).")
+                messages.success(
+                    request,
+                    f"Campaign “{human.campaign.name}” built with "
+                    f"{human.campaign.comparisons.count()} comparisons "
+                    f"({human.identical_pairs} identical pairs left out).",
+                )
                 return redirect("training:evaluation", evaluation_id=row.pk)
     report = dashboard_report(row)
     columns = _columns(report)
-    return render(request, "training/evaluation.html", {
-        "evaluation": row, "report": report, "columns": columns, "tables": _tables(report, columns),
-        "curves": _curves(report), "form": form, "error": error, "loop": _loop(report),
-    }, status=400 if request.method == "POST" else 200)
+    return render(
+        request,
+        "training/evaluation.html",
+        {
+            "evaluation": row,
+            "report": report,
+            "columns": columns,
+            "tables": _tables(report, columns),
+            "curves": _curves(report),
+            "form": form,
+            "error": error,
+            "loop": _loop(report),
+        },
+        status=400 if request.method == "POST" else 200,
+    )
 
 
 def _loop(report: dict) -> dict | None:
@@ -113,18 +158,45 @@ def _loop(report: dict) -> dict | None:
     rows = report["loop"]["rounds"]
     curves = loop_curves(rows)
     x_range = (0, max(1, rows[-1]["number"]))
-    charts = [line_chart_svg({"T=1": curves["success"], "greedy": curves["greedy_success"]},
-                             title="Rubric success on held-out tasks", x_label="round", x_range=x_range, unit="%"),
-              line_chart_svg({"favourite preferred": curves["audit_top"],
-                              "sides with the model": curves["audit_disagreement"]},
-                             title="Audit: people's verdicts", x_label="round", x_range=x_range, unit="%"),
-              line_chart_svg({"RM score": curves["rm_score"]}, title="Reward-model score (each round's model)",
-                             x_label="round", x_range=x_range, unit=""),
-              line_chart_svg({"sqrt(KL)": curves["sqrt_kl"]}, title="sqrt(KL to round one's start)",
-                             x_label="round", x_range=x_range, unit="")]
+    charts = [
+        line_chart_svg(
+            {"T=1": curves["success"], "greedy": curves["greedy_success"]},
+            title="Rubric success on held-out tasks",
+            x_label="round",
+            x_range=x_range,
+            unit="%",
+        ),
+        line_chart_svg(
+            {"favourite preferred": curves["audit_top"], "sides with the model": curves["audit_disagreement"]},
+            title="Audit: people's verdicts",
+            x_label="round",
+            x_range=x_range,
+            unit="%",
+        ),
+        line_chart_svg(
+            {"RM score": curves["rm_score"]},
+            title="Reward-model score (each round's model)",
+            x_label="round",
+            x_range=x_range,
+            unit="",
+        ),
+        line_chart_svg(
+            {"sqrt(KL)": curves["sqrt_kl"]},
+            title="sqrt(KL to round one's start)",
+            x_label="round",
+            x_range=x_range,
+            unit="",
+        ),
+    ]
     name = report["loop"]["name"]
-    return {"name": name, "number": report["loop"]["round"], "rows": rows, "charts": charts,
-            "latest": latest_round(name), "active_run": active_round_run(name)}
+    return {
+        "name": name,
+        "number": report["loop"]["round"],
+        "rows": rows,
+        "charts": charts,
+        "latest": latest_round(name),
+        "active_run": active_round_run(name),
+    }
 
 
 @require_POST
@@ -134,8 +206,13 @@ def evaluation_next_round(request: HttpRequest, evaluation_id: int) -> HttpRespo
     loop_round = get_object_or_404(LoopRound, evaluation_id=evaluation_id)
     labels = request.POST.get("labels", "simulated")
     try:
-        run = run_launch(kind="round", config={"loop": loop_round.loop, "labels": labels}, user=request.user,
-                         name=f"{loop_round.loop} next round", idempotency_key=request.POST.get("key", "")[:64])
+        run = run_launch(
+            kind="round",
+            config={"loop": loop_round.loop, "labels": labels},
+            user=request.user,
+            name=f"{loop_round.loop} next round",
+            idempotency_key=request.POST.get("key", "")[:64],
+        )
     except ArbiterError as exc:
         messages.error(request, exc.message)
         return redirect("training:evaluation", evaluation_id=evaluation_id)
@@ -149,21 +226,34 @@ def evaluation_compare(request: HttpRequest, evaluation_id: int) -> HttpResponse
     row = get_object_or_404(Evaluation, pk=evaluation_id)
     baseline = row.entries.filter(is_baseline=True).first()
     form = CompareForm(row, request.GET)
-    context = {"evaluation": row, "baseline": baseline, "form": form,
-               "candidates": row.entries.filter(is_baseline=False).order_by("position", "id")}
+    context = {
+        "evaluation": row,
+        "baseline": baseline,
+        "form": form,
+        "candidates": row.entries.filter(is_baseline=False).order_by("position", "id"),
+    }
     if not form.is_valid():
         return render(request, "training/evaluation_compare.html", context, status=400)
     candidate = form.cleaned_data["candidate"] or evaluation_default_candidate(row)
     mode, differ = form.cleaned_data["mode"] or "sampled", form.cleaned_data["differ"]
     context.update({"candidate": candidate, "mode": mode, "differ": differ})
     if baseline is not None and candidate is not None:
-        page, total = evaluation_pairs_page(baseline=baseline, candidate=candidate, mode=mode, differ=differ,
-                                            page=request.GET.get("page"))
+        page, total = evaluation_pairs_page(
+            baseline=baseline, candidate=candidate, mode=mode, differ=differ, page=request.GET.get("page")
+        )
         query = request.GET.copy()
         query.pop("page", None)
-        context.update({"page": page, "total": total, "query": query.urlencode(), "rows": [
-            {**r, "pair": pair_view(r["before"].trajectory.steps, r["after"].trajectory.steps)}
-            for r in page.object_list]})
+        context.update(
+            {
+                "page": page,
+                "total": total,
+                "query": query.urlencode(),
+                "rows": [
+                    {**r, "pair": pair_view(r["before"].trajectory.steps, r["after"].trajectory.steps)}
+                    for r in page.object_list
+                ],
+            }
+        )
     return render(request, "training/evaluation_compare.html", context)
 
 

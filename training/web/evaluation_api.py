@@ -1,5 +1,6 @@
 """Evaluations over REST (researchers and admins): the list, and one evaluation's report, the
 same dict the page and the exports render."""
+
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
@@ -60,8 +61,11 @@ class EvaluationDetailApi(APIView):
         systems = serializers.ListField(child=serializers.DictField())
         human_evaluations = serializers.ListField(child=serializers.DictField())
         rl_runs = serializers.ListField(child=serializers.DictField())
-        loop = serializers.DictField(allow_null=True, help_text="The loop this evaluation is a round of: its name, "
-                                                                "this round's number and every round's figures.")
+        loop = serializers.DictField(
+            allow_null=True,
+            help_text="The loop this evaluation is a round of: its name, "
+            "this round's number and every round's figures.",
+        )
 
         class Meta:
             ref_name = "EvaluationReport"

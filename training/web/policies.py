@@ -1,4 +1,5 @@
 """Policy pages: which policies exist, where each came from, and how it did."""
+
 from __future__ import annotations
 
 from django.db.models import Count
@@ -23,8 +24,16 @@ def policy(request: HttpRequest, policy_id: int) -> HttpResponse:
     row = get_object_or_404(Policy.objects.select_related("run", "parent"), pk=policy_id)
     evaluation = (row.metadata or {}).get("eval", {})
     parser, how = tool_parser_of(row.model_dir) if row.model_dir else ("", "unknown")
-    return render(request, "training/policy.html", {
-        "policy": row, "evaluation": evaluation, "tool_parser": parser, "tool_parser_how": how, "n_trajectories": row.trajectories.count(),
-        "children": row.children.order_by("-created_at")[:50],
-        "evaluations": evaluations_for_policy(policy=row)[:50],
-    })
+    return render(
+        request,
+        "training/policy.html",
+        {
+            "policy": row,
+            "evaluation": evaluation,
+            "tool_parser": parser,
+            "tool_parser_how": how,
+            "n_trajectories": row.trajectories.count(),
+            "children": row.children.order_by("-created_at")[:50],
+            "evaluations": evaluations_for_policy(policy=row)[:50],
+        },
+    )

@@ -1,4 +1,5 @@
 """Runs over REST: launch (admins), read (researchers and admins), cancel and resume (admins)."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -27,17 +28,41 @@ class RunOutput(serializers.ModelSerializer):
     checkpoint = serializers.SerializerMethodField()
 
     def get_artifacts(self, run) -> list[dict]:
-        return [{"name": str(a.get("name", "")), "bytes": a.get("bytes")} for a in run.artifacts or []
-                if isinstance(a, dict)]
+        return [
+            {"name": str(a.get("name", "")), "bytes": a.get("bytes")}
+            for a in run.artifacts or []
+            if isinstance(a, dict)
+        ]
 
     def get_checkpoint(self, run) -> dict:
         return {"step": run.checkpoint.get("step")} if isinstance(run.checkpoint, dict) and run.checkpoint else {}
 
     class Meta:
         model = Run
-        fields = ["id", "kind", "name", "status", "config", "progress", "progress_message", "error", "summary",
-                  "artifacts", "lineage", "checkpoint", "device", "worker", "attempt", "cancel_requested",
-                  "heartbeat_at", "queued_at", "started_at", "finished_at", "created_by", "created_at"]
+        fields = [
+            "id",
+            "kind",
+            "name",
+            "status",
+            "config",
+            "progress",
+            "progress_message",
+            "error",
+            "summary",
+            "artifacts",
+            "lineage",
+            "checkpoint",
+            "device",
+            "worker",
+            "attempt",
+            "cancel_requested",
+            "heartbeat_at",
+            "queued_at",
+            "started_at",
+            "finished_at",
+            "created_by",
+            "created_at",
+        ]
 
 
 class RunListCreateApi(APIView):
@@ -57,10 +82,13 @@ class RunListCreateApi(APIView):
         roles = (Role.ADMIN,) if self.request.method == "POST" else READ_ROLES
         return [api_role(*roles)()]
 
-    @extend_schema(parameters=[OpenApiParameter("kind", str, description="Only runs of this kind."),
-                               OpenApiParameter("status", str, enum=list(Run.Status.values),
-                                                description="Only runs in this status.")],
-                   responses={200: RunOutput(many=True)})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("kind", str, description="Only runs of this kind."),
+            OpenApiParameter("status", str, enum=list(Run.Status.values), description="Only runs in this status."),
+        ],
+        responses={200: RunOutput(many=True)},
+    )
     def get(self, request):
         query = self.FilterSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -79,19 +107,21 @@ class RunListCreateApi(APIView):
 class RunDetailApi(APIView):
     permission_classes = [api_role(*READ_ROLES)]
 
-    @extend_schema(parameters=[OpenApiParameter("metrics", str, enum=["0", "1"],
-                                                description="0 leaves out the metric series.")],
-                   description="A run, with `queue` (null once it started): `position` (1 = next), the queued "
-                               "runs `ahead`, the `running` runs it waits for, their `minutes_left` by progress, "
-                               "and whether any `worker_alive` takes the runs' queue.",
-                   responses={200: RunOutput})
+    @extend_schema(
+        parameters=[OpenApiParameter("metrics", str, enum=["0", "1"], description="0 leaves out the metric series.")],
+        description="A run, with `queue` (null once it started): `position` (1 = next), the queued "
+        "runs `ahead`, the `running` runs it waits for, their `minutes_left` by progress, "
+        "and whether any `worker_alive` takes the runs' queue.",
+        responses={200: RunOutput},
+    )
     def get(self, request, run_id: int):
         run = get_object_or_404(Run, pk=run_id)
         body = RunOutput(run).data
         body["queue"] = _queue(run)
         if request.query_params.get("metrics") != "0":
-            body["metrics"] = {name: [[step, value] for step, value in points]
-                               for name, points in run_metric_series(run).items()}
+            body["metrics"] = {
+                name: [[step, value] for step, value in points] for name, points in run_metric_series(run).items()
+            }
         return Response(body)
 
 
@@ -100,9 +130,13 @@ def _queue(run: Run) -> dict | None:
     wait = run_wait(run)
     if wait is None:
         return None
-    return {"position": wait.position, "ahead": [r.pk for r in wait.ahead], "running": [r.pk for r in wait.running],
-            "minutes_left": None if wait.minutes_left is None else round(wait.minutes_left, 1),
-            "worker_alive": queue_state(settings.RUN_QUEUE).has_worker}
+    return {
+        "position": wait.position,
+        "ahead": [r.pk for r in wait.ahead],
+        "running": [r.pk for r in wait.running],
+        "minutes_left": None if wait.minutes_left is None else round(wait.minutes_left, 1),
+        "worker_alive": queue_state(settings.RUN_QUEUE).has_worker,
+    }
 
 
 class RunCancelApi(APIView):
@@ -147,10 +181,13 @@ class WorkersApi(APIView):
         next = serializers.URLField(allow_null=True)
         previous = serializers.URLField(allow_null=True)
         results = serializers.ListField(child=WorkerOutput(), help_text="Workers, newest first.")
-        queues = serializers.DictField(child=QueueOutput(), help_text="`default` and `gpu` (and any queue a worker "
-                                                                "takes), over every worker, not only this page's.")
+        queues = serializers.DictField(
+            child=QueueOutput(),
+            help_text="`default` and `gpu` (and any queue a worker takes), over every worker, not only this page's.",
+        )
 
     @extend_schema(parameters=page_parameters(), responses={200: OutputSerializer})
     def get(self, request):
-        return list_page(self, WorkerBeat.objects.all(), lambda page: [worker_overview(w) for w in page],
-                         queues=queues_overview())
+        return list_page(
+            self, WorkerBeat.objects.all(), lambda page: [worker_overview(w) for w in page], queues=queues_overview()
+        )

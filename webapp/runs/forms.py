@@ -8,6 +8,7 @@ and switches. Every problem is reported in one round: the fields Django could re
 into the config, and the config's own `validate()` and the kind's database check run on it
 even when another field was refused.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,6 +41,8 @@ class SuggestedInput(forms.TextInput):
         field = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
         options = format_html_join("", '<option value="{}">', ((str(v),) for v, _ in self.suggestions))
         return format_html('{}<datalist id="{}">{}</datalist>', field, list_id, options)
+
+
 _PROBLEM_FIELD = re.compile(r"^([a-z_][a-z0-9_]*):\s")
 SECTIONS = ("What it runs on", "Settings")
 
@@ -110,8 +113,18 @@ def _noun(name: str) -> str:
     return next((noun for noun in nouns if noun in text), text)
 
 
-_ACRONYMS = {"ppo": "PPO", "rl": "RL", "kl": "KL", "rm": "RM", "bc": "BC", "rloo": "RLOO", "grpo": "GRPO",
-             "lr": "LR", "ece": "ECE", "mcp": "MCP"}
+_ACRONYMS = {
+    "ppo": "PPO",
+    "rl": "RL",
+    "kl": "KL",
+    "rm": "RM",
+    "bc": "BC",
+    "rloo": "RLOO",
+    "grpo": "GRPO",
+    "lr": "LR",
+    "ece": "ECE",
+    "mcp": "MCP",
+}
 _COMMAS = re.compile(r",?\s*(as )?ids,? separated by commas")
 
 
@@ -150,8 +163,12 @@ class IdsField(forms.MultipleChoiceField):
 
 
 class RunLaunchForm(forms.Form):
-    name = forms.CharField(max_length=200, required=False, label="Run name",
-                           help_text="Optional; shown in the runs list (default: the kind's name).")
+    name = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Run name",
+        help_text="Optional; shown in the runs list (default: the kind's name).",
+    )
     # A fresh key per rendered form: a double-clicked submit launches one run, not two.
     idempotency_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
 
@@ -181,8 +198,14 @@ class RunLaunchForm(forms.Form):
         label = field_label(name, picker=picker is not None or name in self.kind.choices)
         if name in OPEN_CHOICES and name in self.kind.choices and kind_type is str:
             suggestions = list(self.kind.choices[name]())
-            return forms.CharField(initial=default, label=label, help_text=help_text, required=False,
-                                   empty_value=default, widget=SuggestedInput(suggestions)), 1
+            return forms.CharField(
+                initial=default,
+                label=label,
+                help_text=help_text,
+                required=False,
+                empty_value=default,
+                widget=SuggestedInput(suggestions),
+            ), 1
         if name in self.kind.choices or (picker and kind_type in (int, str)):
             several = picker is not None and picker[1] and name not in self.kind.choices
             choices = list(self.kind.choices[name]() if name in self.kind.choices else picker[0]())
@@ -190,16 +213,28 @@ class RunLaunchForm(forms.Form):
             is_id = picker is not None
             if several:
                 help_text = _COMMAS.sub("", help_text)  # ticked in a list here; the API takes "3,5"
-                return IdsField(choices=[(str(v), label_) for v, label_ in choices], required=False, label=label,
-                                help_text=help_text, initial=default), 0
+                return IdsField(
+                    choices=[(str(v), label_) for v, label_ in choices],
+                    required=False,
+                    label=label,
+                    help_text=help_text,
+                    initial=default,
+                ), 0
             if name not in self.kind.choices and default == 0 and all(v != 0 for v, _ in choices):
                 choices = [(0, "(none)")] + choices
             if not choices:
                 choices = [("", f"(no {_noun(name)} yet)")]
             coerce = kind_type if kind_type in (int, float, str) else str
             # Left out of a post, a choice takes its default, as a field missing from an API config does.
-            return forms.TypedChoiceField(choices=choices, coerce=coerce, initial=default, label=label,
-                                          help_text=help_text, required=False, empty_value=default), 0 if is_id else 1
+            return forms.TypedChoiceField(
+                choices=choices,
+                coerce=coerce,
+                initial=default,
+                label=label,
+                help_text=help_text,
+                required=False,
+                empty_value=default,
+            ), 0 if is_id else 1
         if kind_type is bool:
             return forms.BooleanField(required=False, initial=default, label=label, help_text=help_text), 3
         if kind_type is str and _DATE.search(name):
@@ -210,8 +245,9 @@ class RunLaunchForm(forms.Form):
             widget = None
         # A number left empty takes its default, as a field missing from an API config does.
         field_class = _FIELDS[kind_type]
-        field = field_class(initial=default, label=label, help_text=help_text,
-                            required=False, **({"widget": widget} if widget else {}))
+        field = field_class(
+            initial=default, label=label, help_text=help_text, required=False, **({"widget": widget} if widget else {})
+        )
         if kind_type is float:
             field.widget.attrs.setdefault("step", "any")
         return field, 2 if kind_type is str else 3
@@ -224,8 +260,11 @@ class RunLaunchForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
-        values = {name: cleaned[name] for name in self.config_names
-                  if name in cleaned and cleaned[name] is not None and name not in self.errors}
+        values = {
+            name: cleaned[name]
+            for name in self.config_names
+            if name in cleaned and cleaned[name] is not None and name not in self.errors
+        }
         refused = set(self.errors)
         for problem in self._problems(values):
             field = self._field_of(problem, values)
@@ -270,5 +309,4 @@ class RunLaunchForm(forms.Form):
         return rows
 
     def config(self) -> dict:
-        return {name: self.cleaned_data[name] for name in self.config_names
-                if self.cleaned_data.get(name) is not None}
+        return {name: self.cleaned_data[name] for name in self.config_names if self.cleaned_data.get(name) is not None}

@@ -6,6 +6,7 @@ function a worker calls to execute it. Apps register their kinds in `AppConfig.r
 so this core app imports none of them. Heavy libraries (torch, transformers, TRL) are
 imported inside `execute` only, never when a kind is registered.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,6 +52,7 @@ def all_kinds() -> list[RunKind]:
 
 
 # --- Config dataclasses -----------------------------------------------------------------
+
 
 @cache
 def field_help(cls: type) -> dict[str, str]:
@@ -160,7 +162,10 @@ def simple_fields(cls: type) -> list[tuple[str, type, object, str]]:
         kind = _field_type(cls, f.name)
         if kind not in (int, float, str, bool):
             continue
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        )
         rows.append((f.name, kind, default, helps.get(f.name, "")))
     return rows

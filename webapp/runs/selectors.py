@@ -1,5 +1,6 @@
 """Reads of runs: the list with its filters, metric series for the curves, the result as rows,
 and the artifact files a reader may download."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -16,9 +17,14 @@ SUMMARY_ROWS = 300  # a result longer than this is cut, with a note
 LIST_ITEMS = 12  # a list of numbers longer than this is written as its first items and a count
 ARTIFACT_FILES = 100  # files listed per artifact folder
 # Result keys that name a row with a page of its own: the suffix, the URL name.
-_LINKS = (("reward_model_id", "rewardmodel:detail"), ("evaluation_id", "training:evaluation"),
-          ("snapshot_id", "annotate:dataset"), ("campaign_id", "annotate:campaign"),
-          ("policy_id", "training:policy"), ("run_id", "runs:detail"))
+_LINKS = (
+    ("reward_model_id", "rewardmodel:detail"),
+    ("evaluation_id", "training:evaluation"),
+    ("snapshot_id", "annotate:dataset"),
+    ("campaign_id", "annotate:campaign"),
+    ("policy_id", "training:policy"),
+    ("run_id", "runs:detail"),
+)
 
 
 def runs_filtered(*, kind: str = "", status: str = "") -> QuerySet[Run]:
@@ -40,6 +46,7 @@ def run_metric_series(run: Run) -> dict[str, list[tuple[int, float | None]]]:
 
 
 # --- The result (Run.summary) as a table ---------------------------------------------------------
+
 
 def _link(key: str, value) -> str:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -93,12 +100,14 @@ def summary_rows(summary: dict) -> list[dict]:
     for key, value in (summary or {}).items():
         walk([readable_key(key)], str(key), value)
     if len(rows) > SUMMARY_ROWS:
-        rows = rows[:SUMMARY_ROWS] + [{"key": "…", "value": "cut here: the whole result is in the API "
-                                                           "(GET /api/v1/runs/{id})", "url": ""}]
+        rows = rows[:SUMMARY_ROWS] + [
+            {"key": "…", "value": "cut here: the whole result is in the API (GET /api/v1/runs/{id})", "url": ""}
+        ]
     return rows
 
 
 # --- Artifacts ---------------------------------------------------------------------------------
+
 
 def run_folder(run: Run) -> Path:
     """Where a run writes its files (`webapp.runs.services.run_dir`), without creating it."""
@@ -137,13 +146,25 @@ def run_artifacts(run: Run) -> list[dict]:
                     more += 1
                     continue
                 name = path.relative_to(folder).as_posix()
-                files.append({"name": name, "bytes": resolved.stat().st_size,
-                              "label": path.relative_to(root).as_posix() if path != root else path.name,
-                              # A URL path cannot carry a line break or another control character.
-                              "servable": not any(ord(ch) < 32 or ord(ch) == 127 for ch in name)})
-        found.append({"name": str(artifact.get("name", "artifact")), "bytes": artifact.get("bytes"),
-                      "files": files, "more": more, "is_folder": root is not None and root.is_dir(),
-                      "downloadable": root is not None})
+                files.append(
+                    {
+                        "name": name,
+                        "bytes": resolved.stat().st_size,
+                        "label": path.relative_to(root).as_posix() if path != root else path.name,
+                        # A URL path cannot carry a line break or another control character.
+                        "servable": not any(ord(ch) < 32 or ord(ch) == 127 for ch in name),
+                    }
+                )
+        found.append(
+            {
+                "name": str(artifact.get("name", "artifact")),
+                "bytes": artifact.get("bytes"),
+                "files": files,
+                "more": more,
+                "is_folder": root is not None and root.is_dir(),
+                "downloadable": root is not None,
+            }
+        )
     return found
 
 

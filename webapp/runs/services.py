@@ -11,6 +11,7 @@ a job (webapp/jobs.py): while it executes, a thread beats its heartbeat, and the
 sweep fails a run whose heartbeat is older than RUN_STALE_SECONDS with the reason (by
 `runs_sweep_stale`), so nothing stays "running" forever.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,10 @@ def run_dir(run: Run) -> Path:
 
 # --- Launch, cancel, resume --------------------------------------------------------------
 
-def run_launch(*, kind: str, config: dict | None, user, name: str = "", idempotency_key: str = "",
-               enqueue: bool = True) -> Run:
+
+def run_launch(
+    *, kind: str, config: dict | None, user, name: str = "", idempotency_key: str = "", enqueue: bool = True
+) -> Run:
     """Validate and queue a run. A launch repeated with the same key returns the first run.
 
     `enqueue=False` leaves it queued for the caller to execute in-process (`run_execute`).
@@ -61,18 +64,23 @@ def run_launch(*, kind: str, config: dict | None, user, name: str = "", idempote
         parsed = config_from_input(run_kind.config_class, config or {})
     except ValueError as exc:
         problems = str(exc).splitlines()
-        raise ArbiterError("The config is not valid: " + " ".join(problems),
-                           details=[{"problem": p} for p in problems]) from None
+        raise ArbiterError(
+            "The config is not valid: " + " ".join(problems), details=[{"problem": p} for p in problems]
+        ) from None
     problems = run_kind.check(parsed)
     if problems:
-        raise ArbiterError("The run cannot start: " + " ".join(problems),
-                           details=[{"problem": p} for p in problems])
+        raise ArbiterError("The run cannot start: " + " ".join(problems), details=[{"problem": p} for p in problems])
     try:
         with transaction.atomic():
             run = Run.objects.create(
-                kind=kind, name=name[:200] or run_kind.label, config=config_as_json(parsed),
-                lineage=run_kind.lineage(parsed), created_by=user, idempotency_key=idempotency_key[:64],
-                attempt=1, queued_at=timezone.now(),
+                kind=kind,
+                name=name[:200] or run_kind.label,
+                config=config_as_json(parsed),
+                lineage=run_kind.lineage(parsed),
+                created_by=user,
+                idempotency_key=idempotency_key[:64],
+                attempt=1,
+                queued_at=timezone.now(),
             )
             if enqueue:
                 transaction.on_commit(lambda: _enqueue(run))
@@ -93,7 +101,8 @@ def run_cancel(*, run_id: int) -> Run:
     run = Run.objects.get(pk=run_id)
     now = timezone.now()
     if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-            status=Run.Status.CANCELLED, finished_at=now, progress_message="Cancelled before it started."):
+        status=Run.Status.CANCELLED, finished_at=now, progress_message="Cancelled before it started."
+    ):
         return Run.objects.get(pk=run_id)
     if not Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested=True):
         raise ArbiterError(f"Run #{run.pk} has already ended ({run.status}); there is nothing to cancel.")
@@ -111,9 +120,14 @@ def run_resume(*, run_id: int) -> Run:
     step = run.checkpoint.get("step") if run.checkpoint.get("path") else None
     with transaction.atomic():
         updated = Run.objects.filter(pk=run_id, status=run.status).update(
-            status=Run.Status.QUEUED, attempt=run.attempt + 1, cancel_requested=False, error="", finished_at=None,
+            status=Run.Status.QUEUED,
+            attempt=run.attempt + 1,
+            cancel_requested=False,
+            error="",
+            finished_at=None,
             queued_at=timezone.now(),
-            progress_message=f"Resuming from the checkpoint at step {step}." if step is not None
+            progress_message=f"Resuming from the checkpoint at step {step}."
+            if step is not None
             else "Restarting from the beginning (no checkpoint was written).",
         )
         if not updated:
@@ -134,8 +148,10 @@ def runs_sweep_stale(stale, now) -> int:
             status, reason = Run.Status.CANCELLED, f"Cancelled; its worker stopped responding (last heartbeat {seen})."
         else:
             status = Run.Status.FAILED
-            reason = (f"The worker stopped sending heartbeats (last at {seen}): its process was killed or its "
-                      f"machine was lost.")
+            reason = (
+                f"The worker stopped sending heartbeats (last at {seen}): its process was killed or its "
+                f"machine was lost."
+            )
             if run.checkpoint.get("path"):
                 reason += f" Resume to continue from the checkpoint at step {run.checkpoint['step']}."
         changed += stale.filter(pk=run.pk).update(status=status, error=reason, finished_at=now)
@@ -143,6 +159,7 @@ def runs_sweep_stale(stale, now) -> int:
 
 
 # --- Execution on a worker --------------------------------------------------------------
+
 
 class RunReporter:
     """What training code calls while it works: progress, metrics, logs, checkpoints, cancel checks.
@@ -173,8 +190,11 @@ class RunReporter:
         self._flush()
 
     def metrics(self, step: int, values: dict) -> None:
-        clean = {k: (float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None)
-                 for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        clean = {
+            k: (float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None)
+            for k, v in values.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         if clean and self._mine().exists():
             RunMetric.objects.create(run_id=self.run_id, step=max(0, int(step)), values=clean)
 
@@ -230,8 +250,13 @@ def run_execute(*, run_id: int, attempt: int) -> None:
     run = Run.objects.get(pk=run_id)
     kind = get_kind(run.kind)
     if kind is None:
-        _finish(run_id, attempt, Run.Status.FAILED, message="Failed.",
-                error=f"This worker knows no run kind {run.kind!r}; is its app installed and up to date?")
+        _finish(
+            run_id,
+            attempt,
+            Run.Status.FAILED,
+            message="Failed.",
+            error=f"This worker knows no run kind {run.kind!r}; is its app installed and up to date?",
+        )
         return
     reporter = RunReporter(run)
     heartbeat = Heartbeat(Run, run_id, attempt=attempt)
@@ -272,8 +297,9 @@ def json_safe(value):
     return value
 
 
-def _finish(run_id: int, attempt: int, status: str, *, error: str = "", summary: dict | None = None,
-            message: str = "") -> None:
+def _finish(
+    run_id: int, attempt: int, status: str, *, error: str = "", summary: dict | None = None, message: str = ""
+) -> None:
     updates = {"error": error, "progress_message": message}
     if summary is not None:
         updates.update(summary=json_safe(summary), progress=1.0)
@@ -282,8 +308,14 @@ def _finish(run_id: int, attempt: int, status: str, *, error: str = "", summary:
             job_finish(Run, run_id, status=status, guard={"attempt": attempt}, **updates)
     except DatabaseError as exc:  # a summary the database refuses: the run still ends, as failed
         logger.exception("run %s: its final state could not be written", run_id)
-        job_finish(Run, run_id, status=Run.Status.FAILED, guard={"attempt": attempt}, progress_message="Failed.",
-                   error=f"The run finished but its result could not be stored: {exc}")
+        job_finish(
+            Run,
+            run_id,
+            status=Run.Status.FAILED,
+            guard={"attempt": attempt},
+            progress_message="Failed.",
+            error=f"The run finished but its result could not be stored: {exc}",
+        )
 
 
 def run_add_lineage(*, run: Run, links: list[dict]) -> None:
@@ -296,4 +328,3 @@ def run_add_artifact(*, run: Run, name: str, path: Path) -> None:
     size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
     current = Run.objects.only("artifacts").get(pk=run.pk).artifacts
     Run.objects.filter(pk=run.pk).update(artifacts=current + [{"name": name, "path": str(path), "bytes": size}])
-

@@ -1,5 +1,6 @@
 """Run pages: the list, launch forms (admins), a run's live page and its artifact files, cancel
 and resume."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -28,10 +29,18 @@ def runs(request: HttpRequest) -> HttpResponse:
     # Filters from the address bar: anything but a known kind or status means no filter.
     kind = kind if get_kind(kind) else ""
     status = status if status in Run.Status.values else ""
-    return render(request, "webapp/runs.html", {
-        "runs": runs_filtered(kind=kind, status=status)[:200], "kinds": all_kinds(), "statuses": Run.Status,
-        "kind": kind, "status": status, "workers": queue_state(settings.RUN_QUEUE),
-    })
+    return render(
+        request,
+        "webapp/runs.html",
+        {
+            "runs": runs_filtered(kind=kind, status=status)[:200],
+            "kinds": all_kinds(),
+            "statuses": Run.Status,
+            "kind": kind,
+            "status": status,
+            "workers": queue_state(settings.RUN_QUEUE),
+        },
+    )
 
 
 @role_required(Role.ADMIN)
@@ -43,8 +52,13 @@ def run_new(request: HttpRequest, kind: str) -> HttpResponse:
     error = ""
     if request.method == "POST" and form.is_valid():
         try:
-            run = run_launch(kind=kind, config=form.config(), user=request.user, name=form.cleaned_data["name"],
-                             idempotency_key=form.cleaned_data["idempotency_key"])
+            run = run_launch(
+                kind=kind,
+                config=form.config(),
+                user=request.user,
+                name=form.cleaned_data["name"],
+                idempotency_key=form.cleaned_data["idempotency_key"],
+            )
         except ArbiterError as exc:
             error = exc.message
         else:
@@ -57,9 +71,15 @@ def run_new(request: HttpRequest, kind: str) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     """A run; while it is active its live section polls itself and stops when the run ends."""
     run = get_object_or_404(Run.objects.select_related("created_by"), pk=run_id)
-    context = {"run": run, "metric_groups": metric_charts(run_metric_series(run)), "kind": get_kind(run.kind),
-               "summary": summary_rows(run.summary), "artifacts": run_artifacts(run),
-               "wait": run_wait(run), "workers": queue_state(settings.RUN_QUEUE) if run.is_active else None}
+    context = {
+        "run": run,
+        "metric_groups": metric_charts(run_metric_series(run)),
+        "kind": get_kind(run.kind),
+        "summary": summary_rows(run.summary),
+        "artifacts": run_artifacts(run),
+        "wait": run_wait(run),
+        "workers": queue_state(settings.RUN_QUEUE) if run.is_active else None,
+    }
     if request.htmx:
         response = render(request, "webapp/run_detail.html#run-live", context)
         if not run.is_active:
@@ -88,8 +108,12 @@ def run_cancel_post(request: HttpRequest, run_id: int) -> HttpResponse:
     except ArbiterError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, "Cancelled." if run.status == Run.Status.CANCELLED
-                         else "Cancel requested: the run stops after its current step.")
+        messages.success(
+            request,
+            "Cancelled."
+            if run.status == Run.Status.CANCELLED
+            else "Cancel requested: the run stops after its current step.",
+        )
     return redirect("runs:detail", run_id=run_id)
 
 

@@ -1,4 +1,5 @@
 """Template helpers: safe Markdown, and small formatting filters."""
+
 import nh3
 from django import template
 from django.utils.safestring import mark_safe
@@ -10,8 +11,32 @@ register = template.Library()
 _MARKDOWN = MarkdownIt("commonmark").enable("table")
 
 ALLOWED_TAGS = {
-    "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "b", "i", "code", "pre",
-    "blockquote", "ul", "ol", "li", "a", "table", "thead", "tbody", "tr", "th", "td",
+    "p",
+    "br",
+    "hr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "strong",
+    "em",
+    "b",
+    "i",
+    "code",
+    "pre",
+    "blockquote",
+    "ul",
+    "ol",
+    "li",
+    "a",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
 }
 
 
@@ -19,8 +44,9 @@ ALLOWED_TAGS = {
 def markdown_safe(text: str) -> str:
     """Markdown to HTML, then sanitized: no script, no event handlers, no javascript: links."""
     html = _MARKDOWN.render(text or "")
-    return mark_safe(nh3.clean(html, tags=ALLOWED_TAGS, attributes={"a": {"href", "title"}},
-                               url_schemes={"http", "https", "mailto"}))
+    return mark_safe(
+        nh3.clean(html, tags=ALLOWED_TAGS, attributes={"a": {"href", "title"}}, url_schemes={"http", "https", "mailto"})
+    )
 
 
 def _is_number(value) -> bool:

@@ -1,4 +1,5 @@
 """Users over REST (admins): list, create or invite, change email, roles and activity, passwords, tokens."""
+
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
@@ -34,8 +35,10 @@ ROLES_HELP = "Exactly these roles: " + ", ".join(r.value for r in Role) + "."
 
 def RolesField(**kwargs) -> serializers.ListField:
     allowed = ", ".join(r.value for r in Role)
-    role = serializers.ChoiceField(choices=[r.value for r in Role], error_messages={
-        "invalid_choice": f'"{{input}}" is not a role; the roles are {allowed}.'})
+    role = serializers.ChoiceField(
+        choices=[r.value for r in Role],
+        error_messages={"invalid_choice": f'"{{input}}" is not a role; the roles are {allowed}.'},
+    )
     return serializers.ListField(child=role, max_length=len(Role) * 2, help_text=ROLES_HELP, **kwargs)
 
 
@@ -43,13 +46,26 @@ class UserOutput(serializers.ModelSerializer):
     roles = serializers.SerializerMethodField(help_text="The roles the user holds (a superuser holds all).")
     judgements = serializers.IntegerField(source="judgement_count", help_text="Judgements the user has made.")
     tokens = serializers.IntegerField(source="token_count", help_text="API tokens the user has.")
-    has_password = serializers.BooleanField(source="has_usable_password",
-                                            help_text="False until an invited user sets their password.")
+    has_password = serializers.BooleanField(
+        source="has_usable_password", help_text="False until an invited user sets their password."
+    )
 
     class Meta:
         model = User
-        fields = ["id", "username", "email", "roles", "is_active", "is_superuser", "is_synthetic", "has_password",
-                  "last_login", "date_joined", "judgements", "tokens"]
+        fields = [
+            "id",
+            "username",
+            "email",
+            "roles",
+            "is_active",
+            "is_superuser",
+            "is_synthetic",
+            "has_password",
+            "last_login",
+            "date_joined",
+            "judgements",
+            "tokens",
+        ]
 
     def get_roles(self, user) -> list[str]:
         return role_names(user)
@@ -73,15 +89,22 @@ class UserListCreateApi(APIView):
         username = serializers.CharField(max_length=USERNAME_MAX)
         email = serializers.CharField(max_length=EMAIL_MAX, required=False, allow_blank=True, default="")
         roles = RolesField(required=False, default=list)
-        password = serializers.CharField(max_length=PASSWORD_MAX, required=False, trim_whitespace=False,
-                                         write_only=True, help_text="Leave out to have one generated.")
-        invite = serializers.BooleanField(required=False, default=False,
-                                          help_text="No password: answer a one-time set-password link to share.")
+        password = serializers.CharField(
+            max_length=PASSWORD_MAX,
+            required=False,
+            trim_whitespace=False,
+            write_only=True,
+            help_text="Leave out to have one generated.",
+        )
+        invite = serializers.BooleanField(
+            required=False, default=False, help_text="No password: answer a one-time set-password link to share."
+        )
 
     class CreatedSerializer(UserOutput):
         password = serializers.CharField(required=False, help_text="The generated password (shown once).")
-        set_password_url = serializers.CharField(required=False,
-                                                 help_text="With invite: the one-time link where they set it.")
+        set_password_url = serializers.CharField(
+            required=False, help_text="With invite: the one-time link where they set it."
+        )
 
         class Meta(UserOutput.Meta):
             fields = [*UserOutput.Meta.fields, "password", "set_password_url"]
@@ -141,10 +164,12 @@ class UserPasswordApi(APIView):
     permission_classes = [api_role(Role.ADMIN)]
 
     class InputSerializer(serializers.Serializer):
-        password = serializers.CharField(max_length=PASSWORD_MAX, required=False, trim_whitespace=False,
-                                         write_only=True)
-        link = serializers.BooleanField(required=False, default=False,
-                                        help_text="Void the password and answer a one-time set-password link.")
+        password = serializers.CharField(
+            max_length=PASSWORD_MAX, required=False, trim_whitespace=False, write_only=True
+        )
+        link = serializers.BooleanField(
+            required=False, default=False, help_text="Void the password and answer a one-time set-password link."
+        )
 
     class OutputSerializer(serializers.Serializer):
         password_set = serializers.BooleanField()

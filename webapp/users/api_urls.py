@@ -1,4 +1,5 @@
 """The Users API (admins), included under /api/v1/users/."""
+
 from django.urls import path
 
 from webapp.users import api

@@ -1,4 +1,5 @@
 """The Users pages' forms: they check shapes and lengths; the rules live in webapp.users.services."""
+
 from __future__ import annotations
 
 from django import forms
@@ -30,5 +31,6 @@ class PasswordResetForm(forms.Form):
 
 def form_error(form: forms.Form) -> str:
     """A form's errors as one sentence for the page."""
-    return " ".join(f"{name}: {msg}" if name != "__all__" else msg
-                    for name, msgs in form.errors.items() for msg in msgs)
+    return " ".join(
+        f"{name}: {msg}" if name != "__all__" else msg for name, msgs in form.errors.items() for msg in msgs
+    )

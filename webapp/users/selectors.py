@@ -1,4 +1,5 @@
 """Reads for the Users pages and API: every user with their roles and counts."""
+
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
@@ -13,11 +14,10 @@ User = get_user_model()
 
 def _with_counts(users):
     # Tokens by a subquery: a second join beside the judgements' would multiply the rows.
-    tokens = (ApiToken.objects.filter(user=OuterRef("pk")).order_by().values("user")
-              .annotate(n=Count("pk")).values("n"))
-    return (users.prefetch_related("groups")
-            .annotate(judgement_count=Count("judgements"),
-                      token_count=Coalesce(Subquery(tokens, output_field=IntegerField()), 0)))
+    tokens = ApiToken.objects.filter(user=OuterRef("pk")).order_by().values("user").annotate(n=Count("pk")).values("n")
+    return users.prefetch_related("groups").annotate(
+        judgement_count=Count("judgements"), token_count=Coalesce(Subquery(tokens, output_field=IntegerField()), 0)
+    )
 
 
 def role_names(user) -> list[str]:

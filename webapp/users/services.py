@@ -6,6 +6,7 @@ checks here (names, emails, roles, passwords) are shared by the Users pages and 
 REST API, so both say the same thing; each failure is an `ArbiterError` with a message
 for the admin.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -35,21 +36,28 @@ ALLOWED_USERNAME = "letters, digits and the characters @ . + - _ (no spaces)"
 
 # Checks shared by the pages and the API.
 
+
 def _username_checked(username: str) -> str:
     username = (username or "").strip()
     if not username:
         raise ArbiterError("Give the user a username.", details=[{"field": "username", "message": "required"}])
     if len(username) > USERNAME_MAX:
-        raise ArbiterError(f"A username has at most {USERNAME_MAX} characters.",
-                           details=[{"field": "username", "message": f"at most {USERNAME_MAX} characters"}])
+        raise ArbiterError(
+            f"A username has at most {USERNAME_MAX} characters.",
+            details=[{"field": "username", "message": f"at most {USERNAME_MAX} characters"}],
+        )
     try:
         User.username_validator(username)
     except ValidationError:
-        raise ArbiterError(f"The username {username!r} is not allowed: use only {ALLOWED_USERNAME}.",
-                           details=[{"field": "username", "message": f"use only {ALLOWED_USERNAME}"}]) from None
+        raise ArbiterError(
+            f"The username {username!r} is not allowed: use only {ALLOWED_USERNAME}.",
+            details=[{"field": "username", "message": f"use only {ALLOWED_USERNAME}"}],
+        ) from None
     if User.objects.filter(username__iexact=username).exists():
-        raise ArbiterError(f"A user named {username!r} already exists; choose another username.",
-                           details=[{"field": "username", "message": "already taken"}])
+        raise ArbiterError(
+            f"A user named {username!r} already exists; choose another username.",
+            details=[{"field": "username", "message": "already taken"}],
+        )
     return username
 
 
@@ -58,13 +66,17 @@ def _email_checked(email: str) -> str:
     if not email:
         return ""
     if len(email) > EMAIL_MAX:
-        raise ArbiterError(f"An email address has at most {EMAIL_MAX} characters.",
-                           details=[{"field": "email", "message": f"at most {EMAIL_MAX} characters"}])
+        raise ArbiterError(
+            f"An email address has at most {EMAIL_MAX} characters.",
+            details=[{"field": "email", "message": f"at most {EMAIL_MAX} characters"}],
+        )
     try:
         validate_email(email)
     except ValidationError:
-        raise ArbiterError(f"{email!r} is not an email address (like name@example.org).",
-                           details=[{"field": "email", "message": "not an email address"}]) from None
+        raise ArbiterError(
+            f"{email!r} is not an email address (like name@example.org).",
+            details=[{"field": "email", "message": "not an email address"}],
+        ) from None
     return User.objects.normalize_email(email)
 
 
@@ -72,32 +84,41 @@ def roles_parse(names) -> list[Role]:
     """Role names (strings or `Role`s) as roles, each once, in a stable order."""
     allowed = ", ".join(r.value for r in Role)
     if isinstance(names, str) or not isinstance(names, (list, tuple, set)):
-        raise ArbiterError(f"Give the roles as a list; the roles are {allowed}.",
-                           details=[{"field": "roles", "message": "a list of role names"}])
+        raise ArbiterError(
+            f"Give the roles as a list; the roles are {allowed}.",
+            details=[{"field": "roles", "message": "a list of role names"}],
+        )
     values = [r.value for r in Role]
     unknown = [str(n) for n in names if not isinstance(n, str) or n not in values]
     if unknown:
-        raise ArbiterError(f"{unknown[0][:40]!r} is not a role; the roles are {allowed}.",
-                           details=[{"field": "roles", "message": f"the roles are {allowed}"}])
+        raise ArbiterError(
+            f"{unknown[0][:40]!r} is not a role; the roles are {allowed}.",
+            details=[{"field": "roles", "message": f"the roles are {allowed}"}],
+        )
     return [r for r in Role if r.value in names]
 
 
 def _password_checked(password: str, user) -> str:
     if len(password) > PASSWORD_MAX:
-        raise ArbiterError(f"A password has at most {PASSWORD_MAX} characters.",
-                           details=[{"field": "password", "message": f"at most {PASSWORD_MAX} characters"}])
+        raise ArbiterError(
+            f"A password has at most {PASSWORD_MAX} characters.",
+            details=[{"field": "password", "message": f"at most {PASSWORD_MAX} characters"}],
+        )
     try:
         json_input.check(password)  # NUL or a lone surrogate would fail in the hasher, as a 500
     except json_input.JsonInputError as exc:
         reason = str(exc).removeprefix("the top level: ")
-        raise ArbiterError(f"The password cannot be used: it {reason}.",
-                           details=[{"field": "password", "message": reason}]) from None
+        raise ArbiterError(
+            f"The password cannot be used: it {reason}.", details=[{"field": "password", "message": reason}]
+        ) from None
     try:
         password_validation.validate_password(password, user)
     except ValidationError as exc:
         problems = list(exc.messages)
-        raise ArbiterError("The password is not accepted: " + " ".join(problems),
-                           details=[{"field": "password", "message": m} for m in problems]) from None
+        raise ArbiterError(
+            "The password is not accepted: " + " ".join(problems),
+            details=[{"field": "password", "message": m} for m in problems],
+        ) from None
     return password
 
 
@@ -107,6 +128,7 @@ def _refuse_self(*, actor, user, doing: str) -> None:
 
 
 # Creating users.
+
 
 def _user_new(*, username: str, email: str, roles) -> tuple[User, list[Role]]:
     """A new, unsaved user and their roles, checked; the caller sets the password."""
@@ -118,8 +140,10 @@ def _user_save(user, roles: list[Role]) -> None:
         with transaction.atomic():  # a savepoint: a race on the name is a clear error, not a 500
             user.save()
     except IntegrityError:
-        raise ArbiterError(f"A user named {user.username!r} already exists; choose another username.",
-                           details=[{"field": "username", "message": "already taken"}]) from None
+        raise ArbiterError(
+            f"A user named {user.username!r} already exists; choose another username.",
+            details=[{"field": "username", "message": "already taken"}],
+        ) from None
     user_role_set(user=user, roles=roles)
 
 
@@ -129,8 +153,9 @@ def password_generate() -> str:
 
 
 @transaction.atomic
-def user_create(*, username: str, email: str = "", roles: list[str] | tuple = (),
-                password: str | None = None) -> tuple[User, str]:
+def user_create(
+    *, username: str, email: str = "", roles: list[str] | tuple = (), password: str | None = None
+) -> tuple[User, str]:
     """A new user who can log in at once; returns the user and the password (`password`, or a generated one)."""
     user, parsed = _user_new(username=username, email=email, roles=roles)
     password = password_generate() if password is None else _password_checked(password, user)
@@ -154,21 +179,27 @@ def password_link_path(user) -> str:
     The link stops working once used, once the password changes another way, or after
     settings.PASSWORD_RESET_TIMEOUT (3 days by default).
     """
-    return reverse("password_reset_confirm", kwargs={
-        "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
-        "token": default_token_generator.make_token(user),
-    })
+    return reverse(
+        "password_reset_confirm",
+        kwargs={
+            "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
+            "token": default_token_generator.make_token(user),
+        },
+    )
 
 
 # Changing users.
+
 
 @transaction.atomic
 def user_roles_change(*, actor, user, roles) -> User:
     """Give `user` exactly `roles`; an admin cannot take their own admin role."""
     parsed = roles_parse(roles)
     if actor is not None and actor.pk == user.pk and Role.ADMIN not in parsed:
-        raise ArbiterError("You cannot take your own admin role: ask another admin to do it.",
-                           details=[{"field": "roles", "message": "you cannot take your own admin role"}])
+        raise ArbiterError(
+            "You cannot take your own admin role: ask another admin to do it.",
+            details=[{"field": "roles", "message": "you cannot take your own admin role"}],
+        )
     user_role_set(user=user, roles=parsed)
     return user
 
@@ -215,6 +246,7 @@ def user_update(*, actor, user, email: str | None = None, roles=None, is_active:
 
 # Passwords.
 
+
 @transaction.atomic
 def user_password_set(*, user, password: str) -> User:
     """Set `password`, checked by the site's password validators; the user's other sessions end."""
@@ -235,6 +267,7 @@ def user_password_reset_link(*, user) -> str:
 
 
 # Tokens.
+
 
 def user_token_create(*, user, name: str) -> tuple[ApiToken, str]:
     """A token for `user`, made by an admin; returns the row and the key (shown once)."""

@@ -3,6 +3,7 @@
 Included under /team/. The two password routes carry Django's own names
 (`password_reset_confirm`, `password_reset_complete`), so its views find them.
 """
+
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
@@ -16,9 +17,7 @@ urlpatterns = [
     path("users/<id:user_id>/reactivate", views.user_reactivate_post, name="team-user-reactivate"),
     path("users/<id:user_id>/password", views.user_password_post, name="team-user-password"),
     path("users/<id:user_id>/tokens", views.user_token_create_post, name="team-user-tokens"),
-    path("users/<id:user_id>/tokens/<id:token_id>/revoke", views.user_token_revoke_post,
-         name="team-user-token-revoke"),
-    path("password/<uidb64>/<token>/", views.PasswordSetView.as_view(),
-         name="password_reset_confirm"),
+    path("users/<id:user_id>/tokens/<id:token_id>/revoke", views.user_token_revoke_post, name="team-user-token-revoke"),
+    path("password/<uidb64>/<token>/", views.PasswordSetView.as_view(), name="password_reset_confirm"),
     path("password/done/", auth_views.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
 ]

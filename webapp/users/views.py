@@ -4,11 +4,12 @@ Every change is a plain POST that redirects back to the user's page. A secret ma
 change (a generated password, a set-password link, a token's key) is kept in the admin's
 session and shown once by the next page, never put in an address or a cookie.
 """
+
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth import views as auth_views
 from django.contrib.auth import get_user_model
+from django.contrib.auth import views as auth_views
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -62,12 +63,18 @@ def users(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Created {user.username}.")
                 if not d["roles"]:
-                    messages.warning(request, f"{user.username} has no role: they can log in but see no campaign, "
-                                              "run or dataset until you give them one below.")
+                    messages.warning(
+                        request,
+                        f"{user.username} has no role: they can log in but see no campaign, "
+                        "run or dataset until you give them one below.",
+                    )
                 return redirect("team-user", user_id=user.pk)
-    return render(request, "webapp/users/list.html",
-                  {"users": users_list(), "form": form, "error": error, "role_names": ROLE_NAMES},
-                  status=400 if error else 200)
+    return render(
+        request,
+        "webapp/users/list.html",
+        {"users": users_list(), "form": form, "error": error, "role_names": ROLE_NAMES},
+        status=400 if error else 200,
+    )
 
 
 def _create(request: HttpRequest, d: dict):
@@ -90,10 +97,17 @@ def user_detail(request: HttpRequest, user_id: int) -> HttpResponse:
     member = user_get(user_id)
     if member is None:
         raise Http404("No such user.")
-    return render(request, "webapp/users/detail.html", {
-        "member": member, "tokens": api_tokens_of(member), "secret": _secret_take(request, member),
-        "role_names": ROLE_NAMES, "is_self": member.pk == request.user.pk,
-    })
+    return render(
+        request,
+        "webapp/users/detail.html",
+        {
+            "member": member,
+            "tokens": api_tokens_of(member),
+            "secret": _secret_take(request, member),
+            "role_names": ROLE_NAMES,
+            "is_self": member.pk == request.user.pk,
+        },
+    )
 
 
 def _done(request: HttpRequest, user_id: int, *, error: str = "", success: str = "") -> HttpResponse:
@@ -126,8 +140,12 @@ def user_deactivate_post(request: HttpRequest, user_id: int) -> HttpResponse:
         user_deactivate(actor=request.user, user=user)
     except ArbiterError as exc:
         return _done(request, user_id, error=exc.message)
-    return _done(request, user_id, success=f"{user.username} is deactivated: they can no longer log in or use "
-                                           "their tokens. Their judgements stay.")
+    return _done(
+        request,
+        user_id,
+        success=f"{user.username} is deactivated: they can no longer log in or use "
+        "their tokens. Their judgements stay.",
+    )
 
 
 @require_POST

@@ -7,6 +7,7 @@ PATH ending in .zip: the bundle (README.md dataset card, manifest.json with sha2
 data/train.* and data/test.*), the file type from --filetype. Any other PATH: the same
 bundle as a folder.
 """
+
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -41,7 +42,10 @@ class Command(BaseCommand):
                 raise CommandError(f"{out}: use .jsonl, .parquet, .zip, or a folder.")
             else:
                 files = export_bundle_dir(snapshot, fmt, filetype, out)
-                self.stdout.write(self.style.SUCCESS(
-                    f"Wrote the {fmt} bundle to {out}/ ({', '.join(f'{s}: {n} rows' for s, n in files.items())})."))
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"Wrote the {fmt} bundle to {out}/ ({', '.join(f'{s}: {n} rows' for s, n in files.items())})."
+                    )
+                )
         except ArbiterError as exc:
             raise CommandError(exc.message) from None

@@ -11,6 +11,7 @@ With --campaign, comparisons are built from the imported trajectories in that ca
 (created with default settings if it does not exist). A refused file changes nothing at
 all: not even the campaign is created.
 """
+
 from pathlib import Path
 
 from django.conf import settings
@@ -30,17 +31,21 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path)
         parser.add_argument("--campaign", help="build comparisons in this campaign (created if missing)")
         parser.add_argument(
-            "--format", choices=IMPORT_FORMATS, default="auto",
+            "--format",
+            choices=IMPORT_FORMATS,
+            default="auto",
             help="read the file as this format (default: detect it from the content)",
         )
         parser.add_argument(
-            "--partial-traces", action="store_true",
+            "--partial-traces",
+            action="store_true",
             help="import traces whose records name a parent missing from the file, marked partial "
-                 "(default: such a file is refused, naming the trace and the record)",
+            "(default: such a file is refused, naming the trace and the record)",
         )
 
-    def handle(self, *args, file: Path, campaign: str | None, format: str = "auto", partial_traces: bool = False,
-               **options):
+    def handle(
+        self, *args, file: Path, campaign: str | None, format: str = "auto", partial_traces: bool = False, **options
+    ):
         if not file.is_file():
             raise CommandError(f"{file}: no such file")
         size = file.stat().st_size
@@ -55,8 +60,9 @@ class Command(BaseCommand):
                 target = None
                 if campaign:
                     target, created = campaign_get_or_create(name=campaign)
-                report = trajectories_import_stream(stream=stream, campaign=target, format=format,
-                                                    partial_traces=partial_traces)
+                report = trajectories_import_stream(
+                    stream=stream, campaign=target, format=format, partial_traces=partial_traces
+                )
         except ArbiterError as exc:
             for detail in exc.details:
                 self.stderr.write(f"{detail.get('unit', 'line')} {detail['line']}: {detail['error']}")

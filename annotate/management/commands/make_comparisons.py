@@ -5,6 +5,7 @@
 
 The same build is in the app (a campaign's page, Fill) and the API (POST /api/v1/campaigns/ID/fills/).
 """
+
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Campaign
@@ -23,20 +24,23 @@ class Command(BaseCommand):
         parser.add_argument("--policy-a", type=int, help="policy_vs_policy: the first policy's id")
         parser.add_argument("--policy-b", type=int, help="policy_vs_policy: the second policy's id")
 
-    def handle(self, *args, campaign: str, strategy: str, max_per_task: int, seed: int, policy_a, policy_b,
-               **options):
+    def handle(self, *args, campaign: str, strategy: str, max_per_task: int, seed: int, policy_a, policy_b, **options):
         try:
             target = Campaign.objects.get(name=campaign)
         except Campaign.DoesNotExist:
             raise CommandError(f"No campaign named {campaign!r}.") from None
         try:
             n = comparisons_build(
-                campaign=target, strategy=strategy, max_per_task=max_per_task, seed=seed,
-                policy_a=policy_a, policy_b=policy_b,
+                campaign=target,
+                strategy=strategy,
+                max_per_task=max_per_task,
+                seed=seed,
+                policy_a=policy_a,
+                policy_b=policy_b,
             )
         except ArbiterError as exc:
             raise CommandError(exc.message) from None
         total = target.comparisons.count()
-        self.stdout.write(self.style.SUCCESS(
-            f"Built {n} new comparisons in {campaign!r} ({strategy}); it now has {total}."
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(f"Built {n} new comparisons in {campaign!r} ({strategy}); it now has {total}.")
+        )

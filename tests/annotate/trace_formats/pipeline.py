@@ -1,6 +1,7 @@
 """What the import does with a trace export, for the converters' unit tests (no database):
 decode each line, split it into records, file them by trace in file order (through JSON, as
 the on-disk grouping stores them), convert each trace, validate each trajectory."""
+
 import json
 
 from annotate.trajectory_formats import parse_trajectory

@@ -1,6 +1,7 @@
 """Trace files as their tools write them: one JSON document (a pretty-printed OTLP request, a
 Langfuse or LangSmith JSON array) imports exactly as the same records written a line each
 (fixtures/README.md names each file's source)."""
+
 import io
 import json
 from pathlib import Path
@@ -14,10 +15,12 @@ from webapp.errors import ArbiterError
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"
-PAIRS = [("otel/request.otlp.json", "otel/agents.otlp.jsonl"),
-         ("openinference/request.otlp.json", "openinference/otlp.jsonl"),
-         ("langsmith/export.json", "langsmith/agents.jsonl"),
-         ("langfuse/export.json", "langfuse/agents.jsonl")]
+PAIRS = [
+    ("otel/request.otlp.json", "otel/agents.otlp.jsonl"),
+    ("openinference/request.otlp.json", "openinference/otlp.jsonl"),
+    ("langsmith/export.json", "langsmith/agents.jsonl"),
+    ("langfuse/export.json", "langfuse/agents.jsonl"),
+]
 
 
 def _stored() -> set[tuple]:
@@ -42,8 +45,7 @@ def test_the_upload_api_reads_a_document(admin_api):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     body = (FIXTURES / "langfuse/export.json").read_bytes()
-    response = admin_api.post("/api/v1/imports/", {"file": SimpleUploadedFile("export.json", body)},
-                              format="multipart")
+    response = admin_api.post("/api/v1/imports/", {"file": SimpleUploadedFile("export.json", body)}, format="multipart")
     assert response.status_code == 201, response.content
     assert response.json()["created_count"] > 0
 
@@ -61,11 +63,14 @@ def test_records_split_an_otlp_request_and_keep_jsonl_as_lines():
     assert [json.loads(t) for _, t in numbered] == [{"id": 1}, {"id": 2}]
 
 
-@pytest.mark.parametrize("text, reason", [
-    (b'[\n{"id": 1},\n{"id": NaN}\n]', "the JSON document is not valid"),
-    (b'[\n{"id": "\\ud800"}\n]', "1 bad record"),  # read by ijson, refused by the strict decoder
-    (b'{\n "resourceSpans": [\n', "the JSON document is not valid"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        (b'[\n{"id": 1},\n{"id": NaN}\n]', "the JSON document is not valid"),
+        (b'[\n{"id": "\\ud800"}\n]', "1 bad record"),  # read by ijson, refused by the strict decoder
+        (b'{\n "resourceSpans": [\n', "the JSON document is not valid"),
+    ],
+)
 def test_a_broken_document_is_refused_and_nothing_is_stored(text, reason):
     with pytest.raises(ArbiterError, match=reason):
         trajectories_import_stream(stream=io.BytesIO(text))

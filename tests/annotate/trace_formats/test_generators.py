@@ -1,6 +1,7 @@
 """The benchmark's trace generators (benchmarks/trace_generators/) write, in each format, the
 very trajectories of benchmarks/import_trajectories.py's `make_line`: checked through the real
 reading pipeline, so the import benchmark compares like with like."""
+
 import importlib.util
 import json
 from pathlib import Path
@@ -26,7 +27,7 @@ def test_each_generator_gives_make_lines_trajectories(fmt):
     generator = _load(BENCHMARKS / "trace_generators" / f"{fmt}.py")
     # Two traces, their records interleaved as the benchmark writes them.
     first, second = generator.trace_lines(5, 4), generator.trace_lines(6, 4)
-    lines = [line for pair in zip(first, second) for line in pair] + first[len(second):] + second[len(first):]
+    lines = [line for pair in zip(first, second) for line in pair] + first[len(second) :] + second[len(first) :]
     results = list(read_traces(enumerate((line.encode() for line in lines), start=1), fmt))
     assert [r.error for r in results] == ["", ""]
     for i, result in zip((5, 6), results):

@@ -2,6 +2,7 @@
 removed, lists emptied, deep nesting), is either imported or refused with a reason that
 names the record, never a crash: the upload page and the API must answer 4xx, not 500.
 A shape no converter foresaw still ends as a refusal (`reading.UNEXPECTED`), tested last."""
+
 import copy
 import json
 import random

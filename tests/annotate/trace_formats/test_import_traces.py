@@ -1,6 +1,7 @@
 """Trace exports through the real import (command, upload, API): detection, grouping on disk,
 all or nothing with the line and trace named, what was dropped reported, traces without an
 agent run counted."""
+
 import io
 import json
 from pathlib import Path
@@ -95,9 +96,25 @@ def _kv(key, value):
 
 
 def test_traces_without_an_agent_run_are_counted_not_stored(tmp_path):
-    web = {"resourceSpans": [{"scopeSpans": [{"spans": [
-        {"traceId": "77" * 16, "spanId": "11" * 8, "name": "GET /health", "startTimeUnixNano": "1",
-         "attributes": [_kv("http.route", "/health")]}]}]}]}
+    web = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "77" * 16,
+                                "spanId": "11" * 8,
+                                "name": "GET /health",
+                                "startTimeUnixNano": "1",
+                                "attributes": [_kv("http.route", "/health")],
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     path = tmp_path / "otlp.jsonl"
     path.write_text((FIXTURES / "otel/agents.otlp.jsonl").read_text() + json.dumps(web) + "\n")
     report = _import(path)

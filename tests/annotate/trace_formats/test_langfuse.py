@@ -1,12 +1,13 @@
 """Langfuse traces (annotate/trace_formats/langfuse.py), read as the import pipeline reads them."""
+
 import json
 from pathlib import Path
 
 import pytest
 
 from annotate.trace_formats import langfuse
-from tests.annotate.trace_formats import pipeline
 from annotate.trajectory_formats import TrajectoryFormatError
+from tests.annotate.trace_formats import pipeline
 
 FIXTURES = Path(__file__).parent / "fixtures" / "langfuse"
 
@@ -24,23 +25,40 @@ WEATHER_STEPS = [
     {"kind": "action", "tool": "get_weather", "arguments": {"city": "Paris"}, "call_id": "call_1"},
     {"kind": "action", "tool": "get_weather", "arguments": {"city": "Berlin"}, "call_id": "call_2"},
     {"kind": "observation", "tool": "get_weather", "content": '{"temp_c": 18, "sky": "sunny"}', "call_id": "call_1"},
-    {"kind": "observation", "tool": "get_weather", "content": "TimeoutError: upstream did not answer in 5s",
-     "call_id": "call_2", "is_error": True},
+    {
+        "kind": "observation",
+        "tool": "get_weather",
+        "content": "TimeoutError: upstream did not answer in 5s",
+        "call_id": "call_2",
+        "is_error": True,
+    },
     {"kind": "answer", "text": "Paris is 18°C and sunny; Berlin could not be reached."},
 ]
 RESEARCH_STEPS = [
-    {"kind": "action", "tool": "ask_researcher", "arguments": {"question": "author of The Glass Orchard"},
-     "call_id": "call_r1"},
-    {"kind": "observation", "tool": "ask_researcher", "content": "The Glass Orchard (1987) was written by Mira Okafor.",
-     "call_id": "call_r1"},
+    {
+        "kind": "action",
+        "tool": "ask_researcher",
+        "arguments": {"question": "author of The Glass Orchard"},
+        "call_id": "call_r1",
+    },
+    {
+        "kind": "observation",
+        "tool": "ask_researcher",
+        "content": "The Glass Orchard (1987) was written by Mira Okafor.",
+        "call_id": "call_r1",
+    },
     {"kind": "thought", "text": "It was written by Mira Okafor (1987)."},
     {"kind": "observation", "tool": "user", "content": "When was she born?"},
     {"kind": "answer", "text": "The sources I found do not give her birth year."},
 ]
 RESEARCHER_STEPS = [
     {"kind": "action", "tool": "search", "arguments": {"q": "The Glass Orchard novel"}, "call_id": "call_s1"},
-    {"kind": "observation", "tool": "search", "content": "The Glass Orchard is a 1987 novel by Mira Okafor.",
-     "call_id": "call_s1"},
+    {
+        "kind": "observation",
+        "tool": "search",
+        "content": "The Glass Orchard is a 1987 novel by Mira Okafor.",
+        "call_id": "call_s1",
+    },
     {"kind": "answer", "text": "The Glass Orchard (1987) was written by Mira Okafor."},
 ]
 
@@ -48,7 +66,11 @@ RESEARCHER_STEPS = [
 def test_interleaved_traces_become_one_trajectory_per_agent_in_order():
     out = import_file("agents.jsonl")
     assert [(o["metadata"]["trace_id"], o["agent"]["name"]) for o, _ in out] == [
-        ("tr-a", "weather-agent"), ("tr-b", "research-agent"), ("tr-b", "researcher"), ("tr-c", "qa-bot")]
+        ("tr-a", "weather-agent"),
+        ("tr-b", "research-agent"),
+        ("tr-b", "researcher"),
+        ("tr-c", "qa-bot"),
+    ]
 
 
 def test_parallel_calls_and_a_failed_tool_keep_their_call_ids():
@@ -59,10 +81,17 @@ def test_parallel_calls_and_a_failed_tool_keep_their_call_ids():
     assert dropped == {"event": 1}
     assert weather["metadata"]["system_prompt"] == "You are a weather assistant."
     assert weather["metadata"]["tools"][0]["function"]["name"] == "get_weather"
-    assert {k: weather["metadata"][k] for k in ("source_format", "trace_id", "agent_observation_id", "session_id",
-                                                "user_id", "tags")} == {
-        "source_format": "langfuse", "trace_id": "tr-a", "agent_observation_id": "a-agent", "session_id": "sess-1",
-        "user_id": "u-7", "tags": ["weather"]}
+    assert {
+        k: weather["metadata"][k]
+        for k in ("source_format", "trace_id", "agent_observation_id", "session_id", "user_id", "tags")
+    } == {
+        "source_format": "langfuse",
+        "trace_id": "tr-a",
+        "agent_observation_id": "a-agent",
+        "session_id": "sess-1",
+        "user_id": "u-7",
+        "tags": ["weather"],
+    }
 
 
 def test_a_nested_agent_is_its_own_trajectory_and_a_call_in_its_parent():
@@ -91,8 +120,11 @@ def test_without_agent_or_trace_record_the_trace_is_one_run_named_after_the_mode
     assert obj["task"]["prompt"].startswith("Using: Refunds within 30 days.")
     assert obj["steps"] == [
         {"kind": "action", "tool": "vector-search", "arguments": {"query": "refund policy"}},
-        {"kind": "observation", "tool": "vector-search",
-         "content": '[{"pageContent": "Refunds within 30 days.", "metadata": {"source": "faq.md"}}]'},
+        {
+            "kind": "observation",
+            "tool": "vector-search",
+            "content": '[{"pageContent": "Refunds within 30 days.", "metadata": {"source": "faq.md"}}]',
+        },
         {"kind": "answer", "text": "Yes, refunds are accepted within 30 days."},
     ]
     assert obj["agent"] == {"name": "claude-3-5-sonnet", "version": ""}
@@ -101,42 +133,100 @@ def test_without_agent_or_trace_record_the_trace_is_one_run_named_after_the_mode
 
 
 def test_the_trace_input_and_output_stand_in_when_no_model_call_has_them():
-    trace = {"id": "tr-e", "timestamp": "2024-11-05T10:00:00Z", "name": "router", "input": {"query": "reset password"},
-             "output": {"route": "account"}, "observations": []}
+    trace = {
+        "id": "tr-e",
+        "timestamp": "2024-11-05T10:00:00Z",
+        "name": "router",
+        "input": {"query": "reset password"},
+        "output": {"route": "account"},
+        "observations": [],
+    }
     [(obj, _)] = import_lines([json.dumps(trace)])
     assert obj["task"]["prompt"] == '{"query": "reset password"}'
     assert obj["steps"] == [{"kind": "answer", "text": '{"route": "account"}'}]
 
 
 def observation(id, kind, name, second, parent=None, **fields):
-    return json.dumps({"id": id, "traceId": "tr-f", "type": kind, "name": name, "parentObservationId": parent,
-                       "startTime": f"2024-11-05T10:00:{second:02d}.000Z", "level": "DEFAULT", **fields})
+    return json.dumps(
+        {
+            "id": id,
+            "traceId": "tr-f",
+            "type": kind,
+            "name": name,
+            "parentObservationId": parent,
+            "startTime": f"2024-11-05T10:00:{second:02d}.000Z",
+            "level": "DEFAULT",
+            **fields,
+        }
+    )
 
 
 def test_failed_calls_reasoning_and_what_a_tool_ran_inside_it():
     tools = [{"type": "function", "function": {"name": "run_sql", "parameters": {"type": "object"}}}]
     ask = [{"role": "user", "content": "How many orders today?"}]
-    call = {"role": "assistant", "content": None, "reasoning_content": "Count today's rows.",
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run_sql",
-                                                                         "arguments": "SELECT count(*)"}}]}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": "Count today's rows.",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "run_sql", "arguments": "SELECT count(*)"}}
+        ],
+    }
     lines = [
-        observation("f1", "GENERATION", "chat", 1, model="deepseek-r1", input=ask, output=None, level="ERROR",
-                    statusMessage="429 rate limited"),
-        observation("f2", "GENERATION", "chat", 2, model="deepseek-r1", input=ask, output=call,
-                    modelParameters={"temperature": "0", "tools": json.dumps(tools)}),
-        observation("f3", "TOOL", "run_sql", 3, input="SELECT count(*)", output="partial: 12", level="ERROR",
-                    statusMessage="connection reset", metadata={"tool_call_id": "c1"}),
+        observation(
+            "f1",
+            "GENERATION",
+            "chat",
+            1,
+            model="deepseek-r1",
+            input=ask,
+            output=None,
+            level="ERROR",
+            statusMessage="429 rate limited",
+        ),
+        observation(
+            "f2",
+            "GENERATION",
+            "chat",
+            2,
+            model="deepseek-r1",
+            input=ask,
+            output=call,
+            modelParameters={"temperature": "0", "tools": json.dumps(tools)},
+        ),
+        observation(
+            "f3",
+            "TOOL",
+            "run_sql",
+            3,
+            input="SELECT count(*)",
+            output="partial: 12",
+            level="ERROR",
+            statusMessage="connection reset",
+            metadata={"tool_call_id": "c1"},
+        ),
         observation("f4", "GENERATION", "fix-sql", 4, "f3", model="deepseek-r1", input="repair", output="SELECT 1"),
-        observation("f5", "GENERATION", "chat", 5, model="deepseek-r1",
-                    input=ask + [call, {"role": "tool", "tool_call_id": "c1", "content": "partial: 12"}],
-                    output={"role": "assistant", "content": "At least 12.", "refusal": None}),
+        observation(
+            "f5",
+            "GENERATION",
+            "chat",
+            5,
+            model="deepseek-r1",
+            input=ask + [call, {"role": "tool", "tool_call_id": "c1", "content": "partial: 12"}],
+            output={"role": "assistant", "content": "At least 12.", "refusal": None},
+        ),
     ]
     [(obj, dropped)] = import_lines(lines)
     assert obj["steps"] == [
         {"kind": "thought", "text": "Count today's rows."},
         {"kind": "action", "tool": "run_sql", "arguments": "SELECT count(*)", "call_id": "c1"},
-        {"kind": "observation", "tool": "run_sql", "content": "partial: 12\nconnection reset", "call_id": "c1",
-         "is_error": True},
+        {
+            "kind": "observation",
+            "tool": "run_sql",
+            "content": "partial: 12\nconnection reset",
+            "call_id": "c1",
+            "is_error": True,
+        },
         {"kind": "answer", "text": "At least 12."},
     ]
     assert obj["metadata"]["tools"] == tools

@@ -5,6 +5,7 @@ split into records by `records()`, the records grouped by trace in file order (a
 round-tripped through JSON, as the on-disk grouping does), each trace converted, and every
 result checked with `parse_trajectory(..., format="canonical")`.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from annotate.trace_formats import openinference
-from tests.annotate.trace_formats import pipeline
 from annotate.trajectory_formats import TrajectoryFormatError
+from tests.annotate.trace_formats import pipeline
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openinference"
 
@@ -32,22 +33,45 @@ TRAVEL_STEPS = [
     {"kind": "thought", "text": "I'll check both cities."},
     {"kind": "action", "tool": "get_weather", "arguments": {"city": "Paris"}, "call_id": "call_paris"},
     {"kind": "action", "tool": "get_weather", "arguments": {"city": "Oslo"}, "call_id": "call_oslo"},
-    {"kind": "observation", "tool": "get_weather", "content": "{\"temp_c\": 21, \"sky\": \"sunny\"}",
-     "call_id": "call_paris"},
-    {"kind": "observation", "tool": "get_weather", "content": "weather service timed out", "call_id": "call_oslo",
-     "is_error": True},
+    {
+        "kind": "observation",
+        "tool": "get_weather",
+        "content": '{"temp_c": 21, "sky": "sunny"}',
+        "call_id": "call_paris",
+    },
+    {
+        "kind": "observation",
+        "tool": "get_weather",
+        "content": "weather service timed out",
+        "call_id": "call_oslo",
+        "is_error": True,
+    },
     {"kind": "action", "tool": "picnic_spots", "arguments": {"query": "picnic parks Paris"}},
-    {"kind": "observation", "tool": "picnic_spots",
-     "content": "[doc-1] (score 0.91) Parc des Buttes-Chaumont has wide lawns.\n\n"
-                "[doc-2] (score 0.55) Jardin du Luxembourg allows picnics on marked lawns."},
+    {
+        "kind": "observation",
+        "tool": "picnic_spots",
+        "content": "[doc-1] (score 0.91) Parc des Buttes-Chaumont has wide lawns.\n\n"
+        "[doc-2] (score 0.55) Jardin du Luxembourg allows picnics on marked lawns.",
+    },
     {"kind": "thought", "text": "Oslo failed; ask whether to retry."},
     {"kind": "thought", "text": "Paris is 21°C and sunny; Oslo's forecast timed out. Should I retry Oslo?"},
-    {"kind": "observation", "tool": "user",
-     "content": "No need, compare with what you have. And ask the local guide for a spot."},
-    {"kind": "action", "tool": "local_guide", "arguments": {"question": "Best picnic spot in Paris?"},
-     "call_id": "call_guide"},
-    {"kind": "observation", "tool": "local_guide", "content": "Try the Parc des Buttes-Chaumont.",
-     "call_id": "call_guide"},
+    {
+        "kind": "observation",
+        "tool": "user",
+        "content": "No need, compare with what you have. And ask the local guide for a spot.",
+    },
+    {
+        "kind": "action",
+        "tool": "local_guide",
+        "arguments": {"question": "Best picnic spot in Paris?"},
+        "call_id": "call_guide",
+    },
+    {
+        "kind": "observation",
+        "tool": "local_guide",
+        "content": "Try the Parc des Buttes-Chaumont.",
+        "call_id": "call_guide",
+    },
     {"kind": "answer", "text": "Paris is warmer: have the picnic at the Parc des Buttes-Chaumont."},
 ]
 
@@ -55,7 +79,10 @@ TRAVEL_STEPS = [
 def test_agent_run_with_parallel_calls_failed_tool_retriever_user_turn_and_sub_agent():
     results = import_file("spans.jsonl")
     assert [obj["metadata"]["root_span_id"] for obj, _ in results] == [
-        "a000000000000001", "a00000000000000a", "b000000000000001"]
+        "a000000000000001",
+        "a00000000000000a",
+        "b000000000000001",
+    ]
     travel, dropped = results[0]
     assert travel["task"] == {"prompt": ASK}
     assert travel["steps"] == TRAVEL_STEPS
@@ -64,11 +91,28 @@ def test_agent_run_with_parallel_calls_failed_tool_retriever_user_turn_and_sub_a
     metadata = travel["metadata"]
     assert metadata["system_prompt"] == "You are a travel assistant. Use the tools."
     assert [tool["function"]["name"] for tool in metadata["tools"]] == ["get_weather", "local_guide"]
-    assert {key: metadata[key] for key in ("source_format", "trace_id", "session_id", "user_id", "span_metadata",
-                                            "models", "provider", "dropped")} == {
-        "source_format": "openinference", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "session_id": "sess-42",
-        "user_id": "u-7", "span_metadata": {"env": "staging"}, "models": ["gpt-4o-2024-08-06"], "provider": "openai",
-        "dropped": {"image": 1, "document_metadata": 1, "embedding_span": 1}}
+    assert {
+        key: metadata[key]
+        for key in (
+            "source_format",
+            "trace_id",
+            "session_id",
+            "user_id",
+            "span_metadata",
+            "models",
+            "provider",
+            "dropped",
+        )
+    } == {
+        "source_format": "openinference",
+        "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+        "session_id": "sess-42",
+        "user_id": "u-7",
+        "span_metadata": {"env": "staging"},
+        "models": ["gpt-4o-2024-08-06"],
+        "provider": "openai",
+        "dropped": {"image": 1, "document_metadata": 1, "embedding_span": 1},
+    }
     assert "agent_output" not in metadata  # the agent's output is the last model answer
 
 
@@ -129,19 +173,34 @@ def test_dataframe_row_times_are_milliseconds():
 
 
 def test_spans_of_an_agent_outside_any_agent_are_counted():
-    agent = {"name": "agent", "context": {"trace_id": "ab" * 16, "span_id": "01" * 8}, "start_time": 2,
-             "attributes": {"openinference.span.kind": "AGENT", "input.value": "hi", "output.value": "hello"}}
-    router = {"name": "router", "context": {"trace_id": "ab" * 16, "span_id": "02" * 8}, "start_time": 1,
-              "attributes": {"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant",
-                             "llm.output_messages.0.message.content": "route to agent"}}
+    agent = {
+        "name": "agent",
+        "context": {"trace_id": "ab" * 16, "span_id": "01" * 8},
+        "start_time": 2,
+        "attributes": {"openinference.span.kind": "AGENT", "input.value": "hi", "output.value": "hello"},
+    }
+    router = {
+        "name": "router",
+        "context": {"trace_id": "ab" * 16, "span_id": "02" * 8},
+        "start_time": 1,
+        "attributes": {
+            "openinference.span.kind": "LLM",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "route to agent",
+        },
+    }
     [(obj, dropped)] = import_lines([json.dumps(router), json.dumps(agent)])
     assert obj["steps"] == [{"kind": "answer", "text": "hello"}]
     assert dropped == {"span_outside_agent": 1}
 
 
 def test_a_trace_without_openinference_spans_is_not_claimed():
-    plain = {"name": "GET /", "context": {"trace_id": "cd" * 16, "span_id": "01" * 8}, "start_time": 1,
-             "attributes": {"http.method": "GET"}}
+    plain = {
+        "name": "GET /",
+        "context": {"trace_id": "cd" * 16, "span_id": "01" * 8},
+        "start_time": 1,
+        "attributes": {"http.method": "GET"},
+    }
     [(key, span)] = openinference.records(plain)
     assert not openinference.claims([span])
     assert openinference.convert([(1, span)]) == []
@@ -151,11 +210,9 @@ MALFORMED = {
     "unknown_kind.jsonl": "span 'plan' (line 2): unknown openinference.span.kind 'PLANNER'",
     "kind_not_text.jsonl": "span 'agent' (line 1): openinference.span.kind is not a string",
     "bad_role.jsonl": "span 'llm' (line 2): llm.input_messages.0: message.role 'narrator' cannot be imported",
-    "call_without_name.jsonl":
-        "span 'llm' (line 2): llm.output_messages.0.message.tool_calls.0: tool_call.function.name is missing",
-    "unknown_content_type.jsonl":
-        "span 'llm' (line 2): llm.output_messages.0.message.contents.0: message_content.type 'video' "
-        "cannot be imported",
+    "call_without_name.jsonl": "span 'llm' (line 2): llm.output_messages.0.message.tool_calls.0: tool_call.function.name is missing",
+    "unknown_content_type.jsonl": "span 'llm' (line 2): llm.output_messages.0.message.contents.0: message_content.type 'video' "
+    "cannot be imported",
     "json_output_only.jsonl": "span 'llm' (line 2): the model's output is only in output.value (JSON)",
     "bad_index.jsonl": "attribute 'llm.input_messages.first.message.role' has no index after 'llm.input_messages'",
     "content_not_text.jsonl": "llm.output_messages.0.message.content: expected a string, got int",
@@ -178,30 +235,67 @@ def test_looks_like():
             assert openinference.looks_like(json.loads(line)), name
     assert not openinference.looks_like({"schema": "arbiter.trajectory/v1", "task": {"prompt": "x"}, "steps": []})
     assert not openinference.looks_like({"messages": [{"role": "user", "content": "hi"}]})
-    genai = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "ab" * 16, "spanId": "01" * 8, "name": "chat",
-                                                           "attributes": [{"key": "gen_ai.operation.name",
-                                                                           "value": {"stringValue": "chat"}}]}]}]}]}
+    genai = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "ab" * 16,
+                                "spanId": "01" * 8,
+                                "name": "chat",
+                                "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}],
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     assert not openinference.looks_like(genai)
     assert not openinference.looks_like([1, 2])
 
 
 def _span(span_id, parent, name, kind, start, **attributes):
-    return json.dumps({"name": name, "context": {"trace_id": "ef" * 16, "span_id": span_id}, "parent_id": parent,
-                       "start_time": start, "attributes": {"openinference.span.kind": kind, **attributes}})
+    return json.dumps(
+        {
+            "name": name,
+            "context": {"trace_id": "ef" * 16, "span_id": span_id},
+            "parent_id": parent,
+            "start_time": start,
+            "attributes": {"openinference.span.kind": kind, **attributes},
+        }
+    )
 
 
 def test_spans_under_a_tool_add_no_steps_and_a_direct_sub_agent_is_a_call():
     lines = [
         _span("01" * 8, None, "planner", "AGENT", 1, **{"input.value": "Plan a trip.", "output.value": "Done."}),
         _span("02" * 8, "01" * 8, "summarize", "TOOL", 2, **{"input.value": "long text", "output.value": "short"}),
-        _span("03" * 8, "02" * 8, "ChatCompletion", "LLM", 3, **{
-            "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "Summarize: long text",
-            "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": "short"}),
+        _span(
+            "03" * 8,
+            "02" * 8,
+            "ChatCompletion",
+            "LLM",
+            3,
+            **{
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": "Summarize: long text",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": "short",
+            },
+        ),
         _span("04" * 8, "01" * 8, "rerank", "RERANKER", 4),
-        _span("05" * 8, "01" * 8, "booker", "AGENT", 5, **{"agent.name": "booker", "input.value": "Book it.",
-                                                            "output.value": "Booked."}),
-        _span("06" * 8, "05" * 8, "book_hotel", "TOOL", 6, **{"input.value": "{\"city\": \"Rome\"}",
-                                                               "output.value": "ok"}),
+        _span(
+            "05" * 8,
+            "01" * 8,
+            "booker",
+            "AGENT",
+            5,
+            **{"agent.name": "booker", "input.value": "Book it.", "output.value": "Booked."},
+        ),
+        _span("06" * 8, "05" * 8, "book_hotel", "TOOL", 6, **{"input.value": '{"city": "Rome"}', "output.value": "ok"}),
     ]
     planner, booker = import_lines(lines)
     assert planner[0]["steps"] == [

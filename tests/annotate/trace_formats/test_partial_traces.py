@@ -1,6 +1,7 @@
 """A record whose parent is in no record of the file is a broken export: the file is refused,
 naming the trace and the record, unless partial traces are asked for; then the trace is
 imported and its trajectories are marked partial (never invented as complete)."""
+
 import io
 import json
 from pathlib import Path
@@ -58,8 +59,11 @@ def test_the_upload_api_takes_partial_traces_and_reports_dropped_as_a_field(admi
     data, _ = _without_a_parent("langsmith/agents.jsonl")
     refused = admin_api.post("/api/v1/imports/", {"file": SimpleUploadedFile("runs.jsonl", data)}, format="multipart")
     assert refused.status_code == 400 and "which no record of the file holds" in json.dumps(refused.json())
-    taken = admin_api.post("/api/v1/imports/", {"file": SimpleUploadedFile("runs.jsonl", data),
-                                                "partial_traces": "true"}, format="multipart")
+    taken = admin_api.post(
+        "/api/v1/imports/",
+        {"file": SimpleUploadedFile("runs.jsonl", data), "partial_traces": "true"},
+        format="multipart",
+    )
     assert taken.status_code == 201, taken.content
     body = taken.json()
     assert body["partial_traces"] is True and body["dropped"]["partial_trace"] >= 1

@@ -1,4 +1,5 @@
 """Span readers (OTLP JSON, a span per line), the span tree, and grouping records by trace on disk."""
+
 import pytest
 
 from annotate.trace_formats import spans
@@ -10,20 +11,47 @@ def _kv(key, **value):
     return {"key": key, "value": value}
 
 
-OTLP = {"resourceSpans": [{
-    "resource": {"attributes": [_kv("service.name", stringValue="agent-svc")]},
-    "scopeSpans": [{"scope": {"name": "x"}, "spans": [
-        {"traceId": "AB01", "spanId": "02", "parentSpanId": "01", "name": "child", "kind": 1,
-         "startTimeUnixNano": "2000", "endTimeUnixNano": "3000",
-         "attributes": [_kv("n", intValue="7"), _kv("f", doubleValue=0.5), _kv("b", boolValue=True),
-                        _kv("list", arrayValue={"values": [{"stringValue": "a"}, {"intValue": 2}]}),
-                        _kv("kv", kvlistValue={"values": [_kv("inner", stringValue="v")]})],
-         "events": [{"timeUnixNano": "2500", "name": "e", "attributes": [_kv("k", stringValue="v")]}],
-         "status": {"code": 2, "message": "boom"}},
-        {"traceId": "AB01", "spanId": "01", "name": "root", "startTimeUnixNano": 1000,
-         "endTimeUnixNano": "4000"},
-    ]}],
-}]}
+OTLP = {
+    "resourceSpans": [
+        {
+            "resource": {"attributes": [_kv("service.name", stringValue="agent-svc")]},
+            "scopeSpans": [
+                {
+                    "scope": {"name": "x"},
+                    "spans": [
+                        {
+                            "traceId": "AB01",
+                            "spanId": "02",
+                            "parentSpanId": "01",
+                            "name": "child",
+                            "kind": 1,
+                            "startTimeUnixNano": "2000",
+                            "endTimeUnixNano": "3000",
+                            "attributes": [
+                                _kv("n", intValue="7"),
+                                _kv("f", doubleValue=0.5),
+                                _kv("b", boolValue=True),
+                                _kv("list", arrayValue={"values": [{"stringValue": "a"}, {"intValue": 2}]}),
+                                _kv("kv", kvlistValue={"values": [_kv("inner", stringValue="v")]}),
+                            ],
+                            "events": [
+                                {"timeUnixNano": "2500", "name": "e", "attributes": [_kv("k", stringValue="v")]}
+                            ],
+                            "status": {"code": 2, "message": "boom"},
+                        },
+                        {
+                            "traceId": "AB01",
+                            "spanId": "01",
+                            "name": "root",
+                            "startTimeUnixNano": 1000,
+                            "endTimeUnixNano": "4000",
+                        },
+                    ],
+                }
+            ],
+        }
+    ]
+}
 
 
 def test_otlp_json_spans_become_plain_dicts():
@@ -36,38 +64,96 @@ def test_otlp_json_spans_become_plain_dicts():
 
 
 def test_a_span_per_line_is_read_the_same_way_with_nested_attributes_flattened():
-    span = spans.json_span({
-        "name": "llm", "context": {"trace_id": "0xAB01", "span_id": "0x02"}, "parent_id": "0x01",
-        "start_time": "2026-01-01T00:00:00.000001Z", "end_time": "2026-01-01T00:00:01Z",
-        "status": {"status_code": "ERROR", "description": "bad"}, "span_kind": "LLM",
-        "attributes": {"llm": {"input_messages": [{"message": {"role": "user", "content": "hi"}}]},
-                       "tags": ["a", "b"]},
-        "events": [{"name": "exception", "timestamp": "2026-01-01T00:00:00.5Z", "attributes": {"x": 1}}],
-        "resource": {"attributes": {"service.name": "s"}},
-    })
+    span = spans.json_span(
+        {
+            "name": "llm",
+            "context": {"trace_id": "0xAB01", "span_id": "0x02"},
+            "parent_id": "0x01",
+            "start_time": "2026-01-01T00:00:00.000001Z",
+            "end_time": "2026-01-01T00:00:01Z",
+            "status": {"status_code": "ERROR", "description": "bad"},
+            "span_kind": "LLM",
+            "attributes": {
+                "llm": {"input_messages": [{"message": {"role": "user", "content": "hi"}}]},
+                "tags": ["a", "b"],
+            },
+            "events": [{"name": "exception", "timestamp": "2026-01-01T00:00:00.5Z", "attributes": {"x": 1}}],
+            "resource": {"attributes": {"service.name": "s"}},
+        }
+    )
     assert span["trace_id"] == "ab01" and span["span_id"] == "02" and span["parent_id"] == "01"
-    assert span["attributes"] == {"llm.input_messages.0.message.role": "user",
-                                  "llm.input_messages.0.message.content": "hi", "tags": ["a", "b"],
-                                  "openinference.span.kind": "LLM"}
+    assert span["attributes"] == {
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "hi",
+        "tags": ["a", "b"],
+        "openinference.span.kind": "LLM",
+    }
     assert span["status"] == {"code": "ERROR", "message": "bad"}
     assert span["start"] == 1767225600000001000 and span["resource"] == {"service.name": "s"}
 
 
-@pytest.mark.parametrize("obj, reason", [
-    ({"resourceSpans": {}}, "resourceSpans: expected a list"),
-    ({"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "1", "startTimeUnixNano": "1"}]}]}]},
-     r"spans\[0\].traceId: expected the id"),
-    ({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "1", "spanId": "1"}]}]}]}, "no start time"),
-    ({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "1", "spanId": "1", "startTimeUnixNano": "soon"}]}]}]},
-     "not an ISO 8601 time"),
-    ({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "1", "spanId": "1", "startTimeUnixNano": "1",
-                                                    "attributes": [{"key": "k", "value": {"intValue": "x"}}]}]}]}]},
-     "is not an integer"),
-    ({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "1", "spanId": "1", "startTimeUnixNano": "1",
-                                                    "attributes": [{"key": "k", "value": {"mystery": 1}}]}]}]}]},
-     "unknown AnyValue"),
-    ({"name": "x"}, "not a span"),
-])
+@pytest.mark.parametrize(
+    "obj, reason",
+    [
+        ({"resourceSpans": {}}, "resourceSpans: expected a list"),
+        (
+            {"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "1", "startTimeUnixNano": "1"}]}]}]},
+            r"spans\[0\].traceId: expected the id",
+        ),
+        ({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "1", "spanId": "1"}]}]}]}, "no start time"),
+        (
+            {
+                "resourceSpans": [
+                    {"scopeSpans": [{"spans": [{"traceId": "1", "spanId": "1", "startTimeUnixNano": "soon"}]}]}
+                ]
+            },
+            "not an ISO 8601 time",
+        ),
+        (
+            {
+                "resourceSpans": [
+                    {
+                        "scopeSpans": [
+                            {
+                                "spans": [
+                                    {
+                                        "traceId": "1",
+                                        "spanId": "1",
+                                        "startTimeUnixNano": "1",
+                                        "attributes": [{"key": "k", "value": {"intValue": "x"}}],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                ]
+            },
+            "is not an integer",
+        ),
+        (
+            {
+                "resourceSpans": [
+                    {
+                        "scopeSpans": [
+                            {
+                                "spans": [
+                                    {
+                                        "traceId": "1",
+                                        "spanId": "1",
+                                        "startTimeUnixNano": "1",
+                                        "attributes": [{"key": "k", "value": {"mystery": 1}}],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                ]
+            },
+            "unknown AnyValue",
+        ),
+        ({"name": "x"}, "not a span"),
+    ],
+)
 def test_malformed_spans_are_refused_naming_the_place(obj, reason):
     with pytest.raises(TrajectoryFormatError, match=reason):
         list(spans.span_records(obj))
@@ -109,4 +195,5 @@ def test_groups_come_back_whole_in_order_of_first_appearance_and_the_file_is_rem
     assert [(k, [line for line, _ in records]) for k, records in out] == [("b", [1, 3]), ("a", [2, 5]), ("c", [4])]
     assert out[0][1][0][1] == {"line": 1, "big": 10**30}  # past 64 bits, exactly
     import os
+
     assert not os.path.exists(path)

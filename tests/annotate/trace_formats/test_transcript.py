@@ -1,5 +1,6 @@
 """The conversation builder every trace converter shares: what is new in each model call, tool
 results tied to their calls, the answer, and refusals."""
+
 import pytest
 
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript
@@ -23,8 +24,16 @@ def test_each_model_call_adds_only_what_is_new():
     # The tools ran out of order; the next call repeats the history with their results.
     t.tool_execution(name="open", arguments={"n": 0}, result="Error: no page", call_id="c2", is_error=True)
     t.tool_execution(name="search", arguments={"q": "Veloran"}, result="[0] Veloran Glassworks", call_id="c1")
-    t.model_input([SYSTEM, PROMPT, first_out, Message("tool", "[0] Veloran Glassworks", call_id="c1"),
-                   Message("tool", "Error: no page", call_id="c2"), Message("user", "And the year?")])
+    t.model_input(
+        [
+            SYSTEM,
+            PROMPT,
+            first_out,
+            Message("tool", "[0] Veloran Glassworks", call_id="c1"),
+            Message("tool", "Error: no page", call_id="c2"),
+            Message("user", "And the year?"),
+        ]
+    )
     t.model_output([Message("assistant", "Ilse Marrow, 1821.", reasoning="The result names her.")])
     assert _steps(t) == [
         {"kind": "thought", "text": "Two lookups."},
@@ -84,8 +93,13 @@ def test_a_second_run_of_an_answered_call_is_kept_not_merged():
     t.tool_execution(name="search", arguments={}, result="timeout", call_id="c1", is_error=True)
     t.tool_execution(name="search", arguments={}, result="hit", call_id="c1")  # a retry under the same id
     kinds = [(s["kind"], s.get("call_id"), s.get("content")) for s in _steps(t, final_output="x")]
-    assert kinds == [("action", "c1", None), ("observation", "c1", "timeout"), ("action", None, None),
-                     ("observation", None, "hit"), ("answer", None, None)]
+    assert kinds == [
+        ("action", "c1", None),
+        ("observation", "c1", "timeout"),
+        ("action", None, None),
+        ("observation", None, "hit"),
+        ("answer", None, None),
+    ]
 
 
 def test_a_repeated_output_adds_its_calls_once_and_history_before_the_trace_adds_nothing():
@@ -115,12 +129,15 @@ def test_drops_are_counted_and_kept_in_metadata():
     assert dropped == {"image_part": 2} and obj["metadata"]["dropped"] == {"image_part": 2}
 
 
-@pytest.mark.parametrize("build, reason", [
-    (lambda t: t.model_output([Message("user", "x")]), "model output with role 'user'"),
-    (lambda t: t.model_input([Message("function", "x")]), "role 'function'"),
-    (lambda t: t.tool_execution(name="", arguments={}, result=""), "without the tool's name"),
-    (lambda t: t.model_output([Message("assistant", calls=[ToolCall("", {})])]), "without the tool's name"),
-])
+@pytest.mark.parametrize(
+    "build, reason",
+    [
+        (lambda t: t.model_output([Message("user", "x")]), "model output with role 'user'"),
+        (lambda t: t.model_input([Message("function", "x")]), "role 'function'"),
+        (lambda t: t.tool_execution(name="", arguments={}, result=""), "without the tool's name"),
+        (lambda t: t.model_output([Message("assistant", calls=[ToolCall("", {})])]), "without the tool's name"),
+    ],
+)
 def test_malformed_events_are_refused(build, reason):
     with pytest.raises(TrajectoryFormatError, match=reason):
         build(Transcript())
@@ -139,8 +156,12 @@ def test_a_later_turn_leaves_the_earlier_turns_out_and_counts_them():
     """The agent's input is this turn's question; the model is given the conversation so far."""
     t = Transcript()
     t.user("And in Rome?")
-    history = [SYSTEM, Message("user", "Weather in Paris?"), Message("assistant", "Sunny."),
-               Message("user", "And in Rome?")]
+    history = [
+        SYSTEM,
+        Message("user", "Weather in Paris?"),
+        Message("assistant", "Sunny."),
+        Message("user", "And in Rome?"),
+    ]
     t.model_input(history)
     out = Message("assistant", "", calls=[ToolCall("weather", {"city": "Rome"}, "c1")])
     t.model_output([out])
@@ -149,18 +170,30 @@ def test_a_later_turn_leaves_the_earlier_turns_out_and_counts_them():
     obj, dropped = t.canonical(agent=None)
     assert obj["task"]["prompt"] == "And in Rome?" and dropped == {"earlier_turn_message": 2}
     assert [(s["kind"], s.get("content", s.get("text"))) for s in obj["steps"]] == [
-        ("action", None), ("observation", "Rain."), ("observation", "And in Rome?"), ("answer", "Rain in Rome.")]
+        ("action", None),
+        ("observation", "Rain."),
+        ("observation", "And in Rome?"),
+        ("answer", "Rain in Rome."),
+    ]
 
 
 def test_id_less_results_of_parallel_calls_to_one_tool_find_their_call_by_arguments():
     t = Transcript()
     t.user("Paris and Rome?")
-    t.model_output([Message("assistant", "", calls=[ToolCall("weather", {"city": "Paris"}),
-                                                    ToolCall("weather", {"city": "Rome"})])])
+    t.model_output(
+        [
+            Message(
+                "assistant", "", calls=[ToolCall("weather", {"city": "Paris"}), ToolCall("weather", {"city": "Rome"})]
+            )
+        ]
+    )
     t.tool_execution(name="weather", arguments={"city": "Rome"}, result="Rain.")
     t.tool_execution(name="weather", arguments='{"city": "Paris"}', result="Sun.")
     steps = _steps(t, final_output="x")
     assert [(s["kind"], s.get("arguments"), s.get("content")) for s in steps[:4]] == [
-        ("action", {"city": "Paris"}, None), ("action", {"city": "Rome"}, None),
-        ("observation", None, "Rain."), ("observation", None, "Sun.")]
+        ("action", {"city": "Paris"}, None),
+        ("action", {"city": "Rome"}, None),
+        ("observation", None, "Rain."),
+        ("observation", None, "Sun."),
+    ]
     assert len(steps) == 5  # the results answered the two calls: no extra actions

@@ -10,6 +10,7 @@ Anything else is an invalid action: an error observation, and a step used. An ep
 at the step limit, or when the same action repeats `loop_repeats` times in a row (a loop).
 Every step is recorded in the canonical trajectory form (schema v1).
 """
+
 from __future__ import annotations
 
 import re
@@ -74,8 +75,9 @@ class TextBrowser:
         episode.actions.append(action_text)
         match = ACTION.match(action_text)
         if match is None:
-            result = self._record_error(episode, action_text, "Invalid action. Use search[...], open[n], find[...], "
-                                        "quote[...] or answer[...].")
+            result = self._record_error(
+                episode, action_text, "Invalid action. Use search[...], open[n], find[...], quote[...] or answer[...]."
+            )
         else:
             tool, arg = match.group(1), match.group(2).strip()
             result = getattr(self, f"_{tool}")(episode, arg)
@@ -90,8 +92,16 @@ class TextBrowser:
 
     # Tools -----------------------------------------------------------------
 
-    def _record(self, episode: Episode, tool: str, arguments: dict, observation: str, *, error: bool = False,
-                title: str | None = None) -> StepResult:
+    def _record(
+        self,
+        episode: Episode,
+        tool: str,
+        arguments: dict,
+        observation: str,
+        *,
+        error: bool = False,
+        title: str | None = None,
+    ) -> StepResult:
         episode.steps.append({"kind": "action", "tool": tool, "arguments": arguments})
         obs = {"kind": "observation", "tool": tool, "content": observation}
         if error:
@@ -104,7 +114,9 @@ class TextBrowser:
 
     def _record_error(self, episode: Episode, raw: str, message: str) -> StepResult:
         episode.steps.append({"kind": "action", "tool": "invalid", "arguments": raw})
-        episode.steps.append({"kind": "observation", "tool": "invalid", "content": f"Error: {message}", "is_error": True})
+        episode.steps.append(
+            {"kind": "observation", "tool": "invalid", "content": f"Error: {message}", "is_error": True}
+        )
         episode.tool_errors += 1
         return StepResult(f"Error: {message}", False, True)
 
@@ -136,8 +148,9 @@ class TextBrowser:
     def _quote(self, episode: Episode, text: str) -> StepResult:
         page = episode._page  # type: ignore[attr-defined]
         if page is None or not text or text not in page.text:
-            return self._record(episode, "quote", {"text": text}, "Error: that text is not in the open page.",
-                                error=True)
+            return self._record(
+                episode, "quote", {"text": text}, "Error: that text is not in the open page.", error=True
+            )
         episode.quotes.append(text)
         return self._record(episode, "quote", {"text": text}, "Quote saved.")
 

@@ -14,6 +14,7 @@ splits: dev is for choosing checkpoints, eval only for the final report.
     corpus = generate_corpus(seed=0, n_places=60, n_people=160, n_orgs=60)
     tasks = generate_tasks(corpus, seed=0)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -71,44 +72,69 @@ def _name(rng: random.Random, syllables: tuple[int, int], used: set[str]) -> str
             return word
 
 
-def generate_corpus(*, seed: int = 0, n_places: int = 60, n_people: int = 160, n_orgs: int = 60,
-                    exclude: frozenset[str] = frozenset()) -> Corpus:
+def generate_corpus(
+    *, seed: int = 0, n_places: int = 60, n_people: int = 160, n_orgs: int = 60, exclude: frozenset[str] = frozenset()
+) -> Corpus:
     """A world of `seed`; no generated name word is one of `exclude` (the names of other worlds)."""
     rng = random.Random(seed)
     used: set[str] = set(exclude)
     rivers = [_name(rng, (2, 2), used) for _ in range(max(8, n_places // 4))]
     places = []
     for _ in range(n_places):
-        places.append({"name": _name(rng, (2, 3), used), "region": rng.choice(REGIONS),
-                       "river": "the " + rng.choice(rivers), "founded": rng.randint(900, 1600)})
+        places.append(
+            {
+                "name": _name(rng, (2, 3), used),
+                "region": rng.choice(REGIONS),
+                "river": "the " + rng.choice(rivers),
+                "founded": rng.randint(900, 1600),
+            }
+        )
     people = []
     for _ in range(n_people):
         full = f"{_name(rng, (1, 2), used)} {_name(rng, (2, 2), used)}"
-        people.append({"name": full, "born_in": rng.choice(places)["name"], "born": rng.randint(1700, 1900),
-                       "occupation": rng.choice(OCCUPATIONS)})
+        people.append(
+            {
+                "name": full,
+                "born_in": rng.choice(places)["name"],
+                "born": rng.randint(1700, 1900),
+                "occupation": rng.choice(OCCUPATIONS),
+            }
+        )
     orgs = []
     for _ in range(n_orgs):
         founder = rng.choice(people)
-        orgs.append({"name": f"{_name(rng, (2, 3), used)} {rng.choice(ORG_KINDS)}", "founder": founder["name"],
-                     "headquarters": rng.choice(places)["name"], "founded": founder["born"] + rng.randint(20, 50),
-                     "field": rng.choice(FIELDS)})
+        orgs.append(
+            {
+                "name": f"{_name(rng, (2, 3), used)} {rng.choice(ORG_KINDS)}",
+                "founder": founder["name"],
+                "headquarters": rng.choice(places)["name"],
+                "founded": founder["born"] + rng.randint(20, 50),
+                "field": rng.choice(FIELDS),
+            }
+        )
     for person in people:
         person["employer"] = rng.choice(orgs)["name"]
 
     documents, facts = [], {}
     for p in places:
-        text = (f"{p['name']} is a town in {p['region']}, on the river {p['river'][4:]}. "
-                f"It was founded in {p['founded']}. Its market is known across {p['region']}.")
+        text = (
+            f"{p['name']} is a town in {p['region']}, on the river {p['river'][4:]}. "
+            f"It was founded in {p['founded']}. Its market is known across {p['region']}."
+        )
         documents.append(Document(_doc_id(p["name"]), p["name"], text, "place"))
         facts[p["name"]] = {"kind": "place", **p}
     for o in orgs:
-        text = (f"The {o['name']} is an organisation in {o['field']}, founded in {o['founded']} by {o['founder']}. "
-                f"Its headquarters are in {o['headquarters']}.")
+        text = (
+            f"The {o['name']} is an organisation in {o['field']}, founded in {o['founded']} by {o['founder']}. "
+            f"Its headquarters are in {o['headquarters']}."
+        )
         documents.append(Document(_doc_id(o["name"]), o["name"], text, "organisation"))
         facts[o["name"]] = {"kind": "organisation", **o}
     for p in people:
-        text = (f"{p['name']} (born {p['born']}) was {_article(p['occupation'])} {p['occupation']} born in {p['born_in']}. "
-                f"{p['name'].split()[0]} worked for the {p['employer']}.")
+        text = (
+            f"{p['name']} (born {p['born']}) was {_article(p['occupation'])} {p['occupation']} born in {p['born_in']}. "
+            f"{p['name'].split()[0]} worked for the {p['employer']}."
+        )
         documents.append(Document(_doc_id(p["name"]), p["name"], text, "person"))
         facts[p["name"]] = {"kind": "person", **p}
     documents.sort(key=lambda d: d.doc_id)
@@ -130,22 +156,50 @@ def generate_tasks(corpus: Corpus, *, seed: int = 0) -> list[TaskSpec]:
     tasks = []
 
     def add(qtype, hops, entity, question, answer, evidence):
-        tasks.append(TaskSpec(f"enc-{seed}-{qtype}-{_doc_id(entity)}", question, answer, qtype, hops,
-                              _split_of(entity, seed), entity, evidence))
+        tasks.append(
+            TaskSpec(
+                f"enc-{seed}-{qtype}-{_doc_id(entity)}",
+                question,
+                answer,
+                qtype,
+                hops,
+                _split_of(entity, seed),
+                entity,
+                evidence,
+            )
+        )
 
     for name, o in f.items():
         if o["kind"] == "organisation":
             founder = f[o["founder"]]
             add("org_founder", 1, name, f"Who founded the {name}?", founder["name"], [name])
-            add("org_founder_birthplace", 2, name, f"In which town was the founder of the {name} born?",
-                founder["born_in"], [name, founder["name"]])
+            add(
+                "org_founder_birthplace",
+                2,
+                name,
+                f"In which town was the founder of the {name} born?",
+                founder["born_in"],
+                [name, founder["name"]],
+            )
     for name, p in f.items():
         if p["kind"] == "person":
             add("person_birthplace", 1, name, f"In which town was {name} born?", p["born_in"], [name])
-            add("person_birthplace_river", 2, name, f"On which river is the town where {name} was born?",
-                f[p["born_in"]]["river"], [name, p["born_in"]])
-            add("person_employer_founder", 2, name, f"Who founded the organisation {name} worked for?",
-                f[p["employer"]]["founder"], [name, p["employer"]])
+            add(
+                "person_birthplace_river",
+                2,
+                name,
+                f"On which river is the town where {name} was born?",
+                f[p["born_in"]]["river"],
+                [name, p["born_in"]],
+            )
+            add(
+                "person_employer_founder",
+                2,
+                name,
+                f"Who founded the organisation {name} worked for?",
+                f[p["employer"]]["founder"],
+                [name, p["employer"]],
+            )
     tasks.sort(key=lambda t: t.external_id)
     return tasks
 
@@ -206,8 +260,18 @@ def load_tasks_jsonl(path: Path, *, seed: int = 0) -> list[TaskSpec]:
         if split not in ("train", "dev", "eval"):
             problems.append(f"line {number}: split must be train, dev or eval")
             continue
-        tasks.append(TaskSpec(obj.get("id") or f"user-{_doc_id(obj['question'])}", obj["question"], obj["answer"],
-                              "user", int(obj.get("hops", 1)), split, obj["question"], list(obj.get("evidence", []))))
+        tasks.append(
+            TaskSpec(
+                obj.get("id") or f"user-{_doc_id(obj['question'])}",
+                obj["question"],
+                obj["answer"],
+                "user",
+                int(obj.get("hops", 1)),
+                split,
+                obj["question"],
+                list(obj.get("evidence", [])),
+            )
+        )
     if problems:
         raise CorpusFileError(problems)
     return tasks

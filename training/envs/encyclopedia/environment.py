@@ -5,15 +5,16 @@ tools declared as OpenAI function tools: `search(query)`, `open(n)`, `find(text)
 `quote(text)` and `answer(text)`. The browser's own observations and rubric are used as
 they are; the episode limits are the runner's (`training.envs.base.EpisodeRunner`).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
 from functools import cache
 
+from training.envs.base import TRAINING_SEEDS, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 from training.envs.encyclopedia.browser import BrowserConfig, TextBrowser
 from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
 from training.envs.encyclopedia.rubric import score
-from training.envs.base import TRAINING_SEEDS, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 
 UNLIMITED = 10**9  # the browser's own limits are switched off: the runner's apply
 UNSEEN_SEEDS_FROM = 10_000  # held-out worlds: seeds from here on, sharing no name with any training world
@@ -26,25 +27,36 @@ def training_world_names(**corpus_options) -> frozenset[str]:
 
 
 def _text_tool(name: str, description: str, field: str = "text") -> Tool:
-    return Tool(name, description, {"type": "object", "properties": {field: {"type": "string"}},
-                                    "required": [field], "additionalProperties": False})
+    return Tool(
+        name,
+        description,
+        {
+            "type": "object",
+            "properties": {field: {"type": "string"}},
+            "required": [field],
+            "additionalProperties": False,
+        },
+    )
 
 
 class EncyclopediaEnvironment(Environment):
     name = "encyclopedia"
     description = "A WebGPT-style text browser over a fictional encyclopedia generated per seed."
-    system_prompt = ("Answer the question from the encyclopedia: search, open a result, find or quote what "
-                     "supports the answer, then answer.")
+    system_prompt = (
+        "Answer the question from the encyclopedia: search, open a result, find or quote what "
+        "supports the answer, then answer."
+    )
 
-    def __init__(self, *, seed: int = 0, unseen: bool = False, config: BrowserConfig | None = None,
-                 **corpus_options):
+    def __init__(self, *, seed: int = 0, unseen: bool = False, config: BrowserConfig | None = None, **corpus_options):
         """`corpus_options` size the generated world (n_places, n_people, n_orgs: training/envs/encyclopedia/corpus.py).
 
         `unseen`: a held-out world (seed UNSEEN_SEEDS_FROM or above) whose names are none of
         the training worlds', so its questions test reading, not memory."""
         if unseen and seed < UNSEEN_SEEDS_FROM:
-            raise ValueError(f"an unseen world's seed is {UNSEEN_SEEDS_FROM} or above (training may see seeds "
-                             f"below {TRAINING_SEEDS.stop})")
+            raise ValueError(
+                f"an unseen world's seed is {UNSEEN_SEEDS_FROM} or above (training may see seeds "
+                f"below {TRAINING_SEEDS.stop})"
+            )
         self.seed, self.unseen = seed, unseen
         exclude = training_world_names(**corpus_options) if unseen else frozenset()
         corpus = generate_corpus(seed=seed, exclude=exclude, **corpus_options)
@@ -55,17 +67,37 @@ class EncyclopediaEnvironment(Environment):
         self.browser = TextBrowser(corpus, config)
 
     def tasks(self, split: str) -> list[EnvTask]:
-        return [EnvTask(external_id=t.external_id, prompt=t.question, reference=t.answer, split=t.split,
-                        metadata={"environment": self.name, "seed": self.seed, "unseen": self.unseen,
-                                  "qtype": t.qtype, "hops": t.hops})
-                for t in self._specs if t.split == split]
+        return [
+            EnvTask(
+                external_id=t.external_id,
+                prompt=t.question,
+                reference=t.answer,
+                split=t.split,
+                metadata={
+                    "environment": self.name,
+                    "seed": self.seed,
+                    "unseen": self.unseen,
+                    "qtype": t.qtype,
+                    "hops": t.hops,
+                },
+            )
+            for t in self._specs
+            if t.split == split
+        ]
 
     def tools(self) -> list[Tool]:
         return [
             _text_tool("search", "Search the encyclopedia; returns numbered results.", "query"),
-            Tool("open", "Open result n of the last search.",
-                 {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}},
-                  "required": ["n"], "additionalProperties": False}),
+            Tool(
+                "open",
+                "Open result n of the last search.",
+                {
+                    "type": "object",
+                    "properties": {"n": {"type": "integer", "minimum": 0}},
+                    "required": ["n"],
+                    "additionalProperties": False,
+                },
+            ),
             _text_tool("find", "The sentences of the open page that contain the text."),
             _text_tool("quote", "Keep a quote from the open page as evidence."),
             _text_tool("answer", "Give the final answer and end the episode."),
@@ -87,8 +119,8 @@ class EncyclopediaEnvironment(Environment):
     def demonstrator(self, *, seed: int = 0, mistakes=None, **options):
         """The scripted agent (training/envs/encyclopedia/scripted.py) with its deliberate mistakes: its text
         actions as tool calls, and an action that is no tool call as written."""
-        from training.envs.encyclopedia.scripted import Mistakes, ScriptedAgent
         from training.envs.compact import NotACall, compact_call
+        from training.envs.encyclopedia.scripted import Mistakes, ScriptedAgent
 
         agent = ScriptedAgent(self.browser.corpus, mistakes or Mistakes(), seed=seed)
         specs = {t.external_id: t for t in self._specs}
@@ -100,10 +132,18 @@ class EncyclopediaEnvironment(Environment):
                     yield compact_call(action, tools)
                 except NotACall:  # a deliberate malformed action, written as it is
                     yield action
+
         return turns
 
     def outcome(self, state, episode: EpisodeRecord) -> Rubric:
-        graded = score(answer=episode.answer, reference=episode.task.reference, quotes=state.quotes,
-                       opened=state.opened, steps=episode.calls, tool_errors=episode.tool_errors, loop=episode.loop)
+        graded = score(
+            answer=episode.answer,
+            reference=episode.task.reference,
+            quotes=state.quotes,
+            opened=state.opened,
+            steps=episode.calls,
+            tool_errors=episode.tool_errors,
+            loop=episode.loop,
+        )
         parts = {k: v for k, v in graded.as_dict().items() if k not in ("correct", "utility")}
         return Rubric(correct=graded.correct, score=graded.utility, parts=parts)

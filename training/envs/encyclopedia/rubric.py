@@ -6,6 +6,7 @@ contains the reference answer. Utility weights follow agent RL practice: +10 cor
 -1 per step, -5 per tool error, -10 for a loop. It drives evaluation and simulated
 annotators and is never shown to human annotators.
 """
+
 from __future__ import annotations
 
 import re
@@ -53,18 +54,42 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def score(*, answer: str | None, reference: str, quotes: list[str], opened: list[str], steps: int,
-          tool_errors: int, loop: bool, weights: RubricWeights = RubricWeights()) -> Outcome:
+def score(
+    *,
+    answer: str | None,
+    reference: str,
+    quotes: list[str],
+    opened: list[str],
+    steps: int,
+    tool_errors: int,
+    loop: bool,
+    weights: RubricWeights = RubricWeights(),
+) -> Outcome:
     given = answer or ""
     correct = answer is not None and normalize(given) == normalize(reference) and bool(normalize(reference))
     ref = normalize(reference)
     supported = any(ref and ref in normalize(q) and any(q in page for page in opened) for q in quotes)
-    utility = (weights.correct * correct + weights.step * steps + weights.tool_error * tool_errors
-               + weights.loop * loop)
-    return Outcome(correct=correct, f1=round(token_f1(given, reference), 4), quote_support=supported, steps=steps,
-                   tool_errors=tool_errors, loop=loop, answered=answer is not None, utility=float(utility))
+    utility = weights.correct * correct + weights.step * steps + weights.tool_error * tool_errors + weights.loop * loop
+    return Outcome(
+        correct=correct,
+        f1=round(token_f1(given, reference), 4),
+        quote_support=supported,
+        steps=steps,
+        tool_errors=tool_errors,
+        loop=loop,
+        answered=answer is not None,
+        utility=float(utility),
+    )
 
 
 def score_episode(episode, reference: str, weights: RubricWeights = RubricWeights()) -> Outcome:
-    return score(answer=episode.answer, reference=reference, quotes=episode.quotes, opened=episode.opened,
-                 steps=len(episode.actions), tool_errors=episode.tool_errors, loop=episode.loop, weights=weights)
+    return score(
+        answer=episode.answer,
+        reference=reference,
+        quotes=episode.quotes,
+        opened=episode.opened,
+        steps=len(episode.actions),
+        tool_errors=episode.tool_errors,
+        loop=episode.loop,
+        weights=weights,
+    )

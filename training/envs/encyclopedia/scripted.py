@@ -6,6 +6,7 @@ the answer and answer. Each mistake has its own probability, so demonstrations c
 quality: opening the wrong result (and then answering from it), a redundant repeated
 search, answering without evidence (a guess, no quote), and an invalid action.
 """
+
 from __future__ import annotations
 
 import random

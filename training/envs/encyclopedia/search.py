@@ -1,4 +1,5 @@
 """BM25 over the corpus (Okapi, k1 = 1.5, b = 0.75), small and dependency-free."""
+
 from __future__ import annotations
 
 import math

@@ -1,7 +1,8 @@
 """Scripted agents act in the encyclopedia environment; their trajectories are stored.
 
-    python manage.py generate_trajectories --tasks 50 [--campaign NAME] [--split train] [--samples 1] [--seed 0]
+python manage.py generate_trajectories --tasks 50 [--campaign NAME] [--split train] [--samples 1] [--seed 0]
 """
+
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.services.campaigns import campaign_get_or_create
@@ -22,10 +23,14 @@ class Command(BaseCommand):
     def handle(self, *args, tasks, campaign, split, samples, seed, **options):
         try:
             target = campaign_get_or_create(name=campaign)[0] if campaign else None
-            report = scripted_trajectories_generate(campaign=target, n_tasks=tasks, split=split,
-                                                    samples_per_agent=samples, seed=seed)
+            report = scripted_trajectories_generate(
+                campaign=target, n_tasks=tasks, split=split, samples_per_agent=samples, seed=seed
+            )
         except ArbiterError as exc:
             raise CommandError(exc.message) from None
-        self.stdout.write(self.style.SUCCESS(
-            f"Stored {report.trajectories} trajectories ({report.duplicates} already stored), "
-            f"{report.success_rate:.0%} correct; {report.comparisons} comparisons built."))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Stored {report.trajectories} trajectories ({report.duplicates} already stored), "
+                f"{report.success_rate:.0%} correct; {report.comparisons} comparisons built."
+            )
+        )

@@ -17,6 +17,7 @@ It takes seconds and needs no model, so `make run` calls it before it starts the
 Passwords are generated on first run and kept in the storage folder
 (var/demo_users.json, readable by its owner only); later runs print the same ones.
 """
+
 import json
 import secrets
 
@@ -29,8 +30,8 @@ from annotate.models import Campaign
 from annotate.services.campaigns import campaign_get_or_create
 from annotate.services.datasets import SnapshotFilters, snapshot_create
 from training.policy.services import DEFAULT_POLICY, policy_by_run_ensure
-from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 from training.simulated_annotators import AnnotatorProfile
+from training.simulation import campaign_simulate_labels, scripted_trajectories_generate
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_role_set
 
@@ -55,7 +56,11 @@ Pick the trajectory you would rather trust.
 """
 DEMO_DIMENSIONS = [
     {"name": "correctness", "scale": 5, "description": "Is the final answer right and supported by a quote?"},
-    {"name": "efficiency", "scale": 5, "description": "Did it get there without wasted searches, loops or tool errors?"},
+    {
+        "name": "efficiency",
+        "scale": 5,
+        "description": "Did it get there without wasted searches, loops or tool errors?",
+    },
     {"name": "grounding", "scale": 5, "description": "Does every quote come from a page the agent actually opened?"},
 ]
 
@@ -64,8 +69,11 @@ class Command(BaseCommand):
     help = "Create the demo users and demo campaigns (once), launch what is missing, and print the users."
 
     def add_arguments(self, parser):
-        parser.add_argument("--policy", default=DEFAULT_POLICY,
-                            help="policy whose samples fill the demo campaign (trained by a run if it does not exist)")
+        parser.add_argument(
+            "--policy",
+            default=DEFAULT_POLICY,
+            help="policy whose samples fill the demo campaign (trained by a run if it does not exist)",
+        )
         parser.add_argument("--tasks", type=int, default=30, help="training tasks the policy is run on")
         parser.add_argument("--samples", type=int, default=2, help="episodes per task")
 
@@ -74,7 +82,10 @@ class Command(BaseCommand):
             raise CommandError("--tasks: at least 1; --samples: between 1 and 64.")
         passwords = self._passwords()
         admin = self._users(passwords)
-        for name, make in ((SIMULATED_CAMPAIGN, self._simulated_campaign), (SCRIPTED_CAMPAIGN, self._scripted_campaign)):
+        for name, make in (
+            (SIMULATED_CAMPAIGN, self._simulated_campaign),
+            (SCRIPTED_CAMPAIGN, self._scripted_campaign),
+        ):
             campaign = Campaign.objects.filter(name=name).first()
             if campaign is None:
                 make(admin)
@@ -107,8 +118,10 @@ class Command(BaseCommand):
             campaign, _ = campaign_get_or_create(name=SCRIPTED_CAMPAIGN, created_by=admin)
             self._configure(campaign)
             report = scripted_trajectories_generate(campaign=campaign, n_tasks=40, samples_per_agent=1, seed=3)
-        self.stdout.write(f"“{SCRIPTED_CAMPAIGN}”: {report.comparisons} comparisons of a careful and a hasty "
-                          f"scripted agent, ready to label.")
+        self.stdout.write(
+            f"“{SCRIPTED_CAMPAIGN}”: {report.comparisons} comparisons of a careful and a hasty "
+            f"scripted agent, ready to label."
+        )
 
     def _policy_campaign(self, admin, policy_name, tasks, samples):
         with transaction.atomic():
@@ -116,20 +129,24 @@ class Command(BaseCommand):
             if created:
                 self._configure(campaign)
             try:
-                policy, run = policy_by_run_ensure(name=policy_name, user=admin, campaign=campaign, tasks=tasks,
-                                                   samples=samples)
+                policy, run = policy_by_run_ensure(
+                    name=policy_name, user=admin, campaign=campaign, tasks=tasks, samples=samples
+                )
             except ArbiterError as exc:
                 raise CommandError(f"The demo policy {policy_name!r} cannot be made: {exc.message}") from None
         fill = f"its rollouts fill “{DEMO_CAMPAIGN}”"
         if policy is None:
             state = "queued" if run.status == "queued" else f"running, {run.progress:.0%}"
-            self.stdout.write(f"Policy {policy_name}: training by behaviour cloning in run #{run.pk} ({state}; see "
-                              f"the Runs page); once it succeeds, {fill}.")
+            self.stdout.write(
+                f"Policy {policy_name}: training by behaviour cloning in run #{run.pk} ({state}; see "
+                f"the Runs page); once it succeeds, {fill}."
+            )
         elif run is not None:
             self.stdout.write(f"Policy {policy}: {fill} in run #{run.pk} ({run.status}).")
         else:
-            self.stdout.write(f"“{DEMO_CAMPAIGN}”: {campaign.comparisons.count()} comparisons of {policy}'s "
-                              f"trajectories.")
+            self.stdout.write(
+                f"“{DEMO_CAMPAIGN}”: {campaign.comparisons.count()} comparisons of {policy}'s trajectories."
+            )
 
     def _simulated_campaign(self, admin):
         with transaction.atomic():
@@ -138,12 +155,19 @@ class Command(BaseCommand):
             campaign.votes_per_comparison = 3
             campaign.save()
             report = scripted_trajectories_generate(campaign=campaign, n_tasks=100, samples_per_agent=2, seed=7)
-            labels = campaign_simulate_labels(campaign=campaign, annotators=3,
-                                              profile=AnnotatorProfile(temperature=1.0, flip=0.1), seed=7)
-            snapshot = snapshot_create(name="Demo: simulated labels", campaigns=[campaign], created_by=admin,
-                                       filters=SnapshotFilters(include_synthetic=True))
-        self.stdout.write(f"“{SIMULATED_CAMPAIGN}”: {report.trajectories} scripted trajectories, {labels} simulated "
-                          f"judgements; snapshot #{snapshot.pk} with {snapshot.stats.get('pairs')} pairs.")
+            labels = campaign_simulate_labels(
+                campaign=campaign, annotators=3, profile=AnnotatorProfile(temperature=1.0, flip=0.1), seed=7
+            )
+            snapshot = snapshot_create(
+                name="Demo: simulated labels",
+                campaigns=[campaign],
+                created_by=admin,
+                filters=SnapshotFilters(include_synthetic=True),
+            )
+        self.stdout.write(
+            f"“{SIMULATED_CAMPAIGN}”: {report.trajectories} scripted trajectories, {labels} simulated "
+            f"judgements; snapshot #{snapshot.pk} with {snapshot.stats.get('pairs')} pairs."
+        )
 
     def _passwords(self) -> dict[str, str]:
         path = settings.VAR_DIR / "demo_users.json"

@@ -7,6 +7,7 @@ The directory must hold a causal language model with a chat template; the comman
 that the template renders an episode of the environment and that a tool-call parser reads
 its output before it registers anything.
 """
+
 from django.core.management.base import BaseCommand, CommandError
 
 from training.policy.parsers import PARSERS
@@ -21,18 +22,27 @@ class Command(BaseCommand):
         parser.add_argument("model_dir")
         parser.add_argument("--name", required=True, help="the agent's name (as in its imported transcripts)")
         parser.add_argument("--agent-version", default="", help="the agent's version (as in its transcripts)")
-        parser.add_argument("--tool-parser", default="", choices=["", *PARSERS, "transformers"],
-                            help="how its tool calls are read (default: detected from the chat template)")
+        parser.add_argument(
+            "--tool-parser",
+            default="",
+            choices=["", *PARSERS, "transformers"],
+            help="how its tool calls are read (default: detected from the chat template)",
+        )
         parser.add_argument("--environment", default="encyclopedia", help="the environment to check it against")
 
     def handle(self, *args, model_dir, name, agent_version, tool_parser, environment, **options):
         try:
-            policy = policy_register(name=name, version=agent_version, model_dir=model_dir, tool_parser=tool_parser,
-                                     environment=environment)
+            policy = policy_register(
+                name=name, version=agent_version, model_dir=model_dir, tool_parser=tool_parser, environment=environment
+            )
         except ArbiterError as exc:
             raise CommandError(getattr(exc, "message", str(exc))) from None
         how = {"named": "as named", "detected": "detected from its chat template"}.get(
-            policy.metadata.get("tool_parser_chosen"), "")
-        self.stdout.write(self.style.SUCCESS(
-            f"Registered policy {policy} (id {policy.pk}) from {policy.model_dir}; its tool calls are read by the "
-            f"{policy.metadata.get('tool_parser') or '?'} parser ({how})."))
+            policy.metadata.get("tool_parser_chosen"), ""
+        )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Registered policy {policy} (id {policy.pk}) from {policy.model_dir}; its tool calls are read by the "
+                f"{policy.metadata.get('tool_parser') or '?'} parser ({how})."
+            )
+        )

@@ -10,6 +10,7 @@ what the reward model scores highest. Prints the before/after table of the last 
 the loop's per-round figures. Everything it makes is an ordinary campaign, snapshot, run,
 policy and evaluation in the web UI, and the loop goes on from the dashboard's "next round".
 """
+
 import json
 import logging
 
@@ -36,63 +37,134 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         defaults = PipelineConfig()
         parser.add_argument("--name", default="", help="prefix of what it creates (default pipeline-<time>)")
-        parser.add_argument("--policy-id", type=int, default=0,
-                            help="the policy to improve (default: the behaviour-cloned default policy)")
-        parser.add_argument("--bc-base-policy-id", type=int, default=0,
-                            help="without --policy-id: clone the environment's demonstrations into this registered "
-                                 "chat policy, in its own format (default: build the default architecture)")
-        parser.add_argument("--bc-extra-worlds", type=int, default=defaults.bc_extra_worlds,
-                            help="behaviour cloning also imitates every task of this many other worlds (-1: scaled "
-                                 "to about 2,000 demonstrations; 0 where the environment is not built per seed)")
-        parser.add_argument("--environment", default=defaults.environment,
-                            help="the environment every stage plays (a built-in, configured or installed one)")
+        parser.add_argument(
+            "--policy-id",
+            type=int,
+            default=0,
+            help="the policy to improve (default: the behaviour-cloned default policy)",
+        )
+        parser.add_argument(
+            "--bc-base-policy-id",
+            type=int,
+            default=0,
+            help="without --policy-id: clone the environment's demonstrations into this registered "
+            "chat policy, in its own format (default: build the default architecture)",
+        )
+        parser.add_argument(
+            "--bc-extra-worlds",
+            type=int,
+            default=defaults.bc_extra_worlds,
+            help="behaviour cloning also imitates every task of this many other worlds (-1: scaled "
+            "to about 2,000 demonstrations; 0 where the environment is not built per seed)",
+        )
+        parser.add_argument(
+            "--environment",
+            default=defaults.environment,
+            help="the environment every stage plays (a built-in, configured or installed one)",
+        )
         parser.add_argument("--rollout-tasks", type=int, default=defaults.rollout_tasks)
-        parser.add_argument("--samples-per-task", type=int, default=defaults.samples_per_task,
-                            help="episodes per task, paired into comparisons (0: scaled to the environment's size)")
-        parser.add_argument("--pairing", default=defaults.pairing,
-                            help="how a task's episodes are paired: all_pairs, outcome_differs or "
-                                 "same_calls_different_answer")
-        parser.add_argument("--answer-branches", type=int, default=defaults.answer_branches,
-                            help="answers sampled afresh on the path of each episode that answered after reading "
-                                 "(0: none; docs/loop.md)")
-        parser.add_argument("--answer-pairs-per-task", type=int, default=defaults.answer_pairs_per_task,
-                            help="more pairs per task that made the same calls and answered differently")
+        parser.add_argument(
+            "--samples-per-task",
+            type=int,
+            default=defaults.samples_per_task,
+            help="episodes per task, paired into comparisons (0: scaled to the environment's size)",
+        )
+        parser.add_argument(
+            "--pairing",
+            default=defaults.pairing,
+            help="how a task's episodes are paired: all_pairs, outcome_differs or same_calls_different_answer",
+        )
+        parser.add_argument(
+            "--answer-branches",
+            type=int,
+            default=defaults.answer_branches,
+            help="answers sampled afresh on the path of each episode that answered after reading "
+            "(0: none; docs/loop.md)",
+        )
+        parser.add_argument(
+            "--answer-pairs-per-task",
+            type=int,
+            default=defaults.answer_pairs_per_task,
+            help="more pairs per task that made the same calls and answered differently",
+        )
         parser.add_argument("--annotators", type=int, default=defaults.annotators)
-        parser.add_argument("--annotator-weighted", action="store_false", dest="annotator_correct_first",
-                            help="simulated annotators judge by one weighted utility instead of correctness first")
-        parser.add_argument("--annotator-wrong-pairs", default=defaults.annotator_wrong_pairs,
-                            choices=WRONG_PAIRS,
-                            help="what tells two wrong answers apart for the simulated annotators: nothing (a tie, "
-                                 "both bad), their tool errors and loops, or their steps too")
-        parser.add_argument("--annotator-correct-weight", type=float, default=defaults.annotator_correct_weight,
-                            help="with --annotator-weighted: the utility of a correct answer (the rubric's is 10)")
-        parser.add_argument("--rounds", type=int, default=defaults.rounds,
-                            help="rounds of rollouts, labels, reward model and RL, each from the last one's result")
+        parser.add_argument(
+            "--annotator-weighted",
+            action="store_false",
+            dest="annotator_correct_first",
+            help="simulated annotators judge by one weighted utility instead of correctness first",
+        )
+        parser.add_argument(
+            "--annotator-wrong-pairs",
+            default=defaults.annotator_wrong_pairs,
+            choices=WRONG_PAIRS,
+            help="what tells two wrong answers apart for the simulated annotators: nothing (a tie, "
+            "both bad), their tool errors and loops, or their steps too",
+        )
+        parser.add_argument(
+            "--annotator-correct-weight",
+            type=float,
+            default=defaults.annotator_correct_weight,
+            help="with --annotator-weighted: the utility of a correct answer (the rubric's is 10)",
+        )
+        parser.add_argument(
+            "--rounds",
+            type=int,
+            default=defaults.rounds,
+            help="rounds of rollouts, labels, reward model and RL, each from the last one's result",
+        )
         parser.add_argument("--rl", default=defaults.rl_kind, help="the RL run kind of every round: ppo, rloo or grpo")
-        parser.add_argument("--rl-train-worlds", type=int, default=defaults.rl_train_worlds,
-                            help="RL also practises on this many other worlds of the environment "
-                                 "(-1: 8 where it is built per seed, else 0)")
-        parser.add_argument("--ppo-iterations", type=int, default=None,
-                            help="RL iterations per round (default: the RL run's)")
+        parser.add_argument(
+            "--rl-train-worlds",
+            type=int,
+            default=defaults.rl_train_worlds,
+            help="RL also practises on this many other worlds of the environment "
+            "(-1: 8 where it is built per seed, else 0)",
+        )
+        parser.add_argument(
+            "--ppo-iterations", type=int, default=None, help="RL iterations per round (default: the RL run's)"
+        )
         parser.add_argument("--ppo", default="{}", help="RL run config overrides, as JSON")
         parser.add_argument("--reward-model", default="{}", help="reward-model run config overrides, as JSON")
-        parser.add_argument("--reward-model-from-scratch", action="store_false", dest="reward_model_from_policy",
-                            help="train each reward model from scratch instead of from round one's starting policy")
+        parser.add_argument(
+            "--reward-model-from-scratch",
+            action="store_false",
+            dest="reward_model_from_policy",
+            help="train each reward model from scratch instead of from round one's starting policy",
+        )
         parser.add_argument("--upper-bound", action="store_true", help="also PPO against the rubric itself")
         parser.add_argument("--best-of-n", default=defaults.best_of_n, help="best-of-n at these n, e.g. 2,4")
         parser.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="0: all eval tasks")
         parser.add_argument("--eval-samples", type=int, default=defaults.eval_samples)
-        parser.add_argument("--eval-environment", default=defaults.eval_environment,
-                            help="where each round is evaluated (default: the environment's unseen variant if any)")
-        parser.add_argument("--audit-size", type=int, default=defaults.audit_size,
-                            help="per round: the reward model's favourite episodes put to a blind audit")
-        parser.add_argument("--audit-disagreements", type=int, default=defaults.audit_disagreements,
-                            help="per round: labelled pairs the reward model most disagrees with, asked again")
-        parser.add_argument("--max-action-tokens", type=int, default=defaults.max_action_tokens,
-                            help="tokens one turn of the policy may generate (raise it for chat models that write "
-                                 "JSON calls)")
-        parser.add_argument("--max-context", type=int, default=defaults.max_context,
-                            help="an episode longer than this many tokens ends as truncated")
+        parser.add_argument(
+            "--eval-environment",
+            default=defaults.eval_environment,
+            help="where each round is evaluated (default: the environment's unseen variant if any)",
+        )
+        parser.add_argument(
+            "--audit-size",
+            type=int,
+            default=defaults.audit_size,
+            help="per round: the reward model's favourite episodes put to a blind audit",
+        )
+        parser.add_argument(
+            "--audit-disagreements",
+            type=int,
+            default=defaults.audit_disagreements,
+            help="per round: labelled pairs the reward model most disagrees with, asked again",
+        )
+        parser.add_argument(
+            "--max-action-tokens",
+            type=int,
+            default=defaults.max_action_tokens,
+            help="tokens one turn of the policy may generate (raise it for chat models that write JSON calls)",
+        )
+        parser.add_argument(
+            "--max-context",
+            type=int,
+            default=defaults.max_context,
+            help="an episode longer than this many tokens ends as truncated",
+        )
         parser.add_argument("--seed", type=int, default=defaults.seed)
         parser.add_argument("--json", default="", help="also write the before/after table and timings to this file")
 
@@ -106,20 +178,37 @@ class Command(BaseCommand):
         if options["ppo_iterations"] is not None:
             ppo["iterations"] = options["ppo_iterations"]
         config = PipelineConfig(
-            name=options["name"], environment=options["environment"], policy_id=options["policy_id"],
-            rollout_tasks=options["rollout_tasks"], samples_per_task=options["samples_per_task"],
-            pairing=options["pairing"], answer_branches=options["answer_branches"],
+            name=options["name"],
+            environment=options["environment"],
+            policy_id=options["policy_id"],
+            rollout_tasks=options["rollout_tasks"],
+            samples_per_task=options["samples_per_task"],
+            pairing=options["pairing"],
+            answer_branches=options["answer_branches"],
             answer_pairs_per_task=options["answer_pairs_per_task"],
-            annotators=options["annotators"], annotator_correct_weight=options["annotator_correct_weight"],
+            annotators=options["annotators"],
+            annotator_correct_weight=options["annotator_correct_weight"],
             annotator_correct_first=options["annotator_correct_first"],
             annotator_wrong_pairs=options["annotator_wrong_pairs"],
-            reward_model=reward_model, reward_model_from_policy=options["reward_model_from_policy"], ppo=ppo, upper_bound=options["upper_bound"],
-            best_of_n=options["best_of_n"], eval_tasks=options["eval_tasks"], eval_samples=options["eval_samples"],
-            eval_environment=options["eval_environment"], rounds=options["rounds"], rl_kind=options["rl"],
+            reward_model=reward_model,
+            reward_model_from_policy=options["reward_model_from_policy"],
+            ppo=ppo,
+            upper_bound=options["upper_bound"],
+            best_of_n=options["best_of_n"],
+            eval_tasks=options["eval_tasks"],
+            eval_samples=options["eval_samples"],
+            eval_environment=options["eval_environment"],
+            rounds=options["rounds"],
+            rl_kind=options["rl"],
             rl_train_worlds=options["rl_train_worlds"],
-            audit_size=options["audit_size"], audit_disagreements=options["audit_disagreements"],
-            bc_base_policy_id=options["bc_base_policy_id"], bc_extra_worlds=options["bc_extra_worlds"], max_action_tokens=options["max_action_tokens"],
-            max_context=options["max_context"], seed=options["seed"])
+            audit_size=options["audit_size"],
+            audit_disagreements=options["audit_disagreements"],
+            bc_base_policy_id=options["bc_base_policy_id"],
+            bc_extra_worlds=options["bc_extra_worlds"],
+            max_action_tokens=options["max_action_tokens"],
+            max_context=options["max_context"],
+            seed=options["seed"],
+        )
         config, notes = pipeline_plan(config)
         problems = pipeline_problems(config)
         if problems:
@@ -131,8 +220,13 @@ class Command(BaseCommand):
         def stage(title: str):
             for bar in bars:
                 bar.close()
-            bar = tqdm(total=100, desc=title, unit="%", leave=True, bar_format="{desc:<32}{percentage:3.0f}%|{bar}| "
-                                                                               "{elapsed} {postfix}")
+            bar = tqdm(
+                total=100,
+                desc=title,
+                unit="%",
+                leave=True,
+                bar_format="{desc:<32}{percentage:3.0f}%|{bar}| {elapsed} {postfix}",
+            )
             bars.append(bar)
 
             def progress(fraction: float, message: str = "") -> None:
@@ -141,9 +235,12 @@ class Command(BaseCommand):
                     bar.n = percent
                     bar.last_message = message
                     bar.set_postfix_str((message or "")[:60], refresh=True)
+
             return progress
 
-        logging.getLogger("webapp.runs.services").setLevel(logging.WARNING)  # the bars say it; the run pages keep the log
+        logging.getLogger("webapp.runs.services").setLevel(
+            logging.WARNING
+        )  # the bars say it; the run pages keep the log
         try:
             result = run_pipeline(config, stage=stage, log=lambda line: None)
         except ArbiterError as exc:
@@ -154,26 +251,42 @@ class Command(BaseCommand):
         rows = before_after_rows(result.evaluation)
         evaluation = result.evaluation
         self.stdout.write("")
-        self.stdout.write(f"Before/after, round {len(result.rounds)}, on {evaluation.config['tasks']} eval tasks of "
-                          f"{evaluation.config.get('environment', 'encyclopedia')} "
-                          f"({evaluation.config['samples']} samples per task at temperature "
-                          f"{evaluation.config['temperature']:g}, and greedy); 95% intervals over tasks:")
+        self.stdout.write(
+            f"Before/after, round {len(result.rounds)}, on {evaluation.config['tasks']} eval tasks of "
+            f"{evaluation.config.get('environment', 'encyclopedia')} "
+            f"({evaluation.config['samples']} samples per task at temperature "
+            f"{evaluation.config['temperature']:g}, and greedy); 95% intervals over tasks:"
+        )
         self.stdout.write(format_table(rows))
         report = loop_report(result.rounds[-1].loop)
         self.stdout.write("\n" + format_rounds(report))
         last = result.rounds[-1]
         rl = last.rl_run.summary
-        self.stdout.write(f"\n{last.rl_run.kind.upper()}: {rl['message']} Best checkpoint by dev rubric: "
-                          f"iteration {rl['best_iteration']}.")
+        self.stdout.write(
+            f"\n{last.rl_run.kind.upper()}: {rl['message']} Best checkpoint by dev rubric: "
+            f"iteration {rl['best_iteration']}."
+        )
         accuracy = ((last.reward_model.metrics or {}).get("test") or {}).get("accuracy")
         if accuracy is not None:
             self.stdout.write(f"Reward model: held-out accuracy {accuracy:.1%}.")
-        self.stdout.write("Stage seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in result.seconds.items())
-                          + f"; total {sum(result.seconds.values()):.0f}.")
-        self.stdout.write(self.style.SUCCESS(
-            f"Dashboard: {reverse('training:evaluation', args=[evaluation.pk])}"))
+        self.stdout.write(
+            "Stage seconds: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in result.seconds.items())
+            + f"; total {sum(result.seconds.values()):.0f}."
+        )
+        self.stdout.write(self.style.SUCCESS(f"Dashboard: {reverse('training:evaluation', args=[evaluation.pk])}"))
         if options["json"]:
             with open(options["json"], "w") as handle:
-                json.dump({"rows": rows, "seconds": result.seconds, "rounds": report, "rl": rl,
-                           "reward_model": last.reward_model.metrics, "evaluation_id": evaluation.pk},
-                          handle, indent=2, default=str)
+                json.dump(
+                    {
+                        "rows": rows,
+                        "seconds": result.seconds,
+                        "rounds": report,
+                        "rl": rl,
+                        "reward_model": last.reward_model.metrics,
+                        "evaluation_id": evaluation.pk,
+                    },
+                    handle,
+                    indent=2,
+                    default=str,
+                )

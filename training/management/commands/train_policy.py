@@ -8,6 +8,7 @@ registered as policy `default-bc`; later runs reuse it unless --force. This trai
 foreground; `make run` trains the same policy as a `bc` run on its worker instead
 (`load_demo`), so the app answers while it trains.
 """
+
 from dataclasses import replace
 
 from django.core.management.base import BaseCommand
@@ -35,14 +36,14 @@ class Command(BaseCommand):
                 bar.n = percent
                 bar.refresh()
 
-        policy = policy_train_default(config=config, force=force, progress=progress,
-                                      log=lambda m: self.stdout.write(m))
+        policy = policy_train_default(config=config, force=force, progress=progress, log=lambda m: self.stdout.write(m))
         bar.close()
         report = policy.metadata or {}
         evaluation = report.get("eval", {})
         for name, label in (("greedy", "greedy"), ("t1", "temperature 1")):
             if name in evaluation:
                 e = evaluation[name]
-                self.stdout.write(f"  eval success, {label}: {e['success']:.1%} ± {1.96 * e['stderr']:.1%} "
-                                  f"({e['tasks']} tasks)")
+                self.stdout.write(
+                    f"  eval success, {label}: {e['success']:.1%} ± {1.96 * e['stderr']:.1%} ({e['tasks']} tasks)"
+                )
         self.stdout.write(self.style.SUCCESS(f"Policy {policy.name}@{policy.version} in {policy.model_dir}"))

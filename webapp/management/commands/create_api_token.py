@@ -5,6 +5,7 @@
 The key is printed once, alone on its line; Arbiter keeps only its hash. People make
 their own tokens on the API tokens page instead.
 """
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 

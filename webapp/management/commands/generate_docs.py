@@ -1,4 +1,5 @@
 """Write (or check) the generated docs: docs/config-options.md and the model table of docs/data-model.md."""
+
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.generated_docs import DATA_MODEL_FILE, DOCS_FILE, config_docs, data_model_doc

@@ -8,6 +8,7 @@ worker: a job still marked running then was cut off when the last `make run` sto
 failing it now lets `load_demo` start the default policy's training again at once, instead
 of waiting for the scheduled sweep to notice the silence.
 """
+
 from django.core.management.base import BaseCommand
 
 from webapp.jobs import jobs_sweep_stale
@@ -17,8 +18,9 @@ class Command(BaseCommand):
     help = "Fail running jobs whose worker stopped sending heartbeats (or every running job, with --orphaned)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--orphaned", action="store_true",
-                            help="fail every running job: use only when no worker is running")
+        parser.add_argument(
+            "--orphaned", action="store_true", help="fail every running job: use only when no worker is running"
+        )
 
     def handle(self, *args, orphaned: bool, **options):
         counts = jobs_sweep_stale(older_than=0 if orphaned else None)

@@ -1,7 +1,8 @@
 """Create a user or change a user's roles.
 
-    python manage.py set_role USERNAME annotator [researcher admin] [--password PW]
+python manage.py set_role USERNAME annotator [researcher admin] [--password PW]
 """
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
