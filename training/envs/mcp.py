@@ -1,7 +1,10 @@
 """An environment whose tools are served by a Model Context Protocol server (the official `mcp` SDK).
 
-    get_environment("mcp", server=["python", "my_server.py"], tasks="tasks.jsonl")      # stdio
-    get_environment("mcp", server="http://127.0.0.1:8765/mcp", tasks="tasks.jsonl")     # streamable HTTP
+    get_environment("mcp", server=["/srv/tools/.venv/bin/python", "/srv/tools/server.py"], tasks="t.jsonl")  # stdio
+    get_environment("mcp", server="http://127.0.0.1:8765/mcp", tasks="t.jsonl")  # streamable HTTP
+
+(A stdio command with absolute paths and the Python that has the server's packages: a worker
+runs it from its own folder and PATH. Options: docs/environments.md.)
 
 The tools and their JSON Schemas come from the server's tool list; each call goes to the
 server, and a result the server marks `is_error` is an error observation. Arbiter adds an
