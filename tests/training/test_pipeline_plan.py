@@ -122,3 +122,14 @@ def test_settings_of_the_wrong_type_are_refused_not_crashed_on(small):
     for bad in ("[1]", "3", '"text"'):
         with pytest.raises(CommandError, match="take JSON objects"):
             call_command("run_pipeline", "--environment", small, "--ppo", bad)
+
+
+def test_a_demonstrator_that_fails_is_named_with_its_error():
+    from tests.helpers import Catalog
+    from training.envs.base import demonstrator_problem
+
+    class Broken(Catalog):
+        def demonstrator(self, *, seed=0, **options):
+            raise KeyError("no scripts for this catalog")
+
+    assert demonstrator_problem(Broken()) == "catalog.demonstrator failed: KeyError: 'no scripts for this catalog'"

@@ -179,6 +179,8 @@ def demonstrator_problem(env: Environment) -> str | None:
             f"{env.name or type(env).__name__}.demonstrator cannot be called with seed= and mistakes= ({exc}); "
             "write it as `def demonstrator(self, *, seed=0, **options)` (docs/environments.md)."
         )
+    except Exception as exc:  # noqa: BLE001 - a user's demonstrator may fail in any way; say how
+        return f"{env.name or type(env).__name__}.demonstrator failed: {type(exc).__name__}: {exc}"
     if turns is None:
         return (
             f"{env.name or type(env).__name__} has no scripted demonstrator, so behaviour cloning has nothing "
