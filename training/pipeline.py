@@ -19,7 +19,15 @@ from django.utils import timezone
 
 from annotate.models import Campaign, Policy
 from training.loop.config import PipelineConfig
-from training.loop.rounds import Stage, annotator_profile, pipeline_user, round_advance, round_first, round_next
+from training.loop.rounds import (
+    Stage,
+    annotator_profile,
+    eval_environment,
+    pipeline_user,
+    round_advance,
+    round_first,
+    round_next,
+)
 from training.models import LoopRound
 from training.policy.limits import limits_problems
 from training.rl.config import ALGORITHMS as RL_KINDS
@@ -165,7 +173,6 @@ class EnvironmentSize:
 
 def environment_size(config: PipelineConfig) -> EnvironmentSize:
     from training.envs.services import environment_get
-    from training.loop.rounds import eval_environment
 
     env = environment_get(config.environment)
     evaluated = environment_get(eval_environment(config))
@@ -261,16 +268,22 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
     from training.envs.base import demonstrator_problem
     from training.envs.services import environment_get, environment_problems
     from training.run_kinds.common import policy_problems
+    from training.run_kinds.improve import episodes_per_iteration_problem
 
     problems = environment_problems(config.environment)
     if config.eval_environment:
         problems += [f"eval_environment: {p}" for p in environment_problems(config.eval_environment)]
-    environments_usable = not problems
-    if environments_usable:
-        problems += _size_problems(config)
+    size = None
+    if not problems:
+        try:
+            size = environment_size(config)
+        except Exception as exc:  # noqa: BLE001 - a user's environment may fail in any way
+            problems.append(f"environment: {exc}")
+        else:
+            problems += _size_problems(config, size)
     if config.policy_id:
         problems += [f"policy_id: {p}" for p in policy_problems(config.policy_id)]
-    elif environments_usable:
+    elif size is not None:
         problem = demonstrator_problem(environment_get(config.environment))
         if problem:
             problems.append(f"environment: {problem} Give --policy-id (a registered policy, docs/policies.md).")
@@ -313,17 +326,13 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
     except ValueError as exc:
         problems.append(f"{config.rl_kind.upper()} settings: {' '.join(str(exc).splitlines())}")
     else:
-        problems += _rl_size_problems(config, rl) if environments_usable else []
+        problem = episodes_per_iteration_problem(rl.rl_config(), size.train) if size else None
+        problems += [f"{config.rl_kind.upper()} settings: {problem}"] if problem else []
     return problems
 
 
-def _size_problems(config: PipelineConfig) -> list[str]:
-    """What the environment's size cannot give the stages: pairs to label, dev tasks to choose
-    RL's checkpoint on, eval tasks to evaluate on."""
-    try:
-        size = environment_size(config)
-    except Exception as exc:  # noqa: BLE001 - a user's environment may fail in any way
-        return [f"environment: {exc}"]
+def _size_problems(config: PipelineConfig, size: EnvironmentSize) -> list[str]:
+    """What the environment's size cannot give the stages: pairs to label, eval tasks to evaluate on."""
     problems = []
     tasks = min(config.rollout_tasks, size.train)
     if tasks < 10:
@@ -332,22 +341,5 @@ def _size_problems(config: PipelineConfig) -> list[str]:
             f"model needs pairs from at least 10 (its test split is a fifth of the tasks)."
         )
     if size.eval < 1:
-        problems.append(f"eval_environment: {eval_environment_name(config)} has no eval tasks to evaluate on.")
+        problems.append(f"eval_environment: {eval_environment(config)} has no eval tasks to evaluate on.")
     return problems
-
-
-def _rl_size_problems(config: PipelineConfig, rl) -> list[str]:
-    from training.run_kinds.improve import episodes_per_iteration_problem
-
-    try:
-        size = environment_size(config)
-    except Exception:  # noqa: BLE001 - reported by _size_problems
-        return []
-    problem = episodes_per_iteration_problem(rl.rl_config(), size.train)
-    return [f"{config.rl_kind.upper()} settings: {problem}"] if problem else []
-
-
-def eval_environment_name(config: PipelineConfig) -> str:
-    from training.loop.rounds import eval_environment
-
-    return eval_environment(config)

@@ -354,7 +354,7 @@ class MCPEnvironment(Environment):
                 return self.connection.call_tool(tool, arguments)
             except Exception as exc:
                 last = exc
-                said = getattr(self.connection, "server_stderr", lambda: "")() or said
+                said = self.connection.server_stderr() or said
         raise ToolServerLost(
             f"the MCP server {self._server!r} stopped answering ({type(lost).__name__}: {lost}); it has been "
             f"restarted {self.restarts} time(s) in this run, as many as its `restarts` setting allows (last failure: "

@@ -63,11 +63,8 @@ class ChatFormat:
         """The policy's format: its chat template, and the parser named in its directory's
         arbiter_policy.json (`tool_parser`), given here, or detected from the template."""
         path = Path(model_dir) if model_dir else None
-        if not parser and path is not None and (path / POLICY_FILE).exists():
-            try:
-                parser = json.loads((path / POLICY_FILE).read_text()).get("tool_parser", "")
-            except (ValueError, AttributeError):
-                parser = ""
+        if not parser and path is not None:
+            parser = named_tool_parser(path)
         if getattr(tokenizer, "chat_template", None) in LEGACY_TEMPLATES:
             tokenizer.chat_template = CHAT_TEMPLATE  # a default policy saved before tools were declared
         if not getattr(tokenizer, "chat_template", None):
@@ -147,15 +144,20 @@ class ChatFormat:
         return self.tokenizer.decode([i for i in ids if i not in self.stop_ids], skip_special_tokens=False)
 
 
+def named_tool_parser(model_dir: Path) -> str:
+    """The `tool_parser` named in the directory's arbiter_policy.json, or ""."""
+    try:
+        return json.loads((model_dir / POLICY_FILE).read_text()).get("tool_parser", "") or ""
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
 def tool_parser_of(model_dir: str | Path) -> tuple[str, str]:
     """(parser, how it was chosen) for a policy directory, from its files alone (no model or
     tokenizer is loaded): "named" in arbiter_policy.json, else "detected" from the chat template
     (tokenizer_config.json or chat_template.jinja); ("", "unknown") when neither says."""
     path = Path(model_dir)
-    try:
-        named = json.loads((path / POLICY_FILE).read_text()).get("tool_parser", "")
-    except (OSError, ValueError, AttributeError):
-        named = ""
+    named = named_tool_parser(path)
     if named:
         return named, "named"
     try:
