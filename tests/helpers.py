@@ -206,7 +206,7 @@ class Counter(Environment):
 
     def outcome(self, state, episode):
         correct = episode.answer == episode.task.reference
-        return Rubric(correct=correct, score=float(correct), parts={"presses": state["count"]})
+        return Rubric(correct=correct, utility=float(correct), parts={"presses": state["count"]})
 
 
 class Catalog(Environment):
@@ -227,7 +227,7 @@ class Catalog(Environment):
         return ToolResult(arguments.get("text", ""), done=True, answer=arguments.get("text", ""))
 
     def outcome(self, state, episode):
-        return Rubric(correct=False, score=0.0)
+        return Rubric(correct=False, utility=0.0)
 
 
 # --- A hand-built evaluation ---------------------------------------------------------------------

@@ -78,7 +78,7 @@ class Inventory(Environment):
         correct = (episode.answer or "").strip() == episode.task.reference
         return Rubric(
             correct=correct,
-            score=10.0 * correct - episode.calls - 5.0 * episode.tool_errors,
+            utility=10.0 * correct - episode.calls - 5.0 * episode.tool_errors,
             parts={"looked_up": episode.task.reference in state["seen"]},
         )
 

@@ -96,7 +96,7 @@ def test_a_users_environment_by_dotted_path_goes_through_the_runner():
     # The runner's own figures join the environment's rubric parts, under one vocabulary.
     assert episode.outcome() == Rubric(
         correct=True,
-        score=1.0,
+        utility=1.0,
         parts={"steps": 3, "tool_errors": 0, "loop": False, "truncated": False, "answered": True, "presses": 2},
     )
     assert get_environment("tests.helpers.Counter").name == "counter"

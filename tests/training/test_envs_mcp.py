@@ -82,7 +82,7 @@ def test_a_rubric_hook_by_dotted_path(tasks_file):
 def lenient(task, episode):
     from training.envs.base import Rubric
 
-    return Rubric(correct=episode.answer is not None, score=1.0, parts={"hook": True})
+    return Rubric(correct=episode.answer is not None, utility=1.0, parts={"hook": True})
 
 
 def test_bad_tasks_and_unreachable_servers_are_refused_with_the_reason(tmp_path):

@@ -176,7 +176,7 @@ class ArithmeticEnvironment(Environment):
         utility = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
         return Rubric(
             correct=correct,
-            score=utility,
+            utility=utility,
             parts={
                 "steps": episode.calls,
                 "tool_errors": episode.tool_errors,

@@ -22,6 +22,7 @@ How to write one, register it and point Arbiter at it: docs/environments.md.
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -88,16 +89,28 @@ class ToolResult:
     answer: str | None = None  # the final answer, when the call gave one
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Rubric:
-    """The outcome of a finished episode: correct or not, a score, and the named parts behind them."""
+    """The outcome of a finished episode: correct or not, its utility (one number, higher is
+    better: what a simulated annotator prefers and RL's `rubric utility` reward), and the
+    named parts behind them. Stored with a trajectory as its `outcome` (`as_dict`)."""
 
     correct: bool
-    score: float
+    utility: float
     parts: dict[str, Any] = field(default_factory=dict)
 
+    def __init__(self, correct: bool, utility: float | None = None, parts: dict | None = None, *, score=None):
+        if score is not None:  # the name before utility (until 2026-11); one number, one name since
+            warnings.warn("Rubric(score=...) is now Rubric(utility=...)", DeprecationWarning, stacklevel=2)
+            utility = score if utility is None else utility
+        if utility is None:
+            raise TypeError("Rubric needs utility= (a number: higher is better)")
+        object.__setattr__(self, "correct", correct)
+        object.__setattr__(self, "utility", utility)
+        object.__setattr__(self, "parts", {} if parts is None else parts)
+
     def as_dict(self) -> dict:
-        return {"correct": self.correct, "utility": self.score, **self.parts}
+        return {"correct": self.correct, "utility": self.utility, **self.parts}
 
 
 @dataclass
@@ -309,7 +322,7 @@ class Episode:
             "truncated": record.truncated,
             "answered": record.answer is not None,
         }
-        return Rubric(correct=rubric.correct, score=rubric.score, parts={**standard, **rubric.parts})
+        return Rubric(correct=rubric.correct, utility=rubric.utility, parts={**standard, **rubric.parts})
 
     def trajectory(self, *, agent: str, version: str = "") -> dict:
         """The finished episode as a canonical v1 trajectory (annotate/schemas/trajectory.v1.schema.json)."""

@@ -256,10 +256,10 @@ def exact_match_rubric(task: EnvTask, episode: EpisodeRecord) -> Rubric:
     """Normalized exact match against the reference or any of the task's `aliases`."""
     accepted = {normalize(text) for text in [task.reference, *task.metadata.get("aliases", [])]} - {""}
     correct = episode.answer is not None and normalize(episode.answer) in accepted
-    score = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
+    utility = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
     return Rubric(
         correct=correct,
-        score=score,
+        utility=utility,
         parts={
             "steps": episode.calls,
             "tool_errors": episode.tool_errors,

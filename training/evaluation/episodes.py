@@ -6,7 +6,7 @@ the temperature (and optionally one greedy episode), and every figure is a mean 
 with a 95% percentile-bootstrap interval that resamples tasks (so several samples of one
 task count as one unit, not as independent draws).
 
-Figures per episode: the rubric's (training/evaluation/metrics.py: success, score, steps,
+Figures per episode: the rubric's (training/evaluation/metrics.py: success, utility, steps,
 tool errors, and the environment's own parts such as the encyclopedia's F1 and quote
 support), the reward model's score, and the KL to the reference (starting) policy,
 log pi - log pi_ref summed over the agent's tokens of a sampled episode (its mean over
@@ -23,7 +23,7 @@ import numpy as np
 
 from training.evaluation.metrics import RESAMPLES, bootstrap, episode_figures
 
-METRICS = ("success", "score", "f1", "quote_support", "steps", "tool_errors", "rm_score", "kl")
+METRICS = ("success", "utility", "f1", "quote_support", "steps", "tool_errors", "rm_score", "kl")
 
 
 @dataclass

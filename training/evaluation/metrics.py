@@ -4,7 +4,7 @@ Every figure of an episode, wherever it is reported (behaviour cloning's check, 
 batches and dev evaluations, best-of-n, the before/after evaluation), comes from here:
 
     success      the rubric says the answer is correct (0 or 1)
-    score        the rubric's score (its utility)
+    utility      the rubric's utility (one number, higher is better)
     steps        tool calls made, an invalid turn counting as one
     tool_errors  calls that gave an error result
     loop         the episode ended repeating one call
@@ -16,7 +16,7 @@ batches and dev evaluations, best-of-n, the before/after evaluation), comes from
 
 from __future__ import annotations
 
-STANDARD = ("success", "score", "steps", "tool_errors", "loop", "truncated")
+STANDARD = ("success", "utility", "steps", "tool_errors", "loop", "truncated")
 GREEDY_SUCCESS = "greedy_success"  # success of the greedy episodes, wherever it is reported beside sampled success
 RESAMPLES = 1000  # bootstrap resamples of every interval
 _CHUNK = 100  # resamples drawn at a time, so memory stays small for large sets
@@ -52,7 +52,7 @@ def bootstrap(units, *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
 def episode_figures(episode) -> dict[str, float]:
     """The figures of one finished rollout episode (its `outcome` is a rubric)."""
     outcome = episode.outcome
-    figures = {"success": float(outcome.correct), "score": float(outcome.score)}
+    figures = {"success": float(outcome.correct), "utility": float(outcome.utility)}
     for name, value in outcome.parts.items():
         if isinstance(value, bool | int | float) and name not in figures:
             figures[name] = float(value)

@@ -17,7 +17,7 @@ def rubric_scorer(*, utility: bool = False) -> Scorer:
     """1 for a correct answer, else 0; or the rubric's utility (steps, tool errors and loops count)."""
 
     def score(episodes) -> list[float]:
-        return [float(e.outcome.score) if utility else float(e.outcome.correct) for e in episodes]
+        return [float(e.outcome.utility) if utility else float(e.outcome.correct) for e in episodes]
 
     return score
 

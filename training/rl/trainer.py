@@ -54,8 +54,8 @@ from training.rl.scorers import Scorer
 STATE_FILE = "ppo_state.json"
 VALUE_HEAD_FILE = "value_head.pt"
 OPTIMIZER_FILE = "optimizer.pt"
-EPISODE_METRICS = ("success", "score", "steps", "tool_errors", "loop", "truncated", "agent_tokens")
-DEV_METRICS = ("success", "score", "f1", "steps", "tool_errors")
+EPISODE_METRICS = ("success", "utility", "steps", "tool_errors", "loop", "truncated", "agent_tokens")
+DEV_METRICS = ("success", "utility", "f1", "steps", "tool_errors")
 
 
 @dataclass

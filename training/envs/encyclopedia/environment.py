@@ -146,4 +146,4 @@ class EncyclopediaEnvironment(Environment):
             loop=episode.loop,
         )
         parts = {k: v for k, v in graded.as_dict().items() if k not in ("correct", "utility")}
-        return Rubric(correct=graded.correct, score=graded.utility, parts=parts)
+        return Rubric(correct=graded.correct, utility=graded.utility, parts=parts)
