@@ -16,6 +16,11 @@ STAMP := $(VENV)/.installed-$(shell cat $(REQS) | sha256sum | cut -c1-12)
 # Test services: this machine's PostgreSQL and Redis unless the environment says otherwise.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+# Tests run side by side in this many pytest-xdist workers (one per core, at most 4; each has its
+# own test database, storage folder and broker database: tests_env.py). TEST_WORKERS=0 runs them
+# in one process. Idle tests are handed to whichever worker is free (--dist worksteal).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
+XDIST = -n $(TEST_WORKERS) --dist worksteal
 
 .PHONY: setup run test test-fast lint bench-import clean
 
@@ -36,7 +41,7 @@ run: setup
 	scripts/run_embedded.sh
 
 test: setup
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 # Lint and format check with the rules in pyproject.toml (`ruff format .` fixes the format).
 lint: setup
@@ -45,7 +50,7 @@ lint: setup
 
 # The inner loop: no browser, no worker, no model training (the `slow` marker, set automatically).
 test-fast: setup
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 bench-import: setup
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python benchmarks/import_trajectories.py

@@ -20,11 +20,37 @@ OUTPUT = ROOT / "test-output"
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arbiter")
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
-# A storage folder per database, so two test runs side by side (on two databases) never read each
+_DATABASE = urlparse(os.environ["DATABASE_URL"]).path.strip("/") or "default"
+
+# --- Tests side by side: `make test` runs pytest-xdist workers (gw0, gw1, ...) ---------------
+# pytest-django gives each worker its own test database (test_<name>_gw0); everything else a
+# worker shares with the machine is made its own here, before Django reads its settings: the
+# storage folder, the Redis database of its Celery broker (so one worker's Celery processes never
+# take another's tasks or answer its pings), and the scratch databases of the benchmark scripts.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+SUFFIX = f"-{WORKER}" if WORKER else ""
+
+
+def _broker_of_worker(url: str, worker: str) -> str:
+    """The Redis URL's database number moved down by the worker's index (15, 14, ... for gw0, gw1, ...)."""
+    parsed = urlparse(url)
+    if not worker or parsed.scheme not in ("redis", "rediss"):
+        return url
+    base = int(parsed.path.strip("/") or 0)
+    return parsed._replace(path=f"/{(base - int(worker.removeprefix('gw'))) % 16}").geturl()
+
+
+if WORKER:
+    # From the run's own broker URL, kept aside, so a pytest started by a test moves it only once.
+    _BROKER = os.environ.setdefault("ARBITER_TEST_RUN_BROKER_URL", os.environ["CELERY_BROKER_URL"])
+    os.environ["CELERY_BROKER_URL"] = _broker_of_worker(_BROKER, WORKER)
+    os.environ.setdefault("ARBITER_BENCH_DATABASE", f"{_DATABASE}_bench_{WORKER}")
+    os.environ.setdefault("ARBITER_FUZZ_DATABASE", f"{_DATABASE}_fuzz_{WORKER}")
+
+# A storage folder per database (and worker), so two test runs side by side never read each
 # other's files; emptied when a run starts (pytest_configure), so no model or run folder left by an
 # earlier run can make a test pass.
-_DATABASE = urlparse(os.environ["DATABASE_URL"]).path.strip("/") or "default"
-VAR_DIR = OUTPUT / ("var" if _DATABASE == "arbiter" else f"var-{_DATABASE}")
+VAR_DIR = OUTPUT / (("var" if _DATABASE == "arbiter" else f"var-{_DATABASE}") + SUFFIX)
 os.environ["ARBITER_VAR_DIR"] = str(VAR_DIR)
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop beside live_server
 # Hugging Face libraries stay offline and keep their caches inside the test folder.
@@ -55,7 +81,7 @@ def _reachable(url: str, default_port: int) -> tuple[str, int, bool]:
 
 
 def pytest_configure(config):
-    if VAR_DIR.exists() and not hasattr(config, "workerinput"):
+    if VAR_DIR.exists():
         shutil.rmtree(VAR_DIR, ignore_errors=True)
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     for name, url, port in (

@@ -17,6 +17,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
+from tests_env import SUFFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-output"
@@ -84,7 +85,7 @@ def start_worker(
     env.setdefault("JOB_HEARTBEAT_SECONDS", "0.5")
     env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     env.update(env_extra or {})
-    log_path = ARTIFACTS / f"{name}.log"
+    log_path = ARTIFACTS / f"{name}{SUFFIX}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("w")
     hostname = f"{name}-{os.getpid()}@%h"
@@ -108,7 +109,7 @@ def start_worker(
             "--without-mingle",
             "--hostname",
             hostname,
-            *(["--beat", "--schedule", str(ARTIFACTS / f"{name}-beat-schedule")] if beat else []),
+            *(["--beat", "--schedule", str(ARTIFACTS / f"{name}{SUFFIX}-beat-schedule")] if beat else []),
         ],
         cwd=ROOT,
         env=env,

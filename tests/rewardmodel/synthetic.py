@@ -12,7 +12,7 @@ import random
 from functools import lru_cache
 
 from annotate.chat_messages import prompt_messages, steps_to_messages
-from tests_env import OUTPUT
+from tests_env import VAR_DIR
 
 WORDS = [
     "amber",
@@ -92,7 +92,7 @@ def bpe_tokenizer_dir() -> str:
     """A small BPE tokenizer like the default policy's (pad <|pad|>, eos <|eos|>), saved once per test process."""
     from training.policy.model_io import train_tokenizer
 
-    path = OUTPUT / "rewardmodel" / "tokenizer"
+    path = VAR_DIR / "test-tokenizer"
     train_tokenizer(tokenizer_texts(), vocab_size=512).save_pretrained(path)
     return str(path)
 

@@ -48,8 +48,17 @@ def _write_counts():
 
 
 @pytest.fixture
-def world(transactional_db):
-    """A token per role, and a little of everything so that some generated ids exist."""
+def world(db):
+    """A token per role, and a little of everything so that some generated ids exist.
+
+    Each test runs in a transaction rolled back at its end (much cheaper than emptying every
+    table after it). The requests go straight to the WSGI application, so, as Django's test
+    client does, the request signals leave the connection open: closing it would end the
+    test's transaction.
+    """
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
     from tests.factories import UserFactory
     from tests.helpers import make_campaign
     from webapp.models import Run
@@ -61,7 +70,11 @@ def world(transactional_db):
     }
     make_campaign(n_comparisons=2, k=2)
     Run.objects.create(kind="rollout", status="failed", config={})
-    return tokens
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield tokens
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import psycopg
 
+from tests_env import SUFFIX
+
 ROOT = Path(__file__).resolve().parents[2]
 
 INNER = """
@@ -37,9 +39,10 @@ def test_a_timeout_in_a_query_fails_one_test_not_the_next(tmp_path):
     inner = tmp_path / "test_inner.py"
     inner.write_text(INNER)
     base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-    env = {**os.environ, "DATABASE_URL": f"{base}/arbiter_timeouts"}
+    name = f"arbiter_timeouts{SUFFIX.replace('-', '_')}"
+    env = {**os.environ, "DATABASE_URL": f"{base}/{name}"}
     with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:  # whatever an earlier run left
-        conn.execute('DROP DATABASE IF EXISTS "test_arbiter_timeouts" WITH (FORCE)')
+        conn.execute(f'DROP DATABASE IF EXISTS "test_{name}" WITH (FORCE)')
     result = subprocess.run(
         [
             sys.executable,
