@@ -1,6 +1,8 @@
 """RL of one policy in an environment, without Django, under several settings side by side:
 PPO's critic (explained variance per iteration), and PPO against RLOO and GRPO, by the dev
-rubric at each evaluation and the training batches' success.
+rubric at each evaluation and the training batches' success. The dev tasks are the ones the
+app's RL runs are judged on (training/rl/dev.py: the environment's fresh world where it has one,
+`dev_tasks` of them).
 
     nice .venv/bin/python benchmarks/rl_compare.py POLICY_DIR --reward rubric|utility|RM_DIR \
         --variant "ppo-lam095: lam=0.95" --variant "ppo-lam1: lam=1.0 value_warmup=2" \
@@ -8,7 +10,7 @@ rubric at each evaluation and the training batches' success.
 
 Each variant is `NAME: field=value ...` (RLConfig fields) on top of `--set`. Prints one
 JSON line per run and a table: median explained variance over all iterations and over the
-second half, dev success (T=1, with its 95% Wilson interval, and greedy) at the last
+second half, dev success (T=1, with its 95% bootstrap interval, and greedy) at the last
 evaluation and at the best, the training batches' success at the first and last iteration,
 and the wall time. Threads are set to 1 (a <1M-parameter model on CPU: measured faster).
 """
@@ -37,10 +39,12 @@ def _overrides(pairs: list[str]) -> dict:
 def run_one(policy: str, reward: str, environment: str, config, train_split: str) -> dict:
     from training.envs.base import EpisodeRunner
     from training.envs.registry import get_environment
+    from training.rl.dev import dev_world
     from training.rl.scorers import reward_model_scorer, rubric_scorer
     from training.rl.trainer import RLCallbacks, train_rl
 
     env = get_environment(environment)
+    dev_env, dev_tasks = dev_world(environment, "", config.dev_tasks, get=get_environment)  # as the app's runs
     scorer = (
         rubric_scorer(utility=reward == "utility") if reward in ("rubric", "utility") else reward_model_scorer(reward)
     )
@@ -51,8 +55,9 @@ def run_one(policy: str, reward: str, environment: str, config, train_split: str
             policy_dir=policy,
             scorer=scorer,
             train_tasks=env.tasks(train_split),
-            dev_tasks=env.tasks("dev"),
+            dev_tasks=dev_tasks,
             runner=EpisodeRunner(env),
+            dev_runner=EpisodeRunner(dev_env),
             config=config,
             out_dir=out,
             callbacks=RLCallbacks(metrics=lambda i, m: metrics.append({"iteration": i, **m})),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import re
@@ -203,13 +204,20 @@ def _source(function) -> str:
         return ""
 
 
+@functools.cache
+def _calls_something_slow(function) -> bool:
+    """Whether the function's source makes a slow call (read once per function: a fixture or a
+    parametrized test is shared by many items, and reading source is most of collection's time)."""
+    return bool(SLOW_CALLS.search(_source(function)))
+
+
 def _is_slow(item) -> bool:
     if SLOW_MARKERS & {mark.name for mark in item.iter_markers()}:
         return True
-    if SLOW_CALLS.search(_source(getattr(item, "function", None))):
+    if _calls_something_slow(getattr(item, "function", None)):
         return True
     definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
-    return any(SLOW_CALLS.search(_source(d.func)) for defs in definitions.values() for d in defs)
+    return any(_calls_something_slow(d.func) for defs in definitions.values() for d in defs)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -396,7 +396,7 @@ class Built:
 # loop's default (a tie) would leave the reward model too few pairs (the refusal says so).
 PIPELINE = [
     "--rollout-tasks",
-    "48",
+    "32",
     "--samples-per-task",
     "3",
     "--annotators",
@@ -419,6 +419,7 @@ PIPELINE = [
             "minibatch_size": 4,
             "eval_every": 1,
             "eval_samples": 1,
+            "dev_tasks": 12,
             "rollout_batch_size": 8,
         }
     ),

@@ -5,8 +5,9 @@ figures themselves are not checked against anything (benchmarks/RESULTS.md holds
 tests/benchmarks/test_loop_benchmarks.py covers gae_speed, loop_heldout, soak_embedded,
 import_traces and mcp_call_cost; this file covers the others, and checks that no script is
 left without a smoke test. Scripts on PostgreSQL work on their scratch database, named after
-this run's DATABASE_URL with `_bench` appended (they drop and re-create it; never the run's
-own database); api_fuzz on `test_<name>_fuzz`, which pytest-django makes and drops; and
+this run's database and its xdist worker (`arbiter_bench_gw0`: tests_env.py; they drop and
+re-create it; never the run's own database); api_fuzz on `test_arbiter_fuzz_gw0` and
+suite_times on `test_arbiter_suite_smoke_gw0`, which pytest-django makes and drops; and
 reward_model_probes, which reads an existing snapshot, on this test's own database.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.policy_fixtures import tiny_policy_dir
+from tests_env import SUFFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
@@ -164,7 +166,7 @@ def test_bc_policy_clones_and_evaluates_a_tiny_policy(bench, tmp_path):
 def test_rl_compare_trains_a_variant_and_evaluates_it(bench, policy_dir):
     tiny = (
         "iterations=1 episodes_per_iteration=4 minibatch_size=4 epochs=1 eval_every=1 eval_samples=1 "
-        "eval_greedy=false rollout_batch_size=8 max_action_tokens=16"
+        "eval_greedy=false dev_tasks=8 rollout_batch_size=8 max_action_tokens=16"
     )
     out = bench("benchmarks/rl_compare.py", policy_dir, "--variant", "ppo: lam=0.95", "--set", *tiny.split())
     figures = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
@@ -210,3 +212,18 @@ def test_reward_model_probes_trains_a_variant_and_probes_it(bench):
     assert re.search(r"^tiny \| 1 \| [\d.]+% \|", out, re.MULTILINE)
     out = bench(*base, "--variant", f"tiny: {TINY_RM}", "--curve", "20", env=env, timeout=180)
     assert re.search(r"^tiny \| 20 \| [\d.]+ \(", out, re.MULTILINE)
+
+
+def test_suite_times_runs_make_test_on_databases_of_its_own(bench):
+    out = bench(
+        "benchmarks/suite_times.py",
+        "--select",
+        "tests/test_layout.py",
+        "--workers",
+        "0",
+        "--database",
+        f"arbiter_suite_smoke{SUFFIX.replace('-', '_')}",
+        timeout=240,
+    )
+    assert re.search(r"^\| idle \| \d+ min \d+ s \| \d+ min \d+ s \| \d+ passed.* \(passed\) \|", out, re.MULTILINE)
+    assert "The ten slowest (idle)" in out

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from annotate.models import Judgement, Trajectory
+from annotate.models import Judgement, Policy, Trajectory
 from rewardmodel.models import RewardModel
 from tests.factories import UserFactory
 from tests.rewardmodel.rm_fixtures import TINY_RM, tiny_policy
@@ -22,9 +22,10 @@ from webapp.runs.services import run_execute, run_launch
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def cloned_policy(tmp_path):
-    """A tiny behaviour-cloned policy: its episodes differ in quality, so comparisons are not all ties."""
+@pytest.fixture(scope="module")
+def _cloned_policy_row(tmp_path_factory, django_db_setup, django_db_blocker) -> dict:
+    """A tiny behaviour-cloned policy, trained once for the module: its model folder, and the
+    fields of its row (each test empties the tables, so each test registers the row again)."""
     from training.policy.bc import BCConfig
     from training.policy.services import policy_train_default
 
@@ -40,7 +41,19 @@ def cloned_policy(tmp_path):
         learning_rate=3e-3,
         warmup_steps=5,
     )
-    return policy_train_default(config=config, name="tiny-bc", target=tmp_path / "tiny-bc", log=lambda m: None)
+    with django_db_blocker.unblock():
+        policy = policy_train_default(
+            config=config, name="tiny-bc", target=tmp_path_factory.mktemp("pipeline") / "tiny-bc", log=lambda m: None
+        )
+        row = {field: getattr(policy, field) for field in ("name", "version", "model_dir", "metadata")}
+        policy.delete()
+    return row
+
+
+@pytest.fixture
+def cloned_policy(_cloned_policy_row):
+    """The module's tiny behaviour-cloned policy: its episodes differ in quality, so comparisons are not all ties."""
+    return Policy.objects.create(**_cloned_policy_row)
 
 
 def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(tmp_path, capsys, cloned_policy):
@@ -80,6 +93,7 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
                 "minibatch_size": 4,
                 "eval_every": 1,
                 "eval_samples": 1,
+                "dev_tasks": 12,
                 "rollout_batch_size": 8,
             }
         ),
@@ -221,6 +235,7 @@ def test_a_round_that_fails_midway_goes_on_from_its_first_missing_piece(cloned_p
                 "minibatch_size": 4,
                 "eval_every": 1,
                 "eval_samples": 1,
+                "dev_tasks": 12,
                 "rollout_batch_size": 8,
             }
         ),

@@ -25,6 +25,7 @@ FAST = {
     "rollout_batch_size": 16,
     "eval_every": 6,
     "eval_samples": 1,
+    "dev_tasks": 16,
 }
 
 

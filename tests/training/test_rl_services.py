@@ -6,7 +6,8 @@ from collections import Counter
 from tests.helpers import Counter as CounterEnvironment
 from training.envs.base import FRESH_WORLD_SEED, rl_world_seeds
 from training.envs.services import environment_get
-from training.rl.services import dev_sample, training_tasks
+from training.rl.dev import dev_sample
+from training.rl.services import training_tasks
 
 
 def test_rl_practises_on_other_worlds_each_task_in_its_own_world():

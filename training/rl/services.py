@@ -115,26 +115,12 @@ def rl_train(
 
 
 def dev_world(environment: str, dev_environment: str, size: int):
-    """(the environment RL is judged in, its dev tasks): `dev_environment`, else the
-    environment's fresh variant where it has one, else the environment itself. Raises
-    UnknownEnvironment for one that does not exist."""
-    from training.envs.registry import variant_of
+    """(the environment RL is judged in, its dev tasks), from the app's environments
+    (training/rl/dev.py). Raises UnknownEnvironment for one that does not exist."""
     from training.envs.services import environment_get
+    from training.rl.dev import dev_world as judged_in
 
-    dev = environment_get(dev_environment or variant_of(environment, "fresh"))
-    return dev, dev_sample(dev, fresh=dev is not environment_get(environment), size=size)
-
-
-def dev_sample(env, *, fresh: bool, size: int) -> list:
-    """The dev tasks checkpoints are judged on: the dev split, or every split of a fresh world
-    (no RL step trains on it), as a fixed random sample of `size` (0: all), so every kind of
-    question is in it whatever the tasks' order."""
-    import random
-
-    tasks = [t for split in (("train", "dev", "eval") if fresh else ("dev",)) for t in env.tasks(split)]
-    if size and len(tasks) > size:
-        tasks = random.Random(0).sample(tasks, size)
-    return tasks
+    return judged_in(environment, dev_environment, size, get=environment_get)
 
 
 def training_tasks(name: str, env, train_worlds: int):
