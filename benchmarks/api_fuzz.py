@@ -4,8 +4,8 @@
 
 Runs tests/webapp/test_api_fuzz.py (the suite runs it with 10 examples per operation and
 role) on a database of its own (`--database NAME`: pytest-django creates `test_NAME` on
-DATABASE_URL's server and drops it at the end), then prints the counts it wrote to
-test-output/api-fuzz-counts.json: how many requests, and how many answered each status.
+DATABASE_URL's server and drops it at the end), then prints the counts it wrote (to a file of
+this run's own, $ARBITER_FUZZ_COUNTS): how many requests, and how many answered each status.
 Any 5xx fails the run.
 """
 
@@ -16,12 +16,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from _common import ROOT, base_database_url, default_bench_database
 
 DATABASE_ENV = "ARBITER_FUZZ_DATABASE"
-COUNTS = ROOT / "test-output" / "api-fuzz-counts.json"
 
 
 def main() -> int:
@@ -47,8 +48,13 @@ def main() -> int:
     head, own = base_database_url().rsplit("/", 1)
     if args.database == own:
         parser.error(f"--database {own} is DATABASE_URL's own: its test database may be in use by the suite")
-    env = {**os.environ, "FUZZ_EXAMPLES": str(args.examples), "DATABASE_URL": f"{head}/{args.database}"}
-    COUNTS.unlink(missing_ok=True)  # a file left by an earlier run must not pass for this one's
+    counts_file = Path(tempfile.mkdtemp(prefix="api-fuzz-")) / "counts.json"  # this run's, nobody else's
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},  # one pytest, not an xdist worker
+        "FUZZ_EXAMPLES": str(args.examples),
+        "DATABASE_URL": f"{head}/{args.database}",
+        "ARBITER_FUZZ_COUNTS": str(counts_file),
+    }
     started = time.monotonic()
     result = subprocess.run(
         [
@@ -66,10 +72,10 @@ def main() -> int:
         check=False,
     )
     seconds = time.monotonic() - started
-    if not COUNTS.exists():
+    if not counts_file.exists():
         print(f"the fuzz tests wrote no counts (pytest exit status {result.returncode})", file=sys.stderr)
         return result.returncode or 1
-    counts = json.loads(COUNTS.read_text())
+    counts = json.loads(counts_file.read_text())
     server_errors = sum(n for code, n in counts["statuses"].items() if code.startswith("5"))
     print(
         f"{counts['requests']:,} requests in {seconds:.0f} s ({args.examples} examples per operation and role); "

@@ -126,6 +126,23 @@ out["columns"] = sorted(ds[list(ds)[0]].column_names)
 print(json.dumps(out))
 """
 
+# CHECK for several export folders in one fresh process (`python -c CHECK_EACH FILETYPE FOLDER...`):
+# each card's code runs in its own folder with names of its own; prints {folder: CHECK's result}.
+CHECK_EACH = f"""
+import contextlib, io, json, os, sys
+results = {{}}
+for folder in sys.argv[2:]:
+    os.chdir(folder)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        try:
+            exec(compile({CHECK!r}, "card-check", "exec"), {{"__name__": "__main__"}})
+        except SystemExit as stop:
+            assert not stop.code, stop.code
+    results[folder] = json.loads(printed.getvalue().strip().splitlines()[-1])
+print(json.dumps(results))
+"""
+
 
 CHAT_TEMPLATE = (
     "{% if tools %}<|system|>toolbox {% for t in tools %}{{ t['function']['name'] }} {% endfor %}<|end|>\n{% endif %}"

@@ -18,7 +18,7 @@ from annotate.models import Assignment, Comparison, Judgement, Policy, Trajector
 from annotate.services.datasets import snapshot_create
 from annotate.services.imports import trajectories_import_stream
 from tests.factories import CampaignFactory, UserFactory
-from tests.helpers import ANTHROPIC, CANONICAL, CHECK, OPENAI, _tiny_model_and_tokenizer
+from tests.helpers import ANTHROPIC, CANONICAL, CHECK_EACH, OPENAI, _tiny_model_and_tokenizer
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "trace_formats" / "fixtures"
@@ -64,18 +64,27 @@ def _snapshot_of(source: str):
     return snapshot_create(name=source, campaigns=[campaign], seed=0, test_fraction=0.5)
 
 
-def _load_with_card(snapshot, fmt: str, tmp_path: Path) -> dict:
-    bundle = export_zip(snapshot, fmt, "jsonl", tmp_path / f"{fmt}.zip")
-    folder = tmp_path / fmt
-    with zipfile.ZipFile(bundle) as zf:
-        zf.extractall(folder)
+def _load_with_cards(snapshot, formats: tuple, tmp_path: Path) -> dict:
+    """{format: CHECK's counts}: each export's card code run in its folder, all in one clean process."""
+    folders = {}
+    for fmt in formats:
+        bundle = export_zip(snapshot, fmt, "jsonl", tmp_path / f"{fmt}.zip")
+        folders[fmt] = tmp_path / fmt
+        with zipfile.ZipFile(bundle) as zf:
+            zf.extractall(folders[fmt])
     env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
     env.update(HF_HOME=str(tmp_path / "hf"), HF_DATASETS_CACHE=str(tmp_path / "hf" / "datasets"))
     done = subprocess.run(
-        [sys.executable, "-c", CHECK, "jsonl"], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", CHECK_EACH, "jsonl", *map(str, folders.values())],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    return {fmt: counts[str(folder)] for fmt, folder in folders.items()}
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -86,8 +95,7 @@ def test_a_snapshot_from_each_import_format_loads_and_trains(source, tmp_path):
     from trl import RewardConfig, RewardTrainer
 
     snapshot = _snapshot_of(source)
-    for fmt in ("trl", "trl_text", "kto", "raw", "steps"):
-        counts = _load_with_card(snapshot, fmt, tmp_path)
+    for fmt, counts in _load_with_cards(snapshot, ("trl", "trl_text", "kto", "raw", "steps"), tmp_path).items():
         if fmt != "steps":  # no first-wrong marks here: the steps export is empty, and says so
             assert sum(counts["all"].values()) > 0, (fmt, counts)
     folder = tmp_path / "trl"

@@ -4,7 +4,8 @@ Schemathesis generates requests that fit the schema and requests that do not (wr
 types, missing fields, out-of-range numbers, odd strings), and each must be answered
 without a server error, with a JSON body for every error. Bounded by examples per
 operation (`FUZZ_EXAMPLES`, default 10), not by time, so a slow machine runs the same
-requests. The counts of requests and statuses go to test-output/api-fuzz-counts.json;
+requests. The counts of requests and statuses go to test-output/api-fuzz-counts.json (one
+file per xdist worker, api-fuzz-counts-gw0.json ...; $ARBITER_FUZZ_COUNTS names another);
 `benchmarks/api_fuzz.py` runs it with more examples and prints them.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import schemathesis
@@ -22,6 +24,7 @@ from hypothesis import HealthCheck, Phase
 from hypothesis import settings as hypothesis_settings
 
 from tests.conftest import ARTIFACTS
+from tests_env import SUFFIX
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10"))
 ROLES = ("admin", "researcher", "annotator", "anonymous")
@@ -35,7 +38,8 @@ APP = get_wsgi_application()
 def _write_counts():
     yield
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "api-fuzz-counts.json").write_text(
+    counts = os.environ.get("ARBITER_FUZZ_COUNTS") or ARTIFACTS / f"api-fuzz-counts{SUFFIX}.json"
+    Path(counts).write_text(
         json.dumps(
             {
                 "examples_per_operation": EXAMPLES,

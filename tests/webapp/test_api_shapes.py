@@ -7,7 +7,8 @@ odd digits. Each request must be answered below 500, with a JSON error body.
 Bodies start from a valid request of each operation (for trajectories, a record of every
 import format as its tool writes it), so the mutations reach the code behind validation.
 Bounded by count, not time: at most PATHS_PER_BODY places per body, each with every value.
-The counts go to test-output/api-shape-fuzz-counts.json; benchmarks/RESULTS.md has them.
+The counts go to test-output/api-shape-fuzz-counts.json (one file per xdist worker,
+api-shape-fuzz-counts-gw0.json ...); benchmarks/RESULTS.md has them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from tests.conftest import ARTIFACTS, token_client
 from tests.helpers import ANTHROPIC, CANONICAL, OPENAI
+from tests_env import SUFFIX
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).resolve().parents[1] / "annotate" / "trace_formats" / "fixtures"
@@ -231,7 +233,7 @@ def world():
 def _write_counts():
     yield
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "api-shape-fuzz-counts.json").write_text(
+    (ARTIFACTS / f"api-shape-fuzz-counts{SUFFIX}.json").write_text(
         json.dumps(
             {"requests": sum(COUNTS.values()), "statuses": {str(k): v for k, v in sorted(COUNTS.items())}}, indent=1
         )
