@@ -221,6 +221,11 @@ def _is_slow(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    slow = set()
     for item in items:
         if _is_slow(item):
             item.add_marker(pytest.mark.slow)
+            slow.add(item.nodeid)
+    # The slow tests first (each group in its own order, so a module's tests stay together): the
+    # test workers then end on short tests, not one waiting for the other's long one.
+    items.sort(key=lambda item: item.nodeid not in slow)
