@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import ROOT, base_database_url, default_bench_database  # noqa: E402
 
-SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ passed.*?) in (?P<seconds>[\d.]+)s", re.MULTILINE)
+SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ (?:passed|failed|error).*?) in (?P<seconds>[\d.]+)s", re.MULTILINE)
 DURATION = re.compile(r"^(?P<seconds>[\d.]+)s (?P<phase>call|setup|teardown)\s+(?P<test>.+)$", re.MULTILINE)
 
 
@@ -68,6 +68,9 @@ def run_suite(*, select: list[str], workers: int | None, database: str, broker_d
         out = proc.stdout.read()
         proc.wait()
     wall = time.monotonic() - started
+    log = ROOT / "test-output" / f"suite-times-{database}-{int(time.time())}.log"
+    log.parent.mkdir(exist_ok=True)
+    log.write_text(out)  # the whole output: a failure's detail, not only the tail
     summary = SUMMARY.search(out)
     slowest = [(float(m["seconds"]), m["phase"], m["test"].strip()) for m in DURATION.finditer(out)]
     return {
@@ -78,6 +81,7 @@ def run_suite(*, select: list[str], workers: int | None, database: str, broker_d
         "load": sum(loads) / len(loads) if loads else os.getloadavg()[0],
         "slowest": sorted(slowest, reverse=True)[:10],
         "tail": out[-3000:],
+        "log": str(log),
     }
 
 
@@ -124,7 +128,7 @@ def main() -> None:
                 stress.wait(timeout=30)
         rows.append((load, result))
         if result["exit"] != 0:
-            print(result["tail"], file=sys.stderr)
+            print(result["tail"], f"\n(the whole output: {result['log']})", file=sys.stderr)
 
     print("| load beside | make test wall time | pytest's count | result | mean load average (1 min) |")
     print("|---|---|---|---|---|")

@@ -52,10 +52,11 @@ def test_loop_heldout_plays_policies_on_a_world_no_training_saw(tmp_path):
 def test_soak_embedded_runs_the_app_with_traffic_and_reports_crashes():
     out = _run("benchmarks/soak_embedded.py", "--minutes", "0.1", "--annotators", "1", "--bc-steps", "10", timeout=240)
     figures = json.loads(out.strip().splitlines()[-1])
-    assert figures["crashes"] == 0 and figures["http_5xx"] == 0 and figures["unrecoverable_in_logs"] == 0
-    assert figures["workers_alive"] == {"default": 1, "gpu": 1}
-    assert figures["labels"] >= 1 and figures["imports"] == {"201": 1}
-    assert any(name.startswith("bc#") for name in figures["runs"]) and figures["peak_rss_mb"] > 0
+    said = json.dumps(figures)  # every figure in a failure's message
+    assert figures["crashes"] == 0 and figures["http_5xx"] == 0 and figures["unrecoverable_in_logs"] == 0, said
+    assert figures["workers_alive"] == {"default": 1, "gpu": 1}, said
+    assert figures["labels"] >= 1 and figures["imports"] == {"201": 1}, said
+    assert any(name.startswith("bc#") for name in figures["runs"]) and figures["peak_rss_mb"] > 0, said
 
 
 def test_import_traces_reads_each_format_as_one_json_document():
