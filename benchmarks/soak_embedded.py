@@ -13,6 +13,7 @@ filesystem broker) and a free port, as benchmarks/first_run.py does. Once it ans
   verdict, 1-5 s apart; when nothing is left for them they keep asking);
 - every 2 minutes a small JSONL import goes through the API (a job on the housekeeping
   worker when it is queued).
+The traffic starts once both workers beat (`workers_up_s`; the web server answers first).
 Every 5 s it checks that the script and the web server are up, and samples the memory of
 everything the script started. At the end it stops the script with SIGINT (Ctrl-C) and
 prints one JSON line: crashes (process restarts the script reported, or the script gone),
@@ -135,6 +136,14 @@ def main() -> None:
     try:
         figures["up_s"] = app.wait_for(app.banner, 300, "URL and users printed")
         admin = Api(app, token(app, "demo-admin"))
+
+        def both_workers_beat() -> bool:
+            status, body = admin.call("GET", "/api/v1/workers/")
+            return status == 200 and all(q["alive"] >= 1 for q in body["queues"].values())
+
+        # The traffic starts once both workers beat: the web server answers first, and on a slow
+        # machine the training worker (it imports torch) may take a minute more to come up.
+        figures["workers_up_s"] = app.wait_for(both_workers_beat, 300, "both workers beating")
         annotators = [
             Api(app, token(app, f"demo-annotator{'' if i == 0 else i + 1}")) for i in range(min(args.annotators, 2))
         ]
