@@ -18,7 +18,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arbiter
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 # Tests run side by side in this many pytest-xdist workers (one per core, at most 4; each has its
 # own test database, storage folder and broker database: tests_env.py). TEST_WORKERS=0 runs them
-# in one process. Idle tests are handed to whichever worker is free (--dist worksteal).
+# in one process. A worker that runs out of tests takes some of the busiest one's (--dist worksteal).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 XDIST = -n $(TEST_WORKERS) --dist worksteal
 

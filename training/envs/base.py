@@ -92,7 +92,7 @@ class ToolResult:
 @dataclass(frozen=True, init=False)
 class Rubric:
     """The outcome of a finished episode: correct or not, its utility (one number, higher is
-    better: what a simulated annotator prefers and RL's `rubric utility` reward), and the
+    better: what a simulated annotator prefers, and RL's `utility` reward), and the
     named parts behind them. Stored with a trajectory as its `outcome` (`as_dict`)."""
 
     correct: bool
