@@ -411,6 +411,16 @@ class Built:
 
 # Two wrong answers told apart by their errors: at this size nearly every answer is wrong, and the
 # loop's default (a tie) would leave the reward model too few pairs (the refusal says so).
+# RL at test size: two small iterations, each judged on 12 dev tasks (not the default 160).
+TINY_PPO = {
+    "iterations": 2,
+    "episodes_per_iteration": 8,
+    "minibatch_size": 4,
+    "eval_every": 1,
+    "eval_samples": 1,
+    "dev_tasks": 12,
+    "rollout_batch_size": 8,
+}
 PIPELINE = [
     "--rollout-tasks",
     "32",
@@ -429,17 +439,7 @@ PIPELINE = [
     "--reward-model",
     json.dumps({**TINY_RM, "epochs": 1}),
     "--ppo",
-    json.dumps(
-        {
-            "iterations": 2,
-            "episodes_per_iteration": 8,
-            "minibatch_size": 4,
-            "eval_every": 1,
-            "eval_samples": 1,
-            "dev_tasks": 12,
-            "rollout_batch_size": 8,
-        }
-    ),
+    json.dumps(TINY_PPO),
 ]
 
 

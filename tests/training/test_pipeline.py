@@ -12,6 +12,7 @@ from django.test import Client
 from annotate.models import Judgement, Policy, Trajectory
 from rewardmodel.models import RewardModel
 from tests.factories import UserFactory
+from tests.helpers import TINY_PPO
 from tests.rewardmodel.rm_fixtures import TINY_RM, tiny_policy
 from training.models import AuditItem, Evaluation, LoopRound
 from training.simulation import campaign_simulate_labels
@@ -86,17 +87,7 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
         "--reward-model",
         json.dumps({**TINY_RM, "epochs": 1}),
         "--ppo",
-        json.dumps(
-            {
-                "iterations": 2,
-                "episodes_per_iteration": 8,
-                "minibatch_size": 4,
-                "eval_every": 1,
-                "eval_samples": 1,
-                "dev_tasks": 12,
-                "rollout_batch_size": 8,
-            }
-        ),
+        json.dumps(TINY_PPO),
         "--json",
         str(out),
     )
@@ -228,17 +219,7 @@ def test_a_round_that_fails_midway_goes_on_from_its_first_missing_piece(cloned_p
         "--reward-model",
         json.dumps({**TINY_RM, "epochs": 1}),
         "--ppo",
-        json.dumps(
-            {
-                "iterations": 1,
-                "episodes_per_iteration": 8,
-                "minibatch_size": 4,
-                "eval_every": 1,
-                "eval_samples": 1,
-                "dev_tasks": 12,
-                "rollout_batch_size": 8,
-            }
-        ),
+        json.dumps({**TINY_PPO, "iterations": 1}),
     )
     real = rounds.run_in_process
 

@@ -26,3 +26,9 @@ def max_context_field():
 def limits_problems(config) -> list[str]:
     """A problem for a `max_action_tokens` or `max_context` of `config` outside its range."""
     return out_of_range(config, RANGES)
+
+
+def add_limit_arguments(parser, *, max_action_tokens: int = MAX_ACTION_TOKENS, max_context: int = MAX_CONTEXT) -> None:
+    """`--max-action-tokens` and `--max-context` on a management command, with these defaults."""
+    parser.add_argument("--max-action-tokens", type=int, default=max_action_tokens, help=ACTION_TOKENS_HELP)
+    parser.add_argument("--max-context", type=int, default=max_context, help=CONTEXT_HELP)

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Policy
 from annotate.services.campaigns import campaign_get_or_create
+from training.policy.limits import add_limit_arguments
 from training.policy.model_io import PolicyLoadError
 from training.policy.services import DEFAULT_POLICY, policy_rollouts_store
 from training.run_kinds.agent import RolloutRunConfig
@@ -32,18 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--campaign")
         parser.add_argument("--seed", type=int, default=0)
         defaults = RolloutRunConfig()
-        parser.add_argument(
-            "--max-action-tokens",
-            type=int,
-            default=defaults.max_action_tokens,
-            help="tokens one turn may generate (raise it for chat models that write JSON calls)",
-        )
-        parser.add_argument(
-            "--max-context",
-            type=int,
-            default=defaults.max_context,
-            help="an episode longer than this many tokens ends as truncated",
-        )
+        add_limit_arguments(parser, max_action_tokens=defaults.max_action_tokens, max_context=defaults.max_context)
 
     def handle(
         self,

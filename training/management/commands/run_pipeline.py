@@ -27,6 +27,7 @@ from training.pipeline import (
     pipeline_problems,
     run_pipeline,
 )
+from training.policy.limits import add_limit_arguments
 from training.simulated_annotators import WRONG_PAIRS
 from webapp.errors import ArbiterError
 
@@ -153,18 +154,7 @@ class Command(BaseCommand):
             default=defaults.audit_disagreements,
             help="per round: labelled pairs the reward model most disagrees with, asked again",
         )
-        parser.add_argument(
-            "--max-action-tokens",
-            type=int,
-            default=defaults.max_action_tokens,
-            help="tokens one turn of the policy may generate (raise it for chat models that write JSON calls)",
-        )
-        parser.add_argument(
-            "--max-context",
-            type=int,
-            default=defaults.max_context,
-            help="an episode longer than this many tokens ends as truncated",
-        )
+        add_limit_arguments(parser, max_action_tokens=defaults.max_action_tokens, max_context=defaults.max_context)
         parser.add_argument("--seed", type=int, default=defaults.seed)
         parser.add_argument("--json", default="", help="also write the before/after table and timings to this file")
 
