@@ -25,18 +25,16 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from annotate import api
 from annotate.judgement_input import judgement_parse
-from annotate.models import Campaign
 from annotate.selectors import assignment_screen_payload
-from annotate.services.assignments import assignment_next, judgement_submit
+from annotate.services.assignments import assignment_next, campaign_for_labeling, judgement_submit
 from webapp import json_input
 from webapp.api_errors import error_body, error_items
 from webapp.api_input import parse_id
-from webapp.authentication import TokenWithRolesAuthentication
+from webapp.authentication import request_token_authenticate
 from webapp.errors import ArbiterError
 from webapp.roles import user_has_role
 
 JSON = "application/json"
-_TOKEN = TokenWithRolesAuthentication()
 
 
 def _json(data, status: int = 200) -> HttpResponse:
@@ -50,7 +48,7 @@ def _labeler(request):
     if scheme != "Token" or not key or " " in key:
         return None
     try:
-        user, _ = _TOKEN.authenticate_credentials(key)
+        user, _ = request_token_authenticate(request, key)
     except AuthenticationFailed:
         return None
     return user if user_has_role(user, *api.LABELERS) else None
@@ -68,7 +66,7 @@ def _next(request) -> HttpResponse | None:
     user, campaign_id = _labeler(request), parse_id(request.GET["campaign"])
     if user is None or campaign_id is None:
         return None
-    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    campaign = campaign_for_labeling(campaign_id)
     if campaign is None:
         return None
     try:

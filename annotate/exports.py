@@ -41,6 +41,7 @@ from datetime import timezone as dt_timezone
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import yaml
@@ -751,6 +752,18 @@ class _CopyStream(io.RawIOBase):
         return n
 
 
+def _ratings_column(texts: pa.Array) -> pa.Array:
+    """The typed `ratings` column from its JSON text. Most judgements carry none ("{}"): their
+    empty lists are made in one step, and only the rated rows are parsed in Python."""
+    rated = pc.invert(pc.equal(texts, "{}"))
+    if not pc.any(rated).as_py():
+        return pa.ListArray.from_arrays(pa.array([0] * (len(texts) + 1), pa.int32()), pa.array([], _RATINGS.value_type))
+    return pa.array(
+        [rating_rows(json.loads(text)) if keep else [] for text, keep in zip(texts.to_pylist(), rated.to_pylist())],
+        type=_RATINGS,
+    )
+
+
 class RawCopyBatches:
     """The `raw` rows of a snapshot as Arrow record batches straight from COPY (PostgreSQL)."""
 
@@ -789,12 +802,8 @@ class RawCopyBatches:
                 ),
             )
             for batch in reader:
-                ratings = pa.array(
-                    [[] if text == "{}" else rating_rows(json.loads(text)) for text in batch.column(at).to_pylist()],
-                    type=_RATINGS,
-                )
                 columns = batch.columns
-                columns[at] = ratings
+                columns[at] = _ratings_column(columns[at])
                 yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     def write(self, path: Path, filetype: str) -> int:

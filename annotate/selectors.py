@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import connection
 from django.db.models import Count, QuerySet
 
 from annotate.models import Campaign, ImportBatch
@@ -255,27 +256,46 @@ def campaign_notices(*, campaigns: list[Campaign], now=None) -> list[dict]:
     return notices
 
 
+_SCREEN_FIELDS = (
+    "id",
+    "left_is_a",
+    "leased_until",
+    "comparison__campaign_id",
+    "comparison__task__prompt",
+    "comparison__trajectory_a__steps",
+    "comparison__trajectory_a__answer",
+    "comparison__trajectory_b__steps",
+    "comparison__trajectory_b__answer",
+    "comparison__campaign__dimensions",
+    "comparison__campaign__rationale_required",
+)
+
+
+def _screen_row(assignment_id: int) -> dict:
+    """One query: on PostgreSQL the labeling cycle's own statement (labeling_sql.SCREEN), else the ORM."""
+    from annotate.models import Assignment
+    from annotate.services import labeling_sql
+
+    if connection.vendor != "postgresql":
+        return Assignment.objects.filter(pk=assignment_id).values(*_SCREEN_FIELDS).get()
+    with connection.cursor() as cursor:
+        cursor.execute(labeling_sql.SCREEN, {"assignment": assignment_id})
+        values = cursor.fetchone()
+    if values is None:
+        raise Assignment.DoesNotExist(f"No assignment {assignment_id}.")
+    row = dict(zip(_SCREEN_FIELDS, values))
+    for key in (
+        "comparison__trajectory_a__steps",
+        "comparison__trajectory_b__steps",
+        "comparison__campaign__dimensions",
+    ):
+        row[key] = labeling_sql.json_column(row[key])
+    return row
+
+
 def assignment_screen_payload(*, assignment_id: int) -> dict:
     """An assignment in screen terms (left/right), never naming the policies: one query."""
-    from annotate.models import Assignment
-
-    row = (
-        Assignment.objects.filter(pk=assignment_id)
-        .values(
-            "id",
-            "left_is_a",
-            "leased_until",
-            "comparison__campaign_id",
-            "comparison__task__prompt",
-            "comparison__trajectory_a__steps",
-            "comparison__trajectory_a__answer",
-            "comparison__trajectory_b__steps",
-            "comparison__trajectory_b__answer",
-            "comparison__campaign__dimensions",
-            "comparison__campaign__rationale_required",
-        )
-        .get()
-    )
+    row = _screen_row(assignment_id)
     a = {"steps": row["comparison__trajectory_a__steps"], "answer": row["comparison__trajectory_a__answer"]}
     b = {"steps": row["comparison__trajectory_b__steps"], "answer": row["comparison__trajectory_b__answer"]}
     left, right = (a, b) if row["left_is_a"] else (b, a)

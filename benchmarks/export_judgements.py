@@ -8,12 +8,15 @@ annotators, built with the models' `bulk_create`, so a column the schema gains l
 model's default (the SQL fill this replaced fell behind the NOT NULL columns added after it),
 and frozen into a snapshot by the snapshot service (`snapshot_create`, built in the process).
 The fill is slower than SQL was (4.4 minutes for a million on the 2-core VM) and is not timed.
-Then, in fresh child processes,
-(1) the floor: PostgreSQL's own `COPY (SELECT ...) TO STDOUT` of the same rows (the
-export's query, its joins, order and computed columns), read to the end by psycopg, and
-(2) the export through `annotate.exports` to a Parquet file (that COPY parsed by pyarrow
-in blocks and written with zstd). Reports medians of wall time, rows per
-second, the ratio export / floor, and the export's peak RSS.
+Then, in fresh child processes, interleaved (plain COPY, query COPY, export, repeated):
+(1) the plain floor: `COPY annotate_judgement TO STDOUT (FORMAT csv)`, the judgement rows
+the export exports (the snapshot holds every judgement of the scratch database) with no
+join, order or computed column, read to the end by psycopg;
+(2) the query floor: PostgreSQL's own `COPY (SELECT ...) TO STDOUT` of the export's query
+(its joins, order and computed columns), read the same way; and
+(3) the export through `annotate.exports` to a Parquet file (that COPY parsed by pyarrow
+in blocks and written with zstd). Reports medians of wall time, rows per second, the
+ratio of the export to each floor, and the export's peak RSS.
 """
 
 from __future__ import annotations
@@ -159,8 +162,12 @@ def fill_child(n: int) -> None:
     )
 
 
-def floor_child() -> None:
-    """PostgreSQL's own COPY of the export's query (the same SELECT), read to the end."""
+PLAIN_COPY = "COPY annotate_judgement TO STDOUT (FORMAT csv)"
+
+
+def floor_child(kind: str) -> None:
+    """PostgreSQL's own COPY, read to the end: of the judgement table (`plain`), or of the
+    export's query (`query`: the same SELECT)."""
     import django
 
     django.setup()
@@ -169,7 +176,11 @@ def floor_child() -> None:
     from annotate.exports import RawCopyBatches
     from annotate.models import DatasetSnapshot
 
-    statement = RawCopyBatches(DatasetSnapshot.objects.get(name="bench"), None).copy_sql()
+    if kind == "plain":
+        connection.ensure_connection()
+        statement = PLAIN_COPY
+    else:
+        statement = RawCopyBatches(DatasetSnapshot.objects.get(name="bench"), None).copy_sql()
     start = time.perf_counter()
     rows = 0
     with connection.connection.cursor() as cursor, cursor.copy(statement) as copy:
@@ -207,14 +218,14 @@ def main() -> None:
     )
     add_database_argument(parser)
     parser.add_argument("--fill-child", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--floor-child", choices=["plain", "query"], help=argparse.SUPPRESS)
     parser.add_argument("--export-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     if args.fill_child:
         return fill_child(args.fill_child)
     if args.floor_child:
-        return floor_child()
+        return floor_child(args.floor_child)
     if args.export_child:
         return export_child(args.export_child)
     if any(n <= 0 or n % VOTES for n in args.sizes):
@@ -235,18 +246,19 @@ def main() -> None:
         filled = json.loads(out.stdout.strip().splitlines()[-1])
         assert filled == {"judgements": n, "snapshot": "succeeded", "frozen": n}, filled
         print(f"filled {n:,} judgements in {time.perf_counter() - t:.0f} s", flush=True)
-        floors, exports = [], []
+        plains, floors, exports = [], [], []
         with tempfile.TemporaryDirectory() as tmp:
             for _ in range(args.repeats):
-                out = subprocess.run(
-                    [sys.executable, __file__, "--floor-child"],
-                    cwd=ROOT,
-                    env=env,
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                )
-                floors.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                for kind, into in (("plain", plains), ("query", floors)):
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--floor-child", kind],
+                        cwd=ROOT,
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    into.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 target = Path(tmp) / "raw.parquet"
                 out = subprocess.run(
                     [sys.executable, __file__, "--export-child", str(target)],
@@ -259,17 +271,22 @@ def main() -> None:
                 exports.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 size_mb = target.stat().st_size / 2**20
         assert all(e["rows"] == n for e in exports), exports
-        assert all(f["rows"] == n for f in floors), floors
+        assert all(f["rows"] == n for f in floors + plains), (floors, plains)
+        plain_s = statistics.median(f["seconds"] for f in plains)
         floor_s = statistics.median(f["seconds"] for f in floors)
         export_s = statistics.median(e["seconds"] for e in exports)
-        results.append((n, floor_s, export_s, statistics.median(e["peak_rss_mb"] for e in exports), size_mb))
-        print(json.dumps({"n": n, "floors": floors, "exports": exports}), flush=True)
-    print("\n| judgements | COPY floor s | export s | export rows/s | export / floor | peak RSS MB | Parquet MB |")
-    print("|---|---|---|---|---|---|---|")
-    for n, floor_s, export_s, peak, size_mb in results:
+        peak = statistics.median(e["peak_rss_mb"] for e in exports)
+        results.append((n, plain_s, floor_s, export_s, peak, size_mb))
+        print(json.dumps({"n": n, "plain": plains, "floors": floors, "exports": exports}), flush=True)
+    print(
+        "\n| judgements | plain COPY s | query COPY s | export s | export rows/s | export / plain COPY "
+        "| export / query COPY | peak RSS MB | Parquet MB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n, plain_s, floor_s, export_s, peak, size_mb in results:
         print(
-            f"| {n:,} | {floor_s:.2f} | {export_s:.2f} | {n / export_s:,.0f} | {export_s / floor_s:.2f}x | "
-            f"{peak:.0f} | {size_mb:.1f} |"
+            f"| {n:,} | {plain_s:.2f} | {floor_s:.2f} | {export_s:.2f} | {n / export_s:,.0f} | "
+            f"{export_s / plain_s:.2f}x | {export_s / floor_s:.2f}x | {peak:.0f} | {size_mb:.1f} |"
         )
 
 

@@ -11,9 +11,11 @@ exports it (benchmarks/trace_generators/<format>.py: a model call per round carr
 growing history, a tool span or run per search). The records of 16 traces at a time are
 interleaved round-robin, as a live exporter writes concurrent runs, so the import has to
 group them. Each import runs in a fresh child process against the scratch database
-(`--database`, dropped and re-created at start), emptied first, with `--format` named; the table gives medians, the ratio to
-the OpenAI import of the same N in the same run, and the peak RSS growth of the process
-(flat in N if the import streams).
+(`--database`, dropped and re-created at start), emptied first, with `--format` named. The
+runs are interleaved (OpenAI, format A, OpenAI, format B, ..., repeated), and each format's
+ratio is the median over repeats of its time divided by the OpenAI import run just before
+it, so a drift in machine speed cannot pick the winner. The table gives medians, that
+ratio, and the peak RSS growth of the process (flat in N if the import streams).
 
 With --document each trace file is one JSON document instead, as tools also write them
 (annotate/input_records.py): for the span formats one OTLP request holding every resource
@@ -102,43 +104,57 @@ def main() -> None:
         child(Path(args.child[0]), args.child[1])
         return
     env = ensure_bench_database(args.database)
+
+    def run(path: Path, fmt: str) -> dict:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(path), fmt],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result["created"] == n, (fmt, result)
+        return result
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
-            baseline = None
+            files = {}
             for fmt in ["openai", *args.formats]:
                 path = Path(tmp) / f"{fmt}-{n}.{'json' if args.document and fmt != 'openai' else 'jsonl'}"
-                records = write_file(path, n, fmt, document=args.document)
-                runs = []
-                for _ in range(args.repeats):
-                    out = subprocess.run(
-                        [sys.executable, __file__, "--child", str(path), fmt],
-                        cwd=ROOT,
-                        env=env,
-                        check=True,
-                        capture_output=True,
-                        text=True,
-                    )
-                    runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-                assert all(r["created"] == n for r in runs), (fmt, runs[0])
-                median = statistics.median(r["seconds"] for r in runs)
-                baseline = baseline or median
+                files[fmt] = (path, write_file(path, n, fmt, document=args.document))
+            # Interleaved: OpenAI, format A, OpenAI, format B, ..., repeated; each format is
+            # divided by the OpenAI import run just before it, so a drift in machine speed
+            # cannot pick the winner.
+            runs = {fmt: [] for fmt in files}
+            ratios = {fmt: [] for fmt in args.formats}
+            for _ in range(args.repeats):
+                for fmt in args.formats:
+                    baseline = run(files["openai"][0], "openai")
+                    runs["openai"].append(baseline)
+                    runs[fmt].append(run(files[fmt][0], fmt))
+                    ratios[fmt].append(runs[fmt][-1]["seconds"] / baseline["seconds"])
+            for fmt, (path, records) in files.items():
                 rows.append(
                     {
                         "n": n,
                         "fmt": fmt,
                         "records": records,
                         "mb": path.stat().st_size / 2**20,
-                        "median": median,
-                        "ratio": median / baseline,
-                        "growth": statistics.median(r["growth_mb"] for r in runs),
-                        "peak": statistics.median(r["peak_rss_mb"] for r in runs),
+                        "median": statistics.median(r["seconds"] for r in runs[fmt]),
+                        "ratio": statistics.median(ratios[fmt]) if fmt in ratios else 1.0,
+                        "ratios": ratios.get(fmt, []),
+                        "growth": statistics.median(r["growth_mb"] for r in runs[fmt]),
+                        "peak": statistics.median(r["peak_rss_mb"] for r in runs[fmt]),
                     }
                 )
                 path.unlink()
                 print(json.dumps(rows[-1]), file=sys.stderr)
     print(
-        f"| trajectories | format{' (one JSON document)' if args.document else ''} | records | file MB | import median s | / OpenAI import | "
+        f"| trajectories | format{' (one JSON document)' if args.document else ''} | records | file MB | import median s | "
+        "/ OpenAI import (median of interleaved pairs) | "
         "peak RSS MB | RSS growth MB |"
     )
     print("|---|---|---|---|---|---|---|---|")

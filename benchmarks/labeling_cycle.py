@@ -1,5 +1,6 @@
 """Next-assignment + submit cycle under 32 concurrent simulated annotators, against gunicorn
-and PostgreSQL on 127.0.0.1, beside the same server's throughput on a trivial view.
+and PostgreSQL on 127.0.0.1, beside the same server's throughput on a trivial view and a
+raw-SQL floor: the cycle's own statements from a plain psycopg loop.
 
     .venv/bin/python benchmarks/labeling_cycle.py [--annotators 32] [--seconds 15] [--rounds 3] [--port N]
 
@@ -13,9 +14,19 @@ the same client (4 processes x 8 threads, keep-alive HTTP/1.1):
      /api/v1/assignments/{id}/judgement, with no pause: the server's capacity;
   3. cycle, paced: every annotator pauses a random 0-2 s between cycles (a labeler who
      reads for a second, ~10x faster than people are): the latency a labeler sees;
-  4. one annotator alone, no pause: the cycle's latency on an idle server.
-Reports medians over rounds: requests or cycles per second, p50 and p95 latency, and
-the ratio of cycle throughput to trivial throughput measured in the same round.
+  4. one annotator alone, no pause: the cycle's latency on an idle server;
+  5. floor: the same number of annotators, taking turns on as many psycopg connections
+     as gunicorn has threads (workers x threads: the same concurrency at PostgreSQL), in 4
+     processes (autocommit, parameters apart from the SQL and statements prepared after 5
+     runs, as the app's settings have Django's backend send them), issuing
+     the statements the server issues for a cycle (annotate/services/labeling_sql.py: the
+     same strings) with no HTTP, no Django, no JSON: what the cycle costs at the least.
+Reports medians over rounds: requests or cycles per second, p50 and p95 latency, the
+ratio of cycle throughput to trivial throughput measured in the same round, and CPU per
+cycle (from /proc, each phase from start to end, warm-up included) of the server
+(gunicorn's processes) against the floor's loop, each with PostgreSQL's processes' CPU
+over the same phase (a machine-wide figure: nothing else should run). The saturated cycle
+and the floor alternate within each round.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import add_database_argument, add_port_argument, ensure_bench_database, free_port  # noqa: E402
 
 PROCESSES = 4
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
@@ -77,14 +89,140 @@ def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
         )
         for i in range(n_comparisons)
     )
-    tokens = []
+    tokens, floor_annotators = [], []
     for i in range(n_annotators):
         user, _ = User.objects.get_or_create(username=f"bench-annotator-{i}")
         user_role_set(user=user, roles=[Role.ANNOTATOR])
         tokens.append(api_token_create(user=user, name="bench")[1])
+        floor_user, _ = User.objects.get_or_create(username=f"bench-floor-{i}")
+        floor_annotators.append(floor_user.pk)
     with connection.cursor() as cur:  # fresh statistics: the first round plans like the others
         cur.execute("ANALYZE")
-    print(json.dumps({"campaign": campaign.id, "tokens": tokens}))
+    print(json.dumps({"campaign": campaign.id, "tokens": tokens, "floor_annotators": floor_annotators}))
+
+
+def cpu_seconds(pids) -> dict[int, float]:
+    """user + system CPU of each of these processes so far (one that has gone is left out)."""
+    seconds = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+    return seconds
+
+
+def cpu_since(before: dict[int, float], now: dict[int, float]) -> float:
+    """CPU used between two readings by the processes alive at the second (a process that
+    started in between counts whole; one that ended in between is lost, so the phases keep
+    their connections open until read)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in now.items())
+
+
+def pids_where(predicate) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                head, tail = (entry / "stat").read_text().rsplit(")", 1)
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if predicate(head.split("(", 1)[1], tail.split()):
+                pids.append(int(entry.name))
+    return pids
+
+
+def postgres_pids() -> list[int]:
+    return pids_where(lambda name, _: name == "postgres" or name.startswith("postgres:"))
+
+
+def group_pids(pgid: int) -> list[int]:
+    return pids_where(lambda _, fields: int(fields[2]) == pgid)  # the process group
+
+
+def floor_worker(database_url, annotators, n_connections, campaign, deadline, warmup_until, out_queue, may_close):
+    """One process of the floor: `n_connections` threads, each its own connection, issuing the
+    cycle's statements for its share of the annotators in turn. Reports its latencies and the
+    CPU its loop used."""
+    import threading
+    from datetime import UTC, datetime, timedelta
+
+    import psycopg
+
+    from annotate.services import labeling_sql as sql
+
+    latencies, errors, done = [], [0], [0]
+    lock = threading.Lock()
+    connections = [psycopg.connect(database_url, autocommit=True, prepare_threshold=5) for _ in range(n_connections)]
+    cpu_start = time.process_time()
+
+    def run(share, conn):
+        rng = random.Random(share[0])
+        cur = conn.cursor()
+        turn = 0
+        while (start := time.perf_counter()) < deadline:
+            annotator, turn = share[turn % len(share)], turn + 1
+            cur.execute(sql.CAMPAIGN, {"campaign": campaign})
+            _, _, _, k, lease_seconds, _, _ = cur.fetchone()
+            now = datetime.now(UTC)
+            cur.execute(
+                sql.LEASE_OR_TAKE,
+                {
+                    "campaign": campaign,
+                    "gold": False,
+                    "k": k,
+                    "annotator": annotator,
+                    "now": now,
+                    "until": now + timedelta(seconds=lease_seconds),
+                    "left_is_a": rng.random() < 0.5,
+                },
+            )
+            lease = cur.fetchone()
+            ok = lease is not None
+            if ok:
+                cur.execute(sql.SCREEN, {"assignment": lease[0]})
+                cur.fetchone()
+                cur.execute(sql.SUBMIT_READ, {"assignment": lease[0], "annotator": annotator})
+                read = cur.fetchone()
+                now = datetime.now(UTC)
+                cur.execute(
+                    sql.SUBMIT_WRITE,
+                    {
+                        "assignment": lease[0],
+                        "annotator": annotator,
+                        "k": read[13],
+                        "now": now,
+                        "choice": rng.randint(1, 5),
+                        "both_bad": False,
+                        "ratings": "{}",
+                        "first_wrong_step_a": None,
+                        "first_wrong_step_b": None,
+                        "rationale": "",
+                        "seconds": (now - read[3]).total_seconds(),
+                        "synthetic": False,
+                    },
+                )
+                ok = cur.fetchone() is not None
+            elapsed = time.perf_counter() - start
+            with lock:
+                done[0] += ok
+                if start >= warmup_until:
+                    if ok:
+                        latencies.append(elapsed)
+                    else:
+                        errors[0] += 1
+
+    shares = [annotators[i::n_connections] for i in range(n_connections)]
+    threads = [threading.Thread(target=run, args=pair) for pair in zip(shares, connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out_queue.put((latencies, errors[0], len(latencies), done[0], time.process_time() - cpu_start))
+    may_close.wait(60)  # the backends live until the parent has read PostgreSQL's CPU
+    for conn in connections:
+        conn.close()
 
 
 class Client:
@@ -114,7 +252,7 @@ def worker(mode, port, tokens, campaign, deadline, warmup_until, pace, out_queue
     """One process: len(tokens) threads, each an annotator; sends its timings back."""
     import threading
 
-    latencies, errors, done = [], [0], [0]
+    latencies, errors, done, total = [], [0], [0], [0]
     lock = threading.Lock()
 
     def run(token):
@@ -141,8 +279,9 @@ def worker(mode, port, tokens, campaign, deadline, warmup_until, pace, out_queue
                     )
                     ok = status == 201
             elapsed = time.perf_counter() - start
-            if start >= warmup_until:
-                with lock:
+            with lock:
+                total[0] += ok
+                if start >= warmup_until:
                     if ok:
                         latencies.append(elapsed)
                         done[0] += 1
@@ -156,27 +295,57 @@ def worker(mode, port, tokens, campaign, deadline, warmup_until, pace, out_queue
         t.start()
     for t in threads:
         t.join()
-    out_queue.put((latencies, errors[0], done[0]))
+    out_queue.put((latencies, errors[0], done[0], total[0], None))
 
 
-def phase(mode, port, tokens, campaign, seconds, warmup=2.0, pace=0.0):
+def phase(
+    mode, port, tokens, campaign, seconds, warmup=2.0, pace=0.0, *, server=None, database_url=None, connections=0
+):
+    """One scenario; with `server` (gunicorn's Popen) or for the floor, also CPU per cycle:
+    the server's (or the floor loop's) and PostgreSQL's, over the whole phase."""
+    pg_before = cpu_seconds(postgres_pids())
+    app_before = cpu_seconds(group_pids(server.pid)) if server is not None else {}
     start = time.perf_counter()
     warmup_until, deadline = start + warmup, start + warmup + seconds
-    queue = mp.Queue()
+    queue, may_close = mp.Queue(), mp.Event()
     chunks = [tokens[i::PROCESSES] for i in range(PROCESSES)]
-    procs = [
-        mp.Process(target=worker, args=(mode, port, c, campaign, deadline, warmup_until, pace, queue)) for c in chunks
-    ]
+    if mode == "floor":
+        procs = [
+            mp.Process(
+                target=floor_worker,
+                args=(database_url, c, n, campaign, deadline, warmup_until, queue, may_close),
+            )
+            for c, n in zip(chunks, [len(range(i, connections, PROCESSES)) for i in range(PROCESSES)])
+            if c and n
+        ]
+    else:
+        procs = [
+            mp.Process(target=worker, args=(mode, port, c, campaign, deadline, warmup_until, pace, queue))
+            for c in chunks
+            if c
+        ]
     for p in procs:
         p.start()
     results = [queue.get() for _ in procs]
+    pg_cpu = cpu_since(pg_before, cpu_seconds(postgres_pids()))
+    if mode == "floor":
+        app_cpu = sum(r[4] for r in results)
+    else:
+        app_cpu = cpu_since(app_before, cpu_seconds(group_pids(server.pid))) if server is not None else 0.0
+    may_close.set()
     for p in procs:
         p.join()
     latencies = sorted(x for r in results for x in r[0])
     errors = sum(r[1] for r in results)
     count = sum(r[2] for r in results)
+    cycles = sum(r[3] for r in results)
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
-    return {"per_s": count / seconds, "p50_ms": 1000 * q[49], "p95_ms": 1000 * q[94], "errors": errors, "n": count}
+    row = {"per_s": count / seconds, "p50_ms": 1000 * q[49], "p95_ms": 1000 * q[94], "errors": errors, "n": count}
+    if cycles and (server is not None or mode == "floor"):
+        row["app_cpu_ms"] = 1000 * app_cpu / cycles
+        row["db_cpu_ms"] = 1000 * pg_cpu / cycles
+        row["cpu_ms"] = row["app_cpu_ms"] + row["db_cpu_ms"]
+    return row
 
 
 def serve(env: dict, port: int, args) -> subprocess.Popen:
@@ -250,6 +419,12 @@ def main() -> None:
         default=20_000,
         help="comparisons in the campaign; enough that no annotator runs out (default: 20000)",
     )
+    parser.add_argument(
+        "--floor-connections",
+        type=int,
+        default=0,
+        help="connections of the raw-SQL floor, shared by the annotators (default: gunicorn's workers x threads)",
+    )
     add_server_arguments(parser)
     parser.add_argument("--setup-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -261,8 +436,10 @@ def main() -> None:
     port = args.port or free_port()
     server = serve(env, port, args)
     try:
-        rows = {"trivial": [], "auth": [], "cycle": [], "paced": [], "single": []}
-        for r in range(args.rounds):
+        rows = {"trivial": [], "auth": [], "floor": [], "cycle": [], "paced": [], "single": []}
+
+        def fresh_campaign() -> dict:
+            """A new campaign (the labeling tables emptied), so each cycle phase starts alike."""
             out = subprocess.run(
                 [
                     sys.executable,
@@ -279,13 +456,32 @@ def main() -> None:
                 capture_output=True,
                 text=True,
             )
-            setup = json.loads(out.stdout.strip().splitlines()[-1])
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        for r in range(args.rounds):
+            setup = fresh_campaign()
             tokens, campaign, timing = setup["tokens"], setup["campaign"], (args.seconds, args.warmup)
-            rows["trivial"].append(phase("trivial", port, tokens, campaign, *timing))
-            rows["auth"].append(phase("auth", port, tokens, campaign, *timing))
-            rows["cycle"].append(phase("cycle", port, tokens, campaign, *timing))
-            rows["paced"].append(phase("cycle", port, tokens, campaign, *timing, pace=1.0))
-            rows["single"].append(phase("cycle", port, tokens[:1], campaign, *timing))
+            rows["trivial"].append(phase("trivial", port, tokens, campaign, *timing, server=server))
+            rows["auth"].append(phase("auth", port, tokens, campaign, *timing, server=server))
+            floor_then_server = r % 2 == 0  # alternate, so a drift in machine speed favours neither
+            for mode in ("floor", "cycle") if floor_then_server else ("cycle", "floor"):
+                setup = fresh_campaign()
+                tokens, campaign = setup["tokens"], setup["campaign"]
+                rows[mode].append(
+                    phase(
+                        "floor" if mode == "floor" else "cycle",
+                        port,
+                        setup["floor_annotators"] if mode == "floor" else tokens,
+                        campaign,
+                        *timing,
+                        server=None if mode == "floor" else server,
+                        database_url=env["DATABASE_URL"],
+                        # as many connections as gunicorn has threads: the same concurrency at PostgreSQL
+                        connections=args.floor_connections or args.workers * args.threads,
+                    )
+                )
+            rows["paced"].append(phase("cycle", port, tokens, campaign, *timing, pace=1.0, server=server))
+            rows["single"].append(phase("cycle", port, tokens[:1], campaign, *timing, server=server))
             print(f"round {r + 1}: " + json.dumps({k: v[-1] for k, v in rows.items()}), flush=True)
     finally:
         stop(server)
@@ -308,6 +504,7 @@ def main() -> None:
         ("cycle", "next + submit, no pause (cycles)"),
         ("paced", "next + submit, 0-2 s pause (cycles)"),
         ("single", "next + submit, one annotator alone (cycles)"),
+        ("floor", "floor: the same statements from a psycopg loop, no pause (cycles)"),
     ):
         print(
             f"| {label} | {med(kind, 'per_s'):.0f} | {med(kind, 'p50_ms'):.1f} | {med(kind, 'p95_ms'):.1f} | "
@@ -316,6 +513,30 @@ def main() -> None:
     print(
         f"\ncycle throughput / trivial throughput, per round: {', '.join(f'{r:.2f}' for r in ratios)}; "
         f"median {statistics.median(ratios):.2f}"
+    )
+    print(
+        "\nCPU per cycle (per request for the first two), ms "
+        "(app: gunicorn's processes, or the floor's loop; database: PostgreSQL's processes):"
+    )
+    print("| scenario | app | database | total |")
+    print("|---|---|---|---|")
+    for kind, label in (
+        ("trivial", "server, GET /health"),
+        ("auth", "server, GET /api/v1/whoami"),
+        ("cycle", "server, next + submit, no pause"),
+        ("paced", "server, next + submit, 0-2 s pause"),
+        ("floor", "floor, no pause"),
+    ):
+        print(f"| {label} | {med(kind, 'app_cpu_ms'):.2f} | {med(kind, 'db_cpu_ms'):.2f} | {med(kind, 'cpu_ms'):.2f} |")
+    total = [c["cpu_ms"] / f["cpu_ms"] for c, f in zip(rows["cycle"], rows["floor"])]
+    app = [c["app_cpu_ms"] / f["app_cpu_ms"] for c, f in zip(rows["cycle"], rows["floor"])]
+    print(
+        f"\nserver CPU per cycle / floor's, app + database, per round: {', '.join(f'{r:.2f}' for r in total)}; "
+        f"median {statistics.median(total):.2f}x"
+    )
+    print(
+        f"server CPU per cycle / floor's, app alone, per round: {', '.join(f'{r:.2f}' for r in app)}; "
+        f"median {statistics.median(app):.2f}x"
     )
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+import uuid
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 ATTEMPTS = 5
 
@@ -39,3 +41,51 @@ def bulk_create_new(
             if attempt == ATTEMPTS - 1:
                 raise
     return []
+
+
+def insert_new_rows(
+    model, fields: Sequence[str], rows: Iterable[tuple], *, constants: dict, conflict: Sequence[str]
+) -> int:
+    """PostgreSQL, inside a transaction: insert `rows` (values of `fields`, by attname) into
+    `model`'s table, every other column taking its value from `constants`, else the model
+    field's own default (now for auto_now fields), so a column the model gains later is filled
+    as the ORM would fill it. A row whose `conflict` key is stored already is skipped (ON
+    CONFLICT DO NOTHING: safe beside another transaction inserting the same keys). The rows
+    travel by COPY into a temporary table, then one INSERT ... SELECT: no model object per
+    row. Returns how many were inserted."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("insert_new_rows runs inside a transaction (its temporary table ends with it)")
+    quote = connection.ops.quote_name
+    now, others, values = timezone.now(), [], []
+    for field in model._meta.concrete_fields:
+        if field.primary_key or field.attname in fields:
+            continue
+        if field.attname in constants:
+            value = constants[field.attname]
+        elif getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            value = now
+        elif field.has_default():
+            value = field.get_default()
+        elif field.null:
+            value = None
+        else:
+            raise ValueError(f"{model.__name__}.{field.attname} has no default: give its value in `constants`")
+        others.append(quote(field.column))
+        values.append(field.get_db_prep_save(value, connection))
+    table, scratch = quote(model._meta.db_table), quote(f"new_rows_{uuid.uuid4().hex[:12]}")
+    columns = ", ".join(quote(model._meta.get_field(name).column) for name in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMPORARY TABLE {scratch} ON COMMIT DROP AS SELECT {columns} FROM {table} WITH NO DATA")
+        with cursor.copy(f"COPY {scratch} ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        placeholders = ", ".join(["%s"] * len(values))
+        key = ", ".join(quote(model._meta.get_field(name).column) for name in conflict)
+        cursor.execute(
+            f"INSERT INTO {table} ({columns}, {', '.join(others)}) SELECT {columns}, {placeholders} FROM {scratch} "
+            f"ON CONFLICT ({key}) DO NOTHING",
+            values,
+        )
+        inserted = cursor.rowcount
+        cursor.execute(f"DROP TABLE {scratch}")
+    return inserted

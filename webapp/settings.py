@@ -174,6 +174,9 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
 # Uploads. A body over DATA_UPLOAD_MAX_MEMORY_SIZE (JSON posted to the API) is refused.
+# How long a process keeps an API token's lookup (user, roles): the bound on how late a
+# revoked token, a deactivated user or changed roles take effect (webapp/authentication.py).
+TOKEN_CACHE_SECONDS = env.float("TOKEN_CACHE_SECONDS", default=5.0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("API_MAX_BODY_BYTES", default=50 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_TEMP_DIR = None

@@ -27,6 +27,8 @@ guarantee.
 
 from __future__ import annotations
 
+import functools
+import json
 import random
 import time
 from datetime import timedelta
@@ -38,6 +40,7 @@ from django.utils import timezone
 
 from annotate.judgement_input import SCALE, Verdict, judgement_parse
 from annotate.models import Assignment, Campaign, Comparison, Judgement
+from annotate.services import labeling_sql
 from annotate.services.campaigns import campaign_may_label, dimensions_of
 from webapp.errors import ArbiterError
 
@@ -87,63 +90,45 @@ def _sweep_if_due(campaign: Campaign) -> None:
         assignments_expire(campaign=campaign)
 
 
-# PostgreSQL: pick, lock and take a slot in one statement (the hot path of labeling).
-_TAKE_SLOT_SQL = """
-WITH candidate AS (
-    SELECT c.id FROM annotate_comparison c
-    WHERE c.campaign_id = %(campaign)s AND c.status = 'open' AND c.is_gold = %(gold)s
-      {slot_rule}
-      AND NOT EXISTS (SELECT 1 FROM annotate_assignment a
-                      WHERE a.comparison_id = c.id AND a.annotator_id = %(annotator)s)
-    ORDER BY c.priority DESC, c.id
-    LIMIT 1
-    FOR UPDATE OF c SKIP LOCKED
-), taken AS (
-    UPDATE annotate_comparison c SET slots_taken = c.slots_taken + 1
-    FROM candidate WHERE c.id = candidate.id
-    RETURNING c.id
-)
-INSERT INTO annotate_assignment
-    (created_at, updated_at, comparison_id, annotator_id, left_is_a, status, leased_until, shown_at, skip_reason)
-SELECT %(now)s, %(now)s, taken.id, %(annotator)s, %(left_is_a)s, 'leased', %(until)s, %(now)s, ''
-FROM taken
-RETURNING id, comparison_id
-"""
+def _lease_or_take(campaign: Campaign, annotator, now, *, gold: bool) -> Assignment | None:
+    """PostgreSQL: the annotator's live lease, else a new one, in one statement (labeling_sql)."""
+    left_is_a = random.random() < 0.5
+    with connection.cursor() as cursor:
+        cursor.execute(
+            labeling_sql.LEASE_OR_TAKE_GOLD if gold else labeling_sql.LEASE_OR_TAKE,
+            {
+                "campaign": campaign.id,
+                "gold": gold,
+                "k": campaign.votes_per_comparison,
+                "annotator": annotator.pk,
+                "now": now,
+                "until": now + timedelta(seconds=campaign.lease_seconds),
+                "left_is_a": left_is_a,
+            },
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    assignment = _partial(Assignment, {**dict(zip(labeling_sql.LEASE_FIELDS, row)), "status": Assignment.Status.LEASED})
+    assignment.annotator = annotator
+    return assignment
+
+
+def _partial(model, values: dict):
+    """An instance from a raw row: these fields set, the others deferred (read if touched)."""
+    names = [name for name in _attnames(model) if name in values]
+    return model.from_db(connection.alias, names, [values[name] for name in names])
+
+
+@functools.cache
+def _attnames(model) -> tuple[str, ...]:
+    return tuple(f.attname for f in model._meta.concrete_fields)
 
 
 def _take_slot(campaign: Campaign, annotator, now, *, gold: bool) -> Assignment | None:
+    """Other databases (SQLite in the embedded mode runs one writer at a time): the ORM."""
     left_is_a = random.random() < 0.5
     until = now + timedelta(seconds=campaign.lease_seconds)
-    if connection.vendor == "postgresql":
-        sql = _TAKE_SLOT_SQL.format(slot_rule="" if gold else "AND c.slots_taken < %(k)s")
-        with connection.cursor() as cursor:
-            cursor.execute(
-                sql,
-                {
-                    "campaign": campaign.id,
-                    "gold": gold,
-                    "k": campaign.votes_per_comparison,
-                    "annotator": annotator.pk,
-                    "now": now,
-                    "until": until,
-                    "left_is_a": left_is_a,
-                },
-            )
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        return Assignment(
-            id=row[0],
-            comparison_id=row[1],
-            annotator=annotator,
-            left_is_a=left_is_a,
-            status=Assignment.Status.LEASED,
-            leased_until=until,
-            shown_at=now,
-            created_at=now,
-            updated_at=now,
-        )
-    # Other databases (SQLite in the embedded mode run one writer at a time): the ORM.
     seen = Assignment.objects.filter(comparison=OuterRef("pk"), annotator=annotator)
     candidates = Comparison.objects.filter(campaign=campaign, status=Comparison.Status.OPEN, is_gold=gold).filter(
         ~Exists(seen)
@@ -161,6 +146,17 @@ def _take_slot(campaign: Campaign, annotator, now, *, gold: bool) -> Assignment 
         leased_until=until,
         shown_at=now,
     )
+
+
+def campaign_for_labeling(campaign_id: int) -> Campaign | None:
+    """The campaign with what `assignment_next` reads (its other fields load if touched);
+    None when there is no such campaign. One plain statement on PostgreSQL."""
+    if connection.vendor != "postgresql":
+        return Campaign.objects.filter(pk=campaign_id).first()
+    with connection.cursor() as cursor:
+        cursor.execute(labeling_sql.CAMPAIGN, {"campaign": campaign_id})
+        row = cursor.fetchone()
+    return None if row is None else _partial(Campaign, dict(zip(labeling_sql.CAMPAIGN_FIELDS, row)))
 
 
 def assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
@@ -182,8 +178,18 @@ def assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
     return assignment
 
 
-@transaction.atomic
 def _assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
+    want_gold = campaign.gold_rate > 0 and random.random() < campaign.gold_rate
+    if connection.vendor == "postgresql":
+        now = timezone.now()
+        if want_gold and (gold := _lease_or_take(campaign, annotator, now, gold=True)) is not None:
+            return gold
+        return _lease_or_take(campaign, annotator, now, gold=False)
+    return _assignment_next_orm(campaign=campaign, annotator=annotator, want_gold=want_gold)
+
+
+@transaction.atomic
+def _assignment_next_orm(*, campaign: Campaign, annotator, want_gold: bool) -> Assignment | None:
     now = timezone.now()
     current = (
         Assignment.objects.filter(
@@ -197,7 +203,6 @@ def _assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
     )
     if current is not None:
         return current
-    want_gold = campaign.gold_rate > 0 and random.random() < campaign.gold_rate
     if want_gold and (gold := _take_slot(campaign, annotator, now, gold=True)) is not None:
         return gold
     return _take_slot(campaign, annotator, now, gold=False)
@@ -219,26 +224,49 @@ def _to_ab(assignment: Assignment, verdict: Verdict) -> dict:
     return {"choice": choice, "first_wrong_step_a": wrong_a, "first_wrong_step_b": wrong_b, "ratings": ratings}
 
 
-def _checked(assignment: Assignment, verdict: Verdict) -> Verdict:
+def _checked(assignment: Assignment, verdict: Verdict, *, sizes: tuple[int, int] | None = None) -> Verdict:
     """The verdict read again with what this comparison asks: the campaign's rating dimensions
-    and rationale rule, and the steps on each side (counted only when a step is marked). The
-    rules are `judgement_parse`'s, the same the form and the API apply to a body."""
+    and rationale rule, and the steps on each side (A and B: `sizes` when the caller has
+    them, else read when a step is marked). The rules are `judgement_parse`'s, the same the
+    form and the API apply to a body. Refused outright when the campaign is archived or the
+    annotator has left its pool."""
     comparison = assignment.comparison
     campaign = comparison.campaign
+    if campaign.status == Campaign.Status.ARCHIVED:
+        raise ArbiterError(
+            f"Campaign {campaign.name!r} is archived: nothing more is stored in it; your judgement was not stored."
+        )
+    if not campaign_may_label(campaign=campaign, user=assignment.annotator):
+        raise PermissionDenied(
+            f"You are no longer in the pool of campaign {campaign.name!r}: your judgement was not stored."
+        )
     step_counts = None
     if verdict.first_wrong_left is not None or verdict.first_wrong_right is not None:
-        size_a, size_b = (
-            Comparison.objects.filter(pk=comparison.pk)
-            .values_list("trajectory_a__num_steps", "trajectory_b__num_steps")
-            .get()
-        )
-        step_counts = (size_a, size_b) if assignment.left_is_a else (size_b, size_a)
+        if sizes is None:
+            sizes = (
+                Comparison.objects.filter(pk=comparison.pk)
+                .values_list("trajectory_a__num_steps", "trajectory_b__num_steps")
+                .get()
+            )
+        step_counts = sizes if assignment.left_is_a else sizes[::-1]
     return judgement_parse(
         verdict.body(),
         dimensions=dimensions_of(campaign),
         rationale_required=campaign.rationale_required,
         step_counts=step_counts,
     )
+
+
+def _judgement_fields(assignment: Assignment, verdict: Verdict, now) -> dict:
+    """The judgement's columns for a checked verdict on this assignment."""
+    started = assignment.shown_at or assignment.created_at
+    return {
+        "both_bad": verdict.both_bad,
+        "rationale": verdict.rationale,
+        "seconds": max(0.0, (now - started).total_seconds()),
+        "synthetic": bool(getattr(assignment.annotator, "is_synthetic", False)),
+        **_to_ab(assignment, verdict),
+    }
 
 
 LEASE_LOST = "Your lease on this comparison expired and it already has all its votes: your judgement was not stored."
@@ -250,10 +278,86 @@ def judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tupl
     A late submit is accepted while its lease still holds a slot (not yet swept) or a
     slot is free; otherwise it is refused and nothing is stored.
     """
-    result = _judgement_submit(assignment_id=assignment_id, annotator=annotator, verdict=verdict)
+    result = None
+    if connection.vendor == "postgresql":
+        result = _judgement_submit_live(assignment_id=assignment_id, annotator=annotator, verdict=verdict)
+    if result is None:
+        result = _judgement_submit(assignment_id=assignment_id, annotator=annotator, verdict=verdict)
     if result is None:
         raise ArbiterError(LEASE_LOST)
     return result
+
+
+def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -> tuple[Judgement, bool] | None:
+    """PostgreSQL, a live lease (the common case): two statements (labeling_sql), no lock held
+    between them. None when the lease is not live, or stopped being live between the read and
+    the write: then the locked path below decides, with the whole story."""
+    with connection.cursor() as cursor:
+        cursor.execute(labeling_sql.SUBMIT_READ, {"assignment": assignment_id, "annotator": annotator.pk})
+        row = cursor.fetchone()
+    if row is None or row[1] != Assignment.Status.LEASED:
+        return None
+    (_, status, left_is_a, shown_at, created_at, comparison_id, is_gold, campaign_id, size_a, size_b,
+     name, campaign_status, pool_only, k, dimensions, rationale_required) = row  # fmt: skip
+    campaign = _partial(
+        Campaign,
+        {
+            "id": campaign_id,
+            "name": name,
+            "status": campaign_status,
+            "pool_only": pool_only,
+            "votes_per_comparison": k,
+            "dimensions": labeling_sql.json_column(dimensions),
+            "rationale_required": rationale_required,
+        },
+    )
+    comparison = _partial(Comparison, {"id": comparison_id, "campaign_id": campaign_id, "is_gold": is_gold})
+    comparison.campaign = campaign
+    assignment = _partial(
+        Assignment,
+        {
+            "id": assignment_id,
+            "comparison_id": comparison_id,
+            "annotator_id": annotator.pk,
+            "left_is_a": left_is_a,
+            "status": status,
+            "shown_at": shown_at,
+            "created_at": created_at,
+        },
+    )
+    assignment.comparison, assignment.annotator = comparison, annotator
+    verdict = _checked(assignment, verdict, sizes=(size_a, size_b))
+    now = timezone.now()
+    fields = _judgement_fields(assignment, verdict, now)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            labeling_sql.SUBMIT_WRITE,
+            {
+                **fields,
+                "ratings": json.dumps(fields["ratings"]),
+                "assignment": assignment_id,
+                "annotator": annotator.pk,
+                "k": k,
+                "now": now,
+            },
+        )
+        written = cursor.fetchone()
+    if written is None:
+        return None
+    judgement = _partial(
+        Judgement,
+        {
+            "id": written[0],
+            "created_at": now,
+            "updated_at": now,
+            "comparison_id": comparison_id,
+            "annotator_id": annotator.pk,
+            "assignment_id": assignment_id,
+            **fields,
+        },
+    )
+    judgement.annotator = annotator
+    return judgement, True
 
 
 @transaction.atomic
@@ -270,15 +374,7 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
         return Judgement.objects.get(assignment=assignment), False
     if assignment.status == Assignment.Status.SKIPPED:
         raise ArbiterError("You skipped this comparison; it cannot be judged now.")
-    campaign = assignment.comparison.campaign
-    if campaign.status == Campaign.Status.ARCHIVED:
-        raise ArbiterError(
-            f"Campaign {campaign.name!r} is archived: nothing more is stored in it; your judgement was not stored."
-        )
-    if not campaign_may_label(campaign=campaign, user=annotator):
-        raise PermissionDenied(
-            f"You are no longer in the pool of campaign {campaign.name!r}: your judgement was not stored."
-        )
+    assignment.annotator = annotator
     verdict = _checked(assignment, verdict)
     comparison = assignment.comparison
     campaign = comparison.campaign
@@ -293,17 +389,8 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
         )
         if not took:
             return None
-    ab = _to_ab(assignment, verdict)
-    started = assignment.shown_at or assignment.created_at
     judgement = Judgement.objects.create(
-        comparison=comparison,
-        annotator=annotator,
-        assignment=assignment,
-        both_bad=verdict.both_bad,
-        rationale=verdict.rationale,
-        seconds=max(0.0, (now - started).total_seconds()),
-        synthetic=bool(getattr(annotator, "is_synthetic", False)),
-        **ab,
+        comparison=comparison, annotator=annotator, assignment=assignment, **_judgement_fields(assignment, verdict, now)
     )
     assignment.status = Assignment.Status.SUBMITTED
     assignment.finished_at = now
@@ -369,6 +456,7 @@ __all__ = [
     "Verdict",
     "assignment_next",
     "assignment_skip",
+    "campaign_for_labeling",
     "comparison_adjudicate",
     "comparison_set_gold",
     "judgement_submit",

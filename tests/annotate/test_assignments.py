@@ -302,3 +302,56 @@ def test_nothing_is_stored_into_an_archived_campaign_and_invisible_text_is_no_ra
     with pytest.raises(ArbiterError, match="archived"):
         judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=2, rationale="because"))
     assert not Judgement.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_submits_of_one_lease_at_once_store_one_judgement():
+    campaign = make_campaign(n_comparisons=1, k=2, lease_seconds=600)
+    (user,) = annotators(1)
+    lease = assignment_next(campaign=campaign, annotator=user)
+    results, errors, barrier = [], [], threading.Barrier(2)
+
+    def submit():
+        try:
+            barrier.wait()
+            results.append(judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=1)))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submit) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    assert sorted(created for _, created in results) == [False, True]
+    assert len({judgement.id for judgement, _ in results}) == 1
+    comparison = Comparison.objects.get(campaign=campaign)
+    assert Judgement.objects.filter(comparison=comparison).count() == comparison.votes == 1
+
+
+def test_a_lease_swept_between_the_read_and_the_write_takes_the_locked_path():
+    """The sweep expires the lease after the live path read it: its compare-and-set writes
+    nothing, and the locked path stores the vote into a free slot, counters matching."""
+    from annotate.services import labeling_sql
+
+    campaign = make_campaign(n_comparisons=1, k=2, lease_seconds=600)
+    (user,) = annotators(1)
+    lease = assignment_next(campaign=campaign, annotator=user)
+    swept = []
+
+    def sweep_first(execute, sql, params, many, context):
+        if sql == labeling_sql.SUBMIT_WRITE and not swept:
+            Assignment.objects.filter(pk=lease.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+            swept.append(assignments_expire(campaign=campaign))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(sweep_first):
+        judgement, created = judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=5))
+    assert swept == [1] and created
+    comparison = Comparison.objects.get(campaign=campaign)
+    assert comparison.votes == comparison.slots_taken == 1
+    assert Assignment.objects.get(pk=lease.pk).status == "submitted"
+    assert Judgement.objects.get(assignment_id=lease.pk).pk == judgement.pk

@@ -99,3 +99,36 @@ def test_refusals_on_the_short_path_have_the_api_error_shape(annotator):
     assert refused.status_code == 403 and "pool" in refused.json()["detail"]
     assert Judgement.objects.count() == 1
     assert json.loads(refused.content)  # JSON, never HTML
+
+
+def test_a_labeling_cycle_is_the_floors_five_statements(annotator):
+    """next + submit over the API issue labeling_sql's statements and nothing else (in the
+    steady state: the token's lookup cached, the lease sweep not due): the statements
+    benchmarks/labeling_cycle.py's raw-SQL floor issues."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from annotate.services import labeling_sql
+
+    campaign = make_campaign(n_comparisons=3, k=1)
+    client = token_client(annotator)
+    first = client.get(f"/api/v1/assignments/next?campaign={campaign.id}").json()["id"]  # the token cached,
+    client.post(f"/api/v1/assignments/{first}/judgement", {"choice": 4}, format="json")  # the lease sweep done
+    with CaptureQueriesContext(connection) as queries:
+        got = client.get(f"/api/v1/assignments/next?campaign={campaign.id}")
+        posted = client.post(f"/api/v1/assignments/{got.json()['id']}/judgement", {"choice": 4}, format="json")
+    assert got.status_code == 200 and posted.status_code == 201
+    expected = [
+        labeling_sql.CAMPAIGN,
+        labeling_sql.LEASE_OR_TAKE,
+        labeling_sql.SCREEN,
+        labeling_sql.SUBMIT_READ,
+        labeling_sql.SUBMIT_WRITE,
+    ]
+    sent = [q["sql"] for q in queries.captured_queries]
+    assert len(sent) == len(expected), sent
+    for statement, template in zip(sent, expected):
+        head = template.split("%(")[0].strip()  # up to the first parameter, which is sent inlined
+        assert statement.strip().startswith(head), (statement[:200], head[:200])
+    judgement = Judgement.objects.get(pk=posted.json()["id"])
+    assert judgement.comparison.votes == 1 and judgement.comparison.status == "complete"

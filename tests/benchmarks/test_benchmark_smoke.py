@@ -102,7 +102,7 @@ def test_export_judgements_fills_through_the_models_and_exports_every_judgement(
     out = bench("benchmarks/export_judgements.py", "--sizes", "400", "--repeats", "1")
     assert "filled 400 judgements" in out
     [row] = _table_rows(out, "400")
-    assert row[4].endswith("x") and float(row[5]) > 0  # export / floor, peak RSS
+    assert row[5].endswith("x") and row[6].endswith("x") and float(row[7]) > 0  # export / each floor, peak RSS
 
 
 def test_import_trajectories_imports_every_line(bench):
@@ -126,7 +126,10 @@ def test_labeling_cycle_serves_annotators_on_a_port_of_its_own(bench):
     rows = {r[0]: r for r in _table_rows(out)}
     cycle = rows["next + submit, no pause (cycles)"]
     assert float(cycle[1]) > 0 and cycle[4] == "0"  # cycles per second, no failed request
-    assert "cycle throughput / trivial throughput" in out
+    floor = rows["floor: the same statements from a psycopg loop, no pause (cycles)"]
+    assert float(floor[1]) > 0 and floor[4] == "0"
+    assert float(rows["floor, no pause"][3]) > 0  # CPU per cycle
+    assert "cycle throughput / trivial throughput" in out and "server CPU per cycle / floor's" in out
 
 
 @pytest.mark.browser
