@@ -43,6 +43,7 @@ from rewardmodel.backbones import (
     max_context,
 )
 from rewardmodel.serialize import SERIALIZATION_VERSION, pair_text
+from training import parallel
 from training.config_ranges import out_of_range
 
 META_FILE = "arbiter_reward_model.json"
@@ -70,6 +71,7 @@ RANGES = {
     "weight_decay": (0, 10),
     "checkpoint_every": (0, 1_000_000),
     "ensemble": (1, 8),
+    "processes": (1, 64),
 }
 
 
@@ -131,6 +133,16 @@ class RewardModelConfig:
         ),
     )
 
+    processes: int = field(
+        default=1,
+        metadata=_help(
+            "Data-parallel training processes on the worker (torch.distributed under accelerate): one per GPU on a "
+            "GPU worker (NCCL), CPU processes over gloo otherwise. Each trains on its share of every batch and the "
+            "gradients are averaged, so the loss curve is the one process's at the same batch size; batch size must "
+            "be a multiple of it."
+        ),
+    )
+
     def resolved_learning_rate(self) -> float:
         """The learning rate that training uses: the field, or the backbone's default when it is empty."""
         if self.learning_rate is not None:
@@ -149,6 +161,11 @@ class RewardModelConfig:
             problems.append("epochs: must be positive.")
         if not 0 <= self.warmup_ratio < 1:
             problems.append("warmup_ratio: must be at least 0 and below 1.")
+        if self.processes > 1 and self.batch_size % self.processes:
+            problems.append(
+                f"batch_size: {self.batch_size} pairs cannot be shared evenly by {self.processes} processes; "
+                "make it a multiple of processes."
+            )
         try:
             backbone_check(self)
         except BackboneError as exc:
@@ -266,6 +283,8 @@ def _bridge(callbacks: Callbacks, meta: dict):
                 control.should_save = args.save_strategy != "no"
 
         def on_save(self, args, state, control, **kwargs):
+            if not state.is_world_process_zero:
+                return
             path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             _write_meta(path, meta)
             callbacks.checkpoint(state.global_step, str(path))
@@ -302,7 +321,7 @@ def _trl_args(
         output_dir=str(out_dir / "checkpoints"),
         learning_rate=config.resolved_learning_rate(),
         num_train_epochs=config.epochs,
-        per_device_train_batch_size=config.batch_size,
+        per_device_train_batch_size=config.batch_size // parallel.world_size(),  # the same global batch
         weight_decay=config.weight_decay,
         warmup_steps=config.warmup_ratio,  # transformers 5: a value below 1 is a share of the steps
         lr_scheduler_type="linear",
@@ -313,6 +332,7 @@ def _trl_args(
         bf16=bf16 and not on_cpu,  # TRL's default is bf16=True
         activation_checkpointing=False,  # TRL's gradient_checkpointing defaults to True (a deprecated alias)
         use_cpu=on_cpu,
+        ddp_find_unused_parameters=False,  # every parameter is used: no extra graph traversal per step
         dataloader_pin_memory=not on_cpu,
         report_to=[],
         disable_tqdm=True,
@@ -339,11 +359,13 @@ def train_reward_model(
     preferred side. `resume_from` is a checkpoint directory (see `latest_checkpoint`) of a run
     with the same rows and config.
     """
+    callbacks = callbacks or Callbacks()
+    if config.processes > 1 and not parallel.in_rank():
+        return _train_in_processes(train_rows, config, out_dir, callbacks, resume_from, device, bf16)
     import transformers
     from transformers import PrinterCallback
     from trl import RewardTrainer
 
-    callbacks = callbacks or Callbacks()
     started = time.monotonic()
     out_dir = Path(out_dir)
     transformers.set_seed(config.seed)  # before the model: its initial weights come from this seed
@@ -375,9 +397,10 @@ def train_reward_model(
         trainer.train(resume_from_checkpoint=resume_from)
         if not bridge.cancelled:
             model_dir = out_dir / "model"
-            trainer.model.save_pretrained(model_dir)
-            tokenizer.save_pretrained(model_dir)
-            _write_meta(model_dir, meta)
+            if trainer.is_world_process_zero():  # one writer when the run has several processes
+                trainer.model.save_pretrained(model_dir)
+                tokenizer.save_pretrained(model_dir)
+                _write_meta(model_dir, meta)
     if model_dir:
         callbacks.log(f"saved the reward model to {model_dir}")
         callbacks.progress(1.0, "done")
@@ -388,6 +411,42 @@ def train_reward_model(
         train_pairs=len(dataset),
         model_dir=str(model_dir) if model_dir else None,
     )
+
+
+def _train_in_processes(train_rows, config, out_dir, callbacks, resume_from, device, bf16) -> TrainResult:
+    """`train_reward_model` in `config.processes` ranks (training/parallel.py, rank code in
+    rewardmodel/train_rank.py), rank 0's events passed on to `callbacks` as they come."""
+    out_dir = Path(out_dir)
+    work = out_dir / "parallel"
+    work.mkdir(parents=True, exist_ok=True)
+    rows_path = work / "rows.jsonl"
+    with rows_path.open("w") as out:
+        for row in train_rows:
+            out.write(json.dumps(row) + "\n")
+    spec = {
+        "rows": str(rows_path),
+        "config": asdict(config),
+        "out_dir": str(out_dir),
+        "resume_from": resume_from,
+        "device": device,
+        "bf16": bf16,
+    }
+    hooks = {
+        "progress": callbacks.progress,
+        "metrics": callbacks.metrics,
+        "log": callbacks.log,
+        "checkpoint": callbacks.checkpoint,
+    }
+    callbacks.log(f"training in {config.processes} data-parallel processes")
+    result = parallel.launch(
+        "rewardmodel.train_rank",
+        spec,
+        work,
+        processes=config.processes,
+        on_event=lambda kind, args: hooks[kind](*args),
+        should_stop=callbacks.should_stop,
+    )
+    return TrainResult(**result)
 
 
 MEMBERS_DIR = "members"

@@ -670,3 +670,19 @@ def make_run(admin) -> Run:
     )
     run.refresh_from_db()
     return run
+
+
+def processes_with_env(key: str, value: str) -> list[int]:
+    """PIDs of the live processes whose environment has `key=value` (Linux /proc): how a test
+    finds what a run started, to check that nothing outlives it."""
+    wanted, found = f"{key}={value}".encode(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found

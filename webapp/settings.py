@@ -135,7 +135,11 @@ else:
         DATABASES["default"]["CONN_MAX_AGE"] = 0
     else:
         DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
-        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+        # A persistent connection is checked (one `SELECT 1`) at each request's first query, so
+        # one broken by a database restart is replaced instead of failing that request. It
+        # costs a round trip per request (benchmarks/RESULTS.md, issue 31); off with
+        # DB_CONN_HEALTH_CHECKS=false.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DB_CONN_HEALTH_CHECKS", default=True)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "webapp.User"

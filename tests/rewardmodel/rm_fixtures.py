@@ -8,6 +8,7 @@ from django.conf import settings
 
 from annotate.models import Policy
 from annotate.services.datasets import SnapshotFilters, snapshot_create
+from rewardmodel.train import Callbacks
 from tests.factories import CampaignFactory
 from tests.policy_fixtures import tiny_policy_dir
 from training.simulated_annotators import AnnotatorProfile
@@ -35,3 +36,25 @@ def simulated_snapshot(*, tasks: int = 60, flip: float = 0.0, seed: int = 0, ann
         test_fraction=0.25,
         filters=SnapshotFilters(include_synthetic=True),
     )
+
+
+TINY = {"hidden": 32, "layers": 1, "heads": 2, "max_length": 128}
+
+
+class Recorder(Callbacks):
+    """Callbacks that keep what they were told and stop the run after `stop_after` steps."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.steps_seen, self.metric_points, self.lines, self.saved, self.fractions = 0, [], [], [], []
+        super().__init__(
+            progress=lambda f, m: self.fractions.append(f),
+            metrics=lambda step, values: self.metric_points.append((step, values)),
+            log=self.lines.append,
+            should_stop=self._stop,
+            checkpoint=lambda step, path: self.saved.append((step, path)),
+        )
+        self.stop_after = stop_after
+
+    def _stop(self) -> bool:
+        self.steps_seen += 1
+        return self.stop_after is not None and self.steps_seen >= self.stop_after

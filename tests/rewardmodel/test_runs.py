@@ -8,6 +8,7 @@ import pytest
 
 from rewardmodel.models import RewardModel
 from tests.conftest import start_worker, stop_worker, token_client, wait_for
+from tests.helpers import processes_with_env
 from tests.rewardmodel.rm_fixtures import TINY_RM, simulated_snapshot, tiny_policy
 from webapp.models import Run, RunMetric
 
@@ -48,6 +49,26 @@ def test_a_reward_model_run_trains_evaluates_and_registers(celery_worker_process
     assert any(link["type"] == "reward model" and link["direction"] == "output" for link in body["lineage"])
     assert any(link["type"] == "dataset" for link in body["lineage"])
     assert "train/loss" in body["metrics"] or any(k.startswith("train") for k in body["metrics"])
+
+
+def test_a_reward_model_run_in_two_processes_on_the_worker_registers_and_leaves_none(celery_worker_process, admin_user):
+    """processes=2: the Celery worker launches two gloo ranks, forwards their progress and
+    metrics to the run, and none of them is left when the run has ended."""
+    from webapp.runs.services import run_dir
+
+    policy = tiny_policy()
+    snapshot = simulated_snapshot(tasks=40, seed=2)
+    api = token_client(admin_user)
+    run_id = _launch(
+        api, snapshot_id=snapshot.pk, tokenizer_dir=policy.model_dir, name="rm-ddp", epochs=2, processes=2, **TINY_RM
+    )
+    body = _ended(api, run_id)
+    assert body["status"] == "succeeded", body["error"] + body.get("log", "")
+    assert "training in 2 data-parallel processes" in Run.objects.get(pk=run_id).log
+    assert RunMetric.objects.filter(run_id=run_id, values__has_key="train/loss").exists()  # from rank 0
+    assert RewardModel.objects.get(run_id=run_id).config["processes"] == 2
+    work = run_dir(Run.objects.get(pk=run_id)) / "work" / "parallel"
+    assert processes_with_env("ARBITER_PARALLEL_DIR", str(work)) == []
 
 
 def test_cancel_stops_a_reward_model_run_within_a_step_and_registers_nothing(celery_worker_process, admin_user):

@@ -20,34 +20,13 @@ from rewardmodel.evaluate import pair_metrics
 from rewardmodel.scoring import RewardScorer
 from rewardmodel.serialize import SERIALIZATION_VERSION
 from rewardmodel.train import (
-    Callbacks,
     RewardModelConfig,
     latest_checkpoint,
     train_reward_ensemble,
     train_reward_model,
 )
+from tests.rewardmodel.rm_fixtures import TINY, Recorder
 from tests.rewardmodel.synthetic import bpe_tokenizer, bpe_tokenizer_dir, pairs
-
-TINY = {"hidden": 32, "layers": 1, "heads": 2, "max_length": 128}
-
-
-class Recorder(Callbacks):
-    """Callbacks that keep what they were told and stop the run after `stop_after` steps."""
-
-    def __init__(self, stop_after: int | None = None):
-        self.steps_seen, self.metric_points, self.lines, self.saved, self.fractions = 0, [], [], [], []
-        super().__init__(
-            progress=lambda f, m: self.fractions.append(f),
-            metrics=lambda step, values: self.metric_points.append((step, values)),
-            log=self.lines.append,
-            should_stop=self._stop,
-            checkpoint=lambda step, path: self.saved.append((step, path)),
-        )
-        self.stop_after = stop_after
-
-    def _stop(self) -> bool:
-        self.steps_seen += 1
-        return self.stop_after is not None and self.steps_seen >= self.stop_after
 
 
 def _policy_config(**overrides) -> RewardModelConfig:

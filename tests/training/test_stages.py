@@ -2,8 +2,8 @@
 as the README's "Folders that show the loop" writes it: environments, policy, simulation
 (scripted agents and simulated annotators), RL, evaluation, the loop's rounds, the run kinds,
 the pipeline; the web layer and the commands sit on top and may read any of them.
-A few plain modules are shared by every stage and import none: the models, the config ranges
-and the metric vocabulary."""
+A few plain modules are shared by every stage and import none: the models, the config ranges,
+the metric vocabulary and the data-parallel launcher."""
 
 import ast
 from pathlib import Path
@@ -22,7 +22,7 @@ LEVEL = {
     "pipeline": 7,
 }
 TOP = {"web", "management", "urls", "apps", "admin", "migrations"}
-SHARED = {"training.models", "training.config_ranges", "training.evaluation.metrics"}
+SHARED = {"training.models", "training.config_ranges", "training.evaluation.metrics", "training.parallel"}
 
 
 def _stage(module: str) -> str:

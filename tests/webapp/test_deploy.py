@@ -37,23 +37,35 @@ def test_the_compose_check_catches_a_broken_file(tmp_path):
     assert result.returncode != 0
 
 
-def test_docker_compose_has_the_services_and_a_gpu_for_the_gpu_worker():
+def _services(*profiles: str) -> dict:
+    import json
+
     result = subprocess.run(
-        [_compose_binary(), "-f", str(ROOT / "docker-compose.yml"), "config", "--format", "json"],
+        [_compose_binary(), "-f", str(ROOT / "docker-compose.yml"), *[f"--profile={p}" for p in profiles], "config"]
+        + ["--format", "json"],
         capture_output=True,
         text=True,
         cwd=ROOT,
         env={**os.environ, "SECRET_KEY": "x"},
     )
-    import json
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["services"]
 
-    services = json.loads(result.stdout)["services"]
-    assert {"postgres", "redis", "web", "worker", "gpu-worker", "beat"} <= set(services)
+
+def test_docker_compose_has_the_services_and_a_gpu_for_the_gpu_worker():
+    base = {"postgres", "redis", "web", "worker", "beat"}
+    assert set(_services()) == base  # no run worker unless a profile picks one
+    assert set(_services("cpu")) == base | {"cpu-worker"}
+    services = _services("gpu")
+    assert set(services) == base | {"gpu-worker"}
     assert services["beat"]["command"][:4] == ["celery", "-A", "webapp", "beat"]
     assert "healthcheck" in services["postgres"]
     devices = services["gpu-worker"]["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
     assert "gpu" in " ".join(services["gpu-worker"]["command"])
+    cpu = _services("cpu")["cpu-worker"]
+    assert cpu["command"][cpu["command"].index("-Q") + 1] == "gpu" and cpu["environment"]["ARBITER_DEVICE"] == "cpu"
+    assert "deploy" not in cpu
 
 
 @pytest.mark.django_db
