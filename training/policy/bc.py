@@ -15,6 +15,7 @@ episodes are not over-weighted when batches are bucketed by length.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
@@ -22,6 +23,7 @@ from dataclasses import asdict
 
 import torch
 
+from training import parallel
 from training.envs.base import Environment, EpisodeRunner, demonstrator_problem
 from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.policy.episodes import RolloutEpisode, episode_tokens, play_scripted
@@ -99,10 +101,19 @@ def _batches(examples, batch_size: int, rng: random.Random):
 
 
 def batch_loss(
-    model, examples, indices, *, pad_id: int, observation_weight: float, first_action_weight: float = 1.0
+    model,
+    examples,
+    indices,
+    *,
+    pad_id: int,
+    observation_weight: float,
+    first_action_weight: float = 1.0,
+    batch_total=None,
 ) -> tuple[torch.Tensor, dict]:
     """Weighted next-token loss over one batch: agent tokens 1 (the first action's
-    `first_action_weight`), environment tokens `observation_weight`."""
+    `first_action_weight`), environment tokens `observation_weight`. Data-parallel, `indices`
+    is this process's share and `batch_total(local weight)` gives the whole batch's weight,
+    which normalises the loss as one process would."""
     device = next(model.parameters()).device
     longest = max(len(examples[i][0]) for i in indices)
     ids = torch.full((len(indices), longest), pad_id, dtype=torch.long)
@@ -127,7 +138,8 @@ def batch_loss(
     token_loss = torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1), reduction="none"
     ).view_as(targets)
-    loss = (token_loss * w).sum() / w.sum()
+    total = w.sum() if batch_total is None else batch_total(w.sum().detach())
+    loss = (token_loss * w).sum() / total
     with torch.no_grad():
         agent_loss = (token_loss * a).sum() / a.sum().clamp(min=1)
     return loss, {"loss/total": float(loss.detach()), "loss/agent": float(agent_loss)}
@@ -169,20 +181,27 @@ class _ThreadChooser:
 
 
 def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, metrics=None, should_stop=None) -> dict:
-    """Train in place; returns the final figures. Callbacks: progress(fraction), metrics(step, dict), should_stop()."""
+    """Train in place; returns the final figures. Callbacks: progress(fraction), metrics(step, dict), should_stop().
+
+    With `config.processes` > 1 the training runs in that many data-parallel processes
+    (training/parallel.py; the rank code is training/policy/bc_rank.py) and the trained
+    weights are loaded back into `model`."""
+    if config.processes > 1 and not parallel.in_rank():
+        return _train_in_processes(model, tokenizer, examples, config, progress, metrics, should_stop)
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.01, betas=(0.9, 0.95))
+    shared = _DataParallel(model) if parallel.in_rank() and parallel.world_size() > 1 else None
 
-    def lr_at(step: int) -> float:
+    def lr_at(step: int, elapsed: float) -> float:
         # Cosine over whichever runs out first, the steps or the wall time, so a run cut
         # by `max_seconds` still ends at a low learning rate.
         if step < config.warmup_steps:
             return config.learning_rate * (step + 1) / config.warmup_steps
         done = (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps)
         if config.max_seconds:
-            done = max(done, (time.monotonic() - start) / config.max_seconds)
+            done = max(done, elapsed / config.max_seconds)
         return config.learning_rate * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, done))))
 
     start, step, last = time.monotonic(), 0, {}
@@ -191,22 +210,29 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
     try:
         while step < config.max_steps:
             for indices in _batches(examples, config.batch_size, rng):
-                if step >= config.max_steps or (config.max_seconds and time.monotonic() - start > config.max_seconds):
-                    break
-                if should_stop and should_stop():
+                elapsed = time.monotonic() - start
+                stop = bool(should_stop and should_stop())
+                if shared:  # every process stops at the same step, with the same clock
+                    stop, elapsed = shared.agree(stop, elapsed)
+                if step >= config.max_steps or (config.max_seconds and elapsed > config.max_seconds) or stop:
                     break
                 for group in optimizer.param_groups:
-                    group["lr"] = lr_at(step)
+                    group["lr"] = lr_at(step, elapsed)
                 threads.before(step)
                 began = time.monotonic()
+                share, keep = shared.share(indices) if shared else (indices, 1.0)
                 loss, figures = batch_loss(
-                    model,
+                    shared.model if shared else model,
                     examples,
-                    indices,
+                    share,
                     pad_id=tokenizer.pad_token_id,
                     observation_weight=config.observation_loss_weight,
                     first_action_weight=config.first_action_weight,
+                    batch_total=shared.batch_total(keep) if shared else None,
                 )
+                if shared:
+                    loss = loss * keep * shared.world  # the all-reduce averages: this makes it the batch's sum
+                    figures = shared.figures(loss, figures)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"non-finite loss at step {step}")
                 optimizer.zero_grad(set_to_none=True)
@@ -215,7 +241,7 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
                     torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
                 )
                 optimizer.step()
-                threads.after((time.monotonic() - began) / sum(len(examples[i][0]) for i in indices))
+                threads.after((time.monotonic() - began) / sum(len(examples[i][0]) for i in share))
                 step += 1
                 first_loss = figures["loss/total"] if first_loss is None else first_loss
                 last = figures
@@ -230,6 +256,8 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
     finally:
         threads.restore()
     model.eval()
+    if shared:
+        shared.close()
     return {
         "steps": step,
         "seconds": round(time.monotonic() - start, 1),
@@ -238,3 +266,80 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
         **last,
         "config": asdict(config),
     }
+
+
+class _DataParallel:
+    """One rank's part in data-parallel behaviour cloning: the model wrapped in torch's
+    DistributedDataParallel (gradients averaged by all-reduce), this rank's share of each
+    batch, the whole batch's loss normaliser, and the decisions all ranks must share."""
+
+    def __init__(self, model):
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        self.dist, self.world, self.rank = dist, dist.get_world_size(), dist.get_rank()
+        device = next(model.parameters()).device
+        self.device = device
+        self.model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    def _reduce(self, values: list[float], op) -> list[float]:
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        self.dist.all_reduce(tensor, op=op)
+        return tensor.tolist()
+
+    def agree(self, stop: bool, elapsed: float) -> tuple[bool, float]:
+        flag, clock = self._reduce([float(stop), elapsed], self.dist.ReduceOp.MAX)
+        return bool(flag), clock
+
+    def share(self, indices: list[int]) -> tuple[list[int], float]:
+        """This rank's examples of the batch; a rank left without one (a batch smaller than the
+        number of ranks) takes the first with weight 0, so it still joins the all-reduce."""
+        mine = indices[self.rank :: self.world]
+        return (mine, 1.0) if mine else (indices[:1], 0.0)
+
+    def batch_total(self, keep: float):
+        def total(local: torch.Tensor) -> torch.Tensor:
+            summed = local.to(torch.float64) * keep
+            self.dist.all_reduce(summed)
+            return summed.to(local.dtype)
+
+        return total
+
+    def figures(self, loss: torch.Tensor, figures: dict) -> dict:
+        """The whole batch's loss (the mean of the ranks' scaled losses) and the ranks' mean agent loss."""
+        total, agent = self._reduce([float(loss.detach()), figures["loss/agent"]], self.dist.ReduceOp.SUM)
+        return {**figures, "loss/total": total / self.world, "loss/agent": agent / self.world}
+
+    def close(self) -> None:
+        self.dist.barrier()
+
+
+def _train_in_processes(model, tokenizer, examples, config: BCConfig, progress, metrics, should_stop) -> dict:
+    """`train_bc` in `config.processes` ranks: the model goes to them saved, and comes back trained."""
+    import pickle
+    import tempfile
+    from pathlib import Path
+
+    from training.policy.bc_rank import CONFIG, EXAMPLES, INITIAL, TRAINED
+
+    with tempfile.TemporaryDirectory(prefix="arbiter-bc-") as folder:
+        work = Path(folder)
+        model.save_pretrained(work / INITIAL)
+        tokenizer.save_pretrained(work / INITIAL)
+        (work / CONFIG).write_bytes(pickle.dumps(config))
+        (work / EXAMPLES).write_text(json.dumps(examples))
+        hooks = {
+            "progress": progress or (lambda fraction: None),
+            "metrics": metrics or (lambda step, values: None),
+        }
+        result = parallel.launch(
+            "training.policy.bc_rank",
+            {"device": str(next(model.parameters()).device)},
+            work,
+            processes=config.processes,
+            on_event=lambda kind, args: hooks[kind](*args),
+            should_stop=should_stop or (lambda: False),
+        )
+        model.load_state_dict(torch.load(work / TRAINED, map_location=next(model.parameters()).device))
+    model.eval()
+    return result

@@ -83,6 +83,12 @@ class BCConfig:
         },
     )
     seed: int = field(default=0, metadata={"help": "data order, demonstrations and initialisation"})
+    processes: int = field(
+        default=1,
+        metadata={
+            "help": "data-parallel training processes on the worker (torch.distributed: one per GPU over NCCL, CPU processes over gloo); each takes its share of every batch and the gradients are averaged, so the loss curve is the one process's (batch_size a multiple of it)"
+        },
+    )
 
 
 def extra_worlds_problem(extra_worlds: int) -> str | None:

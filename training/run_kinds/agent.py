@@ -184,6 +184,7 @@ BC_RANGES = {
     "learning_rate": (0, 1),
     "grad_clip": (0, 1000),
     "first_action_weight": (0, 100),
+    "processes": (1, 64),
 }
 
 
@@ -212,6 +213,11 @@ class BCRunConfig(BCConfig):
             problems.append("max_seconds, budget_seconds, observation_loss_weight and extra_worlds: 0 or more.")
         if extra_worlds_problem(self.extra_worlds):
             problems.append(extra_worlds_problem(self.extra_worlds))
+        if self.processes > 1 and self.batch_size % self.processes:
+            problems.append(
+                f"batch_size: {self.batch_size} episodes cannot be shared evenly by {self.processes} processes; "
+                "make it a multiple of processes."
+            )
         if not self.policy_name.strip() or "/" in self.policy_name or self.policy_name.startswith("."):
             problems.append("policy_name: a plain name (letters, digits, dashes).")
         return problems
