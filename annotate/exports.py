@@ -40,9 +40,11 @@ from collections.abc import Iterator
 from datetime import timezone as dt_timezone
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 import yaml
 from django.conf import settings
@@ -753,15 +755,57 @@ class _CopyStream(io.RawIOBase):
 
 
 def _ratings_column(texts: pa.Array) -> pa.Array:
-    """The typed `ratings` column from its JSON text. Most judgements carry none ("{}"): their
-    empty lists are made in one step, and only the rated rows are parsed in Python."""
-    rated = pc.invert(pc.equal(texts, "{}"))
-    if not pc.any(rated).as_py():
-        return pa.ListArray.from_arrays(pa.array([0] * (len(texts) + 1), pa.int32()), pa.array([], _RATINGS.value_type))
-    return pa.array(
-        [rating_rows(json.loads(text)) if keep else [] for text, keep in zip(texts.to_pylist(), rated.to_pylist())],
-        type=_RATINGS,
+    """The typed `ratings` column from its JSON text, as `rating_rows` makes each row's list.
+
+    Parsed by pyarrow's JSON reader and reshaped with array operations, not a Python object
+    per judgement (a million rated judgements took 8 s the other way). A batch the reader
+    cannot type (a dimension that is not an object, a rating that is not a whole number, a
+    null) is parsed row by row as before, so every row comes out as `rating_rows` says."""
+    if not pc.any(pc.invert(pc.equal(texts, "{}"))).as_py():
+        return pa.ListArray.from_arrays(pa.array(np.zeros(len(texts) + 1, np.int32)), pa.array([], _RATINGS.value_type))
+    try:
+        return _ratings_reshaped(texts)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        return pa.array([rating_rows(json.loads(text)) for text in texts.to_pylist()], type=_RATINGS)
+
+
+def _ratings_reshaped(texts: pa.Array) -> pa.Array:
+    if pc.any(pc.match_substring(texts, "null")).as_py():
+        raise ValueError("a null somewhere: row by row")
+    data = "\n".join(texts.to_pylist()).encode()
+    table = pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=len(data) + 1))
+    if table.num_rows != len(texts):
+        raise ValueError("the reader did not give one row per judgement")
+    rows, order, dimensions, sides, values = [], [], [], [], []
+    dims = sorted(table.column_names)
+    for d, dim in enumerate(dims):
+        column = table.column(dim).combine_chunks()
+        if not pa.types.is_struct(column.type):
+            raise TypeError(f"dimension {dim!r} is not an object")
+        names = sorted(column.type.field(i).name for i in range(column.type.num_fields))
+        for s, side in enumerate(names):
+            value = column.field(side)
+            if not pa.types.is_integer(value.type):
+                raise TypeError(f"rating {dim}.{side} is not a whole number")
+            present = np.flatnonzero(value.is_valid().to_numpy(zero_copy_only=False))
+            rows.append(present)
+            order.append(np.full(len(present), d * len(names) + s))
+            dimensions.append(pa.array([dim] * len(present), pa.string()))
+            sides.append(pa.array([side] * len(present), pa.string()))
+            values.append(value.take(pa.array(present)).cast(pa.int64()))
+    rows, order = np.concatenate(rows), np.concatenate(order)
+    by_row = np.lexsort((order, rows))
+    take = pa.array(by_row)
+    entries = pa.StructArray.from_arrays(
+        [
+            pa.concat_arrays(dimensions).take(take),
+            pa.concat_arrays(sides).take(take),
+            pa.concat_arrays(values).take(take),
+        ],
+        names=["dimension", "side", "value"],
     )
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(texts)))]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), entries)
 
 
 class RawCopyBatches:

@@ -1,13 +1,15 @@
 """Filling a campaign from stored trajectories: preview and build time, and memory.
 
     .venv/bin/python benchmarks/campaign_fill.py --sizes 5000 20000 --repeats 3
+    .venv/bin/python benchmarks/campaign_fill.py --sizes 133336 --per-task 16 --cap 120 --repeats 1   # 1M comparisons
 
 Against the scratch PostgreSQL database (`--database`, dropped and re-created at start, and
 emptied before each repeat), one child process
-imports N ten-step trajectories (the import benchmark's lines: four per task, three agent
-versions), then a fresh child fills a campaign from that import batch with
-`all_pairs` (cap 10 per task: 6 pairs per task) and with `policy_vs_policy` (two of the
-file's three agent versions). Reported: the
+imports N ten-step trajectories (the import benchmark's lines: `--per-task` per task, four
+unless given, three agent versions), then a fresh child fills a campaign from that import
+batch with `all_pairs` (cap `--cap` per task, 10 unless given: 6 pairs per task of four) and
+with `policy_vs_policy` (two of the file's three agent versions). On PostgreSQL the fill
+writes by COPY and INSERT ... SELECT, with no model object per comparison. Reported: the
 median seconds of the preview (counts only), of the fill (plan and insert), the
 comparisons made per second, and the peak RSS growth. The baseline, measured in the same
 process, is the floor of any fill: reading the selected rows' (id, task, outcome) once.
@@ -58,7 +60,7 @@ def setup(path: Path) -> None:
     assert batch.status == "succeeded", batch.message
 
 
-def child() -> None:
+def child(cap: int) -> None:
     """Preview, fill and fill again (idempotent) for each strategy; prints JSON."""
     import django
 
@@ -85,7 +87,7 @@ def child() -> None:
             {
                 "import_batches": [batch.pk],
                 "strategy": strategy,
-                "max_per_task": 10,
+                "max_per_task": cap,
                 "policy_a": arena["0"],
                 "policy_b": arena["1"],
             }
@@ -108,6 +110,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 20000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--per-task", type=int, default=4, help="trajectories per task in the file (default: 4)")
+    parser.add_argument("--cap", type=int, default=10, help="the fill's max_per_task (default: 10)")
     add_database_argument(parser)
     parser.add_argument("--setup", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -117,7 +121,7 @@ def main() -> None:
         setup(args.setup)
         return
     if args.child:
-        child()
+        child(args.cap)
         return
     env = ensure_bench_database(args.database)
     print(
@@ -128,14 +132,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
             path = Path(tmp) / f"{n}.jsonl"
-            write_file(path, n)
+            write_file(path, n, args.per_task)
             runs = []
             for _ in range(args.repeats):
                 subprocess.run(
                     [sys.executable, __file__, "--setup", str(path)], cwd=ROOT, env=env, check=True, capture_output=True
                 )
                 done = subprocess.run(
-                    [sys.executable, __file__, "--child"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+                    [sys.executable, __file__, "--child", "--cap", str(args.cap)],
+                    cwd=ROOT,
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
                 )
                 runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
             floor = statistics.median(r["floor_s"] for r in runs)

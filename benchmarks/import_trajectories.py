@@ -55,10 +55,11 @@ def make_line(i: int, n_tasks: int) -> str:
     )
 
 
-def write_file(path: Path, n: int) -> None:
+def write_file(path: Path, n: int, per_task: int = 4) -> None:
+    """N lines, `per_task` trajectories of each task."""
     with path.open("w") as f:
         for i in range(n):
-            f.write(make_line(i, max(1, n // 4)) + "\n")
+            f.write(make_line(i, max(1, n // per_task)) + "\n")
 
 
 def parse_floor_seconds(path: Path) -> float:
