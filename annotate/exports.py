@@ -825,7 +825,9 @@ class RawCopyBatches:
 
     def _batches(self):
         schema = SCHEMAS["raw"]
-        # CSV carries ratings as JSON text; each batch turns them into the typed column.
+        # CSV carries ratings as JSON text; each batch turns them into the typed column. Blocks
+        # of 1 MB (about 6,000 rows): with 4 MB the peak RSS at a million rows was 370-420 MB,
+        # with 1 MB 254 MB, at the same speed (benchmarks/RESULTS.md, issue 31).
         csv_schema = pa.schema([pa.field("ratings", pa.string()) if f.name == "ratings" else f for f in schema])
         at = schema.get_field_index("ratings")
         statement = self.copy_sql()
@@ -835,7 +837,7 @@ class RawCopyBatches:
                 return  # no rows (an empty split): pyarrow refuses an empty CSV
             reader = pa_csv.open_csv(
                 stream,
-                read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=4 << 20),
+                read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=1 << 20),
                 convert_options=pa_csv.ConvertOptions(
                     column_types=csv_schema,
                     true_values=["t"],

@@ -90,3 +90,23 @@ def test_a_bc_run_into_a_missing_campaign_is_refused_before_queueing(admin_user)
     with pytest.raises(ArbiterError, match="rollout_samples: between 1 and 64"):
         run_launch(kind="bc", config={**TINY_BC, "rollout_samples": 0}, user=admin_user)
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_bc_run_in_two_processes_on_a_real_worker_registers_its_policy(celery_worker_process, admin_user):
+    """processes=2 through the API: the Celery worker launches two gloo ranks for the cloning,
+    loads their weights back, evaluates and registers the policy."""
+    from tests.conftest import token_client, wait_for
+
+    api = token_client(admin_user)
+    config = {**TINY_BC, "policy_name": "tiny-bc-ddp", "processes": 2}
+    response = api.post("/api/v1/runs/", {"kind": "bc", "config": config}, format="json")
+    assert response.status_code == 201, response.content
+    run_id = response.json()["id"]
+    wait_for(lambda: not Run.objects.get(pk=run_id).is_active, timeout=240)
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "succeeded", run.error + run.log
+    assert run.config["processes"] == 2 and run.summary["bc"]["steps"] == 4
+    assert Policy.objects.get(pk=run.summary["policy_id"]).name == "tiny-bc-ddp"
+    assert run.metrics.exists()  # rank 0's metrics reached the run
