@@ -53,8 +53,12 @@ PROCESSES = 4
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+CAMPAIGNS = 3  # per round: the first for the paced and lone phases, one each for the floor and the cycle
+
+
 def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
-    """Runs in a child with Django: a fresh campaign, its comparisons, annotators and tokens."""
+    """Runs in a child with Django: the labeling tables emptied, then CAMPAIGNS campaigns with
+    the same comparisons, annotators and tokens (one child per round: a Django start costs)."""
     import django
 
     django.setup()
@@ -82,13 +86,16 @@ def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
         for i, t in enumerate(tasks)
         for s in range(2)
     )
-    campaign = Campaign.objects.create(name="bench", votes_per_comparison=3, lease_seconds=600)
-    Comparison.objects.bulk_create(
-        Comparison(
-            campaign=campaign, task=tasks[i], trajectory_a=trajectories[2 * i], trajectory_b=trajectories[2 * i + 1]
+    campaigns = [
+        Campaign.objects.create(name=f"bench {c}", votes_per_comparison=3, lease_seconds=600) for c in range(CAMPAIGNS)
+    ]
+    for campaign in campaigns:
+        Comparison.objects.bulk_create(
+            Comparison(
+                campaign=campaign, task=tasks[i], trajectory_a=trajectories[2 * i], trajectory_b=trajectories[2 * i + 1]
+            )
+            for i in range(n_comparisons)
         )
-        for i in range(n_comparisons)
-    )
     tokens, floor_annotators = [], []
     for i in range(n_annotators):
         user, _ = User.objects.get_or_create(username=f"bench-annotator-{i}")
@@ -98,7 +105,7 @@ def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
         floor_annotators.append(floor_user.pk)
     with connection.cursor() as cur:  # fresh statistics: the first round plans like the others
         cur.execute("ANALYZE")
-    print(json.dumps({"campaign": campaign.id, "tokens": tokens, "floor_annotators": floor_annotators}))
+    print(json.dumps({"campaigns": [c.id for c in campaigns], "tokens": tokens, "floor_annotators": floor_annotators}))
 
 
 def cpu_seconds(pids) -> dict[int, float]:
@@ -438,8 +445,8 @@ def main() -> None:
     try:
         rows = {"trivial": [], "auth": [], "floor": [], "cycle": [], "paced": [], "single": []}
 
-        def fresh_campaign() -> dict:
-            """A new campaign (the labeling tables emptied), so each cycle phase starts alike."""
+        def fresh_campaigns() -> dict:
+            """New campaigns (the labeling tables emptied), so each cycle phase starts alike."""
             out = subprocess.run(
                 [
                     sys.executable,
@@ -459,20 +466,19 @@ def main() -> None:
             return json.loads(out.stdout.strip().splitlines()[-1])
 
         for r in range(args.rounds):
-            setup = fresh_campaign()
-            tokens, campaign, timing = setup["tokens"], setup["campaign"], (args.seconds, args.warmup)
+            setup = fresh_campaigns()
+            tokens, timing = setup["tokens"], (args.seconds, args.warmup)
+            campaign, fresh = setup["campaigns"][0], iter(setup["campaigns"][1:])
             rows["trivial"].append(phase("trivial", port, tokens, campaign, *timing, server=server))
             rows["auth"].append(phase("auth", port, tokens, campaign, *timing, server=server))
             floor_then_server = r % 2 == 0  # alternate, so a drift in machine speed favours neither
             for mode in ("floor", "cycle") if floor_then_server else ("cycle", "floor"):
-                setup = fresh_campaign()
-                tokens, campaign = setup["tokens"], setup["campaign"]
                 rows[mode].append(
                     phase(
                         "floor" if mode == "floor" else "cycle",
                         port,
                         setup["floor_annotators"] if mode == "floor" else tokens,
-                        campaign,
+                        next(fresh),
                         *timing,
                         server=None if mode == "floor" else server,
                         database_url=env["DATABASE_URL"],

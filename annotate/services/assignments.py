@@ -20,9 +20,12 @@ Concurrency: the next-assignment query locks one candidate comparison row with
 `SELECT ... FOR UPDATE SKIP LOCKED` (PostgreSQL), so annotators pulling at once skip
 each other's rows instead of waiting, and takes a slot by updating that row. A
 transaction that read the row before the update re-checks `slots_taken < k` on the new
-row version before it may lock it, so no comparison is ever over-assigned. SQLite (the
-embedded mode) has no row locks but runs one writer at a time, which gives the same
-guarantee.
+row version before it may lock it, so no comparison is ever over-assigned. A submit on a
+live lease writes with one statement that finishes the lease only if it is still `leased`
+(a compare-and-set): of two submits, or a submit and the sweep, one wins and the other
+takes the locked path, which sees what happened. On PostgreSQL these are the labeling
+cycle's plain statements (labeling_sql.py), each atomic on its own. SQLite (the embedded
+mode) has no row locks but runs one writer at a time, which gives the same guarantee.
 """
 
 from __future__ import annotations
