@@ -119,6 +119,7 @@ def main() -> None:
         .stdout.strip()
         .splitlines()[-1]
     )
+    campaign = setup["campaigns"][0]  # the setup makes a few; one is labelled here
     subprocess.run([sys.executable, __file__, "--browser-user"], cwd=ROOT, env=env, check=True)
     port = args.port or free_port()
     server = labeling_cycle.serve(env, port, args)
@@ -128,12 +129,10 @@ def main() -> None:
         queue = mp.Queue()
         chunks = [setup["tokens"][i :: labeling_cycle.PROCESSES] for i in range(labeling_cycle.PROCESSES)]
         started = time.perf_counter()
-        procs = [
-            mp.Process(target=background, args=(port, c, setup["campaign"], stop_at, args.pace, queue)) for c in chunks
-        ]
+        procs = [mp.Process(target=background, args=(port, c, campaign, stop_at, args.pace, queue)) for c in chunks]
         for p in procs:
             p.start()
-        times = measure(port, setup["campaign"], args.cycles)
+        times = measure(port, campaign, args.cycles)
         for p in procs:
             p.terminate()
         elapsed = time.perf_counter() - started
@@ -142,7 +141,7 @@ def main() -> None:
             if p.is_alive():
                 p.kill()
         labeling_cycle.stop(server)
-    done = background_cycles(setup["campaign"], env)
+    done = background_cycles(campaign, env)
     q = statistics.quantiles(times, n=100)
     print(
         json.dumps(
