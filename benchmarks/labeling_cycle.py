@@ -41,6 +41,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -148,19 +149,39 @@ def group_pids(pgid: int) -> list[int]:
     return pids_where(lambda _, fields: int(fields[2]) == pgid)  # the process group
 
 
+class Tally:
+    """One process's cycles (or requests), counted by its threads: latencies and failures after
+    the warm-up, and every success, warm-up included (CPU per cycle is over the whole phase)."""
+
+    def __init__(self, warmup_until: float):
+        self.warmup_until, self.lock = warmup_until, threading.Lock()
+        self.latencies, self.errors, self.total = [], 0, 0
+
+    def add(self, start: float, elapsed: float, ok: bool) -> None:
+        with self.lock:
+            self.total += ok
+            if start >= self.warmup_until:
+                if ok:
+                    self.latencies.append(elapsed)
+                else:
+                    self.errors += 1
+
+    def result(self, cpu_seconds: float | None = None) -> tuple:
+        """(latencies, errors, measured, total, cpu_seconds), as `phase` reads it."""
+        return self.latencies, self.errors, len(self.latencies), self.total, cpu_seconds
+
+
 def floor_worker(database_url, annotators, n_connections, campaign, deadline, warmup_until, out_queue, may_close):
     """One process of the floor: `n_connections` threads, each its own connection, issuing the
     cycle's statements for its share of the annotators in turn. Reports its latencies and the
     CPU its loop used."""
-    import threading
     from datetime import UTC, datetime, timedelta
 
     import psycopg
 
     from annotate.services import labeling_sql as sql
 
-    latencies, errors, done = [], [0], [0]
-    lock = threading.Lock()
+    tally = Tally(warmup_until)
     connections = [psycopg.connect(database_url, autocommit=True, prepare_threshold=5) for _ in range(n_connections)]
     cpu_start = time.process_time()
 
@@ -211,14 +232,7 @@ def floor_worker(database_url, annotators, n_connections, campaign, deadline, wa
                     },
                 )
                 ok = cur.fetchone() is not None
-            elapsed = time.perf_counter() - start
-            with lock:
-                done[0] += ok
-                if start >= warmup_until:
-                    if ok:
-                        latencies.append(elapsed)
-                    else:
-                        errors[0] += 1
+            tally.add(start, time.perf_counter() - start, ok)
 
     shares = [annotators[i::n_connections] for i in range(n_connections)]
     threads = [threading.Thread(target=run, args=pair) for pair in zip(shares, connections)]
@@ -226,7 +240,7 @@ def floor_worker(database_url, annotators, n_connections, campaign, deadline, wa
         t.start()
     for t in threads:
         t.join()
-    out_queue.put((latencies, errors[0], len(latencies), done[0], time.process_time() - cpu_start))
+    out_queue.put(tally.result(cpu_seconds=time.process_time() - cpu_start))
     may_close.wait(60)  # the backends live until the parent has read PostgreSQL's CPU
     for conn in connections:
         conn.close()
@@ -257,10 +271,8 @@ class Client:
 
 def worker(mode, port, tokens, campaign, deadline, warmup_until, pace, out_queue):
     """One process: len(tokens) threads, each an annotator; sends its timings back."""
-    import threading
 
-    latencies, errors, done, total = [], [0], [0], [0]
-    lock = threading.Lock()
+    tally = Tally(warmup_until)
 
     def run(token):
         client, headers = Client(port), {"Authorization": f"Token {token}"}
@@ -285,15 +297,7 @@ def worker(mode, port, tokens, campaign, deadline, warmup_until, pace, out_queue
                         headers=headers,
                     )
                     ok = status == 201
-            elapsed = time.perf_counter() - start
-            with lock:
-                total[0] += ok
-                if start >= warmup_until:
-                    if ok:
-                        latencies.append(elapsed)
-                        done[0] += 1
-                    else:
-                        errors[0] += 1
+            tally.add(start, time.perf_counter() - start, ok)
             if pace:
                 time.sleep(rng.uniform(0, 2 * pace))
 
@@ -302,7 +306,7 @@ def worker(mode, port, tokens, campaign, deadline, warmup_until, pace, out_queue
         t.start()
     for t in threads:
         t.join()
-    out_queue.put((latencies, errors[0], done[0], total[0], None))
+    out_queue.put(tally.result())
 
 
 def phase(

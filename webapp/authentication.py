@@ -26,11 +26,12 @@ import time
 
 from django.conf import settings
 from django.contrib.postgres.aggregates import ArrayAgg
-from django.db import DEFAULT_DB_ALIAS, connection
+from django.db import connection
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
+from webapp.db import instance_from_values, instance_values
 from webapp.models import ApiToken, User
 from webapp.tokens import api_token_touch, token_hash
 
@@ -38,7 +39,7 @@ _MAX_ENTRIES = 10_000
 _REQUEST_ATTR = "_arbiter_token_auth"
 
 _lock = threading.Lock()
-_cache: dict[str, tuple[float, tuple, tuple, frozenset]] = {}  # key hash -> (until, user row, token row, roles)
+_cache: dict[str, tuple[float, dict, dict, frozenset]] = {}  # key hash -> (until, user, token, roles)
 
 
 def token_cache_clear(**_signal_kwargs) -> None:
@@ -53,15 +54,7 @@ post_delete.connect(token_cache_clear, sender=User, dispatch_uid="webapp.token_c
 m2m_changed.connect(token_cache_clear, sender=User.groups.through, dispatch_uid="webapp.token_cache.groups_changed")
 
 
-def _row(instance) -> tuple:
-    return tuple(getattr(instance, f.attname) for f in instance._meta.concrete_fields)
-
-
-def _instance(model, row: tuple):
-    return model.from_db(DEFAULT_DB_ALIAS, [f.attname for f in model._meta.concrete_fields], row)
-
-
-def _lookup(key_hash: str) -> tuple[tuple, tuple, frozenset]:
+def _lookup(key_hash: str) -> tuple[dict, dict, frozenset]:
     tokens = ApiToken.objects.select_related("user")
     if connection.vendor == "postgresql":
         tokens = tokens.annotate(role_names=ArrayAgg("user__groups__name", default=None))
@@ -75,7 +68,7 @@ def _lookup(key_hash: str) -> tuple[tuple, tuple, frozenset]:
     else:
         roles = frozenset(token.user.groups.values_list("name", flat=True))
     api_token_touch(token)
-    return _row(token.user), _row(token), roles
+    return instance_values(token.user), instance_values(token), roles
 
 
 def token_authenticate(key: str) -> tuple[User, ApiToken]:
@@ -91,7 +84,7 @@ def token_authenticate(key: str) -> tuple[User, ApiToken]:
                 if len(_cache) >= _MAX_ENTRIES:
                     _cache.clear()
                 _cache[key_hash] = (now + ttl, user_row, token_row, roles)
-    user, token = _instance(User, user_row), _instance(ApiToken, token_row)
+    user, token = instance_from_values(User, user_row), instance_from_values(ApiToken, token_row)
     user._role_names = set(roles)
     token.user = user
     return user, token

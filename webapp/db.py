@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
@@ -9,6 +10,23 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 ATTEMPTS = 5
+
+
+def instance_from_values(model, values: dict):
+    """A model instance from column values read without the ORM ({attname: value}): these
+    fields set, the others deferred (read from the database if touched)."""
+    names = [name for name in _attnames(model) if name in values]
+    return model.from_db(connection.alias, names, [values[name] for name in names])
+
+
+def instance_values(instance) -> dict:
+    """Every column value of `instance`, by attname: what `instance_from_values` rebuilds it from."""
+    return {name: getattr(instance, name) for name in _attnames(type(instance))}
+
+
+@functools.cache
+def _attnames(model) -> tuple[str, ...]:
+    return tuple(f.attname for f in model._meta.concrete_fields)
 
 
 def bulk_create_new(

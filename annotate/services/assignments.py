@@ -30,7 +30,6 @@ mode) has no row locks but runs one writer at a time, which gives the same guara
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 import time
@@ -45,6 +44,7 @@ from annotate.judgement_input import SCALE, Verdict, judgement_parse
 from annotate.models import Assignment, Campaign, Comparison, Judgement
 from annotate.services import labeling_sql
 from annotate.services.campaigns import campaign_may_label, dimensions_of
+from webapp.db import instance_from_values
 from webapp.errors import ArbiterError
 
 # Expired leases are swept at most this often per process and campaign, and always
@@ -112,20 +112,11 @@ def _lease_or_take(campaign: Campaign, annotator, now, *, gold: bool) -> Assignm
         row = cursor.fetchone()
     if row is None:
         return None
-    assignment = _partial(Assignment, {**dict(zip(labeling_sql.LEASE_FIELDS, row)), "status": Assignment.Status.LEASED})
+    assignment = instance_from_values(
+        Assignment, {**dict(zip(labeling_sql.LEASE_FIELDS, row)), "status": Assignment.Status.LEASED}
+    )
     assignment.annotator = annotator
     return assignment
-
-
-def _partial(model, values: dict):
-    """An instance from a raw row: these fields set, the others deferred (read if touched)."""
-    names = [name for name in _attnames(model) if name in values]
-    return model.from_db(connection.alias, names, [values[name] for name in names])
-
-
-@functools.cache
-def _attnames(model) -> tuple[str, ...]:
-    return tuple(f.attname for f in model._meta.concrete_fields)
 
 
 def _take_slot(campaign: Campaign, annotator, now, *, gold: bool) -> Assignment | None:
@@ -159,7 +150,7 @@ def campaign_for_labeling(campaign_id: int) -> Campaign | None:
     with connection.cursor() as cursor:
         cursor.execute(labeling_sql.CAMPAIGN, {"campaign": campaign_id})
         row = cursor.fetchone()
-    return None if row is None else _partial(Campaign, dict(zip(labeling_sql.CAMPAIGN_FIELDS, row)))
+    return None if row is None else instance_from_values(Campaign, dict(zip(labeling_sql.CAMPAIGN_FIELDS, row)))
 
 
 def assignment_next(*, campaign: Campaign, annotator) -> Assignment | None:
@@ -302,7 +293,7 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
         return None
     (_, status, left_is_a, shown_at, created_at, comparison_id, is_gold, campaign_id, size_a, size_b,
      name, campaign_status, pool_only, k, dimensions, rationale_required) = row  # fmt: skip
-    campaign = _partial(
+    campaign = instance_from_values(
         Campaign,
         {
             "id": campaign_id,
@@ -314,9 +305,9 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
             "rationale_required": rationale_required,
         },
     )
-    comparison = _partial(Comparison, {"id": comparison_id, "campaign_id": campaign_id, "is_gold": is_gold})
+    comparison = instance_from_values(Comparison, {"id": comparison_id, "campaign_id": campaign_id, "is_gold": is_gold})
     comparison.campaign = campaign
-    assignment = _partial(
+    assignment = instance_from_values(
         Assignment,
         {
             "id": assignment_id,
@@ -347,7 +338,7 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
         written = cursor.fetchone()
     if written is None:
         return None
-    judgement = _partial(
+    judgement = instance_from_values(
         Judgement,
         {
             "id": written[0],
