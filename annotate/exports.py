@@ -248,7 +248,7 @@ def _kto_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
     for r in members.values_list(
         "judgement_id",
         "judgement__comparison_id",
-        "judgement__comparison__task__external_id",
+        "task_external_id",
         "judgement__comparison__task__prompt",
         "judgement__annotator_id",
         "judgement__choice",
@@ -312,9 +312,9 @@ def raw_queryset(snapshot: DatasetSnapshot, *, split: str | None = None):
     return members.values_list(
         "judgement_id",
         "judgement__comparison_id",
-        "judgement__comparison__task__external_id",
+        "task_external_id",
         "judgement__annotator_id",
-        "judgement__assignment__left_is_a",
+        "left_is_a",
         "judgement__choice",
         "judgement__both_bad",
         "judgement__ratings",
@@ -452,7 +452,7 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
     for r in marked.values_list(
         "judgement_id",
         "judgement__comparison_id",
-        "judgement__comparison__task__external_id",
+        "task_external_id",
         "judgement__comparison__task__prompt",
         "judgement__annotator_id",
         "judgement__first_wrong_step_a",
@@ -698,22 +698,25 @@ def export_file(snapshot: DatasetSnapshot, fmt: str, out: Path) -> int:
 # The `raw` export on PostgreSQL: the rows come out of `COPY (SELECT ...) TO STDOUT` as CSV
 # and pyarrow parses them in blocks, so a million judgements never pass through Python
 # objects one by one. The SQL computes every column as the Python path does (pseudonyms
-# included); tests check that both paths give the same rows.
+# included, once per user); tests check that both paths give the same rows. It reads the
+# snapshot's rows and the judgements only: the task's id and the side shown left are
+# frozen into the snapshot's rows when it is built.
 
 _RAW_COPY_SQL = """
-SELECT j.id AS judgement_id, j.comparison_id, t.external_id AS task_id,
-       'annotator-' || left(encode(sha256(convert_to(%(salt)s || ':' || j.annotator_id::text, 'UTF8')), 'hex'), 12),
-       CASE WHEN a.left_is_a IS NULL THEN NULL WHEN a.left_is_a THEN 'A' ELSE 'B' END,
+WITH n (id, pseudonym) AS MATERIALIZED (  -- once per user, not once per row
+    SELECT id, 'annotator-' || left(encode(sha256(convert_to(%(salt)s || ':' || id::text, 'UTF8')), 'hex'), 12)
+    FROM {users}
+)
+SELECT j.id AS judgement_id, j.comparison_id, sj.task_external_id, n.pseudonym,
+       CASE WHEN sj.left_is_a IS NULL THEN NULL WHEN sj.left_is_a THEN 'A' ELSE 'B' END,
        j.choice, CASE WHEN j.choice < 3 THEN 'A' WHEN j.choice > 3 THEN 'B' ELSE 'tie' END,
        j.both_bad, j.ratings::text, j.first_wrong_step_a, j.first_wrong_step_b, j.rationale, j.seconds, j.synthetic,
        to_char(j.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), sj.split
 FROM annotate_snapshotjudgement sj
 JOIN annotate_judgement j ON j.id = sj.judgement_id
-JOIN annotate_comparison c ON c.id = j.comparison_id
-JOIN annotate_task t ON t.id = c.task_id
-LEFT JOIN annotate_assignment a ON a.id = j.assignment_id
+JOIN n ON n.id = j.annotator_id
 WHERE sj.snapshot_id = %(snapshot)s {split_rule}
-ORDER BY j.id
+ORDER BY sj.judgement_id
 """
 
 
@@ -819,7 +822,9 @@ class RawCopyBatches:
         from psycopg import ClientCursor
 
         params = {"salt": pseudonym_salt(), "snapshot": self.snapshot.pk, "split": self.split}
-        sql = _RAW_COPY_SQL.format(split_rule="AND sj.split = %(split)s" if self.split else "")
+        sql = _RAW_COPY_SQL.format(
+            split_rule="AND sj.split = %(split)s" if self.split else "", users=User._meta.db_table
+        )
         connection.ensure_connection()
         return f"COPY ({ClientCursor(connection.connection).mogrify(sql, params)}) TO STDOUT (FORMAT csv)"
 

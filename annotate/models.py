@@ -496,11 +496,17 @@ class SnapshotPair(models.Model):
 
 
 class SnapshotJudgement(models.Model):
-    """A judgement frozen into a snapshot (the `raw` and `steps` exports read these)."""
+    """A judgement frozen into a snapshot (the `raw` and `steps` exports read these), with what
+    the `raw` export says of it from other tables frozen beside it (its task's id and the side
+    shown on the left), so the export reads two tables, not five."""
 
     snapshot = models.ForeignKey(DatasetSnapshot, on_delete=models.CASCADE, related_name="+")
     judgement = models.ForeignKey(Judgement, on_delete=models.PROTECT, related_name="+")
     split = models.CharField(max_length=5)
+    task_external_id = models.CharField(max_length=200, default="", help_text="The comparison's task, by its id.")
+    left_is_a = models.BooleanField(
+        null=True, blank=True, help_text="Trajectory A was shown on the left (null: no assignment recorded)."
+    )
 
     class Meta:
         constraints = [

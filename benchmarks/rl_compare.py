@@ -12,7 +12,9 @@ Each variant is `NAME: field=value ...` (RLConfig fields) on top of `--set`. Pri
 JSON line per run and a table: median explained variance over all iterations and over the
 second half, dev success (T=1, with its 95% bootstrap interval, and greedy) at the last
 evaluation and at the best, the training batches' success at the first and last iteration,
-and the wall time. Threads are set to 1 (a <1M-parameter model on CPU: measured faster).
+and the wall time. Threads are set to 1 (a <1M-parameter model on CPU: measured faster)
+unless a variant sets `threads`. A variant with `processes=N` runs data-parallel in N
+processes (training/rl/rl_rank.py); the seeds' runs of the variants alternate.
 """
 
 from __future__ import annotations
@@ -37,31 +39,32 @@ def _overrides(pairs: list[str]) -> dict:
 
 
 def run_one(policy: str, reward: str, environment: str, config, train_split: str) -> dict:
-    from training.envs.base import EpisodeRunner
-    from training.envs.registry import get_environment
-    from training.rl.dev import dev_world
-    from training.rl.scorers import reward_model_scorer, rubric_scorer
-    from training.rl.trainer import RLCallbacks, train_rl
+    from training.rl.rl_rank import train_rl_in_processes
+    from training.rl.trainer import RLCallbacks, cli_inputs, train_rl
 
-    env = get_environment(environment)
-    dev_env, dev_tasks = dev_world(environment, "", config.dev_tasks, get=get_environment)  # as the app's runs
-    scorer = (
-        rubric_scorer(utility=reward == "utility") if reward in ("rubric", "utility") else reward_model_scorer(reward)
-    )
+    arguments = {
+        "environment": environment,
+        "reward": reward,
+        "dev_tasks": config.dev_tasks,
+        "train_split": train_split,
+    }
     metrics: list[dict] = []
+    callbacks = RLCallbacks(metrics=lambda i, m: metrics.append({"iteration": i, **m}))
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
-        result = train_rl(
-            policy_dir=policy,
-            scorer=scorer,
-            train_tasks=env.tasks(train_split),
-            dev_tasks=dev_tasks,
-            runner=EpisodeRunner(env),
-            dev_runner=EpisodeRunner(dev_env),
-            config=config,
-            out_dir=out,
-            callbacks=RLCallbacks(metrics=lambda i, m: metrics.append({"iteration": i, **m})),
-        )
+        if config.processes > 1:  # each process builds the same inputs itself
+            result = train_rl_in_processes(
+                inputs="training.rl.trainer:cli_inputs",
+                arguments=arguments,
+                policy_dir=policy,
+                config=config,
+                out_dir=out,
+                callbacks=callbacks,
+            )
+        else:
+            result = train_rl(
+                policy_dir=policy, config=config, out_dir=out, callbacks=callbacks, **cli_inputs(**arguments)
+            )
     seconds = time.monotonic() - started
     metrics = [m for m in metrics if "objective/kl" in m]  # the iterations' own (evaluations report apart)
     variance = [m["value/explained_variance"] for m in metrics if m.get("value/explained_variance") is not None]
@@ -106,14 +109,18 @@ def main() -> None:
     known = {f.name for f in fields(RLConfig)}
     common = _overrides(args.set)
     rows = []
+    variants = []
     for variant in args.variant:
         name, _, rest = variant.partition(":")
         settings = {**common, **_overrides(rest.split())}
         unknown = set(settings) - known
         if unknown:
             parser.error(f"unknown RLConfig fields: {sorted(unknown)}")
-        for seed in args.seeds:
+        variants.append((name, settings))
+    for seed in args.seeds:  # the variants interleaved: a drift in machine speed favours none
+        for name, settings in variants:
             config = RLConfig(**{**settings, "seed": seed})
+            torch.set_num_threads(1)  # a variant's `threads` holds for its own run only
             figures = run_one(args.policy, args.reward, args.environment, config, args.train_split)
             row = {"variant": name.strip(), "seed": seed, "settings": settings, **figures}
             print(json.dumps(row), flush=True)

@@ -431,19 +431,13 @@ def _train_in_processes(train_rows, config, out_dir, callbacks, resume_from, dev
         "device": device,
         "bf16": bf16,
     }
-    hooks = {
-        "progress": callbacks.progress,
-        "metrics": callbacks.metrics,
-        "log": callbacks.log,
-        "checkpoint": callbacks.checkpoint,
-    }
     callbacks.log(f"training in {config.processes} data-parallel processes")
     result = parallel.launch(
         "rewardmodel.train_rank",
         spec,
         work,
         processes=config.processes,
-        on_event=lambda kind, args: hooks[kind](*args),
+        on_event=parallel.calling(callbacks),
         should_stop=callbacks.should_stop,
     )
     return TrainResult(**result)

@@ -17,13 +17,7 @@ def main() -> None:
     with open(spec["rows"]) as source:
         rows = [json.loads(line) for line in source]
     events = parallel.RankEvents(work)
-    callbacks = Callbacks(
-        progress=lambda fraction, message="": events.emit("progress", fraction, message),
-        metrics=lambda step, values: events.emit("metrics", step, values),
-        log=lambda line: events.emit("log", line),
-        should_stop=events.stop_requested,
-        checkpoint=lambda step, path: events.emit("checkpoint", step, path),
-    )
+    callbacks = Callbacks(**events.hooks())
     result = train_reward_model(
         rows,
         RewardModelConfig(**spec["config"]),

@@ -74,6 +74,20 @@ def rank_setup() -> Path:
     return Path(os.environ["ARBITER_PARALLEL_DIR"])
 
 
+def rank_init(device: str):
+    """In a rank, after rank_setup: this rank's device (its own GPU, by LOCAL_RANK, on a GPU
+    worker) and the process group (NCCL on GPUs, gloo on CPUs). Returns the device."""
+    import torch
+    import torch.distributed as dist
+
+    chosen = torch.device(device)
+    if chosen.type == "cuda":
+        chosen = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(chosen)
+    dist.init_process_group("nccl" if chosen.type == "cuda" else "gloo")
+    return chosen
+
+
 class RankEvents:
     """A rank's side of the files: rank 0 writes events and the result; every rank reads STOP."""
 
@@ -84,6 +98,17 @@ class RankEvents:
         if self.lead:
             with (self.work / EVENTS).open("a") as out:
                 out.write(json.dumps([kind, *args]) + "\n")
+
+    def hooks(self) -> dict:
+        """A run's callbacks (rewardmodel/train.py `Callbacks`) as this rank passes them on: rank
+        0's progress, metrics, log lines and checkpoints to the parent, and the agreed stop."""
+        return {
+            "progress": lambda fraction, message="": self.emit("progress", fraction, message),
+            "metrics": lambda step, values: self.emit("metrics", step, values),
+            "log": lambda line: self.emit("log", line),
+            "should_stop": self.stop_requested,
+            "checkpoint": lambda step, path: self.emit("checkpoint", step, path),
+        }
 
     def stop_requested(self) -> bool:
         """STOP seen by any rank: all of them stop at the same step (an all-reduce of the flag)."""
@@ -102,6 +127,11 @@ class RankEvents:
             path = self.work / RESULT
             path.with_suffix(".tmp").write_text(json.dumps(value))
             path.with_suffix(".tmp").rename(path)
+
+
+def calling(callbacks) -> Callable[[str, list], None]:
+    """`launch`'s on_event for a run's callbacks: each event calls the callback of its name."""
+    return lambda kind, args: getattr(callbacks, kind)(*args)
 
 
 def launch(

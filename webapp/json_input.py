@@ -53,6 +53,11 @@ def _decode_error(exc: json.JSONDecodeError) -> str:
     return f"invalid JSON at line {exc.lineno}, column {exc.colno}: {reason[:1].lower()}{reason[1:]}"
 
 
+# One decoder for every call: `json.loads` with hooks builds a new one each time, a cost
+# that shows when a trace's attributes hold thousands of small JSON strings.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     """Decode `text` and check the value (see `check`); raises `JsonInputError`."""
     from_bytes = isinstance(text, (bytes, bytearray))
@@ -62,7 +67,7 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         except UnicodeDecodeError as exc:
             raise JsonInputError(f"bytes that are not UTF-8 at offset {exc.start}") from None
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise JsonInputError(_decode_error(exc), syntax=True) from None
     except RecursionError:
@@ -77,7 +82,7 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     suspect = ("\\u" in text and _SUSPECT_ESCAPE.search(text) is not None) or (
         not from_bytes and _SURROGATE.search(text) is not None
     )
-    if suspect or not _shallow(value, max_depth):
+    if suspect or (_may_be_deep(text, max_depth) and not _shallow(value, max_depth)):
         check(value, max_depth=max_depth)
     return value
 
@@ -114,6 +119,14 @@ def _check_text(text: str, path: tuple) -> None:
 
 
 _IS_CONTAINER = frozenset((dict, list)).__contains__
+
+
+def _may_be_deep(text: str, max_depth: int) -> bool:
+    """False when the text has fewer than `max_depth` opening brackets: every container opens
+    with one (brackets inside strings only add to the count), so none can lie that deep. A
+    count in C, far cheaper than the walk of `_shallow` for the small JSON strings that trace
+    attributes hold."""
+    return text.count("{") + text.count("[") >= max_depth
 
 
 def _shallow(value: Any, max_depth: int) -> bool:

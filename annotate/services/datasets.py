@@ -179,9 +179,10 @@ def _build(snapshot: DatasetSnapshot) -> None:
         "comparison__task_id",
         "comparison__task__external_id",
         "comparison__adjudicated_choice",
+        "assignment__left_is_a",
     )
     pairs: list[SnapshotPair] = []
-    members: list[tuple[int, str]] = []
+    members: list[tuple[int, str, str, bool | None]] = []  # judgement, split, task id, shown left is A
     units: list[list[int]] = []
     current: list[tuple] = []
     seen = 0
@@ -189,7 +190,7 @@ def _build(snapshot: DatasetSnapshot) -> None:
 
     def close(group: list[tuple]) -> None:
         choices = [r[2] for r in group]
-        _, comparison_id, _, task_id, external_id, adjudicated = group[0]
+        _, comparison_id, _, task_id, external_id, adjudicated, _ = group[0]
         if len(choices) < filters.min_votes:
             dropped["min_votes"] += 1
             return
@@ -213,7 +214,7 @@ def _build(snapshot: DatasetSnapshot) -> None:
                 agreement=pref.agreement,
             )
         )
-        members.extend((r[0], split) for r in group)
+        members.extend((r[0], split, external_id, r[6]) for r in group)
         units.append(choices)
 
     for row in rows.iterator(chunk_size=5000):
@@ -237,7 +238,7 @@ def _build(snapshot: DatasetSnapshot) -> None:
     digest = hashlib.sha256()
     for p in pairs:
         digest.update(f"{p.comparison_id}|{p.split}|{p.preferred}|{p.margin}|{p.votes}\n".encode())
-    for judgement_id, _ in members:
+    for judgement_id, *_ in members:
         digest.update(f"j{judgement_id}\n".encode())
     agreement = pairwise_agreement(units)
     stats = {
@@ -262,8 +263,10 @@ def _build(snapshot: DatasetSnapshot) -> None:
         for start in range(0, len(members), WRITE_BATCH):
             SnapshotJudgement.objects.bulk_create(
                 [
-                    SnapshotJudgement(snapshot_id=snapshot.pk, judgement_id=j, split=s)
-                    for j, s in members[start : start + WRITE_BATCH]
+                    SnapshotJudgement(
+                        snapshot_id=snapshot.pk, judgement_id=j, split=s, task_external_id=task, left_is_a=left
+                    )
+                    for j, s, task, left in members[start : start + WRITE_BATCH]
                 ],
                 batch_size=WRITE_BATCH,
             )

@@ -386,13 +386,13 @@ def _message(item: dict, where: str, drops: list[str]) -> Message:
             f"{where}: message.role {str(role)[:40]!r} cannot be imported (expected system, user, assistant or tool)"
         )
     message = Message(role=ROLES[role.lower()])
-    texts, reasoning, content_calls = _contents(_items(item, "message.contents", where), where, drops)
+    inner = _lists(item, MESSAGE_LISTS, where)  # both of a message's lists in one pass over its keys
+    texts, reasoning, content_calls = _contents(inner.get("message.contents", []), where, drops)
     content = item.get("message.content")
     message.text = _str(content, f"{where}.message.content") if content not in (None, "") else "\n".join(texts)
     message.reasoning = "\n".join(reasoning)
     message.calls = [
-        _call(call, f"{where}.message.tool_calls.{k}")
-        for k, call in enumerate(_items(item, "message.tool_calls", where))
+        _call(call, f"{where}.message.tool_calls.{k}") for k, call in enumerate(inner.get("message.tool_calls", []))
     ] or content_calls
     if item.get("message.function_call_name"):
         message.calls.append(
@@ -699,6 +699,9 @@ SPAN_LISTS = (
     "llm.choices",
     "retrieval.documents",
 )
+
+
+MESSAGE_LISTS = ("message.contents", "message.tool_calls")
 
 
 def _lists(attributes: dict, prefixes: tuple[str, ...], where: str) -> dict[str, list[dict]]:

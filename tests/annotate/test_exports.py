@@ -374,3 +374,39 @@ def test_the_tools_column_is_always_the_openai_function_form(agent_snapshot):
     assert [t["function"]["name"] for t in tools] == ["search", "open", "fetch", "search"]
     assert tools[2]["function"]["parameters"]["properties"]["url"] == {"type": "string"}
     assert Trajectory.objects.first().metadata["tools"][0]["input_schema"] == {"type": "object"}
+
+
+def test_the_snapshot_freezes_each_judgements_task_and_shown_side(snapshot):
+    """The `raw` export reads the snapshot's rows and the judgements only: the task's id and the
+    side shown left are frozen into the snapshot's rows when it is built, equal to the live ones."""
+    from annotate.exports import RawCopyBatches
+    from annotate.models import SnapshotJudgement
+
+    members = SnapshotJudgement.objects.filter(snapshot=snapshot).select_related(
+        "judgement__comparison__task", "judgement__assignment"
+    )
+    assert members.count() == 36
+    for member in members:
+        assert member.task_external_id == member.judgement.comparison.task.external_id
+        assert member.left_is_a == (member.judgement.assignment.left_is_a if member.judgement.assignment else None)
+    assert {m.left_is_a for m in members} == {True, False}
+    sql = RawCopyBatches(snapshot, None).copy_sql()
+    assert "annotate_task" not in sql and "annotate_comparison" not in sql and "annotate_assignment" not in sql
+
+
+def test_the_migration_backfills_snapshots_frozen_before_it(snapshot):
+    """Snapshots built before the frozen columns existed get them from the live rows."""
+    import importlib
+
+    from django.db import connection
+
+    from annotate.models import SnapshotJudgement
+
+    migration = importlib.import_module("annotate.migrations.0014_snapshot_judgement_frozen_columns")
+    frozen = dict(SnapshotJudgement.objects.values_list("id", "task_external_id"))
+    shown = dict(SnapshotJudgement.objects.values_list("id", "left_is_a"))
+    SnapshotJudgement.objects.update(task_external_id="", left_is_a=None)  # as the migration finds them
+    with connection.cursor() as cursor:
+        cursor.execute(migration.BACKFILL)
+    assert dict(SnapshotJudgement.objects.values_list("id", "task_external_id")) == frozen
+    assert dict(SnapshotJudgement.objects.values_list("id", "left_is_a")) == shown

@@ -1,5 +1,6 @@
-"""A reward model whose preference is known: built by hand, no training, so a PPO test knows
-the score can be raised and what raises it."""
+"""Rewards whose preference is known: a reward model built by hand (no training) and a scorer,
+so a PPO test knows the score can be raised and what raises it; and what a data-parallel test
+run's processes build for themselves."""
 
 from __future__ import annotations
 
@@ -44,3 +45,32 @@ def low_token_reward_model(path: Path, tokenizer_dir: str | Path, *, below: int 
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def token_share_scorer(below: int):
+    """The share of the agent's tokens with an id below `below`: a reward any policy can raise by
+    moving probability onto those tokens."""
+
+    def score(episodes):
+        return [
+            sum(1 for t, m in zip(e.ids, e.agent_mask) if m and t < below) / max(1, e.agent_tokens) for e in episodes
+        ]
+
+    return score
+
+
+def encyclopedia_inputs(below: int, dev: int) -> dict:
+    """The scorer, tasks and runners of a test RL run in the encyclopedia (training/rl/rl_rank.py
+    builds them in each process of a data-parallel run from this function's name)."""
+    from training.envs.base import EpisodeRunner
+    from training.envs.registry import get_environment
+
+    env = get_environment("encyclopedia")
+    runner = EpisodeRunner(env)
+    return {
+        "scorer": token_share_scorer(below),
+        "train_tasks": env.tasks("train"),
+        "runner": runner,
+        "dev_tasks": env.tasks("dev")[:dev],
+        "dev_runner": runner,
+    }

@@ -10,6 +10,7 @@ from django.conf import settings
 from annotate.models import Policy
 from rewardmodel.models import RewardModel
 from tests.conftest import token_client, wait_for
+from tests.helpers import processes_with_env
 from tests.rewardmodel.rm_fixtures import simulated_snapshot, tiny_policy
 from tests.training.ppo_fixtures import low_token_reward_model
 from training.models import Evaluation
@@ -127,6 +128,30 @@ def test_a_cancelled_ppo_run_resumes_from_its_checkpoint(celery_worker_process, 
     )
     assert steps == list(range(1, step + 3))
     assert body["summary"]["iterations"] == step + 2
+
+
+@pytest.mark.worker
+def test_a_grpo_run_in_two_processes_on_a_real_worker_registers_its_checkpoints(
+    celery_worker_process, admin_user, policy
+):
+    """processes=2 through the API: the worker launches two gloo processes, each building the
+    environment and scorer itself, playing its task groups and summing gradients; the first
+    process's checkpoints become policies in the worker, and no process is left."""
+    api = token_client(admin_user)
+    config = {**FAST, "episodes_per_iteration": 8, "minibatch_size": 4, "eval_every": 2, "dev_tasks": 4}
+    run_id = _launch(
+        api, "grpo", policy_id=policy.pk, reward="rubric", iterations=2, group_size=2, processes=2, **config
+    )
+    body = _ended(api, run_id)
+    assert body["status"] == "succeeded", body["error"] + body.get("log", "")
+    assert "2 data-parallel processes" in Run.objects.get(pk=run_id).log
+    assert len(body["metrics"]["objective/rm_score"]) == 2
+    checkpoints = Policy.objects.filter(name=f"grpo-run{run_id}").order_by("version")
+    assert [p.version for p in checkpoints] == ["iter-0000", "iter-0002"]
+    assert checkpoints.last().metadata["ppo"]["dev"]["episodes"] == 4
+    assert (Path(checkpoints.last().model_dir) / "config.json").exists()
+    work = Path(settings.VAR_DIR) / "runs" / str(run_id) / "ppo" / "parallel"
+    assert not processes_with_env("ARBITER_PARALLEL_DIR", str(work))
 
 
 @pytest.mark.worker

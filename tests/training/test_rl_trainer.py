@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.policy_fixtures import tiny_policy_dir
+from tests.training.ppo_fixtures import token_share_scorer
 from training.envs.base import EpisodeRunner
 from training.envs.registry import get_environment
 from training.policy.model_io import load_policy
@@ -48,18 +49,6 @@ class World:
 @pytest.fixture(scope="module")
 def world():
     return World(get_environment("encyclopedia"))
-
-
-def token_share_scorer(below: int):
-    """The share of the agent's tokens with an id below `below`: a reward any policy can raise by
-    moving probability onto those tokens."""
-
-    def score(episodes):
-        return [
-            sum(1 for t, m in zip(e.ids, e.agent_mask) if m and t < below) / max(1, e.agent_tokens) for e in episodes
-        ]
-
-    return score
 
 
 def parameters(path) -> dict:

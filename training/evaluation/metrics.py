@@ -63,9 +63,14 @@ def episode_figures(episode) -> dict[str, float]:
 
 def mean_figures(episodes) -> dict[str, float]:
     """Each figure's mean over the episodes (a figure some episodes lack is averaged over those that have it)."""
+    return mean_of_figures([episode_figures(episode) for episode in episodes])
+
+
+def mean_of_figures(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's mean over the rows (name -> value) that have it."""
     sums: dict[str, list[float]] = {}
-    for episode in episodes:
-        for name, value in episode_figures(episode).items():
+    for row in rows:
+        for name, value in row.items():
             sums.setdefault(name, []).append(value)
     return {name: sum(values) / len(values) for name, values in sums.items()}
 

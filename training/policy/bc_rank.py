@@ -5,7 +5,6 @@ the config in its work folder; rank 0 saves the trained weights there."""
 from __future__ import annotations
 
 import json
-import os
 import pickle
 
 import torch
@@ -23,11 +22,7 @@ def main() -> None:
 
     work = parallel.rank_setup()
     spec = json.loads((work / parallel.SPEC).read_text())
-    device = torch.device(spec["device"])
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    device = parallel.rank_init(spec["device"])
     try:
         model = AutoModelForCausalLM.from_pretrained(work / INITIAL).to(device)
         tokenizer = AutoTokenizer.from_pretrained(work / INITIAL)

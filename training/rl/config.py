@@ -122,6 +122,12 @@ class RLConfig:
     )
     threads: int = field(default=0, metadata={"help": "torch threads (0: torch's default)"})
     seed: int = field(default=0, metadata={"help": "task order, sampling and minibatch order"})
+    processes: int = field(
+        default=1,
+        metadata={
+            "help": "data-parallel processes on the worker (torch.distributed: one per GPU over NCCL, CPU processes over gloo): each plays, scores and trains on its share of every batch (whole task groups for rloo and grpo), gradients summed, so the steps are one process's"
+        },
+    )
 
     def validate(self) -> list[str]:
         problems = []
@@ -169,6 +175,15 @@ class RLConfig:
             problems.append("gamma and lam: between 0 and 1.")
         if not self.grad_clip > 0:
             problems.append("grad_clip: must be positive.")
+        if not 1 <= self.processes <= 64:
+            problems.append("processes: 1 to 64.")
+        elif self.processes > 1:
+            group = self.group_size if self.algorithm != "ppo" and self.group_size > 0 else 1
+            if self.episodes_per_iteration // group < self.processes:
+                problems.append(
+                    f"processes: each of the {self.processes} processes plays at least one task of a batch; "
+                    f"episodes_per_iteration {self.episodes_per_iteration} has {self.episodes_per_iteration // group}."
+                )
         if self.minibatch_size > self.episodes_per_iteration:
             problems.append("minibatch_size: at most episodes_per_iteration.")
         if self.algorithm not in ALGORITHMS:

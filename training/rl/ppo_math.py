@@ -10,31 +10,56 @@ Conventions follow the PPO-for-language-models code of TRL <= 0.11 and CleanRL: 
 KL penalty k1 = log pi(a) - log pi_ref(a) with coefficient beta (WebGPT: 0.02), the
 reward model's score added at the episode's last agent token, advantages whitened over
 the batch's agent tokens, clipped surrogate and clipped value losses.
+
+Data-parallel runs (training/rl/ranks.py) hold a share of the batch in each process. The
+batch statistics then take `total`, which sums a tensor over the processes (the identity in
+one process), and the losses take `count`, the agent tokens of the whole minibatch: each
+process's loss is its part of the minibatch's mean, and the parts' gradients add up to the
+gradient of the mean one process would take.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+Total = Callable[[torch.Tensor], torch.Tensor]
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+
+def _here(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+def masked_mean(
+    values: torch.Tensor, mask: torch.Tensor, dim: int | None = None, *, count: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The mean over the masked entries, or their sum over `count` (the whole minibatch's entries)."""
     mask = mask.to(values.dtype)
     if dim is None:
-        return (values * mask).sum() / mask.sum().clamp(min=1)
+        return (values * mask).sum() / (mask.sum() if count is None else count).clamp(min=1)
     return (values * mask).sum(dim) / mask.sum(dim).clamp(min=1)
 
 
-def masked_var(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def _mean_and_var(values: torch.Tensor, mask: torch.Tensor, total: Total) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and unbiased variance over the masked entries of every process."""
+    mask = mask.to(values.dtype)
+    summed, count = total(torch.stack([(values * mask).sum(), mask.sum()]))
+    mean = summed / count.clamp(min=1)
+    squared = total(((values - mean) ** 2 * mask).sum()) / count.clamp(min=1)
+    return mean, squared * count / (count - 1).clamp(min=1)
+
+
+def masked_var(values: torch.Tensor, mask: torch.Tensor, *, total: Total = _here) -> torch.Tensor:
     """Unbiased variance over the masked entries."""
-    mean = masked_mean(values, mask)
-    count = mask.to(values.dtype).sum()
-    squared = masked_mean((values - mean) ** 2, mask)
-    return squared * count / (count - 1).clamp(min=1)
+    return _mean_and_var(values, mask, total)[1]
 
 
-def masked_whiten(values: torch.Tensor, mask: torch.Tensor, *, shift_mean: bool = True) -> torch.Tensor:
+def masked_whiten(
+    values: torch.Tensor, mask: torch.Tensor, *, shift_mean: bool = True, total: Total = _here
+) -> torch.Tensor:
     """Zero mean (unless not `shift_mean`) and unit variance over the masked entries; others become 0."""
-    mean, var = masked_mean(values, mask), masked_var(values, mask)
+    mean, var = _mean_and_var(values, mask, total)
     whitened = (values - mean) * torch.rsqrt(var + 1e-8)
     if not shift_mean:
         whitened = whitened + mean
@@ -95,45 +120,55 @@ def policy_loss(
     mask: torch.Tensor,
     *,
     clip: float = 0.2,
+    count: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """PPO's clipped surrogate over agent tokens; also the clip fraction and approximate KL."""
+    """PPO's clipped surrogate over agent tokens; also the clip fraction and approximate KL.
+    Means are over `mask`'s tokens, or sums over `count` when given (module docstring)."""
     log_ratio = (logprobs - old_logprobs) * mask
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
-    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+    loss = masked_mean(torch.maximum(unclipped, clipped), mask, count=count)
     with torch.no_grad():
-        clipfrac = masked_mean((clipped > unclipped).to(logprobs.dtype), mask)
-        approx_kl = 0.5 * masked_mean(log_ratio**2, mask)
+        clipfrac = masked_mean((clipped > unclipped).to(logprobs.dtype), mask, count=count)
+        approx_kl = 0.5 * masked_mean(log_ratio**2, mask, count=count)
     return loss, {"policy/clipfrac": float(clipfrac), "policy/approx_kl": float(approx_kl)}
 
 
 def value_loss(
-    values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, *, clip: float = 0.2
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip: float = 0.2,
+    count: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped value loss over agent tokens (0.5 * the larger squared error)."""
+    """Clipped value loss over agent tokens (0.5 * the larger squared error); `count` as in policy_loss."""
     clipped_values = old_values + torch.clamp(values - old_values, -clip, clip)
     unclipped = (values - returns) ** 2
     clipped = (clipped_values - returns) ** 2
-    loss = 0.5 * masked_mean(torch.maximum(unclipped, clipped), mask)
+    loss = 0.5 * masked_mean(torch.maximum(unclipped, clipped), mask, count=count)
     with torch.no_grad():
-        clipfrac = masked_mean((clipped > unclipped).to(values.dtype), mask)
+        clipfrac = masked_mean((clipped > unclipped).to(values.dtype), mask, count=count)
     return loss, {"value/clipfrac": float(clipfrac)}
 
 
-def masked_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean entropy of the next-token distributions at agent tokens."""
+def masked_entropy(logits: torch.Tensor, mask: torch.Tensor, *, count: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean entropy of the next-token distributions at agent tokens; `count` as in policy_loss."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     entropy = -(logp.exp() * logp).sum(-1)
-    return masked_mean(entropy, mask)
+    return masked_mean(entropy, mask, count=count)
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+def explained_variance(
+    values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, *, total: Total = _here
+) -> float:
     """1 - Var(returns - values) / Var(returns) over agent tokens (1 is perfect, 0 no better than the mean)."""
-    var_returns = masked_var(returns, mask)
+    var_returns = masked_var(returns, mask, total=total)
     if var_returns <= 0:
         return float("nan")
-    return float(1 - masked_var(returns - values, mask) / var_returns)
+    return float(1 - masked_var(returns - values, mask, total=total) / var_returns)
 
 
 def group_advantages(returns: torch.Tensor, group_size: int, *, mode: str) -> torch.Tensor:

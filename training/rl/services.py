@@ -63,25 +63,32 @@ def rl_train(
     other worlds of it, choosing checkpoints on `dev_environment`'s tasks (default: the
     environment's fresh variant where it has one, training/envs/registry.py); every
     checkpoint becomes a policy called `name`. Returns RLResult."""
-    from training.envs.base import EpisodeRunner
-    from training.envs.services import environment_get
-    from training.rl.scorers import reward_model_scorer, rubric_scorer
+    from training.rl.rl_rank import train_rl_in_processes
     from training.rl.trainer import train_rl
 
-    if reward == "reward_model":
-        if reward_model is None:
-            raise ArbiterError("PPO against a reward model needs one.")
-        scorer = reward_model_scorer(reward_model.model_dir, device=device, ensemble_penalty=config.ensemble_penalty)
-        lineage = {
-            "reward": "reward_model",
-            "reward_model_id": reward_model.pk,
-            "snapshot_id": reward_model.snapshot_id,
-        }
-    else:
-        scorer = rubric_scorer(utility=reward == "utility")
-        lineage = {"reward": reward}
-    env = environment_get(environment)
-    dev_env, dev_tasks = dev_world(environment, dev_environment, config.dev_tasks)
+    if reward == "reward_model" and reward_model is None:
+        raise ArbiterError("PPO against a reward model needs one.")
+    arguments = {
+        "environment": environment,
+        "dev_environment": dev_environment,
+        "dev_size": config.dev_tasks,
+        "train_worlds": train_worlds,
+        "reward": reward,
+        "reward_model_dir": reward_model.model_dir if reward == "reward_model" else None,
+        "ensemble_penalty": config.ensemble_penalty,
+        "device": device,
+    }
+    from training.envs.services import environment_get
+
+    names = {  # for the lineage; each process builds the rest for itself
+        "environment": environment_get(environment).name,
+        "dev_environment": dev_world(environment, dev_environment, config.dev_tasks)[0].name,
+    }
+    lineage = (
+        {"reward": "reward_model", "reward_model_id": reward_model.pk, "snapshot_id": reward_model.snapshot_id}
+        if reward == "reward_model"
+        else {"reward": reward}
+    )
     saved = callbacks.policy_saved
 
     def register(iteration: int, path: str, dev: dict) -> None:
@@ -92,26 +99,64 @@ def rl_train(
             iteration=iteration,
             path=path,
             dev=dev,
-            reward={**lineage, "environment": env.name, "dev_environment": dev_env.name},
+            reward={**lineage, **names},
         )
         saved(iteration, path, dev)
 
     callbacks.policy_saved = register
-    tasks, runner = training_tasks(environment, env, train_worlds)
-    return train_rl(
+    common = dict(
         policy_dir=start.model_dir,
         reference_dir=reference.model_dir,
-        scorer=scorer,
-        train_tasks=tasks,
-        runner=runner,
-        dev_runner=EpisodeRunner(dev_env),
-        dev_tasks=dev_tasks,
         config=config,
         out_dir=out_dir,
         callbacks=callbacks,
         resume_from=resume_from,
         device=device,
     )
+    if config.processes > 1:
+        return train_rl_in_processes(inputs="training.rl.rl_rank:app_inputs", arguments=arguments, **common)
+    built = rl_inputs(**arguments)
+    return train_rl(
+        scorer=built["scorer"],
+        train_tasks=built["train_tasks"],
+        runner=built["runner"],
+        dev_runner=built["dev_runner"],
+        dev_tasks=built["dev_tasks"],
+        **common,
+    )
+
+
+def rl_inputs(
+    *,
+    environment: str,
+    dev_environment: str,
+    dev_size: int,
+    train_worlds: int,
+    reward: str,
+    reward_model_dir: str | None,
+    ensemble_penalty: float,
+    device: str,
+) -> dict:
+    """What RL plays and is scored by, built in each process that plays (training/rl/rl_rank.py):
+    the scorer, the training tasks and their runner, the dev tasks and theirs."""
+    from training.envs.base import EpisodeRunner
+    from training.envs.services import environment_get
+    from training.rl.scorers import reward_model_scorer, rubric_scorer
+
+    if reward == "reward_model":
+        scorer = reward_model_scorer(reward_model_dir, device=device, ensemble_penalty=ensemble_penalty)
+    else:
+        scorer = rubric_scorer(utility=reward == "utility")
+    env = environment_get(environment)
+    dev_env, dev_tasks = dev_world(environment, dev_environment, dev_size)
+    tasks, runner = training_tasks(environment, env, train_worlds)
+    return {
+        "scorer": scorer,
+        "train_tasks": tasks,
+        "runner": runner,
+        "dev_tasks": dev_tasks,
+        "dev_runner": EpisodeRunner(dev_env),
+    }
 
 
 def dev_world(environment: str, dev_environment: str, size: int):

@@ -22,6 +22,10 @@ One iteration, top to bottom (after CleanRL's ppo.py and TRL <= 0.11's PPOTraine
    at the KL budget (nats per episode), on cancel, at the time limit, or when a loss
    stops being finite (the last good checkpoint stays, and the result says why).
 
+With `processes` > 1 (training/rl/rl_rank.py launches them) each process plays, scores and
+trains on its share of every batch and the gradients are summed before each step
+(training/rl/ranks.py): the same steps as one process, in a fraction of the time.
+
 The policy and its value head share the trunk: the value head is a linear layer on the
 last hidden state, trained with `vf_coef` times the value loss. For the first
 `value_warmup` iterations only the value head learns (on the trunk's features, the policy
@@ -46,9 +50,10 @@ from pathlib import Path
 
 from rewardmodel.train import Callbacks, nothing
 from training.envs.base import INVALID_TOOL
-from training.evaluation.metrics import GREEDY_SUCCESS, bootstrap, mean_figures
+from training.evaluation.metrics import GREEDY_SUCCESS, bootstrap, episode_figures, mean_of_figures
 from training.policy.chat import POLICY_FILE
 from training.rl.config import RLConfig
+from training.rl.ranks import Ranks
 from training.rl.scorers import Scorer
 
 STATE_FILE = "ppo_state.json"
@@ -56,6 +61,16 @@ VALUE_HEAD_FILE = "value_head.pt"
 OPTIMIZER_FILE = "optimizer.pt"
 EPISODE_METRICS = ("success", "utility", "steps", "tool_errors", "loop", "truncated", "agent_tokens")
 DEV_METRICS = ("success", "utility", "f1", "steps", "tool_errors")
+# A minibatch's figures, each a sum of the processes' parts in a data-parallel run.
+MINIBATCH_FIGURES = (
+    "loss/policy",
+    "loss/value",
+    "loss/total",
+    "policy/entropy",
+    "policy/clipfrac",
+    "policy/approx_kl",
+    "value/clipfrac",
+)
 
 
 @dataclass
@@ -178,6 +193,8 @@ def train_rl(
     plays the dev tasks' (the same runner unless the dev tasks are of another world).
     `scorer(episodes)` returns one score per finished episode (higher is better).
     `reference_dir` is the frozen policy of the KL penalty (the starting policy unless given).
+    Inside the processes of a data-parallel run each plays its share (training/rl/ranks.py);
+    the first writes the checkpoints.
     """
     import torch
 
@@ -190,13 +207,13 @@ def train_rl(
         group_advantages,
         kl_penalty_rewards,
         masked_entropy,
-        masked_mean,
         masked_whiten,
         policy_loss,
         value_loss,
     )
 
     callbacks = callbacks or RLCallbacks()
+    ranks = Ranks()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -248,7 +265,9 @@ def train_rl(
     last_checkpoint = str(start_dir) if resume_from else None
 
     def evaluate(iteration: int, rm_score: float | None) -> dict:
-        figures = dev_figures(model, tokenizer, dev_runner or runner, dev_tasks, config, seed=config.seed, chat=chat)
+        figures = dev_figures(
+            model, tokenizer, dev_runner or runner, dev_tasks, config, seed=config.seed, chat=chat, ranks=ranks
+        )
         entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
         state["evaluations"].append(entry)
         callbacks.metrics(
@@ -264,27 +283,29 @@ def train_rl(
     def save(iteration: int, entry: dict | None) -> str:
         nonlocal last_checkpoint
         path = out / "checkpoints" / f"iter-{iteration:04d}"
-        if path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True)
-        model.save_pretrained(path)
-        tokenizer.save_pretrained(path)
-        if (Path(policy_dir) / POLICY_FILE).exists():  # the policy's tool parser goes with every checkpoint
-            shutil.copyfile(Path(policy_dir) / POLICY_FILE, path / POLICY_FILE)
-        torch.save(value_head.state_dict(), path / VALUE_HEAD_FILE)
-        torch.save(optimizer.state_dict(), path / OPTIMIZER_FILE)
-        (path / "rl_config.json").write_text(json.dumps(asdict(config), indent=2))
+        if ranks.lead:  # every process holds the same weights and state; one writes them
+            if path.exists():
+                shutil.rmtree(path)
+            path.mkdir(parents=True)
+            model.save_pretrained(path)
+            tokenizer.save_pretrained(path)
+            if (Path(policy_dir) / POLICY_FILE).exists():  # the policy's tool parser goes with every checkpoint
+                shutil.copyfile(Path(policy_dir) / POLICY_FILE, path / POLICY_FILE)
+            torch.save(value_head.state_dict(), path / VALUE_HEAD_FILE)
+            torch.save(optimizer.state_dict(), path / OPTIMIZER_FILE)
+            (path / "rl_config.json").write_text(json.dumps(asdict(config), indent=2))
         if entry is not None:
             best = state["best"]
             if best is None or clearly_better(entry["dev"], best["dev"], config.best_margin):
                 state["best"] = {"iteration": iteration, "path": str(path), "dev": entry["dev"]}
             flag_overoptimization(state, entry, config, callbacks)
         state["iteration"] = iteration
-        (path / STATE_FILE).write_text(json.dumps(state, indent=2))
         previous, last_checkpoint = last_checkpoint, str(path)
+        if ranks.lead:
+            (path / STATE_FILE).write_text(json.dumps(state, indent=2))
+            if previous and Path(previous).parent == path.parent and previous != str(path):
+                (Path(previous) / OPTIMIZER_FILE).unlink(missing_ok=True)  # only the latest resumes
         callbacks.checkpoint(iteration, str(path))
-        if previous and Path(previous).parent == path.parent and previous != str(path):
-            (Path(previous) / OPTIMIZER_FILE).unlink(missing_ok=True)  # only the latest resumes
         callbacks.policy_saved(iteration, str(path), entry["dev"] if entry else {})
         return str(path)
 
@@ -307,7 +328,7 @@ def train_rl(
     while iteration < config.iterations:
         if callbacks.should_stop():
             return finish("cancelled", f"Cancelled after iteration {iteration}.")
-        if config.max_seconds and time.monotonic() - started > config.max_seconds:
+        if config.max_seconds and ranks.latest(time.monotonic() - started) > config.max_seconds:
             if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
                 save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
             return finish("time_limit", f"Stopped at the time limit after iteration {iteration}.")
@@ -319,19 +340,27 @@ def train_rl(
         picks = task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration // group)
         tasks = [train_tasks[i] for i in picks for _ in range(group)]  # rloo and grpo: `group` samples per task
         seeds = [config.seed * 1_000_003 + iteration * 10_007 + i for i in range(len(tasks))]
-        episodes = rollout(model, tokenizer, runner, tasks, rollout_config, seeds=seeds, chat=chat)
+        mine = ranks.mine(len(tasks), group)  # this process's episodes of the batch (all of them in one)
+        episodes = rollout(
+            model,
+            tokenizer,
+            runner,
+            [tasks[i] for i in mine],
+            rollout_config,
+            seeds=[seeds[i] for i in mine],
+            chat=chat,
+        )
         rollout_seconds = time.monotonic() - timer
 
         # 2. Score.
         timer = time.monotonic()
         raw = torch.tensor(scorer(episodes), dtype=torch.float32)
         if state["score_mean"] is None:
-            spread = float(raw.std()) if len(raw) > 1 else 0.0
+            batch_raw = torch.tensor(ranks.gather(raw.tolist(), mine))
+            spread = float(batch_raw.std()) if len(batch_raw) > 1 else 0.0
             # A first batch whose scores are all equal (every episode wrong, say) gives no scale: keep 1.
-            state["score_mean"], state["score_std"] = float(raw.mean()), spread if spread > 1e-6 else 1.0
+            state["score_mean"], state["score_std"] = float(batch_raw.mean()), spread if spread > 1e-6 else 1.0
         scores = (raw - state["score_mean"]) / state["score_std"] if config.normalize_scores else raw.clone()
-        if iteration == 1 and state["evaluations"] and state["evaluations"][0]["rm_score"] is None:
-            state["evaluations"][0]["rm_score"] = float(raw.mean())  # the starting policy's episodes
         shaping = torch.tensor(
             [
                 config.invalid_action_penalty * invalid_actions(e)
@@ -361,63 +390,70 @@ def train_rl(
             rewards, kl = kl_penalty_rewards(scores.to(device), old_logprobs, ref_logprobs, batch.mask, config.kl_coef)
             if config.algorithm == "ppo":
                 advantages, returns = gae(rewards, old_values, batch.mask, gamma=config.gamma, lam=config.lam)
-                advantages = masked_whiten(advantages, batch.mask)
+                advantages = masked_whiten(advantages, batch.mask, total=ranks.total)
             else:  # one return per episode (score and KL penalty), compared within its task's group
                 episode_returns = (rewards * batch.mask).sum(1)
                 advantages = group_advantages(episode_returns, group, mode=config.algorithm)[:, None] * batch.mask
                 returns = old_values
 
-        # 5. Epochs of minibatch updates.
+        # 5. Epochs of minibatch updates: minibatches of the whole batch, each process
+        # computing its rows' part of the minibatch's mean (training/rl/ranks.py).
         model.train()
         stats: dict[str, list[float]] = {}
         diverged = None
+        trained = list(model.parameters()) + list(value_head.parameters())
+        rows_here = {index: row for row, index in enumerate(mine)}
         for epoch in range(config.epochs):
-            for index in _minibatches(
-                len(episodes),
+            for order in _minibatches(
+                len(tasks),
                 config.minibatch_size,
                 torch.Generator().manual_seed(config.seed * 7919 + iteration * 31 + epoch),
             ):
+                index = ranks.local(order, rows_here)
                 part = batch.rows(index)
+                count = ranks.total(part.mask.sum())  # the agent tokens of the whole minibatch
                 warming = config.algorithm == "ppo" and iteration <= config.value_warmup
-                logits, values = forward_agent_tokens(
-                    model, value_head, part, config.temperature, detach_values=warming
-                )
-                logprobs = token_logprobs(logits, part.tokens)
-                pg_loss, pg_stats = policy_loss(
-                    logprobs, old_logprobs[index], advantages[index], part.mask, clip=config.clip_range
-                )
-                vf_loss, vf_stats = value_loss(
-                    values, old_values[index], returns[index], part.mask, clip=config.value_clip_range
-                )
-                entropy = masked_entropy(logits, part.mask)
-                vf_coef = config.vf_coef if config.algorithm == "ppo" else 0.0  # no critic in rloo and grpo
-                if warming:  # only the value head learns: the policy does not move before its critic does
-                    loss = vf_loss.clone()
-                else:
-                    loss = pg_loss + vf_coef * vf_loss - config.entropy_coef * entropy
-                if not torch.isfinite(loss):
+                loss, parts = None, dict.fromkeys(MINIBATCH_FIGURES, 0.0)
+                if len(index):  # else none of the minibatch is here: this process adds zeros to the sums
+                    logits, values = forward_agent_tokens(
+                        model, value_head, part, config.temperature, detach_values=warming
+                    )
+                    logprobs = token_logprobs(logits, part.tokens)
+                    pg_loss, pg_stats = policy_loss(
+                        logprobs, old_logprobs[index], advantages[index], part.mask, clip=config.clip_range, count=count
+                    )
+                    vf_loss, vf_stats = value_loss(
+                        values, old_values[index], returns[index], part.mask, clip=config.value_clip_range, count=count
+                    )
+                    entropy = masked_entropy(logits, part.mask, count=count)
+                    vf_coef = config.vf_coef if config.algorithm == "ppo" else 0.0  # no critic in rloo and grpo
+                    if warming:  # only the value head learns: the policy does not move before its critic does
+                        loss = vf_loss.clone()
+                    else:
+                        loss = pg_loss + vf_coef * vf_loss - config.entropy_coef * entropy
+                    parts = {
+                        "loss/policy": pg_loss.item(),
+                        "loss/value": vf_loss.item(),
+                        "loss/total": loss.item(),
+                        "policy/entropy": entropy.item(),
+                        **pg_stats,
+                        **vf_stats,
+                    }
+                if not ranks.all_true(loss is None or bool(torch.isfinite(loss))):
                     diverged = f"a non-finite loss at iteration {iteration}, epoch {epoch + 1}"
                     break
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = float(
-                    torch.nn.utils.clip_grad_norm_(
-                        list(model.parameters()) + list(value_head.parameters()), config.grad_clip
-                    )
-                )
+                if loss is not None:
+                    loss.backward()
+                ranks.sum_gradients(trained)
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(trained, config.grad_clip))
                 if not math.isfinite(grad_norm):
                     diverged = f"a non-finite gradient at iteration {iteration}, epoch {epoch + 1}"
                     break
                 optimizer.step()
-                for key, value in {
-                    "loss/policy": pg_loss.item(),
-                    "loss/value": vf_loss.item(),
-                    "loss/total": loss.item(),
-                    "policy/entropy": entropy.item(),
-                    "policy/grad_norm": grad_norm,
-                    **pg_stats,
-                    **vf_stats,
-                }.items():
+                summed = ranks.total(torch.tensor([parts[k] for k in MINIBATCH_FIGURES], dtype=torch.float64))
+                parts = dict(zip(MINIBATCH_FIGURES, summed.tolist()))
+                for key, value in [*parts.items(), ("policy/grad_norm", grad_norm)]:
                     stats.setdefault(key, []).append(value)
                 if callbacks.should_stop():
                     break
@@ -434,23 +470,36 @@ def train_rl(
         state["iteration"] = iteration
 
         # 6. Metrics, collapse warnings, KL budget, evaluation and checkpoints.
-        episode_kl = (kl.sum(1)).mean()
+        rows = ranks.gather(
+            [
+                {"raw": float(r), "score": float(s), "kl": float(k), "shaping": float(h)}
+                for r, s, k, h in zip(raw, scores, kl.sum(1), shaping)
+            ],
+            mine,
+        )
+        batch_figures = mean_of_figures(rows)
+        episode_means = mean_of_figures(ranks.gather([episode_figures(e) for e in episodes], mine))
+        spread = torch.tensor([row["raw"] for row in rows]).std()
+        if iteration == 1 and state["evaluations"] and state["evaluations"][0]["rm_score"] is None:
+            state["evaluations"][0]["rm_score"] = batch_figures["raw"]  # the starting policy's episodes
         figures = {
-            "objective/rm_score": float(raw.mean()),
-            "objective/score": float(scores.mean()),
-            "objective/score_std": float(raw.std()),
-            "objective/kl": float(episode_kl),
-            "objective/kl_penalty": float(-config.kl_coef * episode_kl),
-            "objective/entropy": float(masked_mean(-old_logprobs, batch.mask)),
-            "objective/shaping": float(-shaping.mean()),
-            **{f"episode/{name}": value for name, value in mean_figures(episodes).items() if name in EPISODE_METRICS},
+            "objective/rm_score": batch_figures["raw"],
+            "objective/score": batch_figures["score"],
+            "objective/score_std": float(spread),
+            "objective/kl": batch_figures["kl"],
+            "objective/kl_penalty": -config.kl_coef * batch_figures["kl"],
+            "objective/entropy": float(
+                ranks.total((-old_logprobs * batch.mask).sum()) / ranks.total(batch.mask.sum()).clamp(min=1)
+            ),
+            "objective/shaping": -batch_figures["shaping"],
+            **{f"episode/{name}": value for name, value in episode_means.items() if name in EPISODE_METRICS},
             "time/rollout": rollout_seconds,
             "time/score": score_seconds,
             "time/update": update_seconds,
             **{key: sum(values) / len(values) for key, values in stats.items()},
         }
         if config.algorithm == "ppo":  # rloo and grpo have no critic to explain anything
-            figures["value/explained_variance"] = explained_variance(old_values, returns, batch.mask)
+            figures["value/explained_variance"] = explained_variance(old_values, returns, batch.mask, total=ranks.total)
         callbacks.metrics(iteration, figures)
         state["last_rm_score"] = figures["objective/rm_score"]
         warn_collapse(state, figures, iteration, callbacks)
@@ -493,43 +542,56 @@ def invalid_actions(episode) -> int:
     return sum(1 for step in episode.steps if step.get("kind") == "action" and step.get("tool") == INVALID_TOOL)
 
 
-def dev_figures(model, tokenizer, runner, tasks, config: RLConfig, *, seed: int, chat=None) -> dict:
+def dev_figures(model, tokenizer, runner, tasks, config: RLConfig, *, seed: int, chat=None, ranks=None) -> dict:
     """Rubric figures of the policy on the dev tasks (training/evaluation/metrics.py),
-    `eval_samples` episodes per task."""
+    `eval_samples` episodes per task; in a data-parallel run each process plays its share."""
     from training.policy.rollout import RolloutConfig, rollout
 
-    def play(temperature: float, samples: int) -> list:
+    ranks = ranks or Ranks()
+
+    def play(temperature: float, samples: int) -> list[tuple[str, dict]]:
+        """(task id, figures) of each episode, every process's, in task order."""
         repeated = [t for t in tasks for _ in range(samples)]
-        return rollout(
+        mine = ranks.mine(len(repeated))
+        episodes = rollout(
             model,
             tokenizer,
             runner,
-            repeated,
+            [repeated[i] for i in mine],
             RolloutConfig(
                 temperature=temperature,
                 batch_size=config.rollout_batch_size,
                 max_action_tokens=config.max_action_tokens,
                 max_context=config.max_context,
             ),
-            seeds=[seed * 7 + 500_000 + i for i in range(len(repeated))],
+            seeds=[seed * 7 + 500_000 + i for i in mine],
             chat=chat,
         )
+        return ranks.gather([(e.task.external_id, episode_figures(e)) for e in episodes], mine)
 
     episodes = play(config.eval_temperature, config.eval_samples)
-    figures = {**mean_figures(episodes), "episodes": len(episodes), "temperature": config.eval_temperature}
+    figures = {
+        **mean_of_figures([f for _, f in episodes]),
+        "episodes": len(episodes),
+        "temperature": config.eval_temperature,
+    }
     figures["success_low"], figures["success_high"] = _interval(episodes, seed)
     if config.eval_greedy and config.eval_temperature > 0:
         greedy = play(0.0, 1)
-        figures[GREEDY_SUCCESS], figures["greedy_episodes"] = mean_figures(greedy)["success"], len(greedy)
+        figures[GREEDY_SUCCESS], figures["greedy_episodes"] = (
+            mean_of_figures([f for _, f in greedy])["success"],
+            len(greedy),
+        )
         figures["greedy_low"], figures["greedy_high"] = _interval(greedy, seed)
     return figures
 
 
-def _interval(episodes, seed: int) -> tuple[float, float]:
-    """The 95% interval of dev success over tasks (the one interval, metrics.bootstrap)."""
+def _interval(episodes: list[tuple[str, dict]], seed: int) -> tuple[float, float]:
+    """The 95% interval of dev success over tasks (the one interval, metrics.bootstrap), from
+    each episode's (task id, figures)."""
     by_task: dict[str, list[float]] = {}
-    for episode in episodes:
-        by_task.setdefault(episode.task.external_id, []).append(float(episode.outcome.correct))
+    for task, figures in episodes:
+        by_task.setdefault(task, []).append(figures["success"])
     result = bootstrap(list(by_task.values()), seed=seed)
     return (result["low"], result["high"]) if result["mean"] is not None else (0.0, 1.0)
 
@@ -635,12 +697,33 @@ def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: RLCallb
 # --- Command line -------------------------------------------------------------------------
 
 
+def cli_inputs(environment: str, reward: str, dev_tasks: int = 0, train_split: str = "train") -> dict:
+    """The command line's and the benchmarks' scorer, tasks and runners, built in each process
+    of a parallel run: the dev tasks are the ones the app's runs are judged on
+    (training/rl/dev.py), `dev_tasks` of them (0: all)."""
+    from training.envs.base import EpisodeRunner
+    from training.envs.registry import get_environment
+    from training.rl.dev import dev_world
+    from training.rl.scorers import reward_model_scorer, rubric_scorer
+
+    env = get_environment(environment)
+    dev_env, judged_on = dev_world(environment, "", dev_tasks, get=get_environment)
+    scorer = (
+        rubric_scorer(utility=reward == "utility") if reward in ("rubric", "utility") else reward_model_scorer(reward)
+    )
+    return {
+        "scorer": scorer,
+        "train_tasks": env.tasks(train_split),
+        "runner": EpisodeRunner(env),
+        "dev_tasks": judged_on,
+        "dev_runner": EpisodeRunner(dev_env),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    from training.envs.base import EpisodeRunner
-    from training.envs.registry import get_environment
-    from training.rl.scorers import reward_model_scorer, rubric_scorer
+    from training.rl.rl_rank import train_rl_in_processes
 
     parser = argparse.ArgumentParser(description="Multi-turn PPO of a policy in an environment.")
     parser.add_argument("--policy", required=True, help="policy directory to start from")
@@ -656,24 +739,25 @@ def main(argv: list[str] | None = None) -> None:
             parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     args = parser.parse_args(argv)
     config = RLConfig(**{name: getattr(args, name) for name in asdict(RLConfig())})
-    env = get_environment(args.environment)
-    scorer = (
-        rubric_scorer(utility=args.reward == "utility")
-        if args.reward in ("rubric", "utility")
-        else reward_model_scorer(args.reward)
+    problems = config.validate()
+    if problems:
+        parser.error(" ".join(problems))
+    callbacks = RLCallbacks(
+        log=print, metrics=lambda i, m: print(i, json.dumps({k: round(v, 4) for k, v in m.items()}))
     )
-    result = train_rl(
-        policy_dir=args.policy,
-        scorer=scorer,
-        train_tasks=env.tasks("train"),
-        dev_tasks=env.tasks("dev"),
-        runner=EpisodeRunner(env),
-        config=config,
-        out_dir=args.out,
-        callbacks=RLCallbacks(
-            log=print, metrics=lambda i, m: print(i, json.dumps({k: round(v, 4) for k, v in m.items()}))
-        ),
-    )
+    arguments = {"environment": args.environment, "reward": args.reward, "dev_tasks": config.dev_tasks}
+    if config.processes > 1:
+        result = train_rl_in_processes(
+            inputs="training.rl.trainer:cli_inputs",
+            arguments=arguments,
+            policy_dir=args.policy,
+            config=config,
+            out_dir=args.out,
+            callbacks=callbacks,
+        )
+    else:
+        built = cli_inputs(**arguments)
+        result = train_rl(policy_dir=args.policy, config=config, out_dir=args.out, callbacks=callbacks, **built)
     print(result.message, "best:", result.best and (result.best["iteration"], result.best["dev"]["success"]))
 
 
