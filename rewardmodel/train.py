@@ -288,6 +288,12 @@ def _bridge(callbacks: Callbacks, meta: dict):
             path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             _write_meta(path, meta)
             callbacks.checkpoint(state.global_step, str(path))
+            # The older checkpoints go only now that the new one is recorded: with the trainer's
+            # own rotation (save_total_limit) a worker killed between its rotation and this call
+            # left the run pointing at a deleted checkpoint, and the resume began again at step 0.
+            for old in Path(args.output_dir).glob("checkpoint-*"):
+                if old != path and old.is_dir():
+                    shutil.rmtree(old, ignore_errors=True)
 
     return Bridge()
 
@@ -339,7 +345,7 @@ def _trl_args(
         logging_steps=max(1, steps // LOG_POINTS),
         save_strategy="steps" if config.checkpoint_every else "no",
         save_steps=config.checkpoint_every or 1,  # (unused when saving is off, but must be positive)
-        save_total_limit=1,
+        save_total_limit=None,  # the older checkpoints are removed by _bridge's on_save, once the new one is recorded
     )
 
 

@@ -145,6 +145,9 @@ def test_a_cancelled_run_resumes_from_its_checkpoint_and_ends_where_an_unbroken_
     assert [step for step, _ in first.saved] == [2, 3]  # every 2 steps, and where it was cancelled
     checkpoint = latest_checkpoint(tmp_path / "broken")
     assert checkpoint == first.saved[-1][1] and checkpoint.endswith("checkpoint-3")
+    # The older checkpoint is removed only after the newer one was reported (no window in which
+    # the run's recorded checkpoint is already deleted).
+    assert [p.name for p in (tmp_path / "broken" / "checkpoints").glob("checkpoint-*")] == ["checkpoint-3"]
     assert (Path(checkpoint) / "arbiter_reward_model.json").exists()
 
     resumed = train_reward_model(rows, config, tmp_path / "broken", resume_from=checkpoint)

@@ -164,6 +164,23 @@ def test_a_failing_job_is_failed_with_its_error_and_can_resume_from_its_checkpoi
         run_resume(run_id=run.pk)
 
 
+def test_a_resume_whose_checkpoint_is_gone_starts_again_with_no_metric_twice(
+    admin_user, tmp_path, django_capture_on_commit_callbacks
+):
+    run = run_launch(
+        kind="count", config={"steps": 6, "fail_at": 5, "checkpoint_every": 2, "label": str(tmp_path)}, user=admin_user
+    )
+    run_execute(run_id=run.pk, attempt=1)
+    Path(Run.objects.get(pk=run.pk).checkpoint["path"]).unlink()  # deleted since (a disk cleaned up, say)
+    with django_capture_on_commit_callbacks(execute=True):
+        run_resume(run_id=run.pk)
+    Run.objects.filter(pk=run.pk).update(config={**run.config, "fail_at": -1})
+    run_execute(run_id=run.pk, attempt=2)
+    run.refresh_from_db()
+    assert run.status == "succeeded" and SEEN["resume_from"] == 0 and "is gone" in run.log
+    assert sorted(RunMetric.objects.filter(run=run).values_list("step", flat=True)) == [1, 2, 3, 4, 5, 6]
+
+
 def test_cancel_a_queued_run_at_once_and_a_running_one_at_its_next_step(admin_user):
     queued = run_launch(kind="count", config={}, user=admin_user)
     assert run_cancel(run_id=queued.pk).status == "cancelled"

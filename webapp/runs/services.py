@@ -132,11 +132,18 @@ def run_resume(*, run_id: int) -> Run:
         )
         if not updated:
             raise ArbiterError(f"Run #{run.pk} changed while resuming; reload and try again.")
-        RunMetric.objects.filter(run_id=run_id, step__gt=step or 0).delete()
+        _metrics_after(run_id, step).delete()
         run.refresh_from_db()
         _append_log(run, run.progress_message)
         transaction.on_commit(lambda: _enqueue(run))
     return run
+
+
+def _metrics_after(run_id: int, step: int | None):
+    """The run's metrics after the checkpoint at `step` (all of them with no checkpoint): the
+    next attempt logs those steps again."""
+    metrics = RunMetric.objects.filter(run_id=run_id)
+    return metrics if step is None else metrics.filter(step__gt=step)
 
 
 def runs_sweep_stale(stale, now) -> int:
@@ -270,6 +277,7 @@ def run_execute(*, run_id: int, attempt: int) -> None:
         if resume_from and not Path(resume_from).exists():
             reporter.log(f"The checkpoint {resume_from} is gone; starting from the beginning.")
             resume_from = None
+            _metrics_after(run_id, None).delete()  # they will be logged again
         summary = kind.execute(run=run, config=config, reporter=reporter, compute=compute, resume_from=resume_from)
     except RunCancelled:
         reporter.close()
