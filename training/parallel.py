@@ -152,6 +152,7 @@ def launch(
     checkpoint first, then end with a result that says they were cancelled). Raises
     ParallelRunFailed when the ranks end without a result (a crash: its log is in
     work/launch.log)."""
+    _check_gpus(str(spec.get("device", "cpu")), processes)
     work.mkdir(parents=True, exist_ok=True)
     for name in (EVENTS, STOP, RESULT):
         (work / name).unlink(missing_ok=True)
@@ -198,6 +199,22 @@ def launch(
             f"the {processes} training processes ended (exit status {proc.returncode}) without a result:\n{tail}"
         )
     return json.loads(result.read_text())
+
+
+def _check_gpus(device: str, processes: int) -> None:
+    """On GPUs each process takes one of its own (NCCL refuses two on one): refuse more
+    processes than the worker sees, before starting any."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    seen = torch.cuda.device_count()
+    if processes > seen:
+        raise ParallelRunFailed(
+            f"{processes} processes need {processes} GPUs, one each, and this worker sees {seen} "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); ask for at most {seen}, "
+            f"or run on a worker with more GPUs"
+        )
 
 
 def _forward(path: Path, offset: int, on_event) -> int:

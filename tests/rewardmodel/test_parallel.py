@@ -62,6 +62,22 @@ def test_batch_size_must_be_shared_evenly():
     assert any(p.startswith("batch_size:") and "multiple of processes" in p for p in problems)
 
 
+def test_more_processes_than_the_worker_has_gpus_are_refused_before_any_starts(tmp_path, monkeypatch):
+    from training import parallel
+
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
+    with pytest.raises(parallel.ParallelRunFailed, match="2 processes need 2 GPUs, one each, and this worker sees 1"):
+        parallel.launch(
+            "training.rl.rl_rank",
+            {"device": "cuda"},
+            tmp_path / "work",
+            processes=2,
+            on_event=lambda kind, args: None,
+            should_stop=lambda: False,
+        )
+    assert not (tmp_path / "work").exists()
+
+
 def _ranks_of(work: Path) -> list[int]:
     """The launcher and ranks of the run whose work folder is `work`."""
     return processes_with_env("ARBITER_PARALLEL_DIR", str(work))

@@ -191,6 +191,10 @@ def test_invalid_ppo_configs_are_refused_before_queueing(admin_user, policy, rew
         ({"reward_model_id": 0}, "reward_model_id"),
         ({"learning_rate": -1.0}, "learning_rate"),
         ({"policy_id": 999_999}, "999999"),
+        ({"processes": 0}, "processes"),
+        ({"processes": 65}, "processes"),
+        ({"processes": "two"}, "processes"),
+        ({"processes": 3, "episodes_per_iteration": 2, "minibatch_size": 2}, "processes"),
     ]
     for change, expected in cases:
         config = {"policy_id": policy.pk, "reward": "reward_model", "reward_model_id": reward_model.pk, **change}
