@@ -124,6 +124,9 @@ else:
     # screen's joins spent more time in planning than in execution
     # (benchmarks/labeling_cycle.py, benchmarks/RESULTS.md).
     DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # Django's backend with a health check that needs no round trip (webapp/postgres/base.py).
+        DATABASES["default"]["ENGINE"] = "webapp.postgres"
     if env.bool("DB_POOL", default=False):
         # Django's own connection pool (psycopg_pool): each process keeps up to DB_POOL_MAX
         # connections and lends one to each request (persistent connections must be off).
@@ -135,10 +138,10 @@ else:
         DATABASES["default"]["CONN_MAX_AGE"] = 0
     else:
         DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
-        # A persistent connection is checked (one `SELECT 1`) at each request's first query, so
-        # one broken by a database restart is replaced instead of failing that request. It
-        # costs a round trip per request (benchmarks/RESULTS.md, issue 31); off with
-        # DB_CONN_HEALTH_CHECKS=false.
+        # A persistent connection is checked at each request's first query, so one broken by a
+        # database restart is replaced instead of failing that request: by a look at its socket,
+        # and with `SELECT 1` only when the server has sent something (webapp/postgres/base.py);
+        # off with DB_CONN_HEALTH_CHECKS=false.
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DB_CONN_HEALTH_CHECKS", default=True)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
