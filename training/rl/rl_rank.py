@@ -5,8 +5,9 @@ processes of training/parallel.py `launch`. What a process needs that cannot tra
 file (the scorer, the environment's runners) it builds itself by calling `inputs`, a
 "module:function" that takes `arguments` (JSON) and returns a dict with `scorer`,
 `train_tasks`, `runner`, `dev_tasks` and `dev_runner` (`app_inputs` below for the app's
-runs; the command line's in training/rl/trainer.py). The first process's events (metrics, log lines, checkpoints, the policies
-saved) reach the caller's callbacks as they come.
+runs; `cli_inputs` in training/rl/trainer.py for the command line and the benchmarks). The
+first process's events (metrics, log lines, checkpoints, the policies saved) reach the
+caller's callbacks as they come.
 """
 
 from __future__ import annotations

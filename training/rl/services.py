@@ -63,6 +63,7 @@ def rl_train(
     other worlds of it, choosing checkpoints on `dev_environment`'s tasks (default: the
     environment's fresh variant where it has one, training/envs/registry.py); every
     checkpoint becomes a policy called `name`. Returns RLResult."""
+    from training.envs.services import environment_get
     from training.rl.rl_rank import train_rl_in_processes
     from training.rl.trainer import train_rl
 
@@ -78,8 +79,6 @@ def rl_train(
         "ensemble_penalty": config.ensemble_penalty,
         "device": device,
     }
-    from training.envs.services import environment_get
-
     names = {  # for the lineage; each process builds the rest for itself
         "environment": environment_get(environment).name,
         "dev_environment": dev_world(environment, dev_environment, config.dev_tasks)[0].name,
