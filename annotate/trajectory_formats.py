@@ -156,7 +156,7 @@ TEXT_PART_TYPES = ("text", "input_text", "output_text")
 ANTHROPIC_ONLY_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 
 
-def _text_of(content: Any, where: str) -> str:
+def message_text(content: Any, where: str) -> str:
     """OpenAI message content: a string, null, or a list of text parts."""
     if content is None:
         return ""
@@ -238,16 +238,16 @@ def openai_chat_to_canonical(obj: dict) -> dict:
         if msg.get("audio") is not None:
             raise TrajectoryFormatError(f"{where}.audio: audio messages cannot be imported")
         if role == "system" or role == "developer":
-            system_parts.append(_text_of(msg.get("content"), where))
+            system_parts.append(message_text(msg.get("content"), where))
         elif role == "user":
-            text = _text_of(msg.get("content"), where)
+            text = message_text(msg.get("content"), where)
             if not prompt_seen:
                 task["prompt"] = text
                 prompt_seen = True
             else:
                 steps.append({"kind": "observation", "tool": "user", "content": text})
         elif role == "assistant":
-            text = _text_of(msg.get("content"), where)
+            text = message_text(msg.get("content"), where)
             refusal = msg.get("refusal")
             if refusal is not None:
                 if not isinstance(refusal, str):
@@ -287,7 +287,11 @@ def openai_chat_to_canonical(obj: dict) -> dict:
             call_id = msg.get("tool_call_id")
             if not isinstance(call_id, str) or call_id not in tool_names:
                 raise TrajectoryFormatError(f"{where}: tool message answers unknown tool_call_id {call_id!r}")
-            step = {"kind": "observation", "tool": tool_names[call_id], "content": _text_of(msg.get("content"), where)}
+            step = {
+                "kind": "observation",
+                "tool": tool_names[call_id],
+                "content": message_text(msg.get("content"), where),
+            }
             if not call_id.startswith(INVENTED_CALL_ID):
                 step["call_id"] = call_id
             is_error = msg.get("is_error")

@@ -66,6 +66,8 @@ def test_docker_compose_has_the_services_and_a_gpu_for_the_gpu_worker():
     cpu = _services("cpu")["cpu-worker"]
     assert cpu["command"][cpu["command"].index("-Q") + 1] == "gpu" and cpu["environment"]["ARBITER_DEVICE"] == "cpu"
     assert "deploy" not in cpu
+    server = _services("serve")["policy-server"]
+    assert "serve_policy" in " ".join(server["command"]) and server["ports"][0]["target"] == 8100
 
 
 @pytest.mark.django_db

@@ -1,0 +1,189 @@
+"""A registered policy served over the OpenAI API (training/policy/serving.py, `manage.py
+serve_policy`): the official `openai` client, as an outside program, chats, gets tool calls,
+sends the tool result back and streams; bad requests get OpenAI's error shape, never a 500."""
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from annotate.models import Policy
+from tests.helpers import calculator_policy
+from training.envs.arithmetic import ArithmeticEnvironment
+from training.envs.base import EpisodeRunner
+from training.policy.serving import PolicyServer, serve
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    return calculator_policy(tmp_path_factory.mktemp("served") / "calculator")
+
+
+@pytest.fixture(scope="module")
+def served(policy_dir):
+    httpd = serve(PolicyServer(policy_dir, name="calculator", threads=1), "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd.server_address[1]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _request(port: int, method: str, path: str, body=None, raw: bytes | None = None) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    connection.request(method, path, body=data, headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    answer = json.loads(response.read() or b"{}")
+    connection.close()
+    return response.status, answer
+
+
+def _task_request(tmp_path: Path) -> Path:
+    env = ArithmeticEnvironment(seed=11, n_tasks=60)
+    runner = EpisodeRunner(env)
+    task = env.tasks("train")[0]
+    spec = {
+        "messages": env.opening_messages(task),
+        "tools": [t.as_openai() for t in runner.tools.values()],
+        "tool_result": "42",
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_the_openai_client_chats_calls_tools_sends_results_and_streams(served, tmp_path):
+    url, _ = served
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests/training/openai_roundtrip.py"),
+            url,
+            "calculator",
+            str(_task_request(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,  # an outside program: not the project's directory
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["models"] == ["calculator"]
+    # The cloned policy calls the calculator first, greedy, as in its demonstrations.
+    assert seen["first"]["finish_reason"] == "tool_calls" and seen["calls"][0][0] == "calculate", seen
+    assert isinstance(seen["calls"][0][1], dict) and seen["usage"] > 0
+    assert seen["second"]["finish_reason"] in ("tool_calls", "stop", "length")
+    assert seen["stream"] == {"names": ["calculate"], "finish": ["tool_calls"]}
+    assert seen["refused"]["status"] == 400 and "temperature" in seen["refused"]["message"]
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ([], None),
+        ({"messages": "hi"}, "messages"),
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "wizard", "content": "x"}]}, "messages"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages"),
+        ({"messages": [{"role": "user", "content": 3}]}, "messages"),
+        ({"messages": [{"role": "tool", "tool_call_id": "nope", "content": "x"}]}, "messages"),
+        ({"messages": [{"role": "user", "content": "x"}], "tools": {"a": 1}}, "tools"),
+        ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, "tools"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 0}, "n"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": True}, "n"),
+        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "5"}, "max_tokens"),
+        ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, "tool_choice"),
+        ({"messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
+        ({"messages": [{"role": "user", "content": "x"}], "functions": []}, "functions"),
+        ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, "stop"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{"id": "a", "function": {"name": "calculate", "arguments": "{"}}],
+                    }
+                ]
+            },
+            "messages",
+        ),
+    ],
+)
+def test_bad_requests_get_openais_error_shape_with_the_field(served, body, param):
+    _, port = served
+    status, answer = _request(port, "POST", "/v1/chat/completions", body)
+    assert status == 400, answer
+    assert answer["error"]["type"] == "invalid_request_error" and answer["error"]["message"]
+    assert answer["error"]["param"] == param
+
+
+def test_unreadable_bodies_routes_and_methods_are_refused_in_json(served):
+    _, port = served
+    assert _request(port, "POST", "/v1/chat/completions", raw=b'{"messages": [NaN]}')[0] == 400
+    assert _request(port, "POST", "/v1/chat/completions", raw=b"\xff\xfe")[0] == 400
+    assert _request(port, "POST", "/v1/completions", {"prompt": "x"})[0] == 404
+    assert _request(port, "GET", "/v1/nothing")[0] == 404
+    assert _request(port, "DELETE", "/v1/models")[0] == 405
+    status, answer = _request(
+        port,
+        "POST",
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "n": 2, "seed": 1},
+    )
+    assert status == 200 and len(answer["choices"]) == 2 and answer["usage"]["completion_tokens"] <= 6
+    assert all(c["finish_reason"] in ("stop", "length") for c in answer["choices"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_serve_policy_serves_a_registered_policy_by_name_and_checks_the_key(policy_dir, tmp_path):
+    Policy.objects.create(name="calculator", version="1", model_dir=str(policy_dir))
+    db = settings.DATABASES["default"]
+    env = {**os.environ, "ARBITER_SERVE_API_KEY": "sesame"}
+    if db["ENGINE"] != "django.db.backends.sqlite3":
+        env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    missing = subprocess.run(
+        [sys.executable, "manage.py", "serve_policy", "nobody"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert missing.returncode != 0 and "No policy 'nobody'" in missing.stderr and "calculator" in missing.stderr
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "serve_policy", "calculator", "--port", "0", "--threads", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines = [proc.stdout.readline() for _ in range(1)]
+        while "Serving" not in lines[-1] and lines[-1] and len(lines) < 50:  # after any start-up output
+            lines.append(proc.stdout.readline())
+        line = lines[-1]
+        assert "Serving calculator@1 at http://127.0.0.1:" in line, lines
+        port = int(line.split("127.0.0.1:")[1].split("/")[0])
+        assert _request(port, "GET", "/health")[0] == 200
+        status, answer = _request(port, "GET", "/v1/models")
+        assert status == 401 and answer["error"]["type"] == "authentication_error"
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("GET", "/v1/models", headers={"Authorization": "Bearer sesame"})
+        response = connection.getresponse()
+        assert response.status == 200 and json.loads(response.read())["data"][0]["id"] == "calculator"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    deadline = time.monotonic() + 5
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert proc.poll() is not None
