@@ -177,6 +177,12 @@ def test_rl_compare_trains_a_variant_and_evaluates_it(bench, policy_dir):
     assert re.search(r"^ppo, 0 \| ", out, re.MULTILINE)
 
 
+def test_serve_policy_times_the_server_against_generation_in_process(bench, policy_dir):
+    out = bench("benchmarks/serve_policy.py", policy_dir, "--requests", "2", "--max-tokens", "4", "--threads", "1")
+    figures = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    assert figures["requests"] == 2 and figures["served_median_ms"] > 0 and figures["ratio"] > 0
+
+
 def test_rollout_throughput_compares_the_rollout_with_generate(bench, policy_dir):
     tiny = "--batch 2 --tasks 2 --repeats 1 --threads 1"
     out = bench("benchmarks/rollout_throughput.py", "--policy", policy_dir, *tiny.split())

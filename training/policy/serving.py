@@ -357,6 +357,9 @@ def stream_chunks(completion: dict, include_usage: bool) -> list[dict]:
 def make_handler(server: PolicyServer, api_key: str | None):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: with Nagle's algorithm the body waited for the
+        # client's delayed ACK, 40 ms a request (benchmarks/serve_policy.py).
+        disable_nagle_algorithm = True
 
         def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
             pass
