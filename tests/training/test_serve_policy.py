@@ -107,6 +107,8 @@ def test_the_openai_client_chats_calls_tools_sends_results_and_streams(served, t
         ({"messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
         ({"messages": [{"role": "user", "content": "x"}], "functions": []}, "functions"),
         ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, "stop"),
+        ({"messages": [{"role": "user", "content": "x"}], "top_p": 0}, "top_p"),
+        ({"messages": [{"role": "assistant", "tool_calls": [{"function": "calc"}]}]}, "messages"),
         (
             {
                 "messages": [

@@ -106,6 +106,13 @@ def _integer(body: dict, name: str, default: int | None, low: int, high: int) ->
     return value
 
 
+def _top_p(body: dict) -> float:
+    value = _number(body, "top_p", 1.0, 0.0, 1.0)
+    if value == 0:
+        raise RequestError("top_p: above 0, at most 1", "top_p")
+    return value
+
+
 def _text(content: Any, where: str) -> str:
     """A message's content: a string, null, or text parts (the importer's rule: anything else is
     refused, never dropped)."""
@@ -175,7 +182,7 @@ def parse_request(body: Any) -> Request:
         messages=messages,
         tools=tools,
         temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
-        top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0,
+        top_p=_top_p(body),
         max_tokens=_integer({"max_tokens": limit}, "max_tokens", DEFAULT_MAX_TOKENS, 1, 1_000_000),
         n=_integer(body, "n", 1, 1, MAX_CHOICES),
         stream=bool(stream),
@@ -237,7 +244,9 @@ class PolicyServer:
         for k, call in enumerate(raw):
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise RequestError(f"{where}.tool_calls[{k}]: {{id, type: function, function: {{name, arguments}}}}")
+                raise RequestError(
+                    f"{where}.tool_calls[{k}]: {{id, type: function, function: {{name, arguments}}}}", "messages"
+                )
             try:
                 arguments = json_input.loads(function.get("arguments") or "{}")
             except json_input.JsonInputError as exc:
