@@ -151,11 +151,11 @@ def test_unreadable_bodies_routes_and_methods_are_refused_in_json(served):
 def test_serve_policy_serves_a_registered_policy_by_name_and_checks_the_key(policy_dir, tmp_path):
     Policy.objects.create(name="calculator", version="1", model_dir=str(policy_dir))
     db = settings.DATABASES["default"]
-    env = {**os.environ, "ARBITER_SERVE_API_KEY": "sesame"}
-    if db["ENGINE"] != "django.db.backends.sqlite3":
-        env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    env = {
+        **os.environ,
+        "ARBITER_SERVE_API_KEY": "sesame",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+    }
     missing = subprocess.run(
         [sys.executable, "manage.py", "serve_policy", "nobody"], cwd=ROOT, env=env, capture_output=True, text=True
     )

@@ -8,10 +8,7 @@ import pytest
 from django.db import connection, connections
 from django.db.backends.postgresql.base import DatabaseWrapper as DjangoPostgres
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's connections"),
-]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture

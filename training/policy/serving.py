@@ -177,13 +177,13 @@ def parse_request(body: Any) -> Request:
     stream = body.get("stream", False)
     if not isinstance(stream, bool) and stream is not None:
         raise RequestError("stream: true or false", "stream")
-    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    limit = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     return Request(
         messages=messages,
         tools=tools,
         temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
         top_p=_top_p(body),
-        max_tokens=_integer({"max_tokens": limit}, "max_tokens", DEFAULT_MAX_TOKENS, 1, 1_000_000),
+        max_tokens=_integer(body, limit, DEFAULT_MAX_TOKENS, 1, 1_000_000),
         n=_integer(body, "n", 1, 1, MAX_CHOICES),
         stream=bool(stream),
         include_usage=bool(options.get("include_usage")),
