@@ -53,6 +53,9 @@ if WORKER:
 VAR_DIR = OUTPUT / (("var" if _DATABASE == "arbiter" else f"var-{_DATABASE}") + SUFFIX)
 os.environ["ARBITER_VAR_DIR"] = str(VAR_DIR)
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop beside live_server
+# One SECRET_KEY for the suite and the workers it starts, as a deployment shares one (a stored
+# judge key is sealed with it); the storage folder, where one would be generated, is emptied below.
+os.environ.setdefault("SECRET_KEY", "arbiter-test-suite-only-not-a-secret")
 # Hugging Face libraries stay offline and keep their caches inside the test folder.
 os.environ["HF_HOME"] = str(OUTPUT / "hf-home")
 os.environ["HF_HUB_OFFLINE"] = "1"

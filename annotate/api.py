@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
@@ -196,6 +196,11 @@ class AssignmentOutput(serializers.Serializer):
         child=serializers.DictField(), help_text="Each dimension: name, scale (rated 1..scale), description."
     )
     rationale_required = serializers.BooleanField()
+    judge_suggestion = serializers.IntegerField(
+        allow_null=True,
+        help_text="In a campaign whose judge mode is prefilled: the judge's verdict in screen terms (1 left much "
+        "better .. 5 right much better), to start from; null otherwise.",
+    )
 
 
 class AssignmentNextApi(APIView):
@@ -233,6 +238,29 @@ class JudgementOutput(serializers.ModelSerializer):
         ]
 
 
+class JudgeVoteShown(serializers.Serializer):
+    judge = serializers.CharField(help_text="The judge's name.")
+    choice = serializers.IntegerField(help_text="Its verdict in A/B terms, like the judgement's choice.")
+    both_bad = serializers.BooleanField()
+    rationale = serializers.CharField(allow_blank=True)
+
+
+class SubmittedJudgement(JudgementOutput):
+    judge_vote = serializers.SerializerMethodField(
+        help_text="The campaign's judge's vote on this comparison, once submitted (judge modes after_submit and "
+        "prefilled); null in blind mode or when the judge has not voted."
+    )
+
+    class Meta(JudgementOutput.Meta):
+        fields = [*JudgementOutput.Meta.fields, "judge_vote"]
+
+    @extend_schema_field(JudgeVoteShown(allow_null=True))
+    def get_judge_vote(self, judgement) -> dict | None:
+        from annotate.services.judges import judge_vote_after_submit
+
+        return judge_vote_after_submit(judgement=judgement)
+
+
 class JudgementSubmitApi(APIView):
     """Judge an assignment in screen terms (1 = left much better … 5 = right much better).
 
@@ -256,7 +284,7 @@ class JudgementSubmitApi(APIView):
         first_wrong_step_right = Int32Field(required=False, allow_null=True)
         rationale = serializers.CharField(required=False, allow_blank=True, default="", max_length=RATIONALE_MAX)
 
-    @extend_schema(request=InputSerializer, responses={201: JudgementOutput, 200: JudgementOutput})
+    @extend_schema(request=InputSerializer, responses={201: SubmittedJudgement, 200: SubmittedJudgement})
     def post(self, request, assignment_id: int):
         from annotate.services.assignments import judgement_submit
 
@@ -266,7 +294,7 @@ class JudgementSubmitApi(APIView):
             assignment_id=assignment_id, annotator=request.user, verdict=judgement_parse(body)
         )
         return Response(
-            JudgementOutput(judgement).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+            SubmittedJudgement(judgement).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
 
 

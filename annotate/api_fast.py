@@ -27,6 +27,7 @@ from annotate import api
 from annotate.judgement_input import judgement_parse
 from annotate.selectors import assignment_screen_payload
 from annotate.services.assignments import assignment_next, campaign_for_labeling, judgement_submit
+from annotate.services.judges import judge_vote_after_submit
 from webapp import json_input
 from webapp.api_errors import error_body, error_items
 from webapp.api_input import parse_id
@@ -107,6 +108,7 @@ def _submit(request, assignment_id: int) -> HttpResponse | None:
             "seconds": judgement.seconds,
             "synthetic": judgement.synthetic,
             "created_at": judgement.created_at,
+            "judge_vote": judge_vote_after_submit(judgement=judgement),
         },
         201 if created else 200,
     )

@@ -87,6 +87,7 @@ _PAIR_META = [
     ("votes", pa.int64()),
     ("preferred", pa.string()),
     ("split", pa.string()),
+    ("source", pa.string()),  # human, or ai: judges' votes (AI feedback), where the snapshot includes them
 ]
 
 SCHEMAS = {
@@ -342,6 +343,7 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
             "margin",
             "votes",
             "split",
+            "source",
             "task__external_id",
             "task__prompt",
             "comparison__trajectory_a__steps",
@@ -357,6 +359,7 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
                 margin,
                 votes,
                 row_split,
+                source,
                 task_id,
                 prompt,
                 steps_a,
@@ -385,6 +388,7 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
                     "votes": votes,
                     "preferred": preferred,
                     "split": row_split,
+                    "source": source,
                 }
             else:
                 yield {
@@ -398,6 +402,7 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
                     "votes": votes,
                     "preferred": preferred,
                     "split": row_split,
+                    "source": source,
                 }
         return
 
@@ -545,6 +550,26 @@ def features_of(fmt: str) -> dict:
     return {field.name: _feature(field.type) for field in SCHEMAS[fmt]}
 
 
+def feedback_sentence(snapshot: DatasetSnapshot) -> str:
+    """Whose votes the snapshot holds, in words: the card and the snapshot's page say it."""
+    feedback = snapshot.filters.get("feedback", "human")
+    sources = snapshot.stats.get("sources", {})
+    judges = ", ".join(j["name"] for j in snapshot.stats.get("judges", [])) or "none"
+    if feedback == "human":
+        return "People's votes only: judges' votes (AI feedback) are excluded. Every pair has `source` human."
+    if feedback == "ai":
+        return (
+            f"AI feedback only: each pair is the majority of the first votes of the judges {judges} "
+            f"({sources.get('ai', 0)} pairs, `source` ai); people's votes are not in it."
+        )
+    return (
+        f"People's votes and AI feedback, kept apart: a comparison people voted on is their pair (`source` human, "
+        f"{sources.get('human', 0)} pairs); one only judges voted on is the judges' pair (`source` ai, "
+        f"{sources.get('ai', 0)} pairs; judges {judges}). Filter on `source` to train on either. The `raw`, "
+        "`steps` and `kto` files hold people's judgements only."
+    )
+
+
 def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict[str, int]) -> str:
     meta = {
         "pretty_name": f"Arbiter snapshot {snapshot.pk}: {snapshot.name}",
@@ -588,6 +613,7 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         f"Aggregation: {snapshot.get_aggregation_display().lower()}; ties: {snapshot.get_ties_display().lower()}. "
         "Train and test are split by task, so no task is in both. Annotators are pseudonymized; "
         "gold comparisons are left out, and synthetic judgements unless the filters say otherwise.\n\n"
+        f"## Feedback\n\n{feedback_sentence(snapshot)}\n\n"
         "## Files\n\n"
         + "\n".join(f"- `data/{s}.{filetype}`: {n} rows, format `{fmt}` ({filetype})" for s, n in files.items())
         + f"\n\nFormat `{fmt}` feeds {TRAINERS[fmt]}.\n"

@@ -72,6 +72,23 @@ class Verdict:
         }
 
 
+def verdict_in_ab_terms(verdict: Verdict, *, left_is_a: bool) -> dict:
+    """A verdict given in screen terms (left/right), in A/B terms (`trajectory_a` is A): the
+    choice, the first wrong steps and the ratings as a judgement stores them. People's
+    verdicts go through it with their assignment's side, judges' with the order they were asked."""
+    choice = verdict.choice if left_is_a else 6 - verdict.choice
+    wrong_a, wrong_b = (
+        (verdict.first_wrong_left, verdict.first_wrong_right)
+        if left_is_a
+        else (verdict.first_wrong_right, verdict.first_wrong_left)
+    )
+    ratings = {}
+    for dim, sides in (verdict.ratings or {}).items():
+        a, b = (sides.get("left"), sides.get("right")) if left_is_a else (sides.get("right"), sides.get("left"))
+        ratings[dim] = {k: v for k, v in (("A", a), ("B", b)) if v is not None}
+    return {"choice": choice, "first_wrong_step_a": wrong_a, "first_wrong_step_b": wrong_b, "ratings": ratings}
+
+
 class JudgementInputError(ArbiterError):
     """A judgement that was not stored. `details` lists each problem as {field?, message};
     `accepted` holds the fields that were read without one (by Verdict field name), so that a

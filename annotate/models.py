@@ -130,6 +130,14 @@ class Trajectory(BaseModel):
         return f"trajectory {self.pk} on {self.task_id}"
 
 
+class JudgeMode(models.TextChoices):
+    """What an annotator sees of a judge's vote on the comparison in front of them."""
+
+    BLIND = "blind", "Blind (never shown)"
+    AFTER_SUBMIT = "after_submit", "Shown after they submit"
+    PREFILLED = "prefilled", "Filled into the form"
+
+
 class Campaign(BaseModel):
     """A labeling project: guidelines, votes per comparison, leases, gold rate, dimensions,
     who may label it, and the environment or split its tasks come from.
@@ -177,10 +185,28 @@ class Campaign(BaseModel):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    judge_mode = models.CharField(
+        max_length=12,
+        choices=JudgeMode.choices,
+        default=JudgeMode.BLIND,
+        help_text="What annotators see of a judge's vote: nothing (blind), its verdict after they submit, "
+        "or its verdict filled into the form (prefilled).",
+    )
+    shown_judge = models.ForeignKey(
+        "Judge",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The judge whose vote is shown after submit or filled in (judge modes other than blind).",
+    )
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["name"], name="campaign_name_unique"),
+            models.CheckConstraint(
+                condition=Q(judge_mode__in=["blind", "after_submit", "prefilled"]), name="campaign_judge_mode_valid"
+            ),
             models.CheckConstraint(condition=Q(votes_per_comparison__gte=1), name="campaign_votes_at_least_one"),
             models.CheckConstraint(condition=Q(lease_seconds__gte=1), name="campaign_lease_positive"),
             models.CheckConstraint(
@@ -352,6 +378,13 @@ class Judgement(BaseModel):
     rationale = models.TextField(blank=True, default="")
     seconds = models.FloatField(default=0.0)
     synthetic = models.BooleanField(default=False)
+    judge_suggestion = models.PositiveSmallIntegerField(
+        choices=Choice.choices,
+        null=True,
+        blank=True,
+        help_text="The judge's verdict (A/B terms) that was filled into the form (prefilled mode), so anchoring "
+        "can be measured; null when nothing was filled in.",
+    )
 
     class Meta:
         constraints = [
@@ -485,11 +518,18 @@ class SnapshotPair(models.Model):
     margin = models.FloatField()
     votes = models.PositiveIntegerField()
     agreement = models.FloatField(help_text="Share of votes on the winning side (A, B or tie).")
+    source = models.CharField(
+        max_length=5,
+        default="human",
+        help_text="Whose votes made the preference: human (people, simulated annotators when the snapshot "
+        "includes them) or ai (judges: AI feedback).",
+    )
 
     class Meta:
         constraints = [
             # Its index also serves the exports, which stream a snapshot's pairs in comparison order.
             models.UniqueConstraint(fields=["snapshot", "comparison"], name="snapshotpair_once"),
+            models.CheckConstraint(condition=Q(source__in=["human", "ai"]), name="snapshotpair_source_valid"),
             models.CheckConstraint(condition=Q(split__in=["train", "test"]), name="snapshotpair_split_valid"),
             models.CheckConstraint(condition=Q(margin__gte=0), name="snapshotpair_margin_nonnegative"),
         ]
@@ -547,3 +587,120 @@ class CampaignFill(Job):
 
     def __str__(self) -> str:
         return f"fill #{self.pk} of {self.campaign_id}"
+
+
+class Judge(BaseModel):
+    """Anything that votes on a comparison beside people (docs/judges.md).
+
+    - `reward_model`: a reward model trained here (`config.reward_model_id`): it scores both sides;
+    - `rubric`: the environment's rubric, where the task's answer is known (the stored outcomes);
+    - `chat`: a chat model behind an OpenAI-compatible endpoint (`config`: base_url, model,
+      temperature, timeout, concurrency, rate limit, prices and cost cap), answering with
+      structured output. Its key comes from an environment variable named in `config` or
+      is stored here encrypted (`secret`), and is never shown back.
+
+    A judge's votes are `JudgeVote` rows, never `Judgement`s: they count toward a comparison's
+    k votes only where the admin said so when running the judge.
+    """
+
+    class Kind(models.TextChoices):
+        REWARD_MODEL = "reward_model", "Reward model"
+        RUBRIC = "rubric", "Environment rubric"
+        CHAT = "chat", "Chat model (OpenAI-compatible)"
+
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    description = models.TextField(blank=True, default="")
+    config = models.JSONField(default=dict, blank=True, help_text="What this kind needs (never a key).")
+    secret = models.TextField(blank=True, default="", editable=False, help_text="A stored API key, encrypted.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name"], name="judge_name_unique"),
+            models.CheckConstraint(condition=Q(kind__in=["reward_model", "rubric", "chat"]), name="judge_kind_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JudgeVote(models.Model):
+    """A judge's answer on one comparison, in A/B terms whatever order it was asked in.
+
+    `probe` says how it was asked: `first` (A shown first: the vote), `swapped` (B shown first:
+    position bias) or `repeat` (asked again as the first time: self-consistency). Only `first`
+    votes are the judge's votes; the probes measure it.
+    """
+
+    class Probe(models.TextChoices):
+        FIRST = "first"
+        SWAPPED = "swapped"
+        REPEAT = "repeat"
+
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="votes")
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="judge_votes")
+    run = models.ForeignKey("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    probe = models.CharField(max_length=8, choices=Probe.choices, default=Probe.FIRST)
+    choice = models.PositiveSmallIntegerField(choices=Choice.choices)
+    both_bad = models.BooleanField(default=False)
+    ratings = models.JSONField(default=dict, blank=True, help_text='{dimension: {"A": n, "B": n}}')
+    first_wrong_step_a = models.PositiveIntegerField(null=True, blank=True)
+    first_wrong_step_b = models.PositiveIntegerField(null=True, blank=True)
+    rationale = models.TextField(blank=True, default="")
+    probability_a = models.FloatField(null=True, blank=True, help_text="A reward model's P(A is better).")
+    counted = models.BooleanField(default=False, help_text="Counted toward the comparison's k votes.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["judge", "comparison", "probe"], name="judgevote_once_per_probe"),
+            models.CheckConstraint(condition=Q(choice__gte=1, choice__lte=5), name="judgevote_choice_range"),
+            models.CheckConstraint(condition=Q(probe__in=["first", "swapped", "repeat"]), name="judgevote_probe_valid"),
+            models.CheckConstraint(
+                condition=Q(probability_a__isnull=True) | Q(probability_a__gte=0, probability_a__lte=1),
+                name="judgevote_probability_range",
+            ),
+            models.CheckConstraint(condition=Q(counted=False) | Q(probe="first"), name="judgevote_counted_first"),
+        ]
+        indexes = [
+            # The workbench, the routing and the agreement panel read the votes of a campaign's comparisons.
+            models.Index(fields=["comparison", "judge"], name="judgevote_comparison_idx"),
+        ]
+
+
+class JudgeCall(models.Model):
+    """One request to a chat judge and what came back, kept for audit (never the key)."""
+
+    class Status(models.TextChoices):
+        OK = "ok"
+        INVALID = "invalid", "Answered, but not a verdict"
+        ERROR = "error"
+
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="calls")
+    run = models.ForeignKey("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    comparison = models.ForeignKey(Comparison, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    probe = models.CharField(max_length=8, default="first")
+    attempt = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=8, choices=Status.choices)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    structured_output = models.CharField(max_length=12, blank=True, default="")
+    request = models.JSONField(default=dict, help_text="The body sent (messages, model, settings).")
+    response = models.TextField(blank=True, default="", help_text="What the server answered, as it answered.")
+    latency_s = models.FloatField(default=0.0)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=["ok", "invalid", "error"]), name="judgecall_status_valid"),
+        ]
+        indexes = [
+            # The audit list of a run, and a run's spending (resume reads it).
+            models.Index(fields=["run", "id"], name="judgecall_run_idx"),
+        ]

@@ -65,3 +65,17 @@ def task_split(external_id: str, *, seed: int, test_fraction: float) -> str:
     digest = hashlib.sha256(f"{seed}:{external_id}".encode()).digest()
     u = int.from_bytes(digest[:8], "big") / 2**64
     return "test" if u < test_fraction else "train"
+
+
+# Whose votes a snapshot holds (its `feedback` filter), and which of its pairs a reward model trains on.
+FEEDBACK = ("human", "ai", "both")
+FEEDBACK_WORDS = {
+    "human": "people's votes",
+    "ai": "judges' votes (AI feedback)",
+    "both": "every pair of the snapshot",
+}
+
+
+def fed_by(source: str, feedback: str) -> bool:
+    """Whether a pair of this source (human or ai) belongs to this feedback choice."""
+    return feedback == "both" or source == feedback

@@ -268,6 +268,8 @@ _SCREEN_FIELDS = (
     "comparison__trajectory_b__answer",
     "comparison__campaign__dimensions",
     "comparison__campaign__rationale_required",
+    "comparison__campaign__judge_mode",
+    "judge_choice",  # the campaign's shown judge's vote on the comparison (A/B terms), if any
 )
 
 
@@ -277,7 +279,15 @@ def _screen_row(assignment_id: int) -> dict:
     from annotate.services import labeling_sql
 
     if connection.vendor != "postgresql":
-        return Assignment.objects.filter(pk=assignment_id).values(*_SCREEN_FIELDS).get()
+        from django.db.models import OuterRef, Subquery
+
+        from annotate.models import JudgeVote
+
+        shown = JudgeVote.objects.filter(
+            comparison=OuterRef("comparison"), judge=OuterRef("comparison__campaign__shown_judge"), probe="first"
+        ).values("choice")[:1]
+        rows = Assignment.objects.filter(pk=assignment_id).annotate(judge_choice=Subquery(shown))
+        return rows.values(*_SCREEN_FIELDS).get()
     with connection.cursor() as cursor:
         cursor.execute(labeling_sql.SCREEN, {"assignment": assignment_id})
         values = cursor.fetchone()
@@ -313,4 +323,13 @@ def assignment_screen_payload(*, assignment_id: int) -> dict:
         "dimensions": [d["name"] for d in dimensions],
         "rating_dimensions": dimensions,
         "rationale_required": row["comparison__campaign__rationale_required"],
+        "judge_suggestion": _suggestion(row),
     }
+
+
+def _suggestion(row: dict) -> int | None:
+    """The judge's verdict in screen terms, where the campaign fills it in (prefilled mode)."""
+    choice = row["judge_choice"]
+    if row["comparison__campaign__judge_mode"] != "prefilled" or choice is None:
+        return None
+    return choice if row["left_is_a"] else 6 - choice

@@ -25,6 +25,7 @@ urlpatterns = [
     path("campaigns/<id:campaign_id>/gold/promote", campaign_views.campaign_gold_promote, name="campaign-gold-promote"),
     path("campaigns/<id:campaign_id>/label/", views.label, name="label"),
     path("campaigns/<id:campaign_id>/quality/", views.quality, name="quality"),
+    path("campaigns/<id:campaign_id>/order/", views.campaign_order_post, name="campaign_order"),
     path("campaigns/<id:campaign_id>/disagreements/", views.disagreements, name="disagreements"),
     path("comparisons/<id:comparison_id>/", views.comparison_votes, name="comparison-votes"),
     path("assignments/<id:assignment_id>/judgement/", views.judgement_post, name="judgement"),

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm
+from annotate.judge_quality import campaign_judge_panels
 from annotate.models import Assignment, Campaign, Comparison, ImportBatch, Judgement
 from annotate.quality import campaign_quality, comparisons_in_disagreement
 from annotate.selectors import (
@@ -30,10 +31,11 @@ from annotate.services.assignments import (
 )
 from annotate.services.campaigns import dimensions_of
 from annotate.services.imports import import_upload_create
+from annotate.services.judges import ORDERINGS, campaign_order
 from annotate.trajectory_view import pair_view
-from annotate.workbench import workbench_context
+from annotate.workbench import judge_after_submit, workbench_context
 from webapp.access import role_required
-from webapp.charts import bar_chart_svg, histogram_svg
+from webapp.charts import bar_chart_svg, histogram_svg, interval_chart_svg
 from webapp.errors import ArbiterError
 from webapp.roles import Role, annotator_label, user_has_role
 
@@ -111,7 +113,16 @@ def _label_url(campaign, align: str) -> str:
 
 
 def _workbench(
-    request, campaign, *, assignment=None, form=None, error="", status=200, align="content", next_after_error=False
+    request,
+    campaign,
+    *,
+    assignment=None,
+    form=None,
+    error="",
+    status=200,
+    align="content",
+    next_after_error=False,
+    after_vote=None,
 ):
     """The workbench with `assignment`, or the annotator's next one (also after an `error` when
     `next_after_error`: a lost lease says so above the next comparison)."""
@@ -123,7 +134,13 @@ def _workbench(
         if next_after_error:
             error += " The next comparison is below." if assignment else " Nothing else is waiting for you here."
     context = workbench_context(
-        campaign=campaign, annotator=request.user, assignment=assignment, form=form, error=error, align=align
+        campaign=campaign,
+        annotator=request.user,
+        assignment=assignment,
+        form=form,
+        error=error,
+        align=align,
+        after_vote=after_vote,
     )
     template = "annotate/label.html#workbench" if request.htmx else "annotate/label.html"
     # htmx swaps 2xx only: a refused submit shows its message in the fragment it replaces.
@@ -166,16 +183,24 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
         message = " ".join(e for errors in form.errors.values() for e in errors)
         return _workbench(request, campaign, assignment=assignment, form=form, error=message, status=400, align=align)
     try:
-        judgement_submit(assignment_id=assignment.id, annotator=request.user, verdict=form.verdict)
+        judgement, _ = judgement_submit(assignment_id=assignment.id, annotator=request.user, verdict=form.verdict)
     except ArbiterError as exc:
         if exc.message == LEASE_LOST:
             return _workbench(request, campaign, error=exc.message, status=409, align=align, next_after_error=True)
         return _workbench(
             request, campaign, assignment=assignment, form=form, error=exc.message, status=400, align=align
         )
+    after_vote = judge_after_submit(judgement=judgement, assignment=assignment)
     if not request.htmx:
+        if after_vote:
+            messages.info(request, _after_text(after_vote))
         return redirect(_label_url(campaign, align))
-    return _workbench(request, campaign, align=align)
+    return _workbench(request, campaign, align=align, after_vote=after_vote)
+
+
+def _after_text(vote: dict) -> str:
+    mine = "as you did" if vote["agrees"] else f"you said {vote['yours']}"
+    return f"On the comparison you just judged, {vote['judge']} said {vote['text']} ({mine})."
 
 
 @role_required(*LABELERS)
@@ -218,7 +243,45 @@ def quality(request: HttpRequest, campaign_id: int) -> HttpResponse:
             unit="%",
         ),
     }
-    return render(request, "annotate/quality.html", {"campaign": campaign, "q": q, "charts": charts})
+    panels = campaign_judge_panels(campaign=campaign)
+    charts["judges"] = interval_chart_svg(_judge_chart_rows(panels), title="Agreement with the human majority")
+    return render(
+        request,
+        "annotate/quality.html",
+        {"campaign": campaign, "q": q, "charts": charts, "panels": panels, "ordering_choices": ORDERINGS},
+    )
+
+
+def _judge_chart_rows(panels) -> list[tuple]:
+    """Each judge's accuracy against the human majority, then people's own ceiling on the same
+    comparisons, with their intervals (the overall verdict)."""
+    rows = []
+    for panel in panels:
+        overall = panel.dimensions[0] if panel.dimensions else None
+        if overall is None:
+            continue
+        for label, figures in (
+            (panel.name, overall["vs_humans"]),
+            (f"people ({panel.name}'s set)", overall["ceiling"]),
+        ):
+            accuracy = figures["accuracy"]
+            rows.append((label, accuracy["value"], accuracy["low"], accuracy["high"]))
+    return rows
+
+
+@role_required(Role.ADMIN)
+def campaign_order_post(request: HttpRequest, campaign_id: int) -> HttpResponse:
+    """Order the queue disagreement-first (or back to plain order), from the quality page."""
+    campaign = get_object_or_404(Campaign, pk=campaign_id)
+    if request.method != "POST":
+        return redirect("annotate:quality", campaign_id=campaign.pk)
+    try:
+        ordered = campaign_order(campaign=campaign, ordering=request.POST.get("ordering", ""))
+    except ArbiterError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Ordered {ordered} open comparisons ({request.POST['ordering']}).")
+    return redirect("annotate:quality", campaign_id=campaign.pk)
 
 
 @role_required(*READERS)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from annotate.judgement_input import SCREEN_SCALE
-from annotate.models import Assignment, Campaign, Comparison
+from annotate.models import Assignment, Campaign, Comparison, JudgeMode
 from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
+from annotate.services.judges import judge_vote_after_submit, judge_vote_shown
 from annotate.trajectory_view import Align, pair_view, setup_views
 
 IDENTICAL = "Identical trajectories"
@@ -46,6 +47,31 @@ def _dimensions(campaign: Campaign, form) -> list[dict]:
     ]
 
 
+def _screen_choice(choice: int, left_is_a: bool) -> int:
+    return choice if left_is_a else 6 - choice
+
+
+def _words(choice: int) -> str:
+    return next(text for value, text, _ in SCREEN_SCALE if value == choice)
+
+
+def judge_after_submit(*, judgement, assignment: Assignment) -> dict | None:
+    """What the campaign's judge said of the comparison just judged, in that screen's terms
+    (judge modes after_submit and prefilled), beside the annotator's own verdict."""
+    vote = judge_vote_after_submit(judgement=judgement)
+    if vote is None:
+        return None
+    theirs = _screen_choice(vote["choice"], assignment.left_is_a)
+    yours = _screen_choice(judgement.choice, assignment.left_is_a)
+    return {
+        "judge": vote["judge"],
+        "text": _words(theirs),
+        "yours": _words(yours),
+        "agrees": (theirs > 3) - (theirs < 3) == (yours > 3) - (yours < 3),
+        "rationale": vote["rationale"],
+    }
+
+
 def workbench_context(
     *,
     campaign: Campaign,
@@ -54,6 +80,7 @@ def workbench_context(
     form=None,
     error: str = "",
     align: Align = "content",
+    after_vote: dict | None = None,
 ) -> dict:
     context = {
         "campaign": campaign,
@@ -69,6 +96,8 @@ def workbench_context(
         # A refused submit keeps the steps it marked.
         "marked_left": _cleaned(form, "first_wrong_left"),
         "marked_right": _cleaned(form, "first_wrong_right"),
+        "after_vote": after_vote,
+        "suggestion": None,
     }
     if assignment is not None:
         left, right = screen_sides(_with_comparison(assignment))
@@ -84,4 +113,8 @@ def workbench_context(
             identical=bool(left.behaviour_hash) and left.behaviour_hash == right.behaviour_hash,
             identical_reason=IDENTICAL,
         )
+        if form is None and campaign.judge_mode == JudgeMode.PREFILLED:
+            vote = judge_vote_shown(campaign=campaign, comparison_id=assignment.comparison_id)
+            if vote is not None:
+                context["suggestion"] = _screen_choice(vote.choice, assignment.left_is_a)
     return context

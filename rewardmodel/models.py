@@ -30,8 +30,23 @@ class RewardModel(BaseModel):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
+    @property
+    def trained_on(self) -> str:
+        return trained_on_words(self.config.get("feedback", "human"), self.snapshot.stats.get("sources", {}))
+
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
+
+
+def trained_on_words(feedback: str, sources: dict) -> str:
+    """Whose votes a reward model learned from, in words: its run's feedback choice against what
+    its snapshot holds (an old model, from before judges, learned from people)."""
+    human, ai = sources.get("human"), sources.get("ai", 0)
+    if feedback == "ai" or (feedback == "both" and human == 0 and ai):
+        return "judges' votes (AI feedback)"
+    if feedback == "both" and ai:
+        return "people's and judges' votes"
+    return "people's votes"
 
 
 class CampaignRewardModel(models.Model):

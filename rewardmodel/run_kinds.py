@@ -8,6 +8,8 @@ from pathlib import Path
 from django.urls import reverse
 
 from annotate.models import Campaign, DatasetSnapshot, Policy
+from annotate.preferences import FEEDBACK as FEEDBACK_CHOICES
+from annotate.preferences import FEEDBACK_WORDS, fed_by
 from rewardmodel.models import CampaignRewardModel, RewardModel
 from rewardmodel.train import RewardModelConfig
 from webapp.runs.kinds import RunKind, register
@@ -24,6 +26,13 @@ class RewardModelRunConfig(RewardModelConfig):
         metadata=_help("The dataset snapshot: its train split trains the model, its test split evaluates it."),
     )
     name: str = field(default="reward-model", metadata=_help("Name in the registry."))
+    feedback: str = field(
+        default="both",
+        metadata=_help(
+            "Which of the snapshot's pairs train and test it: human (people's votes), ai (judges' votes: AI "
+            "feedback) or both (every pair the snapshot holds; a snapshot holds people's only unless asked)."
+        ),
+    )
     eval_policy_id: int = field(
         default=0,
         metadata=_help(
@@ -40,6 +49,8 @@ class RewardModelRunConfig(RewardModelConfig):
         problems = []
         if not self.name.strip() or "/" in self.name or self.name.startswith("."):
             problems.append("name: a plain name (letters, digits, dashes).")
+        if self.feedback not in FEEDBACK_CHOICES:
+            problems.append(f"feedback: one of {', '.join(FEEDBACK_CHOICES)}.")
         if self.tokenizer_dir or self.backbone != "policy-llama":
             problems += super().validate()
         else:  # the tokenizer is filled in from a policy by the check below
@@ -85,7 +96,7 @@ def _train_check(config: RewardModelRunConfig) -> list[str]:
     from rewardmodel.backbones import BackboneError, backbone_check
     from rewardmodel.services import snapshot_problems
 
-    problems = snapshot_problems(config.snapshot_id)
+    problems = snapshot_problems(config.snapshot_id, feedback=config.feedback)
     if config.eval_policy_id and not Policy.objects.filter(pk=config.eval_policy_id).exists():
         problems.append(f"No policy with id {config.eval_policy_id}.")
     _fill_tokenizer(config)
@@ -132,8 +143,11 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
     from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)
-    rows = list(iter_rows(snapshot, "trl", split="train"))
-    reporter.log(f"Training on {len(rows)} pairs of {snapshot} with backbone {config.backbone} on {compute.name}.")
+    rows = [r for r in iter_rows(snapshot, "trl", split="train") if fed_by(r["source"], config.feedback)]
+    reporter.log(
+        f"Training on {len(rows)} pairs of {snapshot} ({FEEDBACK_WORDS[config.feedback]}) with backbone "
+        f"{config.backbone} on {compute.name}."
+    )
     callbacks = Callbacks(
         progress=lambda f, m="": reporter.progress(0.85 * f, m or "training"),
         metrics=reporter.metrics,
@@ -156,7 +170,9 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
     reporter.progress(0.87, "evaluating on the test split")
     scorer = RewardScorer(result.model_dir, device=compute.device)
     eval_policy = Policy.objects.filter(pk=config.eval_policy_id).first() if config.eval_policy_id else None
-    metrics = evaluate_reward_model(scorer=scorer, snapshot=snapshot, eval_policy=eval_policy, seed=config.seed)
+    metrics = evaluate_reward_model(
+        scorer=scorer, snapshot=snapshot, eval_policy=eval_policy, seed=config.seed, feedback=config.feedback
+    )
     metrics["train"] = {"pairs": result.train_pairs, "steps": result.steps, "seconds": result.seconds}
     reporter.metrics(result.steps, {"eval/accuracy": metrics["test"]["accuracy"], "eval/ece": metrics["test"]["ece"]})
     reward_model = reward_model_register(
@@ -192,6 +208,7 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
         "ece": test["ece"],
         "test_pairs": test["n"],
         "train_pairs": result.train_pairs,
+        "feedback": config.feedback,
         "rubric_accuracy": (metrics["rubric"] or {}).get("accuracy"),
         "policy_pairs_accuracy": (metrics.get("policy_pairs") or {}).get("accuracy"),
     }

@@ -26,6 +26,7 @@ from annotate.models import (
     SnapshotPair,
     Trajectory,
 )
+from annotate.preferences import FEEDBACK_WORDS, fed_by
 from rewardmodel.models import CampaignRewardModel, ComparisonScore, RewardModel
 from rewardmodel.probes import Probed, answer_swap_accuracy, answer_swap_pairs
 from webapp.errors import ArbiterError
@@ -52,23 +53,28 @@ def default_tokenizer_dir(eval_policy_id: int = 0) -> str:
 # --- Training and evaluation -------------------------------------------------------------
 
 
-def snapshot_problems(snapshot_id: int) -> list[str]:
+def snapshot_problems(snapshot_id: int, *, feedback: str = "both") -> list[str]:
     snapshot = DatasetSnapshot.objects.filter(pk=snapshot_id).first()
     if snapshot is None:
         return [f"No dataset snapshot with id {snapshot_id}."]
     if snapshot.status != DatasetSnapshot.Status.SUCCEEDED:
         return [f"Snapshot {snapshot} is {snapshot.status}, not ready."]
     pairs = SnapshotPair.objects.filter(snapshot=snapshot).exclude(preferred="tie")
+    if feedback not in FEEDBACK_WORDS:
+        feedback = "both"  # the config's own check names a bad value; count every pair here
+    if feedback != "both":
+        pairs = pairs.filter(source=feedback)
     train, test = pairs.filter(split="train").count(), pairs.filter(split="test").count()
+    of = "" if feedback == "both" else f" from {FEEDBACK_WORDS[feedback]}"
     problems = []
     if train < MIN_TRAIN_PAIRS:
         problems.append(
-            f"Snapshot {snapshot} has {train} training pairs that are not ties; "
+            f"Snapshot {snapshot} has {train} training pairs{of} that are not ties; "
             f"a reward model needs at least {MIN_TRAIN_PAIRS}."
         )
     if test < MIN_TEST_PAIRS:
         problems.append(
-            f"Snapshot {snapshot} has {test} test pairs that are not ties; evaluation needs at least "
+            f"Snapshot {snapshot} has {test} test pairs{of} that are not ties; evaluation needs at least "
             f"{MIN_TEST_PAIRS} (raise its test fraction)."
         )
     return problems
@@ -172,12 +178,15 @@ def probe_trajectories(snapshot: DatasetSnapshot, eval_policy: Policy | None, tr
     ]
 
 
-def evaluate_reward_model(*, scorer, snapshot: DatasetSnapshot, eval_policy: Policy | None, seed: int = 0) -> dict:
-    """Every held-out figure of a reward model, read against its ceilings."""
+def evaluate_reward_model(
+    *, scorer, snapshot: DatasetSnapshot, eval_policy: Policy | None, seed: int = 0, feedback: str = "both"
+) -> dict:
+    """Every held-out figure of a reward model, read against its ceilings; the test pairs of the
+    feedback it trained on (people's, judges' or both)."""
     from rewardmodel.evaluate import ordering_accuracy, pair_metrics
 
     test_rows = list(iter_rows(snapshot, "trl", split="test"))
-    test_rows = [r for r in test_rows if r["preferred"] != "tie"]
+    test_rows = [r for r in test_rows if r["preferred"] != "tie" and fed_by(r["source"], feedback)]
     chosen, rejected = scorer.score_pairs(test_rows)
     truth = {t["comparison_id"]: t for t in test_pairs_with_truth(snapshot)}
     metrics = {
@@ -193,6 +202,11 @@ def evaluate_reward_model(*, scorer, snapshot: DatasetSnapshot, eval_policy: Pol
     metrics["rubric"] = ordering_accuracy(rubric_rows) if rubric_rows else None
     metrics["labels_vs_rubric"] = labels_vs_rubric(list(truth.values()))
     metrics["human_agreement"] = human_agreement(snapshot)
+    metrics["feedback"] = {
+        "trained_on": feedback,
+        "words": FEEDBACK_WORDS[feedback],
+        **snapshot.stats.get("sources", {}),
+    }
     train_tasks = set(SnapshotPair.objects.filter(snapshot=snapshot, split="train").values_list("task_id", flat=True))
     metrics["answer_swap"] = answer_swap_accuracy(
         scorer, answer_swap_pairs(probe_trajectories(snapshot, eval_policy, train_tasks), seed=seed)

@@ -1,12 +1,15 @@
 from django.urls import path
 
 from training.web import dashboards as evaluation_views
+from training.web import judges as judge_views
 from training.web import policies as views
 
 app_name = "training"
 urlpatterns = [
     path("policies/", views.policies, name="policies"),
     path("policies/<id:policy_id>/", views.policy, name="policy"),
+    path("judges/", judge_views.judges, name="judges"),
+    path("judges/<id:judge_id>/", judge_views.judge, name="judge"),
     path("evaluations/", evaluation_views.evaluations, name="evaluations"),
     path("evaluations/<id:evaluation_id>/", evaluation_views.evaluation, name="evaluation"),
     path(

@@ -7,7 +7,7 @@ from annotate import api as annotate_api
 from annotate import api_fast
 from annotate.campaigns import api as campaign_api
 from annotate.datasets import api as dataset_api
-from training.web import evaluation_api
+from training.web import evaluation_api, judges_api
 from webapp.api import TokenListCreateApi, TokenRevokeApi, WhoAmIApi
 from webapp.runs import api as run_api
 
@@ -61,6 +61,21 @@ urlpatterns = [
         annotate_api.CampaignAgreementApi.as_view(),
         name="api-campaign-agreement",
     ),
+    # Judges beside people: votes and agreement (researchers and admins), ordering (admins)
+    path(
+        "campaigns/<id:campaign_id>/judge-votes",
+        judges_api.CampaignJudgeVotesApi.as_view(),
+        name="api-campaign-judge-votes",
+    ),
+    path(
+        "campaigns/<id:campaign_id>/judge-agreement",
+        judges_api.CampaignJudgeAgreementApi.as_view(),
+        name="api-campaign-judge-agreement",
+    ),
+    path("campaigns/<id:campaign_id>/order", judges_api.CampaignOrderApi.as_view(), name="api-campaign-order"),
+    path("judges/", judges_api.JudgeListCreateApi.as_view(), name="api-judges"),
+    path("judges/<id:judge_id>", judges_api.JudgeDetailApi.as_view(), name="api-judge"),
+    path("judges/<id:judge_id>/calls", judges_api.JudgeCallsApi.as_view(), name="api-judge-calls"),
     # Datasets (researchers and admins)
     path("datasets/", dataset_api.DatasetListCreateApi.as_view(), name="api-datasets"),
     path("datasets/<id:snapshot_id>", dataset_api.DatasetDetailApi.as_view(), name="api-dataset"),

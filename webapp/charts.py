@@ -433,3 +433,57 @@ def metric_charts(series: dict[str, list[tuple[float, float | None]]]) -> list[d
         }
         for namespace in sorted(groups, key=rank)
     ]
+
+
+def interval_chart_svg(
+    rows: list[tuple[str, float | None, float | None, float | None]],
+    *,
+    title: str,
+    lo: float = 0.0,
+    hi: float = 1.0,
+    unit: str = "%",
+    width: float = WIDTH,
+) -> SafeString:
+    """One row per (label, value, low, high): a dot at the value and a line over its interval,
+    on a shared horizontal axis from `lo` to `hi` (a row without a value says "no data")."""
+    if not rows:
+        return _no_data(title, width=width)
+    row_height, label_width = 26, min(160.0, max(text_width(str(r[0])) for r in rows) + 12)
+    height = TOP + row_height * len(rows) + 28
+    ticks = nice_ticks(lo, hi)
+    # The last tick's label is centred on the axis' end: leave room for its right half.
+    left, right = label_width, width - max(RIGHT, text_width(readable_number(ticks[-1], unit)) / 2 + 4)
+
+    def to_x(v: float) -> float:
+        return left + (min(hi, max(lo, v)) - lo) / ((hi - lo) or 1) * (right - left)
+
+    parts = _open(width, height, title)
+    _title(parts, title, width)
+    axis_y = TOP + row_height * len(rows) + 4
+    for t in ticks:
+        x = to_x(t)
+        parts.append(f'<line class="gridline" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{axis_y:.1f}"/>')
+        parts.append(
+            f'<text class="tick" x="{x:.1f}" y="{axis_y + 14:.1f}" text-anchor="middle">'
+            f"{escape(readable_number(t, unit))}</text>"
+        )
+    for i, (label, value, low, high) in enumerate(rows):
+        y = TOP + row_height * i + row_height / 2
+        shown = escape(_fit(str(label), label_width - 8))
+        parts.append(f'<text class="tick" x="{left - 6:.1f}" y="{y + 4:.1f}" text-anchor="end">{shown}</text>')
+        if not is_number(value) or not math.isfinite(value):
+            parts.append(f'<text class="tick" x="{left + 4:.1f}" y="{y + 4:.1f}">no data</text>')
+            continue
+        hover = f"{label}: {readable_number(value, unit)}"
+        if is_number(low) and is_number(high):
+            hover += f" ({readable_number(low, unit)} to {readable_number(high, unit)})"
+            parts.append(
+                f'<line class="line line-{i % 6}" x1="{to_x(low):.1f}" y1="{y:.1f}" x2="{to_x(high):.1f}" '
+                f'y2="{y:.1f}" stroke-width="3"/>'
+            )
+        parts.append(
+            f'<circle class="point point-{i % 6}" cx="{to_x(value):.1f}" cy="{y:.1f}" r="5">'
+            f"<title>{escape(hover)}</title></circle>"
+        )
+    parts.append("</svg>")
+    return mark_safe("".join(parts))

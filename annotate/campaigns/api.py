@@ -14,7 +14,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.models import Campaign, CampaignFill
+from annotate.models import Campaign, CampaignFill, JudgeMode
 from annotate.selectors import campaign_activity, campaigns_progress_set, campaigns_visible, campaigns_with_progress
 from annotate.services.campaign_fill import FILL_STRATEGIES, campaign_fill_create, fill_preview, fill_request_clean
 from annotate.services.campaigns import (
@@ -85,6 +85,12 @@ class CampaignOutput(serializers.Serializer):
     cloned_from = serializers.IntegerField(
         source="cloned_from_id", allow_null=True, help_text="The campaign this one was cloned from."
     )
+    judge_mode = serializers.ChoiceField(
+        choices=JudgeMode.choices, help_text="What annotators see of a judge's vote (docs/judges.md)."
+    )
+    shown_judge = serializers.IntegerField(
+        source="shown_judge_id", allow_null=True, help_text="The judge whose vote is shown or filled in."
+    )
     may_label = serializers.BooleanField(help_text="Whether the caller may label it.")
     progress = CampaignProgress()
     created_at = serializers.DateTimeField()
@@ -116,6 +122,8 @@ class CampaignInput(serializers.Serializer):
     pool = serializers.ListField(child=serializers.CharField(), required=False, help_text="Usernames (or user ids).")
     environment = serializers.CharField(required=False, allow_blank=True)
     task_split = serializers.CharField(required=False, allow_blank=True, help_text="train, dev, eval or empty (any).")
+    judge_mode = serializers.ChoiceField(choices=JudgeMode.choices, required=False)
+    shown_judge = IdField(required=False, allow_null=True, help_text="A judge id, or null.")
     status = serializers.ChoiceField(choices=["draft", "active"], required=False, help_text="On create only.")
 
 

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from annotate.models import Campaign, CampaignFill, ImportBatch, Policy, Task
+from annotate.models import Campaign, CampaignFill, ImportBatch, Judge, JudgeMode, Policy, Task
 from annotate.selectors import campaign_activity, campaigns_with_progress
 from annotate.services.campaign_fill import (
     FILL_STRATEGIES,
@@ -110,6 +110,8 @@ def _settings_from_post(post) -> dict:
         "pool": [pk for pk in map(parse_id, post.getlist("pool")) if pk is not None],
         "environment": post.get("environment", ""),
         "task_split": post.get("task_split", ""),
+        "judge_mode": post.get("judge_mode", "blind"),
+        "shown_judge": post.get("shown_judge", ""),
     }
 
 
@@ -130,6 +132,8 @@ def _form_context(campaign: Campaign | None, values: dict, errors: dict) -> dict
         "environments": environments,
         "labelers": labelers,
         "splits": Task.Split.values,
+        "judge_modes": JudgeMode.choices,
+        "judges": Judge.objects.order_by("name")[:200],
         "error_summary": [
             (FIELD_LABELS.get(f, "") if f != "__all__" else "", m) for f, messages in errors.items() for m in messages
         ],
@@ -150,6 +154,8 @@ FIELD_LABELS = {
     "pool_only": "Who may label",
     "environment": "Environment",
     "task_split": "Task split",
+    "judge_mode": "Judge mode",
+    "shown_judge": "Judge shown",
 }
 
 
@@ -181,6 +187,8 @@ def _values_of(campaign: Campaign) -> dict:
         "pool": list(campaign.pool.values_list("pk", flat=True)),
         "environment": campaign.environment,
         "task_split": campaign.task_split,
+        "judge_mode": campaign.judge_mode,
+        "shown_judge": str(campaign.shown_judge_id or ""),
     }
 
 

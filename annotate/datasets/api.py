@@ -56,6 +56,14 @@ class DatasetListCreateApi(APIView):
         min_votes = Int32Field(min_value=1, max_value=1000, default=1)
         min_agreement = serializers.FloatField(min_value=0, max_value=1, default=0.0)
         include_synthetic = serializers.BooleanField(default=False)
+        feedback = serializers.ChoiceField(
+            choices=["human", "ai", "both"],
+            default="human",
+            help_text="Whose votes: people's (default), judges' (AI feedback), or both kept apart (marked by source).",
+        )
+        judges = serializers.ListField(
+            child=IdField(), required=False, default=list, max_length=100, help_text="Which judges (default: all)."
+        )
         date_from = serializers.DateField(required=False, allow_null=True, default=None)
         date_to = serializers.DateField(required=False, allow_null=True, default=None)
         aggregation = serializers.ChoiceField(choices=["majority", "mean"], default="majority")

@@ -1,6 +1,6 @@
 from django import forms
 
-from annotate.models import Campaign
+from annotate.models import Campaign, Judge
 from webapp.api_input import INT32_MAX
 
 
@@ -25,6 +25,22 @@ class SnapshotForm(forms.Form):
         min_value=0, max_value=1, initial=0.0, help_text="Share of votes on the winning side, 0-1."
     )
     include_synthetic = forms.BooleanField(required=False, help_text="Judgements by simulated annotators.")
+    feedback = forms.ChoiceField(
+        choices=[
+            ("human", "People's votes only"),
+            ("ai", "Judges' votes only (AI feedback)"),
+            ("both", "Both, kept apart (people's where they voted, judges' elsewhere)"),
+        ],
+        initial="human",
+        required=False,  # left out: people's votes only
+        help_text="Judges' votes go in only if asked, marked source ai in the files and on the card.",
+    )
+    judges = forms.ModelMultipleChoiceField(
+        queryset=Judge.objects.order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Whose AI feedback (none ticked: every judge's).",
+    )
     date_from = forms.DateField(
         required=False,
         widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),

@@ -40,8 +40,8 @@ from django.db import connection, transaction
 from django.db.models import Case, Exists, F, OuterRef, Value, When
 from django.utils import timezone
 
-from annotate.judgement_input import SCALE, Verdict, judgement_parse
-from annotate.models import Assignment, Campaign, Comparison, Judgement
+from annotate.judgement_input import SCALE, Verdict, judgement_parse, verdict_in_ab_terms
+from annotate.models import Assignment, Campaign, Comparison, Judgement, JudgeMode, JudgeVote
 from annotate.services import labeling_sql
 from annotate.services.campaigns import campaign_may_label, dimensions_of
 from webapp.db import instance_from_values
@@ -204,18 +204,7 @@ def _assignment_next_orm(*, campaign: Campaign, annotator, want_gold: bool) -> A
 
 def _to_ab(assignment: Assignment, verdict: Verdict) -> dict:
     """Screen terms to A/B terms through the assignment's side mapping."""
-    left_is_a = assignment.left_is_a
-    choice = verdict.choice if left_is_a else 6 - verdict.choice
-    wrong_a, wrong_b = (
-        (verdict.first_wrong_left, verdict.first_wrong_right)
-        if left_is_a
-        else (verdict.first_wrong_right, verdict.first_wrong_left)
-    )
-    ratings = {}
-    for dim, sides in (verdict.ratings or {}).items():
-        a, b = (sides.get("left"), sides.get("right")) if left_is_a else (sides.get("right"), sides.get("left"))
-        ratings[dim] = {k: v for k, v in (("A", a), ("B", b)) if v is not None}
-    return {"choice": choice, "first_wrong_step_a": wrong_a, "first_wrong_step_b": wrong_b, "ratings": ratings}
+    return verdict_in_ab_terms(verdict, left_is_a=assignment.left_is_a)
 
 
 def _checked(assignment: Assignment, verdict: Verdict, *, sizes: tuple[int, int] | None = None) -> Verdict:
@@ -263,6 +252,18 @@ def _judgement_fields(assignment: Assignment, verdict: Verdict, now) -> dict:
     }
 
 
+def _judge_suggestion(comparison: Comparison, campaign: Campaign) -> int | None:
+    """What a prefilled form showed (A/B terms): the campaign's judge's vote on the comparison.
+    The PostgreSQL path reads the same in SUBMIT_WRITE."""
+    if campaign.judge_mode != JudgeMode.PREFILLED or campaign.shown_judge_id is None:
+        return None
+    return (
+        JudgeVote.objects.filter(comparison=comparison, judge_id=campaign.shown_judge_id, probe=JudgeVote.Probe.FIRST)
+        .values_list("choice", flat=True)
+        .first()
+    )
+
+
 LEASE_LOST = "Your lease on this comparison expired and it already has all its votes: your judgement was not stored."
 
 
@@ -292,7 +293,7 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
     if row is None or row[1] != Assignment.Status.LEASED:
         return None
     (_, status, left_is_a, shown_at, created_at, comparison_id, is_gold, campaign_id, size_a, size_b,
-     name, campaign_status, pool_only, k, dimensions, rationale_required) = row  # fmt: skip
+     name, campaign_status, pool_only, k, dimensions, rationale_required, judge_mode, shown_judge_id) = row  # fmt: skip
     campaign = instance_from_values(
         Campaign,
         {
@@ -303,6 +304,8 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
             "votes_per_comparison": k,
             "dimensions": labeling_sql.json_column(dimensions),
             "rationale_required": rationale_required,
+            "judge_mode": judge_mode,
+            "shown_judge_id": shown_judge_id,
         },
     )
     comparison = instance_from_values(Comparison, {"id": comparison_id, "campaign_id": campaign_id, "is_gold": is_gold})
@@ -350,7 +353,7 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
             **fields,
         },
     )
-    judgement.annotator = annotator
+    judgement.annotator, judgement.comparison = annotator, comparison
     return judgement, True
 
 
@@ -384,7 +387,11 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
         if not took:
             return None
     judgement = Judgement.objects.create(
-        comparison=comparison, annotator=annotator, assignment=assignment, **_judgement_fields(assignment, verdict, now)
+        comparison=comparison,
+        annotator=annotator,
+        assignment=assignment,
+        judge_suggestion=_judge_suggestion(comparison, campaign),
+        **_judgement_fields(assignment, verdict, now),
     )
     assignment.status = Assignment.Status.SUBMITTED
     assignment.finished_at = now

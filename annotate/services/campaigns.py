@@ -15,7 +15,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from annotate.models import Campaign, Comparison, Judgement, Task
+from annotate.models import Campaign, Comparison, Judge, Judgement, JudgeMode, Task
 from webapp import json_input
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_has_role
@@ -38,6 +38,8 @@ SETTINGS = (
     "pool",
     "environment",
     "task_split",
+    "judge_mode",
+    "shown_judge",
 )
 
 # status -> {action: new status}
@@ -331,6 +333,8 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
             )
         else:
             out["task_split"] = split
+    if "judge_mode" in data or "shown_judge" in data:
+        out.update(_judge_shown(data, campaign, problems))
     if "status" in data and campaign is None:
         if data["status"] not in (Campaign.Status.DRAFT, Campaign.Status.ACTIVE):
             problems.append({"field": "status", "message": "a new campaign starts as draft or active."})
@@ -344,6 +348,37 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
             + "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
             + (" ..." if len(problems) > 5 else ""),
             details=problems,
+        )
+    return out
+
+
+def _judge_shown(data: dict, campaign: Campaign | None, problems: list) -> dict:
+    """The judge mode and the judge it shows: a mode other than blind needs a judge."""
+    out = {}
+    mode = data.get("judge_mode", getattr(campaign, "judge_mode", JudgeMode.BLIND))
+    if mode not in JudgeMode.values:
+        problems.append(
+            {"field": "judge_mode", "message": f"one of {', '.join(JudgeMode.values)}; got {str(mode)[:40]!r}."}
+        )
+        return out
+    out["judge_mode"] = mode
+    judge = getattr(campaign, "shown_judge", None)
+    if "shown_judge" in data:
+        value = data["shown_judge"]
+        if value in (None, ""):
+            judge = None
+        elif isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+            problems.append({"field": "shown_judge", "message": f"a judge id or null; got {str(value)[:40]!r}."})
+            return out
+        else:
+            judge = Judge.objects.filter(pk=int(value)).first()
+            if judge is None:
+                problems.append({"field": "shown_judge", "message": f"no judge with id {str(value)[:20]}."})
+                return out
+        out["shown_judge"] = judge
+    if mode != JudgeMode.BLIND and judge is None:
+        problems.append(
+            {"field": "shown_judge", "message": f"judge mode {mode} shows a judge's vote: choose the judge."}
         )
     return out
 
@@ -365,6 +400,8 @@ def _apply(campaign: Campaign, values: dict) -> None:
     if values.get("guidelines") is not None:  # rendered when checked: saving does not render them again
         campaign.set_guidelines(values.pop("guidelines"), values.pop("guidelines_html"))
     values.pop("guidelines_html", None)
+    if "shown_judge" in values:  # may be None: no judge shown
+        campaign.shown_judge = values.pop("shown_judge")
     for key, value in values.items():
         if value is not None:
             setattr(campaign, key, value)
@@ -436,6 +473,8 @@ def campaign_clone(*, campaign: Campaign, name: str, created_by) -> Campaign:
         gold_rate=campaign.gold_rate,
         dimensions=dimensions_of(campaign),
         rationale_required=campaign.rationale_required,
+        judge_mode=campaign.judge_mode,
+        shown_judge=campaign.shown_judge,
         pool_only=campaign.pool_only,
         environment=campaign.environment,
         task_split=campaign.task_split,

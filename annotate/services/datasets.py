@@ -21,8 +21,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotate.agreement import krippendorff_alpha_ordinal, pairwise_agreement
-from annotate.models import Campaign, DatasetSnapshot, Judgement, SnapshotJudgement, SnapshotPair
-from annotate.preferences import RULES, aggregate, task_split
+from annotate.models import Campaign, DatasetSnapshot, Judge, Judgement, JudgeVote, SnapshotJudgement, SnapshotPair
+from annotate.preferences import FEEDBACK, RULES, aggregate, task_split
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish
 
@@ -37,6 +37,10 @@ class SnapshotFilters:
     include_synthetic: bool = False
     date_from: date | None = None
     date_to: date | None = None
+    # Whose votes: people's (the default), judges' (AI feedback), or both kept apart (a comparison
+    # people voted on is theirs; one only judges voted on is the judges'). `judges`: which (all: empty).
+    feedback: str = "human"
+    judges: tuple[int, ...] = ()
 
     def as_json(self) -> dict:
         return {
@@ -46,6 +50,8 @@ class SnapshotFilters:
             "exclude_gold": True,
             "date_from": self.date_from.isoformat() if self.date_from else None,
             "date_to": self.date_to.isoformat() if self.date_to else None,
+            "feedback": self.feedback,
+            "judges": list(self.judges),
         }
 
     @classmethod
@@ -56,6 +62,8 @@ class SnapshotFilters:
             include_synthetic=data.get("include_synthetic", False),
             date_from=date.fromisoformat(data["date_from"]) if data.get("date_from") else None,
             date_to=date.fromisoformat(data["date_to"]) if data.get("date_to") else None,
+            feedback=data.get("feedback", "human"),
+            judges=tuple(data.get("judges") or ()),
         )
 
 
@@ -72,8 +80,21 @@ def matching_judgements(*, campaign_ids: list[int], filters: SnapshotFilters) ->
     return qs
 
 
+def matching_judge_votes(*, campaign_ids: list[int], filters: SnapshotFilters) -> QuerySet[JudgeVote]:
+    """Judges' first votes on the campaigns' comparisons (gold never), of the judges the filters name."""
+    qs = JudgeVote.objects.filter(
+        comparison__campaign_id__in=campaign_ids, comparison__is_gold=False, probe=JudgeVote.Probe.FIRST
+    )
+    return qs.filter(judge_id__in=filters.judges) if filters.judges else qs
+
+
 def _validate(*, name, campaigns, filters, aggregation, ties, test_fraction) -> None:
     problems = []
+    if filters.feedback not in FEEDBACK:
+        problems.append(f"feedback must be one of {', '.join(FEEDBACK)}")
+    missing = set(filters.judges) - set(Judge.objects.filter(pk__in=filters.judges).values_list("pk", flat=True))
+    if missing:
+        problems.append(f"no judge with id {', '.join(map(str, sorted(missing)))}")
     if not name.strip():
         problems.append("a snapshot needs a name")
     if not campaigns:
@@ -110,9 +131,13 @@ def snapshot_create(
     _validate(
         name=name, campaigns=campaigns, filters=filters, aggregation=aggregation, ties=ties, test_fraction=test_fraction
     )
-    n = matching_judgements(campaign_ids=[c.id for c in campaigns], filters=filters).count()
+    ids = [c.id for c in campaigns]
+    n = 0 if filters.feedback == "ai" else matching_judgements(campaign_ids=ids, filters=filters).count()
+    if filters.feedback != "human":
+        n += matching_judge_votes(campaign_ids=ids, filters=filters).count()
     if n == 0:
-        raise ArbiterError("No judgement matches these campaigns and filters; nothing was created.")
+        what = {"human": "judgement", "ai": "judge vote", "both": "judgement or judge vote"}[filters.feedback]
+        raise ArbiterError(f"No {what} matches these campaigns and filters; nothing was created.")
     with transaction.atomic():
         snapshot = DatasetSnapshot.objects.create(
             name=name.strip(),
@@ -194,30 +219,15 @@ def _build(snapshot: DatasetSnapshot) -> None:
         if len(choices) < filters.min_votes:
             dropped["min_votes"] += 1
             return
-        pref = aggregate(choices, snapshot.aggregation, adjudicated=adjudicated)
-        if pref.agreement < filters.min_agreement:
-            dropped["min_agreement"] += 1
-            return
-        if pref.preferred == "tie" and snapshot.ties == "drop":
-            dropped["ties"] += 1
-            return
-        split = task_split(external_id, seed=snapshot.seed, test_fraction=snapshot.test_fraction)
-        pairs.append(
-            SnapshotPair(
-                snapshot_id=snapshot.pk,
-                comparison_id=comparison_id,
-                task_id=task_id,
-                split=split,
-                preferred=pref.preferred,
-                margin=pref.margin,
-                votes=pref.votes,
-                agreement=pref.agreement,
-            )
-        )
-        members.extend((r[0], split, external_id, r[6]) for r in group)
-        units.append(choices)
+        pair = _pair(snapshot, filters, dropped, choices, comparison_id, task_id, external_id, adjudicated=adjudicated)
+        if pair is not None:
+            pairs.append(pair)
+            members.extend((r[0], pair.split, external_id, r[6]) for r in group)
+            units.append(choices)
 
-    for row in rows.iterator(chunk_size=5000):
+    voted_by_people: set[int] = set()
+    for row in rows.iterator(chunk_size=5000) if filters.feedback != "ai" else ():
+        voted_by_people.add(row[1])
         if current and row[1] != current[0][1]:
             close(current)
             current = []
@@ -227,6 +237,9 @@ def _build(snapshot: DatasetSnapshot) -> None:
             _progress(snapshot.pk, 0.8 * seen / max(total, 1))
     if current:
         close(current)
+    judges: list[dict] = []
+    if filters.feedback != "human":
+        judges = _judge_pairs(snapshot, filters, campaign_ids, voted_by_people, pairs, dropped)
     if not pairs:
         raise ArbiterError(
             "No comparison is left after the filters "
@@ -237,7 +250,8 @@ def _build(snapshot: DatasetSnapshot) -> None:
 
     digest = hashlib.sha256()
     for p in pairs:
-        digest.update(f"{p.comparison_id}|{p.split}|{p.preferred}|{p.margin}|{p.votes}\n".encode())
+        marked = "" if p.source == "human" else f"|{p.source}"  # people's pairs hash as they always did
+        digest.update(f"{p.comparison_id}|{p.split}|{p.preferred}|{p.margin}|{p.votes}{marked}\n".encode())
     for judgement_id, *_ in members:
         digest.update(f"j{judgement_id}\n".encode())
     agreement = pairwise_agreement(units)
@@ -250,6 +264,9 @@ def _build(snapshot: DatasetSnapshot) -> None:
         "test_tasks": len({p.task_id for p in pairs if p.split == "test"}),
         "ties": sum(p.preferred == "tie" for p in pairs),
         "dropped": dropped,
+        "feedback": filters.feedback,
+        "sources": {"human": sum(p.source == "human" for p in pairs), "ai": sum(p.source == "ai" for p in pairs)},
+        "judges": judges,
         "agreement": {
             "krippendorff_alpha_ordinal": krippendorff_alpha_ordinal(units),
             "pairwise_with_ties": agreement.with_ties,
@@ -281,6 +298,56 @@ def _build(snapshot: DatasetSnapshot) -> None:
         )
 
 
+def _pair(
+    snapshot, filters, dropped: dict, choices, comparison_id, task_id, external_id, *, adjudicated=None, source="human"
+) -> SnapshotPair | None:
+    """One comparison's votes as its frozen preference, or None (counted in `dropped`) when the
+    agreement or tie rules leave it out: the same rules for people's votes and judges'."""
+    pref = aggregate(choices, snapshot.aggregation, adjudicated=adjudicated)
+    if pref.agreement < filters.min_agreement:
+        dropped["min_agreement"] += 1
+        return None
+    if pref.preferred == "tie" and snapshot.ties == "drop":
+        dropped["ties"] += 1
+        return None
+    return SnapshotPair(
+        snapshot_id=snapshot.pk,
+        comparison_id=comparison_id,
+        task_id=task_id,
+        split=task_split(external_id, seed=snapshot.seed, test_fraction=snapshot.test_fraction),
+        preferred=pref.preferred,
+        margin=pref.margin,
+        votes=pref.votes,
+        agreement=pref.agreement,
+        source=source,
+    )
+
+
+def _judge_pairs(snapshot, filters, campaign_ids, voted_by_people: set[int], pairs: list, dropped: dict) -> list[dict]:
+    """Add the judges' pairs (source ai): the majority of the chosen judges' first votes on each
+    comparison people did not vote on (all of them for AI feedback alone). An admin's ruling is
+    people's, so it does not enter a judges' pair; min_votes is about people's votes."""
+    votes = matching_judge_votes(campaign_ids=campaign_ids, filters=filters).order_by("comparison_id", "judge_id")
+    rows = votes.values_list(
+        "comparison_id", "choice", "judge_id", "comparison__task_id", "comparison__task__external_id"
+    )
+    by_comparison: dict[int, list[tuple]] = {}
+    for row in rows.iterator(chunk_size=5000):
+        if row[0] not in voted_by_people:
+            by_comparison.setdefault(row[0], []).append(row)
+    used: set[int] = set()
+    for comparison_id, group in by_comparison.items():
+        _, _, _, task_id, external_id = group[0]
+        pair = _pair(
+            snapshot, filters, dropped, [r[1] for r in group], comparison_id, task_id, external_id, source="ai"
+        )
+        if pair is not None:
+            pairs.append(pair)
+            used.update(r[2] for r in group)
+    pairs.sort(key=lambda p: p.comparison_id)
+    return [{"id": j.pk, "name": j.name, "kind": j.kind} for j in Judge.objects.filter(pk__in=used).order_by("name")]
+
+
 SNAPSHOT_STALE_REASON = "The worker stopped before the snapshot was built; nothing was frozen. Create it again."
 
 
@@ -292,6 +359,8 @@ def snapshot_create_from_input(*, data: dict, campaigns: list[Campaign], created
         include_synthetic=data["include_synthetic"],
         date_from=data.get("date_from"),
         date_to=data.get("date_to"),
+        feedback=data.get("feedback") or "human",
+        judges=tuple(getattr(j, "pk", j) for j in data.get("judges") or ()),  # a form gives rows, the API ids
     )
     return snapshot_create(
         name=data["name"],

@@ -83,7 +83,9 @@ LEASE_FIELDS = ("id", "comparison_id", "left_is_a", "leased_until", "shown_at", 
 
 SCREEN = """
 SELECT a.id, a.left_is_a, a.leased_until, c.campaign_id, t.prompt,
-       ta.steps, ta.answer, tb.steps, tb.answer, cp.dimensions, cp.rationale_required
+       ta.steps, ta.answer, tb.steps, tb.answer, cp.dimensions, cp.rationale_required, cp.judge_mode,
+       (SELECT v.choice FROM annotate_judgevote v
+        WHERE v.comparison_id = c.id AND v.judge_id = cp.shown_judge_id AND v.probe = 'first')
 FROM annotate_assignment a
 JOIN annotate_comparison c ON c.id = a.comparison_id
 JOIN annotate_task t ON t.id = c.task_id
@@ -96,7 +98,8 @@ WHERE a.id = %(assignment)s
 SUBMIT_READ = """
 SELECT a.id, a.status, a.left_is_a, a.shown_at, a.created_at, a.comparison_id,
        c.is_gold, c.campaign_id, ta.num_steps, tb.num_steps,
-       cp.name, cp.status, cp.pool_only, cp.votes_per_comparison, cp.dimensions, cp.rationale_required
+       cp.name, cp.status, cp.pool_only, cp.votes_per_comparison, cp.dimensions, cp.rationale_required,
+       cp.judge_mode, cp.shown_judge_id
 FROM annotate_assignment a
 JOIN annotate_comparison c ON c.id = a.comparison_id
 JOIN annotate_trajectory ta ON ta.id = c.trajectory_a_id
@@ -122,9 +125,15 @@ WITH finished AS (
 )
 INSERT INTO annotate_judgement
     (created_at, updated_at, comparison_id, annotator_id, assignment_id, choice, both_bad, ratings,
-     first_wrong_step_a, first_wrong_step_b, rationale, seconds, synthetic)
+     first_wrong_step_a, first_wrong_step_b, rationale, seconds, synthetic, judge_suggestion)
 SELECT %(now)s, %(now)s, finished.comparison_id, %(annotator)s, finished.id, %(choice)s, %(both_bad)s,
-       %(ratings)s::jsonb, %(first_wrong_step_a)s, %(first_wrong_step_b)s, %(rationale)s, %(seconds)s, %(synthetic)s
+       %(ratings)s::jsonb, %(first_wrong_step_a)s, %(first_wrong_step_b)s, %(rationale)s, %(seconds)s, %(synthetic)s,
+       -- What a prefilled form showed: the campaign's judge's vote on this comparison (annotate/services/judges.py).
+       (SELECT v.choice FROM annotate_judgevote v
+        JOIN annotate_comparison jc ON jc.id = v.comparison_id
+        JOIN annotate_campaign jp ON jp.id = jc.campaign_id
+        WHERE v.comparison_id = finished.comparison_id AND v.judge_id = jp.shown_judge_id AND v.probe = 'first'
+          AND jp.judge_mode = 'prefilled')
 FROM finished
 RETURNING id
 """

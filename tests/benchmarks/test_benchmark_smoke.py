@@ -14,6 +14,7 @@ reward_model_probes, which reads an existing snapshot, on this test's own databa
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -204,6 +205,17 @@ def test_reward_model_train_against_plain_trl_and_its_learning_curve(bench):
     assert re.search(r"^\s+20  [\d.]+  [\d.]+$", out, re.MULTILINE)
 
 
+def test_judge_routing_runs_both_arms_to_finite_accuracies(bench, tmp_path):
+    out = bench("benchmarks/judge_routing.py", "--tiny", "--out", str(tmp_path / "routing.json"), timeout=180)
+    figures = json.loads((tmp_path / "routing.json").read_text())
+    assert set(figures["arms"]) == {"random", "disagreement"}
+    for arm in figures["arms"].values():
+        assert [p["labels"] for p in arm["curve"]] == [8, 16]
+        assert all(math.isfinite(p["mean"]) for p in arm["curve"])
+        assert arm["spent"]["labels"] == 8  # one round's batch chosen after the start
+    assert [r[0] for r in _table_rows(out) if r[0] in ("random", "disagreement")] == ["random", "disagreement"]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_reward_model_probes_trains_a_variant_and_probes_it(bench):
     from django.conf import settings
@@ -236,3 +248,9 @@ def test_suite_times_runs_make_test_on_databases_of_its_own(bench):
     )
     assert re.search(r"^\| idle \| \d+ min \d+ s \| \d+ min \d+ s \| \d+ passed.* \(passed\) \|", out, re.MULTILINE)
     assert "The ten slowest (idle)" in out
+
+
+def test_judge_run_times_a_chat_judge_run_against_its_client_alone(bench):
+    out = bench("benchmarks/judge_run.py", "--comparisons", "4", "--repeats", "1", "--concurrency", "2")
+    figures = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    assert figures["comparisons"] == 4 and figures["floor_ms_per_comparison"] > 0 and figures["ratio"] > 0

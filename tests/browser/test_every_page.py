@@ -37,6 +37,7 @@ NOT_PAGES = {
     "annotate/campaigns/<id:campaign_id>/fill": "POST",
     "annotate/campaigns/<id:campaign_id>/gold": "POST",
     "annotate/campaigns/<id:campaign_id>/gold/promote": "POST",
+    "annotate/campaigns/<id:campaign_id>/order/": "POST",
     "annotate/campaigns/<id:campaign_id>/fills/<id:fill_id>": "htmx fragment",
     "annotate/assignments/<id:assignment_id>/judgement/": "POST",
     "annotate/assignments/<id:assignment_id>/skip/": "POST",
@@ -89,6 +90,32 @@ def _routes(resolver=None, prefix=""):
             yield route
 
 
+def _judge_with_votes(campaign):
+    """A chat judge that answered every comparison (first, swapped and again), with its audit records."""
+    from annotate.models import Judge, JudgeCall, JudgeVote
+
+    judge = Judge.objects.create(
+        name="gpt-like judge", kind="chat", config={"base_url": "http://127.0.0.1:9/v1", "model": "judge-1"}
+    )
+    for n, comparison in enumerate(campaign.comparisons.order_by("id")):
+        for probe, choice in (("first", 2), ("swapped", 4 if n % 2 else 2), ("repeat", 2)):
+            JudgeVote.objects.create(
+                judge=judge, comparison=comparison, probe=probe, choice=choice, rationale="A reads"
+            )
+        JudgeCall.objects.create(
+            judge=judge,
+            comparison=comparison,
+            status="ok",
+            http_status=200,
+            request={"model": "judge-1", "messages": [{"role": "user", "content": "Compare A and B."}]},
+            response='{"verdict": "A better"}',
+            latency_s=0.8,
+            prompt_tokens=900,
+            completion_tokens=40,
+        )
+    return judge
+
+
 def world() -> dict:
     """Rows for every page, and the paths of the pages."""
     admin = UserFactory(username="boss", roles=["admin"])
@@ -133,6 +160,7 @@ def world() -> dict:
         created_by=admin,
     )
     annotator = UserFactory(username="ann", roles=["annotator"])
+    judge = _judge_with_votes(campaign)
     pages = {
         "home": "/",
         "login": "/login/",
@@ -151,6 +179,8 @@ def world() -> dict:
         "dataset": f"/annotate/datasets/{snapshot.pk}/",
         "runs": "/runs/",
         "run": f"/runs/{run.pk}/",
+        "judges": "/training/judges/",
+        "judge": f"/training/judges/{judge.pk}/",
         "policies": "/training/policies/",
         "policy": f"/training/policies/{built.start.pk}/",
         "evaluations": "/training/evaluations/",
@@ -194,6 +224,8 @@ def test_the_page_list_covers_every_route():
         "runs/<id:run_id>/",
         "training/policies/",
         "training/policies/<id:policy_id>/",
+        "training/judges/",
+        "training/judges/<id:judge_id>/",
         "training/evaluations/",
         "training/evaluations/<id:evaluation_id>/",
         "training/evaluations/<id:evaluation_id>/compare/",

@@ -9,7 +9,18 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ["envs", "policy", "simulation", "simulated_annotators", "rl", "evaluation", "loop", "run_kinds", "pipeline"]
+STAGES = [
+    "envs",
+    "policy",
+    "simulation",
+    "simulated_annotators",
+    "rl",
+    "evaluation",
+    "judges",
+    "loop",
+    "run_kinds",
+    "pipeline",
+]
 LEVEL = {
     "envs": 0,
     "policy": 1,
@@ -17,6 +28,7 @@ LEVEL = {
     "simulation": 2,
     "rl": 3,
     "evaluation": 4,
+    "judges": 4,
     "loop": 5,
     "run_kinds": 6,
     "pipeline": 7,

@@ -81,6 +81,37 @@ def _judgements(users, n=N):
     )
 
 
+def _judges(users):
+    from annotate.models import Judge
+
+    for i in range(N):
+        Judge.objects.create(name=f"judge-{i}", kind="rubric")
+    return token_client(users["researcher"]), "/api/v1/judges/", Judge.objects.order_by("-id")
+
+
+def _judge_votes(users):
+    from annotate.models import Comparison, Judge, JudgeVote
+
+    campaign = make_campaign(n_comparisons=N)
+    judge = Judge.objects.create(name="rubric", kind="rubric")
+    for comparison in Comparison.objects.filter(campaign=campaign):
+        JudgeVote.objects.create(judge=judge, comparison=comparison, choice=2)
+    return (
+        token_client(users["researcher"]),
+        f"/api/v1/campaigns/{campaign.pk}/judge-votes",
+        JudgeVote.objects.filter(comparison__campaign=campaign).order_by("id"),
+    )
+
+
+def _judge_calls(users):
+    from annotate.models import Judge, JudgeCall
+
+    judge = Judge.objects.create(name="chat", kind="chat")
+    for _ in range(N):
+        JudgeCall.objects.create(judge=judge, status="ok")
+    return token_client(users["admin"]), f"/api/v1/judges/{judge.pk}/calls", judge.calls.order_by("-id")
+
+
 def _evaluations(users):
     from training.models import Evaluation
 
@@ -141,6 +172,9 @@ LISTS = {
     "campaigns": _campaigns,
     "campaign fills": _fills,
     "campaign judgements": _judgements,
+    "judges": _judges,
+    "campaign judge votes": _judge_votes,
+    "judge calls": _judge_calls,
     "evaluations": _evaluations,
     "users": _users,
     "own tokens": _own_tokens,
@@ -306,6 +340,9 @@ def test_every_list_in_the_schema_is_paged():
         "/api/v1/campaigns/",
         "/api/v1/campaigns/{campaign_id}/fills/",
         "/api/v1/campaigns/{campaign_id}/judgements",
+        "/api/v1/campaigns/{campaign_id}/judge-votes",
+        "/api/v1/judges/",
+        "/api/v1/judges/{judge_id}/calls",
         "/api/v1/evaluations/",
         "/api/v1/users/",
         "/api/v1/tokens/",

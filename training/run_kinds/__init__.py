@@ -1,5 +1,6 @@
 """Run kinds of the training app, registered in apps.py: rollouts and behaviour cloning
-(agent.py); PPO, RLOO, GRPO, best-of-n and evaluation (improve.py); a loop's next round (loop.py)."""
+(agent.py); PPO, RLOO, GRPO, best-of-n and evaluation (improve.py); a loop's next round (loop.py);
+a judge voting on a campaign (judge.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from __future__ import annotations
 def register_kinds() -> None:
     from training.run_kinds.agent import register_agent_kinds
     from training.run_kinds.improve import register_improve_kinds
+    from training.run_kinds.judge import register_judge_kind
     from training.run_kinds.loop import register_loop_kinds
 
     register_agent_kinds()
     register_improve_kinds()
     register_loop_kinds()
+    register_judge_kind()

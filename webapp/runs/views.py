@@ -3,6 +3,8 @@ and resume."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from django.conf import settings
 from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -48,7 +50,9 @@ def run_new(request: HttpRequest, kind: str) -> HttpResponse:
     run_kind = get_kind(kind)
     if run_kind is None:
         raise Http404("No such run kind.")
-    form = RunLaunchForm(run_kind, request.POST or None)
+    # A link may fill in settings (?campaign_id=3 from a campaign's page); the form checks them on launch.
+    initial = {k: v[:200] for k, v in request.GET.items() if k in {f.name for f in fields(run_kind.config_class)}}
+    form = RunLaunchForm(run_kind, request.POST or None, initial=initial)
     error = ""
     if request.method == "POST" and form.is_valid():
         try:

@@ -74,13 +74,16 @@ def _figure_text(value: float, style: str) -> str:
 
 @register.filter
 def interval(figure, style: str = "2") -> str:
-    """A figure {mean, low, high} as "mean [low, high]", the interval kept on one line. `style`:
-    "percent" (a share, in %), "points" (a signed difference of shares, in percentage points) or
-    a number of digits. Only formatted numbers reach the markup."""
-    if not isinstance(figure, dict) or not _is_number(figure.get("mean")):
+    """A figure {mean (or value), low, high} as "mean [low, high]", the interval kept on one line.
+    `style`: "percent" (a share, in %), "points" (a signed difference of shares, in percentage
+    points) or a number of digits. Only formatted numbers reach the markup."""
+    if not isinstance(figure, dict):
+        return "–"
+    mean = figure.get("mean", figure.get("value"))
+    if not _is_number(mean):
         return "–"
     unit = {"percent": "%", "points": " pts"}.get(style, "")
-    text = _figure_text(figure["mean"], style) + unit
+    text = _figure_text(mean, style) + unit
     low, high = figure.get("low"), figure.get("high")
     if _is_number(low) and _is_number(high):
         text += f' <span class="ci">[{_figure_text(low, style)}, {_figure_text(high, style)}]</span>'

@@ -1,0 +1,268 @@
+"""Judge agreement statistics against hand-computed values (no database)."""
+
+import random
+
+import pytest
+
+from annotate.judge_agreement import (
+    ComparisonVotes,
+    Interval,
+    cohen_kappa,
+    dimensions_in,
+    human_majority,
+    judge_agreement,
+    position_bias,
+    self_consistency,
+)
+
+EMPTY = Interval(None, None, None)
+
+
+def votes(i, human, judge=None, **fields):
+    return ComparisonVotes(comparison_id=i, human=tuple(human), judge=judge, **fields)
+
+
+def noisy_rows(n, *, seed, right=0.7):
+    """Comparisons with three agreeing humans and a judge that matches them with probability `right`."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        choice = rng.choice([1, 3, 5])
+        judge = choice if rng.random() < right else rng.choice([c for c in (1, 3, 5) if c != choice])
+        rows.append(votes(i, [choice] * 3, judge))
+    return rows
+
+
+# --- Cohen's kappa -----------------------------------------------------------------------------
+
+
+def test_kappa_of_perfect_agreement_is_one():
+    assert cohen_kappa([(-1, -1), (0, 0), (1, 1), (1, 1)]) == pytest.approx(1.0)
+
+
+def test_kappa_at_chance_level_is_zero():
+    # Every combination once: observed 3/9 equals chance (3 * 3 * 3) / 81 = 1/3.
+    assert cohen_kappa([(a, b) for a in (-1, 0, 1) for b in (-1, 0, 1)]) == pytest.approx(0.0)
+    rng = random.Random(0)
+    independent = [(rng.choice([-1, 0, 1]), rng.choice([-1, 0, 1])) for _ in range(20000)]
+    assert abs(cohen_kappa(independent)) < 0.02
+
+
+def test_kappa_on_a_worked_three_class_example():
+    # (rater, reference): (-1,-1) x4, (0,0) x1, (1,1) x2, (-1,0), (1,-1), (0,1).
+    # Observed 7/10. Rater marginals -1:5, 0:2, 1:3; reference -1:5, 0:2, 1:3.
+    # Chance (25 + 4 + 9) / 100 = 0.38; kappa (0.7 - 0.38) / (1 - 0.38) = 0.32 / 0.62 = 16/31.
+    pairs = [(-1, -1)] * 4 + [(0, 0)] + [(1, 1)] * 2 + [(-1, 0), (1, -1), (0, 1)]
+    assert cohen_kappa(pairs) == pytest.approx(16 / 31)
+
+
+def test_kappa_is_undefined_when_chance_agreement_is_one():
+    assert cohen_kappa([(1, 1), (1, 1)]) is None
+    assert cohen_kappa([]) is None
+
+
+# --- Human majority and the judge against it ---------------------------------------------------
+
+
+def test_human_majority_needs_strictly_the_most_votes():
+    assert human_majority([1, 2, 5]) == -1  # "much better" and "better" are both A
+    assert human_majority([3, 3, 4]) == 0
+    assert human_majority([1, 5]) is None
+    assert human_majority([1, 5, 3]) is None
+    assert human_majority([]) is None
+
+
+# Comparisons used by the ceiling tests, directions in brackets:
+#   1: humans A, A, B [-1, -1, +1], majority -1, judge A. Left out: each A's others are A, B (no
+#      majority, skipped); B's others are A, A -> (+1, -1). One pair, a disagreement.
+#   2: humans B, B, majority +1, judge tie. Each B against the other B -> (+1, +1) twice.
+#   3: one human tie, majority 0, judge tie: counts against the judge, too few humans for the ceiling.
+#   4: humans A, B: no majority, counts nowhere.
+#   5: humans A x3, judge did not answer: counts nowhere.
+#   6: humans A, A, tie, majority -1, judge B. Each A is skipped; the tie's others are A, A -> (0, -1).
+CEILING_ROWS = [
+    votes(1, [1, 2, 5], 1),
+    votes(2, [4, 5], 3),
+    votes(3, [3], 3),
+    votes(4, [1, 5], 1),
+    votes(5, [1, 1, 1], None),
+    votes(6, [2, 2, 3], 5),
+]
+
+
+def test_judge_against_the_majority_skips_comparisons_without_one():
+    result = judge_agreement(CEILING_ROWS)
+    # Judge (-1, 0, 0, +1) against majority (-1, +1, 0, -1) on comparisons 1, 2, 3, 6: two right.
+    # Judge marginals -1:1, 0:2, +1:1; majority -1:2, 0:1, +1:1: chance 5/16, kappa (8-5)/(16-5).
+    assert result.dimension == "overall"
+    assert result.vs_humans.n == 4
+    assert result.vs_humans.accuracy.value == pytest.approx(0.5)
+    assert result.vs_humans.kappa.value == pytest.approx(3 / 11)
+
+
+def test_ceiling_leaves_each_human_out_and_the_judge_is_scored_on_the_same_comparisons():
+    result = judge_agreement(CEILING_ROWS)
+    # Ceiling pairs (+1,-1), (+1,+1), (+1,+1), (0,-1) from comparisons 1, 2, 6: two of four agree.
+    # Vote marginals +1:3, 0:1; others' majority -1:2, +1:2: chance 6/16, kappa (8-6)/(16-6) = 0.2.
+    assert result.ceiling.n == 3
+    assert result.ceiling.accuracy.value == pytest.approx(0.5)
+    assert result.ceiling.kappa.value == pytest.approx(0.2)
+    # The judge on 1, 2, 6 only (not 3): (-1,-1), (0,+1), (+1,-1). One of three; chance
+    # (1*2 + 1*0 + 1*1) / 9 = 1/3 equals observed, so kappa 0.
+    assert result.judge_on_ceiling.n == 3
+    assert result.judge_on_ceiling.accuracy.value == pytest.approx(1 / 3)
+    assert result.judge_on_ceiling.kappa.value == pytest.approx(0.0)
+
+
+def test_figures_by_week_are_grouped_and_sorted():
+    rows = [
+        votes(1, [1, 1], 1, week="2026-W48"),
+        votes(2, [5, 5], 1, week="2026-W02"),
+        votes(3, [5], 5, week="2026-W10"),
+        votes(4, [5, 5], 5, week="2026-W02"),
+        votes(5, [1, 5], 1, week="2026-W01"),  # no majority: the week has nothing to show
+    ]
+    by_week = judge_agreement(rows).by_week
+    assert [w.week for w in by_week] == ["2026-W02", "2026-W10", "2026-W48"]
+    assert [w.figures.n for w in by_week] == [2, 1, 1]
+    assert [w.figures.accuracy.value for w in by_week] == [0.5, 1.0, 1.0]
+
+
+def test_a_dimension_takes_directions_from_ratings_and_ignores_votes_without_it():
+    rows = [
+        # Humans chose B overall, and so did the judge; on helpfulness they rated A higher
+        # (A, tie, A) while the judge rated B higher.
+        votes(
+            1,
+            [5, 5, 5],
+            5,
+            human_ratings=(
+                {"helpful": {"A": 4, "B": 2}},
+                {"helpful": {"A": 5, "B": 5}},
+                {"helpful": {"A": 3, "B": 1}},
+            ),
+            judge_ratings={"helpful": {"A": 2, "B": 3}},
+        ),
+        # One human rated helpfulness (B); the others lack it or a side, and do not count as ties.
+        votes(
+            2,
+            [1, 1, 1, 1],
+            5,
+            human_ratings=({"helpful": {"A": 1, "B": 4}}, {}, {"safe": {"A": 1, "B": 1}}, {"helpful": {"A": 3}}),
+            judge_ratings={"helpful": {"A": 1, "B": 2}, "safe": {"A": 2, "B": 2}},
+        ),
+        # The judge did not rate helpfulness here.
+        votes(3, [1], 1, human_ratings=({"helpful": {"A": 5, "B": 1}},), judge_ratings={"safe": {"A": 1, "B": 1}}),
+    ]
+    assert dimensions_in(rows) == ["overall", "helpful", "safe"]
+    overall = judge_agreement(rows).vs_humans  # the choices: right on 1 and 3, wrong on 2
+    assert (overall.n, overall.accuracy.value) == (3, pytest.approx(2 / 3))
+    helpful = judge_agreement(rows, dimension="helpful")
+    assert helpful.dimension == "helpful"
+    assert (helpful.vs_humans.n, helpful.vs_humans.accuracy.value) == (2, 0.5)
+    # Only comparison 1 has two humans rating helpfulness: A's others (tie, A) have no majority;
+    # the tie's others (A, A) give (0, -1); the second A's others (A, tie) have none.
+    assert helpful.ceiling.n == 1
+    assert helpful.ceiling.accuracy.value == 0.0
+
+
+# --- Position bias and self-consistency --------------------------------------------------------
+
+
+def test_a_judge_that_always_picks_the_first_shown_side():
+    # Asked plainly it picks A; asked swapped it picks what was shown first, which is B in A/B terms.
+    rows = [votes(i, [1], judge, swapped=swapped) for i, (judge, swapped) in enumerate([(1, 5), (2, 4), (1, 4)])]
+    result = position_bias(rows)
+    assert result.n == 3 and result.first_shown_n == 6
+    assert result.flip_rate == Interval(1.0, 1.0, 1.0)
+    assert result.first_shown_rate == Interval(1.0, 1.0, 1.0)
+
+
+def test_position_bias_on_a_mixed_example():
+    rows = [
+        votes(1, [1], 1, swapped=5),  # flip; both asks pick the first shown
+        votes(2, [1], 2, swapped=4),  # flip; both first shown
+        votes(3, [1], 5, swapped=5),  # steady B: second shown, then first shown
+        votes(4, [1], 3, swapped=3),  # steady tie: no non-tie answer
+        votes(5, [1], 3, swapped=1),  # flip; the swapped ask picks A, shown second
+        votes(6, [1], 1),  # never asked swapped
+    ]
+    result = position_bias(rows)
+    assert result.n == 5
+    assert result.flip_rate.value == pytest.approx(3 / 5)
+    assert result.first_shown_n == 7
+    assert result.first_shown_rate.value == pytest.approx(5 / 7)
+
+
+def test_self_consistency():
+    rows = [
+        votes(1, [1], 1, repeat=2),  # A, A
+        votes(2, [1], 5, repeat=4),  # B, B
+        votes(3, [1], 3, repeat=3),  # tie, tie
+        votes(4, [1], 1, repeat=5),  # A, B
+        votes(5, [1], 4, repeat=3),  # B, tie
+        votes(6, [1], 4),  # never asked again
+    ]
+    result = self_consistency(rows)
+    assert result.n == 5
+    assert result.agreement.value == pytest.approx(3 / 5)
+    # First ask -1:2, 0:1, +1:2; repeat -1:1, 0:2, +1:2: chance 8/25, kappa (15-8)/(25-8).
+    assert result.kappa.value == pytest.approx(7 / 17)
+    assert result.kappa.value == pytest.approx(cohen_kappa([(-1, -1), (1, 1), (0, 0), (-1, 1), (1, 0)]))
+
+
+# --- Intervals and empty input -----------------------------------------------------------------
+
+
+def test_intervals_contain_the_value_and_are_deterministic_for_a_seed():
+    rows = noisy_rows(200, seed=1)
+    first = judge_agreement(rows, resamples=300, seed=7)
+    for interval in (first.vs_humans.accuracy, first.vs_humans.kappa, first.ceiling.accuracy):
+        assert interval.low <= interval.value <= interval.high
+    assert first.vs_humans.accuracy.low < first.vs_humans.accuracy.high
+    assert judge_agreement(rows, resamples=300, seed=7) == first
+    assert judge_agreement(rows, resamples=300, seed=8) != first
+
+
+def test_intervals_narrow_as_comparisons_grow():
+    def width(n):
+        accuracy = judge_agreement(noisy_rows(n, seed=2), resamples=300).vs_humans.accuracy
+        return accuracy.high - accuracy.low
+
+    assert width(2000) < width(50) / 3
+
+
+def test_a_wider_confidence_gives_a_wider_interval():
+    rows = noisy_rows(200, seed=3)
+    narrow = judge_agreement(rows, resamples=300, confidence=0.5).vs_humans.accuracy
+    wide = judge_agreement(rows, resamples=300, confidence=0.99).vs_humans.accuracy
+    assert wide.low < narrow.low and narrow.high < wide.high
+
+
+def test_resamples_with_undefined_kappa_are_left_out():
+    # Kappa is 1 on both comparisons together, undefined on a resample that draws only one of them.
+    kappa = judge_agreement([votes(1, [1, 1], 1), votes(2, [5, 5], 5)], seed=0).vs_humans.kappa
+    assert kappa == Interval(1.0, 1.0, 1.0)
+
+
+def test_empty_input_gives_no_figures():
+    result = judge_agreement([])
+    for figures in (result.vs_humans, result.ceiling, result.judge_on_ceiling):
+        assert figures.n == 0 and figures.accuracy == EMPTY and figures.kappa == EMPTY
+    assert result.by_week == []
+    assert position_bias([]) == position_bias([votes(1, [1], 1)])
+    bias = position_bias([])
+    assert (bias.n, bias.first_shown_n, bias.flip_rate, bias.first_shown_rate) == (0, 0, EMPTY, EMPTY)
+    consistency = self_consistency([])
+    assert (consistency.n, consistency.agreement, consistency.kappa) == (0, EMPTY, EMPTY)
+    assert dimensions_in([]) == ["overall"]
+    # Rows, but none the judge answered against a human majority.
+    assert judge_agreement([votes(1, [1, 5], 1), votes(2, [], 1), votes(3, [1], None)]).vs_humans.n == 0
+    assert judge_agreement([votes(1, [1], 1)], dimension="helpful").vs_humans.n == 0
+
+
+def test_kappa_undefined_on_all_rows_is_none_with_no_interval():
+    # Every human and the judge say A: accuracy is 1, kappa undefined.
+    result = judge_agreement([votes(1, [1, 1], 1), votes(2, [2], 1)])
+    assert result.vs_humans.accuracy == Interval(1.0, 1.0, 1.0)
+    assert result.vs_humans.kappa == EMPTY

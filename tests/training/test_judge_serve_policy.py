@@ -1,0 +1,90 @@
+"""The judges' chat client (training/judges/chat.py) against a real OpenAI-compatible server
+with a real model: a tiny cloned policy served by training/policy/serving.py, the server
+`manage.py serve_policy` runs (started here in-process, as tests/training/test_serve_policy.py
+does, with a key). That server refuses `response_format` with a 400 naming it, so the client
+must fall back to prompt mode; the tiny model does not write JSON, so each attempt is recorded
+as invalid and the item fails, after a bounded number of retries."""
+
+import json
+import threading
+
+import pytest
+
+from tests.helpers import answer, calculator_policy, call, seen
+from training.judges.chat import ChatJudgeClient, ChatJudgeSettings
+from training.judges.prompt import judge_messages, verdict_schema
+from training.policy.serving import PolicyServer, serve
+
+KEY = "sesame-judge"
+DIMENSIONS = [{"name": "correctness", "scale": 5, "description": "Is the final answer right?", "required": True}]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    policy_dir = calculator_policy(tmp_path_factory.mktemp("judged") / "calculator")
+    httpd = serve(PolicyServer(policy_dir, name="calculator", threads=1), "127.0.0.1", 0, api_key=KEY)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _messages(schema: dict) -> list[dict]:
+    return judge_messages(
+        guidelines="Prefer the correct answer.",
+        dimensions=DIMENSIONS,
+        task_prompt="What is 6 * 7?",
+        first=([call("calculate", expression="6*7"), seen("calculate", "42"), answer("42")], "42"),
+        second=([answer("41")], "41"),
+        schema=schema,
+    )
+
+
+def _settings(url: str, **overrides) -> ChatJudgeSettings:
+    values = {
+        "base_url": url,
+        "model": "calculator",
+        "api_key": KEY,
+        "max_retries": 1,
+        "backoff_s": 0.01,
+        "max_tokens": 24,
+        "requests_per_minute": 0,
+    }
+    return ChatJudgeSettings(**{**values, **overrides})
+
+
+def test_a_server_without_structured_output_gets_prompt_mode_and_a_model_without_json_fails_clearly(served):
+    schema = verdict_schema(DIMENSIONS)
+    messages = _messages(schema)
+    sleeps = []
+    client = ChatJudgeClient(_settings(served), schema=schema, sleep=sleeps.append)
+    got = client.ask(messages, key="comparison-1")
+
+    assert got.key == "comparison-1" and got.answer is None
+    assert got.error.startswith("no answer after 3 attempts; the last: "), got.error
+    assert [c.structured_output for c in got.calls] == ["json_schema", "prompt", "prompt"]
+    assert [c.status for c in got.calls] == ["error", "invalid", "invalid"], [c.error for c in got.calls]
+    assert [c.attempt for c in got.calls] == [1, 2, 3] and client.mode == "prompt"
+    assert len(sleeps) == 1  # one retry after an invalid answer; the fallback went at once
+
+    refused = got.calls[0]
+    assert refused.http_status == 400 and "prompt mode" in refused.error
+    assert json.loads(refused.response_text)["error"]["param"] == "response_format"
+    assert refused.request["response_format"]["json_schema"]["schema"] == schema
+    for attempt in got.calls[1:]:
+        assert attempt.http_status == 200 and attempt.error  # not JSON, or no text at all
+        assert "response_format" not in attempt.request and attempt.request["messages"] == messages
+        reply = json.loads(attempt.response_text)
+        assert reply["model"] == "calculator" and reply["choices"][0]["message"]["role"] == "assistant"
+        assert attempt.prompt_tokens == reply["usage"]["prompt_tokens"] > 0 and attempt.latency_s > 0
+    assert KEY not in json.dumps([c.request for c in got.calls]) + got.error
+
+
+def test_a_wrong_key_is_refused_once_and_not_recorded(served):
+    schema = verdict_schema(DIMENSIONS)
+    client = ChatJudgeClient(_settings(served, api_key="not-the-key"), schema=schema, sleep=lambda s: None)
+    got = client.ask(_messages(schema))
+    assert got.answer is None and len(got.calls) == 1 and got.calls[0].http_status == 401
+    assert got.error.startswith("HTTP 401: ") and got.error.endswith("(not retried)")
+    assert "not-the-key" not in got.error + got.calls[0].response_text + json.dumps(got.calls[0].request)

@@ -1,0 +1,582 @@
+"""A client for chat models that answer in JSON, behind any OpenAI-compatible endpoint (vLLM,
+SGLang, Ollama, llama.cpp's server, a hosted API): the transport of the judges.
+
+Plain Python and the standard library's `http.client`, no Django, no SDK. One request is
+`POST {base_url}/chat/completions` with the model, the messages, the temperature, max_tokens
+and, by `structured_output`, a `response_format`: "json_schema" (strict, the schema given to
+the client), "json_object", or "prompt" (none: the schema is in the messages, as
+`training.judges.prompt.judge_messages` puts it). The answer is `choices[0].message.content`
+as a JSON object (a ``` or ```json fence around it is taken off) that is valid against the
+schema.
+
+`ChatJudgeClient.ask(messages)` asks once, retrying what may go better a second time:
+connection errors, timeouts (`timeout_s` for connecting and for each read), HTTP 408, 409,
+429 and 5xx, and invalid answers (not a JSON object, not valid against the schema, no text
+content), up to `max_retries` times, after a wait of `Retry-After` where the server sends
+one, else a full-jitter exponential backoff (uniform in 0..backoff_s * 2**retry), at most
+60 s. Other 4xx are final, except a 400 that names response_format, json_schema or
+structured output while the client asks for structured output: the server cannot do it, so
+the client asks in "prompt" mode from then on, for every later request too, and at once.
+
+Every HTTP attempt leaves a `CallRecord` (the body sent, the raw reply, status, tokens, cost)
+for the audit log; the API key is sent only in the Authorization header and is cut out of
+any reply text or error that would hold it.
+
+`ChatJudgeClient.ask_many(items, on_answer=...)` asks many items `concurrency` at a time in
+threads, hands each `ChatAnswer` to `on_answer` in the caller's thread (where it may write to
+a database), and stops handing out items when `should_stop()` says so or the cost cap is
+reached. Requests of all threads start at least 60/requests_per_minute seconds apart. The
+cost of a request (usage tokens times the settings' prices) is known only once it is
+answered, so the cap, checked before every request, can be passed by the requests already in
+flight: at most `concurrency` of them.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import jsonschema
+import jsonschema.exceptions
+
+MODES = ("json_schema", "json_object", "prompt")
+SCHEMA_NAME = "verdict"  # response_format.json_schema.name
+RETRY_STATUSES = (408, 409, 429)  # and every 5xx
+MAX_DELAY_S = 60.0  # the longest wait before a retry, whatever Retry-After says
+REPLY_MAX_BYTES = 8 * 2**20  # a reply is read up to this; a longer one is refused
+RECORD_TEXT_MAX = 100_000  # the raw reply kept in a CallRecord
+ERROR_TEXT_MAX = 300
+CONCURRENCY_MAX = 256
+POLL_S = 1.0  # how often ask_many asks should_stop() while waiting for answers
+# Words in a 400's error text saying the server cannot do the response_format asked for.
+_STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "structured output", "structured_output")
+_FENCED = re.compile(r"```[A-Za-z]*\s*(.*?)\s*```", re.DOTALL)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_END = object()  # the end of ask_many's items
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # NaN and Infinity are not JSON
+
+
+@dataclass(frozen=True)
+class ChatJudgeSettings:
+    """Where the judge model is and how to ask it. `problems()` lists what is wrong."""
+
+    base_url: str = field(metadata={"help": "The endpoint's /v1 address, e.g. http://127.0.0.1:8000/v1."})
+    model: str = field(metadata={"help": "The model name the server knows."})
+    api_key: str = field(
+        default="", repr=False, metadata={"help": "Sent as Authorization: Bearer; empty for none. Never recorded."}
+    )
+    temperature: float = field(default=0.0, metadata={"help": "Sampling temperature, 0 to 2."})
+    timeout_s: float = field(default=60.0, metadata={"help": "Seconds to wait to connect and for each read."})
+    concurrency: int = field(default=4, metadata={"help": "Requests in flight at once in ask_many."})
+    requests_per_minute: float = field(
+        default=60.0, metadata={"help": "Requests started per minute, all threads together; 0 for no limit."}
+    )
+    max_retries: int = field(default=4, metadata={"help": "Retries of one item after its first attempt."})
+    backoff_s: float = field(default=1.0, metadata={"help": "Backoff base: retry r waits up to backoff_s * 2**r."})
+    max_tokens: int = field(default=1024, metadata={"help": "The longest answer, in tokens."})
+    structured_output: Literal["json_schema", "json_object", "prompt"] = field(
+        default="json_schema",
+        metadata={"help": "response_format sent: a strict json_schema, json_object, or none (prompt)."},
+    )
+    price_input_per_mtok: float = field(default=0.0, metadata={"help": "USD per million prompt tokens."})
+    price_output_per_mtok: float = field(default=0.0, metadata={"help": "USD per million completion tokens."})
+    max_cost_usd: float | None = field(
+        default=None, metadata={"help": "Stop asking once this much is spent (None: no cap)."}
+    )
+
+    def problems(self) -> list[str]:
+        """What is wrong with the settings, one message per field, naming it; [] when all is well."""
+        problems = []
+        url_problem = _url_problem(self.base_url)
+        if url_problem:
+            problems.append(f"base_url: {url_problem}")
+        if not isinstance(self.model, str) or not self.model.strip():
+            problems.append("model: the model's name, as the server knows it")
+        if not isinstance(self.api_key, str) or any(ord(ch) < 32 or ord(ch) == 127 for ch in self.api_key):
+            problems.append("api_key: one line of text without control characters (or empty for none)")
+        numbers = [
+            ("temperature", self.temperature, 0, 2, False, "a number from 0 to 2"),
+            ("timeout_s", self.timeout_s, 0, 3600, True, "seconds, above 0 and at most 3600"),
+            ("requests_per_minute", self.requests_per_minute, 0, None, False, "a number from 0 (0: no limit)"),
+            ("backoff_s", self.backoff_s, 0, MAX_DELAY_S, False, f"seconds from 0 to {MAX_DELAY_S:g}"),
+            ("price_input_per_mtok", self.price_input_per_mtok, 0, None, False, "USD from 0"),
+            ("price_output_per_mtok", self.price_output_per_mtok, 0, None, False, "USD from 0"),
+        ]
+        if self.max_cost_usd is not None:
+            numbers.append(("max_cost_usd", self.max_cost_usd, 0, None, False, "USD from 0, or None for no cap"))
+        for name, value, low, high, above, wanted in numbers:
+            if not _is_number(value) or value < low or (above and value == low) or (high is not None and value > high):
+                problems.append(f"{name}: {wanted}, not {_shown(value)}")
+        wholes = [
+            ("concurrency", self.concurrency, 1, CONCURRENCY_MAX),
+            ("max_retries", self.max_retries, 0, 20),
+            ("max_tokens", self.max_tokens, 1, 1_000_000),
+        ]
+        for name, value, low, high in wholes:
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                problems.append(f"{name}: a whole number from {low} to {high}, not {_shown(value)}")
+        if self.structured_output not in MODES:
+            problems.append(f"structured_output: one of {', '.join(MODES)}, not {_shown(self.structured_output)}")
+        return problems
+
+
+@dataclass
+class CallRecord:
+    """One HTTP attempt, for the audit log."""
+
+    request: dict  # the JSON body sent (the key travels only in a header)
+    attempt: int  # 1-based, within one item
+    structured_output: str  # the mode of this attempt
+    status: Literal["ok", "invalid", "error"] = "error"  # invalid: answered, but no valid JSON answer
+    http_status: int | None = None  # None: no reply (connection error, timeout)
+    response_text: str = ""  # the raw reply, up to RECORD_TEXT_MAX characters
+    error: str = ""  # why not ok
+    latency_s: float = 0.0
+    prompt_tokens: int | None = None  # from the reply's usage; None when it sent none
+    completion_tokens: int | None = None
+    cost_usd: float = 0.0
+
+
+@dataclass
+class ChatAnswer:
+    """What came of one item: the answer, or None and why not, with every attempt's record."""
+
+    key: Hashable  # the caller's key for the item
+    answer: dict | None
+    calls: list[CallRecord] = field(default_factory=list)
+    error: str = ""  # why there is no answer
+    stopped: Literal["cost_cap", "stopped"] | None = None  # given up for the cap or should_stop (no answer)
+
+
+@dataclass
+class _Attempt:
+    record: CallRecord
+    answer: dict | None = None
+    retry: bool = False  # worth asking again
+    retry_after: float | None = None  # seconds the server asked to wait
+    fallback: bool = False  # the server refused structured output: ask again at once in prompt mode
+
+
+class ChatJudgeClient:
+    """Asks a chat model for JSON answers valid against `schema` (see the module's docstring).
+
+    `spent_usd` is what earlier runs spent, counted against `max_cost_usd`. `sleep`, `clock`
+    and `rng` are injected so that tests need not wait and jitter can be reproduced.
+    """
+
+    def __init__(
+        self,
+        settings: ChatJudgeSettings,
+        *,
+        schema: dict,
+        spent_usd: float = 0.0,
+        sleep: Callable[[float], Any] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ):
+        problems = settings.problems()
+        if problems:
+            raise ValueError("chat judge settings: " + "; ".join(problems))
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.exceptions.SchemaError as exc:
+            raise ValueError(f"schema: not a valid JSON Schema: {exc.message}") from None
+        self.settings = settings
+        self.schema = schema
+        self._validator = jsonschema.Draft202012Validator(schema)
+        self._sleep, self._clock = sleep, clock
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()  # guards the mode, the money, the rate slots and the rng
+        self._mode = settings.structured_output
+        self._spent = float(spent_usd)
+        self._next_start = -math.inf  # the clock time from which the next request may start
+        url = urlsplit(settings.base_url)
+        self._https = url.scheme == "https"
+        self._host = url.hostname
+        self._port = url.port or (443 if self._https else 80)
+        self._path = url.path.rstrip("/") + "/chat/completions" + (f"?{url.query}" if url.query else "")
+
+    @property
+    def mode(self) -> str:
+        """The structured output mode asked for now (it may have fallen back to "prompt")."""
+        with self._lock:
+            return self._mode
+
+    @property
+    def spent_usd(self) -> float:
+        """The money spent so far, including the constructor's `spent_usd`."""
+        with self._lock:
+            return self._spent
+
+    def ask(self, messages: list[dict], *, key: Hashable = None) -> ChatAnswer:
+        """One item's answer, with retries (see the module's docstring)."""
+        return self._ask(key, messages, None)
+
+    def ask_many(
+        self,
+        items: Iterable[tuple[Hashable, list[dict]]],
+        *,
+        on_answer: Callable[[ChatAnswer], None],
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> dict:
+        """Ask every (key, messages) item, `concurrency` at a time, and hand each answer to
+        `on_answer` in this (the caller's) thread, in the order they finish.
+
+        Items are taken from `items` as threads free up, never more than 2 * concurrency
+        ahead of the answers delivered. No item is handed out once `should_stop()` (asked
+        here, in the caller's thread, before each hand-out and every second while waiting)
+        is true or `spent_usd` reaches `max_cost_usd`; items already handed out are finished
+        and delivered, but ask nothing more after that (their ChatAnswer says `stopped`, and
+        has no calls if none had started). The cap is checked before every request, so the
+        requests in flight when it is reached, at most `concurrency`, can spend past it.
+        If `on_answer` raises, the items in flight are finished without being delivered and
+        the exception is raised here.
+
+        Returns {"asked", "answered", "failed", "stopped", "spent_usd"}: asked = items handed
+        out = answered + failed (those stopped short count as failed); stopped is None,
+        "cost_cap" or "stopped" (an item was left unasked or cut short, and why).
+        """
+        concurrency = self.settings.concurrency
+        counts = {"asked": 0, "answered": 0, "failed": 0}
+        stopped = None
+        halt = threading.Event()  # should_stop() said so: threads ask nothing more
+        source = iter(items)
+        exhausted = False
+        pending: set = set()
+        executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="chat-judge")
+        try:
+            while not (exhausted and not pending):
+                if stopped is None and should_stop():
+                    stopped = "stopped"
+                    halt.set()
+                while stopped is None and not exhausted and len(pending) < 2 * concurrency:
+                    item = next(source, _END)
+                    if item is _END:
+                        exhausted = True
+                    elif self._cap_reached():
+                        stopped = "cost_cap"  # this item is dropped, unasked
+                    else:
+                        key, messages = item
+                        pending.add(executor.submit(self._ask, key, messages, halt))
+                        counts["asked"] += 1
+                if not pending:
+                    break
+                done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
+                for future in done:
+                    answer = future.result()
+                    counts["answered" if answer.answer is not None else "failed"] += 1
+                    stopped = stopped or answer.stopped
+                    on_answer(answer)
+        finally:
+            halt.set()
+            executor.shutdown(wait=True, cancel_futures=True)
+        return {**counts, "stopped": stopped, "spent_usd": self.spent_usd}
+
+    # One item -------------------------------------------------------------------------
+
+    def _ask(self, key: Hashable, messages: list[dict], halt: threading.Event | None) -> ChatAnswer:
+        calls: list[CallRecord] = []
+        retries = 0
+        while True:
+            if halt is not None and halt.is_set():
+                return ChatAnswer(key, None, calls, error=_stopped_error("asked to stop", calls), stopped="stopped")
+            if self._cap_reached():
+                cap = f"the cost cap of {self.settings.max_cost_usd:g} USD was reached ({self.spent_usd:.4f} spent)"
+                return ChatAnswer(key, None, calls, error=_stopped_error(cap, calls), stopped="cost_cap")
+            step = self._attempt(messages, attempt=len(calls) + 1)
+            calls.append(step.record)
+            if step.answer is not None:
+                return ChatAnswer(key, step.answer, calls)
+            if step.fallback:
+                continue
+            if not step.retry:
+                return ChatAnswer(key, None, calls, error=f"{step.record.error} (not retried)")
+            if retries >= self.settings.max_retries:
+                return ChatAnswer(
+                    key, None, calls, error=f"no answer after {len(calls)} attempts; the last: {step.record.error}"
+                )
+            self._sleep(self._delay(retries, step.retry_after))
+            retries += 1
+
+    def _attempt(self, messages: list[dict], *, attempt: int) -> _Attempt:
+        """One HTTP request and what its reply says."""
+        mode = self.mode
+        body = self._body(messages, mode)
+        record = CallRecord(request=body, attempt=attempt, structured_output=mode)
+        data = json.dumps(body).encode()
+        self._wait_turn()
+        started = self._clock()
+        try:
+            status, retry_after, raw = self._post(data)
+        except (OSError, http.client.HTTPException) as exc:
+            record.latency_s = self._clock() - started
+            record.error = self._scrub(self._connection_error(exc))
+            return _Attempt(record, retry=True)
+        record.latency_s = self._clock() - started
+        text = raw[:REPLY_MAX_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+        record.http_status = status
+        record.response_text = self._scrub(text[:RECORD_TEXT_MAX])
+        if not 200 <= status < 300:
+            record.error = self._scrub(f"HTTP {status}: {_error_message(text)}")
+            if status == 400 and mode != "prompt" and any(w in text.lower() for w in _STRUCTURED_WORDS):
+                with self._lock:
+                    self._mode = "prompt"
+                record.error += " (the server refuses structured output: asking again in prompt mode, from now on)"
+                return _Attempt(record, fallback=True)
+            return _Attempt(
+                record, retry=status in RETRY_STATUSES or status >= 500, retry_after=_retry_after(retry_after)
+            )
+        if len(raw) > REPLY_MAX_BYTES:
+            record.status, record.error = "invalid", f"the reply is over {REPLY_MAX_BYTES} bytes"
+            return _Attempt(record, retry=True)
+        try:
+            reply = _DECODER.decode(text)
+        except (ValueError, RecursionError) as exc:
+            record.status, record.error = "invalid", f"the reply is not JSON: {str(exc)[:ERROR_TEXT_MAX]}"
+            return _Attempt(record, retry=True)
+        self._count_usage(record, reply)
+        answer, problem = self._answer(reply)
+        if problem:
+            record.status, record.error = "invalid", self._scrub(problem)
+            return _Attempt(record, retry=True)
+        record.status = "ok"
+        return _Attempt(record, answer=answer)
+
+    def _body(self, messages: list[dict], mode: str) -> dict:
+        body = {
+            "model": self.settings.model,
+            "messages": messages,
+            "temperature": self.settings.temperature,
+            "max_tokens": self.settings.max_tokens,
+        }
+        if mode == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": self.schema},
+            }
+        elif mode == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    def _post(self, data: bytes) -> tuple[int, str | None, bytes]:
+        """(HTTP status, Retry-After header, body) of one POST; a connection per request."""
+        connection_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        connection = connection_class(self._host, self._port, timeout=self.settings.timeout_s)
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "arbiter-judge"}
+        if self.settings.api_key:
+            headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        try:
+            connection.request("POST", self._path, body=data, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.getheader("Retry-After"), response.read(REPLY_MAX_BYTES + 1)
+        finally:
+            connection.close()
+
+    def _answer(self, reply: Any) -> tuple[dict | None, str]:
+        """(the answer, "") from a 200 reply, or (None, what is wrong with it)."""
+        choices = reply.get("choices") if isinstance(reply, dict) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            return None, "the reply has no choices[0].message"
+        content = message.get("content")
+        if isinstance(content, list):  # content parts, as some servers send them
+            content = "".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
+        if not isinstance(content, str) or not content.strip():
+            if message.get("tool_calls"):
+                why = "it made tool calls instead"
+            elif message.get("refusal"):
+                why = f"it refused: {str(message['refusal'])[:ERROR_TEXT_MAX]}"
+            else:
+                why = "it is empty"
+            return None, f"the reply has no text content ({why})"
+        cut = " (the reply was cut at max_tokens)" if choice.get("finish_reason") == "length" else ""
+        answer, problem = _json_content(content)
+        if problem:
+            return None, problem + cut
+        if not isinstance(answer, dict):
+            return None, f"the content is JSON but not an object ({type(answer).__name__}){cut}"
+        try:
+            error = jsonschema.exceptions.best_match(self._validator.iter_errors(answer))
+        except RecursionError:
+            return None, "the answer is nested too deep to check"
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path) or "the top level"
+            return None, f"the answer does not match the schema at {where}: {error.message[:ERROR_TEXT_MAX]}"
+        if not _storable(answer):
+            return None, "the answer holds a NUL character or a lone surrogate, which cannot be stored"
+        return answer, ""
+
+    # Shared state ---------------------------------------------------------------------
+
+    def _wait_turn(self) -> None:
+        """Wait for this request's slot: starts at least 60/requests_per_minute s apart, all threads together."""
+        rate = self.settings.requests_per_minute
+        if not rate:
+            return
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next_start)
+            self._next_start = start + 60.0 / rate
+        if start > now:
+            self._sleep(start - now)
+
+    def _count_usage(self, record: CallRecord, reply: Any) -> None:
+        usage = reply.get("usage") if isinstance(reply, dict) else None
+        usage = usage if isinstance(usage, dict) else {}
+        record.prompt_tokens = _tokens(usage.get("prompt_tokens"))
+        record.completion_tokens = _tokens(usage.get("completion_tokens"))
+        record.cost_usd = (record.prompt_tokens or 0) * self.settings.price_input_per_mtok / 1e6 + (
+            record.completion_tokens or 0
+        ) * self.settings.price_output_per_mtok / 1e6
+        with self._lock:
+            self._spent += record.cost_usd
+
+    def _cap_reached(self) -> bool:
+        cap = self.settings.max_cost_usd
+        return cap is not None and self.spent_usd >= cap
+
+    def _delay(self, retry: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, MAX_DELAY_S)
+        with self._lock:
+            return min(self._rng.uniform(0, self.settings.backoff_s * 2**retry), MAX_DELAY_S)
+
+    def _scrub(self, text: str) -> str:
+        """The text without the API key (a server may echo what it was sent)."""
+        key = self.settings.api_key
+        return text.replace(key, "[api_key]") if key else text
+
+    def _connection_error(self, exc: BaseException) -> str:
+        if isinstance(exc, TimeoutError):
+            return f"no reply within timeout_s ({self.settings.timeout_s:g} s)"
+        if isinstance(exc, ConnectionRefusedError):
+            return f"could not connect to {self._host}:{self._port} (connection refused)"
+        return f"{type(exc).__name__}: {str(exc)[:ERROR_TEXT_MAX]}"
+
+
+# Helpers ------------------------------------------------------------------------------
+
+
+def _json_content(content: str) -> tuple[Any, str]:
+    """The JSON in a message's content: the whole text, or the text inside a ``` fence."""
+    text = content.strip()
+    if text.startswith("```") and text.endswith("```") and len(text) >= 6:
+        text = re.sub(r"^[A-Za-z]*", "", text[3:-3], count=1).strip()  # the fence and its language tag
+    try:
+        return _DECODER.decode(text), ""
+    except RecursionError:
+        return None, "the content is JSON nested too deep"
+    except ValueError as exc:
+        fenced = _FENCED.search(content)  # prose around a fenced block
+        if fenced:
+            try:
+                return _DECODER.decode(fenced.group(1)), ""
+            except (ValueError, RecursionError):
+                pass
+        return None, f"the content is not JSON: {str(exc)[:ERROR_TEXT_MAX]}"
+
+
+def _storable(value: Any) -> bool:
+    """No NUL or lone surrogate in any text (a database column holds neither)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item or _SURROGATE.search(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
+def _error_message(text: str) -> str:
+    """An error reply's message: OpenAI's {"error": {"message"}}, vLLM's {"message"},
+    Ollama's {"error": "..."}, or the text itself."""
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        body = None
+    message = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        message = message or body.get("message") or body.get("detail")
+    return str(message if message else text.strip() or "(no body)")[:ERROR_TEXT_MAX]
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds: a number of seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            moment = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        seconds = (moment - datetime.now(timezone.utc)).total_seconds()
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
+
+
+def _tokens(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _stopped_error(reason: str, calls: list[CallRecord]) -> str:
+    if not calls:
+        return f"not asked: {reason}"
+    return f"given up after {len(calls)} attempts: {reason}; the last: {calls[-1].error}"
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)  # a huge int would overflow isfinite
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:60]
+
+
+def _url_problem(url: Any) -> str | None:
+    example = "such as http://127.0.0.1:8000/v1"
+    if not isinstance(url, str) or not url.strip():
+        return f"the endpoint's address, {example}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return f"not a valid address ({example})"
+    if parts.username is not None or parts.password is not None:
+        return "no credentials in the address: give the key as api_key"  # the address is not echoed
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"an http:// or https:// address with a host, {example}, not {url[:100]!r}"
+    if any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return f"an address without spaces or control characters, not {url[:100]!r}"
+    return None
