@@ -51,12 +51,12 @@ from django.conf import settings
 from django.db import connection
 
 from annotate.chat_messages import messages_to_text, openai_tools, prompt_messages, steps_to_messages
-from annotate.models import DatasetSnapshot, SnapshotJudgement, SnapshotPair
+from annotate.models import DatasetSnapshot, SnapshotCorrection, SnapshotJudgement, SnapshotPair
 from webapp.errors import ArbiterError
 from webapp.models import User, pseudonym_for, pseudonym_salt
 from webapp.version import VERSION
 
-FORMATS = ("trl", "trl_text", "kto", "raw", "steps")
+FORMATS = ("trl", "trl_text", "kto", "raw", "steps", "sft", "dpo")
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 FILETYPES = ("jsonl", "parquet")
 BATCH = 2000
@@ -146,6 +146,33 @@ SCHEMAS = {
             ("split", pa.string()),
         ]
     ),
+    "sft": pa.schema(
+        [
+            ("messages", _MESSAGES),
+            ("tools", pa.string()),
+            ("correction_id", pa.int64()),
+            ("original_id", pa.int64()),
+            ("trajectory_id", pa.int64()),
+            ("task_id", pa.string()),
+            ("kind", pa.string()),
+            ("replayed", pa.bool_()),
+            ("split", pa.string()),
+        ]
+    ),
+    "dpo": pa.schema(
+        [
+            ("prompt", _MESSAGES),
+            ("chosen", _MESSAGES),
+            ("rejected", _MESSAGES),
+            ("tools", pa.string()),
+            ("source", pa.string()),  # correction, or human / ai: a comparison's aggregated votes
+            ("correction_id", pa.int64()),
+            ("comparison_id", pa.int64()),
+            ("task_id", pa.string()),
+            ("margin", pa.float64()),
+            ("split", pa.string()),
+        ]
+    ),
 }
 DESCRIPTIONS = {
     "trl": "Preference pairs as chat messages with structured tool calls, the system prompt and the tools.",
@@ -153,6 +180,10 @@ DESCRIPTIONS = {
     "kto": "Unpaired trajectories labelled desirable or undesirable from the judgements (rule below).",
     "raw": "One row per judgement, annotators pseudonymized.",
     "steps": "Step-level labels from first-wrong-step marks (stepwise supervision) for process reward models.",
+    "sft": "People's accepted corrections as whole conversations (messages with tool calls and tool results, and "
+    "the tools), to imitate.",
+    "dpo": "Preference rows: each accepted correction against the trajectory it corrects (chosen = corrected, "
+    "rejected = original, the prompt holding the steps they share), then the snapshot's comparison pairs.",
 }
 # The trainer each format feeds, for the dataset card (TRL as pinned in requirements.txt).
 TRAINERS = {
@@ -166,12 +197,25 @@ TRAINERS = {
     "`completions`, `labels`), but TRL 1.16 has no trainer for it: `PRMTrainer` was removed from "
     "`trl.experimental` (huggingface/trl#7133); it trains with that trainer from an earlier TRL or any "
     "token-classification loop that labels the last token of each step",
+    "sft": "TRL's `SFTTrainer` (conversational language modeling: a `messages` column; `tools` goes to the chat "
+    "template)",
+    "dpo": "TRL's `DPOTrainer` (conversational preference data with an explicit prompt; `tools` goes to the chat "
+    "template)",
 }
 EMPTY_REASONS = {
+    "sft": "no accepted correction is in this snapshot",
     "steps": "no judgement of this snapshot marks a first wrong step",
     "kto": "every judgement is a tie or a slight preference, which gives no KTO row",
 }
-TRL_TRAINERS = {"trl": "RewardTrainer", "trl_text": "RewardTrainer", "kto": "KTOTrainer", "raw": None, "steps": None}
+TRL_TRAINERS = {
+    "trl": "RewardTrainer",
+    "trl_text": "RewardTrainer",
+    "kto": "KTOTrainer",
+    "raw": None,
+    "steps": None,
+    "sft": "SFTTrainer",
+    "dpo": "DPOTrainer",
+}
 KTO_RULE = (
     "One row per judged side, from each judgement on its own (several annotators give several rows): "
     "a `both_bad` judgement makes both sides undesirable, whatever side it preferred; otherwise the preferred "
@@ -305,6 +349,104 @@ def _kto_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
             }
 
 
+_CORRECTION_FIELDS = (
+    "correction_id",
+    "correction__original_id",
+    "correction__corrected_id",
+    "correction__original__task__external_id",
+    "correction__original__task__prompt",
+    "correction__kind",
+    "correction__step",
+    "correction__replayed",
+    "correction__original__steps",
+    "correction__corrected__steps",
+    "correction__original__metadata__system_prompt",
+    "correction__original__metadata__tools",
+    "split",
+)
+
+
+def _corrections(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
+    members = SnapshotCorrection.objects.filter(snapshot=snapshot).order_by("correction_id")
+    if split:
+        members = members.filter(split=split)
+    for values in members.values_list(*_CORRECTION_FIELDS).iterator(chunk_size=BATCH):
+        yield dict(zip(_CORRECTION_FIELDS, values))
+
+
+def _sft_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
+    for c in _corrections(snapshot, split):
+        yield {
+            "messages": prompt_messages(
+                c["correction__original__task__prompt"],
+                _text_or_none(c["correction__original__metadata__system_prompt"]),
+            )
+            + steps_to_messages(c["correction__corrected__steps"]),
+            "tools": _tools_json(c["correction__original__metadata__tools"]),
+            "correction_id": c["correction_id"],
+            "original_id": c["correction__original_id"],
+            "trajectory_id": c["correction__corrected_id"],
+            "task_id": c["correction__original__task__external_id"],
+            "kind": c["correction__kind"],
+            "replayed": c["correction__replayed"],
+            "split": c["split"],
+        }
+
+
+def shared_prefix(original: list[dict], corrected: list[dict], step: int) -> tuple[list, list, list]:
+    """(shared, chosen, rejected) messages of a correction: what both trajectories said before the
+    correction's step, then each one's own continuation. A thought just before the step goes
+    with the call it led to (one assistant message); where the two do not render the same up
+    to there, nothing is shared."""
+    cut = step
+    while cut > 0 and isinstance(original[cut - 1], dict) and original[cut - 1].get("kind") == "thought":
+        cut -= 1
+    n = len(steps_to_messages(original[:cut]))
+    theirs, ours = steps_to_messages(original), steps_to_messages(corrected)
+    if theirs[:n] != ours[:n]:
+        n = 0
+    return theirs[:n], ours[n:], theirs[n:]
+
+
+def _dpo_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
+    for c in _corrections(snapshot, split):
+        shared, chosen, rejected = shared_prefix(
+            c["correction__original__steps"], c["correction__corrected__steps"], c["correction__step"]
+        )
+        if not chosen or not rejected:  # nothing to prefer against: no row
+            continue
+        base = prompt_messages(
+            c["correction__original__task__prompt"], _text_or_none(c["correction__original__metadata__system_prompt"])
+        )
+        yield {
+            "prompt": base + shared,
+            "chosen": chosen,
+            "rejected": rejected,
+            "tools": _tools_json(c["correction__original__metadata__tools"]),
+            "source": "correction",
+            "correction_id": c["correction_id"],
+            "comparison_id": None,
+            "task_id": c["correction__original__task__external_id"],
+            "margin": 1.0,
+            "split": c["split"],
+        }
+    for row in iter_rows(snapshot, "trl", split=split):
+        if row["preferred"] == "tie":
+            continue
+        yield {
+            "prompt": row["prompt"],
+            "chosen": row["chosen"],
+            "rejected": row["rejected"],
+            "tools": row["tools"],
+            "source": row["source"],
+            "correction_id": None,
+            "comparison_id": row["comparison_id"],
+            "task_id": row["task_id"],
+            "margin": row["margin"],
+            "split": row["split"],
+        }
+
+
 def raw_queryset(snapshot: DatasetSnapshot, *, split: str | None = None):
     """The `raw` export's query: one row of values per judgement, in judgement order."""
     members = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id")
@@ -408,6 +550,12 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
 
     if fmt == "kto":
         yield from _kto_rows(snapshot, split)
+        return
+    if fmt == "sft":
+        yield from _sft_rows(snapshot, split)
+        return
+    if fmt == "dpo":
+        yield from _dpo_rows(snapshot, split)
         return
 
     names = _pseudonyms()
@@ -632,7 +780,11 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
 def dataset_card_preview(snapshot: DatasetSnapshot, fmt: str) -> tuple[str, str]:
     """The card a `fmt` Parquet download carries, as (YAML metadata, Markdown body), for the snapshot's
     page; rows per split from the snapshot's counts (exact for the pair formats)."""
-    pairs = {"train": snapshot.stats.get("train_pairs", 0), "test": snapshot.stats.get("test_pairs", 0)}
+    stats = snapshot.stats
+    pairs = {"train": stats.get("train_pairs", 0), "test": stats.get("test_pairs", 0)}
+    if fmt in ("sft", "dpo"):  # rows from corrections (and, for dpo, the pairs; ties give none: at most these)
+        fixes = {"train": stats.get("train_corrections", 0), "test": stats.get("test_corrections", 0)}
+        pairs = fixes if fmt == "sft" else {split: pairs[split] + fixes[split] for split in pairs}
     card = dataset_card(snapshot, fmt, "parquet", {split: n for split, n in pairs.items() if n})
     _, meta, body = card.split("---\n", 2)
     return meta, body

@@ -79,6 +79,7 @@ class Trajectory(BaseModel):
     class Source(models.TextChoices):
         GENERATED = "generated"
         IMPORTED = "imported"
+        CORRECTED = "corrected"  # a person's correction of another trajectory (`Correction`)
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="trajectories")
     policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="trajectories")
@@ -119,7 +120,9 @@ class Trajectory(BaseModel):
             models.UniqueConstraint(fields=["content_hash"], name="trajectory_content_hash_unique"),
             # Target of the comparison's composite foreign keys (same task on both sides).
             models.UniqueConstraint(fields=["id", "task"], name="trajectory_id_task_unique"),
-            models.CheckConstraint(condition=Q(source__in=["generated", "imported"]), name="trajectory_source_valid"),
+            models.CheckConstraint(
+                condition=Q(source__in=["generated", "imported", "corrected"]), name="trajectory_source_valid"
+            ),
         ]
         indexes = [
             # Comparison building walks the trajectories of each task.
@@ -703,4 +706,73 @@ class JudgeCall(models.Model):
         indexes = [
             # The audit list of a run, and a run's spending (resume reads it).
             models.Index(fields=["run", "id"], name="judgecall_run_idx"),
+        ]
+
+
+class Correction(BaseModel):
+    """A person's fix of one side of a comparison: a new trajectory with its lineage.
+
+    `kind` answer: the final answer edited. `kind` tool_call: from `step` (an action of the
+    original) on, calls the person chose, each checked against its tool's JSON Schema, then an
+    answer. Where the task's environment is known the calls were executed in it and the real
+    observations recorded (`replayed`), and the rubric scored the result (the corrected
+    trajectory's outcome); otherwise it is stored as edited. Reviewed (accepted or rejected)
+    before it goes into a dataset (docs/corrections.md).
+    """
+
+    class Kind(models.TextChoices):
+        ANSWER = "answer"
+        TOOL_CALL = "tool_call"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+
+    original = models.ForeignKey(Trajectory, on_delete=models.PROTECT, related_name="corrections")
+    # Two people who make the same fix make one trajectory (its content hash is unique): a foreign key.
+    corrected = models.ForeignKey(Trajectory, on_delete=models.PROTECT, related_name="correction_of")
+    comparison = models.ForeignKey(
+        Comparison, null=True, blank=True, on_delete=models.SET_NULL, related_name="corrections"
+    )
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="corrections")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    step = models.PositiveIntegerField(help_text="The original's step where the correction starts.")
+    replayed = models.BooleanField(
+        default=False, help_text="Executed in the task's environment (real observations, rubric outcome)."
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    review_note = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["answer", "tool_call"]), name="correction_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "accepted", "rejected"]), name="correction_status_valid"
+            ),
+            models.CheckConstraint(condition=~Q(original=F("corrected")), name="correction_is_another_trajectory"),
+        ]
+        indexes = [
+            # The review queue and the exports: corrections by status, oldest first.
+            models.Index(fields=["status", "id"], name="correction_status_idx"),
+        ]
+
+
+class SnapshotCorrection(models.Model):
+    """An accepted correction frozen into a snapshot (the `sft` and `dpo` exports read these),
+    split by its task as the snapshot's pairs are."""
+
+    snapshot = models.ForeignKey(DatasetSnapshot, on_delete=models.CASCADE, related_name="+")
+    correction = models.ForeignKey(Correction, on_delete=models.PROTECT, related_name="+")
+    split = models.CharField(max_length=5)
+
+    class Meta:
+        constraints = [
+            # Its index also serves the exports: a snapshot's corrections in id order.
+            models.UniqueConstraint(fields=["snapshot", "correction"], name="snapshotcorrection_once"),
+            models.CheckConstraint(condition=Q(split__in=["train", "test"]), name="snapshotcorrection_split_valid"),
         ]

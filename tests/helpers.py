@@ -164,6 +164,24 @@ def _tiny_tokenizer(texts):
     return fast
 
 
+def tiny_trainer_args(output_dir, *, steps: int = 2, batch: int = 2, max_length: int = 512) -> dict:
+    """A TRL trainer config's settings for a tiny model's few steps on CPU: no bf16, no activation
+    checkpointing, no reports, no saves."""
+    return dict(
+        output_dir=str(output_dir),
+        max_steps=steps,
+        per_device_train_batch_size=batch,
+        learning_rate=1e-3,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        max_length=max_length,
+        dataset_num_proc=None,
+    )
+
+
 def _tiny_model_and_tokenizer(snapshot, fmt, model_class):
     from transformers import LlamaConfig, set_seed
 

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView
 from annotate import api as annotate_api
 from annotate import api_fast
 from annotate.campaigns import api as campaign_api
+from annotate.corrections import api as correction_api
 from annotate.datasets import api as dataset_api
 from training.web import evaluation_api, judges_api
 from webapp.api import TokenListCreateApi, TokenRevokeApi, WhoAmIApi
@@ -26,6 +27,19 @@ urlpatterns = [
     path("assignments/next", api_fast.assignment_next_view, name="api-assignment-next"),
     path("assignments/<id:assignment_id>/judgement", api_fast.judgement_submit_view, name="api-judgement-submit"),
     path("assignments/<id:assignment_id>/skip", annotate_api.AssignmentSkipApi.as_view(), name="api-assignment-skip"),
+    path(
+        "assignments/<id:assignment_id>/correction",
+        correction_api.AssignmentCorrectionApi.as_view(),
+        name="api-assignment-correction",
+    ),
+    # Corrections: read (researchers and admins), reviewed (admins)
+    path("corrections/", correction_api.CorrectionListApi.as_view(), name="api-corrections"),
+    path("corrections/<id:correction_id>", correction_api.CorrectionDetailApi.as_view(), name="api-correction"),
+    path(
+        "corrections/<id:correction_id>/review",
+        correction_api.CorrectionReviewApi.as_view(),
+        name="api-correction-review",
+    ),
     # Campaigns: progress (every role), settings, status, fill, gold, clone (admins), activity (readers)
     path("campaigns/", campaign_api.CampaignListCreateApi.as_view(), name="api-campaigns"),
     path("campaigns/<id:campaign_id>", campaign_api.CampaignDetailApi.as_view(), name="api-campaign"),

@@ -231,6 +231,9 @@ SPECTACULAR_SETTINGS = {
         "CampaignStatusEnum": "annotate.models.Campaign.Status",
         "JobStatusEnum": "webapp.models.JobStatus",
         "NewCampaignStatusEnum": [("draft", "draft"), ("active", "active")],
+        "JudgeKindEnum": "annotate.models.Judge.Kind",
+        "CorrectionKindEnum": "annotate.models.Correction.Kind",
+        "CorrectionStatusEnum": "annotate.models.Correction.Status",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -21,7 +21,17 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotate.agreement import krippendorff_alpha_ordinal, pairwise_agreement
-from annotate.models import Campaign, DatasetSnapshot, Judge, Judgement, JudgeVote, SnapshotJudgement, SnapshotPair
+from annotate.models import (
+    Campaign,
+    Correction,
+    DatasetSnapshot,
+    Judge,
+    Judgement,
+    JudgeVote,
+    SnapshotCorrection,
+    SnapshotJudgement,
+    SnapshotPair,
+)
 from annotate.preferences import FEEDBACK, RULES, aggregate, task_split
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish
@@ -88,6 +98,11 @@ def matching_judge_votes(*, campaign_ids: list[int], filters: SnapshotFilters) -
     return qs.filter(judge_id__in=filters.judges) if filters.judges else qs
 
 
+def accepted_corrections(*, campaign_ids: list[int]) -> QuerySet[Correction]:
+    """Corrections made in the campaigns and accepted by a reviewer: what a snapshot freezes."""
+    return Correction.objects.filter(comparison__campaign_id__in=campaign_ids, status=Correction.Status.ACCEPTED)
+
+
 def _validate(*, name, campaigns, filters, aggregation, ties, test_fraction) -> None:
     problems = []
     if filters.feedback not in FEEDBACK:
@@ -135,6 +150,7 @@ def snapshot_create(
     n = 0 if filters.feedback == "ai" else matching_judgements(campaign_ids=ids, filters=filters).count()
     if filters.feedback != "human":
         n += matching_judge_votes(campaign_ids=ids, filters=filters).count()
+    n += accepted_corrections(campaign_ids=ids).count()
     if n == 0:
         what = {"human": "judgement", "ai": "judge vote", "both": "judgement or judge vote"}[filters.feedback]
         raise ArbiterError(f"No {what} matches these campaigns and filters; nothing was created.")
@@ -240,7 +256,13 @@ def _build(snapshot: DatasetSnapshot) -> None:
     judges: list[dict] = []
     if filters.feedback != "human":
         judges = _judge_pairs(snapshot, filters, campaign_ids, voted_by_people, pairs, dropped)
-    if not pairs:
+    corrections = [
+        (correction_id, task_split(external_id, seed=snapshot.seed, test_fraction=snapshot.test_fraction))
+        for correction_id, external_id in accepted_corrections(campaign_ids=campaign_ids)
+        .order_by("id")
+        .values_list("id", "original__task__external_id")
+    ]
+    if not pairs and not corrections:
         raise ArbiterError(
             "No comparison is left after the filters "
             f"(dropped: {dropped['min_votes']} below min_votes, {dropped['min_agreement']} below "
@@ -254,6 +276,8 @@ def _build(snapshot: DatasetSnapshot) -> None:
         digest.update(f"{p.comparison_id}|{p.split}|{p.preferred}|{p.margin}|{p.votes}{marked}\n".encode())
     for judgement_id, *_ in members:
         digest.update(f"j{judgement_id}\n".encode())
+    for correction_id, split in corrections:
+        digest.update(f"c{correction_id}|{split}\n".encode())
     agreement = pairwise_agreement(units)
     stats = {
         "pairs": len(pairs),
@@ -267,6 +291,9 @@ def _build(snapshot: DatasetSnapshot) -> None:
         "feedback": filters.feedback,
         "sources": {"human": sum(p.source == "human" for p in pairs), "ai": sum(p.source == "ai" for p in pairs)},
         "judges": judges,
+        "corrections": len(corrections),
+        "train_corrections": sum(split == "train" for _, split in corrections),
+        "test_corrections": sum(split == "test" for _, split in corrections),
         "agreement": {
             "krippendorff_alpha_ordinal": krippendorff_alpha_ordinal(units),
             "pairwise_with_ties": agreement.with_ties,
@@ -287,6 +314,10 @@ def _build(snapshot: DatasetSnapshot) -> None:
                 ],
                 batch_size=WRITE_BATCH,
             )
+        SnapshotCorrection.objects.bulk_create(
+            [SnapshotCorrection(snapshot_id=snapshot.pk, correction_id=c, split=split) for c, split in corrections],
+            batch_size=WRITE_BATCH,
+        )
         DatasetSnapshot.objects.filter(pk=snapshot.pk).update(
             status=DatasetSnapshot.Status.SUCCEEDED,
             progress=1.0,

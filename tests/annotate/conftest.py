@@ -4,9 +4,11 @@ metadata), and the requests the labeling short path hands over to the DRF views.
 import pytest
 
 from annotate import api
-from annotate.models import Task, Trajectory
+from annotate.models import SnapshotCorrection, Task, Trajectory
+from annotate.services.corrections import CallIn, CorrectionIn, correction_create, correction_review
 from annotate.services.datasets import snapshot_create
 from tests.annotate.dataset_fixtures import voted_campaign
+from tests.factories import UserFactory
 from tests.helpers import SYSTEM_PROMPT, TOOL_STEPS, TOOLS
 
 
@@ -30,14 +32,40 @@ def snapshot():
 
 @pytest.fixture
 def agent_snapshot(snapshot):
-    """The same snapshot's trajectories given a system prompt and tools, except the third comparison's."""
-    third = snapshot.pairs.order_by("comparison_id")[2].comparison
+    """The same snapshot's trajectories given a system prompt and tools, except the third
+    comparison's; and an accepted correction of each of the first two comparisons (one in each
+    split) frozen into it, for the `sft` and `dpo` exports."""
+    pairs = list(snapshot.pairs.order_by("comparison_id").select_related("comparison"))
+    third = pairs[2].comparison
     bare = {third.trajectory_a_id, third.trajectory_b_id}
     for t in Trajectory.objects.all():
         if t.pk not in bare:
             t.metadata = {**t.metadata, "system_prompt": SYSTEM_PROMPT, "tools": TOOLS}
             t.save(update_fields=["metadata"])
+    author, reviewer = UserFactory(roles=["annotator"]), UserFactory(roles=["admin"])
+    for pair, fix in zip(pairs[:2], (_tool_call_fix, _answer_fix)):
+        original = Trajectory.objects.get(pk=pair.comparison.trajectory_a_id)
+        correction, _ = correction_create(
+            original=original, correction=fix(original), author=author, comparison=pair.comparison
+        )
+        correction_review(correction=correction, decision="accept", reviewer=reviewer)
+        SnapshotCorrection.objects.create(snapshot=snapshot, correction=correction, split=pair.split)
     return snapshot
+
+
+def _tool_call_fix(original) -> CorrectionIn:
+    step = next(i for i, s in enumerate(original.steps) if s["kind"] == "action")
+    return CorrectionIn(
+        kind="tool_call",
+        step=step,
+        calls=[CallIn("search", {"query": "the right page"}, "Found: the right page.")],
+        answer="the right answer",
+    )
+
+
+def _answer_fix(original) -> CorrectionIn:
+    step = next((i for i, s in enumerate(original.steps) if s["kind"] == "answer"), len(original.steps))
+    return CorrectionIn(kind="answer", step=step, answer="a better answer")
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from annotate.exports import SCHEMAS, export_bundle_dir, export_file, export_zip
 from annotate.models import DatasetSnapshot, Judgement, Trajectory
 from annotate.services.datasets import snapshot_create
 from tests.annotate.dataset_fixtures import voted_campaign
-from tests.helpers import SYSTEM_PROMPT, TOOLS, _tiny_model_and_tokenizer
+from tests.helpers import SYSTEM_PROMPT, TOOLS, _tiny_model_and_tokenizer, tiny_trainer_args
 from webapp.errors import ArbiterError
 
 pytestmark = pytest.mark.django_db
@@ -89,19 +89,7 @@ def test_a_tiny_reward_model_trains_on_the_trl_export_with_reward_trainer(agent_
     assert ds[0]["prompt"][0]["role"] in ("system", "user") and "tools" in ds.column_names
     model, tokenizer = _tiny_model_and_tokenizer(agent_snapshot, "trl", LlamaForSequenceClassification)
     before = [p.detach().clone() for p in model.parameters()]
-    args = RewardConfig(
-        output_dir=str(tmp_path / "rm"),
-        max_steps=4,
-        per_device_train_batch_size=4,
-        learning_rate=1e-3,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to=[],
-        logging_steps=1,
-        save_strategy="no",
-        max_length=512,
-        dataset_num_proc=None,
-    )
+    args = RewardConfig(**tiny_trainer_args(tmp_path / "rm", steps=4, batch=4))
     trainer = RewardTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer)
     # The system prompt and the tools reach the chat template: the rendered sequences hold them.
     toolbox, system = tokenizer.convert_tokens_to_ids("toolbox"), tokenizer.convert_tokens_to_ids("Quillwort")

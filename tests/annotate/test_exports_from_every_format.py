@@ -18,7 +18,7 @@ from annotate.models import Assignment, Comparison, Judgement, Policy, Trajector
 from annotate.services.datasets import snapshot_create
 from annotate.services.imports import trajectories_import_stream
 from tests.factories import CampaignFactory, UserFactory
-from tests.helpers import ANTHROPIC, CANONICAL, CHECK_EACH, OPENAI, _tiny_model_and_tokenizer
+from tests.helpers import ANTHROPIC, CANONICAL, CHECK_EACH, OPENAI, _tiny_model_and_tokenizer, tiny_trainer_args
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "trace_formats" / "fixtures"
@@ -105,18 +105,6 @@ def test_a_snapshot_from_each_import_format_loads_and_trains(source, tmp_path):
         "rows"
     ]
     model, tokenizer = _tiny_model_and_tokenizer(snapshot, "trl", LlamaForSequenceClassification)
-    args = RewardConfig(
-        output_dir=str(tmp_path / "rm"),
-        max_steps=2,
-        per_device_train_batch_size=2,
-        learning_rate=1e-3,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to=[],
-        logging_steps=1,
-        save_strategy="no",
-        max_length=512,
-        dataset_num_proc=None,
-    )
+    args = RewardConfig(**tiny_trainer_args(tmp_path / "rm"))
     result = RewardTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer).train()
     assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))

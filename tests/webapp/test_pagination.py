@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.conftest import api_rows, token_client
-from tests.factories import CampaignFactory, UserFactory
+from tests.factories import CampaignFactory, TrajectoryFactory, UserFactory
 from tests.helpers import make_campaign
 from webapp.pagination import MAX_PAGE_SIZE, PAGE_SIZE
 
@@ -112,6 +112,17 @@ def _judge_calls(users):
     return token_client(users["admin"]), f"/api/v1/judges/{judge.pk}/calls", judge.calls.order_by("-id")
 
 
+def _corrections(users):
+    from annotate.models import Correction
+
+    author = UserFactory(roles=["annotator"])
+    for _ in range(N):
+        original = TrajectoryFactory()
+        corrected = TrajectoryFactory(task=original.task)
+        Correction.objects.create(original=original, corrected=corrected, author=author, kind="answer", step=2)
+    return token_client(users["researcher"]), "/api/v1/corrections/", Correction.objects.order_by("-id")
+
+
 def _evaluations(users):
     from training.models import Evaluation
 
@@ -175,6 +186,7 @@ LISTS = {
     "judges": _judges,
     "campaign judge votes": _judge_votes,
     "judge calls": _judge_calls,
+    "corrections": _corrections,
     "evaluations": _evaluations,
     "users": _users,
     "own tokens": _own_tokens,
@@ -343,6 +355,7 @@ def test_every_list_in_the_schema_is_paged():
         "/api/v1/campaigns/{campaign_id}/judge-votes",
         "/api/v1/judges/",
         "/api/v1/judges/{judge_id}/calls",
+        "/api/v1/corrections/",
         "/api/v1/evaluations/",
         "/api/v1/users/",
         "/api/v1/tokens/",

@@ -1,0 +1,1 @@
+"""Corrections over REST (api.py); the services are annotate/services/corrections.py."""

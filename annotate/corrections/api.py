@@ -1,0 +1,166 @@
+"""Corrections over REST: an annotator corrects a side of the comparison they hold or judged;
+researchers and admins list and read corrections with their lineage; admins review them.
+The services check everything (annotate/services/corrections.py); this module shapes input
+and output."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotate.models import Assignment, Correction
+from annotate.services.corrections import correction_create, correction_parse, correction_review, correction_side
+from webapp.access import api_role
+from webapp.api_input import StrictJSONParser, id_parameter, query_id
+from webapp.errors import ArbiterError
+from webapp.pagination import ListPage, list_page
+from webapp.roles import Role
+
+LABELERS = (Role.ANNOTATOR, Role.ADMIN)
+READERS = (Role.RESEARCHER, Role.ADMIN)
+
+
+class CorrectionOutput(serializers.ModelSerializer):
+    steps = serializers.JSONField(source="corrected.steps", help_text="The corrected trajectory's steps.")
+    answer = serializers.CharField(source="corrected.answer")
+    outcome = serializers.JSONField(source="corrected.outcome", help_text="The rubric's, where it was replayed.")
+    task = serializers.CharField(source="original.task.external_id")
+    author = serializers.SerializerMethodField(help_text="Pseudonym.")
+
+    class Meta:
+        model = Correction
+        fields = [
+            "id",
+            "original",
+            "corrected",
+            "comparison",
+            "task",
+            "author",
+            "kind",
+            "step",
+            "replayed",
+            "status",
+            "reviewed_at",
+            "review_note",
+            "steps",
+            "answer",
+            "outcome",
+            "created_at",
+        ]
+
+    def get_author(self, correction) -> str:
+        from webapp.models import pseudonym_for
+
+        return pseudonym_for(correction.author_id)
+
+
+class CorrectionInput(serializers.Serializer):
+    """For the schema only: `correction_parse` reads the body."""
+
+    side = serializers.ChoiceField(choices=["left", "right"], help_text="The side of the screen to correct.")
+    kind = serializers.ChoiceField(choices=Correction.Kind.choices)
+    step = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**31 - 1, help_text="tool_call: an action step."
+    )
+    calls = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text="[{tool, arguments, observation?}]"
+    )
+    answer = serializers.CharField(required=False, allow_blank=True)
+
+
+class CorrectionCreated(CorrectionOutput):
+    note = serializers.SerializerMethodField(help_text="Why it was stored as edited and not replayed, if so.")
+
+    class Meta(CorrectionOutput.Meta):
+        fields = [*CorrectionOutput.Meta.fields, "note"]
+
+    def get_note(self, correction) -> str:
+        return self.context.get("note", "")
+
+
+class AssignmentCorrectionApi(APIView):
+    """Correct one side of the comparison you hold or judged (after or instead of a verdict)."""
+
+    permission_classes = [api_role(*LABELERS)]
+    parser_classes = [StrictJSONParser]
+
+    @extend_schema(request=CorrectionInput, responses={201: CorrectionCreated})
+    def post(self, request, assignment_id: int):
+        assignment = (
+            Assignment.objects.select_related(
+                "comparison__task", "comparison__trajectory_a", "comparison__trajectory_b"
+            )
+            .filter(pk=assignment_id, annotator=request.user)
+            .exclude(status=Assignment.Status.EXPIRED)
+            .first()
+        )
+        if assignment is None:
+            raise ArbiterError("That comparison is not assigned to you (or its lease expired).")
+        body = request.data
+        original = correction_side(assignment=assignment, side=body.get("side") if isinstance(body, dict) else None)
+        parsed = correction_parse(body, original=original)
+        correction, note = correction_create(
+            original=original, correction=parsed, author=request.user, comparison=assignment.comparison
+        )
+        return Response(CorrectionCreated(correction, context={"note": note}).data, status=status.HTTP_201_CREATED)
+
+
+STATUS_PARAM = OpenApiParameter("status", str, enum=list(Correction.Status.values), description="Only these.")
+
+
+class CorrectionListApi(APIView):
+    """Corrections, newest first (researchers and admins), by status or campaign."""
+
+    permission_classes = [api_role(*READERS)]
+    pagination_class = ListPage
+
+    @extend_schema(parameters=[STATUS_PARAM, id_parameter("campaign")], responses={200: CorrectionOutput(many=True)})
+    def get(self, request):
+        rows = Correction.objects.select_related("corrected", "original__task")
+        wanted = request.query_params.get("status")
+        if wanted is not None:
+            if wanted not in Correction.Status.values:
+                raise ArbiterError(
+                    f"status: one of {', '.join(Correction.Status.values)}.",
+                    details=[{"field": "status", "message": "unknown status"}],
+                )
+            rows = rows.filter(status=wanted)
+        campaign = query_id(request, "campaign")
+        if campaign is not None:
+            rows = rows.filter(comparison__campaign_id=campaign)
+        return list_page(self, rows, lambda page: CorrectionOutput(page, many=True).data)
+
+
+class CorrectionDetailApi(APIView):
+    permission_classes = [api_role(*READERS)]
+
+    @extend_schema(responses={200: CorrectionOutput})
+    def get(self, request, correction_id: int):
+        return Response(CorrectionOutput(get_object_or_404(Correction, pk=correction_id)).data)
+
+
+class CorrectionReviewApi(APIView):
+    """Accept or reject a correction (admins): only accepted ones go into datasets."""
+
+    permission_classes = [api_role(Role.ADMIN)]
+    parser_classes = [StrictJSONParser]
+
+    class InputSerializer(serializers.Serializer):
+        decision = serializers.ChoiceField(choices=["accept", "reject"])
+        note = serializers.CharField(required=False, allow_blank=True, default="", max_length=20_000)
+
+    @extend_schema(request=InputSerializer, responses={200: CorrectionOutput})
+    def post(self, request, correction_id: int):
+        correction = get_object_or_404(Correction, pk=correction_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        reviewed = correction_review(
+            correction=correction,
+            decision=data.validated_data["decision"],
+            reviewer=request.user,
+            note=data.validated_data["note"],
+        )
+        return Response(CorrectionOutput(reviewed).data)

@@ -1,0 +1,235 @@
+"""Corrections (issue 33, first part): an annotator fixes one side of a comparison over the API;
+in the encyclopedia the fix is played in the environment (real observations, the rubric's
+outcome); elsewhere it is stored as edited and marked so; calls are checked against the tools'
+schemas; admins review corrections; bad bodies are refused with nothing stored."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotate.models import Assignment, Comparison, Correction, Trajectory
+from annotate.services.assignments import assignment_next
+from tests.conftest import token_client
+from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+from training.simulation import scripted_trajectories_generate
+
+pytestmark = pytest.mark.django_db
+
+SEARCH_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}},
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+        },
+    }
+]
+
+
+@pytest.fixture
+def annotator():
+    return UserFactory(roles=["annotator"])
+
+
+def _encyclopedia_assignment(annotator):
+    campaign = CampaignFactory(votes_per_comparison=1)
+    scripted_trajectories_generate(campaign=campaign, n_tasks=2, seed=3)
+    assignment = assignment_next(campaign=campaign, annotator=annotator)
+    assert assignment is not None
+    return assignment
+
+
+def _side(assignment, side):
+    c = assignment.comparison
+    return c.trajectory_a if (side == "left") == assignment.left_is_a else c.trajectory_b
+
+
+def test_an_answer_fixed_in_the_encyclopedia_is_replayed_and_scored_by_the_rubric(annotator):
+    assignment = _encyclopedia_assignment(annotator)
+    original = _side(assignment, "left")
+    reference = original.task.reference_answer
+    api = token_client(annotator)
+    response = api.post(
+        f"/api/v1/assignments/{assignment.pk}/correction",
+        {"side": "left", "kind": "answer", "answer": reference},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["replayed"] is True and body["note"] == "" and body["status"] == "pending"
+    assert body["outcome"]["correct"] is True and body["answer"] == reference
+    corrected = Trajectory.objects.get(pk=body["corrected"])
+    answer_at = next(i for i, s in enumerate(original.steps) if s["kind"] == "answer")
+    assert corrected.steps[:answer_at] == original.steps[:answer_at]  # the same calls met the same observations
+    assert corrected.source == "corrected" and corrected.policy.name == "human correction"
+    assert corrected.metadata["corrected_from"] == original.pk and corrected.task_id == original.task_id
+    correction = Correction.objects.get(pk=body["id"])
+    assert correction.original == original and correction.comparison == assignment.comparison
+    assert correction.author == annotator and correction.kind == "answer"
+
+
+def test_a_replaced_tool_call_runs_in_the_environment_and_continues_by_hand(annotator):
+    assignment = _encyclopedia_assignment(annotator)
+    original = _side(assignment, "right")
+    first_action = next(i for i, s in enumerate(original.steps) if s["kind"] == "action")
+    reference = original.task.reference_answer
+    body = {
+        "side": "right",
+        "kind": "tool_call",
+        "step": first_action,
+        "calls": [{"tool": "search", "arguments": {"query": original.task.prompt}}],
+        "answer": reference,
+    }
+    response = token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json")
+    assert response.status_code == 201, response.content
+    steps = response.json()["steps"]
+    call, seen = steps[first_action], steps[first_action + 1]
+    assert call == {"kind": "action", "tool": "search", "arguments": {"query": original.task.prompt}}
+    assert seen["kind"] == "observation" and seen["content"]  # what the encyclopedia's search said
+    assert steps[-1] == {"kind": "answer", "text": reference}
+    assert response.json()["outcome"]["steps"] == 2  # the search and the answer: the rubric counted them
+
+
+@pytest.mark.parametrize(
+    "calls, field",
+    [
+        ([{"tool": "search", "arguments": {"q": "x"}}], "calls[0].arguments"),
+        ([{"tool": "search", "arguments": {"query": 5}}], "calls[0].arguments.query"),
+        ([{"tool": "teleport", "arguments": {}}], "calls[0].tool"),
+        ([{"tool": "search", "arguments": "query=x"}], "calls[0].arguments"),
+    ],
+)
+def test_a_call_its_tool_refuses_is_not_stored(annotator, calls, field):
+    assignment = _encyclopedia_assignment(annotator)
+    original = _side(assignment, "left")
+    step = next(i for i, s in enumerate(original.steps) if s["kind"] == "action")
+    body = {"side": "left", "kind": "tool_call", "step": step, "calls": calls}
+    response = token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json")
+    assert response.status_code == 400, response.content
+    assert field in [e.get("field") for e in response.json()["errors"]], response.json()
+    assert not Correction.objects.exists()
+
+
+def _plain_assignment(annotator, **task):
+    """A comparison of imported trajectories whose task has no environment here."""
+    campaign = CampaignFactory(votes_per_comparison=1)
+    task = TaskFactory(**task)
+    a = TrajectoryFactory(task=task, metadata={"tools": SEARCH_TOOLS})
+    b = TrajectoryFactory(task=task, metadata={"tools": SEARCH_TOOLS})
+    Comparison.objects.create(campaign=campaign, task=task, trajectory_a=a, trajectory_b=b)
+    return assignment_next(campaign=campaign, annotator=annotator)
+
+
+def test_without_an_environment_a_correction_is_stored_as_edited_and_says_so(annotator):
+    assignment = _plain_assignment(annotator, environment="")
+    body = {
+        "side": "left",
+        "kind": "tool_call",
+        "step": 0,
+        "calls": [{"tool": "search", "arguments": {"query": "the right thing"}, "observation": "found it"}],
+        "answer": "the fix",
+    }
+    response = token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json")
+    assert response.status_code == 201, response.content
+    got = response.json()
+    assert got["replayed"] is False and "names no environment" in got["note"] and got["outcome"] is None
+    assert got["steps"] == [
+        {"kind": "action", "tool": "search", "arguments": {"query": "the right thing"}},
+        {"kind": "observation", "tool": "search", "content": "found it"},
+        {"kind": "answer", "text": "the fix"},
+    ]
+    # Checked against the tools the trajectory declared, even with nothing to run them.
+    body["calls"] = [{"tool": "search", "arguments": {"query": "x", "extra": 1}}]
+    assert (
+        token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json").status_code
+        == 400
+    )
+
+
+def test_an_environment_that_answers_otherwise_now_is_not_replayed(annotator):
+    assignment = _encyclopedia_assignment(annotator)
+    original = _side(assignment, "left")
+    steps = [dict(s) for s in original.steps]
+    seen = next(  # the observation of a real call (a refused turn's is the runner's, not the world's)
+        i for i, s in enumerate(steps) if s["kind"] == "observation" and steps[i - 1].get("tool") != "invalid"
+    )
+    steps[seen]["content"] = "a page this world does not have"
+    Trajectory.objects.filter(pk=original.pk).update(steps=steps)
+    answer_at = next(i for i, s in enumerate(steps) if s["kind"] == "answer")
+    assert answer_at > seen
+    response = token_client(annotator).post(
+        f"/api/v1/assignments/{assignment.pk}/correction",
+        {"side": "left", "kind": "answer", "answer": "x"},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["replayed"] is False and "differently" in response.json()["note"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],
+        "fix",
+        {"side": "middle", "kind": "answer", "answer": "x"},
+        {"side": "left"},
+        {"side": "left", "kind": "answer"},
+        {"side": "left", "kind": "answer", "answer": ["x"]},
+        {"side": "left", "kind": "answer", "answer": "x", "step": 0},
+        {"side": "left", "kind": "tool_call", "step": "0", "calls": [{"tool": "search", "arguments": {"query": "x"}}]},
+        {"side": "left", "kind": "tool_call", "step": 99, "calls": [{"tool": "search", "arguments": {"query": "x"}}]},
+        {"side": "left", "kind": "tool_call", "step": 0, "calls": {}},
+        {"side": "left", "kind": "tool_call", "step": 0, "calls": []},
+        {"side": "left", "kind": "tool_call", "step": 0, "calls": [5]},
+        {"side": "left", "kind": "tool_call", "step": 0, "calls": [{"tool": 5}]},
+        {
+            "side": "left",
+            "kind": "tool_call",
+            "step": 0,
+            "calls": [{"tool": "search", "arguments": {"query": "x"}, "observation": {}}],
+        },
+        {"side": "left", "kind": "tool_call", "step": 1, "calls": [{"tool": "search", "arguments": {"query": "x"}}]},
+        {"side": "left", "kind": "answer", "answer": "x", "colour": "red"},
+    ],
+)
+def test_bad_bodies_are_refused_with_a_reason_and_nothing_stored(annotator, body):
+    assignment = _plain_assignment(annotator, environment="")
+    response = token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json")
+    assert response.status_code == 400, (body, response.content)
+    assert response.json()["detail"] and not Correction.objects.exists()
+
+
+def test_only_the_assignments_annotator_corrects_and_admins_review(annotator):
+    assignment = _plain_assignment(annotator, environment="")
+    other = UserFactory(roles=["annotator"])
+    body = {"side": "right", "kind": "answer", "answer": "better"}
+    assert (
+        token_client(other).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json").status_code
+        == 400
+    )
+    created = (
+        token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json").json()
+    )
+    review = f"/api/v1/corrections/{created['id']}/review"
+    assert token_client(annotator).post(review, {"decision": "accept"}, format="json").status_code == 403
+    researcher, admin = UserFactory(roles=["researcher"]), UserFactory(roles=["admin"])
+    listed = token_client(researcher).get("/api/v1/corrections/?status=pending").json()["results"]
+    assert [c["id"] for c in listed] == [created["id"]] and listed[0]["author"] != annotator.username
+    assert token_client(researcher).post(review, {"decision": "accept"}, format="json").status_code == 403
+    admin_api = token_client(admin)
+    assert admin_api.post(review, {"decision": "maybe"}, format="json").status_code == 400
+    reviewed = admin_api.post(review, {"decision": "accept", "note": "right answer"}, format="json").json()
+    assert reviewed["status"] == "accepted" and reviewed["review_note"] == "right answer"
+    assert admin_api.get("/api/v1/corrections/?status=bogus").status_code == 400
+    # A lease that ran out holds nothing to correct.
+    Assignment.objects.filter(pk=assignment.pk).update(status=Assignment.Status.EXPIRED)
+    assert (
+        token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json").status_code
+        == 400
+    )
