@@ -72,10 +72,13 @@ class CorrectionInput(serializers.Serializer):
 
 
 class CorrectionCreated(CorrectionOutput):
+    """What the annotator who made it reads back: never the rubric's outcome (annotators never see
+    the known answer's verdict)."""
+
     note = serializers.SerializerMethodField(help_text="Why it was stored as edited and not replayed, if so.")
 
     class Meta(CorrectionOutput.Meta):
-        fields = [*CorrectionOutput.Meta.fields, "note"]
+        fields = [*(f for f in CorrectionOutput.Meta.fields if f != "outcome"), "note"]
 
     def get_note(self, correction) -> str:
         return self.context.get("note", "")

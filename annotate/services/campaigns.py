@@ -375,6 +375,15 @@ def _judge_shown(data: dict, campaign: Campaign | None, problems: list) -> dict:
             if judge is None:
                 problems.append({"field": "shown_judge", "message": f"no judge with id {str(value)[:20]}."})
                 return out
+            if judge.kind == Judge.Kind.RUBRIC:
+                problems.append(
+                    {
+                        "field": "shown_judge",
+                        "message": f"{judge.name} is a rubric judge: it knows the answer, which annotators never "
+                        "see; show a reward-model or chat judge.",
+                    }
+                )
+                return out
         out["shown_judge"] = judge
     if mode != JudgeMode.BLIND and judge is None:
         problems.append(

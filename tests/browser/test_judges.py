@@ -10,7 +10,7 @@ from tests.browser.conftest import login, screenshot
 from tests.factories import UserFactory
 from tests.fake_openai import ok, start_fake_openai
 from tests.helpers import annotators, label_all
-from tests.training.judge_fixtures import judge_run, rubric_campaign, rubric_judge
+from tests.training.judge_fixtures import chat_judge_votes, rubric_campaign
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -80,11 +80,10 @@ def test_a_lead_adds_a_chat_judge_runs_it_reads_the_agreement_and_orders_the_que
 
 
 def test_an_annotator_labels_with_the_judges_verdict_filled_in(page, live_server):
-    admin = UserFactory(username="lead", roles=["admin"])
+    UserFactory(username="lead", roles=["admin"])
     UserFactory(username="ann", roles=["annotator"])
     campaign = rubric_campaign(n=2, k=1)
-    judge = rubric_judge()
-    judge_run(admin, judge_id=judge.pk, campaign_id=campaign.pk, swapped_share=0)
+    judge = chat_judge_votes(campaign)
 
     login(page, live_server, "lead")
     page.goto(f"{live_server.url}/annotate/campaigns/{campaign.pk}/edit/")
@@ -98,7 +97,7 @@ def test_an_annotator_labels_with_the_judges_verdict_filled_in(page, live_server
     page.goto(f"{live_server.url}/annotate/campaigns/{campaign.pk}/label/")
     expect(page.locator("#judge-suggestion")).to_contain_text(judge.name)
     checked = page.locator("input[name=choice]:checked")
-    assert checked.count() == 1 and checked.get_attribute("value") in ("1", "5")  # the rubric knows the answer
+    assert checked.count() == 1 and checked.get_attribute("value") in ("1", "5")  # the judge said "much better"
     page.keyboard.press("Enter")
     expect(page.locator("#judge-after")).to_contain_text("as you did")
     screenshot(page, "judges-prefilled")

@@ -4,6 +4,7 @@ each kind, and a judge run executed in this process as a worker executes it."""
 from __future__ import annotations
 
 from annotate.models import Comparison, Judge
+from annotate.services.judges import VoteIn, judge_votes_store
 from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory
 from webapp.runs.services import run_execute, run_launch
 
@@ -33,3 +34,13 @@ def judge_run(user, **config):
     run_execute(run_id=run.pk, attempt=run.attempt)
     run.refresh_from_db()
     return run
+
+
+def chat_judge_votes(campaign, name: str = "chat-judge") -> Judge:
+    """A chat judge that has answered every comparison of the campaign, as a run would store it:
+    A much better on every other comparison, B much better on the rest (no server needed)."""
+    judge = Judge.objects.create(name=name, kind="chat", config={"base_url": "http://127.0.0.1:9/v1", "model": "j"})
+    for i, comparison in enumerate(Comparison.objects.filter(campaign=campaign).order_by("id")):
+        vote = VoteIn(probe="first", choice=1 if i % 2 == 0 else 5, rationale="It reads the page.")
+        judge_votes_store(judge=judge, comparison=comparison, votes=[vote], run_id=None, count_toward_votes=False)
+    return judge

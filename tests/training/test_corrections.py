@@ -63,8 +63,11 @@ def test_an_answer_fixed_in_the_encyclopedia_is_replayed_and_scored_by_the_rubri
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["replayed"] is True and body["note"] == "" and body["status"] == "pending"
-    assert body["outcome"]["correct"] is True and body["answer"] == reference
+    assert "outcome" not in body and body["answer"] == reference  # the rubric is never shown to annotators
     corrected = Trajectory.objects.get(pk=body["corrected"])
+    assert corrected.outcome["correct"] is True
+    researcher = UserFactory(roles=["researcher"])
+    assert token_client(researcher).get(f"/api/v1/corrections/{body['id']}").json()["outcome"]["correct"] is True
     answer_at = next(i for i, s in enumerate(original.steps) if s["kind"] == "answer")
     assert corrected.steps[:answer_at] == original.steps[:answer_at]  # the same calls met the same observations
     assert corrected.source == "corrected" and corrected.policy.name == "human correction"
@@ -93,7 +96,8 @@ def test_a_replaced_tool_call_runs_in_the_environment_and_continues_by_hand(anno
     assert call == {"kind": "action", "tool": "search", "arguments": {"query": original.task.prompt}}
     assert seen["kind"] == "observation" and seen["content"]  # what the encyclopedia's search said
     assert steps[-1] == {"kind": "answer", "text": reference}
-    assert response.json()["outcome"]["steps"] == 2  # the search and the answer: the rubric counted them
+    corrected = Trajectory.objects.get(pk=response.json()["corrected"])
+    assert corrected.outcome["steps"] == 2  # the search and the answer: the rubric counted them
 
 
 @pytest.mark.parametrize(
@@ -138,7 +142,8 @@ def test_without_an_environment_a_correction_is_stored_as_edited_and_says_so(ann
     response = token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json")
     assert response.status_code == 201, response.content
     got = response.json()
-    assert got["replayed"] is False and "names no environment" in got["note"] and got["outcome"] is None
+    assert got["replayed"] is False and "names no environment" in got["note"]
+    assert Trajectory.objects.get(pk=got["corrected"]).outcome is None
     assert got["steps"] == [
         {"kind": "action", "tool": "search", "arguments": {"query": "the right thing"}},
         {"kind": "observation", "tool": "search", "content": "found it"},

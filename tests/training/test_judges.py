@@ -21,7 +21,7 @@ from tests.conftest import token_client
 from tests.factories import UserFactory
 from tests.helpers import annotators, label_all
 from tests.rewardmodel.rm_fixtures import simulated_snapshot, tiny_policy
-from tests.training.judge_fixtures import judge_run, rubric_campaign, rubric_judge
+from tests.training.judge_fixtures import chat_judge_votes, judge_run, rubric_campaign, rubric_judge
 from tests.training.ppo_fixtures import low_token_reward_model
 from training.judges.services import judge_create, probe_drawn
 from webapp.errors import ArbiterError
@@ -133,8 +133,7 @@ def test_a_reward_model_judge_scores_both_sides_and_is_blind_to_the_order(admin)
 
 def _voted_campaign(admin, mode):
     campaign = rubric_campaign(n=2, k=1)
-    judge = rubric_judge()
-    judge_run(admin, judge_id=judge.pk, campaign_id=campaign.pk, swapped_share=0)
+    judge = chat_judge_votes(campaign)
     campaign.judge_mode, campaign.shown_judge = mode, judge
     campaign.save()
     return campaign, judge
@@ -188,6 +187,11 @@ def test_a_mode_other_than_blind_needs_a_judge(admin):
     api = token_client(admin)
     response = api.patch(f"/api/v1/campaigns/{campaign.pk}", {"judge_mode": "prefilled"}, format="json")
     assert response.status_code == 400 and "shown_judge" in str(response.json())
+    rubric = rubric_judge()
+    response = api.patch(
+        f"/api/v1/campaigns/{campaign.pk}", {"judge_mode": "prefilled", "shown_judge": rubric.pk}, format="json"
+    )
+    assert response.status_code == 400 and "knows the answer" in str(response.json())  # never shown to annotators
     for bad in ({"judge_mode": "loud"}, {"shown_judge": "x"}, {"shown_judge": [1]}, {"shown_judge": 10**12}):
         response = api.patch(f"/api/v1/campaigns/{campaign.pk}", bad, format="json")
         assert response.status_code == 400, bad
