@@ -88,3 +88,35 @@ class AdjudicateForm(forms.Form):
         },
     )
     note = forms.CharField(required=False, max_length=5000)
+
+
+def correction_body(post) -> dict:
+    """The correction form's fields as the API's body (annotate/services/corrections.py reads both):
+    one row of `tool`, `arguments` (JSON text) and `observation` per call, rows left empty dropped."""
+    from annotate.services.corrections import MAX_CALLS
+    from webapp import json_input
+    from webapp.errors import ArbiterError
+
+    body = {"side": post.get("side", ""), "kind": post.get("kind", "")}
+    if body["kind"] == "answer":
+        body["answer"] = post.get("answer", "")
+        return body
+    step = post.get("step", "").strip()
+    body["step"] = int(step) if step.isdigit() and len(step) < 10 else step
+    calls, problems = [], []
+    rows = zip(post.getlist("tool"), post.getlist("arguments"), post.getlist("observation"))
+    for i, (tool, arguments, observation) in enumerate(list(rows)[: MAX_CALLS + 1]):
+        if not tool.strip() and not arguments.strip():
+            continue
+        try:
+            parsed = json_input.loads(arguments.strip() or "{}")
+        except json_input.JsonInputError as exc:
+            problems.append({"field": f"calls[{len(calls)}].arguments", "message": f"not JSON: {exc}"})
+            parsed = None
+        calls.append({"tool": tool.strip(), "arguments": parsed, "observation": observation})
+    if problems:
+        raise ArbiterError("The correction was not stored: the arguments of a call are not JSON.", details=problems)
+    body["calls"] = calls
+    if post.get("answer", "").strip():
+        body["answer"] = post["answer"]
+    return body

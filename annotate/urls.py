@@ -30,6 +30,7 @@ urlpatterns = [
     path("comparisons/<id:comparison_id>/", views.comparison_votes, name="comparison-votes"),
     path("assignments/<id:assignment_id>/judgement/", views.judgement_post, name="judgement"),
     path("assignments/<id:assignment_id>/skip/", views.skip_post, name="skip"),
+    path("assignments/<id:assignment_id>/correction/", views.correction_post, name="correction"),
     path("datasets/", dataset_views.datasets, name="datasets"),
     path("datasets/<id:snapshot_id>/", dataset_views.dataset, name="dataset"),
     path("datasets/<id:snapshot_id>/download", dataset_views.dataset_download, name="dataset-download"),

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm
+from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm, correction_body
 from annotate.judge_quality import campaign_judge_panels
 from annotate.models import Assignment, Campaign, Comparison, ImportBatch, Judgement
 from annotate.quality import campaign_quality, comparisons_in_disagreement
@@ -30,6 +30,7 @@ from annotate.services.assignments import (
     judgement_submit,
 )
 from annotate.services.campaigns import dimensions_of
+from annotate.services.corrections import correction_create, correction_parse, correction_side
 from annotate.services.imports import import_upload_create
 from annotate.services.judges import ORDERINGS, campaign_order
 from annotate.trajectory_view import pair_view
@@ -201,6 +202,42 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
 def _after_text(vote: dict) -> str:
     mine = "as you did" if vote["agrees"] else f"you said {vote['yours']}"
     return f"On the comparison you just judged, {vote['judge']} said {vote['text']} ({mine})."
+
+
+@role_required(*LABELERS)
+def correction_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    """A correction of one side of the comparison on the screen (the correction form). HTMX gets
+    the result under the form; without it, the page again with the result as a message."""
+    if request.method != "POST":
+        return redirect("annotate:campaigns")
+    context: dict = {}
+    try:
+        assignment = _own_assignment(request, assignment_id)
+        if assignment.status == Assignment.Status.EXPIRED:
+            raise ArbiterError("Your lease on this comparison ran out: there is nothing to correct.")
+        original = correction_side(assignment=assignment, side=request.POST.get("side"))
+        correction, note = correction_create(
+            original=original,
+            correction=correction_parse(correction_body(request.POST), original=original),
+            author=request.user,
+            comparison=assignment.comparison,
+        )
+        context.update(correction=correction, note=note)
+    except ArbiterError as exc:
+        context.update(error=exc.message, problems=exc.details)
+    if request.htmx:  # htmx swaps 2xx only: a refusal shows its reasons in the fragment
+        return render(request, "annotate/label.html#correction-result", context)
+    if "correction" in context:
+        messages.success(request, _correction_text(context["correction"], context["note"]))
+    else:
+        messages.error(request, context["error"])
+    campaign_id = Assignment.objects.filter(pk=assignment_id).values_list("comparison__campaign_id", flat=True).first()
+    return redirect("annotate:label", campaign_id=campaign_id) if campaign_id else redirect("annotate:campaigns")
+
+
+def _correction_text(correction, note: str) -> str:
+    how = "played in the environment" if correction.replayed else f"stored as edited ({note or 'not replayed'})"
+    return f"Correction #{correction.pk} stored, {how}; a reviewer will accept or reject it."
 
 
 @role_required(*LABELERS)

@@ -6,6 +6,7 @@ from annotate.judgement_input import SCREEN_SCALE
 from annotate.models import Assignment, Campaign, Comparison, JudgeMode
 from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
+from annotate.services.corrections import tool_names
 from annotate.services.judges import judge_vote_after_submit, judge_vote_shown
 from annotate.trajectory_view import Align, pair_view, setup_views
 
@@ -112,6 +113,7 @@ def workbench_context(
             # The same steps and answer under two agent names: nothing to prefer.
             identical=bool(left.behaviour_hash) and left.behaviour_hash == right.behaviour_hash,
             identical_reason=IDENTICAL,
+            correction_tools=sorted(set(tool_names(left)) | set(tool_names(right))),
         )
         if form is None and campaign.judge_mode == JudgeMode.PREFILLED:
             vote = judge_vote_shown(campaign=campaign, comparison_id=assignment.comparison_id)

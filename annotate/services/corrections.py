@@ -89,6 +89,12 @@ def declared_tools(original: Trajectory) -> list[dict] | None:
     return tools if isinstance(tools, list) and tools else None
 
 
+def tool_names(original: Trajectory) -> list[str]:
+    """The names of the tools a correction of this trajectory may call (none known: [])."""
+    tools = declared_tools(original)
+    return sorted(_schemas(tools)) if tools else []
+
+
 def _schemas(tools: list[dict]) -> dict[str, dict]:
     schemas = {}
     for tool in tools:

@@ -4,7 +4,7 @@
 // Keys (the help dialog lists them): 1-5 scale; Enter activates the focused control (a button,
 // a fold, a link) and submits when the focus is on none (or on the verdict's radios and box);
 // Ctrl/Cmd+Enter submits from anywhere; g the rating menus (digits rate, Enter the next menu);
-// b both bad, r rationale, s skip, ←/→ or h/l the side the step keys work on (the side shown on a phone),
+// b both bad, r rationale, s skip, x correct a side, ←/→ or h/l the side the step keys work on (the side shown on a phone),
 // [ / ] or k / j move the step cursor, w marks the cursor's step as the first wrong one,
 // Esc clears that side's mark, d first difference, o observations, c identical runs,
 // a alignment, ? help.
@@ -35,6 +35,38 @@
     f.scrollIntoView({ block: "nearest" });
   }
   function skipOpen() { const f = $("#skip-form"); return f && !f.hidden; }
+
+  // The correction form (x): the side the step keys are on, from its marked first wrong step if any.
+  const FIX = "#correction-form";
+  function showCalls() {
+    const f = $(FIX); if (!f) return;
+    const calls = $(".correction-calls", f), kind = $("input[name=kind]:checked", f);
+    if (calls) calls.hidden = !kind || kind.value !== "tool_call";
+  }
+  function openCorrection() {
+    const f = $(FIX); if (!f) return;
+    const s = side(), marked = markedIndex(s);
+    const sideRadio = $(`input[name=side][value="${s}"]`, f);
+    if (sideRadio) sideRadio.checked = true;
+    if (marked !== null) {
+      $("input[name=step]", f).value = marked;
+      $("input[name=kind][value=tool_call]", f).checked = true;
+    }
+    f.hidden = false;
+    showCalls();
+    const first = $("input[name=kind]:checked", f);
+    if (first) first.focus();
+    f.scrollIntoView({ block: "nearest" });
+  }
+  function correctionOpen() { const f = $(FIX); return f && !f.hidden; }
+  function closeCorrection() { const f = $(FIX); if (f) { f.hidden = true; document.activeElement.blur(); } }
+  function addCall() {
+    const rows = $$(`${FIX} .correction-call`); if (!rows.length) return;
+    const row = rows[rows.length - 1].cloneNode(true);
+    $$("input, textarea", row).forEach(field => { field.value = ""; });
+    rows[rows.length - 1].after(row);
+    $("input[name=tool]", row).focus();
+  }
   function closeSkip() { const f = $("#skip-form"); if (f) { f.hidden = true; document.activeElement.blur(); } }
   function submitJudgement() {
     const f = $(FORM);
@@ -169,6 +201,13 @@
       return;
     }
     const mod = ev.ctrlKey || ev.metaKey;
+    const fix = $(FIX);
+    if (fix && !fix.hidden && fix.contains(t)) {  // the correction form's keys are its own
+      if (ev.key === "Escape" && !isText(t)) { ev.preventDefault(); closeCorrection(); }
+      else if (ev.key === "Escape") t.blur();
+      else if (ev.key === "Enter" && mod) { ev.preventDefault(); fix.requestSubmit(); }
+      return;
+    }
     const form = $(FORM);
     if (ev.key === "Enter" && mod && !ev.altKey) {  // Ctrl/Cmd+Enter: submit, wherever the focus is
       if (form) { ev.preventDefault(); submitJudgement(); }
@@ -201,6 +240,7 @@
       const point = $(`${FORM} input[name=choice][value="${ev.key}"]`);
       if (point) point.checked = true;
     } else if (ev.key === "s") openSkip();
+    else if (ev.key === "x") openCorrection();
     else if (ev.key === "b") { const box = $(`${FORM} input[name=both_bad]`); if (box) box.checked = !box.checked; }
     else if (ev.key === "r") { const area = $(`${FORM} textarea[name=rationale]`); if (area) area.focus(); }
     else if (ev.key === "g") { const menu = ratingMenus()[0]; if (menu) { menu.focus(); menu.scrollIntoView({ block: "nearest" }); } }
@@ -209,7 +249,9 @@
     else if (ev.key === "]" || ev.key === "j") stepBy(1);
     else if (ev.key === "[" || ev.key === "k") stepBy(-1);
     else if (ev.key === "w") markCursor();
-    else if (ev.key === "Escape") { if (skipOpen()) closeSkip(); else mark(side(), ""); }
+    else if (ev.key === "Escape") {
+      if (skipOpen()) closeSkip(); else if (correctionOpen()) closeCorrection(); else mark(side(), "");
+    }
     else if (ev.key === "d") jumpToDifference();
     else if (ev.key === "o") toggleObservations();
     else if (ev.key === "c") toggleFolds();
@@ -232,6 +274,9 @@
     const skipper = t.closest("[data-open-skip]");
     if (skipper) { openSkip(skipper.dataset.reason); return; }
     if (t.closest("[data-close-skip]")) { closeSkip(); return; }
+    if (t.closest("[data-open-correction]")) { openCorrection(); return; }
+    if (t.closest("[data-close-correction]")) { closeCorrection(); return; }
+    if (t.closest("[data-add-call]")) { addCall(); return; }
     const tab = t.closest("[data-side-tab]");
     if (tab) { setSide(tab.dataset.sideTab); return; }
     if (t.closest("[data-jump-diff]")) { jumpToDifference(); return; }
@@ -248,6 +293,7 @@
 
   // Keep the marked step visible as marked, and the status line current.
   document.addEventListener("change", function (ev) {
+    if (ev.target.name === "kind" && ev.target.closest(FIX)) { showCalls(); return; }
     if (!ev.target.name || !ev.target.name.startsWith("first_wrong_")) return;
     const s = ev.target.name.slice("first_wrong_".length);
     $$(`${FORM} .step[data-side="${s}"]`).forEach(function (el) {

@@ -41,6 +41,7 @@ NOT_PAGES = {
     "annotate/campaigns/<id:campaign_id>/fills/<id:fill_id>": "htmx fragment",
     "annotate/assignments/<id:assignment_id>/judgement/": "POST",
     "annotate/assignments/<id:assignment_id>/skip/": "POST",
+    "annotate/assignments/<id:assignment_id>/correction/": "POST",
     "annotate/datasets/<id:snapshot_id>/download": "a zip file",
     "runs/<id:run_id>/artifacts/<path:name>": "a file",
     "runs/<id:run_id>/cancel": "POST",

@@ -238,3 +238,29 @@ def test_only_the_assignments_annotator_corrects_and_admins_review(annotator):
         token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json").status_code
         == 400
     )
+
+
+def test_the_screens_form_reads_as_the_api_does_and_says_why_it_refuses(annotator, client):
+    assignment = _plain_assignment(annotator, environment="")
+    client.force_login(annotator)
+    url = f"/annotate/assignments/{assignment.pk}/correction/"
+    bad = {
+        "side": "left",
+        "kind": "tool_call",
+        "step": "0",
+        "tool": "search",
+        "arguments": "{not json",
+        "observation": "",
+    }
+    response = client.post(url, bad, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and b'id="correction-refused"' in response.content
+    assert b"calls[0].arguments" in response.content and not Correction.objects.exists()
+    good = {**bad, "arguments": '{"query": "the page"}', "observation": "the page", "answer": "fixed"}
+    response = client.post(url, good, HTTP_HX_REQUEST="true")
+    assert b'id="correction-stored"' in response.content and b"as edited" in response.content
+    fix = Correction.objects.get()
+    assert fix.corrected.steps[-1] == {"kind": "answer", "text": "fixed"} and fix.replayed is False
+    response = client.post(
+        url, {"side": "right", "kind": "answer", "answer": "also fixed"}
+    )  # no htmx: back to the page
+    assert response.status_code == 302 and Correction.objects.count() == 2
