@@ -2,6 +2,7 @@ from django.urls import path
 
 from annotate import views
 from annotate.campaigns import views as campaign_views
+from annotate.corrections import views as correction_views
 from annotate.datasets import views as dataset_views
 
 app_name = "annotate"
@@ -30,7 +31,9 @@ urlpatterns = [
     path("comparisons/<id:comparison_id>/", views.comparison_votes, name="comparison-votes"),
     path("assignments/<id:assignment_id>/judgement/", views.judgement_post, name="judgement"),
     path("assignments/<id:assignment_id>/skip/", views.skip_post, name="skip"),
-    path("assignments/<id:assignment_id>/correction/", views.correction_post, name="correction"),
+    path("assignments/<id:assignment_id>/correction/", views.correction_post, name="correction-post"),
+    path("corrections/", correction_views.corrections, name="corrections"),
+    path("corrections/<id:correction_id>/", correction_views.correction, name="correction"),
     path("datasets/", dataset_views.datasets, name="datasets"),
     path("datasets/<id:snapshot_id>/", dataset_views.dataset, name="dataset"),
     path("datasets/<id:snapshot_id>/download", dataset_views.dataset_download, name="dataset-download"),

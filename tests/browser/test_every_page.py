@@ -91,6 +91,16 @@ def _routes(resolver=None, prefix=""):
             yield route
 
 
+def _correction(comparison, author):
+    """A pending correction of the comparison's A side's answer, stored as edited."""
+    from annotate.services.corrections import CorrectionIn, correction_create
+
+    original = comparison.trajectory_a
+    step = next((i for i, s in enumerate(original.steps) if s["kind"] == "answer"), len(original.steps))
+    fix = CorrectionIn(kind="answer", step=step, answer="The answer the page gives.")
+    return correction_create(original=original, correction=fix, author=author, comparison=comparison)[0]
+
+
 def _judge_with_votes(campaign):
     """A chat judge that answered every comparison (first, swapped and again), with its audit records."""
     from annotate.models import Judge, JudgeCall, JudgeVote
@@ -162,6 +172,7 @@ def world() -> dict:
     )
     annotator = UserFactory(username="ann", roles=["annotator"])
     judge = _judge_with_votes(campaign)
+    fix = _correction(comparisons[0], annotator)
     pages = {
         "home": "/",
         "login": "/login/",
@@ -176,6 +187,8 @@ def world() -> dict:
         "quality": f"/annotate/campaigns/{campaign.pk}/quality/",
         "disagreements": f"/annotate/campaigns/{campaign.pk}/disagreements/",
         "comparison": f"/annotate/comparisons/{comparisons[0].pk}/",
+        "corrections": "/annotate/corrections/",
+        "correction": f"/annotate/corrections/{fix.pk}/",
         "datasets": "/annotate/datasets/",
         "dataset": f"/annotate/datasets/{snapshot.pk}/",
         "runs": "/runs/",
@@ -218,6 +231,8 @@ def test_the_page_list_covers_every_route():
         "annotate/campaigns/<id:campaign_id>/quality/",
         "annotate/campaigns/<id:campaign_id>/disagreements/",
         "annotate/comparisons/<id:comparison_id>/",
+        "annotate/corrections/",
+        "annotate/corrections/<id:correction_id>/",
         "annotate/datasets/",
         "annotate/datasets/<id:snapshot_id>/",
         "runs/",

@@ -264,3 +264,32 @@ def test_the_screens_form_reads_as_the_api_does_and_says_why_it_refuses(annotato
         url, {"side": "right", "kind": "answer", "answer": "also fixed"}
     )  # no htmx: back to the page
     assert response.status_code == 302 and Correction.objects.count() == 2
+
+
+def test_admins_review_on_the_corrections_page_and_researchers_read_it(annotator, client):
+    assignment = _plain_assignment(annotator, environment="")
+    made = [
+        token_client(annotator)
+        .post(
+            f"/api/v1/assignments/{assignment.pk}/correction",
+            {"side": side, "kind": "answer", "answer": "x"},
+            format="json",
+        )
+        .json()["id"]
+        for side in ("left", "right")
+    ]
+    researcher, admin = UserFactory(roles=["researcher"]), UserFactory(roles=["admin"])
+    client.force_login(researcher)
+    listing = client.get("/annotate/corrections/")
+    assert listing.status_code == 200 and f"#{made[0]}".encode() in listing.content
+    assert client.post(f"/annotate/corrections/{made[0]}/", {"decision": "accept"}).status_code == 403
+    client.force_login(admin)
+    page = client.get(f"/annotate/corrections/{made[0]}/")
+    assert page.status_code == 200 and b'id="review-form"' in page.content
+    response = client.post(f"/annotate/corrections/{made[0]}/", {"decision": "accept", "note": "good"})
+    assert response.status_code == 302 and response["Location"].endswith(f"/annotate/corrections/{made[1]}/")
+    assert Correction.objects.get(pk=made[0]).status == "accepted"
+    client.post(f"/annotate/corrections/{made[1]}/", {"decision": "sideways"})
+    assert Correction.objects.get(pk=made[1]).status == "pending"
+    client.force_login(annotator)
+    assert client.get("/annotate/corrections/").status_code in (302, 403)
