@@ -216,7 +216,12 @@ def correction_create(
     note = ""
     replayed = None
     if _REPLAYER is not None:
-        result = _REPLAYER.replay(original.task, original.steps[: correction.step], correction.calls, correction.answer)
+        try:
+            result = _REPLAYER.replay(
+                original.task, original.steps[: correction.step], correction.calls, correction.answer
+            )
+        except Exception as exc:  # noqa: BLE001 - an environment may fail in any way: keep the fix, say why
+            result = f"the environment failed while playing it ({type(exc).__name__}: {str(exc)[:200]})"
         if isinstance(result, Replayed):
             replayed = result
         else:

@@ -293,3 +293,17 @@ def test_admins_review_on_the_corrections_page_and_researchers_read_it(annotator
     assert Correction.objects.get(pk=made[1]).status == "pending"
     client.force_login(annotator)
     assert client.get("/annotate/corrections/").status_code in (302, 403)
+
+
+def test_an_environment_that_fails_while_playing_keeps_the_fix_as_edited(annotator, monkeypatch):
+    from training.envs.replay import EnvironmentReplayer
+
+    def broken(self, task, prefix, calls, answer):
+        raise RuntimeError("the tool server went away")
+
+    monkeypatch.setattr(EnvironmentReplayer, "replay", broken)
+    assignment = _encyclopedia_assignment(annotator)
+    body = {"side": "left", "kind": "answer", "answer": "kept anyway"}
+    response = token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["replayed"] is False and "went away" in response.json()["note"]

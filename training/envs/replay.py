@@ -19,6 +19,9 @@ LIMITS = Limits(max_steps=10_000, loop_repeats=10_000)
 
 
 class EnvironmentReplayer:
+    def __init__(self):
+        self._tools: dict[str, list[dict] | None] = {}  # environment name -> its tools (the labeling page asks often)
+
     def _env(self, task):
         if not task.environment:
             return None, "the task names no environment"
@@ -28,10 +31,17 @@ class EnvironmentReplayer:
             return None, f"environment {task.environment!r} is not available here ({exc})"
 
     def tools(self, task) -> list[dict] | None:
-        env, _ = self._env(task)
-        if env is None:
-            return None
-        return [tool.as_openai() for tool in EpisodeRunner(env, LIMITS).tools.values()]
+        """The environment's tools in OpenAI's form, or None where it is not known (or fails to say)."""
+        if task.environment not in self._tools:
+            env, _ = self._env(task)
+            try:
+                tools = [tool.as_openai() for tool in EpisodeRunner(env, LIMITS).tools.values()] if env else None
+            except Exception:  # noqa: BLE001 - a broken environment must not break the labeling page
+                tools = None
+            if env is None or tools is None:
+                return None  # not kept: it may come up later
+            self._tools[task.environment] = tools
+        return self._tools[task.environment]
 
     def replay(self, task, prefix: list[dict], calls, answer: str) -> Replayed | str:
         """The corrected episode, or why it could not be played (a sentence)."""
