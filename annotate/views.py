@@ -30,7 +30,7 @@ from annotate.services.assignments import (
     judgement_submit,
 )
 from annotate.services.campaigns import dimensions_of
-from annotate.services.corrections import correction_create, correction_parse, correction_side
+from annotate.services.corrections import correction_submit
 from annotate.services.imports import import_upload_create
 from annotate.services.judges import ORDERINGS, campaign_order
 from annotate.trajectory_view import pair_view
@@ -212,15 +212,8 @@ def correction_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
         return redirect("annotate:campaigns")
     context: dict = {}
     try:
-        assignment = _own_assignment(request, assignment_id)
-        if assignment.status == Assignment.Status.EXPIRED:
-            raise ArbiterError("Your lease on this comparison ran out: there is nothing to correct.")
-        original = correction_side(assignment=assignment, side=request.POST.get("side"))
-        correction, note = correction_create(
-            original=original,
-            correction=correction_parse(correction_body(request.POST), original=original),
-            author=request.user,
-            comparison=assignment.comparison,
+        correction, note = correction_submit(
+            assignment_id=assignment_id, annotator=request.user, body=correction_body(request.POST)
         )
         context.update(correction=correction, note=note)
     except ArbiterError as exc:

@@ -11,8 +11,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.models import Assignment, Correction
-from annotate.services.corrections import correction_create, correction_parse, correction_review, correction_side
+from annotate.models import Correction
+from annotate.services.corrections import correction_review, correction_submit
 from webapp.access import api_role
 from webapp.api_input import StrictJSONParser, id_parameter, query_id
 from webapp.errors import ArbiterError
@@ -92,22 +92,7 @@ class AssignmentCorrectionApi(APIView):
 
     @extend_schema(request=CorrectionInput, responses={201: CorrectionCreated})
     def post(self, request, assignment_id: int):
-        assignment = (
-            Assignment.objects.select_related(
-                "comparison__task", "comparison__trajectory_a", "comparison__trajectory_b"
-            )
-            .filter(pk=assignment_id, annotator=request.user)
-            .exclude(status=Assignment.Status.EXPIRED)
-            .first()
-        )
-        if assignment is None:
-            raise ArbiterError("That comparison is not assigned to you (or its lease expired).")
-        body = request.data
-        original = correction_side(assignment=assignment, side=body.get("side") if isinstance(body, dict) else None)
-        parsed = correction_parse(body, original=original)
-        correction, note = correction_create(
-            original=original, correction=parsed, author=request.user, comparison=assignment.comparison
-        )
+        correction, note = correction_submit(assignment_id=assignment_id, annotator=request.user, body=request.data)
         return Response(CorrectionCreated(correction, context={"note": note}).data, status=status.HTTP_201_CREATED)
 
 

@@ -271,7 +271,7 @@ def _trajectory(original: Trajectory, steps, answer, outcome, *, replayed: bool,
     return trajectory
 
 
-def correction_side(*, assignment: Assignment, side) -> Trajectory:
+def _side(assignment: Assignment, side) -> Trajectory:
     """The trajectory on that side of the annotator's screen."""
     if side not in SIDES:
         raise ArbiterError(
@@ -280,6 +280,26 @@ def correction_side(*, assignment: Assignment, side) -> Trajectory:
     comparison = assignment.comparison
     a, b = comparison.trajectory_a, comparison.trajectory_b
     return a if (side == "left") == assignment.left_is_a else b
+
+
+def correction_submit(*, assignment_id: int, annotator, body) -> tuple[Correction, str]:
+    """An annotator's correction of one side of a comparison they hold or judged (the screen's
+    form and the API send the same body): checked, stored, with the note `correction_create` gives."""
+    assignment = (
+        Assignment.objects.select_related("comparison__task", "comparison__trajectory_a", "comparison__trajectory_b")
+        .filter(pk=assignment_id, annotator=annotator)
+        .exclude(status=Assignment.Status.EXPIRED)
+        .first()
+    )
+    if assignment is None:
+        raise ArbiterError("That comparison is not assigned to you (or its lease expired).")
+    original = _side(assignment, body.get("side") if isinstance(body, dict) else None)
+    return correction_create(
+        original=original,
+        correction=correction_parse(body, original=original),
+        author=annotator,
+        comparison=assignment.comparison,
+    )
 
 
 @transaction.atomic
