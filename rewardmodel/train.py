@@ -254,8 +254,15 @@ def _write_meta(directory: str | Path, meta: dict) -> None:
     (Path(directory) / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
-def _bridge(callbacks: Callbacks, meta: dict):
-    """A transformers TrainerCallback that reports to `callbacks` (built here: transformers loads lazily)."""
+# A step's figures written in the run's log (all go to its metrics): the reward model's, DPO's, SFT's.
+SHOWN_LOGS = ("loss", "accuracy", "margin", "rewards/accuracies", "rewards/margins", "mean_token_accuracy")
+
+
+def trainer_bridge(callbacks: Callbacks, stamp: Callable[[Path], None] = nothing):
+    """A transformers TrainerCallback that reports to `callbacks` (built here: transformers loads
+    lazily): metrics and a log line at each logging step, progress and the cancel check after
+    every step, and each checkpoint, `stamp(path)`-ed first (the files a resume needs beside
+    the trainer's), recorded before the older ones are removed."""
     from transformers import TrainerCallback
 
     class Bridge(TrainerCallback):
@@ -271,7 +278,7 @@ def _bridge(callbacks: Callbacks, meta: dict):
                 if isinstance(value, int | float) and not isinstance(value, bool)
             }
             callbacks.metrics(state.global_step, values)
-            shown = ", ".join(f"{key} {logs[key]:.4g}" for key in ("loss", "accuracy", "margin") if key in logs)
+            shown = ", ".join(f"{key} {logs[key]:.4g}" for key in SHOWN_LOGS if key in logs)
             callbacks.log(f"step {state.global_step}/{state.max_steps}: {shown}")
 
         def on_step_end(self, args, state, control, **kwargs):
@@ -286,7 +293,7 @@ def _bridge(callbacks: Callbacks, meta: dict):
             if not state.is_world_process_zero:
                 return
             path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            _write_meta(path, meta)
+            stamp(path)
             callbacks.checkpoint(state.global_step, str(path))
             # The older checkpoints go only now that the new one is recorded: with the trainer's
             # own rotation (save_total_limit) a worker killed between its rotation and this call
@@ -299,7 +306,7 @@ def _bridge(callbacks: Callbacks, meta: dict):
 
 
 @contextmanager
-def _no_progress_bars():
+def no_progress_bars():
     """Silence the progress bars of datasets and transformers (they would fill the job's log), then restore them."""
     import datasets
     from transformers.utils import logging as hf_logging
@@ -345,7 +352,7 @@ def _trl_args(
         logging_steps=max(1, steps // LOG_POINTS),
         save_strategy="steps" if config.checkpoint_every else "no",
         save_steps=config.checkpoint_every or 1,  # (unused when saving is off, but must be positive)
-        save_total_limit=None,  # the older checkpoints are removed by _bridge's on_save, once the new one is recorded
+        save_total_limit=None,  # the older checkpoints are removed by trainer_bridge's on_save, once the new one is recorded
     )
 
 
@@ -387,10 +394,10 @@ def train_reward_model(
         f"({len(train_rows) - len(dataset)} ties left out), {max_tokens} tokens per side"
     )
     meta = _meta(config, tokenizer, max_tokens)
-    bridge = _bridge(callbacks, meta)
+    bridge = trainer_bridge(callbacks, lambda path: _write_meta(path, meta))
     args = _trl_args(config, out_dir, tokenizer, max_tokens, len(dataset), device, bf16)
     model_dir = None
-    with _no_progress_bars():
+    with no_progress_bars():
         trainer = RewardTrainer(
             model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[bridge]
         )

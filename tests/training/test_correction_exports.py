@@ -12,58 +12,20 @@ import json
 import pytest
 
 from annotate.exports import export_bundle_dir, iter_rows
-from annotate.judgement_input import Verdict
 from annotate.models import Correction, SnapshotCorrection
-from annotate.services.assignments import assignment_next, judgement_submit
-from annotate.services.corrections import CallIn, CorrectionIn, correction_create, correction_review
-from annotate.services.datasets import snapshot_create
-from tests.factories import CampaignFactory, UserFactory
 from tests.helpers import _tiny_model_and_tokenizer, tiny_trainer_args
-from training.simulation import scripted_trajectories_generate
+from tests.training.correction_fixtures import corrected_snapshot
 
 pytestmark = pytest.mark.django_db
 
 
-def _fix(original, *, call: bool) -> CorrectionIn:
-    """The right answer; with `call`, a search for the question first, from the original's first call."""
-    reference = original.task.reference_answer
-    if call:
-        step = next(i for i, s in enumerate(original.steps) if s["kind"] == "action" and s["tool"] != "invalid")
-        return CorrectionIn(
-            kind="tool_call", step=step, calls=[CallIn("search", {"query": original.task.prompt})], answer=reference
-        )
-    step = next((i for i, s in enumerate(original.steps) if s["kind"] == "answer"), len(original.steps))
-    return CorrectionIn(kind="answer", step=step, answer=reference)
-
-
 @pytest.fixture
-def corrected_snapshot():
-    """Four encyclopedia tasks judged by one person, three corrections (an answer and a tool call
-    accepted, one rejected), frozen."""
-    campaign = CampaignFactory(votes_per_comparison=1)
-    scripted_trajectories_generate(campaign=campaign, n_tasks=4, samples_per_agent=2, seed=5)
-    person, admin = UserFactory(roles=["annotator"]), UserFactory(roles=["admin"])
-    made = []
-    while (a := assignment_next(campaign=campaign, annotator=person)) is not None:
-        judgement_submit(assignment_id=a.id, annotator=person, verdict=Verdict(choice=2))
-        if len(made) < 3:
-            original = a.comparison.trajectory_b
-            made.append(
-                correction_create(
-                    original=original,
-                    correction=_fix(original, call=len(made) == 1),
-                    author=person,
-                    comparison=a.comparison,
-                )[0]
-            )
-    for correction, decision in zip(made, ("accept", "accept", "reject")):
-        correction_review(correction=correction, decision=decision, reviewer=admin)
-    snapshot = snapshot_create(name="with fixes", campaigns=[campaign], test_fraction=0.3, seed=1)
-    return snapshot, made
+def fixed():
+    return corrected_snapshot()
 
 
-def test_only_accepted_corrections_are_frozen_and_exported(corrected_snapshot):
-    snapshot, made = corrected_snapshot
+def test_only_accepted_corrections_are_frozen_and_exported(fixed):
+    snapshot, made = fixed
     frozen = set(SnapshotCorrection.objects.filter(snapshot=snapshot).values_list("correction_id", flat=True))
     assert frozen == {made[0].pk, made[1].pk} and snapshot.stats["corrections"] == 2
     rows = list(iter_rows(snapshot, "sft"))
@@ -77,8 +39,8 @@ def test_only_accepted_corrections_are_frozen_and_exported(corrected_snapshot):
         assert row["messages"][-1]["content"] == correction.corrected.answer
 
 
-def test_a_dpo_row_shares_the_steps_before_the_fix_and_prefers_the_fix(corrected_snapshot):
-    snapshot, made = corrected_snapshot
+def test_a_dpo_row_shares_the_steps_before_the_fix_and_prefers_the_fix(fixed):
+    snapshot, made = fixed
     rows = list(iter_rows(snapshot, "dpo"))
     fixes = {r["correction_id"]: r for r in rows if r["source"] == "correction"}
     assert set(fixes) == {made[0].pk, made[1].pk}
@@ -96,12 +58,12 @@ def test_a_dpo_row_shares_the_steps_before_the_fix_and_prefers_the_fix(corrected
 
 
 @pytest.mark.parametrize("fmt", ["sft", "dpo"])
-def test_the_exports_load_with_the_cards_code_and_train_with_their_trl_trainer(corrected_snapshot, fmt, tmp_path):
+def test_the_exports_load_with_the_cards_code_and_train_with_their_trl_trainer(fixed, fmt, tmp_path):
     import torch
     from datasets import Features, load_dataset
     from transformers import LlamaForCausalLM
 
-    snapshot, _ = corrected_snapshot
+    snapshot, _ = fixed
     out = tmp_path / fmt
     files = export_bundle_dir(snapshot, fmt, "jsonl", out)
     card = (out / "README.md").read_text()

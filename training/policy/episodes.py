@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from training.envs.base import INVALID_TOOL, EnvTask, Episode, EpisodeRunner, Rubric
 from training.policy.chat import ChatFormat
+from training.policy.conversations import conversation_tokens
 from training.policy.parsers import ToolCall
 
 
@@ -70,23 +71,7 @@ def episode_tokens(chat: ChatFormat, e: RolloutEpisode, tools: list[dict]) -> tu
     """(ids, agent_mask) of a finished episode's messages, built exactly as a rollout builds
     them: each assistant turn is agent tokens (its text and the end-of-turn token), the rest
     is context."""
-    messages = e.messages
-    ids = chat.opening(messages[: e.opening], tools)
-    mask = [0] * len(ids)
-    i = e.opening
-    while i < len(messages):
-        action = chat.encode(messages[i]["content"]) + chat.turn_end
-        ids += action
-        mask += [1] * len(action)
-        j = i + 1
-        while j < len(messages) and messages[j]["role"] == "tool":
-            j += 1
-        if j < len(messages):  # the episode went on: the results and the next generation prompt
-            context = chat.continuation(messages[:j], tools, j - i - 1)
-            ids += context
-            mask += [0] * len(context)
-        i = j
-    return ids, mask
+    return conversation_tokens(chat, e.messages, e.opening, tools)
 
 
 def _tool_message(call_id: str, name: str, content: str) -> dict:

@@ -26,9 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from annotate.trajectory_formats import TrajectoryFormatError, message_text
 from training.envs.base import Tool
-from training.policy.parsers import ToolCall
+from training.policy.conversations import ConversationError, template_messages, tools_of
 from webapp import json_input
 
 log = logging.getLogger(__name__)
@@ -36,7 +35,6 @@ log = logging.getLogger(__name__)
 MAX_BODY = 8 * 2**20
 DEFAULT_MAX_TOKENS = 256
 MAX_CHOICES = 8
-ROLES = ("system", "developer", "user", "assistant", "tool")
 # Fields the endpoint implements, and those it accepts only at the value that changes nothing.
 FIELDS = {
     "model",
@@ -113,37 +111,11 @@ def _top_p(body: dict) -> float:
     return value
 
 
-def _text(content: Any, where: str) -> str:
-    """A message's content: a string, null, or text parts (the importer's rule: anything else is
-    refused, never dropped)."""
-    try:
-        return message_text(content, where)
-    except TrajectoryFormatError as exc:
-        raise RequestError(str(exc), "messages") from None
-
-
 def _tools(raw: Any) -> list[Tool]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise RequestError("tools: a list of {type: function, function: {name, description, parameters}}", "tools")
-    tools, names = [], set()
-    for i, item in enumerate(raw):
-        where = f"tools[{i}]"
-        function = item.get("function") if isinstance(item, dict) else None
-        if not isinstance(item, dict) or item.get("type") != "function" or not isinstance(function, dict):
-            raise RequestError(f"{where}: {{type: function, function: {{name, parameters}}}}", "tools")
-        name, parameters = function.get("name"), function.get("parameters", {"type": "object", "properties": {}})
-        if not isinstance(name, str) or not name or name in names:
-            raise RequestError(f"{where}.function.name: a name of its own", "tools")
-        if not isinstance(parameters, dict):
-            raise RequestError(f"{where}.function.parameters: a JSON schema object", "tools")
-        description = function.get("description") or ""
-        if not isinstance(description, str):
-            raise RequestError(f"{where}.function.description: a string", "tools")
-        names.add(name)
-        tools.append(Tool(name=name, description=description, parameters=parameters))
-    return tools
+    try:
+        return tools_of(raw)
+    except ConversationError as exc:
+        raise RequestError(str(exc), exc.param) from None
 
 
 def parse_request(body: Any) -> Request:
@@ -214,47 +186,12 @@ class PolicyServer:
     # Messages -------------------------------------------------------------------------
 
     def _template_messages(self, messages: list, tools: list[Tool]) -> list[dict]:
-        """OpenAI messages as the policy's template saw them in training."""
-        parser = self.chat.parser(tools)
-        called: dict[str, str] = {}  # tool call id -> tool name
-        out = []
-        for i, message in enumerate(messages):
-            where = f"messages[{i}]"
-            if not isinstance(message, dict) or message.get("role") not in ROLES:
-                raise RequestError(f"{where}: {{role, content}} with role one of {', '.join(ROLES)}", "messages")
-            role = "system" if message["role"] == "developer" else message["role"]
-            text = _text(message.get("content"), where)
-            if role == "assistant" and message.get("tool_calls"):
-                calls = self._calls(message["tool_calls"], where, called)
-                out.append({"role": "assistant", "content": parser.format(calls, text)})
-            elif role == "tool":
-                call_id = message.get("tool_call_id")
-                if not isinstance(call_id, str) or call_id not in called:
-                    raise RequestError(f"{where}.tool_call_id: the id of an earlier assistant tool call", "messages")
-                out.append({"role": "tool", "tool_call_id": call_id, "name": called[call_id], "content": text})
-            else:
-                out.append({"role": role, "content": text})
-        return out
-
-    @staticmethod
-    def _calls(raw: Any, where: str, called: dict[str, str]) -> list[ToolCall]:
-        if not isinstance(raw, list):
-            raise RequestError(f"{where}.tool_calls: a list", "messages")
-        calls = []
-        for k, call in enumerate(raw):
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise RequestError(
-                    f"{where}.tool_calls[{k}]: {{id, type: function, function: {{name, arguments}}}}", "messages"
-                )
-            try:
-                arguments = json_input.loads(function.get("arguments") or "{}")
-            except json_input.JsonInputError as exc:
-                raise RequestError(f"{where}.tool_calls[{k}].function.arguments: {exc}", "messages") from None
-            if isinstance(call.get("id"), str):
-                called[call["id"]] = function["name"]
-            calls.append(ToolCall(function["name"], arguments))
-        return calls
+        """OpenAI messages as the policy's template saw them in training (conversations.py, the
+        rendering fine-tuning runs train on)."""
+        try:
+            return template_messages(messages, tools, self.chat.parser(tools))
+        except ConversationError as exc:
+            raise RequestError(str(exc), exc.param) from None
 
     # Completion -----------------------------------------------------------------------
 
