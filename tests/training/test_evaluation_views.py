@@ -220,6 +220,41 @@ def test_an_admin_builds_a_blind_campaign_and_the_win_rate_comes_back(client, bu
     assert "no votes yet" not in section
 
 
+def test_a_system_is_judged_against_another_one_and_read_from_the_candidates_side(client, built, admin_user):
+    client.force_login(admin_user)
+    data = {"candidate": built.ppo.pk, "against": built.bon.pk, "mode": "sampled", "votes_per_comparison": 1}
+    assert client.post(built.url(), data).status_code == 302
+    human = HumanEvaluation.objects.get()
+    assert (human.baseline, human.candidate) == (built.bon, built.ppo) and human.identical_pairs == 1
+    candidate_ids = {built.sample0[("ppo", i)].pk for i in range(4)}
+    assert vote_for_candidate(human.campaign, candidate_ids, UserFactory(roles=["annotator"])) == 3
+    section = client.get(built.url()).content.decode().split('id="human-evaluations"')[1]
+    assert 'PPO best by dev <span class="muted">against</span> best-of-4 over bc@1' in section
+    assert "100.0% [" in section and "3 wins, 0 ties, 0 losses" in section
+    same = {"candidate": built.ppo.pk, "against": built.ppo.pk, "mode": "sampled", "votes_per_comparison": 1}
+    response = client.post(built.url(), same)
+    assert response.status_code == 400 and "Choose a system other than the candidate." in response.content.decode()
+    other = Evaluation.objects.create(name="other", split="eval", reference_policy=built.start)
+    foreign = EvaluationEntry.objects.create(evaluation=other, label="x", policy=built.start, position=0)
+    response = client.post(built.url(), {**same, "against": foreign.pk})
+    assert response.status_code == 400 and "No such system in this evaluation." in response.content.decode()
+    assert HumanEvaluation.objects.count() == 1
+
+
+def test_head_to_head_pairs_every_system_but_the_start_on_the_same_tasks(client, built, researcher):
+    report = evaluation_report(built.evaluation)
+    methods = {s["label"]: s["method"] for s in report["systems"]}
+    assert methods == {"bc@1 (start)": "start", "best-of-4 over bc@1": "best-of-4", "PPO best by dev": "PPO"}
+    (row,) = [h for h in report["head_to_head"] if h["mode"] == "sampled"]
+    assert (row["a"]["label"], row["b"]["label"]) == ("best-of-4 over bc@1", "PPO best by dev")
+    # Per task, PPO against best-of-4 (the start's sample 0): +1, 0, 0, +1, a mean of +0.5.
+    assert row["difference"]["mean"] == pytest.approx(0.5) and row["winner"] in ("", "PPO best by dev")
+    assert not [h for h in report["head_to_head"] if h["mode"] == "greedy"]  # best-of-4 has no greedy episodes
+    client.force_login(researcher)
+    section = client.get(built.url()).content.decode().split('id="head-to-head"')[1].split("</section>")[0]
+    assert "best-of-4 over bc@1" in section and "PPO best by dev" in section and "+50.0" in section
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

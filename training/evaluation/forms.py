@@ -21,7 +21,14 @@ class HumanEvaluationForm(forms.Form):
         queryset=EvaluationEntry.objects.none(),
         empty_label=None,
         error_messages={"invalid_choice": "Choose a system of this evaluation other than its baseline."},
-        help_text="Trajectory B; the baseline's is A.",
+        help_text="The system people judge.",
+    )
+    against = _SystemChoice(
+        queryset=EvaluationEntry.objects.none(),
+        required=False,
+        empty_label="the start",
+        error_messages={"invalid_choice": "No such system in this evaluation."},
+        help_text="What it is judged against: the start, or another system (DPO against the RL policy, say).",
     )
     mode = forms.ChoiceField(
         choices=EvaluationEpisode.Mode.choices,
@@ -33,6 +40,13 @@ class HumanEvaluationForm(forms.Form):
     def __init__(self, evaluation: Evaluation, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["candidate"].queryset = _candidates(evaluation)
+        self.fields["against"].queryset = _candidates(evaluation)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("candidate") and data.get("against") == data["candidate"]:
+            self.add_error("against", "Choose a system other than the candidate.")
+        return data
 
 
 class CompareForm(forms.Form):

@@ -108,6 +108,7 @@ def _system(
         "id": entry.pk,
         "label": entry.label,
         "kind": entry.kind,
+        "method": _method(entry),
         "n": entry.n,
         "is_baseline": entry.is_baseline,
         "policy": _policy_ref(entry.policy),
@@ -124,6 +125,54 @@ def _system(
         "success_vs_baseline": difference,
         "collapsed": _collapsed(difference),
     }
+
+
+def _method(entry: EvaluationEntry) -> str:
+    """How the system was made, in a word: start, best-of-n, SFT, DPO, PPO, RLOO, GRPO or policy."""
+    metadata = entry.policy.metadata or {}
+    if entry.is_baseline:
+        return "start"
+    if entry.kind == EvaluationEntry.Kind.BEST_OF_N:
+        return f"best-of-{entry.n}"
+    if "finetune" in metadata:
+        return str(metadata["finetune"].get("kind", "")).upper() or "policy"
+    if "ppo" in metadata:
+        run = entry.policy.run
+        return (run.kind if run is not None else "ppo").upper()
+    return "policy"
+
+
+def _verdict(difference: dict, a: str, b: str) -> str:
+    """Which of two systems wins on success, from the paired interval of (b - a)."""
+    if difference.get("low") is not None and difference["low"] > 0:
+        return b
+    if difference.get("high") is not None and difference["high"] < 0:
+        return a
+    return ""
+
+
+def head_to_head(systems: list[dict], outcomes: dict) -> list[dict]:
+    """Every pair of systems other than the start, per mode: the paired difference in success on
+    the tasks both played (b - a, with its 95% interval over tasks) and which wins, if either
+    does clearly; "" when the interval holds 0."""
+    others = [s for s in systems if not s["is_baseline"]]
+    rows = []
+    for mode in MODES:
+        for i, a in enumerate(others):
+            for b in others[i + 1 :]:
+                found = _success_difference(outcomes.get((a["id"], mode), {}), outcomes.get((b["id"], mode), {}))
+                if found is None:
+                    continue
+                rows.append(
+                    {
+                        "mode": mode,
+                        "a": {"id": a["id"], "label": a["label"], "method": a["method"]},
+                        "b": {"id": b["id"], "label": b["label"], "method": b["method"]},
+                        "difference": found,
+                        "winner": _verdict(found, a["label"], b["label"]),
+                    }
+                )
+    return rows
 
 
 def _human_evaluations(evaluation: Evaluation) -> list[dict]:
@@ -207,7 +256,7 @@ def _ppo_run(run: Run, evaluated: dict[int, int]) -> dict:
 
 def evaluation_report(evaluation: Evaluation) -> dict:
     """Everything the dashboard shows, as plain JSON values."""
-    entries = list(evaluation.entries.select_related("policy"))
+    entries = list(evaluation.entries.select_related("policy__run"))
     baseline = next((e for e in entries if e.is_baseline), None)
     outcomes = _outcomes(evaluation)
     run_ids = sorted(
@@ -239,6 +288,7 @@ def evaluation_report(evaluation: Evaluation) -> dict:
         "metrics": list(METRICS),
         "baseline_id": baseline.pk if baseline else None,
         "systems": systems,
+        "head_to_head": head_to_head(systems, outcomes),
         "human_evaluations": _human_evaluations(evaluation),
         "rl_runs": runs,
     }

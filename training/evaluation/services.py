@@ -283,17 +283,21 @@ def human_evaluation_create(
     candidate: EvaluationEntry,
     mode: str = "sampled",
     votes_per_comparison: int = 3,
+    against: EvaluationEntry | None = None,
     created_by=None,
 ) -> HumanEvaluation:
-    """A blind campaign with one comparison per task: the baseline's episode against the
-    candidate's, sample 0 of `mode`. Tasks where both sides did exactly the same are left out
-    and counted. A comparison stores its trajectories in id order (a database rule), so either
-    side may be A; `human_evaluation_result` reads each vote from the candidate's side."""
-    baseline = evaluation.entries.filter(is_baseline=True).first()
+    """A blind campaign with one comparison per task: the episode of `against` (the baseline
+    unless given: DPO against the RL policy, say) against the candidate's, sample 0 of `mode`.
+    Tasks where both sides did exactly the same are left out and counted. A comparison stores
+    its trajectories in id order (a database rule), so either side may be A;
+    `human_evaluation_result` reads each vote from the candidate's side."""
+    baseline = against or evaluation.entries.filter(is_baseline=True).first()
     if baseline is None:
         raise ArbiterError("This evaluation has no baseline to compare with.")
+    if baseline.evaluation_id != evaluation.pk:
+        raise ArbiterError("against: choose a system of this evaluation.")
     if candidate.evaluation_id != evaluation.pk or candidate.pk == baseline.pk:
-        raise ArbiterError("Choose a system of this evaluation other than its baseline.")
+        raise ArbiterError(f"Choose a system of this evaluation other than {baseline.label}.")
     if mode not in EvaluationEpisode.Mode.values:
         raise ArbiterError(f"mode: one of {', '.join(EvaluationEpisode.Mode.values)}.")
     if not 1 <= votes_per_comparison <= 20:

@@ -59,6 +59,11 @@ class EvaluationDetailApi(APIView):
         metrics = serializers.ListField(child=serializers.CharField())
         baseline_id = serializers.IntegerField(allow_null=True)
         systems = serializers.ListField(child=serializers.DictField())
+        head_to_head = serializers.ListField(
+            child=serializers.DictField(),
+            help_text="Every pair of systems other than the start, per mode: success of b minus a on the tasks "
+            "both played, with its 95% interval, and the winner's label when the interval excludes 0.",
+        )
         human_evaluations = serializers.ListField(child=serializers.DictField())
         rl_runs = serializers.ListField(child=serializers.DictField())
         loop = serializers.DictField(
