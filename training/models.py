@@ -165,6 +165,22 @@ class LoopRound(BaseModel):
         help_text="Trained on every label of the loop so far.",
     )
     rl_run = models.ForeignKey("webapp.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    sft_run = models.ForeignKey(
+        "webapp.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="With compare_dpo: SFT from the round's start on the accepted corrections of the round's dataset.",
+    )
+    dpo_run = models.ForeignKey(
+        "webapp.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="With compare_dpo: DPO from the round's start on the round's dataset (corrections and pairs).",
+    )
     policy = models.ForeignKey(
         Policy,
         null=True,

@@ -153,6 +153,19 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def format_head_to_head(rows: list[dict]) -> str:
+    """The evaluation's head-to-head rows as lines: which of two systems wins, by how much."""
+    lines = []
+    for row in rows:
+        d = row["difference"]
+        verdict = f"{row['winner']} wins" if row["winner"] else "neither clearly"
+        lines.append(
+            f"{row['mode']:<8} {row['a']['label']} [{row['a']['method']}] vs {row['b']['label']} [{row['b']['method']}]: "
+            f"{100 * d['mean']:+.1f} points [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}], {verdict}"
+        )
+    return "\n".join(lines) or "(no two systems besides the start)"
+
+
 # Comparisons a round aims at (all pairs of a task's episodes): a reward model needs 16 training
 # and 4 test pairs that are not ties, and on a small environment many pairs are ties or identical.
 PLANNED_PAIRS = 150
@@ -318,6 +331,8 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append("samples_per_task: at least 2 (comparisons pair a task's episodes).")
     if config.annotators < 1:
         problems.append("annotators: at least 1.")
+    if config.compare_dpo:
+        problems += _compare_problems(config, size)
     if config.rl_kind not in RL_KINDS:
         problems.append(f"rl_kind: one of {', '.join(RL_KINDS)}.")
         return problems
@@ -328,6 +343,29 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
     else:
         problem = episodes_per_iteration_problem(rl.rl_config(), size.train) if size else None
         problems += [f"{config.rl_kind.upper()} settings: {problem}"] if problem else []
+    return problems
+
+
+def _compare_problems(config: PipelineConfig, size) -> list[str]:
+    """What --compare-dpo needs: a demonstrator to correct with, and SFT and DPO settings their runs take."""
+    from training.envs.base import demonstrator_problem
+    from training.envs.services import environment_get
+
+    problems = []
+    if not 1 <= config.corrections <= 100_000:
+        problems.append("corrections: 1 to 100,000.")
+    if size is not None:
+        problem = demonstrator_problem(environment_get(config.environment))
+        if problem:
+            problems.append(f"compare_dpo: the simulated corrections follow the environment's demonstrator: {problem}")
+    for kind, overrides in (("sft", config.sft), ("dpo", config.dpo)):
+        if not isinstance(overrides, dict):
+            problems.append(f"{kind}: a JSON object of {kind} run settings.")
+            continue
+        try:
+            config_from_input(get_kind(kind).config_class, overrides)
+        except ValueError as exc:
+            problems.append(f"{kind.upper()} settings: {' '.join(str(exc).splitlines())}")
     return problems
 
 

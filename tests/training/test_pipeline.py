@@ -250,3 +250,71 @@ def test_a_round_that_fails_midway_goes_on_from_its_first_missing_piece(cloned_p
     assert run.status == "succeeded", run.error
     assert second.stage == "done" and second.reward_model_id == reward_model and second.campaign_id == campaign
     assert Run.objects.filter(kind="reward_model").count() == 2  # one per round: the stopped round kept its own
+
+
+def test_compare_dpo_runs_sft_and_dpo_beside_rl_on_the_same_held_out_tasks(tmp_path, capsys, cloned_policy):
+    from annotate.models import Correction, SnapshotCorrection
+
+    out = tmp_path / "compare.json"
+    direct = json.dumps({"max_steps": 3, "batch_size": 4, "threads": 1})
+    call_command(
+        "run_pipeline",
+        "--name",
+        "compare",
+        "--policy-id",
+        str(cloned_policy.pk),
+        "--rollout-tasks",
+        "30",
+        "--samples-per-task",
+        "2",
+        "--answer-branches",
+        "0",
+        "--annotator-wrong-pairs",
+        "errors",
+        "--annotators",
+        "1",
+        "--eval-tasks",
+        "3",
+        "--eval-samples",
+        "1",
+        "--best-of-n",
+        "",
+        "--audit-size",
+        "1",
+        "--audit-disagreements",
+        "1",
+        "--reward-model",
+        json.dumps({**TINY_RM, "epochs": 1}),
+        "--ppo",
+        json.dumps({**TINY_PPO, "iterations": 1}),
+        "--compare-dpo",
+        "--corrections",
+        "6",
+        "--sft",
+        direct,
+        "--dpo",
+        direct,
+        "--json",
+        str(out),
+    )
+    printed = capsys.readouterr().out
+    first = LoopRound.objects.get(loop="compare")
+    assert first.sft_run.status == first.dpo_run.status == "succeeded"
+    # A simulated annotator fixed wrong episodes of the round's campaign, replayed and reviewed by the rubric.
+    made = Correction.objects.filter(comparison__campaign=first.campaign)
+    assert 0 < made.count() <= 6 and all(c.replayed for c in made)
+    assert all((c.status == "accepted") == bool(c.corrected.outcome.get("correct")) for c in made)
+    snapshot = first.reward_model.snapshot
+    accepted = set(made.filter(status="accepted").values_list("pk", flat=True))
+    assert set(SnapshotCorrection.objects.filter(snapshot=snapshot).values_list("correction_id", flat=True)) == accepted
+    # SFT and DPO from the round's start on the round's dataset, evaluated beside RL on the same tasks.
+    for run in (first.sft_run, first.dpo_run):
+        assert run.config["policy_id"] == cloned_policy.pk and run.config["snapshot_id"] == snapshot.pk
+    evaluation = first.evaluation
+    policies = {e.policy_id: e for e in evaluation.entries.all()}
+    assert {first.sft_run.summary["policy_id"], first.dpo_run.summary["policy_id"], first.policy_id} <= set(policies)
+    report = json.loads(out.read_text())
+    methods = {(h["a"]["method"], h["b"]["method"]) for h in report["head_to_head"]}
+    assert ("PPO", "SFT") in methods or ("SFT", "PPO") in methods
+    assert {"sft", "dpo"} <= set(report["direct"]) and "round 1 corrections" in report["seconds"]
+    assert "Head to head on the same held-out tasks" in printed and "[DPO]" in printed

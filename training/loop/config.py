@@ -105,6 +105,18 @@ class PipelineConfig:
             "help": "RL also practises on this many other worlds of the environment (-1: 8 where it has a fresh variant, else 0)"
         },
     )
+    compare_dpo: bool = field(
+        default=False,
+        metadata={
+            "help": "per round: simulated corrections of wrong episodes, then SFT and DPO from the round's start on "
+            "the round's dataset, evaluated beside RL on the same held-out tasks (docs/corrections.md)"
+        },
+    )
+    corrections: int = field(
+        default=60, metadata={"help": "with compare_dpo: wrong episodes per round a simulated annotator corrects"}
+    )
+    sft: dict = field(default_factory=dict, metadata={"help": "with compare_dpo: sft run config overrides"})
+    dpo: dict = field(default_factory=dict, metadata={"help": "with compare_dpo: dpo run config overrides"})
     audit_size: int = field(
         default=24, metadata={"help": "per round: the reward model's favourite episodes shown blind to people"}
     )

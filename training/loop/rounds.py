@@ -227,10 +227,29 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
             seed=config.seed + 1000 * (loop_round.number - 1),
         )
         _timed(loop_round, "labels", started)
+        if config.compare_dpo:
+            started = time.monotonic()
+            _correct(loop_round, config, stage(f"round {loop_round.number}: simulated corrections"), user)
+            _timed(loop_round, "corrections", started)
         loop_round.stage = LoopRound.Stage.TRAINING
     else:
         loop_round.stage = LoopRound.Stage.LABELLING
     loop_round.save(update_fields=["stage", "updated_at"])
+
+
+def _correct(loop_round, config, progress: Progress, user) -> None:
+    """A simulated annotator corrects wrong episodes of the round's campaign (for SFT and DPO)."""
+    from training.simulated_corrections import campaign_simulate_corrections
+
+    progress(0.0, "fixing wrong episodes")
+    counts = campaign_simulate_corrections(
+        campaign=loop_round.campaign,
+        environment=config.environment,
+        limit=config.corrections,
+        seed=config.seed + 1000 * (loop_round.number - 1),
+        reviewer=user,
+    )
+    progress(1.0, f"{counts['accepted']} accepted, {counts['rejected']} rejected")
 
 
 def too_few_comparisons(summary: dict, loop_round, config) -> str | None:
@@ -346,6 +365,7 @@ def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     steps = (
         ("reward_model", "reward_model_id", _train_reward_model),
         ("rl", "rl_run_id", _train_rl),
+        *((("sft", "sft_run_id", _train_sft), ("dpo", "dpo_run_id", _train_dpo)) if config.compare_dpo else ()),
         ("evaluation", "evaluation_id", _evaluate),
     )
     for label, field_name, make in steps:
@@ -403,6 +423,36 @@ def _train_rl(loop_round, config, *, stage: Stage, user, should_stop) -> None:
         raise ArbiterError(f"The {kind} run #{run.pk} registered no checkpoint.")
     loop_round.rl_run, loop_round.policy_id = run, policy_id
     loop_round.save(update_fields=["rl_run", "policy", "updated_at"])
+
+
+def _train_direct(kind: str, loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    """SFT or DPO from the round's start on the round's dataset (the reward model's: every label
+    of the loop so far and the accepted corrections), for the comparison with RL."""
+    overrides = config.sft if kind == "sft" else config.dpo
+    run = run_in_process(
+        kind=kind,
+        name=f"{loop_round} {kind.upper()}",
+        user=user,
+        should_stop=should_stop,
+        progress=stage(f"round {loop_round.number}: {kind.upper()}"),
+        config={
+            "policy_id": loop_round.start_policy_id,
+            "snapshot_id": loop_round.reward_model.snapshot_id,
+            "policy_name": f"{loop_round.loop}-r{loop_round.number}-{kind}",
+            "seed": config.seed + loop_round.number - 1,
+            **overrides,
+        },
+    )
+    setattr(loop_round, f"{kind}_run", run)
+    loop_round.save(update_fields=[f"{kind}_run", "updated_at"])
+
+
+def _train_sft(loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    _train_direct("sft", loop_round, config, stage=stage, user=user, should_stop=should_stop)
+
+
+def _train_dpo(loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    _train_direct("dpo", loop_round, config, stage=stage, user=user, should_stop=should_stop)
 
 
 def _evaluate(loop_round, config, *, stage: Stage, user, should_stop) -> None:
@@ -505,6 +555,9 @@ def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> d
         rubric = _upper_bound(loop_round, config, stage, user, should_stop)
         if rubric:
             others.append(rubric)
+    for run in (loop_round.sft_run, loop_round.dpo_run):
+        if run is not None and run.summary.get("policy_id"):
+            others.append(run.summary["policy_id"])  # SFT and DPO beside RL on the same tasks
     return {
         "name": str(loop_round),
         "environment": eval_environment(config),

@@ -18,10 +18,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 from tqdm import tqdm
 
+from training.evaluation.selectors import evaluation_report
 from training.loop.report import format_rounds, loop_report
 from training.pipeline import (
     PipelineConfig,
     before_after_rows,
+    format_head_to_head,
     format_table,
     pipeline_plan,
     pipeline_problems,
@@ -134,6 +136,17 @@ class Command(BaseCommand):
             help="train each reward model from scratch instead of from round one's starting policy",
         )
         parser.add_argument("--upper-bound", action="store_true", help="also PPO against the rubric itself")
+        parser.add_argument(
+            "--compare-dpo",
+            action="store_true",
+            help="per round: a simulated annotator corrects wrong episodes, then SFT and DPO from the round's start "
+            "on the round's dataset, evaluated beside RL on the same held-out tasks (docs/corrections.md)",
+        )
+        parser.add_argument(
+            "--corrections", type=int, default=defaults.corrections, help="with --compare-dpo: corrections per round"
+        )
+        parser.add_argument("--sft", default="{}", help="with --compare-dpo: SFT run config overrides, as JSON")
+        parser.add_argument("--dpo", default="{}", help="with --compare-dpo: DPO run config overrides, as JSON")
         parser.add_argument("--best-of-n", default=defaults.best_of_n, help="best-of-n at these n, e.g. 2,4")
         parser.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="0: all eval tasks")
         parser.add_argument("--eval-samples", type=int, default=defaults.eval_samples)
@@ -161,10 +174,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         try:
             ppo, reward_model = json.loads(options["ppo"]), json.loads(options["reward_model"])
+            sft, dpo = json.loads(options["sft"]), json.loads(options["dpo"])
         except json.JSONDecodeError as exc:
-            raise CommandError(f"--ppo and --reward-model take JSON objects: {exc}") from None
-        if not isinstance(ppo, dict) or not isinstance(reward_model, dict):
-            raise CommandError("--ppo and --reward-model take JSON objects, e.g. '{\"iterations\": 20}'.")
+            raise CommandError(f"--ppo, --reward-model, --sft and --dpo take JSON objects: {exc}") from None
+        if not all(isinstance(o, dict) for o in (ppo, reward_model, sft, dpo)):
+            raise CommandError("--ppo, --reward-model, --sft and --dpo take JSON objects, e.g. '{\"iterations\": 20}'.")
         if options["ppo_iterations"] is not None:
             ppo["iterations"] = options["ppo_iterations"]
         config = PipelineConfig(
@@ -184,6 +198,10 @@ class Command(BaseCommand):
             reward_model_from_policy=options["reward_model_from_policy"],
             ppo=ppo,
             upper_bound=options["upper_bound"],
+            compare_dpo=options["compare_dpo"],
+            corrections=options["corrections"],
+            sft=sft,
+            dpo=dpo,
             best_of_n=options["best_of_n"],
             eval_tasks=options["eval_tasks"],
             eval_samples=options["eval_samples"],
@@ -256,6 +274,10 @@ class Command(BaseCommand):
             f"\n{last.rl_run.kind.upper()}: {rl['message']} Best checkpoint by dev rubric: "
             f"iteration {rl['best_iteration']}."
         )
+        head_to_head = evaluation_report(evaluation)["head_to_head"]
+        if config.compare_dpo:
+            self.stdout.write("\nHead to head on the same held-out tasks (success, B - A, 95% interval over tasks):")
+            self.stdout.write(format_head_to_head(head_to_head))
         accuracy = ((last.reward_model.metrics or {}).get("test") or {}).get("accuracy")
         if accuracy is not None:
             self.stdout.write(f"Reward model: held-out accuracy {accuracy:.1%}.")
@@ -273,6 +295,12 @@ class Command(BaseCommand):
                         "seconds": result.seconds,
                         "rounds": report,
                         "rl": rl,
+                        "head_to_head": head_to_head,
+                        "direct": {
+                            kind: run.summary
+                            for kind, run in (("sft", last.sft_run), ("dpo", last.dpo_run))
+                            if run is not None
+                        },
                         "reward_model": last.reward_model.metrics,
                         "evaluation_id": evaluation.pk,
                     },
