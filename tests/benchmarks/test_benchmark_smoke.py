@@ -235,6 +235,42 @@ def test_reward_model_probes_trains_a_variant_and_probes_it(bench):
     assert re.search(r"^tiny \| 20 \| [\d.]+ \(", out, re.MULTILINE)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_compare_dpo_reads_the_loops_head_to_head_and_pools_them(bench):
+    from django.conf import settings
+
+    from tests.factories import PolicyFactory
+    from tests.helpers import Built
+    from training.models import EvaluationEntry, EvaluationEpisode, LoopRound
+
+    built = Built()
+    for kind in ("sft", "dpo"):  # two tuned policies that played as the PPO checkpoint did
+        policy = PolicyFactory(name=kind, metadata={"finetune": {"kind": kind}})
+        entry = EvaluationEntry.objects.create(evaluation=built.evaluation, label=kind, policy=policy, position=9)
+        for episode in EvaluationEpisode.objects.filter(entry=built.ppo):
+            EvaluationEpisode.objects.create(
+                entry=entry,
+                task_id=episode.task_id,
+                trajectory_id=episode.trajectory_id,
+                mode=episode.mode,
+                sample=episode.sample,
+                correct=episode.correct,
+            )
+    LoopRound.objects.create(
+        loop="bench", number=1, start_policy=built.start, reference_policy=built.start, evaluation=built.evaluation
+    )
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+    }
+    out = bench("benchmarks/compare_dpo.py", "--loops", "bench", env=env)
+    assert re.search(r"^\| sampled: DPO - RL best \| \+0\.0 \[", out, re.MULTILINE)
+    assert re.search(r"^\| sampled: DPO - start \| \+50\.0 \[", out, re.MULTILINE)
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["pooled"]["greedy: SFT - start"]["mean"] == pytest.approx(0.5)
+
+
 def test_suite_times_runs_make_test_on_databases_of_its_own(bench):
     out = bench(
         "benchmarks/suite_times.py",

@@ -1,0 +1,142 @@
+"""SFT and DPO against the reward model and RL, over the loops `run_pipeline --compare-dpo` ran
+(one per seed), on the held-out tasks each loop was evaluated on:
+
+    ARBITER_VAR_DIR=DIR .venv/bin/python manage.py run_pipeline --name cmp-s0 --compare-dpo
+    ARBITER_VAR_DIR=DIR .venv/bin/python manage.py run_pipeline --name cmp-s1 --compare-dpo --seed 1 --policy-id P
+    ARBITER_VAR_DIR=DIR .venv/bin/python benchmarks/compare_dpo.py --loops cmp-s0 cmp-s1 [--round 1] [--json F]
+
+Per loop and mode (sampled at T=1, greedy): each system's success with its 95% interval over
+tasks, and for each pair of methods (DPO, SFT, the RL run's best checkpoint by dev and its
+last one, the start) the paired difference in success on the same tasks (b - a, points, 95%
+bootstrap over tasks). Then the same pairs pooled over the loops: every (loop, task) a unit of
+the bootstrap, so the interval holds the spread between seeds as well as between tasks.
+Prints markdown tables and one JSON line. It reads the app's database (DATABASE_URL, else the
+embedded one under ARBITER_VAR_DIR); it writes nothing there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ORDER = ("start", "RL best", "RL last", "SFT", "DPO")
+
+
+def _systems(evaluation) -> dict[str, int]:
+    """method -> evaluation entry id, for the loop's systems."""
+    found = {}
+    for entry in evaluation.entries.select_related("policy__run"):
+        metadata = entry.policy.metadata or {}
+        if entry.is_baseline:
+            found["start"] = entry.pk
+        elif "finetune" in metadata:
+            found[metadata["finetune"]["kind"].upper()] = entry.pk
+        elif "ppo" in metadata and entry.kind == "policy":
+            found["RL best" if metadata["ppo"].get("best") else "RL last"] = entry.pk
+    return found
+
+
+def _per_task(evaluation, entry_id: int, mode: str) -> dict[int, float]:
+    from training.models import EvaluationEpisode
+
+    outcomes: dict[int, list[float]] = {}
+    for task_id, correct in EvaluationEpisode.objects.filter(entry_id=entry_id, mode=mode).values_list(
+        "task_id", "correct"
+    ):
+        outcomes.setdefault(task_id, []).append(float(correct))
+    return {task: sum(values) / len(values) for task, values in outcomes.items()}
+
+
+def _bootstrap(differences: list[float], seed: int = 0, rounds: int = 2000) -> dict:
+    from training.evaluation.metrics import bootstrap
+
+    return bootstrap(differences, resamples=rounds, seed=seed)
+
+
+def compare(loops: list[str], number: int) -> dict:
+    from training.models import LoopRound
+
+    report: dict = {"loops": {}, "pooled": {}}
+    pooled: dict[tuple[str, str, str], list[float]] = {}
+    for loop in loops:
+        loop_round = LoopRound.objects.filter(loop=loop, number=number).select_related("evaluation").first()
+        if loop_round is None or loop_round.evaluation is None:
+            raise SystemExit(f"Loop {loop!r} has no evaluated round {number}.")
+        evaluation = loop_round.evaluation
+        systems = _systems(evaluation)
+        missing = {"SFT", "DPO"} - set(systems)
+        if missing:
+            raise SystemExit(
+                f"Loop {loop!r} round {number} has no {' or '.join(sorted(missing))} policy: "
+                "was it run with --compare-dpo?"
+            )
+        figures: dict = {"success": {}, "pairs": {}}
+        for mode in ("sampled", "greedy"):
+            success = {m: _per_task(evaluation, systems[m], mode) for m in ORDER if m in systems}
+            figures["success"][mode] = {m: _bootstrap(list(v.values())) for m, v in success.items() if v}
+            methods = [m for m in ORDER if success.get(m)]
+            for i, a in enumerate(methods):
+                for b in methods[i + 1 :]:
+                    tasks = sorted(set(success[a]) & set(success[b]))
+                    differences = [success[b][t] - success[a][t] for t in tasks]
+                    figures["pairs"][f"{mode}: {b} - {a}"] = _bootstrap(differences)
+                    pooled.setdefault((mode, a, b), []).extend(differences)
+        figures["evaluation_id"] = evaluation.pk
+        figures["tasks"] = evaluation.config.get("tasks")
+        figures["environment"] = evaluation.config.get("environment")
+        report["loops"][loop] = figures
+    for (mode, a, b), differences in pooled.items():
+        report["pooled"][f"{mode}: {b} - {a}"] = _bootstrap(differences)
+    return report
+
+
+def _cell(figure: dict, points: bool = True) -> str:
+    scale = 100
+    if figure.get("mean") is None:
+        return "-"
+    sign = "+" if points else ""
+    return f"{scale * figure['mean']:{sign}.1f} [{scale * figure['low']:{sign}.1f}, {scale * figure['high']:{sign}.1f}]"
+
+
+def print_report(report: dict) -> None:
+    for loop, figures in report["loops"].items():
+        print(
+            f"\n### {loop} (evaluation #{figures['evaluation_id']}, {figures['tasks']} tasks of {figures['environment']})\n"
+        )
+        print("| mode | " + " | ".join(ORDER) + " |")
+        print("|---|" + "---|" * len(ORDER))
+        for mode, rows in figures["success"].items():
+            print(f"| {mode} | " + " | ".join(_cell(rows[m], points=False) if m in rows else "-" for m in ORDER) + " |")
+    print("\n### Pooled over the loops (b - a, points; 95% bootstrap over (loop, task))\n")
+    print("| pair | " + " | ".join(report["loops"]) + " | pooled |")
+    print("|---|" + "---|" * (len(report["loops"]) + 1))
+    for pair, figure in report["pooled"].items():
+        cells = [_cell(f["pairs"][pair]) if pair in f["pairs"] else "-" for f in report["loops"].values()]
+        print(f"| {pair} | " + " | ".join(cells) + f" | {_cell(figure)} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--loops", nargs="+", required=True, help="loop names (run_pipeline --name), one per seed")
+    parser.add_argument("--round", type=int, default=1, help="the round whose evaluation is compared")
+    parser.add_argument("--json", default="", help="also write the report to this file")
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    import django
+
+    django.setup()
+    report = compare(args.loops, args.round)
+    print_report(report)
+    print(json.dumps(report, default=str))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
