@@ -12,6 +12,12 @@ bootstrap over tasks). Then the same pairs pooled over the loops: every (loop, t
 the bootstrap, so the interval holds the spread between seeds as well as between tasks.
 Prints markdown tables and one JSON line. It reads the app's database (DATABASE_URL, else the
 embedded one under ARBITER_VAR_DIR); it writes nothing there.
+
+With `--tune KIND`, it chooses settings instead, on dev tasks only (never the held-out ones):
+for each `--variant "NAME: field=value ..."` an `sft` or `dpo` run from the first loop's round
+start on its dataset, then one evaluation run of them all on the dev tasks of `--dev-environment`
+(the RL runs' dev world by default); prints each variant's dev success with its interval.
+These runs and their evaluation are written to the database like any others.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 ORDER = ("start", "RL best", "RL last", "SFT", "DPO")
 
@@ -121,18 +128,82 @@ def print_report(report: dict) -> None:
         print(f"| {pair} | " + " | ".join(cells) + f" | {_cell(figure)} |")
 
 
+def tune(loop: str, number: int, kind: str, variants: list[str], dev_environment: str, dev_tasks: int) -> dict:
+    from _common import parse_setting
+
+    from training.loop.rounds import pipeline_user, run_in_process
+    from training.models import Evaluation, LoopRound
+
+    loop_round = LoopRound.objects.select_related("reward_model").get(loop=loop, number=number)
+    user = pipeline_user()
+    quiet = lambda fraction, message="": None  # noqa: E731 - the runs' pages keep their progress
+    policies = {}
+    for variant in variants:
+        name, _, settings = variant.partition(":")
+        overrides = {k: parse_setting(v) for k, v in (pair.split("=", 1) for pair in settings.split())}
+        run = run_in_process(
+            kind=kind,
+            name=f"tune {loop} {kind} {name.strip()}",
+            user=user,
+            progress=quiet,
+            config={
+                "policy_id": loop_round.start_policy_id,
+                "snapshot_id": loop_round.reward_model.snapshot_id,
+                "policy_name": f"tune-{loop}-{kind}-{name.strip()}",
+                **overrides,
+            },
+        )
+        policies[name.strip()] = run.summary["policy_id"]
+        print(f"{name.strip()}: {run.summary['steps']} steps, held out {run.summary['held_out']}", flush=True)
+    run = run_in_process(
+        kind="evaluation",
+        name=f"tune {loop} {kind} on dev",
+        user=user,
+        progress=quiet,
+        config={
+            "name": f"tune {loop} {kind} on dev",
+            "baseline_policy_id": loop_round.start_policy_id,
+            "policy_ids": ",".join(str(p) for p in policies.values()),
+            "environment": dev_environment,
+            "split": "dev",
+            "tasks": dev_tasks,
+            "best_of_n": "",
+            "samples": 2,
+        },
+    )
+    evaluation = Evaluation.objects.get(pk=run.summary["evaluation_id"])
+    by_policy = {e.policy_id: e for e in evaluation.entries.all()}
+    report = {"evaluation_id": evaluation.pk, "start": by_policy[loop_round.start_policy_id].metrics}
+    for name, policy_id in policies.items():
+        report[name] = by_policy[policy_id].metrics
+    print("\n| variant | dev success T=1 | dev success greedy |\n|---|---|---|")
+    for name, metrics in report.items():
+        if name != "evaluation_id":
+            cells = [_cell(metrics.get(mode, {}).get("success", {}), points=False) for mode in ("sampled", "greedy")]
+            print(f"| {name} | " + " | ".join(cells) + " |")
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loops", nargs="+", required=True, help="loop names (run_pipeline --name), one per seed")
     parser.add_argument("--round", type=int, default=1, help="the round whose evaluation is compared")
     parser.add_argument("--json", default="", help="also write the report to this file")
+    parser.add_argument("--tune", choices=["sft", "dpo"], help="choose settings on dev tasks instead (above)")
+    parser.add_argument("--variant", action="append", default=[], help='with --tune: "NAME: field=value ..."')
+    parser.add_argument("--dev-environment", default="encyclopedia-fresh", help="with --tune: whose dev tasks")
+    parser.add_argument("--dev-tasks", type=int, default=0, help="with --tune: how many dev tasks (0: all)")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     import django
 
     django.setup()
-    report = compare(args.loops, args.round)
-    print_report(report)
+    if args.tune:
+        variants = args.variant or ["default:"]
+        report = tune(args.loops[0], args.round, args.tune, variants, args.dev_environment, args.dev_tasks)
+    else:
+        report = compare(args.loops, args.round)
+        print_report(report)
     print(json.dumps(report, default=str))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))

@@ -4,8 +4,14 @@ dashboard, labelled by people: it waits for them, refuses to train before they h
 trains on every label so far, keeps round one's start as the KL reference, and audits."""
 
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.test import Client
 
@@ -318,3 +324,43 @@ def test_compare_dpo_runs_sft_and_dpo_beside_rl_on_the_same_held_out_tasks(tmp_p
     assert ("PPO", "SFT") in methods or ("SFT", "PPO") in methods
     assert {"sft", "dpo"} <= set(report["direct"]) and "round 1 corrections" in report["seconds"]
     assert "Head to head on the same held-out tasks" in printed and "[DPO]" in printed
+    # The benchmark that chooses SFT and DPO settings on dev tasks, run as a user runs it, on this loop.
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/compare_dpo.py",
+            "--loops",
+            "compare",
+            "--tune",
+            "sft",
+            "--dev-tasks",
+            "3",
+            "--variant",
+            "a: max_steps=1 batch_size=2 threads=1",
+            "--variant",
+            "b: max_steps=2 batch_size=2 threads=1",
+        ],
+        cwd=Path(settings.BASE_DIR),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"^\| a \| [\d.]+ \[", done.stdout, re.MULTILINE) and "| start |" in done.stdout
+    out = subprocess.run(
+        [sys.executable, "benchmarks/compare_dpo.py", "--loops", "compare"],
+        cwd=Path(settings.BASE_DIR),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert out.returncode == 0 and "sampled: DPO - SFT" in out.stdout, out.stderr[-3000:]
