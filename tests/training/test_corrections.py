@@ -307,3 +307,42 @@ def test_an_environment_that_fails_while_playing_keeps_the_fix_as_edited(annotat
     response = token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json")
     assert response.status_code == 201, response.content
     assert response.json()["replayed"] is False and "went away" in response.json()["note"]
+
+
+def test_a_tool_call_fixed_in_an_mcp_environment_is_replayed_over_stdio(settings, tmp_path):
+    """The calculator MCP server, started over stdio as a deployment configures it: the wrong call
+    replaced by the right one, its observation the server's own, the answer scored by the rubric."""
+    from annotate.services.corrections import CallIn, CorrectionIn, correction_create
+    from annotate.services.imports import trajectories_import_objects
+    from tests.helpers import calculator_environments
+    from training.envs import services
+    from training.envs.arithmetic import ArithmeticEnvironment
+    from training.envs.base import EpisodeRunner
+
+    settings.ARBITER_ENVIRONMENTS = calculator_environments(tmp_path)
+    try:
+        env = services.environment_get("calc-stdio")
+        task = env.tasks("train")[0]
+        episode = EpisodeRunner(env).start(task)
+        episode.call("calculate", {"expression": "1 + 1"}, call_id="c0")
+        episode.call("answer", {"text": "2"})
+        report = trajectories_import_objects(objects=[episode.trajectory(agent="calc-agent")])
+        original = Trajectory.objects.get(pk=report.trajectory_ids[0])
+        assert original.task.environment == "calc-stdio" and original.outcome["correct"] is False
+        expressions = {
+            t.external_id: t.metadata["expression"] for t in ArithmeticEnvironment(seed=11, n_tasks=60).tasks("train")
+        }
+        expression = expressions[task.external_id]  # the sum the task asks for, as a person works it out
+        fix = CorrectionIn(
+            kind="tool_call", step=0, calls=[CallIn("calculate", {"expression": expression})], answer=task.reference
+        )
+        correction, note = correction_create(original=original, correction=fix, author=UserFactory())
+    finally:
+        for built in list(services._built.values()):
+            built.close()
+        services._built.clear()
+    assert correction.replayed and note == ""
+    steps = correction.corrected.steps
+    observation = next(s for s in steps if s["kind"] == "observation")
+    assert observation["tool"] == "calculate" and task.reference in observation["content"]  # the server's answer
+    assert correction.corrected.answer == task.reference and correction.corrected.outcome["correct"] is True
