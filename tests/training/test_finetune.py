@@ -225,3 +225,36 @@ def test_a_dpo_run_on_a_real_worker_is_cancelled_and_resumed_from_its_checkpoint
     saves = [int(step) for step in re.findall(r"Checkpoint at step (\d+)\.", Run.objects.get(pk=run_id).log)]
     assert saved["step"] in saves and saves == sorted(set(saves))  # the second attempt went on from the checkpoint
     assert Policy.objects.get(pk=body["summary"]["policy_id"]).run_id == run_id
+
+
+@pytest.mark.parametrize("family", ["qwen2", "llama"])
+def test_a_chat_models_rows_are_its_own_format_and_train(family, tmp_path):
+    """Any registered chat policy: a Qwen2 (Hermes <tool_call>) or Llama 3 (JSON) model's rows are
+    tokenized exactly as its rollout of the same episode, and SFT and DPO train it."""
+    from tests.training.chat_models import chat_model_dir
+    from training.envs.arithmetic import ArithmeticEnvironment
+    from training.finetune.config import FinetuneConfig
+    from training.finetune.train import finetune
+
+    env = ArithmeticEnvironment(seed=3, n_tasks=40)
+    path = chat_model_dir(tmp_path / "model", family, [env])
+    _, tokenizer = load_policy(path)
+    chat = ChatFormat.for_policy(tokenizer, path)
+    runner = EpisodeRunner(env)
+    tools = list(runner.tools.values())
+    rows, pairs = [], []
+    for task in env.tasks("train")[:4]:
+        episode = play_scripted(runner, task, env.demonstrator(seed=0), chat.parser(tools))
+        messages = prompt_messages(task.prompt, env.system_prompt) + steps_to_messages(episode.steps)
+        tools_json = json.dumps([t.as_openai() for t in tools])
+        example = PolicyConversations(chat).sft(messages, tools_json)
+        assert example == dict(
+            zip(("input_ids", "assistant_masks"), episode_tokens(chat, episode, [t.as_openai() for t in tools]))
+        )
+        rows.append({"messages": messages, "tools": tools_json})
+        wrong = messages[2:-1] + [{"role": "assistant", "content": "0", "tool_calls": None}]
+        pairs.append({"prompt": messages[:2], "chosen": messages[2:], "rejected": wrong, "tools": tools_json})
+    config = FinetuneConfig(max_steps=1, batch_size=2, checkpoint_every=0, threads=1)
+    for kind, data in (("sft", rows), ("dpo", pairs)):
+        result = finetune(kind, policy_dir=path, train_rows=data, test_rows=[], config=config, out_dir=tmp_path / kind)
+        assert result.steps == 1 and not result.skipped and (Path(result.model_dir) / "config.json").exists()
