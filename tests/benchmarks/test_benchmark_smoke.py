@@ -235,6 +235,27 @@ def test_reward_model_probes_trains_a_variant_and_probes_it(bench):
     assert re.search(r"^tiny \| 20 \| [\d.]+ \(", out, re.MULTILINE)
 
 
+@pytest.mark.parametrize("kind", ["dpo", "sft"])
+def test_finetune_speed_times_a_run_against_plain_trl(bench, policy_dir, kind):
+    out = bench(
+        "benchmarks/finetune_speed.py",
+        policy_dir,
+        "--kind",
+        kind,
+        "--rows",
+        "4",
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--repeats",
+        "1",
+    )
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert figures["ratio"] > 0 and figures["arbiter"]["peak_rss_mb"] > 0
+    assert re.search(r"^\| floor \| [\d.]+ \|", out, re.MULTILINE)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_compare_dpo_reads_the_loops_head_to_head_and_pools_them(bench):
     from django.conf import settings

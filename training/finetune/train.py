@@ -53,7 +53,7 @@ class FinetuneResult:
     evaluation: dict  # held-out figures of the trainer (eval_loss, DPO's reward accuracy, ...)
 
 
-def _context(model) -> int:
+def policy_context(model) -> int:
     return int(getattr(model.config, "max_position_embeddings", 0) or 4096)
 
 
@@ -137,7 +137,7 @@ def _masked_dpo_classes():
     return MaskedDPOTrainer, MaskedPreferenceCollator
 
 
-def _arguments(config: FinetuneConfig, out_dir: Path, steps: int, device: str, extra: dict):
+def training_arguments(config: FinetuneConfig, out_dir: Path, steps: int, device: str, extra: dict):
     on_cpu = device == "cpu"
     return {
         "output_dir": str(out_dir),
@@ -197,7 +197,7 @@ def finetune(
     chat = ChatFormat.for_policy(tokenizer, policy_dir)
     prepare = prepare_sft if kind == "sft" else prepare_dpo
     callbacks.progress(0.0, "tokenizing the rows in the policy's format")
-    train, test = prepare(train_rows, chat, _context(model)), prepare(test_rows, chat, _context(model))
+    train, test = prepare(train_rows, chat, policy_context(model)), prepare(test_rows, chat, policy_context(model))
     for reason, count in {**train.skipped}.items():
         callbacks.log(f"Left out {count} training row(s): {reason}")
     if not train.examples:
@@ -218,7 +218,7 @@ def finetune(
         if kind == "sft":
             from trl import SFTConfig, SFTTrainer
 
-            args = SFTConfig(**_arguments(config, out_dir, steps, device, {"packing": False}))
+            args = SFTConfig(**training_arguments(config, out_dir, steps, device, {"packing": False}))
             trainer = SFTTrainer(
                 model=model, args=args, train_dataset=train_set, processing_class=tokenizer, callbacks=[bridge]
             )
@@ -228,7 +228,7 @@ def finetune(
             trainer_class, collator_class = _masked_dpo_classes()
             dpo = dpo or DPOSettings()
             args = DPOConfig(
-                **_arguments(config, out_dir, steps, device, {"beta": dpo.beta, "loss_type": [dpo.loss_type]})
+                **training_arguments(config, out_dir, steps, device, {"beta": dpo.beta, "loss_type": [dpo.loss_type]})
             )
             collator = collator_class(pad_token_id=tokenizer.pad_token_id, max_length=None)
             trainer = trainer_class(
