@@ -165,6 +165,12 @@ def test_a_run_tunes_the_policy_on_the_snapshot_and_registers_it(kind, policy_di
     assert any(link["direction"] == "output" and link["id"] == tuned.pk for link in run.lineage)
     assert (Path(tuned.model_dir) / "arbiter_policy.json").exists() or not (policy_dir / "arbiter_policy.json").exists()
     load_policy(tuned.model_dir)  # loads and plays as any policy
+    from django.test import Client
+
+    client = Client()
+    client.force_login(UserFactory(roles=["researcher"]))
+    page = client.get(f"/training/policies/{tuned.pk}/").content.decode()
+    assert f"{kind.upper()} on dataset" in page and f"/annotate/datasets/{snapshot.pk}/" in page
 
 
 @pytest.mark.django_db
