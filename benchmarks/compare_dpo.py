@@ -128,7 +128,9 @@ def print_report(report: dict) -> None:
         print(f"| {pair} | " + " | ".join(cells) + f" | {_cell(figure)} |")
 
 
-def tune(loop: str, number: int, kind: str, variants: list[str], dev_environment: str, dev_tasks: int) -> dict:
+def tune(
+    loop: str, number: int, kind: str, variants: list[str], dev_environment: str, dev_tasks: int, dev_split: str
+) -> dict:
     from _common import parse_setting
 
     from training.loop.rounds import pipeline_user, run_in_process
@@ -165,7 +167,7 @@ def tune(loop: str, number: int, kind: str, variants: list[str], dev_environment
             "baseline_policy_id": loop_round.start_policy_id,
             "policy_ids": ",".join(str(p) for p in policies.values()),
             "environment": dev_environment,
-            "split": "dev",
+            "split": dev_split,
             "tasks": dev_tasks,
             "best_of_n": "",
             "samples": 2,
@@ -193,6 +195,11 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], help='with --tune: "NAME: field=value ..."')
     parser.add_argument("--dev-environment", default="encyclopedia-fresh", help="with --tune: whose dev tasks")
     parser.add_argument("--dev-tasks", type=int, default=0, help="with --tune: how many dev tasks (0: all)")
+    parser.add_argument(
+        "--dev-split",
+        default="dev",
+        help="with --tune: the split of --dev-environment played (any split of a world no stage trains on is dev data)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     import django
@@ -200,7 +207,9 @@ def main() -> None:
     django.setup()
     if args.tune:
         variants = args.variant or ["default:"]
-        report = tune(args.loops[0], args.round, args.tune, variants, args.dev_environment, args.dev_tasks)
+        report = tune(
+            args.loops[0], args.round, args.tune, variants, args.dev_environment, args.dev_tasks, args.dev_split
+        )
     else:
         report = compare(args.loops, args.round)
         print_report(report)

@@ -28,6 +28,13 @@ class FinetuneConfig:
         default=50, metadata=_help("Save a checkpoint every this many steps, to resume from (0: none).")
     )
     threads: int = field(default=0, metadata=_help("torch threads on a CPU worker (0: torch's choice)."))
+    activation_checkpointing: bool = field(
+        default=False,
+        metadata=_help(
+            "Recompute activations in the backward pass: less GPU memory for a large model, about a third more "
+            "compute (TRL's default is on; off here, where the default policy is small)."
+        ),
+    )
     seed: int = field(default=0, metadata=_help("Seed of the shuffling and of anything random in training."))
 
     def steps_for(self, rows: int) -> int:

@@ -150,6 +150,8 @@ def training_arguments(config: FinetuneConfig, out_dir: Path, steps: int, device
         "max_grad_norm": config.grad_clip or None,
         "seed": config.seed,
         "use_cpu": on_cpu,
+        "bf16": not on_cpu,  # TRL's default is bf16, which on a CPU is many times slower than float32
+        "activation_checkpointing": config.activation_checkpointing,  # TRL's default is on
         "dataloader_pin_memory": not on_cpu,
         "report_to": [],
         "disable_tqdm": True,
