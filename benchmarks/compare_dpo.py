@@ -4,6 +4,7 @@
     ARBITER_VAR_DIR=DIR .venv/bin/python manage.py run_pipeline --name cmp-s0 --compare-dpo
     ARBITER_VAR_DIR=DIR .venv/bin/python manage.py run_pipeline --name cmp-s1 --compare-dpo --seed 1 --policy-id P
     ARBITER_VAR_DIR=DIR .venv/bin/python benchmarks/compare_dpo.py --loops cmp-s0 cmp-s1 [--round 1] [--json F]
+    .venv/bin/python benchmarks/compare_dpo.py --pool A.json B.json   (loops kept in other databases)
 
 Per loop and mode (sampled at T=1, greedy): each system's success with its 95% interval over
 tasks, and for each pair of methods (DPO, SFT, the RL run's best checkpoint by dev and its
@@ -70,7 +71,6 @@ def compare(loops: list[str], number: int) -> dict:
     from training.models import LoopRound
 
     report: dict = {"loops": {}, "pooled": {}}
-    pooled: dict[tuple[str, str, str], list[float]] = {}
     for loop in loops:
         loop_round = LoopRound.objects.filter(loop=loop, number=number).select_related("evaluation").first()
         if loop_round is None or loop_round.evaluation is None:
@@ -83,7 +83,7 @@ def compare(loops: list[str], number: int) -> dict:
                 f"Loop {loop!r} round {number} has no {' or '.join(sorted(missing))} policy: "
                 "was it run with --compare-dpo?"
             )
-        figures: dict = {"success": {}, "pairs": {}}
+        figures: dict = {"success": {}, "pairs": {}, "differences": {}}
         for mode in ("sampled", "greedy"):
             success = {m: _per_task(evaluation, systems[m], mode) for m in ORDER if m in systems}
             figures["success"][mode] = {m: _bootstrap(list(v.values())) for m, v in success.items() if v}
@@ -93,13 +93,21 @@ def compare(loops: list[str], number: int) -> dict:
                     tasks = sorted(set(success[a]) & set(success[b]))
                     differences = [success[b][t] - success[a][t] for t in tasks]
                     figures["pairs"][f"{mode}: {b} - {a}"] = _bootstrap(differences)
-                    pooled.setdefault((mode, a, b), []).extend(differences)
+                    figures["differences"][f"{mode}: {b} - {a}"] = differences
         figures["evaluation_id"] = evaluation.pk
         figures["tasks"] = evaluation.config.get("tasks")
         figures["environment"] = evaluation.config.get("environment")
         report["loops"][loop] = figures
-    for (mode, a, b), differences in pooled.items():
-        report["pooled"][f"{mode}: {b} - {a}"] = _bootstrap(differences)
+    return pooled_report(report)
+
+
+def pooled_report(report: dict) -> dict:
+    """The report with its loops' per-task differences pooled, pair by pair."""
+    pooled: dict[str, list[float]] = {}
+    for figures in report["loops"].values():
+        for pair, differences in figures["differences"].items():
+            pooled.setdefault(pair, []).extend(differences)
+    report["pooled"] = {pair: _bootstrap(differences) for pair, differences in pooled.items()}
     return report
 
 
@@ -188,7 +196,13 @@ def tune(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--loops", nargs="+", required=True, help="loop names (run_pipeline --name), one per seed")
+    parser.add_argument("--loops", nargs="+", default=[], help="loop names (run_pipeline --name), one per seed")
+    parser.add_argument(
+        "--pool",
+        nargs="+",
+        default=[],
+        help="instead of reading loops, pool the --json reports of earlier calls (loops kept in other databases)",
+    )
     parser.add_argument("--round", type=int, default=1, help="the round whose evaluation is compared")
     parser.add_argument("--json", default="", help="also write the report to this file")
     parser.add_argument("--tune", choices=["sft", "dpo"], help="choose settings on dev tasks instead (above)")
@@ -201,6 +215,18 @@ def main() -> None:
         help="with --tune: the split of --dev-environment played (any split of a world no stage trains on is dev data)",
     )
     args = parser.parse_args()
+    if args.pool:
+        report = {"loops": {}, "pooled": {}}
+        for path in args.pool:
+            report["loops"].update(json.loads(Path(path).read_text())["loops"])
+        report = pooled_report(report)
+        print_report(report)
+        print(json.dumps(report, default=str))
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        return
+    if not args.loops:
+        parser.error("--loops (or --pool) is required")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     import django
 

@@ -257,7 +257,7 @@ def test_finetune_speed_times_a_run_against_plain_trl(bench, policy_dir, kind):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_compare_dpo_reads_the_loops_head_to_head_and_pools_them(bench):
+def test_compare_dpo_reads_the_loops_head_to_head_and_pools_them(bench, tmp_path):
     from django.conf import settings
 
     from tests.factories import PolicyFactory
@@ -285,11 +285,16 @@ def test_compare_dpo_reads_the_loops_head_to_head_and_pools_them(bench):
         **os.environ,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
     }
-    out = bench("benchmarks/compare_dpo.py", "--loops", "bench", env=env)
+    saved = tmp_path / "bench.json"
+    out = bench("benchmarks/compare_dpo.py", "--loops", "bench", "--json", str(saved), env=env)
     assert re.search(r"^\| sampled: DPO - RL best \| \+0\.0 \[", out, re.MULTILINE)
     assert re.search(r"^\| sampled: DPO - start \| \+50\.0 \[", out, re.MULTILINE)
     report = json.loads(out.strip().splitlines()[-1])
     assert report["pooled"]["greedy: SFT - start"]["mean"] == pytest.approx(0.5)
+    other = tmp_path / "bench2.json"  # the same loop as if kept in a second database under another name
+    other.write_text(json.dumps({"loops": {"bench2": json.loads(saved.read_text())["loops"]["bench"]}}))
+    pooled = json.loads(bench("benchmarks/compare_dpo.py", "--pool", str(saved), str(other)).strip().splitlines()[-1])
+    assert pooled["pooled"]["greedy: SFT - start"]["units"] == 2 * report["pooled"]["greedy: SFT - start"]["units"]
 
 
 def test_suite_times_runs_make_test_on_databases_of_its_own(bench):

@@ -138,7 +138,8 @@ def test_the_ml_modules_run_without_django():
         "import sys; import training.envs.registry as r; r.get_environment('arithmetic'); "
         "r.get_environment('encyclopedia'); import training.envs.mcp, training.policy.chat, "
         "training.policy.parsers, training.policy.rollout, training.policy.bc, training.rl.trainer, "
-        "training.rl.scorers, training.evaluation.episodes, training.evaluation.metrics; "
+        "training.rl.scorers, training.evaluation.episodes, training.evaluation.metrics, training.finetune.train, "
+        "training.policy.conversations; "
         "assert 'django' not in sys.modules, 'django was imported'"
     )
     result = subprocess.run(

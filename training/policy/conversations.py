@@ -17,11 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from annotate.trajectory_formats import TrajectoryFormatError, message_text
 from training.envs.base import Tool
 from training.policy.chat import ChatFormat
 from training.policy.parsers import ToolCall
-from webapp import json_input
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 QUOTES_HEADING = "\n\nQuotes:\n"  # annotate/chat_messages.py writes an answer's quotes after it so
@@ -38,6 +36,8 @@ class ConversationError(ValueError):
 def text_of(content: Any, where: str) -> str:
     """A message's content: a string, null, or text parts (the importer's rule: anything else is
     refused, never dropped)."""
+    from annotate.trajectory_formats import TrajectoryFormatError, message_text  # plain Python, as is json_input
+
     try:
         return message_text(content, where)
     except TrajectoryFormatError as exc:
@@ -79,6 +79,8 @@ def _calls(raw: Any, where: str, called: dict[str, str]) -> list[ToolCall]:
             raise ConversationError(f"{where}.tool_calls[{k}]: {{id, type: function, function: {{name, arguments}}}}")
         arguments = function.get("arguments") or "{}"
         if isinstance(arguments, str):
+            from webapp import json_input  # the one strict JSON reader (no NaN, no duplicate keys)
+
             try:
                 arguments = json_input.loads(arguments)
             except json_input.JsonInputError as exc:

@@ -41,7 +41,13 @@ class DPORunConfig(SFTRunConfig, DPOSettings):
     snapshot_id: int = field(
         default=0, metadata=_help("The dataset snapshot: its corrections and its comparisons' preferred sides.")
     )
-    learning_rate: float = field(default=5e-5, metadata=_help("AdamW learning rate (constant)."))
+    learning_rate: float = field(
+        default=2e-5,
+        metadata=_help(
+            "AdamW learning rate (constant). DPO of the default policy on the loop's data: 2e-5 for 3 epochs kept "
+            "its dev success where 5e-5 lost 5 points (benchmarks/RESULTS.md, issue 33)."
+        ),
+    )
     policy_name: str = field(default="dpo", metadata=_help("The tuned policy is registered as NAME, version runID."))
 
     def dpo_settings(self) -> DPOSettings:
