@@ -200,7 +200,7 @@ def finetune(
     prepare = prepare_sft if kind == "sft" else prepare_dpo
     callbacks.progress(0.0, "tokenizing the rows in the policy's format")
     train, test = prepare(train_rows, chat, policy_context(model)), prepare(test_rows, chat, policy_context(model))
-    for reason, count in {**train.skipped}.items():
+    for reason, count in train.skipped.items():
         callbacks.log(f"Left out {count} training row(s): {reason}")
     if not train.examples:
         raise ValueError(
