@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from annotate.models import DatasetSnapshot, Policy, SnapshotCorrection, SnapshotPair
 
-KINDS = ("sft", "dpo")
-
 
 def finetune_rows(snapshot: DatasetSnapshot, kind: str, split: str, source: str = "all") -> list[dict]:
     """The snapshot's `kind` export rows of one split; for DPO, `source` keeps the corrections'
