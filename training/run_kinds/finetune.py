@@ -75,15 +75,16 @@ def _check(kind: str):
 
 
 def _format_problems(policy: Policy) -> list[str]:
-    """Why the policy's chat template or tool parser cannot write the rows, if they cannot."""
-    from transformers import AutoTokenizer
+    """Why the policy's tool-call format cannot be known, if it cannot: read from its files alone
+    (`tool_parser_of`), so the web process loads no tokenizer or transformers to check a launch."""
+    from training.policy.chat import tool_parser_of
 
-    from training.policy.chat import ChatFormat, ChatTemplateError
-
-    try:
-        ChatFormat.for_policy(AutoTokenizer.from_pretrained(policy.model_dir), policy.model_dir)
-    except (ChatTemplateError, OSError, ValueError) as exc:
-        return [f"policy_id: {policy} cannot be fine-tuned in its own format: {exc}"]
+    parser, _ = tool_parser_of(policy.model_dir)
+    if not parser:
+        return [
+            f"policy_id: {policy} cannot be fine-tuned in its own format: no parser recognises its chat "
+            "template; name one as tool_parser in arbiter_policy.json (docs/policies.md)."
+        ]
     return []
 
 
