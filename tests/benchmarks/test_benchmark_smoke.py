@@ -316,3 +316,24 @@ def test_judge_run_times_a_chat_judge_run_against_its_client_alone(bench):
     out = bench("benchmarks/judge_run.py", "--comparisons", "4", "--repeats", "1", "--concurrency", "2")
     figures = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
     assert figures["comparisons"] == 4 and figures["floor_ms_per_comparison"] > 0 and figures["ratio"] > 0
+
+
+def test_rl_sanity_runs_rl_from_a_cloned_start_and_a_mutation(bench, tmp_path):
+    out = bench(
+        "benchmarks/rl_sanity.py",
+        "--seeds",
+        "0",
+        "--algorithms",
+        "rloo",
+        "--mutate",
+        "sign",
+        "--out",
+        str(tmp_path),
+        "--set",
+        "bc_steps=20",
+        "iterations=1",
+        "episodes_per_iteration=8",
+        "eval_tasks=4",
+    )
+    rows = _table_rows(out, "0")
+    assert [r[2] for r in rows] == ["defaults", "mutated: sign"], out

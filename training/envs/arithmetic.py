@@ -18,7 +18,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
+from training.envs.base import ANSWER_TOOL, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 
 _OPS = {
     ast.Add: operator.add,
@@ -135,16 +135,7 @@ class ArithmeticEnvironment(Environment):
                     "additionalProperties": False,
                 },
             ),
-            Tool(
-                "answer",
-                "Give the final answer and end the episode.",
-                {
-                    "type": "object",
-                    "properties": {"text": {"type": "string"}},
-                    "required": ["text"],
-                    "additionalProperties": False,
-                },
-            ),
+            ANSWER_TOOL,
         ]
 
     def start(self, task: EnvTask) -> _State:

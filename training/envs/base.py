@@ -63,6 +63,14 @@ class Tool:
         }
 
 
+# The final-answer tool as the built-in environments declare it: a call ends the episode.
+ANSWER_TOOL = Tool(
+    "answer",
+    "Give the final answer and end the episode.",
+    {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": False},
+)
+
+
 @dataclass(frozen=True)
 class EnvTask:
     """One task of an environment. `reference` is the known answer (never shown to annotators)."""

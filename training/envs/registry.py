@@ -27,6 +27,8 @@ ENTRY_POINT_GROUP = "arbiter.environments"
 BUILT_IN = {
     "encyclopedia": "training.envs.encyclopedia.environment:EncyclopediaEnvironment",
     "arithmetic": "training.envs.arithmetic:ArithmeticEnvironment",
+    # A known optimum (100% in two steps): where RL must learn what it is paid for (training/rl/sanity.py).
+    "codeword": "training.envs.codeword:CodewordEnvironment",
     "mcp": "training.envs.mcp:MCPEnvironment",
 }
 # Built-in environments that are another built-in with options: a world no training step saw.

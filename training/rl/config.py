@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
 
 ALGORITHMS = ("ppo", "rloo", "grpo")
+LOSS_AGGREGATIONS = ("token", "episode")
 
 
 @dataclass
@@ -49,7 +50,18 @@ class RLConfig:
     )
     entropy_coef: float = field(default=0.0, metadata={"help": "weight of the entropy bonus"})
     gamma: float = field(default=1.0, metadata={"help": "discount per agent token"})
-    lam: float = field(default=0.95, metadata={"help": "GAE lambda"})
+    lam: float = field(
+        default=1.0,
+        metadata={
+            "help": "GAE lambda (1: every agent token gets the episode's whole return against its value; at 0.95 the score at an episode's end reached a derailing token 300 tokens earlier as 0.95^300, and PPO against the rubric ran off: docs/ppo.md)"
+        },
+    )
+    loss_aggregation: str = field(
+        default="episode",
+        metadata={
+            "help": "token: every agent token of a minibatch weighs the same in the losses; episode: every episode weighs the same (GRPO's sequence mean), so a long derailed episode cannot drown out the short ones"
+        },
+    )
     value_warmup: int = field(
         default=0,
         metadata={
@@ -186,6 +198,8 @@ class RLConfig:
                 )
         if self.minibatch_size > self.episodes_per_iteration:
             problems.append("minibatch_size: at most episodes_per_iteration.")
+        if self.loss_aggregation not in LOSS_AGGREGATIONS:
+            problems.append(f"loss_aggregation: one of {', '.join(LOSS_AGGREGATIONS)}.")
         if self.algorithm not in ALGORITHMS:
             problems.append(f"algorithm: one of {', '.join(ALGORITHMS)}.")
         elif self.algorithm != "ppo" and (self.group_size < 2 or self.episodes_per_iteration % self.group_size):

@@ -121,17 +121,20 @@ def policy_loss(
     *,
     clip: float = 0.2,
     count: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO's clipped surrogate over agent tokens; also the clip fraction and approximate KL.
-    Means are over `mask`'s tokens, or sums over `count` when given (module docstring)."""
+    Means are over `mask`'s tokens, or sums over `count` when given (module docstring);
+    `weight` (token_weights) weighs each token instead of the mask's 1."""
+    weight = mask if weight is None else weight
     log_ratio = (logprobs - old_logprobs) * mask
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
-    loss = masked_mean(torch.maximum(unclipped, clipped), mask, count=count)
+    loss = masked_mean(torch.maximum(unclipped, clipped), weight, count=count)
     with torch.no_grad():
-        clipfrac = masked_mean((clipped > unclipped).to(logprobs.dtype), mask, count=count)
-        approx_kl = 0.5 * masked_mean(log_ratio**2, mask, count=count)
+        clipfrac = masked_mean((clipped > unclipped).to(logprobs.dtype), weight, count=count)
+        approx_kl = 0.5 * masked_mean(log_ratio**2, weight, count=count)
     return loss, {"policy/clipfrac": float(clipfrac), "policy/approx_kl": float(approx_kl)}
 
 
@@ -143,22 +146,48 @@ def value_loss(
     *,
     clip: float = 0.2,
     count: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped value loss over agent tokens (0.5 * the larger squared error); `count` as in policy_loss."""
+    """Clipped value loss over agent tokens (0.5 * the larger squared error); `count` and
+    `weight` as in policy_loss."""
+    weight = mask if weight is None else weight
     clipped_values = old_values + torch.clamp(values - old_values, -clip, clip)
     unclipped = (values - returns) ** 2
     clipped = (clipped_values - returns) ** 2
-    loss = 0.5 * masked_mean(torch.maximum(unclipped, clipped), mask, count=count)
+    loss = 0.5 * masked_mean(torch.maximum(unclipped, clipped), weight, count=count)
     with torch.no_grad():
-        clipfrac = masked_mean((clipped > unclipped).to(values.dtype), mask, count=count)
+        clipfrac = masked_mean((clipped > unclipped).to(values.dtype), weight, count=count)
     return loss, {"value/clipfrac": float(clipfrac)}
 
 
-def masked_entropy(logits: torch.Tensor, mask: torch.Tensor, *, count: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean entropy of the next-token distributions at agent tokens; `count` as in policy_loss."""
+def masked_entropy(
+    logits: torch.Tensor, mask: torch.Tensor, *, count: torch.Tensor | None = None, weight: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Mean entropy of the next-token distributions at agent tokens; `count` and `weight` as in policy_loss."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     entropy = -(logp.exp() * logp).sum(-1)
-    return masked_mean(entropy, mask, count=count)
+    return masked_mean(entropy, mask if weight is None else weight, count=count)
+
+
+def token_weights(mask: torch.Tensor, aggregation: str) -> torch.Tensor:
+    """Each agent token's weight in a loss whose `count` is `loss_count(mask, aggregation)`:
+    `token`, every agent token of the minibatch counts the same (so an episode's share of the
+    gradient grows with its length); `episode`, each episode counts the same, its tokens
+    sharing its weight (GRPO's sequence mean). A sampled episode that derails into a long
+    run of garbage then cannot drown out the short episodes where the decisions were made."""
+    if aggregation == "token":
+        return mask
+    if aggregation == "episode":
+        return mask / mask.sum(1, keepdim=True).clamp(min=1)
+    raise ValueError(f"unknown loss aggregation {aggregation!r}")
+
+
+def loss_count(mask: torch.Tensor, aggregation: str) -> torch.Tensor:
+    """What a minibatch's loss is divided by, this process's part: its agent tokens (`token`)
+    or its episodes with at least one agent token (`episode`)."""
+    if aggregation == "token":
+        return mask.sum()
+    return (mask.sum(1) > 0).sum().to(mask.dtype)
 
 
 def explained_variance(

@@ -176,7 +176,7 @@ def train_rl(
     *,
     policy_dir: str | Path,
     scorer: Scorer,
-    train_tasks: list,
+    train_tasks: list | Callable[[int], list],
     dev_tasks: list,
     runner,
     config: RLConfig,
@@ -189,8 +189,10 @@ def train_rl(
 ) -> RLResult:
     """Fine-tune the policy in `policy_dir` with PPO; checkpoints go under `out_dir`.
 
-    `runner` plays the environment's episodes (training/envs/base.py EpisodeRunner); `dev_runner`
-    plays the dev tasks' (the same runner unless the dev tasks are of another world).
+    `runner` plays the environment's episodes (training/envs/base.py EpisodeRunner, or a function
+    giving each task its runner); `dev_runner` plays the dev tasks' (the same runner unless the
+    dev tasks are of another world). `train_tasks` is a list, or a function giving iteration i's
+    tasks (training/envs/worlds.py WorldStream.tasks: a fresh world every iteration).
     `scorer(episodes)` returns one score per finished episode (higher is better).
     `reference_dir` is the frozen policy of the KL penalty (the starting policy unless given).
     Inside the processes of a data-parallel run each plays its share (training/rl/ranks.py);
@@ -206,9 +208,11 @@ def train_rl(
         gae,
         group_advantages,
         kl_penalty_rewards,
+        loss_count,
         masked_entropy,
         masked_whiten,
         policy_loss,
+        token_weights,
         value_loss,
     )
 
@@ -260,8 +264,12 @@ def train_rl(
     )
     task_rng = random.Random(config.seed)
     group = config.group_size if config.algorithm != "ppo" else 1
-    for _ in range(state["iteration"]):  # the same task order after a resume
-        task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration // group)
+
+    def pool(iteration: int) -> list:
+        return train_tasks(iteration) if callable(train_tasks) else train_tasks
+
+    for done in range(state["iteration"]):  # the same task order after a resume
+        task_rng.sample(range(len(pool(done + 1))), config.episodes_per_iteration // group)
     last_checkpoint = str(start_dir) if resume_from else None
 
     def evaluate(iteration: int, rm_score: float | None) -> dict:
@@ -337,8 +345,9 @@ def train_rl(
 
         # 1. Rollout.
         model.eval()
-        picks = task_rng.sample(range(len(train_tasks)), config.episodes_per_iteration // group)
-        tasks = [train_tasks[i] for i in picks for _ in range(group)]  # rloo and grpo: `group` samples per task
+        available = pool(iteration)
+        picks = task_rng.sample(range(len(available)), config.episodes_per_iteration // group)
+        tasks = [available[i] for i in picks for _ in range(group)]  # rloo and grpo: `group` samples per task
         seeds = [config.seed * 1_000_003 + iteration * 10_007 + i for i in range(len(tasks))]
         mine = ranks.mine(len(tasks), group)  # this process's episodes of the batch (all of them in one)
         episodes = rollout(
@@ -411,7 +420,8 @@ def train_rl(
             ):
                 index = ranks.local(order, rows_here)
                 part = batch.rows(index)
-                count = ranks.total(part.mask.sum())  # the agent tokens of the whole minibatch
+                count = ranks.total(loss_count(part.mask, config.loss_aggregation))  # the whole minibatch's
+                weight = token_weights(part.mask, config.loss_aggregation)
                 warming = config.algorithm == "ppo" and iteration <= config.value_warmup
                 loss, parts = None, dict.fromkeys(MINIBATCH_FIGURES, 0.0)
                 if len(index):  # else none of the minibatch is here: this process adds zeros to the sums
@@ -420,12 +430,24 @@ def train_rl(
                     )
                     logprobs = token_logprobs(logits, part.tokens)
                     pg_loss, pg_stats = policy_loss(
-                        logprobs, old_logprobs[index], advantages[index], part.mask, clip=config.clip_range, count=count
+                        logprobs,
+                        old_logprobs[index],
+                        advantages[index],
+                        part.mask,
+                        clip=config.clip_range,
+                        count=count,
+                        weight=weight,
                     )
                     vf_loss, vf_stats = value_loss(
-                        values, old_values[index], returns[index], part.mask, clip=config.value_clip_range, count=count
+                        values,
+                        old_values[index],
+                        returns[index],
+                        part.mask,
+                        clip=config.value_clip_range,
+                        count=count,
+                        weight=weight,
                     )
-                    entropy = masked_entropy(logits, part.mask, count=count)
+                    entropy = masked_entropy(logits, part.mask, count=count, weight=weight)
                     vf_coef = config.vf_coef if config.algorithm == "ppo" else 0.0  # no critic in rloo and grpo
                     if warming:  # only the value head learns: the policy does not move before its critic does
                         loss = vf_loss.clone()
@@ -697,12 +719,16 @@ def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: RLCallb
 # --- Command line -------------------------------------------------------------------------
 
 
-def cli_inputs(environment: str, reward: str, dev_tasks: int = 0, train_split: str = "train") -> dict:
+def cli_inputs(
+    environment: str, reward: str, dev_tasks: int = 0, train_split: str = "train", fresh_worlds: bool = False
+) -> dict:
     """The command line's and the benchmarks' scorer, tasks and runners, built in each process
     of a parallel run: the dev tasks are the ones the app's runs are judged on
-    (training/rl/dev.py), `dev_tasks` of them (0: all)."""
+    (training/rl/dev.py), `dev_tasks` of them (0: all). `fresh_worlds`: each iteration's tasks
+    from a world of its own (training/envs/worlds.py) instead of the environment's split."""
     from training.envs.base import EpisodeRunner
     from training.envs.registry import get_environment
+    from training.envs.worlds import WorldStream
     from training.rl.dev import dev_world
     from training.rl.scorers import reward_model_scorer, rubric_scorer
 
@@ -711,10 +737,11 @@ def cli_inputs(environment: str, reward: str, dev_tasks: int = 0, train_split: s
     scorer = (
         rubric_scorer(utility=reward == "utility") if reward in ("rubric", "utility") else reward_model_scorer(reward)
     )
+    stream = WorldStream(lambda seed: get_environment(environment, seed=seed)) if fresh_worlds else None
     return {
         "scorer": scorer,
-        "train_tasks": env.tasks(train_split),
-        "runner": EpisodeRunner(env),
+        "train_tasks": stream.tasks if stream else env.tasks(train_split),
+        "runner": stream.runner if stream else EpisodeRunner(env),
         "dev_tasks": judged_on,
         "dev_runner": EpisodeRunner(dev_env),
     }
@@ -732,6 +759,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--reward", default="rubric", help="'rubric', 'utility' or a reward-model directory")
     parser.add_argument("--out", default="var/ppo-cli")
+    parser.add_argument(
+        "--fresh-worlds", action="store_true", help="each iteration's tasks from a newly generated world"
+    )
     for name, value in asdict(RLConfig()).items():
         if isinstance(value, bool):
             parser.add_argument(f"--{name.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=value)
@@ -745,7 +775,12 @@ def main(argv: list[str] | None = None) -> None:
     callbacks = RLCallbacks(
         log=print, metrics=lambda i, m: print(i, json.dumps({k: round(v, 4) for k, v in m.items()}))
     )
-    arguments = {"environment": args.environment, "reward": args.reward, "dev_tasks": config.dev_tasks}
+    arguments = {
+        "environment": args.environment,
+        "reward": args.reward,
+        "dev_tasks": config.dev_tasks,
+        "fresh_worlds": args.fresh_worlds,
+    }
     if config.processes > 1:
         result = train_rl_in_processes(
             inputs="training.rl.trainer:cli_inputs",
