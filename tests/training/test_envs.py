@@ -106,7 +106,7 @@ def test_unknown_names_are_refused_with_the_known_ones():
     assert {"encyclopedia", "arithmetic"} <= set(environment_names())
     with pytest.raises(
         UnknownEnvironment,
-        match="known: arithmetic, encyclopedia, encyclopedia-fresh, encyclopedia-unseen, or give a class",
+        match="known: arithmetic, codeword, encyclopedia, encyclopedia-fresh, encyclopedia-unseen, or give a class",
     ):
         get_environment("nope")
     # The MCP adapter needs a server: it is listed once configured with one.

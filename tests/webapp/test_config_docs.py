@@ -21,3 +21,13 @@ def test_every_option_of_every_run_kind_and_of_the_loop_says_what_it_does():
 
 def test_the_generated_docs_option_tables_and_model_table_are_the_codes():
     call_command("generate_docs", "--check")  # raises CommandError when config-options.md or data-model.md is stale
+
+
+def test_every_default_config_is_strict_json_as_a_run_stores_it():
+    # A default of inf or nan is refused by PostgreSQL's JSON (a run's config is stored as one):
+    # the launch then answered 500 (expert iteration's first min_score, -inf).
+    import json
+
+    for kind in all_kinds():
+        json.dumps(dataclasses.asdict(kind.config_class()), allow_nan=False)
+    json.dumps(dataclasses.asdict(PipelineConfig()), allow_nan=False)

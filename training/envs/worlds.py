@@ -9,8 +9,8 @@ from a world no stage has seen, so memorising cannot pay and only reading can im
 Stream seeds start at STREAM_SEEDS_FROM (10^9), far above every seed training otherwise uses
 (0-63) and the held-out worlds (10,000 up: evaluation seeds stay below 10^9), so a stream
 world is never an evaluation world. Stream `s` takes seeds STREAM_SEEDS_FROM + s * 10^6 + i,
-i = 0, 1, ...: an RL run's iterations, a loop's rounds or a distillation's rounds each name
-their own stream and never share a world.
+i = 0, 1, ...; `stage_stream` gives each stage (RL, expert iteration) and run seed a stream
+of its own, so a loop's rounds and stages never share a world.
 
 Plain Python, no Django.
 """
@@ -23,6 +23,14 @@ from training.envs.base import Environment, EnvTask, EpisodeRunner
 
 STREAM_SEEDS_FROM = 1_000_000_000
 WORLDS_PER_STREAM = 1_000_000
+
+
+STAGES = ("rl", "expert_iteration")
+
+
+def stage_stream(stage: str, seed: int) -> int:
+    """The stream of a stage's run of this seed (a loop gives each round its own seed)."""
+    return (seed % 1000) * len(STAGES) + STAGES.index(stage)
 
 
 def stream_seed(stream: int, index: int) -> int:

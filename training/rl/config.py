@@ -1,5 +1,5 @@
-"""PPO settings, apart from the training code so the web process can validate a launch
-without importing torch. Every field is saved beside each checkpoint."""
+"""RL and expert-iteration settings, apart from the training code so the web process can
+validate a launch without importing torch. Every field is saved beside each checkpoint."""
 
 from __future__ import annotations
 
@@ -207,4 +207,73 @@ class RLConfig:
                 "group_size: at least 2, and episodes_per_iteration a multiple of it (rloo and grpo "
                 "compare the samples of one task)."
             )
+        return problems
+
+
+SELECTIONS = ("rubric", "reward_model", "majority")
+
+
+@dataclass
+class ExpertIterationConfig:
+    """Expert-iteration settings; saved beside every round's checkpoint."""
+
+    rounds: int = field(default=4, metadata={"help": "rounds of sample, select, fine-tune"})
+    tasks_per_round: int = field(default=256, metadata={"help": "training tasks sampled each round"})
+    samples: int = field(default=4, metadata={"help": "episodes per task each round, the favourite kept"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the rounds' episodes"})
+    selection: str = field(
+        default="reward_model",
+        metadata={
+            "help": "which sample of a task is kept: 'rubric' (a correct one: the ceiling), 'reward_model' (the highest score) or 'majority' (the answer most samples gave, then the reward model)"
+        },
+    )
+    keep_top: float = field(
+        default=1.0,
+        metadata={
+            "help": "reward_model and majority: keep only this share of the round's favourites, the ones the reward model scores highest (1: all; the scale of a reward model's scores means nothing, their order does)"
+        },
+    )
+    learning_rate: float = field(default=1e-4, metadata={"help": "AdamW peak learning rate of each round"})
+    epochs: float = field(
+        default=2.0, metadata={"help": "passes over each round's examples (kept episodes and anchors)"}
+    )
+    batch_size: int = field(default=16, metadata={"help": "episodes per optimizer step"})
+    anchor_mix: float = field(
+        default=1.0,
+        metadata={"help": "behaviour-cloning examples mixed in per kept episode, against forgetting (0: none)"},
+    )
+    observation_loss_weight: float = field(
+        default=0.0, metadata={"help": "weight of the language-model loss on environment tokens of kept episodes"}
+    )
+    eval_samples: int = field(default=2, metadata={"help": "episodes per dev task at each evaluation"})
+    eval_temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the dev evaluations"})
+    eval_greedy: bool = field(default=True, metadata={"help": "each dev evaluation also plays one greedy episode"})
+    best_margin: float = field(
+        default=2.0,
+        metadata={
+            "help": "a round becomes the best only when its dev success beats the best's by this many standard errors"
+        },
+    )
+    rollout_batch_size: int = field(default=64, metadata={"help": "episodes decoded together"})
+    max_action_tokens: int = field(default=48, metadata={"help": "tokens one turn may generate"})
+    max_context: int = field(default=1536, metadata={"help": "episode length that ends as truncated"})
+    threads: int = field(default=1, metadata={"help": "torch threads"})
+    seed: int = field(default=0, metadata={"help": "task order, sampling and data order"})
+
+    def validate(self) -> list[str]:
+        problems = []
+        for name in ("rounds", "tasks_per_round", "samples", "batch_size", "eval_samples", "rollout_batch_size"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name}: at least 1.")
+        for name in ("anchor_mix", "observation_loss_weight", "best_margin", "threads", "eval_temperature"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name}: 0 or more.")
+        if not self.learning_rate > 0 or not self.epochs > 0:
+            problems.append("learning_rate and epochs: above 0.")
+        if not self.temperature > 0:
+            problems.append("temperature: above 0 (the samples of a task must differ).")
+        if self.selection not in SELECTIONS:
+            problems.append(f"selection: one of {', '.join(SELECTIONS)}.")
+        if not 0 < self.keep_top <= 1:
+            problems.append("keep_top: above 0 and at most 1.")
         return problems

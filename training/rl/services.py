@@ -58,9 +58,10 @@ def rl_train(
     environment: str = "encyclopedia",
     dev_environment: str = "",
     train_worlds: int = 0,
+    fresh_worlds: bool = False,
 ):
     """Run PPO from `start` on `environment`'s training tasks and every task of `train_worlds`
-    other worlds of it, choosing checkpoints on `dev_environment`'s tasks (default: the
+    other worlds of it (or, with `fresh_worlds`, every iteration on a world of its own), choosing checkpoints on `dev_environment`'s tasks (default: the
     environment's fresh variant where it has one, training/envs/registry.py); every
     checkpoint becomes a policy called `name`. Returns RLResult."""
     from training.envs.services import environment_get
@@ -74,6 +75,8 @@ def rl_train(
         "dev_environment": dev_environment,
         "dev_size": config.dev_tasks,
         "train_worlds": train_worlds,
+        "fresh_worlds": fresh_worlds,
+        "seed": config.seed,
         "reward": reward,
         "reward_model_dir": reward_model.model_dir if reward == "reward_model" else None,
         "ensemble_penalty": config.ensemble_penalty,
@@ -135,6 +138,8 @@ def rl_inputs(
     reward_model_dir: str | None,
     ensemble_penalty: float,
     device: str,
+    fresh_worlds: bool = False,
+    seed: int = 0,
 ) -> dict:
     """What RL plays and is scored by, built in each process that plays (training/rl/rl_rank.py):
     the scorer, the training tasks and their runner, the dev tasks and theirs."""
@@ -148,7 +153,7 @@ def rl_inputs(
         scorer = rubric_scorer(utility=reward == "utility")
     env = environment_get(environment)
     dev_env, dev_tasks = dev_world(environment, dev_environment, dev_size)
-    tasks, runner = training_tasks(environment, env, train_worlds)
+    tasks, runner = training_tasks(environment, env, train_worlds, fresh_worlds=fresh_worlds, seed=seed)
     return {
         "scorer": scorer,
         "train_tasks": tasks,
@@ -167,13 +172,18 @@ def dev_world(environment: str, dev_environment: str, size: int):
     return judged_in(environment, dev_environment, size, get=environment_get)
 
 
-def training_tasks(name: str, env, train_worlds: int):
+def training_tasks(name: str, env, train_worlds: int, *, fresh_worlds: bool = False, seed: int = 0):
     """(tasks, runner) RL trains on: the environment's training tasks, and every task of
     `train_worlds` other worlds of it (training/envs/base.py rl_world_seeds), each played in
-    its own world (`runner(task)`)."""
+    its own world (`runner(task)`); or, with `fresh_worlds`, a function giving each
+    iteration the tasks of a world of its own (training/envs/worlds.py)."""
     from training.envs.base import EpisodeRunner, rl_world_seeds
     from training.envs.services import environment_world
+    from training.envs.worlds import WorldStream, stage_stream
 
+    if fresh_worlds:
+        stream = WorldStream(lambda world: environment_world(name, world), stream=stage_stream("rl", seed))
+        return stream.tasks, stream.runner
     main = EpisodeRunner(env)
     if not train_worlds:
         return env.tasks("train"), main
@@ -186,3 +196,83 @@ def training_tasks(name: str, env, train_worlds: int):
                 tasks.append(task)
                 runners[id(task)] = world_runner
     return tasks, lambda task: runners.get(id(task), main)
+
+
+def expert_iteration_train(
+    *,
+    run,
+    start: Policy,
+    reward_model,
+    config,
+    out_dir: Path,
+    name: str,
+    callbacks,
+    resume_from: str | None,
+    environment: str,
+    dev_environment: str,
+    dev_tasks: int,
+    fresh_worlds: bool,
+    anchor: bool,
+):
+    """Expert iteration (training/rl/expert_iteration.py) from `start` on `environment`: each
+    round's tasks from a world of its own (`fresh_worlds`) or its training tasks; the kept
+    samples mixed with the environment's demonstrations (`anchor`, where it has a
+    demonstrator); every round's checkpoint a policy called `name`. Returns its result."""
+    from training.envs.base import EpisodeRunner, demonstrator_problem
+    from training.envs.services import environment_get, environment_world
+    from training.envs.worlds import WorldStream, stage_stream
+    from training.policy.bc import demonstrations, play_demonstrations
+    from training.policy.bc_config import BCConfig
+    from training.policy.chat import ChatFormat
+    from training.policy.model_io import load_policy
+    from training.rl.expert_iteration import expert_iteration
+    from training.rl.scorers import reward_model_scorer
+
+    env = environment_get(environment)
+    dev_env, judged_on = dev_world(environment, dev_environment, dev_tasks)
+    if fresh_worlds:
+        stream = WorldStream(
+            lambda world: environment_world(environment, world), stream=stage_stream("expert_iteration", config.seed)
+        )
+        tasks_for_round, runner = stream.tasks, stream.runner
+    else:
+        train = env.tasks("train")
+        tasks_for_round, runner = (lambda _round: train), EpisodeRunner(env)
+    examples = None
+    if anchor and demonstrator_problem(env) is None:
+        _, tokenizer = load_policy(start.model_dir)
+        chat = ChatFormat.for_policy(tokenizer, start.model_dir)
+        played = play_demonstrations(
+            env,
+            BCConfig(environment=environment, extra_worlds=0, seed=config.seed),
+            parser=chat.parser_name,
+        )
+        examples = demonstrations(chat, played)
+        callbacks.log(f"Anchors: {len(examples)} demonstrations of {env.name}, in the policy's own format.")
+    elif anchor:
+        callbacks.log(f"No anchors: {env.name} has no scripted demonstrator.")
+    saved = callbacks.policy_saved
+    lineage = {"method": "expert_iteration", "selection": config.selection, "environment": env.name}
+    if reward_model is not None:
+        lineage |= {"reward_model_id": reward_model.pk, "snapshot_id": reward_model.snapshot_id}
+
+    def register(round_: int, path: str, dev: dict) -> None:
+        checkpoint_policy_register(
+            run=run, start=start, name=name, iteration=round_, path=path, dev=dev, reward={**lineage, "round": round_}
+        )
+        saved(round_, path, dev)
+
+    callbacks.policy_saved = register
+    return expert_iteration(
+        policy_dir=start.model_dir,
+        tasks_for_round=tasks_for_round,
+        runner=runner,
+        dev_tasks=judged_on,
+        dev_runner=EpisodeRunner(dev_env),
+        config=config,
+        out_dir=out_dir,
+        scorer=reward_model_scorer(reward_model.model_dir) if reward_model is not None else None,
+        anchor=examples,
+        callbacks=callbacks,
+        resume_from=resume_from,
+    )

@@ -1,12 +1,14 @@
 """Run kinds of the training app, registered in apps.py: rollouts and behaviour cloning
 (agent.py); PPO, RLOO, GRPO, best-of-n and evaluation (improve.py); a loop's next round (loop.py);
-a judge voting on a campaign (judge.py); SFT and DPO from a snapshot (finetune.py)."""
+a judge voting on a campaign (judge.py); SFT and DPO from a snapshot (finetune.py); expert
+iteration (distill.py)."""
 
 from __future__ import annotations
 
 
 def register_kinds() -> None:
     from training.run_kinds.agent import register_agent_kinds
+    from training.run_kinds.distill import register_distill_kind
     from training.run_kinds.finetune import register_finetune_kinds
     from training.run_kinds.improve import register_improve_kinds
     from training.run_kinds.judge import register_judge_kind
@@ -17,3 +19,4 @@ def register_kinds() -> None:
     register_loop_kinds()
     register_judge_kind()
     register_finetune_kinds()
+    register_distill_kind()

@@ -131,6 +131,14 @@ class RLRunConfig(RLConfig):
             "have memorised; the environment must take a seed (0: its training tasks only)."
         ),
     )
+    fresh_worlds: bool = field(
+        default=False,
+        metadata=_help(
+            "Every iteration's tasks from a newly generated world of the environment that no stage has seen "
+            "(training/envs/worlds.py), instead of its training tasks and train_worlds, so memorising names cannot "
+            "pay; the environment must take a seed."
+        ),
+    )
     dev_environment: str = field(
         default="",
         metadata=_help(
@@ -204,13 +212,14 @@ def _rl_check(config: RLRunConfig) -> list[str]:
         problems += [f"dev_environment: {p}" for p in environment_check(config.dev_environment, "dev")]
     if not 0 <= config.train_worlds <= FRESH_WORLD_SEED - 1:
         problems.append(f"train_worlds: 0 to {FRESH_WORLD_SEED - 1}.")
-    elif config.train_worlds and not environment:
+    elif (config.train_worlds or config.fresh_worlds) and not environment:
         from training.envs.services import environment_world
 
         try:
             environment_world(config.environment, FRESH_WORLD_SEED - 1)
         except Exception as exc:  # noqa: BLE001 - an environment that takes no seed fails in its own way
-            problems.append(f"train_worlds: {config.environment} cannot be built per seed ({exc}).")
+            field_name = "fresh_worlds" if config.fresh_worlds else "train_worlds"
+            problems.append(f"{field_name}: {config.environment} cannot be built per seed ({exc}).")
     if config.reference_policy_id:
         problems += [f"reference_policy_id: {p}" for p in policy_problems(config.reference_policy_id)]
         if not problems and not _same_tokenizer(
@@ -301,6 +310,7 @@ def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> 
         environment=config.environment,
         dev_environment=config.dev_environment,
         train_worlds=config.train_worlds,
+        fresh_worlds=config.fresh_worlds,
     )
     best = best_checkpoint_mark(name=name, iteration=result.best["iteration"] if result.best else None)
     # Every checkpoint of the run, an earlier attempt's too, is an output (once in the lineage).
