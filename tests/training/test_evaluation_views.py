@@ -524,3 +524,32 @@ def test_the_last_checkpoint_is_shown_beside_the_chosen_one_and_a_collapse_is_fl
     assert systems["PPO last"]["collapsed"] and systems["PPO last"]["ppo"]["last"]
     assert not systems["PPO best by dev"]["collapsed"] and not systems["PPO best by dev"]["ppo"]["last"]
     assert report["rl_runs"][0]["stop_reason"] == "collapse"
+
+
+def test_the_start_at_its_best_temperature_on_dev_is_a_row_of_its_own(tmp_path, researcher):
+    """A start that reads greedily and derails at T=1 (the known-optimum environment's cloned
+    start): its best temperature is chosen on dev tasks, then played on the evaluated tasks."""
+    from training.rl.sanity import SanityConfig, bc_start
+
+    start = Policy.objects.create(
+        name="codeword-start", version="1", model_dir=str(bc_start(tmp_path / "start", SanityConfig()))
+    )
+    evaluation = evaluation_execute(
+        name="temperature",
+        baseline=start,
+        others=[],
+        environment="codeword",
+        n_tasks=40,
+        samples=1,
+        greedy=False,
+        temperatures=[0.3],
+    )
+    chosen = evaluation.config["best_temperature"]
+    assert chosen["chosen"] == 0.3 and chosen["chosen_on"] == "dev"
+    assert chosen["dev_success"]["0.3"] > chosen["dev_success"]["1"]
+    base, tuned = evaluation.entries.order_by("position")
+    assert tuned.label == f"{start} (start) at T=0.3, best on dev" and tuned.policy == start
+    assert tuned.metrics["sampled"]["success"]["mean"] > base.metrics["sampled"]["success"]["mean"]
+    report = evaluation_report(evaluation)
+    methods = {s["label"]: s["method"] for s in report["systems"]}
+    assert methods[tuned.label] == "start at its best T" and methods[base.label] == "start"

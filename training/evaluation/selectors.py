@@ -108,7 +108,7 @@ def _system(
         "id": entry.pk,
         "label": entry.label,
         "kind": entry.kind,
-        "method": _method(entry),
+        "method": _method(entry, baseline.policy_id if baseline is not None else None),
         "n": entry.n,
         "is_baseline": entry.is_baseline,
         "policy": _policy_ref(entry.policy),
@@ -127,13 +127,18 @@ def _system(
     }
 
 
-def _method(entry: EvaluationEntry) -> str:
-    """How the system was made, in a word: start, best-of-n, SFT, DPO, PPO, RLOO, GRPO or policy."""
+def _method(entry: EvaluationEntry, baseline_policy_id: int | None = None) -> str:
+    """How the system was made, in a word: start, best-of-n, the start at its best temperature,
+    SFT, DPO, PPO, RLOO, GRPO, expert iteration or policy."""
     metadata = entry.policy.metadata or {}
     if entry.is_baseline:
         return "start"
     if entry.kind == EvaluationEntry.Kind.BEST_OF_N:
         return f"best-of-{entry.n}"
+    if baseline_policy_id is not None and entry.policy_id == baseline_policy_id:
+        return "start at its best T"  # the baseline's own policy, played at its best temperature on dev
+    if metadata.get("ppo", {}).get("method") == "expert_iteration":
+        return "expert iteration"
     if "finetune" in metadata:
         return str(metadata["finetune"].get("kind", "")).upper() or "policy"
     if "ppo" in metadata:

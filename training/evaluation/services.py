@@ -28,6 +28,9 @@ class System:
     is_baseline: bool = False
 
 
+DEV_TEMPERATURE_TASKS = 100  # dev tasks the baseline's best temperature is chosen on
+
+
 def _nothing(*args, **kwargs) -> None:
     return None
 
@@ -53,9 +56,14 @@ def evaluation_execute(
     environment: str = "encyclopedia",
     task_ids: list[str] = (),
     limits: dict | None = None,
+    temperatures: list[float] = (),
 ) -> Evaluation:
     """Play the baseline policy, best-of-n over it and the other policies on the same tasks;
-    store the evaluation. `progress(fraction, message)` may raise to cancel."""
+    store the evaluation. `progress(fraction, message)` may raise to cancel.
+
+    `temperatures`: the baseline is also played at the one of these (and `temperature`) that
+    does best on the environment's dev tasks, an honest baseline for methods that only
+    sharpen the policy (WebGPT: tuning the temperature closed much of the BC-RL gap)."""
     from training.envs.base import EpisodeRunner
     from training.envs.services import environment_get, environment_tasks
     from training.evaluation.episodes import Played, episode_kls, play, summarize
@@ -120,6 +128,38 @@ def evaluation_execute(
                 choose_best(sampled, n, group=group),
             )
         )
+    tuned = _best_temperature(
+        reference,
+        tokenizer,
+        runner,
+        env,
+        split,
+        temperatures,
+        temperature,
+        seed=seed,
+        chat=chat,
+        limits=limits,
+        log=log,
+    )
+    if tuned is not None and tuned["chosen"] != temperature:
+        label = f"{baseline} (start) at T={tuned['chosen']:g}, best on dev"
+        stage(0, f"Playing {baseline} at T={tuned['chosen']:g}, its best temperature on dev.")
+        at_best = score(
+            Played(
+                play(
+                    reference,
+                    tokenizer,
+                    runner,
+                    tasks,
+                    samples=samples,
+                    temperature=tuned["chosen"],
+                    seed=seed,
+                    chat=chat,
+                    limits=limits,
+                )
+            )
+        )
+        plays.append((System(label=label, policy=baseline), "sampled", at_best))
     if greedy:
         plays.append(
             (
@@ -201,6 +241,7 @@ def evaluation_execute(
         "greedy": greedy,
         "best_of_n": sorted(set(best_of_n)),
         "seed": seed,
+        **({"best_temperature": tuned} if tuned is not None else {}),
     }
     return _store(
         name=name,
@@ -274,6 +315,41 @@ The sides are shuffled and the agents are not named. Pick the trajectory you wou
 trust: a correct answer backed by a quote from a page the agent opened beats everything;
 then fewer wasted steps and no tool errors. Use *tie* only when neither is better.
 """
+
+
+def _best_temperature(
+    model, tokenizer, runner, env, split: str, candidates, temperature: float, *, seed, chat, limits, log
+) -> dict | None:
+    """The temperature among `candidates` and `temperature` at which the baseline does best on
+    the environment's dev tasks (on its train tasks when the evaluation is of the dev split),
+    with each one's dev success; None without candidates or tasks to choose on."""
+    from training.evaluation.episodes import play
+
+    if not candidates:
+        return None
+    chosen_on = "train" if split == "dev" else "dev"
+    tasks = env.tasks(chosen_on)[:DEV_TEMPERATURE_TASKS]
+    if not tasks:
+        log(f"No {chosen_on} tasks to choose the baseline's temperature on; it is played at T={temperature:g} only.")
+        return None
+    success = {}
+    for t in sorted({*candidates, temperature}):
+        episodes = play(
+            model, tokenizer, runner, tasks, samples=1, temperature=t, seed=seed + 1, chat=chat, limits=limits
+        )
+        success[t] = sum(e.outcome.correct for row in episodes for e in row) / len(tasks)
+    chosen = max(success, key=lambda t: (success[t], t))  # a tie goes to the higher temperature
+    log(
+        f"Baseline success on {len(tasks)} {chosen_on} tasks by temperature: "
+        + ", ".join(f"T={t:g} {v:.1%}" for t, v in success.items())
+        + f"; T={chosen:g} is its best."
+    )
+    return {
+        "chosen": chosen,
+        "chosen_on": chosen_on,
+        "tasks": len(tasks),
+        "dev_success": {f"{t:g}": v for t, v in success.items()},
+    }
 
 
 @transaction.atomic

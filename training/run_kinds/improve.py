@@ -361,6 +361,20 @@ def _ids(text: str) -> list[int]:
     return [int(part) for part in text.replace(" ", "").split(",") if part]
 
 
+def _temperatures(text: str) -> list[float]:
+    return [float(part) for part in text.split(",") if part.strip()]
+
+
+def _temperatures_problem(text: str) -> list[str]:
+    try:
+        values = _temperatures(text)
+    except ValueError:
+        return ["baseline_temperatures: numbers separated by commas."]
+    if any(not 0 < v <= 2 for v in values):
+        return ["baseline_temperatures: each above 0 and at most 2."]
+    return []
+
+
 def _ids_problem(name: str, text: str) -> list[str]:
     try:
         values = _ids(text)
@@ -400,12 +414,21 @@ class EvaluationRunConfig:
     samples: int = field(default=2, metadata=_help("Sampled episodes per task and system."))
     temperature: float = field(default=1.0, metadata=_help("Sampling temperature."))
     greedy: bool = field(default=True, metadata=_help("Also one greedy episode per task and policy."))
+    baseline_temperatures: str = field(
+        default="0.3,0.5,0.7",
+        metadata=_help(
+            "The starting policy is also played at whichever of these temperatures (and `temperature`) does best on "
+            "the environment's dev tasks, a row of its own: the honest baseline for a method that only sharpens the "
+            "policy (comma-separated; empty: none)."
+        ),
+    )
     seed: int = field(default=0, metadata=_help("Sampling seed (the same for every system)."))
     max_action_tokens: int = max_action_tokens_field()
     max_context: int = max_context_field()
 
     def validate(self) -> list[str]:
         problems = _ids_problem("policy_ids", self.policy_ids) + _ids_problem("best_of_n", self.best_of_n)
+        problems += _temperatures_problem(self.baseline_temperatures)
         if self.split not in SPLITS:
             problems.append(f"split: one of {', '.join(SPLITS)}.")
         if self.tasks < 0:
@@ -500,6 +523,7 @@ def _evaluate(
     environment: str,
     task_ids: str,
     limits: dict,
+    temperatures: list[float] = (),
 ) -> dict:
     from training.envs.services import parse_task_ids
     from training.evaluation.services import evaluation_execute
@@ -530,6 +554,7 @@ def _evaluate(
         environment=environment,
         task_ids=parse_task_ids(task_ids),
         limits=limits,
+        temperatures=temperatures,
     )
     run_add_lineage(
         run=run,
@@ -571,6 +596,7 @@ def _evaluation_execute(*, run, config: EvaluationRunConfig, reporter, compute, 
         environment=config.environment,
         task_ids=config.task_ids,
         limits=_limits(config),
+        temperatures=_temperatures(config.baseline_temperatures),
     )
 
 
