@@ -208,7 +208,9 @@ class Lab:
         for key in keys:
             if key not in self.texts:
                 t = self.trajectories[key]
-                self.texts[key] = pair_text(t["prompt"], t["messages"], scorer.tokenizer, scorer.text_tokens)
+                self.texts[key] = pair_text(
+                    t["prompt"], t["messages"], scorer.tokenizer, scorer.text_tokens, scorer.view
+                )
         scores = dict(zip(keys, scorer.score_texts([self.texts[k] for k in keys]), strict=True))
         self.seconds["score"] += time.monotonic() - started
         return scores

@@ -47,6 +47,7 @@ class RewardScorer:
             raise BackboneError(f"{path}: a reward model has one output, this one has {self.model.config.num_labels}.")
         settle_special_tokens(self.model, self.tokenizer)
         self.device = device
+        self.view = meta.get("view", "path")  # what it read in training (rewardmodel/serialize.py)
         self.max_tokens = max_context(self.model, self.tokenizer, meta.get("max_tokens"))
         eos_ids = self.tokenizer(self.tokenizer.eos_token, add_special_tokens=False)["input_ids"]
         self.text_tokens = self.max_tokens - len(eos_ids)  # the budget of a serialized text, before the end token
@@ -69,7 +70,7 @@ class RewardScorer:
 
     def episode_texts(self, items: list[tuple[str, list[dict]]]) -> list[str]:
         """(question, canonical steps) trajectories serialized as this model reads them."""
-        return [episode_text(question, steps, self.tokenizer, self.text_tokens) for question, steps in items]
+        return [episode_text(question, steps, self.tokenizer, self.text_tokens, self.view) for question, steps in items]
 
     def _score_texts(self, texts: list[str], batch_size: int) -> list[float]:
         import torch
@@ -99,7 +100,7 @@ class RewardScorer:
     def score_pairs(self, rows: list[dict], batch_size: int = 32) -> tuple[list[float], list[float]]:
         """(chosen scores, rejected scores) of `trl`-form rows."""
         texts = [
-            pair_text(row["prompt"], row[side], self.tokenizer, self.text_tokens)
+            pair_text(row["prompt"], row[side], self.tokenizer, self.text_tokens, self.view)
             for side in ("chosen", "rejected")
             for row in rows
         ]

@@ -36,6 +36,16 @@ those offsets and checks its result with one real count (rarely two or three).
 `episode_text(question, steps, ...)` serializes a stored trajectory (canonical steps) to
 the same text `pair_text` gives for its exported messages, so a reward model scores
 trajectories from the database exactly as it saw them in training.
+
+Two views (`view`), one serializer for training, scoring and judging:
+
+- `path` (the default): the whole episode, thoughts, actions and observations, as above;
+- `evidence`: what WebGPT's reward model read: the question, the evidence the agent
+  gathered and its answer, not how it got there. Each quote it saved is a "Quote:" line
+  (the argument of a call to a tool whose name has "quote" in it), each tool result that
+  was not an error a "Read:" line (the pages it opened, what it found); actions, thoughts
+  and failed calls are left out. A model that reads this cannot score the path's look
+  (its length, its errors): it can only check the answer against what was read.
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ from dataclasses import dataclass, field
 from annotate import chat_messages
 
 SERIALIZATION_VERSION = 1
+VIEWS = ("path", "evidence")
 MIN_OBSERVATION_CHARS = 80
 MAX_CHARS_PER_TOKEN = 32  # no common tokenizer packs more characters of text into one token
 CUT_MARK = " [...]"
@@ -114,7 +125,9 @@ def _clean(text, specials: list[str]) -> str:
     return text
 
 
-def _transcript(prompt: list[dict], side: list[dict], specials: list[str]) -> _Transcript:
+def _transcript(prompt: list[dict], side: list[dict], specials: list[str], view: str = "path") -> _Transcript:
+    if view == "evidence":
+        return _evidence(prompt, side, specials)
     question = [
         _Line("question", "System: " if m["role"] == "system" else "Question: ", _clean(m["content"], specials))
         for m in prompt
@@ -134,6 +147,40 @@ def _transcript(prompt: list[dict], side: list[dict], specials: list[str]) -> _T
             if not steps:
                 steps.append([])
             steps[-1].append(_Line("observation", "Observation: " if role == "tool" else "User: ", content))
+    answer = [_Line("answer", "Answer: ", _clean(final["content"], specials))] if final else []
+    return _Transcript(question, steps, answer)
+
+
+def _evidence(prompt: list[dict], side: list[dict], specials: list[str]) -> _Transcript:
+    """The evidence view (module docstring): the question, each quote saved and each tool
+    result read, one step per assistant turn, and the answer."""
+    question = [
+        _Line("question", "Question: ", _clean(m["content"], specials)) for m in prompt if m["role"] != "system"
+    ]
+    final = side[-1] if side and side[-1]["role"] == "assistant" and not side[-1].get("tool_calls") else None
+    steps: list[list[_Line]] = []
+    quotes: dict[str, str] = {}  # call id -> the quoted text, kept once its result is not an error
+    for message in side[:-1] if final else side:
+        if message["role"] == "assistant":
+            steps.append([])
+            for index, call in enumerate(message.get("tool_calls") or []):
+                function = call.get("function") or {}
+                if "quote" in str(function.get("name") or "").lower():
+                    quotes[str(call.get("id") or f"{len(steps)}:{index}")] = _argument_text(function.get("arguments"))
+            continue
+        if message["role"] != "tool":
+            continue
+        content = _clean(message.get("content"), specials)
+        if not steps:
+            steps.append([])
+        quoted = quotes.pop(str(message.get("tool_call_id") or ""), None)
+        if content.startswith("Error") or message.get("is_error"):
+            continue
+        if quoted is not None:
+            steps[-1].append(_Line("action", "Quote: ", _clean(quoted, specials)))
+        else:
+            steps[-1].append(_Line("observation", "Read: ", content))
+    steps = [step for step in steps if step]
     answer = [_Line("answer", "Answer: ", _clean(final["content"], specials))] if final else []
     return _Transcript(question, steps, answer)
 
@@ -274,19 +321,22 @@ def _fit(t: _Transcript, fitter: _Fitter) -> str:
     raise ValueError(f"max_tokens={fitter.budget} leaves no room for any text with this tokenizer")
 
 
-def pair_text(prompt_messages: list[dict], side_messages: list[dict], tokenizer, max_tokens: int) -> str:
+def pair_text(
+    prompt_messages: list[dict], side_messages: list[dict], tokenizer, max_tokens: int, view: str = "path"
+) -> str:
     """The transcript of one side (`chosen` or `rejected` in the `trl` export) with its question,
-    truncated as the module docstring says so that `tokenizer(text)` has at most `max_tokens` ids."""
+    in `view`, truncated as the module docstring says so that `tokenizer(text)` has at most
+    `max_tokens` ids."""
     specials = [token for token in tokenizer.all_special_tokens if token]
-    transcript = _transcript(prompt_messages, side_messages, specials)
+    transcript = _transcript(prompt_messages, side_messages, specials, view)
     _cap(transcript, max_tokens * MAX_CHARS_PER_TOKEN)
     return _fit(transcript, _Fitter(tokenizer, max_tokens))
 
 
-def episode_text(question: str, steps: list[dict], tokenizer, max_tokens: int) -> str:
+def episode_text(question: str, steps: list[dict], tokenizer, max_tokens: int, view: str = "path") -> str:
     """The same transcript for a stored trajectory: its question and canonical steps."""
     return pair_text(
-        chat_messages.prompt_messages(question), chat_messages.steps_to_messages(steps), tokenizer, max_tokens
+        chat_messages.prompt_messages(question), chat_messages.steps_to_messages(steps), tokenizer, max_tokens, view
     )
 
 

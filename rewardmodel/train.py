@@ -42,7 +42,7 @@ from rewardmodel.backbones import (
     build_backbone,
     max_context,
 )
-from rewardmodel.serialize import SERIALIZATION_VERSION, pair_text
+from rewardmodel.serialize import SERIALIZATION_VERSION, VIEWS, pair_text
 from training import parallel
 from training.config_ranges import out_of_range
 
@@ -124,6 +124,14 @@ class RewardModelConfig:
     checkpoint_every: int = field(
         default=50, metadata=_help("Optimizer steps between checkpoints, from which a stopped run resumes; 0 for none.")
     )
+    view: str = field(
+        default="path",
+        metadata=_help(
+            "What the model reads of each episode (rewardmodel/serialize.py): 'path', the whole episode; 'evidence', "
+            "the question, the quotes and tool results the agent read and its answer, as WebGPT's reward model "
+            "read them, so it can only check the answer against the evidence."
+        ),
+    )
     ensemble: int = field(
         default=1,
         metadata=_help(
@@ -159,6 +167,8 @@ class RewardModelConfig:
             problems.append("learning_rate: must be positive (or empty for the backbone's default).")
         if self.epochs == 0:
             problems.append("epochs: must be positive.")
+        if self.view not in VIEWS:
+            problems.append(f"view: one of {', '.join(VIEWS)}.")
         if not 0 <= self.warmup_ratio < 1:
             problems.append("warmup_ratio: must be at least 0 and below 1.")
         if self.processes > 1 and self.batch_size % self.processes:
@@ -207,7 +217,7 @@ def is_tie(row: dict) -> bool:
     return row.get("preferred") == "tie" or row.get("margin") == 0
 
 
-def pair_dataset(rows: list[dict], tokenizer, max_tokens: int, use_margin: bool):
+def pair_dataset(rows: list[dict], tokenizer, max_tokens: int, use_margin: bool, view: str = "path"):
     """The `datasets.Dataset` training uses: `chosen` and `rejected` transcripts (+ `margin`).
 
     Each text is serialized so that TRL's tokenization of it with the end token it appends
@@ -220,8 +230,8 @@ def pair_dataset(rows: list[dict], tokenizer, max_tokens: int, use_margin: bool)
     budget = max_tokens - len(tokenizer(tokenizer.eos_token, add_special_tokens=False)["input_ids"])
     pairs = [row for row in rows if not is_tie(row)]
     columns = {
-        "chosen": [pair_text(row["prompt"], row["chosen"], tokenizer, budget) for row in pairs],
-        "rejected": [pair_text(row["prompt"], row["rejected"], tokenizer, budget) for row in pairs],
+        "chosen": [pair_text(row["prompt"], row["chosen"], tokenizer, budget, view) for row in pairs],
+        "rejected": [pair_text(row["prompt"], row["rejected"], tokenizer, budget, view) for row in pairs],
     }
     margins = [float(row.get("margin") or 0.0) for row in pairs]
     if use_margin and any(margins):
@@ -246,6 +256,7 @@ def _meta(config: RewardModelConfig, tokenizer, max_tokens: int) -> dict:
         "max_tokens": max_tokens,
         "eos_token": tokenizer.eos_token,
         "serialization_version": SERIALIZATION_VERSION,
+        "view": config.view,
         "config": asdict(config),
     }
 
@@ -385,7 +396,7 @@ def train_reward_model(
     model, tokenizer = build_backbone(config)
     max_tokens = max_context(model, tokenizer, config.max_length)
     callbacks.progress(0.0, "serializing pairs")
-    dataset = pair_dataset(train_rows, tokenizer, max_tokens, config.use_margin)
+    dataset = pair_dataset(train_rows, tokenizer, max_tokens, config.use_margin, config.view)
     if len(dataset) == 0:
         raise ValueError("No pair with a preferred side to train on (ties are left out).")
     n_params = sum(p.numel() for p in model.parameters())

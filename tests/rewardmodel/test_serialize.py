@@ -170,3 +170,53 @@ def test_a_tokenizer_without_offsets_still_gets_a_text_that_fits():
 def test_a_budget_too_small_for_any_text_is_refused():
     with pytest.raises(ValueError, match="no room"):
         episode_text(QUESTION, canonical()["steps"], minilm_tokenizer(), 2)  # [CLS] and [SEP] take both
+
+
+def _reading(path: list[dict]) -> list[dict]:
+    """A short episode whose path is `path`, reading the founder's page and answering."""
+    return [
+        *path,
+        {"kind": "action", "tool": "open", "arguments": {"n": 0}},
+        {"kind": "observation", "tool": "open", "content": "The Veloran Glassworks was founded in 1821 by Ilse Marrow."},
+        {"kind": "action", "tool": "quote", "arguments": {"text": "by Ilse Marow"}},
+        {"kind": "observation", "tool": "quote", "content": "Error: that text is not in the open page.", "is_error": True},
+        {"kind": "action", "tool": "quote", "arguments": {"text": "by Ilse Marrow"}},
+        {"kind": "observation", "tool": "quote", "content": "Quote saved."},
+        {"kind": "answer", "text": "Ilse Marrow"},
+    ]
+
+
+def test_the_evidence_view_is_the_question_what_was_read_and_quoted_and_the_answer():
+    tokenizer = bpe_tokenizer()
+    steps = _reading([{"kind": "thought", "text": "search first"}])
+    text = episode_text(QUESTION, steps, tokenizer, 512, view="evidence")
+    assert text.split("\n") == [
+        f"Question: {QUESTION}",
+        "Read: The Veloran Glassworks was founded in 1821 by Ilse Marrow.",
+        "Quote: by Ilse Marrow",
+        "Answer: Ilse Marrow",
+    ]
+    assert episode_text(QUESTION, steps, tokenizer, 512) != text  # the path view is unchanged
+
+
+def test_in_the_evidence_view_the_path_is_invisible_and_the_answer_is_not():
+    tokenizer = bpe_tokenizer()
+    wandering = [
+        {"kind": "action", "tool": "search", "arguments": {"query": "Velorn"}},
+        {"kind": "observation", "tool": "search", "content": "Error: no results.", "is_error": True},
+        {"kind": "action", "tool": "find", "arguments": {"text": "x"}},
+        {"kind": "observation", "tool": "find", "content": "Error: open a page first.", "is_error": True},
+    ]
+    direct = episode_text(QUESTION, _reading([]), tokenizer, 512, view="evidence")
+    assert episode_text(QUESTION, _reading(wandering), tokenizer, 512, view="evidence") == direct
+    swapped = _reading([])
+    swapped[-1] = {"kind": "answer", "text": "Oskar Venn"}
+    assert episode_text(QUESTION, swapped, tokenizer, 512, view="evidence") != direct
+    messages = steps_to_messages(_reading(wandering))
+    assert pair_text(prompt_messages(QUESTION), messages, tokenizer, 512, view="evidence") == direct
+
+
+def test_a_long_evidence_text_fits_its_budget():
+    tokenizer = bpe_tokenizer()
+    text = episode_text(QUESTION, _long_steps(30, 5000), tokenizer, 96, view="evidence")
+    assert _tokens(tokenizer, text) <= 96 and text.startswith("Question: ") and "Answer: Ilse Marrow" in text

@@ -201,3 +201,20 @@ def test_only_ties_leave_nothing_to_train_on(tmp_path):
     rows = [{**row, "margin": 0.0, "preferred": "tie"} for row in pairs(4)]
     with pytest.raises(ValueError, match="No pair with a preferred side"):
         train_reward_model(rows, _policy_config(), tmp_path)
+
+
+def test_a_reward_model_scores_in_the_view_it_was_trained_in(tmp_path):
+    rows = pairs(16, seed=3)
+    result = train_reward_model(rows, _policy_config(view="evidence"), tmp_path)
+    meta = json.loads((tmp_path / "model" / "arbiter_reward_model.json").read_text())
+    assert meta["view"] == "evidence"
+    scorer = RewardScorer(result.model_dir)
+    assert scorer.view == "evidence"
+    steps = [
+        {"kind": "action", "tool": "search", "arguments": {"query": "Veloran"}},
+        {"kind": "observation", "tool": "search", "content": "[0] Veloran Glassworks"},
+        {"kind": "answer", "text": "Ilse Marrow"},
+    ]
+    (text,) = scorer.episode_texts([("Who founded Veloran?", steps)])
+    assert "Action:" not in text and text.startswith("Question: Who founded Veloran?\nRead: [0] Veloran")
+    assert "view: one of path, evidence." in _policy_config(view="vibes").validate()
