@@ -232,8 +232,8 @@ def test_the_web_process_loads_every_run_kind_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("False False")
     assert (
-        "['bc', 'best_of_n', 'dpo', 'evaluation', 'grpo', 'judge', 'ppo', 'reward_model', 'reward_scoring', 'rloo', "
-        "'rollout', 'round', 'sft']" in out
+        "['bc', 'best_of_n', 'dpo', 'evaluation', 'expert_iteration', 'grpo', 'judge', 'ppo', 'reward_model', "
+        "'reward_scoring', 'rloo', 'rollout', 'round', 'sft']" in out
     )
 
 
