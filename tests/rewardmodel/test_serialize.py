@@ -177,9 +177,18 @@ def _reading(path: list[dict]) -> list[dict]:
     return [
         *path,
         {"kind": "action", "tool": "open", "arguments": {"n": 0}},
-        {"kind": "observation", "tool": "open", "content": "The Veloran Glassworks was founded in 1821 by Ilse Marrow."},
+        {
+            "kind": "observation",
+            "tool": "open",
+            "content": "The Veloran Glassworks was founded in 1821 by Ilse Marrow.",
+        },
         {"kind": "action", "tool": "quote", "arguments": {"text": "by Ilse Marow"}},
-        {"kind": "observation", "tool": "quote", "content": "Error: that text is not in the open page.", "is_error": True},
+        {
+            "kind": "observation",
+            "tool": "quote",
+            "content": "Error: that text is not in the open page.",
+            "is_error": True,
+        },
         {"kind": "action", "tool": "quote", "arguments": {"text": "by Ilse Marrow"}},
         {"kind": "observation", "tool": "quote", "content": "Quote saved."},
         {"kind": "answer", "text": "Ilse Marrow"},

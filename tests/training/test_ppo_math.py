@@ -10,9 +10,11 @@ from training.rl.ppo_math import (
     gae,
     kl_penalty_rewards,
     last_agent_index,
+    loss_count,
     masked_mean,
     masked_whiten,
     policy_loss,
+    token_weights,
     value_loss,
 )
 
@@ -123,3 +125,16 @@ def test_explained_variance():
     returns = torch.tensor([[0.0, 1.0, 2.0, 0.0, 0.0, 3.0, 0.0]])
     assert explained_variance(returns, returns, MASK) == pytest.approx(1.0)
     assert explained_variance(torch.zeros_like(returns) + 2.0, returns, MASK) == pytest.approx(0.0)
+
+
+def test_each_episode_weighs_the_same_however_long_it_is():
+    # A 1-token episode and a 4-token one: with `episode`, each gets half the loss; with
+    # `token`, the long one gets four fifths.
+    mask = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    values = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    by_episode = masked_mean(values, token_weights(mask, "episode"), count=loss_count(mask, "episode"))
+    by_token = masked_mean(values, token_weights(mask, "token"), count=loss_count(mask, "token"))
+    assert float(by_episode) == pytest.approx(0.5) and float(by_token) == pytest.approx(0.2)
+    assert float(loss_count(torch.tensor([[1.0, 1.0], [0.0, 0.0]]), "episode")) == 1.0  # a row with no action
+    with pytest.raises(ValueError):
+        token_weights(mask, "sequence")

@@ -195,6 +195,8 @@ def test_invalid_ppo_configs_are_refused_before_queueing(admin_user, policy, rew
         ({"processes": 65}, "processes"),
         ({"processes": "two"}, "processes"),
         ({"processes": 3, "episodes_per_iteration": 2, "minibatch_size": 2}, "processes"),
+        ({"fresh_worlds": True, "train_worlds": 4}, "train_worlds: 0 with fresh_worlds"),
+        ({"loss_aggregation": "sequence"}, "loss_aggregation"),
     ]
     for change, expected in cases:
         config = {"policy_id": policy.pk, "reward": "reward_model", "reward_model_id": reward_model.pk, **change}

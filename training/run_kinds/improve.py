@@ -212,6 +212,8 @@ def _rl_check(config: RLRunConfig) -> list[str]:
         problems += [f"dev_environment: {p}" for p in environment_check(config.dev_environment, "dev")]
     if not 0 <= config.train_worlds <= FRESH_WORLD_SEED - 1:
         problems.append(f"train_worlds: 0 to {FRESH_WORLD_SEED - 1}.")
+    elif config.train_worlds and config.fresh_worlds:
+        problems.append("train_worlds: 0 with fresh_worlds (every iteration then plays a world of its own).")
     elif (config.train_worlds or config.fresh_worlds) and not environment:
         from training.envs.services import environment_world
 
