@@ -136,6 +136,7 @@ def evaluation_execute(
         split,
         temperatures,
         temperature,
+        evaluated=len(tasks),
         seed=seed,
         chat=chat,
         limits=limits,
@@ -318,7 +319,7 @@ then fewer wasted steps and no tool errors. Use *tie* only when neither is bette
 
 
 def _best_temperature(
-    model, tokenizer, runner, env, split: str, candidates, temperature: float, *, seed, chat, limits, log
+    model, tokenizer, runner, env, split: str, candidates, temperature: float, *, evaluated, seed, chat, limits, log
 ) -> dict | None:
     """The temperature among `candidates` and `temperature` at which the baseline does best on
     the environment's dev tasks (on its train tasks when the evaluation is of the dev split),
@@ -328,7 +329,9 @@ def _best_temperature(
     if not candidates:
         return None
     chosen_on = "train" if split == "dev" else "dev"
-    tasks = env.tasks(chosen_on)[:DEV_TEMPERATURE_TASKS]
+    # As many tasks as the evaluation plays, at most DEV_TEMPERATURE_TASKS: the choice costs no more
+    # than the start's own row.
+    tasks = env.tasks(chosen_on)[: min(DEV_TEMPERATURE_TASKS, max(evaluated, 1))]
     if not tasks:
         log(f"No {chosen_on} tasks to choose the baseline's temperature on; it is played at T={temperature:g} only.")
         return None
