@@ -114,3 +114,29 @@ def test_a_cancelled_run_resumes_after_its_last_round(start, tmp_path):
     second = expert_iteration(policy_dir=path, config=replace(config), resume_from=first.last_checkpoint, **common)
     assert second.stop_reason == "finished" and second.rounds == 2
     assert [e["round"] for e in second.evaluations] == [0, 1, 2]
+
+
+def test_a_round_cancelled_while_it_trains_is_not_kept(start, tmp_path):
+    path, _ = start
+    env = get_environment("codeword", n_tasks=100)
+    runner = EpisodeRunner(env)
+    saved: list[int] = []
+    asked = {"after round 1": 0}
+
+    def should_stop() -> bool:  # no at round 2's start, yes once it trains
+        if saved[-1:] == [1]:
+            asked["after round 1"] += 1
+        return asked["after round 1"] > 1
+
+    result = expert_iteration(
+        policy_dir=path,
+        tasks_for_round=lambda r: env.tasks("train"),
+        runner=runner,
+        dev_tasks=env.tasks("dev")[:4],
+        dev_runner=runner,
+        config=ExpertIterationConfig(rounds=3, tasks_per_round=8, samples=2, selection="rubric", eval_samples=1),
+        out_dir=tmp_path / "exit",
+        callbacks=RLCallbacks(policy_saved=lambda r, p, d: saved.append(r), should_stop=should_stop),
+    )
+    assert result.stop_reason == "cancelled" and result.rounds == 1 and "during round 2" in result.message
+    assert saved == [0, 1] and not (tmp_path / "exit" / "checkpoints" / "round-002").exists()

@@ -225,6 +225,8 @@ def expert_iteration(
                 ),
                 should_stop=callbacks.should_stop,
             )
+        if callbacks.should_stop():  # a round cut short is no round: the last whole one stays
+            return finish("cancelled", f"Cancelled during round {round_}; round {round_ - 1} is the last one kept.")
         world = getattr(getattr(runner(tasks[0]) if callable(runner) else runner, "env", None), "seed", None)
         figures = {
             "round/sampled_success": sampled_success,
