@@ -53,3 +53,26 @@ def policy_link(policy_id: int, direction: str = "input") -> dict:
     policy = Policy.objects.get(pk=policy_id)
     url = reverse("training:policy", args=[policy.pk])
     return {"direction": direction, "type": "policy", "id": policy.pk, "label": str(policy), "url": url}
+
+
+def checkpoints_lineage_add(*, run, name: str, best: int | None) -> tuple[Policy | None, object]:
+    """Flag a run's best checkpoint (iteration or round `best`) among its policies called `name`,
+    and add every checkpoint, an earlier attempt's too, to its outputs once. Returns (the best
+    checkpoint's policy, the run's checkpoints in order)."""
+    from training.rl.services import best_checkpoint_mark
+    from webapp.models import Run
+    from webapp.runs.services import run_add_lineage
+
+    chosen = best_checkpoint_mark(name=name, iteration=best)
+    already = {link["id"] for link in Run.objects.get(pk=run.pk).lineage if link.get("direction") == "output"}
+    outputs = Policy.objects.filter(name=name).order_by("version")
+    run_add_lineage(
+        run=run,
+        links=[
+            {k: v for k, v in policy_link(p.pk, "output").items() if k != "direction"}
+            | ({"label": f"{p} (best by dev rubric)"} if chosen and p.pk == chosen.pk else {})
+            for p in outputs
+            if p.pk not in already
+        ],
+    )
+    return chosen, outputs

@@ -11,6 +11,7 @@ from training.envs.base import FRESH_WORLD_SEED
 from training.rl.config import ExpertIterationConfig
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
+    checkpoints_lineage_add,
     environment_check,
     environment_choices,
     policy_choices,
@@ -18,7 +19,6 @@ from training.run_kinds.common import (
     policy_problems,
 )
 from training.run_kinds.improve import _reward_model_choices, _reward_model_link, reward_model_problems
-from webapp.models import Run
 from webapp.runs.kinds import RunKind, register
 
 
@@ -94,9 +94,9 @@ def _lineage(config: ExpertIterationRunConfig) -> list[dict]:
 
 
 def _execute(*, run, config: ExpertIterationRunConfig, reporter, compute, resume_from) -> dict:
-    from training.rl.services import best_checkpoint_mark, expert_iteration_train
+    from training.rl.services import expert_iteration_train
     from training.rl.trainer import RLCallbacks
-    from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
+    from webapp.runs.services import RunCancelled, run_add_artifact, run_dir
 
     start = Policy.objects.get(pk=config.policy_id)
     reward_model = RewardModel.objects.get(pk=config.reward_model_id) if config.selection != "rubric" else None
@@ -130,18 +130,7 @@ def _execute(*, run, config: ExpertIterationRunConfig, reporter, compute, resume
         fresh_worlds=config.fresh_worlds,
         anchor=config.anchor,
     )
-    best = best_checkpoint_mark(name=name, iteration=result.best["round"] if result.best else None)
-    already = {link["id"] for link in Run.objects.get(pk=run.pk).lineage if link.get("direction") == "output"}
-    outputs = Policy.objects.filter(name=name).order_by("version")
-    run_add_lineage(
-        run=run,
-        links=[
-            {k: v for k, v in policy_link(p.pk, "output").items() if k != "direction"}
-            | ({"label": f"{p} (best by dev rubric)"} if best and p.pk == best.pk else {})
-            for p in outputs
-            if p.pk not in already
-        ],
-    )
+    best, outputs = checkpoints_lineage_add(run=run, name=name, best=result.best and result.best["round"])
     if result.stop_reason == "cancelled":
         raise RunCancelled()
     run_add_artifact(run=run, name="checkpoints", path=out / "checkpoints")

@@ -17,6 +17,7 @@ from training.run_kinds.common import (
     ENVIRONMENT_HELP,
     SPLITS,
     TASK_IDS_HELP,
+    checkpoints_lineage_add,
     environment_check,
     environment_choices,
     policy_choices,
@@ -276,10 +277,10 @@ def _rl_lineage(config: RLRunConfig) -> list[dict]:
 
 
 def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> dict:
-    from training.rl.services import best_checkpoint_mark, rl_train
+    from training.rl.services import rl_train
     from training.rl.trainer import RLCallbacks
     from webapp.errors import ArbiterError
-    from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
+    from webapp.runs.services import RunCancelled, run_add_artifact, run_dir
 
     start = Policy.objects.get(pk=config.policy_id)
     reference = Policy.objects.get(pk=config.reference_policy_id or config.policy_id)
@@ -314,19 +315,7 @@ def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> 
         train_worlds=config.train_worlds,
         fresh_worlds=config.fresh_worlds,
     )
-    best = best_checkpoint_mark(name=name, iteration=result.best["iteration"] if result.best else None)
-    # Every checkpoint of the run, an earlier attempt's too, is an output (once in the lineage).
-    already = {link["id"] for link in Run.objects.get(pk=run.pk).lineage if link.get("direction") == "output"}
-    outputs = Policy.objects.filter(name=name).order_by("version")
-    run_add_lineage(
-        run=run,
-        links=[
-            {k: v for k, v in policy_link(p.pk, "output").items() if k != "direction"}
-            | ({"label": f"{p} (best by dev rubric)"} if best and p.pk == best.pk else {})
-            for p in outputs
-            if p.pk not in already
-        ],
-    )
+    best, outputs = checkpoints_lineage_add(run=run, name=name, best=result.best and result.best["iteration"])
     if result.cancelled:
         raise RunCancelled()
     if result.diverged:
