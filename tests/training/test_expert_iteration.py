@@ -56,6 +56,7 @@ def test_invalid_settings_are_refused():
     assert any(p.startswith("rounds") for p in problems)
     assert any(p.startswith("selection") for p in problems)
     assert any(p.startswith("temperature") for p in problems)
+    assert "samples: at most 64." in ExpertIterationConfig(samples=65).validate()
 
 
 @pytest.fixture(scope="module")

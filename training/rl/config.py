@@ -279,4 +279,7 @@ class ExpertIterationConfig:
             problems.append(f"selection: one of {', '.join(SELECTIONS)}.")
         if not 0 < self.keep_top <= 1:
             problems.append("keep_top: above 0 and at most 1.")
+        for name, most in (("rounds", 1000), ("tasks_per_round", 100_000), ("samples", 64), ("batch_size", 4096)):
+            if getattr(self, name) > most:
+                problems.append(f"{name}: at most {most}.")
         return problems
