@@ -96,26 +96,30 @@ def evaluation_execute(
                 at += len(episodes)
         return played
 
+    def play_row(model, samples: int, temperature: float) -> Played:
+        """`samples` episodes of `model` per task at `temperature`, scored: one row of the table."""
+        return score(
+            Played(
+                play(
+                    model,
+                    tokenizer,
+                    runner,
+                    tasks,
+                    samples=samples,
+                    temperature=temperature,
+                    seed=seed,
+                    chat=chat,
+                    limits=limits,
+                )
+            )
+        )
+
     def stage(done: float, message: str) -> None:
         progress(min(0.95, done / units), message)
         log(message)
 
     stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({samples * group} samples each).")
-    sampled = score(
-        Played(
-            play(
-                reference,
-                tokenizer,
-                runner,
-                tasks,
-                samples=samples * group,
-                temperature=temperature,
-                seed=seed,
-                chat=chat,
-                limits=limits,
-            )
-        )
-    )
+    sampled = play_row(reference, samples * group, temperature)
     base = System(label=f"{baseline} (start)", policy=baseline, is_baseline=True)
     first = choose_best(sampled, 1, group=group)
     first.kls = [[0.0] * len(e) for e in first.episodes]  # the reference itself
@@ -145,92 +149,28 @@ def evaluation_execute(
     if tuned is not None and tuned["chosen"] != temperature:
         label = f"{baseline} (start) at T={tuned['chosen']:g}, best on dev"
         stage(0, f"Playing {baseline} at T={tuned['chosen']:g}, its best temperature on dev.")
-        at_best = score(
-            Played(
-                play(
-                    reference,
-                    tokenizer,
-                    runner,
-                    tasks,
-                    samples=samples,
-                    temperature=tuned["chosen"],
-                    seed=seed,
-                    chat=chat,
-                    limits=limits,
-                )
-            )
-        )
+        at_best = play_row(reference, samples, tuned["chosen"])
         plays.append((System(label=label, policy=baseline), "sampled", at_best))
     if greedy:
-        plays.append(
-            (
-                base,
-                "greedy",
-                score(
-                    Played(
-                        play(
-                            reference,
-                            tokenizer,
-                            runner,
-                            tasks,
-                            samples=1,
-                            temperature=0.0,
-                            seed=seed,
-                            chat=chat,
-                            limits=limits,
-                        )
-                    )
-                ),
-            )
-        )
+        plays.append((base, "greedy", play_row(reference, 1, 0.0)))
     for done, (label, policy) in enumerate(others, start=1):
         stage(done, f"Playing {policy} on {len(tasks)} {split} tasks.")
         model, own_tokenizer = load_policy(policy.model_dir, device=device)
         if own_tokenizer.get_vocab() != tokenizer.get_vocab():
             raise ArbiterError(f"{policy} does not share {baseline}'s tokenizer, so its KL to it cannot be measured.")
         system = System(label=label, policy=policy)
-        played = score(
-            Played(
-                play(
-                    model,
-                    tokenizer,
-                    runner,
-                    tasks,
-                    samples=samples,
-                    temperature=temperature,
-                    seed=seed,
-                    chat=chat,
-                    limits=limits,
-                )
-            )
-        )
+        sampled_here = play_row(model, samples, temperature)
         flat = episode_kls(
-            [e for episodes in played.episodes for e in episodes], model, reference, tokenizer, temperature=temperature
+            [e for episodes in sampled_here.episodes for e in episodes],
+            model,
+            reference,
+            tokenizer,
+            temperature=temperature,
         )
-        played.kls = [flat[i * samples : (i + 1) * samples] for i in range(len(tasks))]
-        plays.append((system, "sampled", played))
+        sampled_here.kls = [flat[i * samples : (i + 1) * samples] for i in range(len(tasks))]
+        plays.append((system, "sampled", sampled_here))
         if greedy:
-            plays.append(
-                (
-                    system,
-                    "greedy",
-                    score(
-                        Played(
-                            play(
-                                model,
-                                tokenizer,
-                                runner,
-                                tasks,
-                                samples=1,
-                                temperature=0.0,
-                                seed=seed,
-                                chat=chat,
-                                limits=limits,
-                            )
-                        )
-                    ),
-                )
-            )
+            plays.append((system, "greedy", play_row(model, 1, 0.0)))
     progress(0.96, "storing the episodes")
     config = {
         "environment": env.name,

@@ -37,7 +37,8 @@ class ExpertIterationRunConfig(ExpertIterationConfig):
         default=True,
         metadata=_help(
             "Each round's tasks from a newly generated world of the environment (training/envs/worlds.py), so "
-            "memorising names cannot pay; off, or for an environment not built per seed: its training tasks."
+            "memorising names cannot pay (an environment not built per seed is refused: turn it off); off: its "
+            "training tasks."
         ),
     )
     anchor: bool = field(
