@@ -2,6 +2,7 @@
 human evaluation built from the page, and the two systems' trajectories side by side."""
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.conftest import login, screenshot
 from tests.factories import UserFactory
@@ -18,8 +19,8 @@ def test_the_dashboard_shows_the_table_the_curves_and_trajectories_side_by_side(
     page.click("nav a:has-text('Evaluations')")
     page.click("a:has-text('bc vs ppo')")
 
-    table = page.locator("#metrics-sampled")
-    assert table.locator("tbody tr").count() == 3
+    # The click only starts the navigation: wait for the new page's table, as a person would.
+    expect(page.locator("#metrics-sampled tbody tr")).to_have_count(3)
     ppo_row = page.locator(f"#system-{built.ppo.pk}-sampled")
     assert "75.0% [50.0, 100.0]" in ppo_row.inner_text() and "+50.0 pts" in ppo_row.inner_text()
     assert page.locator("#metrics-greedy tbody tr").count() == 2

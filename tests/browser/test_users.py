@@ -1,6 +1,7 @@
 """An admin invites a person on the Users page; the person sets their password through the link and logs in."""
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.conftest import login, screenshot
 from tests.factories import UserFactory
@@ -22,7 +23,7 @@ def test_an_admin_invites_someone_who_sets_a_password_and_logs_in(page, live_ser
     link = page.locator("code.token-key").inner_text()
     screenshot(page, "users-invited")
     page.click("text=← Users")
-    assert page.locator("tr", has_text="dana").locator("text=no password").count() == 1
+    expect(page.locator("tr", has_text="dana").locator("text=no password")).to_have_count(1)
     assert page.locator("tr", has_text="simulated-1").locator(".tag", has_text="synthetic").count() == 1
     screenshot(page, "users-list")
 
