@@ -40,7 +40,14 @@ def main() -> None:
 
     from training.envs.base import EpisodeRunner
     from training.envs.registry import get_environment
-    from training.policy.bc import BCConfig, demonstration_texts, demonstrations, play_demonstrations, train_bc
+    from training.policy.bc import (
+        BCConfig,
+        demonstration_texts,
+        demonstrations,
+        dev_judge,
+        play_demonstrations,
+        train_bc,
+    )
     from training.policy.chat import ChatFormat
     from training.policy.layout import TOOL_PARSER
     from training.policy.model_io import build_model, save_policy, train_tokenizer
@@ -84,7 +91,13 @@ def main() -> None:
                 flush=True,
             )
 
-    result = train_bc(model, tokenizer, examples, config, metrics=metrics)
+    def make_env(seed):
+        return get_environment(config.environment, seed=seed)
+
+    judge, judged_on = dev_judge(env, config, tokenizer, chat, make_env=make_env) if config.dev_every else (None, "")
+    result = train_bc(model, tokenizer, examples, config, metrics=metrics, judge=judge)
+    if "kept_step" in result:
+        print(f"kept step {result['kept_step']} of {result['steps']}, judged on {judged_on}: {result['dev_curve']}")
     trained = time.monotonic() - started
     figures = success_rates(model, tokenizer, EpisodeRunner(env), held_out, chat)
     total = time.monotonic() - started

@@ -74,11 +74,14 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
         own = DEFAULT_POLICY if config.environment == "encyclopedia" else f"{DEFAULT_POLICY}-{config.environment}"
         if config.bc_base_policy_id:
             own = f"{own}-into-{config.bc_base_policy_id}"
+        if config.seed:  # each loop seed clones its own start (seed 0 is the default policy)
+            own = f"{own}-seed{config.seed}"
         policy = policy_train_default(
             config=BCConfig(
                 environment=config.environment,
                 base_policy_id=config.bc_base_policy_id,
                 extra_worlds=config.bc_extra_worlds,
+                seed=config.seed,
             ),
             name=own,
             target=settings.VAR_DIR / "policies" / own,

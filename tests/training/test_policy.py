@@ -206,3 +206,46 @@ def test_a_policy_saved_with_the_old_template_loads_with_the_current_one(world, 
     finally:
         tokenizer.chat_template = CHAT_TEMPLATE
     assert load_policy(tmp_path / "old")[1].chat_template == CHAT_TEMPLATE
+
+
+def test_behaviour_cloning_keeps_the_checkpoint_its_judge_scores_best(world):
+    """The judge is called every dev_every steps and at the end; the model ends with the best
+    checkpoint's weights (a later one wins a tie), and the figures say which was kept."""
+    from dataclasses import replace
+
+    env, runner, played, config, tokenizer, chat = world
+    examples = demonstrations(chat, played)
+    model = build_model(tokenizer, **TINY)
+    seen, weights = [], {}
+
+    def judge(m):
+        step = 10 * (len(seen) + 1)
+        seen.append(step)
+        weights[step] = [p.detach().clone() for p in m.parameters()]
+        return {10: 0.2, 20: 0.5, 30: 0.5, 40: 0.1}[step]
+
+    result = train_bc(model, tokenizer, examples, replace(config, max_steps=40, dev_every=10), judge=judge)
+    assert seen == [10, 20, 30, 40] and result["kept_step"] == 30 and result["kept_dev_greedy"] == 0.5
+    assert result["dev_curve"] == [(10, 0.2), (20, 0.5), (30, 0.5), (40, 0.1)]
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), weights[30]))
+    assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), weights[40]))
+
+
+def test_the_dev_judge_reads_a_world_no_stage_trains_on(world):
+    from dataclasses import replace
+
+    from training.envs.worlds import STREAM_SEEDS_FROM
+    from training.policy.bc import dev_judge
+
+    env, runner, played, config, tokenizer, chat = world
+    built = []
+
+    def make_env(seed):
+        built.append(seed)
+        return EncyclopediaEnvironment(seed=seed, n_places=12, n_people=24, n_orgs=8)
+
+    judge, where = dev_judge(env, replace(config, extra_worlds=2, dev_tasks=5), tokenizer, chat, make_env=make_env)
+    assert built and built[0] >= STREAM_SEEDS_FROM and f"5 tasks of world {built[0]}" == where
+    assert 0.0 <= judge(build_model(tokenizer, **TINY)) <= 1.0
+    judge, where = dev_judge(env, replace(config, dev_tasks=5), tokenizer, chat)  # no other worlds: the dev split
+    assert where == f"5 tasks of {env.name} dev split"

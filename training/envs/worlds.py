@@ -10,7 +10,8 @@ Stream seeds start at STREAM_SEEDS_FROM (10^9), far above every seed training ot
 (0-63) and the held-out worlds (10,000 up: evaluation seeds stay below 10^9), so a stream
 world is never an evaluation world. Stream `s` takes seeds STREAM_SEEDS_FROM + s * 10^6 + i,
 i = 0, 1, ...; `stage_stream` gives each stage (RL, expert iteration) and run seed a stream
-of its own, so a loop's rounds and stages never share a world.
+of its own, so a loop's rounds and stages never share a world (`bc_dev`: the world behaviour
+cloning judges its checkpoints on).
 
 Plain Python, no Django.
 """
@@ -25,7 +26,7 @@ STREAM_SEEDS_FROM = 1_000_000_000
 WORLDS_PER_STREAM = 1_000_000
 
 
-STAGES = ("rl", "expert_iteration")
+STAGES = ("rl", "expert_iteration", "bc_dev")
 
 
 def stage_stream(stage: str, seed: int) -> int:

@@ -180,8 +180,72 @@ class _ThreadChooser:
         torch.set_num_threads(self.original)
 
 
-def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, metrics=None, should_stop=None) -> dict:
-    """Train in place; returns the final figures. Callbacks: progress(fraction), metrics(step, dict), should_stop().
+def dev_judge(env: Environment, config: BCConfig, tokenizer, chat, *, make_env=None, max_action_tokens: int | None = None):
+    """`judge(model)`: the greedy success of a checkpoint on `config.dev_tasks` dev tasks, and
+    the world they come from. Where behaviour cloning builds other worlds of the environment,
+    the tasks are every split of a world of its own stream (training/envs/worlds.py), which no
+    stage trains or evaluates on; otherwise the environment's dev split."""
+    from training.envs.worlds import stage_stream, stream_seed
+    from training.policy.limits import MAX_ACTION_TOKENS
+    from training.policy.rollout import RolloutConfig, rollout
+
+    if make_env is not None and config.extra_worlds:
+        seed = stream_seed(stage_stream("bc_dev", config.seed), 0)
+        world = make_env(seed)
+        tasks, where = [t for split in ("train", "dev", "eval") for t in world.tasks(split)], f"world {seed}"
+    else:
+        world, tasks, where = env, env.tasks("dev"), f"{env.name} dev split"
+    if len(tasks) > config.dev_tasks:
+        tasks = random.Random(config.seed).sample(tasks, config.dev_tasks)
+    if not tasks:
+        return None, where
+    runner = EpisodeRunner(world)
+    settings = RolloutConfig(temperature=0.0, max_action_tokens=max_action_tokens or MAX_ACTION_TOKENS)
+
+    def judge(model) -> float:
+        episodes = rollout(model, tokenizer, runner, tasks, settings, chat=chat)
+        return sum(bool(e.outcome and e.outcome.correct) for e in episodes) / len(episodes)
+
+    return judge, f"{len(tasks)} tasks of {where}"
+
+
+class _BestCheckpoint:
+    """The checkpoint with the best dev score so far (a later one wins a tie: it trained longer)."""
+
+    def __init__(self, model, judge, every: int):
+        self.model, self.judge, self.every = model, judge, every
+        self.curve: list[tuple[int, float]] = []
+        self.best: tuple[float, int, dict] | None = None
+
+    def due(self, step: int) -> bool:
+        return bool(self.judge and self.every and step % self.every == 0)
+
+    def consider(self, step: int) -> None:
+        if not self.judge or (self.curve and self.curve[-1][0] == step):
+            return
+        self.model.eval()
+        with torch.no_grad():
+            score = float(self.judge(self.model))
+        self.model.train()
+        self.curve.append((step, score))
+        if self.best is None or score >= self.best[0]:
+            self.best = (score, step, {k: v.detach().clone() for k, v in self.model.state_dict().items()})
+
+    def restore(self) -> dict:
+        """Load the best checkpoint into the model; the figures of the choice."""
+        if self.best is None:
+            return {}
+        score, step, state = self.best
+        self.model.load_state_dict(state)
+        return {"dev_curve": self.curve, "kept_step": step, "kept_dev_greedy": score}
+
+
+def train_bc(
+    model, tokenizer, examples, config: BCConfig, *, progress=None, metrics=None, should_stop=None, judge=None
+) -> dict:
+    """Train in place; returns the final figures. Callbacks: progress(fraction), metrics(step, dict), should_stop(),
+    judge(model) -> dev score (`dev_judge`): every `config.dev_every` steps and at the end the
+    checkpoint is judged and the best one is what the model holds at the end.
 
     With `config.processes` > 1 the training runs in that many data-parallel processes
     (training/parallel.py; the rank code is training/policy/bc_rank.py) and the trained
@@ -207,6 +271,7 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
     start, step, last = time.monotonic(), 0, {}
     first_loss = None
     threads = _ThreadChooser(config.threads)
+    best = _BestCheckpoint(model, None if shared else judge, config.dev_every)
     try:
         while step < config.max_steps:
             for indices in _batches(examples, config.batch_size, rng):
@@ -245,7 +310,10 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
                 step += 1
                 first_loss = figures["loss/total"] if first_loss is None else first_loss
                 last = figures
-                if metrics and (step % 10 == 0 or step == 1):
+                if best.due(step):
+                    best.consider(step)
+                    figures = {**figures, "dev/greedy_success": best.curve[-1][1]}
+                if metrics and (step % 10 == 0 or step == 1 or best.due(step)):
                     metrics(step, {**figures, "optim/lr": optimizer.param_groups[0]["lr"]})
                 if progress:
                     elapsed = (time.monotonic() - start) / config.max_seconds if config.max_seconds else 0
@@ -255,10 +323,15 @@ def train_bc(model, tokenizer, examples, config: BCConfig, *, progress=None, met
             break
     finally:
         threads.restore()
+    stopped = bool(should_stop and should_stop())
+    if not stopped:
+        best.consider(step)
+    chosen = {} if stopped else best.restore()
     model.eval()
     if shared:
         shared.close()
     return {
+        **chosen,
         "steps": step,
         "seconds": round(time.monotonic() - start, 1),
         "first_loss": first_loss,

@@ -66,6 +66,13 @@ class BCConfig:
         default=2.0, metadata={"help": "loss weight of the first action's tokens (the search that copies the question)"}
     )
     grad_clip: float = field(default=1.0, metadata={"help": "gradient norm clip"})
+    dev_every: int = field(
+        default=250,
+        metadata={
+            "help": "every this many steps (and at the end) the checkpoint is judged by greedy success on dev tasks of a world no stage trains on, and the best is kept (0: keep the last; one process only)"
+        },
+    )
+    dev_tasks: int = field(default=64, metadata={"help": "dev tasks each checkpoint is judged on"})
     threads: int = field(
         default=1,
         metadata={

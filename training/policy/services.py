@@ -70,7 +70,14 @@ def policy_train_default(
     """
     import torch
 
-    from training.policy.bc import NoDemonstrator, demonstration_texts, demonstrations, play_demonstrations, train_bc
+    from training.policy.bc import (
+        NoDemonstrator,
+        demonstration_texts,
+        demonstrations,
+        dev_judge,
+        play_demonstrations,
+        train_bc,
+    )
     from training.policy.bc_config import BCConfig
     from training.policy.chat import ChatFormat, ChatTemplateError
     from training.policy.layout import TOOL_PARSER
@@ -93,16 +100,12 @@ def policy_train_default(
         except (PolicyLoadError, ChatTemplateError) as exc:
             raise ArbiterError(f"base_policy_id: {base} cannot be cloned into: {exc}") from None
     parser = chat.parser_name if base else TOOL_PARSER
+    def make_env(seed: int):
+        return get_environment(config.environment, seed=seed, configured=settings.ARBITER_ENVIRONMENTS)
+
     try:
         env = environment_get(config.environment)
-        played = play_demonstrations(
-            env,
-            config,
-            parser=parser,
-            make_env=lambda seed: get_environment(
-                config.environment, seed=seed, configured=settings.ARBITER_ENVIRONMENTS
-            ),
-        )
+        played = play_demonstrations(env, config, parser=parser, make_env=make_env)
     except (UnknownEnvironment, NoDemonstrator) as exc:
         raise ArbiterError(str(exc)) from None
     evaluation = env.tasks("eval")
@@ -122,7 +125,29 @@ def policy_train_default(
         f"Behaviour cloning a {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M-parameter policy on "
         f"{len(examples)} demonstrations ..."
     )
-    result = train_bc(model, tokenizer, examples, config, progress=progress, metrics=metrics, should_stop=should_stop)
+    longest_turn = max((_longest_run(mask) for _, mask in examples), default=0)
+    # Evaluation turns may be as long as the longest demonstrated turn, with room to spare (a chat
+    # model's JSON calls are longer than the default policy's 48 tokens).
+    max_action_tokens = max(MAX_ACTION_TOKENS, 2 * longest_turn)
+    judge, judged_on = None, ""
+    if config.dev_every and config.processes == 1:
+        judge, judged_on = dev_judge(
+            env, config, tokenizer, chat, make_env=make_env, max_action_tokens=max_action_tokens
+        )
+        log(f"Every {config.dev_every} steps the checkpoint is judged greedy on {judged_on}; the best is kept.")
+    elif config.dev_every:
+        log("With processes > 1 the last checkpoint is kept (no dev choice across processes).")
+    result = train_bc(
+        model, tokenizer, examples, config, progress=progress, metrics=metrics, should_stop=should_stop, judge=judge
+    )
+    if "kept_step" in result:
+        log(
+            f"Kept the checkpoint of step {result['kept_step']} ({100 * result['kept_dev_greedy']:.1f}% greedy on "
+            f"{judged_on}; the curve: "
+            + ", ".join(f"{s}: {100 * v:.0f}%" for s, v in result["dev_curve"])
+            + ")."
+        )
+        result["dev_judged_on"] = judged_on
     if should_stop and should_stop():
         raise PolicyTrainingStopped(f"stopped after {result['steps']} steps")
     over_budget = bool(config.budget_seconds and result["seconds"] > config.budget_seconds)
@@ -138,16 +163,13 @@ def policy_train_default(
             f"the policy is weaker than a full run."
         )
     log(f"Evaluating on {len(evaluation)} eval tasks (greedy and temperature 1) ...")
-    # Evaluation turns may be as long as the longest demonstrated turn, with room to spare (a chat
-    # model's JSON calls are longer than the default policy's 48 tokens).
-    longest_turn = max((_longest_run(mask) for _, mask in examples), default=0)
     figures = success_rates(
         model,
         tokenizer,
         EpisodeRunner(env),
         evaluation,
         chat=chat,
-        max_action_tokens=max(MAX_ACTION_TOKENS, 2 * longest_turn),
+        max_action_tokens=max_action_tokens,
     )
     save_policy(model, tokenizer, target)
     report = {

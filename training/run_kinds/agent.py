@@ -185,6 +185,8 @@ BC_RANGES = {
     "grad_clip": (0, 1000),
     "first_action_weight": (0, 100),
     "processes": (1, 64),
+    "dev_every": (0, 1_000_000),
+    "dev_tasks": (1, 10_000),
 }
 
 
