@@ -126,5 +126,8 @@ class PipelineConfig:
     max_action_tokens: int = max_action_tokens_field()
     max_context: int = max_context_field()
     seed: int = field(
-        default=0, metadata={"help": "the seed of every stage (with policy_id 0 the behaviour-cloned start too, then named for its seed; rollouts, labels, the reward model, RL, evaluation)"}
+        default=0,
+        metadata={
+            "help": "the seed of every stage (with policy_id 0 the behaviour-cloned start too, then named for its seed; rollouts, labels, the reward model, RL, evaluation)"
+        },
     )

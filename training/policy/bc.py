@@ -180,7 +180,9 @@ class _ThreadChooser:
         torch.set_num_threads(self.original)
 
 
-def dev_judge(env: Environment, config: BCConfig, tokenizer, chat, *, make_env=None, max_action_tokens: int | None = None):
+def dev_judge(
+    env: Environment, config: BCConfig, tokenizer, chat, *, make_env=None, max_action_tokens: int | None = None
+):
     """`judge(model)`: the greedy success of a checkpoint on `config.dev_tasks` dev tasks, and
     the world they come from. Where behaviour cloning builds other worlds of the environment,
     the tasks are every split of a world of its own stream (training/envs/worlds.py), which no

@@ -100,6 +100,7 @@ def policy_train_default(
         except (PolicyLoadError, ChatTemplateError) as exc:
             raise ArbiterError(f"base_policy_id: {base} cannot be cloned into: {exc}") from None
     parser = chat.parser_name if base else TOOL_PARSER
+
     def make_env(seed: int):
         return get_environment(config.environment, seed=seed, configured=settings.ARBITER_ENVIRONMENTS)
 
@@ -143,9 +144,7 @@ def policy_train_default(
     if "kept_step" in result:
         log(
             f"Kept the checkpoint of step {result['kept_step']} ({100 * result['kept_dev_greedy']:.1f}% greedy on "
-            f"{judged_on}; the curve: "
-            + ", ".join(f"{s}: {100 * v:.0f}%" for s, v in result["dev_curve"])
-            + ")."
+            f"{judged_on}; the curve: " + ", ".join(f"{s}: {100 * v:.0f}%" for s, v in result["dev_curve"]) + ")."
         )
         result["dev_judged_on"] = judged_on
     if should_stop and should_stop():
