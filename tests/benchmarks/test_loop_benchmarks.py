@@ -69,3 +69,28 @@ def test_mcp_call_cost_measures_stdio_http_and_a_killed_server():
     out = _run("benchmarks/mcp_call_cost.py", "--calls", "5", "--repeats", "1", "--crash-after", "3", "--restarts", "1")
     assert "MCP over stdio" in out and "MCP over HTTP" in out and "interleaved" in out
     assert "(1 restarts)" in out and "ToolServerLost after" in out
+
+
+def test_serve_best_of_plays_held_out_tasks_through_the_openai_client(tmp_path):
+    from tests.rewardmodel.rm_fixtures import tiny_reward_model_dir
+
+    policy = tiny_policy_dir(tmp_path / "policy")
+    ranker = tiny_reward_model_dir(tmp_path / "rm")
+    report = tmp_path / "report.json"
+    out = _run(
+        "benchmarks/serve_best_of.py",
+        str(policy),
+        ranker,
+        "--tasks",
+        "3",
+        "--best-of",
+        "1",
+        "2",
+        "--max-tokens",
+        "16",
+        "--json",
+        str(report),
+    )
+    rows = json.loads(report.read_text())["rows"]
+    assert [r["best_of"] for r in rows] == [1, 2] and all(r["episodes"] == 3 for r in rows)
+    assert rows[0]["gain"] == 0.0 and "best_of 2:" in out

@@ -58,3 +58,13 @@ class Recorder(Callbacks):
     def _stop(self) -> bool:
         self.steps_seen += 1
         return self.stop_after is not None and self.steps_seen >= self.stop_after
+
+
+def tiny_reward_model_dir(path: Path) -> str:
+    """A tiny reward model trained 3 steps on synthetic pairs (no database): its ranking is
+    arbitrary, enough for code that must follow whatever it prefers."""
+    from rewardmodel.train import RewardModelConfig, train_reward_model
+    from tests.rewardmodel.synthetic import bpe_tokenizer_dir, pairs
+
+    config = RewardModelConfig(tokenizer_dir=bpe_tokenizer_dir(), batch_size=8, epochs=1.0, checkpoint_every=0, **TINY)
+    return train_reward_model(pairs(24, seed=1), config, path).model_dir

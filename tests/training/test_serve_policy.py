@@ -148,8 +148,14 @@ def test_unreadable_bodies_routes_and_methods_are_refused_in_json(served):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_serve_policy_serves_a_registered_policy_by_name_and_checks_the_key(policy_dir, tmp_path):
+def test_serve_policy_serves_a_registered_policy_by_name_and_checks_the_key(policy_dir, reward_model_dir, tmp_path):
+    from rewardmodel.models import RewardModel
+    from tests.rewardmodel.rm_fixtures import simulated_snapshot
+
     Policy.objects.create(name="calculator", version="1", model_dir=str(policy_dir))
+    ranker = RewardModel.objects.create(
+        name="ranker", snapshot=simulated_snapshot(tasks=8, seed=5), backbone="policy-llama", model_dir=reward_model_dir
+    )
     db = settings.DATABASES["default"]
     env = {
         **os.environ,
@@ -160,8 +166,18 @@ def test_serve_policy_serves_a_registered_policy_by_name_and_checks_the_key(poli
         [sys.executable, "manage.py", "serve_policy", "nobody"], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert missing.returncode != 0 and "No policy 'nobody'" in missing.stderr and "calculator" in missing.stderr
+    no_ranker = subprocess.run(
+        [sys.executable, "manage.py", "serve_policy", "calculator", "--reward-model", "9999"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert no_ranker.returncode != 0 and "--reward-model: no reward model '9999'" in no_ranker.stderr
+    assert f"{ranker.pk}: ranker" in no_ranker.stderr
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "serve_policy", "calculator", "--port", "0", "--threads", "1"],
+        [sys.executable, "manage.py", "serve_policy", "calculator", "--port", "0", "--threads", "1"]
+        + ["--reward-model", "ranker"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -174,6 +190,7 @@ def test_serve_policy_serves_a_registered_policy_by_name_and_checks_the_key(poli
             lines.append(proc.stdout.readline())
         line = lines[-1]
         assert "Serving calculator@1 at http://127.0.0.1:" in line, lines
+        assert any(f"Reranking best_of candidates with {reward_model_dir}" in earlier for earlier in lines)
         port = int(line.split("127.0.0.1:")[1].split("/")[0])
         assert _request(port, "GET", "/health")[0] == 200
         status, answer = _request(port, "GET", "/v1/models")
@@ -189,3 +206,95 @@ def test_serve_policy_serves_a_registered_policy_by_name_and_checks_the_key(poli
     while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert proc.poll() is not None
+
+
+@pytest.fixture(scope="module")
+def reward_model_dir(tmp_path_factory):
+    """A tiny reward model: its ranking is arbitrary, which is what the test needs: the served
+    choice must be its favourite, whatever it prefers."""
+    from tests.rewardmodel.rm_fixtures import tiny_reward_model_dir
+
+    return tiny_reward_model_dir(tmp_path_factory.mktemp("rm"))
+
+
+def test_best_of_returns_the_reward_models_favourite_of_the_candidates(policy_dir, reward_model_dir):
+    """best_of 4 samples the candidates n=4 would (the same seed), scores each conversation as an
+    episode, and returns the favourite; without a reward model, or below n, it is refused by name."""
+    from rewardmodel.scoring import RewardScorer
+    from training.policy.conversations import conversation_steps
+    from training.policy.serving import RequestError, parse_request
+
+    env = ArithmeticEnvironment(seed=11, n_tasks=60)
+    runner = EpisodeRunner(env)
+    body = {
+        "messages": env.opening_messages(env.tasks("train")[3]),
+        "tools": [t.as_openai() for t in runner.tools.values()],
+        "temperature": 1.5,
+        "seed": 7,
+        "max_tokens": 24,
+    }
+    server = PolicyServer(policy_dir, name="calculator", threads=1, reward_model=reward_model_dir)
+    candidates = server.complete(parse_request({**body, "n": 4}))["choices"]
+    best = server.complete(parse_request({**body, "best_of": 4}))["choices"]
+
+    def turn(choice):
+        message = choice["message"]
+        return message.get("content"), [
+            (c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []
+        ]
+
+    assert len({str(turn(c)) for c in candidates}) > 1  # the candidates differ, so the choice means something
+    request = parse_request(body)
+    scores = RewardScorer(reward_model_dir).score_episodes(
+        [conversation_steps([*body["messages"], c["message"]], request.tools) for c in candidates]
+    )
+    assert len(best) == 1 and best[0]["index"] == 0
+    assert turn(best[0]) == turn(candidates[max(range(4), key=lambda k: scores[k])])
+
+    with pytest.raises(RequestError, match="best_of: this server has no reward model"):
+        PolicyServer(policy_dir, name="calculator", threads=1).complete(parse_request({**body, "best_of": 2}))
+    with pytest.raises(RequestError, match="best_of: at least n"):
+        parse_request({**body, "n": 3, "best_of": 2})
+    for bad in (0, 9, "4", 2.5, True):
+        with pytest.raises(RequestError, match="best_of"):
+            parse_request({**body, "best_of": bad})
+
+
+def test_a_served_conversation_is_recorded_as_the_runner_records_an_episode():
+    from training.envs.base import ANSWER_TOOL, INVALID_TOOL, Tool
+    from training.policy.conversations import conversation_steps
+
+    search = Tool("search", "Search.", {"type": "object", "properties": {"query": {"type": "string"}}})
+    messages = [
+        {"role": "system", "content": "Use the tools."},
+        {"role": "user", "content": "Where was Kessa born?"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1", "search", {"query": "Kessa"})]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Kessa was born in Orlo."},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c3", "search", {"query": "Orlo"})]},
+        {"role": "tool", "tool_call_id": "c3", "content": "Error: unknown page"},
+        {"role": "assistant", "content": "Orlo, I read.", "tool_calls": [_call("c2", "answer", {"text": "Orlo"})]},
+    ]
+    question, steps = conversation_steps(messages, [search, ANSWER_TOOL])
+    assert question == "Where was Kessa born?"
+    assert steps == [
+        {"kind": "action", "tool": "search", "arguments": {"query": "Kessa"}},
+        {"kind": "observation", "tool": "search", "content": "Kessa was born in Orlo."},
+        {"kind": "action", "tool": "search", "arguments": {"query": "Orlo"}},
+        {"kind": "observation", "tool": "search", "content": "Error: unknown page", "is_error": True},
+        {"kind": "thought", "text": "Orlo, I read."},
+        {"kind": "answer", "text": "Orlo"},
+    ]
+    plain = messages[:2] + [{"role": "assistant", "content": "Orlo"}]
+    assert (
+        conversation_steps(plain, [])[1]
+        == conversation_steps(plain, [search, ANSWER_TOOL])[1]
+        == [{"kind": "answer", "text": "Orlo"}]
+    )  # plain text is the answer, as the runner reads it where there is an answer tool
+    assert conversation_steps(plain, [search])[1] == [
+        {"kind": "action", "tool": INVALID_TOOL, "arguments": {"text": "Orlo"}},
+        {"kind": "observation", "tool": INVALID_TOOL, "content": "Error: no tool call", "is_error": True},
+    ]
+
+
+def _call(call_id: str, name: str, arguments: dict) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}

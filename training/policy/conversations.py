@@ -219,3 +219,51 @@ class PolicyConversations:
             "chosen_mask": a_mask[n:],
             "rejected_mask": b_mask[n:],
         }
+
+
+def conversation_steps(
+    messages: list[dict], tools: list[Tool], *, answer_tool: str = "answer"
+) -> tuple[str, list[dict]]:
+    """(the question, canonical steps) of a checked OpenAI conversation, recorded as the episode
+    runner records an episode (training/envs/base.py), so a reward model scores a served
+    conversation in the form it was trained on: the first user message is the question; a call
+    of `answer_tool` (where the tools have it) is the answer; another call is an action and its
+    tool message the observation (an error where it starts "Error:", as the runner writes
+    them); plain assistant text is the answer without tools, and with tools a turn of no tool
+    call where the tools have no answer tool (recorded as a call of "invalid", as the runner
+    refuses it) and the answer otherwise, as the runner reads it."""
+    from training.envs.base import INVALID_TOOL
+
+    names = {t.name for t in tools}
+    question, steps = "", []
+    called: dict[str, str] = {}
+    for message in messages:
+        role, text = message.get("role"), text_of(message.get("content"), "messages")
+        if role == "user" and not question:
+            question = text
+        elif role == "user":
+            steps.append({"kind": "observation", "tool": "user", "content": text})
+        elif role == "assistant" and message.get("tool_calls"):
+            if text.strip():
+                steps.append({"kind": "thought", "text": text})
+            for call in _calls(message["tool_calls"], "messages", called):
+                if call.name == answer_tool and answer_tool in names:
+                    value = call.arguments.get("text") if isinstance(call.arguments, dict) else None
+                    steps.append(
+                        {"kind": "answer", "text": value if isinstance(value, str) else json.dumps(call.arguments)}
+                    )
+                else:
+                    steps.append({"kind": "action", "tool": call.name, "arguments": call.arguments})
+        elif role == "assistant" and tools and answer_tool not in names:
+            steps.append({"kind": "action", "tool": INVALID_TOOL, "arguments": {"text": text}})
+            steps.append(
+                {"kind": "observation", "tool": INVALID_TOOL, "content": "Error: no tool call", "is_error": True}
+            )
+        elif role == "assistant":  # plain text answers, as the runner reads it (episodes.act)
+            steps.append({"kind": "answer", "text": text.split(QUOTES_HEADING, 1)[0].strip()})
+        elif role == "tool":
+            step = {"kind": "observation", "tool": called.get(message.get("tool_call_id"), "tool"), "content": text}
+            if text.startswith("Error:"):
+                step["is_error"] = True
+            steps.append(step)
+    return question, steps

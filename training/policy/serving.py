@@ -26,8 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from training.envs.base import Tool
-from training.policy.conversations import ConversationError, template_messages, tools_of
+from training.envs.base import ANSWER_TOOL, Tool
+from training.policy.conversations import ConversationError, conversation_steps, template_messages, tools_of
 from webapp import json_input
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ FIELDS = {
     "parallel_tool_calls",
     "metadata",
     "store",
+    "best_of",
 }
 NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "response_format": {"type": "text"}}
 
@@ -84,6 +85,7 @@ class Request:
     include_usage: bool
     seed: int | None
     stop: list[str]
+    best_of: int = 1
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
@@ -150,24 +152,29 @@ def parse_request(body: Any) -> Request:
     if not isinstance(stream, bool) and stream is not None:
         raise RequestError("stream: true or false", "stream")
     limit = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    n = _integer(body, "n", 1, 1, MAX_CHOICES)
+    best_of = _integer(body, "best_of", n, 1, MAX_CHOICES)
+    if best_of < n:
+        raise RequestError(f"best_of: at least n ({n}); the best n of best_of candidates are returned", "best_of")
     return Request(
         messages=messages,
         tools=tools,
         temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
         top_p=_top_p(body),
         max_tokens=_integer(body, limit, DEFAULT_MAX_TOKENS, 1, 1_000_000),
-        n=_integer(body, "n", 1, 1, MAX_CHOICES),
+        n=n,
         stream=bool(stream),
         include_usage=bool(options.get("include_usage")),
         seed=_integer(body, "seed", None, -(2**63), 2**63 - 1),
         stop=stops,
+        best_of=best_of,
     )
 
 
 class PolicyServer:
     """One policy (a model directory with its chat template and tool parser) answering chat requests."""
 
-    def __init__(self, model_dir: str | Path, *, name: str, threads: int = 0):
+    def __init__(self, model_dir: str | Path, *, name: str, threads: int = 0, reward_model: str | Path | None = None):
         import torch
 
         from training.policy.chat import ChatFormat
@@ -182,6 +189,11 @@ class PolicyServer:
         self.context = int(getattr(self.model.config, "max_position_embeddings", 0) or 4096)
         self.lock = threading.Lock()
         self.created = int(time.time())
+        self.scorer = None
+        if reward_model:
+            from rewardmodel.scoring import RewardScorer
+
+            self.scorer = RewardScorer(reward_model)  # raises BackboneError naming what is wrong
 
     # Messages -------------------------------------------------------------------------
 
@@ -212,13 +224,18 @@ class PolicyServer:
                 "messages",
                 code="context_length_exceeded",
             )
+        if request.best_of > request.n and self.scorer is None:
+            raise RequestError("best_of: this server has no reward model (serve_policy --reward-model)", "best_of")
         parser = self.chat.parser(request.tools)
         choices, completion_tokens = [], 0
         with self.lock:
-            for index in range(request.n):
+            for index in range(request.best_of):
                 ids, ended = self._generate(prompt, request, min(request.max_tokens, room), index)
                 completion_tokens += len(ids)
                 choices.append(self._choice(index, self.chat.decode(ids), ended, request, parser))
+            ranking = self._best(request, choices) if request.best_of > request.n else None
+        if ranking is not None:
+            choices = [{**choices[k], "index": i} for i, k in enumerate(ranking[: request.n])]
         return {
             "id": f"chatcmpl-{secrets.token_hex(12)}",
             "object": "chat.completion",
@@ -231,6 +248,17 @@ class PolicyServer:
                 "total_tokens": len(prompt) + completion_tokens,
             },
         }
+
+    def _best(self, request: Request, choices: list[dict]) -> list[int]:
+        """The candidates' indices, best first by the reward model's score of the conversation
+        each would make (the request's messages and the candidate's turn, recorded as an
+        episode: conversations.conversation_steps); a tie keeps the sampling order."""
+        items = [
+            conversation_steps([*request.messages, choice["message"]], request.tools, answer_tool=ANSWER_TOOL.name)
+            for choice in choices
+        ]
+        scores = self.scorer.score_episodes(items)
+        return sorted(range(len(choices)), key=lambda k: -scores[k])
 
     def _generate(self, prompt: list[int], request: Request, limit: int, index: int) -> tuple[list[int], bool]:
         """New token ids (without the end-of-turn token), and whether the turn ended by itself."""

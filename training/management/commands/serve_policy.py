@@ -1,9 +1,10 @@
 """Serve a registered policy as an OpenAI-compatible chat endpoint (docs/serving.md).
 
-    python manage.py serve_policy NAME [--policy-version V] [--host 127.0.0.1] [--port 8100]
+    python manage.py serve_policy NAME [--policy-version V] [--host 127.0.0.1] [--port 8100] [--reward-model ID]
 
 `POST /v1/chat/completions` with `tools` and `tool_calls` (and `stream`), `GET /v1/models`,
-`GET /health`. With ARBITER_SERVE_API_KEY set, requests must send `Authorization: Bearer KEY`.
+`GET /health`. With `--reward-model` a request may ask for `best_of: k`: k candidate turns are
+sampled and the reward model's favourite is returned. With ARBITER_SERVE_API_KEY set, requests must send `Authorization: Bearer KEY`.
 The server is training/policy/serving.py; this command finds the policy's model directory.
 """
 
@@ -13,6 +14,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Policy
+from rewardmodel.backbones import BackboneError
+from rewardmodel.models import RewardModel
 from training.policy.chat import ChatTemplateError
 from training.policy.services import policy_with_model
 
@@ -26,8 +29,13 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
         parser.add_argument("--port", type=int, default=8100)
         parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+        parser.add_argument(
+            "--reward-model",
+            default="",
+            help="a registered reward model (id, or name: its newest) that ranks the candidates of best_of",
+        )
 
-    def handle(self, *args, name, policy_version, host, port, threads, **options):
+    def handle(self, *args, name, policy_version, host, port, threads, reward_model, **options):
         version = policy_version
         from training.policy.serving import PolicyServer, serve
 
@@ -41,13 +49,17 @@ class Command(BaseCommand):
                 f"No policy {name!r}{' version ' + repr(version) if version else ''} with a model on disk; "
                 f"policies with models: {', '.join(known) or 'none'}."
             )
+        scorer_dir = _reward_model_dir(reward_model) if reward_model else None
         try:
-            server = PolicyServer(policy.model_dir, name=policy.name, threads=threads)
+            server = PolicyServer(policy.model_dir, name=policy.name, threads=threads, reward_model=scorer_dir)
         except ChatTemplateError as exc:
             raise CommandError(f"{policy}: {exc}") from None
+        except BackboneError as exc:
+            raise CommandError(f"--reward-model: {exc}") from None
         httpd = serve(server, host, port, api_key=os.environ.get("ARBITER_SERVE_API_KEY") or None)
         self.stdout.write(
-            f"Serving {policy} at http://{host}:{httpd.server_address[1]}/v1/chat/completions (Ctrl-C stops).",
+            (f"Reranking best_of candidates with {scorer_dir}.\n" if scorer_dir else "")
+            + f"Serving {policy} at http://{host}:{httpd.server_address[1]}/v1/chat/completions (Ctrl-C stops).",
         )
         self.stdout.flush()
         try:
@@ -56,3 +68,18 @@ class Command(BaseCommand):
             pass
         finally:
             httpd.server_close()
+
+
+def _reward_model_dir(given: str) -> str:
+    """The model directory of a registered reward model, by id or by name (its newest)."""
+    found = (
+        RewardModel.objects.filter(pk=int(given)).first()
+        if given.isascii() and given.isdecimal()
+        else RewardModel.objects.filter(name=given).order_by("-created_at").first()
+    )
+    if found is None or not (Path(found.model_dir) / "config.json").exists():
+        known = ", ".join(f"{m.pk}: {m.name}" for m in RewardModel.objects.order_by("-pk")[:10])
+        raise CommandError(
+            f"--reward-model: no reward model {given!r} with a model on disk; the newest: {known or 'none'}."
+        )
+    return found.model_dir
