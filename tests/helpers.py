@@ -439,6 +439,14 @@ TINY_PPO = {
     "dev_tasks": 12,
     "rollout_batch_size": 8,
 }
+TINY_EXIT = {
+    "rounds": 1,
+    "tasks_per_round": 8,
+    "samples": 2,
+    "rollout_batch_size": 8,
+    "eval_samples": 1,
+    "dev_tasks": 8,
+}
 PIPELINE = [
     "--rollout-tasks",
     "32",
@@ -458,13 +466,16 @@ PIPELINE = [
     json.dumps({**TINY_RM, "epochs": 1}),
     "--ppo",
     json.dumps(TINY_PPO),
+    "--expert-iteration",
+    json.dumps(TINY_EXIT),
 ]
 
 
 def assert_the_loop_ran(environment_name: str, tool: str, policy) -> None:
     runs = {run.kind: run for run in Run.objects.all()}
-    assert set(runs) == {"rollout", "reward_model", "ppo", "evaluation"}
+    assert set(runs) == {"rollout", "reward_model", "ppo", "expert_iteration", "evaluation"}
     assert all(run.status == "succeeded" for run in runs.values()), {k: r.error for k, r in runs.items()}
+    assert runs["expert_iteration"].config["fresh_worlds"] is False  # a bring-your-own environment has no seeds
     assert runs["rollout"].summary["environment"] == environment_name and runs["rollout"].summary["comparisons"] > 0
     stored = Trajectory.objects.filter(policy=policy).select_related("task")
     assert stored and {t.task.environment for t in stored} == {environment_name}

@@ -181,13 +181,26 @@ class LoopRound(BaseModel):
         related_name="+",
         help_text="With compare_dpo: DPO from the round's start on the round's dataset (corrections and pairs).",
     )
+    expert_iteration_run = models.ForeignKey(
+        "webapp.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Expert iteration from the round's start with the round's reward model, beside RL.",
+    )
     policy = models.ForeignKey(
         Policy,
         null=True,
         blank=True,
         on_delete=models.PROTECT,
         related_name="+",
-        help_text="The round's result: the RL run's best checkpoint by dev (else its last).",
+        help_text="The round's result: of its methods' kept checkpoints, the one that gains most on dev.",
+    )
+    choice = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Why the round's result is what it is: each method's kept checkpoint and its dev figures.",
     )
     evaluation = models.OneToOneField(
         Evaluation, null=True, blank=True, on_delete=models.SET_NULL, related_name="loop_round"

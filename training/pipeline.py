@@ -23,6 +23,7 @@ from training.loop.rounds import (
     Stage,
     annotator_profile,
     eval_environment,
+    parse_methods,
     pipeline_user,
     round_advance,
     round_first,
@@ -336,6 +337,13 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append("annotators: at least 1.")
     if config.compare_dpo:
         problems += _compare_problems(config, size)
+    methods, problem = parse_methods(config.methods)
+    problems += [problem] if problem else []
+    if "expert_iteration" in methods:
+        try:
+            config_from_input(get_kind("expert_iteration").config_class, config.expert_iteration)
+        except ValueError as exc:
+            problems.append(f"expert_iteration settings: {' '.join(str(exc).splitlines())}")
     if config.rl_kind not in RL_KINDS:
         problems.append(f"rl_kind: one of {', '.join(RL_KINDS)}.")
         return problems

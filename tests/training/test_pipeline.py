@@ -18,7 +18,7 @@ from django.test import Client
 from annotate.models import Judgement, Policy, Trajectory
 from rewardmodel.models import RewardModel
 from tests.factories import UserFactory
-from tests.helpers import TINY_PPO
+from tests.helpers import TINY_EXIT, TINY_PPO
 from tests.rewardmodel.rm_fixtures import TINY_RM, tiny_policy
 from training.models import AuditItem, Evaluation, LoopRound
 from training.simulation import campaign_simulate_labels
@@ -94,12 +94,14 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
         json.dumps({**TINY_RM, "epochs": 1}),
         "--ppo",
         json.dumps(TINY_PPO),
+        "--expert-iteration",
+        json.dumps(TINY_EXIT),
         "--json",
         str(out),
     )
     printed = capsys.readouterr().out
     runs = {run.kind: run for run in Run.objects.all()}
-    assert set(runs) == {"rollout", "reward_model", "ppo", "evaluation"}
+    assert set(runs) == {"rollout", "reward_model", "ppo", "expert_iteration", "evaluation"}
     assert all(run.status == "succeeded" for run in runs.values())
     branches = Trajectory.objects.filter(metadata__branch_of__isnull=False)
     assert runs["rollout"].summary["branches"] == branches.count() > 0  # the loop branches answers by default
@@ -113,7 +115,8 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     assert {link["id"] for link in runs["ppo"].lineage if link["type"] == "reward model"} == {model.pk}
     evaluation = Evaluation.objects.get()
     labels = [entry.label for entry in evaluation.entries.all()]
-    assert labels[0].endswith("(start)") and labels[1].startswith("best-of-2") and "PPO" in labels[-1]
+    assert labels[0].endswith("(start)") and labels[1].startswith("best-of-2") and any("PPO" in x for x in labels)
+    assert any("expert iteration" in x for x in labels), labels
     for label in labels:
         assert label in printed
     assert "success" in printed and f"/training/evaluations/{evaluation.pk}/" in printed
@@ -124,7 +127,22 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     first = LoopRound.objects.get(loop="tiny")
     assert first.stage == "done" and first.reference_policy == first.start_policy == policy
     assert evaluation.config["environment"] == "encyclopedia-unseen" and first.evaluation == evaluation
-    assert first.policy.run_id == runs["ppo"].pk and first.audit_campaign.comparisons.count() <= 2 + 12
+    # Both methods trained from the start with the round's reward model; the round kept the one
+    # that gains most on dev (the same dev tasks and seed for both), and both are evaluated.
+    exit_run = runs["expert_iteration"]
+    assert first.expert_iteration_run == exit_run and first.rl_run == runs["ppo"]
+    assert exit_run.config["reward_model_id"] == model.pk and exit_run.config["fresh_worlds"] is True
+    assert exit_run.config["policy_id"] == policy.pk and exit_run.config["rounds"] == 1
+    methods = {m["kind"]: m for m in first.choice["methods"]}
+    assert set(methods) == {"ppo", "expert_iteration"}
+    assert methods["ppo"]["start_dev_t1"] == methods["expert_iteration"]["start_dev_t1"]  # the same dev tasks
+    best = max(methods.values(), key=lambda m: m["score"])
+    assert first.choice["chosen"] == best["kind"] and first.policy_id == best["policy_id"]
+    assert {exit_run.summary["best_policy_id"], exit_run.summary["last_policy_id"]} <= {
+        e.policy_id for e in evaluation.entries.all()
+    }
+    assert runs["ppo"].config["fresh_worlds"] is True and runs["ppo"].config["train_worlds"] == 0
+    assert first.policy.run_id == best["run_id"] and first.audit_campaign.comparisons.count() <= 2 + 12
     # (At this size RL's best checkpoint by dev is often its iteration 0, whose episodes are the start's:
     # identical pairs are not audited, so the labelled pairs the model disagrees with fill the audit.)
     assert AuditItem.objects.filter(kind="top").count() <= 2
@@ -136,7 +154,8 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     assert "audit: favourite preferred" in printed
     moved = first.policy.metadata["ppo"]["iteration"] != 0
     assert report["rounds"][1]["policy_moved"] is moved
-    assert ("the policy did not move: RL kept its start" in printed) is not moved
+    assert report["rounds"][1]["method"] == ("PPO" if best["kind"] == "ppo" else "expert iteration")
+    assert ("the policy did not move: the round kept its start" in printed) is not moved
 
     # The next round from the dashboard, labelled by people.
     admin = UserFactory(roles=["admin"])
@@ -165,6 +184,7 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     assert set(second.reward_model.snapshot.campaigns.all()) == {first.campaign, second.campaign}
     # RL from round one's result, with the KL to round one's start.
     assert second.rl_run.config["policy_id"] == first.policy_id
+    assert second.expert_iteration_run.config["policy_id"] == first.policy_id
     assert second.rl_run.config["reference_policy_id"] == policy.pk
     assert second.evaluation.reference_policy == policy
     assert {e.policy_id for e in second.evaluation.entries.all()} >= {policy.pk, first.policy_id, second.policy_id}
@@ -226,6 +246,8 @@ def test_a_round_that_fails_midway_goes_on_from_its_first_missing_piece(cloned_p
         json.dumps({**TINY_RM, "epochs": 1}),
         "--ppo",
         json.dumps({**TINY_PPO, "iterations": 1}),
+        "--methods",
+        "rl",
     )
     real = rounds.run_in_process
 
@@ -293,6 +315,8 @@ def test_compare_dpo_runs_sft_and_dpo_beside_rl_on_the_same_held_out_tasks(tmp_p
         json.dumps({**TINY_RM, "epochs": 1}),
         "--ppo",
         json.dumps({**TINY_PPO, "iterations": 1}),
+        "--methods",
+        "rl",
         "--compare-dpo",
         "--corrections",
         "6",

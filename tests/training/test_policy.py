@@ -249,3 +249,28 @@ def test_the_dev_judge_reads_a_world_no_stage_trains_on(world):
     assert 0.0 <= judge(build_model(tokenizer, **TINY)) <= 1.0
     judge, where = dev_judge(env, replace(config, dev_tasks=5), tokenizer, chat)  # no other worlds: the dev split
     assert where == f"5 tasks of {env.name} dev split"
+
+
+@pytest.mark.parametrize(
+    "scores, steps, kept",
+    [
+        ({10: 0.1, 20: 0.2, 30: 0.3, 40: 0.4}, 40, 40),  # still learning: on to the cap (20 + 20)
+        ({10: 0.1, 20: 0.2, 30: 0.15}, 30, 20),  # the block after the end did not beat it: stop, keep step 20
+        ({10: 0.3, 20: 0.2}, 20, 10),  # not learning at the end: no more steps
+    ],
+)
+def test_behaviour_cloning_goes_on_while_the_checkpoint_at_the_end_is_the_best_so_far(world, scores, steps, kept):
+    from dataclasses import replace
+
+    env, runner, played, config, tokenizer, chat = world
+    examples = demonstrations(chat, played)
+    model = build_model(tokenizer, **TINY)
+    judged = []
+
+    def judge(m):
+        judged.append(10 * (len(judged) + 1))
+        return scores[judged[-1]]
+
+    settings = replace(config, max_steps=20, dev_every=10, extend_steps=20, warmup_steps=2)
+    result = train_bc(model, tokenizer, examples, settings, judge=judge)
+    assert result["steps"] == steps and judged == sorted(scores)[: len(judged)] and result["kept_step"] == kept

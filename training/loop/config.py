@@ -85,7 +85,10 @@ class PipelineConfig:
     )
     ppo: dict = field(default_factory=dict, metadata={"help": "ppo run config overrides"})
     upper_bound: bool = field(
-        default=False, metadata={"help": "also PPO against the rubric itself, evaluated beside the rest"}
+        default=False,
+        metadata={
+            "help": "the ceiling: each method of round one paid by the rubric itself (RL's reward, expert iteration's filter), evaluated beside the rest"
+        },
     )
     best_of_n: str = field(default="4", metadata={"help": "best-of-n over the starting policy at these n"})
     eval_tasks: int = field(default=0, metadata={"help": "eval tasks (0: all 124)"})
@@ -98,12 +101,23 @@ class PipelineConfig:
         default=1,
         metadata={"help": "rounds of rollouts, labels, reward model and RL, each from the last round's result"},
     )
+    methods: str = field(
+        default="rl,expert_iteration",
+        metadata={
+            "help": "what each round trains from its start with the round's reward model: rl, expert_iteration or both; "
+            "the round's result is the kept checkpoint that gains most on dev (T=1 and greedy averaged), every one evaluated"
+        },
+    )
     rl_kind: str = field(default="ppo", metadata={"help": "the RL run kind of every round: ppo, rloo or grpo"})
     rl_train_worlds: int = field(
         default=-1,
         metadata={
-            "help": "RL also practises on this many other worlds of the environment (-1: 8 where it has a fresh variant, else 0)"
+            "help": "RL also practises on this many other worlds of the environment (-1: a freshly generated world every "
+            "iteration where the environment is built per seed, else none)"
         },
+    )
+    expert_iteration: dict = field(
+        default_factory=dict, metadata={"help": "expert_iteration run config overrides (selection, rounds, ...)"}
     )
     compare_dpo: bool = field(
         default=False,

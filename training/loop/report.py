@@ -57,6 +57,7 @@ def loop_report(loop: str) -> list[dict]:
             "campaign",
             "reward_model",
             "rl_run",
+            "expert_iteration_run",
             "evaluation",
             "audit_campaign",
         )
@@ -104,6 +105,8 @@ def loop_report(loop: str) -> list[dict]:
                 else None,
                 "reward_model": _reward_model(loop_round),
                 "rl_run": {"id": loop_round.rl_run_id, "kind": loop_round.rl_run.kind} if loop_round.rl_run else None,
+                "expert_iteration_run_id": loop_round.expert_iteration_run_id,
+                **_method(loop_round),
                 "evaluation_id": loop_round.evaluation_id,
                 "audit_campaign": (
                     {"id": loop_round.audit_campaign_id, "name": loop_round.audit_campaign.name}
@@ -116,6 +119,29 @@ def loop_report(loop: str) -> list[dict]:
             }
         )
     return rows
+
+
+def _method(loop_round) -> dict:
+    """Which method's checkpoint the round kept, and each method's dev figures, in words."""
+    choice = loop_round.choice or {}
+    if not choice.get("chosen"):
+        return {"method": None, "method_note": ""}
+
+    def name(kind: str) -> str:
+        return "expert iteration" if kind == "expert_iteration" else kind.upper()
+
+    def percent(value) -> str:
+        return "n/a" if value is None else f"{100 * value:.1f}%"
+
+    notes = [
+        f"{name(m['kind'])}: dev T=1 {percent(m['dev_t1'])}, greedy {percent(m['dev_greedy'])} "
+        f"(start {percent(m['start_dev_t1'])}, {percent(m['start_dev_greedy'])})"
+        for m in choice.get("methods", [])
+    ]
+    return {
+        "method": name(choice["chosen"]),
+        "method_note": f"kept by {choice.get('rule', 'dev')}: " + "; ".join(notes),
+    }
 
 
 def loop_curves(rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
@@ -173,7 +199,8 @@ def format_rounds(rows: list[dict]) -> str:
             f"{row['number']:<7}{pct(row.get('success')):<22}{pct(row.get('greedy_success')):<22}"
             f"{sqrt_kl:<9}{share(rm.get('accuracy')):<8}{share(rm.get('answer_swap')):<13}"
             f"{audit:<28}{share(top.get('favourite_correct')) + ' / ' + share(top.get('other_correct')):<26}"
-            + ("  the policy did not move: RL kept its start" if row.get("policy_moved") is False else "")
+            + (f"  kept: {row['method']}" if row.get("method") else "")
+            + ("  the policy did not move: the round kept its start" if row.get("policy_moved") is False else "")
         )
     return "\n".join(lines)
 

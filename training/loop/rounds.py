@@ -362,9 +362,16 @@ def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
         )
     loop_round.stage = LoopRound.Stage.TRAINING
     loop_round.save(update_fields=["stage", "updated_at"])
+    methods, _ = parse_methods(config.methods)
     steps = (
         ("reward_model", "reward_model_id", _train_reward_model),
-        ("rl", "rl_run_id", _train_rl),
+        *((("rl", "rl_run_id", _train_rl),) if "rl" in methods else ()),
+        *(
+            (("expert_iteration", "expert_iteration_run_id", _train_expert_iteration),)
+            if "expert_iteration" in methods
+            else ()
+        ),
+        ("choice", "policy_id", _choose),
         *((("sft", "sft_run_id", _train_sft), ("dpo", "dpo_run_id", _train_dpo)) if config.compare_dpo else ()),
         ("evaluation", "evaluation_id", _evaluate),
     )
@@ -418,11 +425,94 @@ def _train_rl(loop_round, config, *, stage: Stage, user, should_stop) -> None:
         progress=stage(f"round {loop_round.number}: {kind.upper()}"),
         config=_rl_config(loop_round, config, config.seed + loop_round.number - 1),
     )
+    _kept_policy(run)
+    loop_round.rl_run = run
+    loop_round.save(update_fields=["rl_run", "updated_at"])
+
+
+def _train_expert_iteration(loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    run = run_in_process(
+        kind="expert_iteration",
+        name=f"{loop_round} expert iteration",
+        user=user,
+        should_stop=should_stop,
+        progress=stage(f"round {loop_round.number}: expert iteration"),
+        config=_expert_iteration_config(loop_round, config, config.seed + loop_round.number - 1),
+    )
+    _kept_policy(run)
+    loop_round.expert_iteration_run = run
+    loop_round.save(update_fields=["expert_iteration_run", "updated_at"])
+
+
+def _kept_policy(run) -> int:
+    """The checkpoint a method's run keeps: its best by dev, else its last."""
     policy_id = run.summary.get("best_policy_id") or run.summary.get("last_policy_id")
     if not policy_id:
-        raise ArbiterError(f"The {kind} run #{run.pk} registered no checkpoint.")
-    loop_round.rl_run, loop_round.policy_id = run, policy_id
-    loop_round.save(update_fields=["rl_run", "policy", "updated_at"])
+        raise ArbiterError(f"The {run.kind} run #{run.pk} registered no checkpoint.")
+    return policy_id
+
+
+METHODS = ("rl", "expert_iteration")
+
+
+def parse_methods(text: str) -> tuple[list[str], str | None]:
+    """The loop's methods from "rl,expert_iteration" (in that order), and the problem if any."""
+    given = [m.strip() for m in str(text).split(",") if m.strip()]
+    if not given or any(m not in METHODS for m in given):
+        return [], f"methods: one or both of {', '.join(METHODS)}, comma-separated; got {text!r}."
+    return [m for m in METHODS if m in given], None
+
+
+def method_dev_figures(run) -> dict:
+    """A method's kept checkpoint and the start, on the dev tasks its run judged them on (each
+    method's run judges the same dev tasks with the same seed: training/rl/dev.py)."""
+    summary = run.summary
+    key = "round" if run.kind == "expert_iteration" else "iteration"
+    kept = summary.get(f"best_{key}")
+    entries = {e[key]: e for e in summary.get("evaluations", [])}
+    if kept is None:
+        kept = max(entries, default=0)
+    start, best = entries.get(0, {}), entries.get(kept, {})
+
+    def score(entry: dict) -> float | None:
+        values = [v for v in (entry.get("dev_success"), entry.get("dev_greedy_success")) if v is not None]
+        return sum(values) / len(values) if values else None
+
+    return {
+        "run_id": run.pk,
+        "kind": run.kind,
+        "policy_id": _kept_policy(run),
+        key: kept,
+        "dev_t1": best.get("dev_success"),
+        "dev_greedy": best.get("dev_greedy_success"),
+        "start_dev_t1": start.get("dev_success"),
+        "start_dev_greedy": start.get("dev_greedy_success"),
+        "score": score(best),
+        "start_score": score(start),
+    }
+
+
+def _choose(loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    """The round's result: of its methods' kept checkpoints, the one with the best dev success
+    (T=1 and greedy averaged, so sharpening alone does not win); RL on a tie."""
+    runs = [r for r in (loop_round.rl_run, loop_round.expert_iteration_run) if r is not None]
+    if not runs:
+        raise ArbiterError(f"{loop_round} trained no method; its methods are {config.methods!r}.")
+    figures = [method_dev_figures(run) for run in runs]
+    chosen = max(figures, key=lambda f: f["score"] if f["score"] is not None else float("-inf"))
+    progress = stage(f"round {loop_round.number}: the result")
+    progress(
+        1.0,
+        "; ".join(f"{f['kind']}: {_percent(f['score'])} on dev (start {_percent(f['start_score'])})" for f in figures)
+        + f"; kept {chosen['kind']}",
+    )
+    loop_round.policy_id = chosen["policy_id"]
+    loop_round.choice = {"chosen": chosen["kind"], "methods": figures, "rule": "mean of dev T=1 and greedy success"}
+    loop_round.save(update_fields=["policy", "choice", "updated_at"])
+
+
+def _percent(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
 def _train_direct(kind: str, loop_round, config, *, stage: Stage, user, should_stop) -> None:
@@ -515,19 +605,37 @@ def _reward_model_start(loop_round, config) -> dict:
     return start
 
 
-DEFAULT_RL_WORLDS = (
-    8  # extra worlds RL practises on where the environment is built per seed (benchmarks/RESULTS.md, issue 26)
-)
+def built_per_seed(config) -> bool:
+    """Whether the loop's environment has a fresh variant, so it is built per seed."""
+    from training.envs.registry import variant_of
+
+    return variant_of(config.environment, "fresh") != config.environment
 
 
 def rl_train_worlds(config) -> int:
-    """The loop's `rl_train_worlds`, its automatic -1 read: 8 other worlds where the environment
-    has a fresh variant (so it is built per seed), else none."""
-    from training.envs.registry import variant_of
+    """The loop's `rl_train_worlds`: the number given, or with -1 none (where the environment
+    is built per seed, RL then plays a fresh world every iteration: `rl_fresh_worlds`)."""
+    return max(0, config.rl_train_worlds)
 
-    if config.rl_train_worlds >= 0:
-        return config.rl_train_worlds
-    return DEFAULT_RL_WORLDS if variant_of(config.environment, "fresh") != config.environment else 0
+
+def rl_fresh_worlds(config) -> bool:
+    """RL's tasks from a freshly generated world every iteration: the automatic -1 where the
+    environment is built per seed (training/envs/worlds.py; measured: benchmarks/RESULTS.md, issue 43)."""
+    return config.rl_train_worlds < 0 and built_per_seed(config)
+
+
+def _expert_iteration_config(loop_round, config, seed: int) -> dict:
+    return {
+        "policy_id": loop_round.start_policy_id,
+        "environment": config.environment,
+        "reward_model_id": loop_round.reward_model_id,
+        "fresh_worlds": built_per_seed(config),
+        "policy_name": f"{loop_round.loop}-r{loop_round.number}-exit",
+        "seed": seed,
+        "max_action_tokens": config.max_action_tokens,
+        "max_context": config.max_context,
+        **config.expert_iteration,
+    }
 
 
 def _rl_config(loop_round, config, seed: int) -> dict:
@@ -536,6 +644,7 @@ def _rl_config(loop_round, config, seed: int) -> dict:
         "reference_policy_id": loop_round.reference_policy_id,
         "environment": config.environment,
         "train_worlds": rl_train_worlds(config),
+        "fresh_worlds": rl_fresh_worlds(config),
         "reward": "reward_model",
         "reward_model_id": loop_round.reward_model_id,
         "policy_name": f"{loop_round.loop}-r{loop_round.number}",
@@ -552,9 +661,12 @@ def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> d
     if loop_round.number > 1:
         others.append(loop_round.start_policy_id)  # the previous round's result, for this round's own gain
     if loop_round.number == 1 and config.upper_bound:
-        rubric = _upper_bound(loop_round, config, stage, user, should_stop)
-        if rubric:
-            others.append(rubric)
+        others += _upper_bound(loop_round, config, stage, user, should_stop)
+    run = loop_round.expert_iteration_run
+    if run is not None:  # its kept checkpoint and its last, beside RL's
+        others += [
+            p for p in dict.fromkeys((run.summary.get("best_policy_id"), run.summary.get("last_policy_id"))) if p
+        ]
     for run in (loop_round.sft_run, loop_round.dpo_run):
         if run is not None and run.summary.get("policy_id"):
             others.append(run.summary["policy_id"])  # SFT and DPO beside RL on the same tasks
@@ -575,22 +687,42 @@ def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> d
     }
 
 
-def _upper_bound(loop_round, config, stage: Stage, user, should_stop) -> int | None:
-    """Round one's RL against the rubric itself (the upper bound), evaluated beside the rest."""
-    summary = run_in_process(
-        kind=config.rl_kind,
-        name=f"{loop_round} {config.rl_kind.upper()} on the rubric",
-        user=user,
-        should_stop=should_stop,
-        progress=stage(f"round 1: {config.rl_kind.upper()} on the rubric"),
-        config={
-            **_rl_config(loop_round, config, config.seed),
-            "reward": "rubric",
-            "reward_model_id": 0,
-            "policy_name": f"{loop_round.loop}-rubric",
-        },
-    ).summary
-    return summary.get("best_policy_id") or summary.get("last_policy_id")
+def _upper_bound(loop_round, config, stage: Stage, user, should_stop) -> list[int]:
+    """The ceiling: round one's methods paid by the rubric itself (RL's reward, expert
+    iteration's filter), evaluated beside the rest; their kept checkpoints."""
+    methods, _ = parse_methods(config.methods)
+    kept = []
+    if "rl" in methods:
+        summary = run_in_process(
+            kind=config.rl_kind,
+            name=f"{loop_round} {config.rl_kind.upper()} on the rubric",
+            user=user,
+            should_stop=should_stop,
+            progress=stage(f"round 1: {config.rl_kind.upper()} on the rubric"),
+            config={
+                **_rl_config(loop_round, config, config.seed),
+                "reward": "rubric",
+                "reward_model_id": 0,
+                "policy_name": f"{loop_round.loop}-rubric",
+            },
+        ).summary
+        kept.append(summary.get("best_policy_id") or summary.get("last_policy_id"))
+    if "expert_iteration" in methods:
+        summary = run_in_process(
+            kind="expert_iteration",
+            name=f"{loop_round} expert iteration on the rubric",
+            user=user,
+            should_stop=should_stop,
+            progress=stage("round 1: expert iteration on the rubric"),
+            config={
+                **_expert_iteration_config(loop_round, config, config.seed),
+                "selection": "rubric",
+                "reward_model_id": 0,
+                "policy_name": f"{loop_round.loop}-rubric-exit",
+            },
+        ).summary
+        kept.append(summary.get("best_policy_id") or summary.get("last_policy_id"))
+    return [p for p in kept if p]
 
 
 def round_advance(loop_round, *, stage: Stage, user, should_stop=None, train_waiting: bool = False) -> None:

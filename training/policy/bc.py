@@ -219,6 +219,10 @@ class _BestCheckpoint:
         self.curve: list[tuple[int, float]] = []
         self.best: tuple[float, int, dict] | None = None
 
+    def improving(self) -> bool:
+        """Whether the latest judged checkpoint beat every one before it."""
+        return len(self.curve) >= 2 and self.curve[-1][1] > max(score for _, score in self.curve[:-1])
+
     def due(self, step: int) -> bool:
         return bool(self.judge and self.every and step % self.every == 0)
 
@@ -247,7 +251,11 @@ def train_bc(
 ) -> dict:
     """Train in place; returns the final figures. Callbacks: progress(fraction), metrics(step, dict), should_stop(),
     judge(model) -> dev score (`dev_judge`): every `config.dev_every` steps and at the end the
-    checkpoint is judged and the best one is what the model holds at the end.
+    checkpoint is judged and the best one is what the model holds at the end; while the last
+    judged checkpoint beats every earlier one, training goes on at the final learning rate, a
+    `dev_every` block at a time, up to `extend_steps` more steps (a policy that learns to read
+    late, as the default does near the end of its schedule, finishes learning instead of being
+    cut mid-way: where that happens moves with the CPU's arithmetic).
 
     With `config.processes` > 1 the training runs in that many data-parallel processes
     (training/parallel.py; the rank code is training/policy/bc_rank.py) and the trained
@@ -274,14 +282,15 @@ def train_bc(
     first_loss = None
     threads = _ThreadChooser(config.threads)
     best = _BestCheckpoint(model, None if shared else judge, config.dev_every)
+    limit = config.max_steps
     try:
-        while step < config.max_steps:
+        while step < limit:
             for indices in _batches(examples, config.batch_size, rng):
                 elapsed = time.monotonic() - start
                 stop = bool(should_stop and should_stop())
                 if shared:  # every process stops at the same step, with the same clock
                     stop, elapsed = shared.agree(stop, elapsed)
-                if step >= config.max_steps or (config.max_seconds and elapsed > config.max_seconds) or stop:
+                if step >= limit or (config.max_seconds and elapsed > config.max_seconds) or stop:
                     break
                 for group in optimizer.param_groups:
                     group["lr"] = lr_at(step, elapsed)
@@ -312,14 +321,16 @@ def train_bc(
                 step += 1
                 first_loss = figures["loss/total"] if first_loss is None else first_loss
                 last = figures
-                if best.due(step):
+                if best.due(step) or (best.judge and step == limit):
                     best.consider(step)
                     figures = {**figures, "dev/greedy_success": best.curve[-1][1]}
+                if step == limit and best.improving() and limit < config.max_steps + config.extend_steps:
+                    limit += config.dev_every  # still learning at the end: on at the final rate
                 if metrics and (step % 10 == 0 or step == 1 or best.due(step)):
                     metrics(step, {**figures, "optim/lr": optimizer.param_groups[0]["lr"]})
                 if progress:
                     elapsed = (time.monotonic() - start) / config.max_seconds if config.max_seconds else 0
-                    progress(min(1.0, max(step / config.max_steps, elapsed)))
+                    progress(min(1.0, max(step / limit, elapsed)))
             else:
                 continue
             break

@@ -73,6 +73,12 @@ class BCConfig:
         },
     )
     dev_tasks: int = field(default=64, metadata={"help": "dev tasks each checkpoint is judged on"})
+    extend_steps: int = field(
+        default=1000,
+        metadata={
+            "help": "while the checkpoint judged at the end beats every earlier one, train on at the final learning rate, dev_every steps at a time, up to this many steps more (0: stop at max_steps)"
+        },
+    )
     threads: int = field(
         default=1,
         metadata={

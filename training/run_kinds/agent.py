@@ -187,6 +187,7 @@ BC_RANGES = {
     "processes": (1, 64),
     "dev_every": (0, 1_000_000),
     "dev_tasks": (1, 10_000),
+    "extend_steps": (0, 1_000_000),
 }
 
 

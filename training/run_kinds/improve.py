@@ -336,6 +336,7 @@ def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> 
                 "iteration": e["iteration"],
                 "rm_score": e["rm_score"],
                 "dev_success": e["dev"]["success"],
+                "dev_greedy_success": e["dev"].get("greedy_success"),
                 "overoptimization": e.get("overoptimization", False),
                 "collapse": e.get("collapse", False),
             }

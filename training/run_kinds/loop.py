@@ -16,7 +16,7 @@ from training.loop.rounds import LABELS, MIN_JUDGED, active_round_run, judged_co
 from training.models import LoopRound
 from webapp.runs.kinds import RunKind, register
 
-STAGES = 7  # rollouts, labels, dataset, reward model, RL, evaluation, audit
+STAGES = 9  # rollouts, labels, dataset, reward model, RL, expert iteration, the choice, evaluation, audit
 
 
 def _help(text: str) -> dict:

@@ -122,8 +122,15 @@ class Command(BaseCommand):
             type=int,
             default=defaults.rl_train_worlds,
             help="RL also practises on this many other worlds of the environment "
-            "(-1: 8 where it is built per seed, else 0)",
+            "(-1: a freshly generated world every iteration where it is built per seed, else none)",
         )
+        parser.add_argument(
+            "--methods",
+            default=defaults.methods,
+            help="what each round trains with its reward model: rl, expert_iteration or both (default); the round "
+            "keeps the checkpoint that gains most on dev",
+        )
+        parser.add_argument("--expert-iteration", default="{}", help="expert_iteration run config overrides, as JSON")
         parser.add_argument(
             "--ppo-iterations", type=int, default=None, help="RL iterations per round (default: the RL run's)"
         )
@@ -135,7 +142,11 @@ class Command(BaseCommand):
             dest="reward_model_from_policy",
             help="train each reward model from scratch instead of from round one's starting policy",
         )
-        parser.add_argument("--upper-bound", action="store_true", help="also PPO against the rubric itself")
+        parser.add_argument(
+            "--upper-bound",
+            action="store_true",
+            help="the ceiling: round one's methods also paid by the rubric itself, evaluated beside the rest",
+        )
         parser.add_argument(
             "--compare-dpo",
             action="store_true",
@@ -175,10 +186,16 @@ class Command(BaseCommand):
         try:
             ppo, reward_model = json.loads(options["ppo"]), json.loads(options["reward_model"])
             sft, dpo = json.loads(options["sft"]), json.loads(options["dpo"])
+            expert_iteration = json.loads(options["expert_iteration"])
         except json.JSONDecodeError as exc:
-            raise CommandError(f"--ppo, --reward-model, --sft and --dpo take JSON objects: {exc}") from None
-        if not all(isinstance(o, dict) for o in (ppo, reward_model, sft, dpo)):
-            raise CommandError("--ppo, --reward-model, --sft and --dpo take JSON objects, e.g. '{\"iterations\": 20}'.")
+            raise CommandError(
+                f"--ppo, --expert-iteration, --reward-model, --sft and --dpo take JSON objects: {exc}"
+            ) from None
+        if not all(isinstance(o, dict) for o in (ppo, reward_model, sft, dpo, expert_iteration)):
+            raise CommandError(
+                "--ppo, --expert-iteration, --reward-model, --sft and --dpo take JSON objects, e.g. "
+                "'{\"iterations\": 20}'."
+            )
         if options["ppo_iterations"] is not None:
             ppo["iterations"] = options["ppo_iterations"]
         config = PipelineConfig(
@@ -209,6 +226,8 @@ class Command(BaseCommand):
             rounds=options["rounds"],
             rl_kind=options["rl"],
             rl_train_worlds=options["rl_train_worlds"],
+            methods=options["methods"],
+            expert_iteration=expert_iteration,
             audit_size=options["audit_size"],
             audit_disagreements=options["audit_disagreements"],
             bc_base_policy_id=options["bc_base_policy_id"],
