@@ -486,7 +486,10 @@ def assert_the_loop_ran(environment_name: str, tool: str, policy) -> None:
     assert checkpoint and runs["ppo"].summary["iterations"] == 2
     evaluation = Evaluation.objects.get()
     assert evaluation.config["environment"] == environment_name
-    assert evaluation.entries.count() == 4  # start, best-of-2, PPO best and last
+    exit_run = runs["expert_iteration"].summary
+    assert exit_run["rounds"] == 1 and exit_run["last_policy_id"]
+    # start, best-of-2, PPO best and last, expert iteration's kept and last (one entry where they are one)
+    assert evaluation.entries.count() == 4 + len({exit_run["best_policy_id"], exit_run["last_policy_id"]})
 
 
 # --- The MCP calculator (mcp_calculator_server.py), as a deployment configures it ----------------

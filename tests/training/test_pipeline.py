@@ -116,7 +116,6 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     evaluation = Evaluation.objects.get()
     labels = [entry.label for entry in evaluation.entries.all()]
     assert labels[0].endswith("(start)") and labels[1].startswith("best-of-2") and any("PPO" in x for x in labels)
-    assert any("expert iteration" in x for x in labels), labels
     for label in labels:
         assert label in printed
     assert "success" in printed and f"/training/evaluations/{evaluation.pk}/" in printed
@@ -164,6 +163,7 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     page = client.get(f"/training/evaluations/{evaluation.pk}/")
     assert page.status_code == 200 and 'id="next-round-form"' in page.content.decode()
     assert ("did not move" in page.content.decode()) is not moved
+    assert page.content.decode().count("expert iteration round ") >= 2  # its checkpoints, tagged as such
     assert client.post(f"/training/evaluations/{evaluation.pk}/next-round/", {"labels": "people"}).status_code == 302
     run = Run.objects.get(kind="round")
     run_execute(run_id=run.pk, attempt=run.attempt)
