@@ -157,7 +157,7 @@ def test_the_kl_budget_stops_training_and_says_why(policy_dir, world, tmp_path):
         config=RLConfig(iterations=20, learning_rate=3e-2, kl_coef=0.0, kl_budget=1e-6, **FAST),
     )
     assert result.stop_reason == "kl_budget" and result.iterations < 20
-    assert "budget" in result.message and result.last_checkpoint
+    assert "budget" in result.message and "median episode" in result.message and result.last_checkpoint
 
 
 def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(policy_dir, world, tmp_path):

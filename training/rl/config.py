@@ -41,7 +41,9 @@ class RLConfig:
     )
     kl_budget: float = field(
         default=12.0,
-        metadata={"help": "stop once the mean KL per episode passes this many nats (0: never; WebGPT ~10-12)"},
+        metadata={
+            "help": "stop once the median episode's KL passes this many nats (0: never; WebGPT ~10-12; the median, so one derailed sample does not stop a run)"
+        },
     )
     clip_range: float = field(default=0.2, metadata={"help": "PPO's policy ratio clip"})
     value_clip_range: float = field(default=0.2, metadata={"help": "clip of the value change per update"})

@@ -43,6 +43,7 @@ import json
 import math
 import random
 import shutil
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -509,6 +510,7 @@ def train_rl(
             "objective/score": batch_figures["score"],
             "objective/score_std": float(spread),
             "objective/kl": batch_figures["kl"],
+            "objective/kl_median": statistics.median(row["kl"] for row in rows),
             "objective/kl_penalty": -config.kl_coef * batch_figures["kl"],
             "objective/entropy": float(
                 ranks.total((-old_logprobs * batch.mask).sum()) / ranks.total(batch.mask.sum()).clamp(min=1)
@@ -528,7 +530,9 @@ def train_rl(
         callbacks.progress(iteration / config.iterations, f"iteration {iteration} of {config.iterations}")
         if callbacks.should_stop():
             return finish("cancelled", f"Cancelled during iteration {iteration}.")
-        over_budget = config.kl_budget and figures["objective/kl"] > config.kl_budget
+        # The median episode, not the mean: one sample that derails into hundreds of garbage
+        # tokens carries a KL sum that would stop a run whose other episodes barely moved.
+        over_budget = config.kl_budget and figures["objective/kl_median"] > config.kl_budget
         due = config.eval_every and (
             iteration % config.eval_every == 0 or iteration == config.iterations or over_budget
         )
@@ -543,8 +547,8 @@ def train_rl(
             return finish(
                 "kl_budget",
                 f"Stopped after iteration {iteration}: the KL to the reference policy, "
-                f"{figures['objective/kl']:.2f} nats per episode, passed the budget of "
-                f"{config.kl_budget:g}.",
+                f"{figures['objective/kl_median']:.2f} nats in the median episode (mean "
+                f"{figures['objective/kl']:.2f}), passed the budget of {config.kl_budget:g}.",
             )
     if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
         model.eval()
