@@ -302,8 +302,23 @@
     showStatus();
   });
 
-  // After htmx swaps in the next comparison, give the keyboard back to the page.
-  document.body.addEventListener("htmx:afterSwap", function () {
+  // After htmx swaps in the next comparison (the whole workbench), give the keyboard back to
+  // the page at its top. Any other swap (a correction's result) leaves scroll and focus where
+  // the person is working: the result is shown where they look, and the focus stays in the
+  // correction form, so Ctrl+Enter retries the correction instead of submitting the judgement.
+  document.body.addEventListener("htmx:afterSwap", function (ev) {
+    const target = ev.detail && ev.detail.target;
+    if (target && target.id === "correction-result") {
+      const fix = $(FIX);
+      const shown = target.firstElementChild || target;
+      shown.scrollIntoView({ block: "nearest" });
+      if (fix && !fix.contains(document.activeElement)) {
+        const field = $("textarea, input:not([type=hidden])", fix);
+        if (field) field.focus({ preventScroll: true });
+      }
+      return;
+    }
+    if (!target || target.id !== "workbench") return;
     if (document.activeElement && document.activeElement !== document.body) document.activeElement.blur();
     window.scrollTo(0, 0);
   });

@@ -5,7 +5,7 @@ named) and fixed (stored, played in the encyclopedia); on a phone-sized screen t
 import pytest
 from playwright.sync_api import expect
 
-from annotate.models import Correction
+from annotate.models import Correction, Judgement
 from tests.browser.conftest import login, screenshot
 from tests.factories import CampaignFactory, UserFactory
 from training.simulation import scripted_trajectories_generate
@@ -20,7 +20,7 @@ def campaign():
     return campaign
 
 
-@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("width", [1440, 390])
 def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, campaign, width):
     UserFactory(username="ann", roles=["annotator"])
     page.set_viewport_size({"width": width, "height": 900})
@@ -43,12 +43,23 @@ def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, camp
     form.locator("input[name=tool]").fill("search")
     form.locator("textarea[name=arguments]").fill('{"query": 5}')
     form.locator("button:has-text('Store the correction')").click()
-    expect(page.locator("#correction-refused")).to_contain_text("calls[0].arguments.query")
+    refused = page.locator("#correction-refused")
+    expect(refused).to_contain_text("calls[0].arguments.query")
+    # The refusal is where the person looks, and the keyboard stays in the correction form:
+    # Ctrl+Enter, the natural retry, retries the correction and never submits the judgement.
+    box, height = refused.bounding_box(), page.viewport_size["height"]
+    assert 0 <= box["y"] and box["y"] + box["height"] <= height + 1, box  # (+1: sub-pixel rounding)
+    assert page.evaluate("document.getElementById('correction-form').contains(document.activeElement)")
+    page.keyboard.press("Control+Enter")
+    expect(refused).to_contain_text("calls[0].arguments.query")
+    assert not Judgement.objects.exists() and form.locator("textarea[name=arguments]").input_value() == '{"query": 5}'
     form.locator("textarea[name=arguments]").fill('{"query": "Veloran Glassworks"}')
-    form.locator("button:has-text('Store the correction')").click()
+    page.keyboard.press("Control+Enter")
     expect(page.locator("#correction-stored")).to_contain_text(f"#{fix.pk + 1}")
+    assert not Judgement.objects.exists()
     assert Correction.objects.filter(kind="tool_call", replayed=True).count() == 1
     screenshot(page, f"correction-{width}")
-    page.keyboard.press("Escape")  # from the button: closes the form
+    page.keyboard.press("Escape")  # the first leaves the text field,
+    page.keyboard.press("Escape")  # the second closes the form
     expect(form).to_be_hidden()
     assert not page.js_errors
