@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from annotate.judgement_input import SCREEN_SCALE
 from annotate.models import Assignment, Campaign, Comparison, JudgeMode
 from annotate.quality import annotator_counts
@@ -114,6 +116,8 @@ def workbench_context(
             identical=bool(left.behaviour_hash) and left.behaviour_hash == right.behaviour_hash,
             identical_reason=IDENTICAL,
             correction_tools=sorted(set(tool_names(left)) | set(tool_names(right))),
+            # Seconds the lease has left, from the server's clock (the page counts down from it).
+            lease_left=max(0, int((assignment.leased_until - timezone.now()).total_seconds())),
         )
         if form is None and campaign.judge_mode == JudgeMode.PREFILLED:
             vote = judge_vote_shown(campaign=campaign, comparison_id=assignment.comparison_id)

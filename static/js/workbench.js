@@ -302,6 +302,97 @@
     showStatus();
   });
 
+  // A judgement in progress survives a reload: every change to the verdict form is kept in
+  // this browser under the assignment's id, and brought back when the same comparison comes
+  // back (the lease keeps it yours); leaving the page with unsaved input asks first.
+  const DRAFT = "arbiter-draft-";
+  let dirty = false;
+  function assignmentId() { const wb = $("#workbench"); return wb ? wb.dataset.assignment : ""; }
+  function draftSave() {
+    const form = $(FORM), id = assignmentId();
+    if (!form || !id) return;
+    const fields = [];
+    new FormData(form).forEach(function (value, name) {
+      if (name !== "csrfmiddlewaretoken" && name !== "align") fields.push([name, value]);
+    });
+    try { localStorage.setItem(DRAFT + id, JSON.stringify(fields)); } catch (e) { /* storage full or off */ }
+    dirty = true;
+  }
+  function draftRestore() {
+    const form = $(FORM), id = assignmentId();
+    let fields = null;
+    try {
+      Object.keys(localStorage).forEach(function (key) {  // drafts of comparisons no longer ours
+        if (key.startsWith(DRAFT) && key !== DRAFT + id) localStorage.removeItem(key);
+      });
+      fields = id && JSON.parse(localStorage.getItem(DRAFT + id) || "null");
+    } catch (e) { fields = null; }
+    if (!form || !Array.isArray(fields)) return;
+    fields.forEach(function (pair) {
+      const name = pair[0], value = pair[1];
+      $$(`${FORM} [name="${CSS.escape(name)}"]`).forEach(function (el) {
+        if (el.type === "radio" || el.type === "checkbox") el.checked = el.value === value || (el.type === "checkbox" && value === "on");
+        else el.value = value;
+        if (el.type === "radio" && el.checked) el.dispatchEvent(new Event("change", { bubbles: true }));
+      });
+    });
+    $$(`${FORM} input[type=checkbox]`).forEach(function (box) {
+      box.checked = fields.some(function (pair) { return pair[0] === box.name; });
+    });
+    const note = $("#draft-note"); if (note) note.hidden = false;
+    dirty = true;
+    showStatus();
+  }
+  function draftClear() {
+    const id = assignmentId();
+    try { if (id) localStorage.removeItem(DRAFT + id); } catch (e) { /* nothing kept */ }
+    dirty = false;
+  }
+  document.addEventListener("input", function (ev) { if (ev.target.closest && ev.target.closest(FORM)) draftSave(); });
+  document.addEventListener("change", function (ev) { if (ev.target.closest && ev.target.closest(FORM)) draftSave(); });
+  document.body.addEventListener("htmx:beforeRequest", function (ev) {
+    const elt = ev.detail && ev.detail.elt;
+    if (elt && (elt.id === "judgement-form" || elt.id === "skip-form")) dirty = false;  // a submit is not a loss
+  });
+  document.addEventListener("submit", function (ev) {
+    if (ev.target.id === "judgement-form" || ev.target.id === "skip-form") dirty = false;
+  });
+  window.addEventListener("beforeunload", function (ev) {
+    if (!dirty && !correctionTyped()) return;
+    ev.preventDefault();
+    ev.returnValue = "";  // the browser asks "Leave site? Changes you made may not be saved."
+  });
+  function correctionTyped() {
+    const fix = $(FIX);
+    return Boolean(fix && !fix.hidden && $$("textarea, input[type=text], input[type=number]", fix).some(function (el) { return el.value.trim(); }));
+  }
+
+  // The lease's time left, counted down from the server's figure at load.
+  let leaseTimer = null;
+  function leaseStart() {
+    if (leaseTimer) clearInterval(leaseTimer);
+    const wb = $("#workbench"), clock = $("[data-lease-clock]");
+    if (!wb || !clock || wb.dataset.leaseLeft === undefined) return;
+    const ends = Date.now() + 1000 * Number(wb.dataset.leaseLeft);
+    function tick() {
+      const left = Math.max(0, Math.round((ends - Date.now()) / 1000));
+      const h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
+      clock.textContent = (h ? `${h}:${String(m).padStart(2, "0")}` : `${m}`) + `:${String(s).padStart(2, "0")}`;
+      const box = $("#lease-left");
+      if (box) {
+        box.classList.toggle("warn", left > 0 && left <= 60);
+        box.classList.toggle("expired", left === 0);
+        if (left === 0) box.title = "The lease ran out: the comparison may go to someone else and a submit may be refused. Your input is kept in this browser.";
+      }
+      if (left === 0) clearInterval(leaseTimer);
+    }
+    tick();
+    leaseTimer = setInterval(tick, 1000);
+  }
+  function workbenchLoaded() { draftRestore(); leaseStart(); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", workbenchLoaded);
+  else workbenchLoaded();
+
   // After htmx swaps in the next comparison (the whole workbench), give the keyboard back to
   // the page at its top. Any other swap (a correction's result) leaves scroll and focus where
   // the person is working: the result is shown where they look, and the focus stays in the
@@ -321,5 +412,6 @@
     if (!target || target.id !== "workbench") return;
     if (document.activeElement && document.activeElement !== document.body) document.activeElement.blur();
     window.scrollTo(0, 0);
+    workbenchLoaded();
   });
 })();

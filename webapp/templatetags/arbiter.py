@@ -102,3 +102,15 @@ def annotator_for(user, viewer) -> str:
     from webapp.roles import annotator_label
 
     return annotator_label(viewer, user.pk, user.username) if user is not None else "–"
+
+
+@register.filter
+def lease_clock(seconds) -> str:
+    """Seconds left as a clock: "14:32", "0:30", "1:02:05" (never "0 min" for 30 s)."""
+    try:
+        total = max(0, int(seconds))
+    except (TypeError, ValueError):
+        return "–"
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
