@@ -8,8 +8,10 @@ does not grow with the snapshot, and the same snapshot always gives byte-identic
   with a `system` message when the agent had a system prompt), `tools` (the JSON schemas
   the agent was given, as JSON text; "null" when none), plus `margin`, `comparison_id`,
   `task_id`, `votes`, `preferred`, `split`. Loads with `datasets` and trains with TRL's
-  `RewardTrainer` as it is. A kept tie is a pair with margin 0 and `preferred` = "tie"
-  (chosen is A).
+  `RewardTrainer` as it is. Ties are never rows: TRL trains every row as "chosen beats
+  rejected", so a tie written as a pair (margin 0) would be taught as a preference. A
+  snapshot's kept ties stay in the snapshot (Arbiter's own reward model drops them too) and
+  their judgements in `raw`; the card says how many were left out.
 - `trl_text`: the same with plain-text transcripts, for models without a chat template.
 - `kto`: unpaired `prompt`, `completion` (chat messages), `label` (desirable or not),
   `tools`, for TRL's `KTOTrainer`; the rule that turns judgements into labels is
@@ -476,7 +478,8 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
     _check(fmt)
     _require_ready(snapshot)
     if fmt in ("trl", "trl_text"):
-        pairs = SnapshotPair.objects.filter(snapshot=snapshot).order_by("comparison_id")
+        # Ties are not preferences: TRL would train "chosen" over "rejected" (see the docstring).
+        pairs = SnapshotPair.objects.filter(snapshot=snapshot).exclude(preferred="tie").order_by("comparison_id")
         if split:
             pairs = pairs.filter(split=split)
         for p in pairs.values_list(
@@ -765,6 +768,7 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         "## Files\n\n"
         + "\n".join(f"- `data/{s}.{filetype}`: {n} rows, format `{fmt}` ({filetype})" for s, n in files.items())
         + f"\n\nFormat `{fmt}` feeds {TRAINERS[fmt]}.\n"
+        + (f"\n## Ties\n\n{_ties_sentence(snapshot)}\n" if fmt in ("trl", "trl_text", "dpo") else "")
         + (f"\n## Labels\n\n{KTO_RULE}\n" if fmt == "kto" else "")
         + "\n## Columns\n\n| column | type |\n|---|---|\n"
         + columns
@@ -777,11 +781,23 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
     )
 
 
+def _ties_sentence(snapshot: DatasetSnapshot) -> str:
+    ties = snapshot.stats.get("ties", 0)
+    if not ties:
+        return "The snapshot holds no ties."
+    return (
+        f"{ties} tied pairs of the snapshot are not rows here: TRL trains every row as \"chosen beats rejected\", "
+        "so a tie written as a pair would be taught as a preference. Their judgements are in the `raw` export."
+    )
+
+
 def dataset_card_preview(snapshot: DatasetSnapshot, fmt: str) -> tuple[str, str]:
     """The card a `fmt` Parquet download carries, as (YAML metadata, Markdown body), for the snapshot's
     page; rows per split from the snapshot's counts (exact for the pair formats)."""
     stats = snapshot.stats
     pairs = {"train": stats.get("train_pairs", 0), "test": stats.get("test_pairs", 0)}
+    if fmt in ("trl", "trl_text", "dpo"):  # no tie is a row of these
+        pairs = {split: n - stats.get(f"{split}_ties", 0) for split, n in pairs.items()}
     if fmt in ("sft", "dpo"):  # rows from corrections (and, for dpo, the pairs; ties give none: at most these)
         fixes = {"train": stats.get("train_corrections", 0), "test": stats.get("test_corrections", 0)}
         pairs = fixes if fmt == "sft" else {split: pairs[split] + fixes[split] for split in pairs}
@@ -841,7 +857,7 @@ def export_zip(snapshot: DatasetSnapshot, fmt: str, filetype: str, target: Path)
     return target
 
 
-BUNDLE_LAYOUT = "v2"  # v2: features.json beside the card (JSONL loads with its types); ratings typed in raw
+BUNDLE_LAYOUT = "v3"  # v2: features.json beside the card (JSONL loads with its types); ratings typed in raw; v3: no tie is a TRL row
 
 
 def export_download_path(snapshot: DatasetSnapshot, fmt: str, filetype: str) -> Path:

@@ -287,6 +287,8 @@ def _build(snapshot: DatasetSnapshot) -> None:
         "train_tasks": len({p.task_id for p in pairs if p.split == "train"}),
         "test_tasks": len({p.task_id for p in pairs if p.split == "test"}),
         "ties": sum(p.preferred == "tie" for p in pairs),
+        "train_ties": sum(p.preferred == "tie" and p.split == "train" for p in pairs),
+        "test_ties": sum(p.preferred == "tie" and p.split == "test" for p in pairs),
         "dropped": dropped,
         "feedback": filters.feedback,
         "sources": {"human": sum(p.source == "human" for p in pairs), "ai": sum(p.source == "ai" for p in pairs)},

@@ -398,3 +398,26 @@ def test_the_migration_backfills_snapshots_frozen_before_it(snapshot):
         cursor.execute(migration.BACKFILL)
     assert dict(SnapshotJudgement.objects.values_list("id", "task_external_id")) == frozen
     assert dict(SnapshotJudgement.objects.values_list("id", "left_is_a")) == shown
+
+
+def test_ties_are_no_trl_rows_and_the_card_says_how_many_were_left_out(tmp_path):
+    """TRL trains every row as "chosen beats rejected": a kept tie (margin 0) would be taught as a
+    preference. The TRL-ready formats leave ties out whatever the snapshot keeps, the card and its
+    preview count them, and the raw export still holds their judgements."""
+    from annotate.exports import dataset_card_preview
+
+    campaign, _ = voted_campaign([[1, 2], [3, 3], [5, 4], [3, 3], [2, 3]])
+    snapshot = snapshot_create(name="with ties", campaigns=[campaign], test_fraction=0.0, ties="keep")
+    assert snapshot.stats["ties"] == snapshot.stats["train_ties"] == 2
+    for fmt in ("trl", "trl_text", "dpo"):
+        rows = list(iter_rows(snapshot, fmt))
+        assert rows and all(row.get("preferred") != "tie" for row in rows), fmt
+        assert all(row.get("margin", 1) > 0 for row in rows), fmt
+    files = export_bundle_dir(snapshot, "trl", "parquet", tmp_path / "trl")
+    assert files["train"] == 3 == pq.read_table(tmp_path / "trl" / "data" / "train.parquet").num_rows
+    card = (tmp_path / "trl" / "README.md").read_text()
+    assert "2 tied pairs of the snapshot are not rows here" in card and "`raw`" in card
+    meta, body = dataset_card_preview(snapshot, "trl")
+    assert "num_examples: 3" in meta and "2 tied pairs" in body
+    raw = list(iter_rows(snapshot, "raw"))
+    assert sum(row["choice"] == 3 for row in raw) == 5  # every tied vote is still there
