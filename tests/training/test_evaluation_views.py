@@ -211,8 +211,19 @@ def test_an_admin_builds_a_blind_campaign_and_the_win_rate_comes_back(client, bu
     section = page[page.index('id="human-evaluations"') :]
     assert f'href="/annotate/campaigns/{campaign.pk}/quality/"' in section and "no votes yet" in section
 
+    # Blind: what an annotator sees (the home page, the campaign list, the comparison) names no system.
+    assert campaign.name == f"Blind evaluation {built.evaluation.pk}-1"
+    watcher = UserFactory(roles=["annotator"])
+    client.force_login(watcher)
+    for url in ("/", "/annotate/campaigns/", f"/annotate/campaigns/{campaign.pk}/label/"):
+        shown = client.get(url).content.decode()
+        assert "Blind evaluation" in shown, url
+        for name in (built.base.label, built.ppo.label, "ppo-run", "(start)"):
+            assert name not in shown, (url, name)
+    client.force_login(admin_user)
+
     candidate_ids = {built.sample0[("ppo", i)].pk for i in range(4)}
-    assert vote_for_candidate(campaign, candidate_ids, UserFactory(roles=["annotator"])) == 3
+    assert vote_for_candidate(campaign, candidate_ids, watcher) == 3
     assert vote_for_candidate(campaign, candidate_ids, UserFactory(roles=["annotator"]), tie_on=built.tasks[3].pk) == 3
     section = client.get(built.url()).content.decode().split('id="human-evaluations"')[1]
     # Per comparison 1, 1 and (1 + 1/2) / 2: 91.7%. Task 3's candidate is trajectory A (the lower id).

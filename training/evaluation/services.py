@@ -343,9 +343,19 @@ def human_evaluation_create(
             f"{candidate.label} did exactly what the baseline did on every task ({mode}); "
             f"there is nothing for people to compare."
         )
-    name = f"Human eval: {candidate.label} vs {baseline.label} ({mode}) #{evaluation.pk}"
-    if Campaign.objects.filter(name=name[:200]).exists():
-        raise ArbiterError(f"A campaign named {name!r} exists already.")
+    existing = HumanEvaluation.objects.filter(evaluation=evaluation, candidate=candidate, baseline=baseline, mode=mode)
+    if existing.exists():
+        raise ArbiterError(
+            f"A blind evaluation of {candidate.label} against {baseline.label} ({mode}) exists already: "
+            f"campaign {existing.first().campaign.name!r}."
+        )
+    # Annotators see the campaign's name (home page, above every comparison): a neutral one, so the
+    # evaluation stays blind. The systems are named on the evaluation page, to researchers and admins.
+    number = HumanEvaluation.objects.filter(evaluation=evaluation).count() + 1
+    name = f"Blind evaluation {evaluation.pk}-{number}"
+    while Campaign.objects.filter(name=name).exists():
+        number += 1
+        name = f"Blind evaluation {evaluation.pk}-{number}"
     campaign = Campaign.objects.create(
         name=name[:200],
         guidelines=HUMAN_EVAL_GUIDELINES,
