@@ -786,7 +786,7 @@ def _ties_sentence(snapshot: DatasetSnapshot) -> str:
     if not ties:
         return "The snapshot holds no ties."
     return (
-        f"{ties} tied pairs of the snapshot are not rows here: TRL trains every row as \"chosen beats rejected\", "
+        f'{ties} tied pairs of the snapshot are not rows here: TRL trains every row as "chosen beats rejected", '
         "so a tie written as a pair would be taught as a preference. Their judgements are in the `raw` export."
     )
 

@@ -282,14 +282,21 @@ def _screen_row(assignment_id: int) -> dict:
         from django.db.models import OuterRef, Subquery
 
         from annotate.models import JudgeVote
+        from annotate.services.judges import prefill_sure_q
 
-        shown = JudgeVote.objects.filter(
-            comparison=OuterRef("comparison"), judge=OuterRef("comparison__campaign__shown_judge"), probe="first"
-        ).values("choice")[:1]
+        shown = (
+            JudgeVote.objects.filter(
+                comparison=OuterRef("comparison"), judge=OuterRef("comparison__campaign__shown_judge"), probe="first"
+            )
+            .filter(prefill_sure_q())
+            .values("choice")[:1]
+        )
         rows = Assignment.objects.filter(pk=assignment_id).annotate(judge_choice=Subquery(shown))
         return rows.values(*_SCREEN_FIELDS).get()
     with connection.cursor() as cursor:
-        cursor.execute(labeling_sql.SCREEN, {"assignment": assignment_id})
+        cursor.execute(
+            labeling_sql.SCREEN, {"assignment": assignment_id, "prefill_sure": labeling_sql.PREFILL_CONFIDENCE}
+        )
         values = cursor.fetchone()
     if values is None:
         raise Assignment.DoesNotExist(f"No assignment {assignment_id}.")

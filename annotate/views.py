@@ -34,7 +34,7 @@ from annotate.services.corrections import correction_submit
 from annotate.services.imports import import_upload_create
 from annotate.services.judges import ORDERINGS, campaign_order
 from annotate.trajectory_view import pair_view
-from annotate.workbench import judge_after_submit, workbench_context
+from annotate.workbench import after_vote_words, judge_after_submit, workbench_context
 from webapp.access import role_required
 from webapp.charts import bar_chart_svg, histogram_svg, interval_chart_svg
 from webapp.errors import ArbiterError
@@ -200,8 +200,7 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 
 def _after_text(vote: dict) -> str:
-    mine = "as you did" if vote["agrees"] else f"you said {vote['yours']}"
-    return f"On the comparison you just judged, {vote['judge']} said {vote['text']} ({mine})."
+    return f"On the comparison you just judged, {vote['judge']} said {vote['text']}{after_vote_words(vote)}."
 
 
 @role_required(*LABELERS)

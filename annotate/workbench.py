@@ -9,7 +9,8 @@ from annotate.models import Assignment, Campaign, Comparison, JudgeMode
 from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
 from annotate.services.corrections import tool_names
-from annotate.services.judges import judge_vote_after_submit, judge_vote_shown
+from annotate.services.judges import judge_vote_after_submit, judge_vote_shown, judge_vote_sure
+from annotate.services.labeling_sql import PREFILL_CONFIDENCE
 from annotate.trajectory_view import Align, pair_view, setup_views
 
 IDENTICAL = "Identical trajectories"
@@ -58,21 +59,48 @@ def _words(choice: int) -> str:
     return next(text for value, text, _ in SCREEN_SCALE if value == choice)
 
 
+def judge_confidence(probability_a: float | None, left_is_a: bool) -> dict | None:
+    """A reward-model judge's confidence in screen terms: P(left is better), and how sure it is
+    (max(P, 1 - P)); None for a judge that gives no probability (a chat judge)."""
+    if probability_a is None:
+        return None
+    left = probability_a if left_is_a else 1.0 - probability_a
+    return {"p_left": left, "sure": max(left, 1.0 - left)}
+
+
 def judge_after_submit(*, judgement, assignment: Assignment) -> dict | None:
     """What the campaign's judge said of the comparison just judged, in that screen's terms
-    (judge modes after_submit and prefilled), beside the annotator's own verdict."""
+    (judge modes after_submit and prefilled), beside the annotator's own verdict: the same side
+    and strength ("as you did"), the same side at another strength, or the other side."""
     vote = judge_vote_after_submit(judgement=judgement)
     if vote is None:
         return None
     theirs = _screen_choice(vote["choice"], assignment.left_is_a)
     yours = _screen_choice(judgement.choice, assignment.left_is_a)
-    return {
+    same_side = (theirs > 3) - (theirs < 3) == (yours > 3) - (yours < 3)
+    after = {
         "judge": vote["judge"],
         "text": _words(theirs),
         "yours": _words(yours),
-        "agrees": (theirs > 3) - (theirs < 3) == (yours > 3) - (yours < 3),
+        "agrees": theirs == yours,
+        "same_side": same_side,
+        "confidence": judge_confidence(vote.get("probability_a"), assignment.left_is_a),
         "rationale": vote["rationale"],
     }
+    after["words"] = after_vote_words(after)
+    return after
+
+
+def after_vote_words(vote: dict) -> str:
+    """What follows "judge X said <verdict>": its confidence where it has one, then how the
+    person's verdict compares ("as you did" only for the same side and the same strength)."""
+    confidence = vote.get("confidence")
+    sure = f", P(left better) {100 * confidence['p_left']:.0f}%" if confidence else ""
+    if vote["agrees"]:
+        return f"{sure}, as you did"
+    if vote["same_side"]:
+        return f"{sure}; you chose the same side at another strength, {vote['yours']}"
+    return f"{sure}; you said {vote['yours']}"
 
 
 def workbench_context(
@@ -101,6 +129,7 @@ def workbench_context(
         "marked_right": _cleaned(form, "first_wrong_right"),
         "after_vote": after_vote,
         "suggestion": None,
+        "judge_hint": None,
     }
     if assignment is not None:
         left, right = screen_sides(_with_comparison(assignment))
@@ -122,5 +151,14 @@ def workbench_context(
         if form is None and campaign.judge_mode == JudgeMode.PREFILLED:
             vote = judge_vote_shown(campaign=campaign, comparison_id=assignment.comparison_id)
             if vote is not None:
-                context["suggestion"] = _screen_choice(vote.choice, assignment.left_is_a)
+                confidence = judge_confidence(vote.probability_a, assignment.left_is_a)
+                choice = _screen_choice(vote.choice, assignment.left_is_a)
+                sure = judge_vote_sure(vote.probability_a)
+                context["suggestion"] = choice if sure else None
+                context["judge_hint"] = {
+                    "text": _words(choice),
+                    "confidence": confidence,
+                    "prefilled": sure,
+                    "threshold": PREFILL_CONFIDENCE,  # the rule: annotate/services/judges.py
+                }
     return context

@@ -44,6 +44,7 @@ from annotate.judgement_input import SCALE, Verdict, judgement_parse, verdict_in
 from annotate.models import Assignment, Campaign, Comparison, Judgement, JudgeMode, JudgeVote
 from annotate.services import labeling_sql
 from annotate.services.campaigns import campaign_may_label, dimensions_of
+from annotate.services.judges import prefill_sure_q
 from webapp.db import instance_from_values
 from webapp.errors import ArbiterError
 
@@ -259,6 +260,7 @@ def _judge_suggestion(comparison: Comparison, campaign: Campaign) -> int | None:
         return None
     return (
         JudgeVote.objects.filter(comparison=comparison, judge_id=campaign.shown_judge_id, probe=JudgeVote.Probe.FIRST)
+        .filter(prefill_sure_q())
         .values_list("choice", flat=True)
         .first()
     )
@@ -336,6 +338,7 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
                 "annotator": annotator.pk,
                 "k": k,
                 "now": now,
+                "prefill_sure": labeling_sql.PREFILL_CONFIDENCE,
             },
         )
         written = cursor.fetchone()

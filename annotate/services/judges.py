@@ -14,11 +14,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, F, Q, Value, When
 
 from annotate.agreement import direction
 from annotate.models import Campaign, Comparison, Judge, JudgeMode, JudgeVote
 from annotate.routing import JudgedComparison, disagreement_priority
+from annotate.services.labeling_sql import PREFILL_CONFIDENCE
 from webapp.errors import ArbiterError
 
 ORDERINGS = ("disagreement_first", "none")
@@ -110,6 +111,29 @@ def _take_slot(comparison: Comparison) -> bool:
     return bool(took)
 
 
+# Below PREFILL_CONFIDENCE a judge's verdict is not filled in for people: a reward model at
+# P(A) = 0.51 is a coin flip, and a prefilled coin flip anchors the person's verdict. A judge
+# that gives no probability (a chat judge) is filled in as it votes. One rule, three readers:
+# the workbench, the API's `judge_suggestion` and what a judgement records as shown (the ORM
+# paths use `prefill_sure_q`, the labeling cycle's SQL labeling_sql.PREFILL_SURE_SQL; the
+# constant lives there because that module does not import Django).
+
+
+def judge_vote_sure(probability_a: float | None) -> bool:
+    """Whether a vote is sure enough to be filled in for people."""
+    return probability_a is None or max(probability_a, 1.0 - probability_a) >= PREFILL_CONFIDENCE
+
+
+def prefill_sure_q(prefix: str = "") -> Q:
+    """`judge_vote_sure` as a filter on JudgeVote rows (`prefix`: the path to them)."""
+    field = f"{prefix}probability_a"
+    return (
+        Q(**{f"{field}__isnull": True})
+        | Q(**{f"{field}__gte": PREFILL_CONFIDENCE})
+        | Q(**{f"{field}__lte": 1.0 - PREFILL_CONFIDENCE})
+    )
+
+
 def judge_vote_shown(*, campaign: Campaign, comparison_id: int) -> JudgeVote | None:
     """The vote the campaign's judge mode shows on this comparison (None in blind mode)."""
     if campaign.judge_mode == JudgeMode.BLIND or campaign.shown_judge_id is None:
@@ -134,7 +158,13 @@ def judge_vote_after_submit(*, judgement) -> dict | None:
     )
     if vote is None:
         return None
-    return {"judge": vote.judge.name, "choice": vote.choice, "both_bad": vote.both_bad, "rationale": vote.rationale}
+    return {
+        "judge": vote.judge.name,
+        "choice": vote.choice,
+        "both_bad": vote.both_bad,
+        "rationale": vote.rationale,
+        "probability_a": vote.probability_a,
+    }
 
 
 def judged_comparisons(*, comparison_ids, judge_ids=None) -> dict[int, JudgedComparison]:

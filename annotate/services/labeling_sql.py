@@ -81,11 +81,19 @@ LEASE_OR_TAKE = _LEASE_OR_TAKE.format(slot_rule="AND c.slots_taken < %(k)s")
 LEASE_OR_TAKE_GOLD = _LEASE_OR_TAKE.format(slot_rule="")
 LEASE_FIELDS = ("id", "comparison_id", "left_is_a", "leased_until", "shown_at", "created_at")
 
-SCREEN = """
+# A judge's vote is filled in for people only this sure (max(P, 1 - P) of a reward-model
+# judge; a chat judge gives no probability and is always sure): annotate/services/judges.py.
+PREFILL_CONFIDENCE = 0.7
+PREFILL_SURE_SQL = (
+    "(v.probability_a IS NULL OR v.probability_a >= %(prefill_sure)s OR v.probability_a <= 1 - %(prefill_sure)s)"
+)
+
+SCREEN_TEMPLATE = """
 SELECT a.id, a.left_is_a, a.leased_until, c.campaign_id, t.prompt,
        ta.steps, ta.answer, tb.steps, tb.answer, cp.dimensions, cp.rationale_required, cp.judge_mode,
        (SELECT v.choice FROM annotate_judgevote v
-        WHERE v.comparison_id = c.id AND v.judge_id = cp.shown_judge_id AND v.probe = 'first')
+        WHERE v.comparison_id = c.id AND v.judge_id = cp.shown_judge_id AND v.probe = 'first'
+          AND {sure})
 FROM annotate_assignment a
 JOIN annotate_comparison c ON c.id = a.comparison_id
 JOIN annotate_task t ON t.id = c.task_id
@@ -111,7 +119,7 @@ WHERE a.id = %(assignment)s AND a.annotator_id = %(annotator)s
 # Only while the lease is live ('leased'): otherwise nothing is written and the caller takes
 # the locked ORM path, which knows the other states. The vote count and status rule is the
 # ORM path's: a gold comparison stays open, another is complete at its k-th vote.
-SUBMIT_WRITE = """
+SUBMIT_WRITE_TEMPLATE = """
 WITH finished AS (
     UPDATE annotate_assignment SET status = 'submitted', finished_at = %(now)s, updated_at = %(now)s
     WHERE id = %(assignment)s AND status = 'leased'
@@ -133,7 +141,12 @@ SELECT %(now)s, %(now)s, finished.comparison_id, %(annotator)s, finished.id, %(c
         JOIN annotate_comparison jc ON jc.id = v.comparison_id
         JOIN annotate_campaign jp ON jp.id = jc.campaign_id
         WHERE v.comparison_id = finished.comparison_id AND v.judge_id = jp.shown_judge_id AND v.probe = 'first'
-          AND jp.judge_mode = 'prefilled')
+          AND jp.judge_mode = 'prefilled' AND {sure})
 FROM finished
 RETURNING id
 """
+
+# The judge's vote shows (and is recorded as shown) only where it is sure enough: the one rule,
+# annotate/services/judges.py (pass `prefill_sure`: PREFILL_CONFIDENCE).
+SCREEN = SCREEN_TEMPLATE.format(sure=PREFILL_SURE_SQL)
+SUBMIT_WRITE = SUBMIT_WRITE_TEMPLATE.format(sure=PREFILL_SURE_SQL)
