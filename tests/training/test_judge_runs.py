@@ -229,3 +229,18 @@ def test_a_cancelled_judge_run_keeps_what_it_paid_for_and_a_resume_asks_only_the
     )
     assert body["status"] == "succeeded", body["error"]
     assert JudgeVote.objects.filter(judge_id=judge["id"]).count() == 10 == len(server.requests)  # none asked twice
+
+
+@pytest.mark.django_db
+def test_a_run_whose_every_call_failed_fails_with_the_first_reason_and_the_runs_list_says_so(admin, server):
+    """A judge run that stored nothing did not succeed: it fails with why, never "succeeded, 100%"."""
+    api = token_client(admin)
+    judge = _chat_judge(api, server, max_retries=0, concurrency=1)
+    campaign = rubric_campaign(n=3)
+    server.script = [refuse(401, "invalid api key")] * 3
+    run = judge_run(admin, judge_id=judge["id"], campaign_id=campaign.pk, swapped_share=0, repeat_share=0)
+    assert run.status == "failed", (run.status, run.summary)
+    assert "No vote was stored: all 3 answers of the 3 asked failed" in run.error and "401" in run.error, run.error
+    assert not JudgeVote.objects.exists() and JudgeCall.objects.filter(run_id=run.pk).count() == 3
+    listed = api.get("/api/v1/runs/").json()["results"][0]
+    assert listed["id"] == run.pk and listed["status"] == "failed"

@@ -253,6 +253,7 @@ class Tally:
     spent_usd: float = 0.0
     stopped: str | None = None
     ordered: int = 0  # open comparisons given a disagreement-first priority afterwards (then_order)
+    first_error: str = ""  # why the first failed answer failed, for a run that stored nothing
 
 
 def _store(judge, comparison, probe, vote: VoteIn, *, run_id, options, tally: Tally) -> None:
@@ -414,12 +415,14 @@ def _run_chat(judge, campaign, wanted, *, run_id, options, tally, progress, shou
         vote, refused = None, ""
         if answer.answer is None:
             tally.failed += 1
+            tally.first_error = tally.first_error or answer.error or (answer.calls[-1].error if answer.calls else "")
         else:
             try:
                 vote = _vote_from_answer(answer.answer, probe=probe, dimensions=dimensions, step_counts=step_counts)
             except (ValueError, JudgementInputError) as exc:
                 refused = f"The answer is not a verdict this campaign takes: {getattr(exc, 'message', str(exc))}"
                 tally.failed += 1
+                tally.first_error = tally.first_error or refused
         with transaction.atomic():  # the vote and the record of the calls that paid for it, together
             if vote is not None:
                 _store(judge, comparison, probe, vote, run_id=run_id, options=options, tally=tally)

@@ -135,6 +135,12 @@ def _execute(*, run, config: JudgeRunConfig, reporter, compute, resume_from) -> 
     )
     if tally.stopped == "stopped":
         raise RunCancelled()
+    if tally.asked and not tally.voted:  # a run that produced nothing did not succeed
+        raise ArbiterError(
+            f"No vote was stored: all {tally.failed} answers of the {tally.asked} asked failed. The first: "
+            f"{(tally.first_error or 'no reason recorded')[:500]} Check the judge's settings (its URL, model and "
+            "key), try them on one comparison (a judge run with max_comparisons 1), then resume."
+        )
     if tally.stopped == "cost_cap":
         cap = judge.config.get("max_cost_usd")
         raise ArbiterError(
