@@ -109,7 +109,7 @@ def test_the_curves_show_rm_score_dev_rubric_and_sqrt_kl_with_the_best_checkpoin
     client.force_login(researcher)
     page = client.get(built.url()).content.decode()
     curves = page[page.index('id="curves"') : page.index('id="human-evaluation"')]
-    for title in ("Reward-model score", "Dev rubric success", "sqrt(KL to the start)"):
+    for title in ("Reward-model score", "Dev rubric success (sampled)", "sqrt(KL to the start)"):
         assert f'aria-label="{title}"' in curves
     assert curves.count("<polyline") == 3 and curves.count('class="marker"') == 3
     assert "best by dev rubric: iteration 2" in curves
@@ -461,7 +461,8 @@ def test_the_empty_evaluations_page_says_how_to_make_one(client, role_users):
     assert "an admin launches an evaluation run" in page and 'href="/runs/new/evaluation/"' not in page
 
 
-def test_the_last_checkpoint_is_shown_beside_the_chosen_one_and_a_collapse_is_flagged(client, researcher):
+@pytest.mark.parametrize("rm_last", [0.2, 0.9])
+def test_the_last_checkpoint_is_shown_beside_the_chosen_one_and_a_collapse_is_flagged(client, researcher, rm_last):
     start = PolicyFactory(name="bc", version="1")
     run = Run.objects.create(
         kind="ppo",
@@ -512,7 +513,12 @@ def test_the_last_checkpoint_is_shown_beside_the_chosen_one_and_a_collapse_is_fl
             policy=policy,
             is_baseline=policy == start,
             position=position,
-            metrics={"sampled": {"success": figure(float(correct), float(correct), float(correct))}},
+            metrics={
+                "sampled": {
+                    "success": figure(float(correct), float(correct), float(correct)),
+                    "rm_score": figure(*[rm_last if label == "PPO last" else 0.5] * 3),
+                }
+            },
         )
         for i, task in enumerate(tasks):
             trajectory = TrajectoryFactory(
@@ -530,6 +536,12 @@ def test_the_last_checkpoint_is_shown_beside_the_chosen_one_and_a_collapse_is_fl
     assert "best by dev" in row_text(page, kept.pk, "sampled") and "collapse" not in row_text(page, kept.pk, "sampled")
     assert f'id="collapse-{fell.pk}"' in page and f'id="collapse-{kept.pk}"' not in page
     assert "the run's last checkpoint collapsed" in page and "dev success fell to 5.0%" in page
+    # The note says what the numbers beside it say: reward hacking only where the reward rose.
+    note = re.sub(r"\s+", " ", page[page.index(f'id="collapse-{fell.pk}"') :].split("</p>")[0])
+    if rm_last > 0.5:
+        assert "score rose above the start's while its success fell: it exploited its reward" in note
+    else:
+        assert "fell too, so this is not reward hacking" in note and "exploited" not in note
     report = evaluation_report(evaluation)
     systems = {s["label"]: s for s in report["systems"]}
     assert systems["PPO last"]["collapsed"] and systems["PPO last"]["ppo"]["last"]

@@ -461,3 +461,24 @@ def test_the_reward_model_form_checks_ranges_and_names_the_policy_run_to_wait_fo
         f"still training in run #{bc.pk} (default policy, running, 43%)",
     ):
         assert text in page, text
+
+
+@pytest.mark.django_db
+def test_a_run_that_stopped_itself_says_so_beside_its_status(client, researcher):
+    """A PPO run whose collapse guard ended it is "succeeded" (it kept its best checkpoint), and the
+    list and its page say it stopped itself, with the run's own sentence on hover."""
+    message = "Stopped after iteration 10: dev success fell to 5.0% from the start's 45.0%."
+    fell = Run.objects.create(
+        kind="ppo", name="ppo that fell", status="succeeded", summary={"stop_reason": "collapse", "message": message}
+    )
+    done = Run.objects.create(
+        kind="ppo", name="ppo that finished", status="succeeded", summary={"stop_reason": "finished"}
+    )
+    client.force_login(researcher)
+    listing = client.get("/runs/").content.decode()
+    row = listing[listing.index(f'href="/runs/{fell.pk}/"') :].split("</tr>")[0]
+    assert "stopped itself: collapse" in row and "dev success fell to 5.0%" in row
+    other = listing[listing.index(f'href="/runs/{done.pk}/"') :].split("</tr>")[0]
+    assert "stopped itself" not in other
+    page = client.get(f"/runs/{fell.pk}/").content.decode()
+    assert 'id="run-self-stop"' in page and "stopped itself: collapse" in page

@@ -124,7 +124,18 @@ def _system(
         "metrics": metrics,
         "success_vs_baseline": difference,
         "collapsed": _collapsed(difference),
+        "reward_rose": _reward_rose(entry, baseline),
     }
+
+
+def _reward_rose(entry: EvaluationEntry, baseline: EvaluationEntry | None) -> bool | None:
+    """Whether the reward-model score of the system's sampled episodes is above the start's
+    (None where either has none): what a collapse note may say of reward hacking."""
+    if baseline is None:
+        return None
+    mine = ((entry.metrics or {}).get("sampled") or {}).get("rm_score", {}).get("mean")
+    start = ((baseline.metrics or {}).get("sampled") or {}).get("rm_score", {}).get("mean")
+    return None if mine is None or start is None else mine > start
 
 
 def _method(entry: EvaluationEntry, baseline_policy_id: int | None = None) -> str:

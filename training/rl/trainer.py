@@ -664,13 +664,23 @@ def collapse(state: dict, entry: dict, config: RLConfig) -> str | None:
         else ""
     )
     best = state["best"]["iteration"] if state["best"] else 0
+    rose = (
+        entry.get("rm_score") is not None
+        and start.get("rm_score") is not None
+        and entry["rm_score"] > start["rm_score"]
+    )
+    why = (
+        "The policy is exploiting its reward rather than improving (its score rose while dev success fell)"
+        if rose
+        else "Its reward score did not rise either, so this is not reward hacking: the updates moved the policy "
+        "away from what it is paid for"
+    )
     return (
-        f"Stopped after iteration {entry['iteration']}: dev success fell to {q:.1%} from the start's {p:.1%} "
-        f"(more than {config.collapse_drop:.0%} and {config.best_margin:g} standard errors){scores}. The policy "
-        f"is exploiting its reward rather than improving; the checkpoint of iteration {entry['iteration']} is "
-        f"kept and marked as collapsed, and the best by dev stays iteration {best}. A reward model that "
-        f"checks the answer (answer-branch pairs), an ensemble, or a lower learning rate are the remedies "
-        f"(docs/loop.md)."
+        f"Stopped after iteration {entry['iteration']}: dev success (sampled and greedy episodes pooled) fell to "
+        f"{q:.1%} from the start's {p:.1%} (more than {config.collapse_drop:.0%} and {config.best_margin:g} "
+        f"standard errors){scores}. {why}; the checkpoint of iteration {entry['iteration']} is kept and marked as "
+        f"collapsed, and the best by dev stays iteration {best}. A reward model that checks the answer "
+        f"(answer-branch pairs), an ensemble, or a lower learning rate are the remedies (docs/loop.md)."
     )
 
 

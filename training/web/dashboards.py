@@ -45,7 +45,7 @@ COLUMNS = (
 )
 CURVES = (
     ("rm_score", "Reward-model score"),
-    ("dev_success", "Dev rubric success"),
+    ("dev_success", "Dev rubric success (sampled)"),
     ("sqrt_kl", "sqrt(KL to the start)"),
 )
 
@@ -151,6 +151,16 @@ def evaluation(request: HttpRequest, evaluation_id: int) -> HttpResponse:
     )
 
 
+def _audit_title(rows: list[dict]) -> str:
+    """Whose verdicts the audit chart shows: simulated annotators', people's, or both by round."""
+    labels = {row.get("labels") for row in rows if row.get("number")}
+    if labels == {"simulated"}:
+        return "Audit: simulated annotators' verdicts"
+    if labels == {"people"}:
+        return "Audit: people's verdicts"
+    return "Audit: verdicts (simulated or people's by round: see the table)"
+
+
 def _loop(report: dict) -> dict | None:
     """The loop this evaluation is a round of: its rounds, their curves and what comes next."""
     if report["loop"] is None:
@@ -168,7 +178,7 @@ def _loop(report: dict) -> dict | None:
         ),
         line_chart_svg(
             {"favourite preferred": curves["audit_top"], "sides with the model": curves["audit_disagreement"]},
-            title="Audit: people's verdicts",
+            title=_audit_title(rows),
             x_label="round",
             x_range=x_range,
             unit="%",

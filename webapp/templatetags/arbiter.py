@@ -114,3 +114,18 @@ def lease_clock(seconds) -> str:
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+SELF_STOPS = {
+    "collapse": "stopped itself: collapse",
+    "kl_budget": "stopped itself: KL budget",
+    "time_limit": "stopped at its time limit",
+}
+
+
+@register.filter
+def self_stop(run) -> str:
+    """Words for a run that ended by its own rule before its planned end (RL's collapse guard, the
+    KL budget), shown beside its status so "succeeded" never reads as "did all it was asked"."""
+    summary = getattr(run, "summary", None) or {}
+    return SELF_STOPS.get(summary.get("stop_reason", "") if isinstance(summary, dict) else "", "")
