@@ -115,7 +115,7 @@ def test_the_curves_show_rm_score_dev_rubric_and_sqrt_kl_with_the_best_checkpoin
     assert "best by dev rubric: iteration 2" in curves
     assert re.search(r"Over-optimization flagged at iterations?\s+4:", curves)
     assert f'href="/runs/{built.ppo_run.pk}/"' in curves
-    assert f'href="/training/policies/{built.last.pk}/">iteration 4</a> (30.0% dev)' in curves
+    assert f'href="/training/policies/{built.last.pk}/">iteration 4</a> (30.0% dev, sampled)' in curves
 
 
 def test_sqrt_kl_is_the_root_of_the_logged_kl(built):
