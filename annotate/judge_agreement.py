@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -51,6 +51,7 @@ class Interval:
     value: float | None
     low: float | None
     high: float | None
+    n: int | None = field(default=None, compare=False)  # the rows resampled (below 10 no interval is shown)
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def _bootstrap(
     undefined (kappa when chance agreement is 1) are left out of that statistic's interval.
     """
     if not counts:
-        return [Interval(None, None, None) for _ in statistics]
+        return [Interval(None, None, None, 0) for _ in statistics]
     table = np.array(counts, dtype=np.int64)
     values = [statistic(table.sum(axis=0).tolist()) for statistic in statistics]
     # numpy's generator rather than random.Random: drawing 20 million indices one by one in
@@ -212,10 +213,10 @@ def _bootstrap(
     intervals = []
     for value, found in zip(values, draws):
         if value is None or not found:
-            intervals.append(Interval(value, None, None))
+            intervals.append(Interval(value, None, None, len(counts)))
         else:
             low, high = np.quantile(found, [tail, 1 - tail])
-            intervals.append(Interval(value, float(low), float(high)))
+            intervals.append(Interval(value, float(low), float(high), len(counts)))
     return intervals
 
 

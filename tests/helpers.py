@@ -268,7 +268,7 @@ class Catalog(Environment):
 # --- A hand-built evaluation ---------------------------------------------------------------------
 
 
-def figure(mean, low, high, tasks=4, episodes=8):
+def figure(mean, low, high, tasks=40, episodes=80):
     return {"mean": mean, "low": low, "high": high, "tasks": tasks, "episodes": episodes}
 
 

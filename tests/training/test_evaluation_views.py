@@ -100,7 +100,8 @@ def test_the_table_shows_the_stored_figures_per_mode(client, built, researcher):
     assert "75.0% [25.0, 100.0]" in row_text(page, built.ppo.pk, "greedy")
     assert f'id="system-{built.bon.pk}-greedy"' not in page
     # Paired difference from the episodes: per task PPO - start = 1, 0, 0, 1.
-    assert "+50.0 pts [+0.0, +100.0]" in ppo and "+0.0 pts [+0.0, +0.0]" in bon
+    # The differences are over the evaluation's 4 tasks: too few for an interval, and it says so.
+    assert "+50.0 pts (too few for an interval: n = 4)" in ppo and "+0.0 pts (too few for an interval: n = 4)" in bon
     assert f'href="/training/policies/{built.best.pk}/"' in row_html(page, built.ppo.pk, "sampled")
     assert f'href="/training/evaluations/{built.evaluation.pk}/export.csv"' in page
 
@@ -227,7 +228,9 @@ def test_an_admin_builds_a_blind_campaign_and_the_win_rate_comes_back(client, bu
     assert vote_for_candidate(campaign, candidate_ids, UserFactory(roles=["annotator"]), tie_on=built.tasks[3].pk) == 3
     section = client.get(built.url()).content.decode().split('id="human-evaluations"')[1]
     # Per comparison 1, 1 and (1 + 1/2) / 2: 91.7%. Task 3's candidate is trajectory A (the lower id).
-    assert "91.7% [" in section and "5 wins, 1 ties, 0 losses" in section and "3 of 3 judged" in section
+    assert '91.7% <span class="ci too-few">(too few for an interval: n = 3)' in section
+    assert "5 wins, 1 ties, 0 losses" in section
+    assert "3 of 3 judged" in section
     assert "no votes yet" not in section
 
 
@@ -241,7 +244,8 @@ def test_a_system_is_judged_against_another_one_and_read_from_the_candidates_sid
     assert vote_for_candidate(human.campaign, candidate_ids, UserFactory(roles=["annotator"])) == 3
     section = client.get(built.url()).content.decode().split('id="human-evaluations"')[1]
     assert 'PPO best by dev <span class="muted">against</span> best-of-4 over bc@1' in section
-    assert "100.0% [" in section and "3 wins, 0 ties, 0 losses" in section
+    assert '100.0% <span class="ci too-few">(too few for an interval: n = 3)' in section
+    assert "3 wins, 0 ties, 0 losses" in section
     same = {"candidate": built.ppo.pk, "against": built.ppo.pk, "mode": "sampled", "votes_per_comparison": 1}
     response = client.post(built.url(), same)
     assert response.status_code == 400 and "Choose a system other than the candidate." in response.content.decode()
@@ -342,11 +346,13 @@ def test_the_csv_and_json_exports_agree_with_the_page(client, built, researcher)
     assert len(rows) == 4 + 1 + 3 + 4 + 1 + 2 + 1  # start 4+1, best-of-4 3+1, PPO 4+1+1+1
     for row in rows:
         value = {k: float(row[k]) for k in ("mean", "low", "high")}
+        if row["tasks"]:  # the units the interval is over: below 10 the page shows none
+            value["tasks"] = int(row["tasks"])
         assert interval(value, STYLES[row["metric"]]) in row_html(page, int(row["entry_id"]), row["mode"])
     ppo_success = next(
         r for r in rows if r["system"] == "PPO best by dev" and r["metric"] == "success" and r["mode"] == "sampled"
     )
-    assert (ppo_success["mean"], ppo_success["tasks"], ppo_success["episodes"]) == ("0.75", "4", "8")
+    assert (ppo_success["mean"], ppo_success["tasks"], ppo_success["episodes"]) == ("0.75", "40", "80")
 
     response = client.get(built.url("export.json"))
     assert response["Content-Disposition"] == f'attachment; filename="arbiter-evaluation-{built.evaluation.pk}.json"'

@@ -240,7 +240,7 @@ def test_a_run_whose_every_call_failed_fails_with_the_first_reason_and_the_runs_
     server.script = [refuse(401, "invalid api key")] * 3
     run = judge_run(admin, judge_id=judge["id"], campaign_id=campaign.pk, swapped_share=0, repeat_share=0)
     assert run.status == "failed", (run.status, run.summary)
-    assert "No vote was stored: all 3 answers of the 3 asked failed" in run.error and "401" in run.error, run.error
+    assert "No vote was stored: 3 of the 3 answers asked failed" in run.error and "401" in run.error, run.error
     assert not JudgeVote.objects.exists() and JudgeCall.objects.filter(run_id=run.pk).count() == 3
     listed = api.get("/api/v1/runs/").json()["results"][0]
     assert listed["id"] == run.pk and listed["status"] == "failed"

@@ -398,6 +398,8 @@ def human_evaluation_result(human_eval: HumanEvaluation) -> dict:
         "win_rate": result["mean"],
         "low": result["low"],
         "high": result["high"],
+        # The figure as every interval on a page is shown (webapp/templatetags: none below 10 units).
+        "figure": {"mean": result["mean"], "low": result["low"], "high": result["high"], "units": len(votes)},
         "votes": len(flat),
         "comparisons_judged": len(votes),
         "comparisons": total,

@@ -136,11 +136,7 @@ def _execute(*, run, config: JudgeRunConfig, reporter, compute, resume_from) -> 
     if tally.stopped == "stopped":
         raise RunCancelled()
     if tally.asked and not tally.voted:  # a run that produced nothing did not succeed
-        raise ArbiterError(
-            f"No vote was stored: all {tally.failed} answers of the {tally.asked} asked failed. The first: "
-            f"{(tally.first_error or 'no reason recorded')[:500]} Check the judge's settings (its URL, model and "
-            "key), try them on one comparison (a judge run with max_comparisons 1), then resume."
-        )
+        raise ArbiterError(_nothing_stored(tally))
     if tally.stopped == "cost_cap":
         cap = judge.config.get("max_cost_usd")
         raise ArbiterError(
@@ -148,6 +144,21 @@ def _execute(*, run, config: JudgeRunConfig, reporter, compute, resume_from) -> 
             f"kept. Raise the judge's max_cost_usd and resume to go on."
         )
     return summary
+
+
+def _nothing_stored(tally) -> str:
+    """Why a run that was asked something stored no vote, in words."""
+    if tally.failed:
+        return (
+            f"No vote was stored: {tally.failed} of the {tally.asked} answers asked failed"
+            + (f" and {tally.no_answer_known} had no known answer" if tally.no_answer_known else "")
+            + f". The first failure: {(tally.first_error or 'no reason recorded')[:500]} Check the judge's settings "
+            "(its URL, model and key), try them on one comparison (a judge run with max_comparisons 1), then resume."
+        )
+    return (
+        f"No vote was stored: none of the {tally.asked} comparisons asked has a known answer (a task reference or a "
+        "recorded outcome), which the rubric judge needs; it invents no vote."
+    )
 
 
 def register_judge_kind() -> None:

@@ -72,6 +72,11 @@ def _figure_text(value: float, style: str) -> str:
     return f"{value:.{int(style)}f}"
 
 
+# Below this many units (tasks, comparisons) no interval is shown: a percentile bootstrap over
+# a handful of items reads as certainty ("100.0% [100.0, 100.0] (3)").
+MIN_INTERVAL_UNITS = 10
+
+
 @register.filter
 def interval(figure, style: str = "2") -> str:
     """A figure {mean (or value), low, high} as "mean [low, high]", the interval kept on one line.
@@ -85,7 +90,11 @@ def interval(figure, style: str = "2") -> str:
     unit = {"percent": "%", "points": " pts"}.get(style, "")
     text = _figure_text(mean, style) + unit
     low, high = figure.get("low"), figure.get("high")
-    if _is_number(low) and _is_number(high):
+    n = next((figure[k] for k in ("units", "tasks", "n") if isinstance(figure.get(k), int)), None)
+    if n is not None and n < MIN_INTERVAL_UNITS:
+        # A bootstrap over 2 or 3 items gives [100, 100] for 3 of 3: certainty it does not have.
+        text += f' <span class="ci too-few">(too few for an interval: n = {n})</span>'
+    elif _is_number(low) and _is_number(high):
         text += f' <span class="ci">[{_figure_text(low, style)}, {_figure_text(high, style)}]</span>'
     return mark_safe(text)
 
