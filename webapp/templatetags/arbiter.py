@@ -138,3 +138,42 @@ def self_stop(run) -> str:
     KL budget), shown beside its status so "succeeded" never reads as "did all it was asked"."""
     summary = getattr(run, "summary", None) or {}
     return SELF_STOPS.get(summary.get("stop_reason", "") if isinstance(summary, dict) else "", "")
+
+
+@register.filter
+def duration(seconds) -> str:
+    """A span of time in the unit a person reads it in: "30 s", "15 min", "1 h 30 min", "3 days"."""
+    if not _is_number(seconds):
+        return "–"
+    total = max(0, round(seconds))
+    if total < 60:
+        return f"{total} s"
+    if total < 3600:
+        minutes, secs = divmod(total, 60)
+        return f"{minutes} min" + (f" {secs} s" if secs and minutes < 10 else "")
+    if total < 2 * 86400:
+        hours, minutes = divmod(round(total / 60), 60)
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    days = total / 86400
+    return f"{days:.0f} days" if days < 365 else "over a year"
+
+
+@register.filter
+def eta(hours) -> str:
+    """When a campaign finishes at its pace, in words: "in about 45 min", "in about 3 days", or
+    that at this pace it will not finish within a year (never "in about 7176.0 h")."""
+    if not _is_number(hours):
+        return "–"
+    if hours * 3600 >= 365 * 86400:
+        return "not within a year at this pace"
+    return f"in about {duration(hours * 3600)}"
+
+
+@register.filter
+def pace(per_hour) -> str:
+    """Judgements per hour as a person reads them: "12.5/h", "about 3 a day", or "–" (never "0.0/h")."""
+    if not _is_number(per_hour) or per_hour <= 0:
+        return "–"
+    if per_hour >= 1:
+        return f"{per_hour:.1f}/h"
+    return f"about {per_hour * 24:.0f} a day" if per_hour * 24 >= 1 else "under 1 a day"
