@@ -245,11 +245,15 @@ def test_best_of_returns_the_reward_models_favourite_of_the_candidates(policy_di
 
     assert len({str(turn(c)) for c in candidates}) > 1  # the candidates differ, so the choice means something
     request = parse_request(body)
+    answers = [k for k, c in enumerate(candidates) if PolicyServer._is_answer(c["message"], request)]
     scores = RewardScorer(reward_model_dir).score_episodes(
-        [conversation_steps([*body["messages"], c["message"]], request.tools) for c in candidates]
+        [conversation_steps([*body["messages"], candidates[k]["message"]], request.tools) for k in answers]
     )
     assert len(best) == 1 and best[0]["index"] == 0
-    assert turn(best[0]) == turn(candidates[max(range(4), key=lambda k: scores[k])])
+    if 0 in answers:  # the first sample answers: the reward model's favourite answer is returned
+        assert turn(best[0]) == turn(candidates[answers[max(range(len(answers)), key=lambda i: scores[i])]])
+    else:  # it calls a tool: the turn is as sampled (unfinished episodes are not ranked)
+        assert turn(best[0]) == turn(candidates[0])
 
     with pytest.raises(RequestError, match="best_of: this server has no reward model"):
         PolicyServer(policy_dir, name="calculator", threads=1).complete(parse_request({**body, "best_of": 2}))
@@ -298,3 +302,25 @@ def test_a_served_conversation_is_recorded_as_the_runner_records_an_episode():
 
 def _call(call_id: str, name: str, arguments: dict) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def test_best_of_ranks_answers_when_the_first_sample_answers_and_leaves_a_tool_call_as_sampled():
+    from training.envs.base import ANSWER_TOOL, Tool
+    from training.policy.serving import PolicyServer, Request
+
+    class ByAnswer:  # scores an episode by its answer's text: the ranking, not a model, is under test
+        def score_episodes(self, items):
+            return [{"a": 0.1, "b": 0.9, "c": 0.5}[steps[-1]["text"]] for _, steps in items]
+
+    def answer(text):
+        return {"message": {"role": "assistant", "content": None, "tool_calls": [_call("c", "answer", {"text": text})]}}
+
+    search = {"message": {"role": "assistant", "content": None, "tool_calls": [_call("s", "search", {"q": "x"})]}}
+    server = PolicyServer.__new__(PolicyServer)
+    server.scorer = ByAnswer()
+    tools = [Tool("search", "Search.", {"type": "object", "properties": {}}), ANSWER_TOOL]
+    request = Request([{"role": "user", "content": "Q?"}], tools, 1.0, 1.0, 16, 1, False, False, None, [], best_of=4)
+    assert server._best(request, [answer("a"), search, answer("b"), answer("c")]) == [2, 3, 0, 1]
+    assert server._best(request, [search, answer("b"), answer("c"), answer("a")]) == [0, 1, 2, 3]
+    plain = {"message": {"role": "assistant", "content": "c"}}  # plain text answers where there is an answer tool
+    assert server._best(request, [plain, answer("b")]) == [1, 0]

@@ -250,15 +250,35 @@ class PolicyServer:
         }
 
     def _best(self, request: Request, choices: list[dict]) -> list[int]:
-        """The candidates' indices, best first by the reward model's score of the conversation
-        each would make (the request's messages and the candidate's turn, recorded as an
-        episode: conversations.conversation_steps); a tie keeps the sampling order."""
+        """The candidates' indices in the order they are returned. The first sample decides what
+        the turn does, as without best_of; where it gives the final answer, the answers among
+        the candidates are ranked by the reward model's score of the episode each would end
+        (the request's messages and that answer, recorded as the runner records an episode:
+        conversations.conversation_steps), best first, then the other candidates in sampling
+        order. A turn that calls a tool is left as sampled: the reward model was trained on
+        finished episodes, and scoring unfinished ones beside finished ones favoured answering
+        at once (measured through the API: best-of-4 over every turn fell from 20% to 6%,
+        benchmarks/RESULTS.md, issue 43)."""
+        answers = [k for k, choice in enumerate(choices) if self._is_answer(choice["message"], request)]
+        if 0 not in answers:
+            return list(range(len(choices)))
         items = [
-            conversation_steps([*request.messages, choice["message"]], request.tools, answer_tool=ANSWER_TOOL.name)
-            for choice in choices
+            conversation_steps([*request.messages, choices[k]["message"]], request.tools, answer_tool=ANSWER_TOOL.name)
+            for k in answers
         ]
-        scores = self.scorer.score_episodes(items)
-        return sorted(range(len(choices)), key=lambda k: -scores[k])
+        scores = dict(zip(answers, self.scorer.score_episodes(items)))
+        ranked = sorted(answers, key=lambda k: -scores[k])
+        return ranked + [k for k in range(len(choices)) if k not in scores]
+
+    @staticmethod
+    def _is_answer(message: dict, request: Request) -> bool:
+        """Whether a reply ends the episode: a call of the answer tool, or plain text where the
+        tools have an answer tool (as the runner reads it) or there are no tools."""
+        calls = message.get("tool_calls") or []
+        if calls:
+            return any(call["function"]["name"] == ANSWER_TOOL.name for call in calls)
+        names = {tool.name for tool in request.tools}
+        return not names or ANSWER_TOOL.name in names
 
     def _generate(self, prompt: list[int], request: Request, limit: int, index: int) -> tuple[list[int], bool]:
         """New token ids (without the end-of-turn token), and whether the turn ended by itself."""
