@@ -2,7 +2,7 @@ from dataclasses import asdict
 
 from django import forms
 
-from annotate.judgement_input import SCALE, SIDES, JudgementInputError, Verdict, judgement_parse
+from annotate.judgement_input import SCALE, JudgementInputError, Verdict, judgement_parse
 from annotate.models import Campaign, ImportBatch
 
 
@@ -43,15 +43,19 @@ class JudgementForm(forms.Form):
 
     def __init__(self, *args, dimensions: list[dict] = (), **kwargs):
         super().__init__(*args, **kwargs)
+        self.campaign_dimensions = list(dimensions)
         self.dimensions = [d["name"] for d in dimensions]
         self.verdict: Verdict | None = None
 
     def body(self) -> dict:
         data = self.data
-        ratings = {
-            dim: {side: data[f"rating__{dim}__{side}"] for side in SIDES if data.get(f"rating__{dim}__{side}")}
-            for dim in self.dimensions
-        }
+        ratings: dict[str, dict] = {}
+        # Every posted rating, the campaign's dimensions or not: an unknown one is refused by
+        # judgement_parse (as the API refuses it), never dropped.
+        for key in data:
+            name, _, side = key.removeprefix("rating__").rpartition("__")
+            if key.startswith("rating__") and name and data.get(key):
+                ratings.setdefault(name, {})[side] = data[key]
         return {
             "choice": data.get("choice"),
             "both_bad": data.get("both_bad"),
@@ -63,7 +67,8 @@ class JudgementForm(forms.Form):
 
     def clean(self) -> dict:
         try:
-            self.verdict = judgement_parse(self.body())
+            # The campaign's dimensions: a rating out of a 1-5 scale is refused as "1-5", not "1-10".
+            self.verdict = judgement_parse(self.body(), dimensions=self.campaign_dimensions)
         except JudgementInputError as exc:
             self.cleaned_data.update(exc.accepted)
             raise forms.ValidationError(exc.message) from None

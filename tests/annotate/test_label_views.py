@@ -309,3 +309,36 @@ def test_researchers_read_judgements_under_pseudonyms_admins_under_usernames(cli
     client.force_login(admin_user)
     assert "alice-real-name" in client.get(pages[0]).content.decode()
     assert "alice-real-name" in client.get(pages[1]).content.decode()
+
+
+@pytest.mark.django_db
+def test_the_form_refuses_a_rating_out_of_its_scale_in_that_scales_words_and_never_drops_an_unknown_one(client):
+    """A 1-5 dimension's 7 is refused as "1-5" (not "1-10"), and a rating of a dimension the
+    campaign does not have is refused by name, as the API refuses it, never silently dropped."""
+    from annotate.models import Judgement
+    from annotate.services.assignments import assignment_next
+    from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+
+    campaign = CampaignFactory(
+        votes_per_comparison=1, dimensions=[{"name": "clarity", "scale": 5, "description": "", "required": False}]
+    )
+    task = TaskFactory()
+    from annotate.models import Comparison
+
+    Comparison.objects.create(
+        campaign=campaign,
+        task=task,
+        trajectory_a=TrajectoryFactory(task=task),
+        trajectory_b=TrajectoryFactory(task=task),
+    )
+    person = UserFactory(roles=["annotator"])
+    assignment = assignment_next(campaign=campaign, annotator=person)
+    client.force_login(person)
+    url = f"/annotate/assignments/{assignment.pk}/judgement/"
+    page = client.post(url, {"choice": "2", "rating__clarity__left": "7"}).content.decode()
+    assert "rating clarity.left must be a value 1-5, not &#x27;7&#x27;" in page and "1-10" not in page
+    page = client.post(url, {"choice": "2", "rating__helpfulness__left": "3"}).content.decode()
+    assert "unknown rating dimension &#x27;helpfulness&#x27; (this campaign has: clarity)" in page
+    assert not Judgement.objects.exists()
+    assert client.post(url, {"choice": "2", "rating__clarity__left": "4"}).status_code in (200, 302)
+    assert Judgement.objects.get().ratings == {"clarity": {"A" if assignment.left_is_a else "B": 4}}
