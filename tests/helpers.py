@@ -439,14 +439,8 @@ TINY_PPO = {
     "dev_tasks": 12,
     "rollout_batch_size": 8,
 }
-TINY_EXIT = {
-    "rounds": 1,
-    "tasks_per_round": 8,
-    "samples": 2,
-    "rollout_batch_size": 8,
-    "eval_samples": 1,
-    "dev_tasks": 8,
-}
+# Dev tasks and episodes: RL's (the loop judges both methods on the same ones).
+TINY_EXIT = {"rounds": 1, "tasks_per_round": 8, "samples": 2, "rollout_batch_size": 8}
 PIPELINE = [
     "--rollout-tasks",
     "32",

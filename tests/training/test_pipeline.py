@@ -135,7 +135,8 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     methods = {m["kind"]: m for m in first.choice["methods"]}
     assert set(methods) == {"ppo", "expert_iteration"}
     assert methods["ppo"]["start_dev_t1"] == methods["expert_iteration"]["start_dev_t1"]  # the same dev tasks
-    best = max(methods.values(), key=lambda m: m["score"])
+    best = max(methods.values(), key=lambda m: m["gain"])
+    assert exit_run.config["dev_tasks"] == runs["ppo"].config["dev_tasks"]  # judged on the same dev tasks
     assert first.choice["chosen"] == best["kind"] and first.policy_id == best["policy_id"]
     assert {exit_run.summary["best_policy_id"], exit_run.summary["last_policy_id"]} <= {
         e.policy_id for e in evaluation.entries.all()

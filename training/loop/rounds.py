@@ -493,13 +493,15 @@ def method_dev_figures(run) -> dict:
 
 
 def _choose(loop_round, config, *, stage: Stage, user, should_stop) -> None:
-    """The round's result: of its methods' kept checkpoints, the one with the best dev success
-    (T=1 and greedy averaged, so sharpening alone does not win); RL on a tie."""
+    """The round's result: of its methods' kept checkpoints, the one whose dev success (T=1 and
+    greedy averaged, so sharpening alone does not win) gains most over its run's start; RL on a tie."""
     runs = [r for r in (loop_round.rl_run, loop_round.expert_iteration_run) if r is not None]
     if not runs:
         raise ArbiterError(f"{loop_round} trained no method; its methods are {config.methods!r}.")
     figures = [method_dev_figures(run) for run in runs]
-    chosen = max(figures, key=lambda f: f["score"] if f["score"] is not None else float("-inf"))
+    for f in figures:  # the gain over the run's own start: like with like, whatever dev set a run was given
+        f["gain"] = None if f["score"] is None or f["start_score"] is None else f["score"] - f["start_score"]
+    chosen = max(figures, key=lambda f: f["gain"] if f["gain"] is not None else float("-inf"))
     progress = stage(f"round {loop_round.number}: the result")
     progress(
         1.0,
@@ -507,7 +509,11 @@ def _choose(loop_round, config, *, stage: Stage, user, should_stop) -> None:
         + f"; kept {chosen['kind']}",
     )
     loop_round.policy_id = chosen["policy_id"]
-    loop_round.choice = {"chosen": chosen["kind"], "methods": figures, "rule": "mean of dev T=1 and greedy success"}
+    loop_round.choice = {
+        "chosen": chosen["kind"],
+        "methods": figures,
+        "rule": "the gain over the start in the mean of dev T=1 and greedy success",
+    }
     loop_round.save(update_fields=["policy", "choice", "updated_at"])
 
 
@@ -625,7 +631,13 @@ def rl_fresh_worlds(config) -> bool:
 
 
 def _expert_iteration_config(loop_round, config, seed: int) -> dict:
+    from training.rl.config import RLConfig
+
+    ppo = config.ppo if isinstance(config.ppo, dict) else {}
     return {
+        # Judged on RL's dev tasks, episodes and seed, so the round's choice compares like with like.
+        "dev_tasks": ppo.get("dev_tasks", RLConfig.dev_tasks),
+        "eval_samples": ppo.get("eval_samples", RLConfig.eval_samples),
         "policy_id": loop_round.start_policy_id,
         "environment": config.environment,
         "reward_model_id": loop_round.reward_model_id,
