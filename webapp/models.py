@@ -162,6 +162,12 @@ class Run(Job):
     device = models.CharField(max_length=200, blank=True, default="")
     worker = models.CharField(max_length=200, blank=True, default="")
     attempt = models.PositiveIntegerField(default=0, help_text="Goes up each time the run is queued (resume).")
+    queue = models.CharField(
+        max_length=50,
+        blank=True,
+        default="",
+        help_text="The Celery queue it is sent to (empty: RUN_QUEUE); a run that loads no model goes to the housekeeping one.",
+    )
     queued_at = models.DateTimeField(
         null=True, blank=True, db_index=True, help_text="When it was last queued: its place in the line for a worker."
     )

@@ -137,17 +137,29 @@ class RunWait:
     minutes_left: float | None  # the running run's own estimate, when it has made progress
 
 
+def run_queue(run) -> str:
+    """The queue a run was sent to (runs from before the field: RUN_QUEUE)."""
+    return run.queue or settings.RUN_QUEUE
+
+
+def _on_queue(queue: str):
+    from django.db.models import Q
+
+    return Q(queue=queue) | Q(queue="") if queue == settings.RUN_QUEUE else Q(queue=queue)
+
+
 def run_wait(run) -> RunWait | None:
     """For a queued run: its place in the line and what it waits for (None once it started)."""
     from webapp.models import Run
 
     if run.status != Run.Status.QUEUED:
         return None
-    queued = Run.objects.filter(status=Run.Status.QUEUED).exclude(pk=run.pk)
+    same_queue = _on_queue(run_queue(run))  # a run waits only for the runs of its own queue
+    queued = Run.objects.filter(same_queue, status=Run.Status.QUEUED).exclude(pk=run.pk)
     mine = run.queued_at or run.created_at
     ahead = list(queued.filter(queued_at__lt=mine).order_by("queued_at", "pk").only("pk", "name", "kind"))
     running = list(
-        Run.objects.filter(status=Run.Status.RUNNING)
+        Run.objects.filter(same_queue, status=Run.Status.RUNNING)
         .order_by("started_at")
         .only("pk", "name", "kind", "progress", "started_at")
     )

@@ -81,6 +81,7 @@ def test_the_api_says_where_a_queued_run_stands(admin_api, settings):
         "running": [],
         "minutes_left": None,
         "worker_alive": False,
+        "queue": settings.RUN_QUEUE,
     }
     Run.objects.filter(pk=queued.pk).update(status=Run.Status.RUNNING)
     assert admin_api.get(f"/api/v1/runs/{queued.pk}?metrics=0").json()["queue"] is None
@@ -97,3 +98,40 @@ def test_a_real_worker_beats_while_it_runs_and_leaves_when_it_stops():
     finally:
         stop_worker(proc, log)
     assert not WorkerBeat.objects.filter(hostname__startswith="beating-worker").exists()
+
+
+def test_a_run_waits_only_for_its_own_queue_and_an_in_process_run_holds_no_worker():
+    """A rubric judge (housekeeping queue) does not wait behind training on the run queue, and a
+    run run_pipeline executes in its own process is not counted as the worker's."""
+    training = _run("policy", status=Run.Status.RUNNING, progress=0.5, started_at=timezone.now())
+    _run("in the pipeline's process", status=Run.Status.RUNNING, queue="in-process", started_at=timezone.now())
+    _run("queued training", queued_ago=30)
+    light = _run("rubric judge", queued_ago=10, queue="default")
+    wait = run_wait(light)
+    assert wait.position == 1 and wait.ahead == [] and wait.running == []
+    heavy = run_wait(_run("another training", queued_ago=5))
+    assert heavy.position == 2 and [r.pk for r in heavy.running] == [training.pk]
+
+
+def test_a_run_that_loads_no_model_is_sent_to_the_housekeeping_queue(admin_user, monkeypatch, settings):
+    """Where each run kind's run goes: a rubric or chat judge to `default`, a reward-model judge
+    and every training run to RUN_QUEUE; a run executed in-process to no queue, and a resume of it
+    to its kind's queue."""
+    from annotate.models import Judge
+    from tests.training.judge_fixtures import rubric_campaign
+    from webapp.runs import services
+    from webapp.runs.services import run_launch
+
+    sent = []
+    monkeypatch.setattr(services, "_enqueue", lambda run: sent.append((run.pk, run.queue)))
+    campaign = rubric_campaign(n=2)
+    rubric = Judge.objects.create(name="rubric", kind="rubric")
+    with monkeypatch.context() as patched:
+        patched.setattr("django.db.transaction.on_commit", lambda fn, *a, **k: fn())
+        judged = run_launch(kind="judge", config={"judge_id": rubric.pk, "campaign_id": campaign.pk}, user=admin_user)
+        local = run_launch(
+            kind="judge", config={"judge_id": rubric.pk, "campaign_id": campaign.pk}, user=admin_user, enqueue=False
+        )
+    assert judged.queue == "default" and sent == [(judged.pk, "default")]
+    assert local.queue == "in-process" and len(sent) == 1
+    assert services.run_queue_for(services.get_kind("bc"), None) == settings.RUN_QUEUE

@@ -173,6 +173,8 @@ def register_judge_kind() -> None:
             check=_check,
             lineage=_lineage,
             resumable=True,
+            # A rubric or chat judge loads no model: the housekeeping queue, never behind training.
+            light=lambda config: Judge.objects.filter(pk=config.judge_id, kind__in=["rubric", "chat"]).exists(),
             choices={
                 "judge_id": lambda: [(j.pk, f"{j.name} ({j.kind})") for j in Judge.objects.order_by("name")[:200]],
                 "campaign_id": lambda: [(c.pk, c.name) for c in Campaign.objects.order_by("-created_at")[:200]],

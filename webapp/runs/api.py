@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -15,7 +14,7 @@ from webapp.pagination import ListPage, list_page, page_parameters
 from webapp.roles import Role
 from webapp.runs.selectors import run_metric_series, runs_filtered
 from webapp.runs.services import run_cancel, run_launch, run_resume
-from webapp.workers import queue_state, queues_overview, run_wait, worker_overview
+from webapp.workers import queue_state, queues_overview, run_queue, run_wait, worker_overview
 
 READ_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
@@ -111,7 +110,8 @@ class RunDetailApi(APIView):
         parameters=[OpenApiParameter("metrics", str, enum=["0", "1"], description="0 leaves out the metric series.")],
         description="A run, with `queue` (null once it started): `position` (1 = next), the queued "
         "runs `ahead`, the `running` runs it waits for, their `minutes_left` by progress, "
-        "and whether any `worker_alive` takes the runs' queue.",
+        "and whether any `worker_alive` takes the run's `queue` (a run that loads no model, a rubric or chat "
+        "judge, goes to the housekeeping queue and waits only for runs there).",
         responses={200: RunOutput},
     )
     def get(self, request, run_id: int):
@@ -135,7 +135,8 @@ def _queue(run: Run) -> dict | None:
         "ahead": [r.pk for r in wait.ahead],
         "running": [r.pk for r in wait.running],
         "minutes_left": None if wait.minutes_left is None else round(wait.minutes_left, 1),
-        "worker_alive": queue_state(settings.RUN_QUEUE).has_worker,
+        "worker_alive": queue_state(run_queue(run)).has_worker,
+        "queue": run_queue(run),
     }
 
 

@@ -37,6 +37,9 @@ class RunKind:
     # field name -> callable giving [(value, label)] choices for the launch form
     choices: dict = field(default_factory=dict)
     resumable: bool = False
+    # light(config) -> True for a run that loads no model (a rubric or chat judge): it goes to
+    # the housekeeping queue, so it never waits behind training on the run queue
+    light: Callable = lambda config: False
 
 
 def register(kind: RunKind) -> None:

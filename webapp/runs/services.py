@@ -81,6 +81,7 @@ def run_launch(
                 idempotency_key=idempotency_key[:64],
                 attempt=1,
                 queued_at=timezone.now(),
+                queue=run_queue_for(run_kind, parsed) if enqueue else IN_PROCESS,
             )
             if enqueue:
                 transaction.on_commit(lambda: _enqueue(run))
@@ -90,10 +91,19 @@ def run_launch(
     return run
 
 
+IN_PROCESS = "in-process"  # a run its caller executes itself (run_pipeline): no worker's queue waits for it
+
+
+def run_queue_for(run_kind, config) -> str:
+    """The queue a run goes to: the housekeeping queue for a run that loads no model (it must not
+    wait 25 minutes behind a behaviour cloning for a 2-second rubric judge), else RUN_QUEUE."""
+    return settings.CELERY_TASK_DEFAULT_QUEUE if run_kind.light(config) else settings.RUN_QUEUE
+
+
 def _enqueue(run: Run) -> None:
     from webapp.tasks import run_execute_task
 
-    run_execute_task.apply_async(args=[run.pk, run.attempt], queue=settings.RUN_QUEUE)
+    run_execute_task.apply_async(args=[run.pk, run.attempt], queue=run.queue or settings.RUN_QUEUE)
 
 
 def run_cancel(*, run_id: int) -> Run:
@@ -118,9 +128,14 @@ def run_resume(*, run_id: int) -> Run:
     if kind is None or not kind.resumable:
         raise ArbiterError(f"Runs of kind {run.kind!r} cannot be resumed; launch a new one.")
     step = run.checkpoint.get("step") if run.checkpoint.get("path") else None
+    try:  # a resumed run goes to a worker's queue, even one its first caller executed in-process
+        queue = run_queue_for(kind, config_from_input(kind.config_class, run.config))
+    except ValueError:
+        queue = settings.RUN_QUEUE
     with transaction.atomic():
         updated = Run.objects.filter(pk=run_id, status=run.status).update(
             status=Run.Status.QUEUED,
+            queue=queue,
             attempt=run.attempt + 1,
             cancel_requested=False,
             error="",

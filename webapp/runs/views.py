@@ -20,7 +20,7 @@ from webapp.runs.forms import RunLaunchForm
 from webapp.runs.kinds import all_kinds, get_kind
 from webapp.runs.selectors import run_artifact_file, run_artifacts, run_metric_series, runs_filtered, summary_rows
 from webapp.runs.services import run_cancel, run_launch, run_resume
-from webapp.workers import queue_state, run_wait
+from webapp.workers import queue_state, run_queue, run_wait
 
 VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
@@ -82,7 +82,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "summary": summary_rows(run.summary),
         "artifacts": run_artifacts(run),
         "wait": run_wait(run),
-        "workers": queue_state(settings.RUN_QUEUE) if run.is_active else None,
+        "workers": queue_state(run_queue(run)) if run.is_active else None,
     }
     if request.htmx:
         response = render(request, "webapp/run_detail.html#run-live", context)
