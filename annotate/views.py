@@ -55,8 +55,25 @@ def home(request: HttpRequest) -> HttpResponse:
             "counts": domain_counts(),
             "campaigns": [c for c in active if c.progress["left_for_you"]][:10],
             "notices": campaign_notices(campaigns=active) if user_has_role(request.user, Role.ADMIN) else [],
+            "first_start": _default_policy_in_training(),
         },
     )
+
+
+def _default_policy_in_training():
+    """A behaviour-cloning run whose success fills a campaign (the first `make run`: the default
+    policy, then "Demo: encyclopedia QA"), while it is queued or running, with that campaign:
+    the home page says what is happening and what follows."""
+    from webapp.models import Run
+
+    run = (
+        Run.objects.filter(kind="bc", status__in=("queued", "running"), config__rollout_campaign_id__gt=0)
+        .order_by("-created_at")
+        .first()
+    )
+    if run is None:
+        return None
+    return {"run": run, "campaign": Campaign.objects.filter(pk=run.config.get("rollout_campaign_id")).first()}
 
 
 @role_required(Role.ADMIN)

@@ -86,3 +86,28 @@ def test_stale_running_import_is_marked_failed(client, admin_user, settings):
     assert stale.status == "failed" and stale.finished_at and "worker stopped" in stale.error
     assert "worker stopped" in page
     assert ImportBatch.objects.get(pk=fresh.pk).status == "running"
+
+
+@pytest.mark.django_db
+def test_the_first_start_says_on_the_home_page_that_the_agent_is_training_and_what_follows(client):
+    """While the behaviour-cloning run that will fill a campaign is queued or running (a first
+    `make run`), every role's home page says so, links the run, and names the campaign it fills."""
+    from tests.factories import CampaignFactory, UserFactory
+    from webapp.models import Run
+
+    campaign = CampaignFactory(name="Demo: encyclopedia QA")
+    run = Run.objects.create(
+        kind="bc",
+        name="Policy default-bc (behaviour cloning)",
+        status="running",
+        progress=0.4,
+        progress_message="behaviour cloning",
+        config={"policy_name": "default-bc", "rollout_campaign_id": campaign.pk},
+    )
+    for role in ("annotator", "researcher", "admin"):
+        client.force_login(UserFactory(roles=[role]))
+        page = client.get("/").content.decode()
+        assert 'id="first-start"' in page and f'href="/runs/{run.pk}/"' in page, role
+        assert "default-bc" in page and "Demo: encyclopedia QA" in page and "40.0%" in page
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    assert 'id="first-start"' not in client.get("/").content.decode()
