@@ -231,6 +231,12 @@ def correction_create(
     else:
         steps, answer = _edited(original, correction)
         outcome = None
+    if _same_behaviour(steps, answer, original):
+        raise ArbiterError(
+            "The correction is the same as the original: the same calls and the same answer. Nothing was stored; "
+            "change the answer or a call, or close the form.",
+            details=[_problem("answer" if correction.kind == "answer" else "calls", "the same as the original.")],
+        )
     trajectory = _trajectory(original, steps, answer, outcome, replayed=replayed is not None, step=correction.step)
     row = Correction.objects.create(
         original=original,
@@ -242,6 +248,14 @@ def correction_create(
         replayed=replayed is not None,
     )
     return row, note
+
+
+def _same_behaviour(steps, answer, original: Trajectory) -> bool:
+    """Whether a corrected trajectory does what the original did (the behaviour hash: the same
+    calls, results and answer): a no-op, which would only fill the review queue."""
+    from annotate.trajectory_formats import behaviour_hash
+
+    return behaviour_hash(steps=steps, answer=answer) == behaviour_hash(steps=original.steps, answer=original.answer)
 
 
 def _trajectory(original: Trajectory, steps, answer, outcome, *, replayed: bool, step: int) -> Trajectory:

@@ -346,3 +346,18 @@ def test_a_tool_call_fixed_in_an_mcp_environment_is_replayed_over_stdio(settings
     observation = next(s for s in steps if s["kind"] == "observation")
     assert observation["tool"] == "calculate" and task.reference in observation["content"]  # the server's answer
     assert correction.corrected.answer == task.reference and correction.corrected.outcome["correct"] is True
+
+
+def test_a_correction_that_changes_nothing_is_refused_with_the_reason(annotator):
+    """The original's own answer (replayed in the encyclopedia to the same episode) is a no-op: it
+    is refused, naming why, and nothing is stored or queued for review (issue 44)."""
+    assignment = _encyclopedia_assignment(annotator)
+    original = _side(assignment, "left")
+    api = token_client(annotator)
+    response = api.post(
+        f"/api/v1/assignments/{assignment.pk}/correction",
+        {"side": "left", "kind": "answer", "answer": original.answer},
+        format="json",
+    )
+    assert response.status_code == 400, response.content
+    assert "the same as the original" in response.json()["detail"] and not Correction.objects.exists()
