@@ -457,3 +457,26 @@ def test_tool_errors_cost_their_penalty_in_the_score_and_are_reported_apart(poli
     assert figures["objective/shaping"] == pytest.approx(-0.5 * figures["episode/tool_errors"], abs=1e-5)
     assert figures["objective/score"] == pytest.approx(1.0 + figures["objective/shaping"], abs=1e-5)
     assert figures["objective/rm_score"] == 1.0  # the scorer's own figure stays apart
+
+
+def test_a_run_says_it_is_judging_the_start_before_its_longest_step(policy_dir, world, tmp_path):
+    """The first dev evaluation takes minutes at the defaults: the log and the progress message
+    say what is happening before it starts, so a running run never looks dead (issue 44)."""
+    events = []
+    config = RLConfig(iterations=1, **{**FAST, "eval_every": 1, "eval_samples": 1})
+    train_rl(
+        policy_dir=policy_dir,
+        scorer=token_share_scorer(200),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 2),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=config,
+        callbacks=RLCallbacks(
+            log=lambda m: events.append(("log", m)), progress=lambda f, m="": events.append(("progress", m))
+        ),
+    )
+    judging = next(i for i, (kind, m) in enumerate(events) if kind == "log" and m.startswith("Judging the start"))
+    result = next(i for i, (kind, m) in enumerate(events) if kind == "log" and m.startswith("Iteration 0: dev"))
+    assert judging < result and "on 2 dev tasks" in events[judging][1]
+    assert ("progress", events[judging][1]) in events[: judging + 2]

@@ -274,6 +274,15 @@ def train_rl(
     last_checkpoint = str(start_dir) if resume_from else None
 
     def evaluate(iteration: int, rm_score: float | None) -> dict:
+        what = "the start" if iteration == 0 else f"iteration {iteration}"
+        message = (
+            f"Judging {what} on {len(dev_tasks)} dev tasks ({config.eval_samples} sampled"
+            + (" and 1 greedy" if config.eval_greedy else "")
+            + " each) ..."
+        )
+        callbacks.log(message)  # a run is never silent for minutes: this is its longest step
+        if iteration == 0:
+            callbacks.progress(0.0, message)
         figures = dev_figures(
             model, tokenizer, dev_runner or runner, dev_tasks, config, seed=config.seed, chat=chat, ranks=ranks
         )
