@@ -209,7 +209,7 @@ def floor_worker(database_url, annotators, n_connections, campaign, deadline, wa
             lease = cur.fetchone()
             ok = lease is not None
             if ok:
-                cur.execute(sql.SCREEN, {"assignment": lease[0]})
+                cur.execute(sql.SCREEN, {"assignment": lease[0], "prefill_sure": sql.PREFILL_CONFIDENCE})
                 cur.fetchone()
                 cur.execute(sql.SUBMIT_READ, {"assignment": lease[0], "annotator": annotator})
                 read = cur.fetchone()
@@ -229,6 +229,7 @@ def floor_worker(database_url, annotators, n_connections, campaign, deadline, wa
                         "rationale": "",
                         "seconds": (now - read[3]).total_seconds(),
                         "synthetic": False,
+                        "prefill_sure": sql.PREFILL_CONFIDENCE,
                     },
                 )
                 ok = cur.fetchone() is not None

@@ -10,11 +10,32 @@ from playwright.sync_api import expect
 
 from annotate.models import Judgement
 from tests.browser.conftest import login
-from tests.browser.test_labeling import _campaign, _wait_for_next
-from tests.factories import UserFactory
+from tests.factories import CampaignFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 DIMENSION = {"name": "helpfulness", "description": "", "scale": 5, "required": False}
+
+
+def _campaign(n_tasks: int, dimensions: list[dict]):
+    import io
+
+    from annotate.services.imports import trajectories_import_stream
+    from tests.samples import canonical, jsonl
+
+    campaign = CampaignFactory(votes_per_comparison=1, dimensions=dimensions)
+    lines = [
+        canonical(task_id=f"task-{t}", prompt=f"Question {t}?", answer=f"answer {t}-{n}", n=n)
+        for t in range(n_tasks)
+        for n in range(2)
+    ]
+    trajectories_import_stream(stream=io.BytesIO(jsonl(*lines)), campaign=campaign)
+    return campaign
+
+
+def _wait_for_next(page, assignment_id):
+    page.wait_for_function(
+        "id => document.querySelector('#workbench').dataset.assignment !== String(id)", arg=assignment_id
+    )
 
 
 @pytest.mark.parametrize("width", [1440, 390])
