@@ -62,7 +62,9 @@ cleanup() {
   rm -f "$LOCK"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C is how `make run` is stopped: a normal end (exit 0, after `cleanup`), so make prints no
+# "make: *** [Makefile:41: run] Error 130" after the workers have stopped cleanly.
+trap 'exit 0' INT TERM
 
 step() {  # run a set-up step quietly; on failure show what it said
   if ! "$@" >>"$LOG" 2>&1; then

@@ -59,6 +59,8 @@ def test_a_dying_worker_is_restarted_then_left_stopped_with_the_web_server_up(tm
         assert queues["gpu"]["alive"] == 0 and queues["gpu"]["last_seen"]
         assert queues["default"]["alive"] == 1  # the housekeeping worker, untouched
         assert app.proc.poll() is None  # the script itself is still up
+        app.interrupt()  # Ctrl-C: a normal end, so `make run` prints no "Error 130"
+        assert app.proc.returncode == 0, app.proc.returncode
     finally:
         if app.proc.poll() is None:
             app.interrupt()
