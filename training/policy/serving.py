@@ -10,6 +10,10 @@ Streaming (`stream: true`) sends the finished reply as server-sent chunks, the w
 clients read them. One generation at a time (a lock): the model is small and its threads
 are set at start.
 
+With a reward model (`serve_policy --reward-model`), `best_of: k` samples k candidate turns
+and, where the first sample gives the final answer, returns the reward model's favourite
+answer (docs/serving.md says why only answers).
+
 Bad requests get OpenAI's error shape, `{"error": {"message", "type", "param", "code"}}`,
 with a 4xx status; a field the server does not implement is refused by name, never ignored.
 """
