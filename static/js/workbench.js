@@ -43,11 +43,25 @@
     const calls = $(".correction-calls", f), kind = $("input[name=kind]:checked", f);
     if (calls) calls.hidden = !kind || kind.value !== "tool_call";
   }
+  // The commonest fix starts from what the agent answered: the side's answer fills the answer
+  // field, unless the person has typed their own there.
+  function prefillAnswer() {
+    const f = $(FIX); if (!f) return;
+    const checked = $("input[name=side]:checked", f), area = $("textarea[name=answer]", f);
+    if (!checked || !area) return;
+    const original = checked.value === "left" ? f.dataset.answerLeft : f.dataset.answerRight;
+    if (original === undefined) return;
+    if (!area.value.trim() || area.value === area.dataset.prefilled) {
+      area.value = original;
+      area.dataset.prefilled = original;
+    }
+  }
   function openCorrection() {
     const f = $(FIX); if (!f) return;
     const s = side(), marked = markedIndex(s);
     const sideRadio = $(`input[name=side][value="${s}"]`, f);
     if (sideRadio) sideRadio.checked = true;
+    prefillAnswer();
     if (marked !== null) {
       $("input[name=step]", f).value = marked;
       $("input[name=kind][value=tool_call]", f).checked = true;
@@ -294,6 +308,7 @@
   // Keep the marked step visible as marked, and the status line current.
   document.addEventListener("change", function (ev) {
     if (ev.target.name === "kind" && ev.target.closest(FIX)) { showCalls(); return; }
+    if (ev.target.name === "side" && ev.target.closest(FIX)) { prefillAnswer(); return; }
     if (!ev.target.name || !ev.target.name.startsWith("first_wrong_")) return;
     const s = ev.target.name.slice("first_wrong_".length);
     $$(`${FORM} .step[data-side="${s}"]`).forEach(function (el) {
@@ -364,7 +379,9 @@
   });
   function correctionTyped() {
     const fix = $(FIX);
-    return Boolean(fix && !fix.hidden && $$("textarea, input[type=text], input[type=number]", fix).some(function (el) { return el.value.trim(); }));
+    return Boolean(fix && !fix.hidden && $$("textarea, input[type=text], input[type=number]", fix).some(function (el) {
+      return el.value.trim() && el.value !== el.dataset.prefilled;  // a prefilled answer is not typed work
+    }));
   }
 
   // The lease's time left, counted down from the server's figure at load.

@@ -30,10 +30,12 @@ def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, camp
     form = page.locator("#correction-form")
     expect(form).to_be_visible()
     expect(form.locator(".correction-calls")).to_be_hidden()  # the answer is the default fix
+    prefilled = form.locator("textarea[name=answer]").input_value()  # the side's own answer, to edit
     form.locator("textarea[name=answer]").fill("Ilse Marrow")
     form.locator("textarea[name=answer]").press("Control+Enter")
     expect(page.locator("#correction-stored")).to_contain_text("played in the environment")
     fix = Correction.objects.get()
+    assert prefilled == fix.original.answer and prefilled
     assert fix.kind == "answer" and fix.replayed and fix.corrected.answer == "Ilse Marrow"
 
     form.locator("input[name=kind][value=tool_call]").check()
