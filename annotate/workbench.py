@@ -130,6 +130,8 @@ def workbench_context(
         "after_vote": after_vote,
         "suggestion": None,
         "judge_hint": None,
+        # A paused, closed or archived campaign hands out nothing: the page says that, and only that.
+        "inactive": campaign.status != Campaign.Status.ACTIVE,
     }
     if assignment is not None:
         left, right = screen_sides(_with_comparison(assignment))

@@ -342,3 +342,27 @@ def test_the_form_refuses_a_rating_out_of_its_scale_in_that_scales_words_and_nev
     assert not Judgement.objects.exists()
     assert client.post(url, {"choice": "2", "rating__clarity__left": "4"}).status_code in (200, 302)
     assert Judgement.objects.get().ratings == {"clarity": {"A" if assignment.left_is_a else "B": 4}}
+
+
+@pytest.mark.django_db
+def test_a_paused_campaign_says_it_is_paused_and_nothing_that_contradicts_it(client):
+    """Before: an error banner, "Nothing to label right now: every comparison has its votes" and
+    "N left for you" at once. Now one card says the campaign is paused and what that means."""
+    from annotate.models import Comparison
+    from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+
+    campaign = CampaignFactory(votes_per_comparison=1)
+    task = TaskFactory()
+    Comparison.objects.create(
+        campaign=campaign,
+        task=task,
+        trajectory_a=TrajectoryFactory(task=task),
+        trajectory_b=TrajectoryFactory(task=task),
+    )
+    campaign.status = "paused"
+    campaign.save(update_fields=["status"])
+    client.force_login(UserFactory(roles=["annotator"]))
+    page = client.get(f"/annotate/campaigns/{campaign.pk}/label/").content.decode()
+    assert 'id="campaign-not-active"' in page and "This campaign is paused" in page
+    assert "hands out no comparisons until an admin resumes it" in page
+    assert "Nothing to label right now" not in page and "has its votes" not in page and "not active" not in page
