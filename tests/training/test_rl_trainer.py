@@ -294,7 +294,11 @@ def test_resuming_from_the_first_checkpoint_does_not_evaluate_it_again(policy_di
         config=config,
         out_dir=tmp_path,
     )
-    first = train_rl(**kwargs, callbacks=RLCallbacks(should_stop=lambda: True))
+    stop = {"now": False}  # the cancel comes once the start is judged and saved (checkpoint 0)
+    first = train_rl(
+        **kwargs,
+        callbacks=RLCallbacks(checkpoint=lambda *args: stop.update(now=True), should_stop=lambda: stop["now"]),
+    )
     assert first.cancelled and first.last_checkpoint.endswith("iter-0000")
     resumed = train_rl(**kwargs, resume_from=first.last_checkpoint)
     assert resumed.stop_reason == "finished" and [e["iteration"] for e in resumed.evaluations] == [0, 1]
@@ -480,3 +484,28 @@ def test_a_run_says_it_is_judging_the_start_before_its_longest_step(policy_dir, 
     result = next(i for i, (kind, m) in enumerate(events) if kind == "log" and m.startswith("Iteration 0: dev"))
     assert judging < result and "on 2 dev tasks" in events[judging][1]
     assert ("progress", events[judging][1]) in events[: judging + 2]
+
+
+def test_a_cancel_during_the_dev_evaluation_is_honoured_within_a_chunk(policy_dir, world, tmp_path):
+    """A cancel asked while the start is judged on dev stops the run between rollout chunks, not
+    after the whole evaluation (81 s for a cancel whose dialog said "after its current step")."""
+    asked = {"n": 0}
+
+    def should_stop():
+        asked["n"] += 1
+        return asked["n"] > 1  # the first check passes; the next (after the first chunk) cancels
+
+    config = RLConfig(iterations=3, **{**FAST, "eval_every": 1, "eval_samples": 2, "rollout_batch_size": 2})
+    result = train_rl(
+        policy_dir=policy_dir,
+        scorer=token_share_scorer(200),
+        train_tasks=world.split("train"),
+        dev_tasks=world.split("dev", 6),
+        runner=world.runner,
+        out_dir=tmp_path,
+        config=config,
+        callbacks=RLCallbacks(should_stop=should_stop),
+    )
+    assert result.stop_reason == "cancelled" and result.iterations == 0
+    assert "while the start was being judged on dev" in result.message
+    assert asked["n"] == 2  # stopped at the second chunk of 6 (12 episodes in chunks of 2)

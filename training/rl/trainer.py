@@ -284,7 +284,15 @@ def train_rl(
         if iteration == 0:
             callbacks.progress(0.0, message)
         figures = dev_figures(
-            model, tokenizer, dev_runner or runner, dev_tasks, config, seed=config.seed, chat=chat, ranks=ranks
+            model,
+            tokenizer,
+            dev_runner or runner,
+            dev_tasks,
+            config,
+            seed=config.seed,
+            chat=chat,
+            ranks=ranks,
+            should_stop=callbacks.should_stop,
         )
         entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
         state["evaluations"].append(entry)
@@ -341,14 +349,20 @@ def train_rl(
 
     if state["iteration"] == 0 and config.eval_every and not resume_from:
         model.eval()
-        save(0, evaluate(0, None))
+        try:
+            save(0, evaluate(0, None))
+        except EvaluationCancelled:
+            return finish("cancelled", "Cancelled while the start was being judged on dev.")
     iteration = state["iteration"]
     while iteration < config.iterations:
         if callbacks.should_stop():
             return finish("cancelled", f"Cancelled after iteration {iteration}.")
         if config.max_seconds and ranks.latest(time.monotonic() - started) > config.max_seconds:
             if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
-                save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
+                try:
+                    save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
+                except EvaluationCancelled:
+                    return finish("cancelled", f"Cancelled while iteration {iteration} was being judged on dev.")
             return finish("time_limit", f"Stopped at the time limit after iteration {iteration}.")
         iteration += 1
         timer = time.monotonic()
@@ -547,7 +561,10 @@ def train_rl(
         )
         if due or over_budget or (config.checkpoint_every and iteration % config.checkpoint_every == 0):
             model.eval()
-            entry = evaluate(iteration, figures["objective/rm_score"]) if due else None
+            try:
+                entry = evaluate(iteration, figures["objective/rm_score"]) if due else None
+            except EvaluationCancelled:
+                return finish("cancelled", f"Cancelled while iteration {iteration} was being judged on dev.")
             fell = entry and collapse(state, entry, config)
             save(iteration, entry)
             if fell:
@@ -561,7 +578,10 @@ def train_rl(
             )
     if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
         model.eval()
-        save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
+        try:
+            save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
+        except EvaluationCancelled:
+            return finish("cancelled", f"Cancelled while iteration {iteration} was being judged on dev.")
     return finish("finished", f"Finished {iteration} iterations in {time.monotonic() - started:.0f} s.")
 
 
@@ -577,12 +597,22 @@ def invalid_actions(episode) -> int:
     return sum(1 for step in episode.steps if step.get("kind") == "action" and step.get("tool") == INVALID_TOOL)
 
 
-def dev_figures(model, tokenizer, runner, tasks, config: RLConfig, *, seed: int, chat=None, ranks=None) -> dict:
+class EvaluationCancelled(Exception):
+    """A cancel asked for while the dev tasks were being played (honoured between rollout chunks)."""
+
+
+def dev_figures(
+    model, tokenizer, runner, tasks, config: RLConfig, *, seed: int, chat=None, ranks=None, should_stop=None
+) -> dict:
     """Rubric figures of the policy on the dev tasks (training/evaluation/metrics.py),
     `eval_samples` episodes per task; in a data-parallel run each process plays its share."""
     from training.policy.rollout import RolloutConfig, rollout
 
     ranks = ranks or Ranks()
+
+    def check(_fraction: float) -> None:  # one process only: ranks must all play every chunk
+        if should_stop is not None and not ranks.on and should_stop():
+            raise EvaluationCancelled()
 
     def play(temperature: float, samples: int) -> list[tuple[str, dict]]:
         """(task id, figures) of each episode, every process's, in task order."""
@@ -601,6 +631,7 @@ def dev_figures(model, tokenizer, runner, tasks, config: RLConfig, *, seed: int,
             ),
             seeds=[seed * 7 + 500_000 + i for i in mine],
             chat=chat,
+            progress=check,
         )
         return ranks.gather([(e.task.external_id, episode_figures(e)) for e in episodes], mine)
 
