@@ -60,12 +60,11 @@ def _words(choice: int) -> str:
 
 
 def judge_confidence(probability_a: float | None, left_is_a: bool) -> dict | None:
-    """A reward-model judge's confidence in screen terms: P(left is better), and how sure it is
-    (max(P, 1 - P)); None for a judge that gives no probability (a chat judge)."""
+    """A reward-model judge's confidence in screen terms, P(left is better); None for a judge
+    that gives no probability (a chat judge). Whether it is sure enough: `judge_vote_sure`."""
     if probability_a is None:
         return None
-    left = probability_a if left_is_a else 1.0 - probability_a
-    return {"p_left": left, "sure": max(left, 1.0 - left)}
+    return {"p_left": probability_a if left_is_a else 1.0 - probability_a}
 
 
 def judge_after_submit(*, judgement, assignment: Assignment) -> dict | None:

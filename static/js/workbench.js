@@ -346,7 +346,8 @@
     fields.forEach(function (pair) {
       const name = pair[0], value = pair[1];
       $$(`${FORM} [name="${CSS.escape(name)}"]`).forEach(function (el) {
-        if (el.type === "radio" || el.type === "checkbox") el.checked = el.value === value || (el.type === "checkbox" && value === "on");
+        if (el.type === "checkbox") return;  // below: a box is checked exactly when it was posted
+        if (el.type === "radio") el.checked = el.value === value;
         else el.value = value;
         if (el.type === "radio" && el.checked) el.dispatchEvent(new Event("change", { bubbles: true }));
       });

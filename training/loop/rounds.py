@@ -416,32 +416,40 @@ def _train_reward_model(loop_round, config, *, stage: Stage, user, should_stop) 
 
 
 def _train_rl(loop_round, config, *, stage: Stage, user, should_stop) -> None:
-    kind = config.rl_kind
-    run = run_in_process(
-        kind=kind,
-        name=f"{loop_round} {kind.upper()}",
-        user=user,
-        should_stop=should_stop,
-        progress=stage(f"round {loop_round.number}: {kind.upper()}"),
-        config=_rl_config(loop_round, config, config.seed + loop_round.number - 1),
+    seed = config.seed + loop_round.number - 1
+    run = _train_method(
+        loop_round,
+        config.rl_kind,
+        config.rl_kind.upper(),
+        _rl_config(loop_round, config, seed),
+        stage,
+        user,
+        should_stop,
     )
-    _kept_policy(run)
     loop_round.rl_run = run
     loop_round.save(update_fields=["rl_run", "updated_at"])
 
 
 def _train_expert_iteration(loop_round, config, *, stage: Stage, user, should_stop) -> None:
-    run = run_in_process(
-        kind="expert_iteration",
-        name=f"{loop_round} expert iteration",
-        user=user,
-        should_stop=should_stop,
-        progress=stage(f"round {loop_round.number}: expert iteration"),
-        config=_expert_iteration_config(loop_round, config, config.seed + loop_round.number - 1),
-    )
-    _kept_policy(run)
+    seed = config.seed + loop_round.number - 1
+    settings = _expert_iteration_config(loop_round, config, seed)
+    run = _train_method(loop_round, "expert_iteration", "expert iteration", settings, stage, user, should_stop)
     loop_round.expert_iteration_run = run
     loop_round.save(update_fields=["expert_iteration_run", "updated_at"])
+
+
+def _train_method(loop_round, kind: str, title: str, settings: dict, stage: Stage, user, should_stop):
+    """One of the round's methods as a run executed here; refused when it kept no checkpoint."""
+    run = run_in_process(
+        kind=kind,
+        name=f"{loop_round} {title}",
+        user=user,
+        should_stop=should_stop,
+        progress=stage(f"round {loop_round.number}: {title}"),
+        config=settings,
+    )
+    _kept_policy(run)
+    return run
 
 
 def _kept_policy(run) -> int:

@@ -276,13 +276,10 @@ class PolicyServer:
 
     @staticmethod
     def _is_answer(message: dict, request: Request) -> bool:
-        """Whether a reply ends the episode: a call of the answer tool, or plain text where the
-        tools have an answer tool (as the runner reads it) or there are no tools."""
-        calls = message.get("tool_calls") or []
-        if calls:
-            return any(call["function"]["name"] == ANSWER_TOOL.name for call in calls)
-        names = {tool.name for tool in request.tools}
-        return not names or ANSWER_TOOL.name in names
+        """Whether a reply ends the episode, by the rule that records it (`conversation_steps`):
+        a call of the answer tool, or plain text where the tools have one or there are none."""
+        _, steps = conversation_steps([message], request.tools, answer_tool=ANSWER_TOOL.name)
+        return any(step["kind"] == "answer" for step in steps)
 
     def _generate(self, prompt: list[int], request: Request, limit: int, index: int) -> tuple[list[int], bool]:
         """New token ids (without the end-of-turn token), and whether the turn ended by itself."""
