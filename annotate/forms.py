@@ -100,6 +100,7 @@ def correction_body(post) -> dict:
     one row of `tool`, `arguments` (JSON text) and `observation` per call, rows left empty dropped."""
     from annotate.services.corrections import MAX_CALLS
     from webapp import json_input
+    from webapp.api_input import parse_index
     from webapp.errors import ArbiterError
 
     body = {"side": post.get("side", ""), "kind": post.get("kind", "")}
@@ -107,7 +108,8 @@ def correction_body(post) -> dict:
         body["answer"] = post.get("answer", "")
         return body
     step = post.get("step", "").strip()
-    body["step"] = int(step) if step.isdigit() and len(step) < 10 else step
+    index = parse_index(step)
+    body["step"] = step if index is None else index  # a bad step goes on as text, refused with the reason
     calls, problems = [], []
     rows = zip(post.getlist("tool"), post.getlist("arguments"), post.getlist("observation"))
     for i, (tool, arguments, observation) in enumerate(list(rows)[: MAX_CALLS + 1]):

@@ -8,7 +8,7 @@ from annotate.judgement_input import SCREEN_SCALE
 from annotate.models import Assignment, Campaign, Comparison, JudgeMode
 from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
-from annotate.services.corrections import tool_names
+from annotate.services.corrections import CORRECTABLE_KINDS, tool_names
 from annotate.services.judges import judge_vote_after_submit, judge_vote_shown, judge_vote_sure
 from annotate.services.labeling_sql import PREFILL_CONFIDENCE
 from annotate.trajectory_view import Align, pair_view, setup_views
@@ -102,6 +102,20 @@ def after_vote_words(vote: dict) -> str:
     return f"{sure}; you said {vote['yours']}"
 
 
+def correction_starts(steps) -> dict[str, dict]:
+    """Each step a correction may start at, by index: a call ({kind, tool, arguments}, which the
+    form prefills) or the answer ({kind}: calls typed there go before it)."""
+    starts = {}
+    for i, step in enumerate(steps if isinstance(steps, list) else []):
+        kind = step.get("kind") if isinstance(step, dict) else None
+        if kind not in CORRECTABLE_KINDS:
+            continue
+        starts[str(i)] = {"kind": kind}
+        if kind == "action":
+            starts[str(i)].update(tool=step.get("tool", ""), arguments=step.get("arguments", {}))
+    return starts
+
+
 def workbench_context(
     *,
     campaign: Campaign,
@@ -146,6 +160,8 @@ def workbench_context(
             identical=bool(left.behaviour_hash) and left.behaviour_hash == right.behaviour_hash,
             identical_reason=IDENTICAL,
             correction_tools=sorted(set(tool_names(left)) | set(tool_names(right))),
+            # What the correction form starts from at each step: the original call, or the answer.
+            correction_steps={"left": correction_starts(left.steps), "right": correction_starts(right.steps)},
             # Seconds the lease has left, from the server's clock (the page counts down from it).
             lease_left=max(0, int((assignment.leased_until - timezone.now()).total_seconds())),
         )

@@ -34,6 +34,15 @@ def parse_id(raw) -> int | None:
     return value if 1 <= value <= ID_MAX else None
 
 
+def parse_index(raw, *, limit: int = INT32_MAX) -> int | None:
+    """A position written as text ("0", "12"): ASCII digits within 0..limit, else None (the
+    same rule as `parse_id`, for indexes that start at 0)."""
+    if not isinstance(raw, str) or not _ASCII_ID.fullmatch(raw):
+        return None
+    value = int(raw)
+    return value if value <= limit else None
+
+
 class StrictJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         raw = stream.read() if stream is not None else b""

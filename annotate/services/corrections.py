@@ -1,8 +1,8 @@
 """Corrections: a person's fix of one side of a comparison, stored as a new trajectory with its
 lineage, and reviewed before it goes into a dataset (docs/corrections.md).
 
-A correction is either the final answer edited (`answer`) or, from an action step of the
-original on, the tool calls the person chose (`tool_call`: each a tool and its arguments,
+A correction is either the final answer edited (`answer`) or, from an action step or the
+answer step of the original on, the tool calls the person chose (`tool_call`: each a tool and its arguments,
 checked against the tool's JSON Schema) and then an answer. The steps before the correction
 are the original's. Where the task's environment is known, the training app's replayer
 (`replayer_register`, set when the app starts) executes the calls in it, records the real
@@ -29,6 +29,9 @@ CORRECTION_AGENT = "human correction"
 MAX_CALLS = 32
 MAX_TEXT = 20_000
 SIDES = ("left", "right")
+# Where a tool-call correction may start: a call (the calls replace it and what follows) or the
+# answer (the calls go before a new answer: the commonest fix, a missing `open`).
+CORRECTABLE_KINDS = ("action", "answer")
 
 
 @dataclass(frozen=True)
@@ -142,10 +145,18 @@ def correction_parse(body, *, original: Trajectory) -> CorrectionIn:
     elif kind == Correction.Kind.TOOL_CALL:
         step = body.get("step")
         if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(steps):
-            problems.append(_problem("step", f"the index of an action step of the trajectory (0-{len(steps) - 1})."))
+            problems.append(
+                _problem("step", f"the index of a tool call or the answer of the trajectory (0-{len(steps) - 1}).")
+            )
             step = 0
-        elif steps[step].get("kind") != "action":
-            problems.append(_problem("step", f"step {step} is a {steps[step].get('kind')}, not a tool call."))
+        elif steps[step].get("kind") not in CORRECTABLE_KINDS:
+            problems.append(
+                _problem(
+                    "step",
+                    f"step {step} ({str(steps[step].get('kind'))[:40]}) is neither a tool call nor the answer: a "
+                    "correction starts at a tool call (your calls replace it) or at the answer (they go before it).",
+                )
+            )
         calls = body.get("calls")
         parsed_calls: list[CallIn] = []
         if not isinstance(calls, list) or not calls or len(calls) > MAX_CALLS:
@@ -252,10 +263,15 @@ def correction_create(
 
 def _same_behaviour(steps, answer, original: Trajectory) -> bool:
     """Whether a corrected trajectory does what the original did (the behaviour hash: the same
-    calls, results and answer): a no-op, which would only fill the review queue."""
+    calls, results and answer; call ids are names, not behaviour): a no-op, which would only
+    fill the review queue."""
     from annotate.trajectory_formats import behaviour_hash
 
-    return behaviour_hash(steps=steps, answer=answer) == behaviour_hash(steps=original.steps, answer=original.answer)
+    def behaviour(steps, answer) -> str:
+        plain = [{k: v for k, v in s.items() if k != "call_id"} if isinstance(s, dict) else s for s in steps]
+        return behaviour_hash(steps=plain, answer=answer)
+
+    return behaviour(steps, answer) == behaviour(original.steps, original.answer)
 
 
 def _trajectory(original: Trajectory, steps, answer, outcome, *, replayed: bool, step: int) -> Trajectory:

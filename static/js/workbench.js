@@ -56,6 +56,35 @@
       area.dataset.prefilled = original;
     }
   }
+  // Where a correction may start on each side, by step: the original call (prefilled) or the
+  // answer (calls typed there go before it). From the page's json_script.
+  function correctionStarts() {
+    const data = document.getElementById("correction-steps");
+    try { return data ? JSON.parse(data.textContent) : {}; } catch (e) { return {}; }
+  }
+  function startAt(f) {
+    const checked = $("input[name=side]:checked", f), step = $("input[name=step]", f);
+    const starts = checked ? correctionStarts()[checked.value] || {} : {};
+    return step ? starts[step.value.trim()] : undefined;
+  }
+  // The first call row starts as the call it replaces, unless the person has typed their own;
+  // at the answer it starts empty and the note says the calls go before the answer.
+  function prefillCall() {
+    const f = $(FIX); if (!f) return;
+    const start = startAt(f), row = $(".correction-call", f), note = $("[data-start-note]", f);
+    if (note) {
+      note.textContent = !start ? "" : start.kind === "answer"
+        ? "This is the answer: your calls go before it, then the final answer below."
+        : `This is a call to ${start.tool}: your calls replace it and what followed.`;
+    }
+    if (!row) return;
+    const tool = $("input[name=tool]", row), args = $("textarea[name=arguments]", row);
+    const untouched = [tool, args].every(el => !el.value.trim() || el.value === el.dataset.prefilled);
+    if (!untouched) return;
+    const values = start && start.kind === "action"
+      ? [start.tool || "", JSON.stringify(start.arguments || {})] : ["", ""];
+    [tool, args].forEach(function (el, i) { el.value = values[i]; el.dataset.prefilled = values[i]; });
+  }
   function openCorrection() {
     const f = $(FIX); if (!f) return;
     const s = side(), marked = markedIndex(s);
@@ -64,8 +93,12 @@
     prefillAnswer();
     if (marked !== null) {
       $("input[name=step]", f).value = marked;
-      $("input[name=kind][value=tool_call]", f).checked = true;
+      // A wrong call: replace it. A wrong answer: fix the answer (or switch to calls, which go before it).
+      const start = startAt(f);
+      const kind = start && start.kind === "action" ? "tool_call" : "answer";
+      $(`input[name=kind][value=${kind}]`, f).checked = true;
     }
+    prefillCall();
     f.hidden = false;
     showCalls();
     const first = $("input[name=kind]:checked", f);
@@ -305,10 +338,15 @@
     mark(s, markedIndex(s) === step.dataset.index ? "" : step.dataset.index);
   });
 
+  document.addEventListener("input", function (ev) {
+    if (ev.target.name === "step" && ev.target.closest && ev.target.closest(FIX)) prefillCall();
+  });
+
   // Keep the marked step visible as marked, and the status line current.
   document.addEventListener("change", function (ev) {
     if (ev.target.name === "kind" && ev.target.closest(FIX)) { showCalls(); return; }
-    if (ev.target.name === "side" && ev.target.closest(FIX)) { prefillAnswer(); return; }
+    if (ev.target.name === "side" && ev.target.closest(FIX)) { prefillAnswer(); prefillCall(); return; }
+    if (ev.target.name === "step" && ev.target.closest(FIX)) { prefillCall(); return; }
     if (!ev.target.name || !ev.target.name.startsWith("first_wrong_")) return;
     const s = ev.target.name.slice("first_wrong_".length);
     $$(`${FORM} .step[data-side="${s}"]`).forEach(function (el) {

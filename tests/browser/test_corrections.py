@@ -2,6 +2,8 @@
 answer first, then a tool call with arguments that fail their schema (refused, with the field
 named) and fixed (stored, played in the encyclopedia); on a phone-sized screen too."""
 
+import json
+
 import pytest
 from playwright.sync_api import expect
 
@@ -64,4 +66,47 @@ def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, camp
     page.keyboard.press("Escape")  # the first leaves the text field,
     page.keyboard.press("Escape")  # the second closes the form
     expect(form).to_be_hidden()
+    assert not page.js_errors
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_a_correction_starts_from_the_original_call_and_may_add_a_call_before_the_answer(
+    page, live_server, campaign, width
+):
+    """Issue 44: `x` from a marked call fills in that call (unchanged, it is refused as a no-op
+    with the reason); from the answer, calls typed there go before it (a missing `open`)."""
+    UserFactory(username="ann", roles=["annotator"])
+    page.set_viewport_size({"width": width, "height": 900})
+    login(page, live_server, "ann")
+    page.goto(f"{live_server.url}/annotate/campaigns/{campaign.pk}/label/")
+    starts = page.evaluate("JSON.parse(document.getElementById('correction-steps').textContent)")["left"]
+    answer_at = next(int(i) for i, s in starts.items() if s["kind"] == "answer")
+    last_call = max(int(i) for i, s in starts.items() if s["kind"] == "action")
+    page.locator(f'#judgement-form .step[data-side="left"][data-index="{last_call}"]').first.click()
+    page.keyboard.press("x")
+    form = page.locator("#correction-form")
+    expect(form.locator(".correction-calls")).to_be_visible()  # a marked call: replace it
+    assert form.locator("input[name=step]").input_value() == str(last_call)
+    assert form.locator("input[name=tool]").input_value() == starts[str(last_call)]["tool"]
+    assert json.loads(form.locator("textarea[name=arguments]").input_value()) == starts[str(last_call)]["arguments"]
+    expect(form.locator("[data-start-note]")).to_contain_text(f"a call to {starts[str(last_call)]['tool']}")
+    page.keyboard.press("Control+Enter")  # nothing changed: the same call and the same answer
+    expect(page.locator("#correction-refused")).to_contain_text("the same as the original")
+    assert not Correction.objects.exists()
+
+    # From the answer: the call row empties (it was only prefilled) and the new call goes before it.
+    form.locator("input[name=step]").fill(str(answer_at))
+    expect(form.locator("[data-start-note]")).to_contain_text("go before it")
+    assert form.locator("input[name=tool]").input_value() == ""
+    form.locator("input[name=tool]").fill("find")
+    form.locator("textarea[name=arguments]").fill('{"text": "born"}')
+    page.keyboard.press("Control+Enter")
+    expect(page.locator("#correction-stored")).to_contain_text("played in the environment")
+    fix = Correction.objects.get()
+    assert fix.kind == "tool_call" and fix.step == answer_at
+    corrected = fix.corrected.steps
+    assert corrected[:answer_at] == fix.original.steps[:answer_at]
+    assert corrected[answer_at]["tool"] == "find" and corrected[-1]["kind"] == "answer"
+    assert fix.corrected.answer == fix.original.answer
+    screenshot(page, f"correction-before-answer-{width}")
     assert not page.js_errors

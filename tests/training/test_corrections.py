@@ -52,12 +52,16 @@ def _side(assignment, side):
 
 def test_an_answer_fixed_in_the_encyclopedia_is_replayed_and_scored_by_the_rubric(annotator):
     assignment = _encyclopedia_assignment(annotator)
-    original = _side(assignment, "left")
+    # A side that answered wrong (the right answer given back would be a no-op, refused).
+    side = next(
+        s for s in ("left", "right") if _side(assignment, s).answer != _side(assignment, s).task.reference_answer
+    )
+    original = _side(assignment, side)
     reference = original.task.reference_answer
     api = token_client(annotator)
     response = api.post(
         f"/api/v1/assignments/{assignment.pk}/correction",
-        {"side": "left", "kind": "answer", "answer": reference},
+        {"side": side, "kind": "answer", "answer": reference},
         format="json",
     )
     assert response.status_code == 201, response.content
@@ -361,3 +365,50 @@ def test_a_correction_that_changes_nothing_is_refused_with_the_reason(annotator)
     )
     assert response.status_code == 400, response.content
     assert "the same as the original" in response.json()["detail"] and not Correction.objects.exists()
+
+
+def test_calls_may_go_before_the_answer_and_an_unchanged_call_is_a_no_op(annotator):
+    """Issue 44: the commonest fix is a call missing before the answer: a tool-call correction
+    from the answer step keeps every step before it, plays the calls, then the answer. The
+    original's last call given back unchanged (only its call id differs) is refused as a no-op.
+    A step that is neither a call nor the answer is refused, naming what it is."""
+    assignment = _encyclopedia_assignment(annotator)
+    original = _side(assignment, "left")
+    steps = original.steps
+    answer_at = next(i for i, s in enumerate(steps) if s["kind"] == "answer")
+    last_call = max(i for i, s in enumerate(steps) if s["kind"] == "action")
+    url = f"/api/v1/assignments/{assignment.pk}/correction"
+    api = token_client(annotator)
+    same = {"tool": steps[last_call]["tool"], "arguments": steps[last_call]["arguments"]}
+    unchanged = {"side": "left", "kind": "tool_call", "step": last_call, "calls": [same], "answer": original.answer}
+    response = api.post(url, unchanged, format="json")
+    assert response.status_code == 400 and "the same as the original" in response.json()["detail"]
+    observation = next(i for i, s in enumerate(steps) if s["kind"] == "observation")
+    response = api.post(url, {**unchanged, "step": observation}, format="json")
+    assert response.status_code == 400 and "neither a tool call nor the answer" in response.json()["detail"]
+    assert not Correction.objects.exists()
+
+    inserted = {
+        "side": "left",
+        "kind": "tool_call",
+        "step": answer_at,
+        "calls": [{"tool": "find", "arguments": {"text": "born"}}],
+    }
+    response = api.post(url, {**inserted, "answer": original.answer}, format="json")
+    assert response.status_code == 201, response.content
+    corrected = Trajectory.objects.get(pk=response.json()["corrected"])
+    assert corrected.steps[:answer_at] == steps[:answer_at]
+    assert corrected.steps[answer_at]["tool"] == "find" and corrected.steps[answer_at + 1]["kind"] == "observation"
+    assert corrected.steps[-1] == {"kind": "answer", "text": original.answer} and corrected.answer == original.answer
+
+
+@pytest.mark.parametrize("step", ["²", "٣", " 7", "1.0", "-1", "9" * 30, "0x1"])
+def test_the_forms_step_is_read_as_ascii_digits_and_refused_with_a_reason(annotator, client, step):
+    """`"²".isdigit()` is true and `int("²")` raises: the form's step goes through the one
+    index reader (webapp.api_input.parse_index), and a bad one is refused, never a 500."""
+    assignment = _plain_assignment(annotator, environment="")
+    client.force_login(annotator)
+    body = {"side": "left", "kind": "tool_call", "step": step, "tool": "search", "arguments": '{"query": "x"}'}
+    response = client.post(f"/annotate/assignments/{assignment.pk}/correction/", body, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and b'id="correction-refused"' in response.content
+    assert b"<code>step</code>" in response.content and not Correction.objects.exists()
