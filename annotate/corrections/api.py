@@ -63,7 +63,10 @@ class CorrectionInput(serializers.Serializer):
     side = serializers.ChoiceField(choices=["left", "right"], help_text="The side of the screen to correct.")
     kind = serializers.ChoiceField(choices=Correction.Kind.choices)
     step = serializers.IntegerField(
-        required=False, min_value=0, max_value=2**31 - 1, help_text="tool_call: a tool call step (replaced) or the answer step (calls go before it)."
+        required=False,
+        min_value=0,
+        max_value=2**31 - 1,
+        help_text="tool_call: a tool call step (replaced) or the answer step (calls go before it).",
     )
     calls = serializers.ListField(
         child=serializers.DictField(), required=False, help_text="[{tool, arguments, observation?}]"
