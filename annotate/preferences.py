@@ -19,6 +19,15 @@ from dataclasses import dataclass
 from annotate.agreement import direction
 
 RULES = ("majority", "mean")
+# What a snapshot needs for a reward model to be trained and tested on it: pairs that are not
+# ties in each split (rewardmodel/services.py checks a run against it; the snapshot page warns).
+MIN_TRAIN_PAIRS = 16
+MIN_TEST_PAIRS = 4
+
+
+def can_train_reward_model(counts: tuple[int, int]) -> bool:
+    """Whether (train, test) pairs that are not ties are enough to train and test a reward model."""
+    return counts[0] >= MIN_TRAIN_PAIRS and counts[1] >= MIN_TEST_PAIRS
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,31 @@ class RewardModelRunConfig(RewardModelConfig):
         return problems
 
 
+def _snapshots():
+    return list(DatasetSnapshot.objects.filter(status="succeeded").order_by("-created_at")[:200])
+
+
 def _snapshot_choices():
-    return [(s.pk, str(s)) for s in DatasetSnapshot.objects.filter(status="succeeded").order_by("-created_at")[:200]]
+    """Every ready snapshot, newest first; one too small to train a reward model says so."""
+    from annotate.preferences import can_train_reward_model
+    from rewardmodel.services import snapshot_pair_counts
+
+    snapshots = _snapshots()
+    counts = snapshot_pair_counts([s.pk for s in snapshots])
+    return [
+        (s.pk, str(s) if can_train_reward_model(counts.get(s.pk, (0, 0))) else f"{s} (too few pairs to train one)")
+        for s in snapshots
+    ]
+
+
+def _trainable_snapshot() -> int | None:
+    """The form's starting snapshot: the newest one big enough to train a reward model."""
+    from annotate.preferences import can_train_reward_model
+    from rewardmodel.services import snapshot_pair_counts
+
+    snapshots = _snapshots()
+    counts = snapshot_pair_counts([s.pk for s in snapshots])
+    return next((s.pk for s in snapshots if can_train_reward_model(counts.get(s.pk, (0, 0)))), None)
 
 
 def _policy_choices():
@@ -250,7 +273,8 @@ def _scoring_check(config: ScoringRunConfig) -> list[str]:
         problems.append(
             f"No reward model with id {config.reward_model_id}."
             if config.reward_model_id
-            else "The campaign has no current reward model; choose one or give reward_model_id."
+            else "The campaign has no current reward model; choose one"
+            + ("." if RewardModel.objects.exists() else " (there is none yet: train one with a Reward model run).")
         )
     return problems
 
@@ -311,6 +335,7 @@ def register_kinds() -> None:
             lineage=_train_lineage,
             resumable=True,
             choices={"snapshot_id": _snapshot_choices, "eval_policy_id": _policy_choices},
+            suggest={"snapshot_id": _trainable_snapshot},
         )
     )
     register(

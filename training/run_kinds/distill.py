@@ -18,7 +18,13 @@ from training.run_kinds.common import (
     policy_link,
     policy_problems,
 )
-from training.run_kinds.improve import _reward_model_choices, _reward_model_link, reward_model_problems
+from training.run_kinds.improve import (
+    _reward_model_choices,
+    _reward_model_link,
+    newest_reward_model,
+    reward_model_missing,
+    reward_model_problems,
+)
 from webapp.runs.kinds import RunKind, register
 
 
@@ -76,7 +82,7 @@ def _check(config: ExpertIterationRunConfig) -> list[str]:
         problems += [f"dev_environment: {p}" for p in environment_check(config.dev_environment, "dev")]
     if config.selection != "rubric":
         if not config.reward_model_id:
-            problems.append(f"reward_model_id: selection {config.selection} needs a reward model (or 'rubric').")
+            problems.append(reward_model_missing(f"selection {config.selection} needs a reward model (or 'rubric')"))
         elif not problems:
             problems += reward_model_problems(config.reward_model_id, config.environment)
     if config.fresh_worlds and not problems:
@@ -173,6 +179,7 @@ def register_distill_kind() -> None:
             "model, the answer majority then the reward model, or the rubric as the ceiling), fine-tune on its "
             "sampled tokens mixed with demonstrations, each round on a fresh world; rounds judged on dev tasks "
             "become policies.",
+            suggest={"reward_model_id": newest_reward_model},
             choices={
                 "policy_id": policy_choices,
                 "reward_model_id": _reward_model_choices,

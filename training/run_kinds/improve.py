@@ -43,6 +43,18 @@ def _reward_model_choices():
     return [(0, "(none)")] + [(m.pk, str(m)) for m in RewardModel.objects.order_by("-created_at")[:200]]
 
 
+def newest_reward_model() -> int | None:
+    """The launch forms' starting reward model: the newest (None: there is none yet)."""
+    return RewardModel.objects.order_by("-created_at").values_list("pk", flat=True).first()
+
+
+def reward_model_missing(need: str) -> str:
+    """Why a run needs `reward_model_id`, and where none exists yet, how to get one."""
+    if RewardModel.objects.exists():
+        return f"reward_model_id: {need}."
+    return f"reward_model_id: {need}; there is none yet: train one with a Reward model run on a dataset snapshot."
+
+
 def _reward_model_link(model: RewardModel) -> list[dict]:
     return [
         {
@@ -232,7 +244,9 @@ def _rl_check(config: RLRunConfig) -> list[str]:
     if config.reward == "reward_model":
         if not config.reward_model_id:
             problems.append(
-                "reward_model_id: choose the reward model to train against (or reward 'rubric' for the upper bound)."
+                reward_model_missing(
+                    "choose the reward model to train against (or reward 'rubric' for the upper bound)"
+                )
             )
         elif not environment:
             problems += reward_model_problems(config.reward_model_id, config.environment)
@@ -473,7 +487,7 @@ def _evaluation_check(config: EvaluationRunConfig) -> list[str]:
         if not environment:
             problems += reward_model_problems(config.reward_model_id, config.environment)
     elif not _ids_problem("best_of_n", config.best_of_n) and _ids(config.best_of_n):
-        problems.append("best_of_n: needs a reward model to choose with (reward_model_id).")
+        problems.append(reward_model_missing("best-of-n needs a reward model to choose with"))
     return problems
 
 
@@ -632,7 +646,7 @@ def _best_of_n_check(config: BestOfNRunConfig) -> list[str]:
             if config.reward_model_id and not environment
             else []
             if config.reward_model_id
-            else ["reward_model_id: choose one."]
+            else [reward_model_missing("choose the reward model that picks the best of n")]
         )
     )
 
@@ -680,6 +694,7 @@ def register_improve_kinds() -> None:
             check=_rl_check,
             lineage=_rl_lineage,
             resumable=True,
+            suggest={"reward_model_id": newest_reward_model},
             description="Fine-tune a policy with multi-turn PPO against a reward model (or the rubric, as the upper "
             "bound), with a KL penalty to the starting policy; dev-rubric checkpoints become policies.",
             choices={
@@ -705,6 +720,7 @@ def register_improve_kinds() -> None:
                 check=_rl_check,
                 lineage=_rl_lineage,
                 resumable=True,
+                suggest={"reward_model_id": newest_reward_model},
                 description=f"Fine-tune a policy with {label} against a reward model (or the rubric): group_size samples "
                 f"per task, {how}, no critic; the same KL penalty, guards and checkpoints as PPO.",
                 choices={
@@ -725,6 +741,7 @@ def register_improve_kinds() -> None:
             execute=_best_of_n_execute,
             check=_best_of_n_check,
             lineage=_best_of_n_lineage,
+            suggest={"reward_model_id": newest_reward_model},
             description="Sample n episodes per task and keep the one the reward model scores highest; reports its "
             "rubric figures against the plain policy's, and its KL, log n - (n-1)/n.",
             choices={
@@ -743,6 +760,7 @@ def register_improve_kinds() -> None:
             execute=_evaluation_execute,
             check=_evaluation_check,
             lineage=_evaluation_lineage,
+            suggest={"reward_model_id": newest_reward_model},
             description="Play the starting policy, best-of-n and tuned policies on held-out tasks: rubric success, F1, "
             "quote support, reward-model score, steps, tool errors and KL, each with a 95% interval.",
             choices={

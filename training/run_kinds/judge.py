@@ -175,6 +175,15 @@ def register_judge_kind() -> None:
             resumable=True,
             # A rubric or chat judge loads no model: the housekeeping queue, never behind training.
             light=lambda config: Judge.objects.filter(pk=config.judge_id, kind__in=["rubric", "chat"]).exists(),
+            # The form starts on a campaign a judge can vote on (one with comparisons), not the newest empty one.
+            suggest={
+                "campaign_id": lambda: (
+                    Campaign.objects.filter(comparisons__is_gold=False)
+                    .order_by("-created_at")
+                    .values_list("pk", flat=True)
+                    .first()
+                )
+            },
             choices={
                 "judge_id": lambda: [(j.pk, f"{j.name} ({j.kind})") for j in Judge.objects.order_by("name")[:200]],
                 "campaign_id": lambda: [(c.pk, c.name) for c in Campaign.objects.order_by("-created_at")[:200]],

@@ -94,6 +94,15 @@ PICKERS = (
     (re.compile(r"^(ppo|rl)_run_id$"), _runs(("ppo", "rloo", "grpo")), False),
     (re.compile(r"(^|_)run_id$"), _runs(), False),
 )
+# What to do first where a run needs a row that does not exist yet, by what the field points at.
+FIRST_STEPS = {
+    "judge": "create one on the Judges page (a rubric judge needs nothing else)",
+    "reward model": "train one with a Reward model run on a dataset snapshot",
+    "snapshot": "take one on a campaign's Datasets page once it has votes",
+    "policy": "train the default policy (a Behaviour cloning run) or register one (manage.py register_policy)",
+    "campaign": "create one on the Campaigns page",
+    "loop": "start one with manage.py run_pipeline",
+}
 _DATE = re.compile(r"(^|_)(date|day|on)$")
 _DATETIME = re.compile(r"(_at|deadline|_time|_until)$")
 
@@ -177,7 +186,11 @@ class RunLaunchForm(forms.Form):
         self.kind = kind
         self.config_names: list[str] = []
         self.pickers: list[str] = []
+        self.empty_pickers: list[str] = []  # pickers with no row to pick yet
         self.fields["idempotency_key"].initial = uuid.uuid4().hex
+        for name, suggest in kind.suggest.items():
+            if name not in self.initial and (value := suggest()) is not None:
+                self.initial[name] = value  # a link's own value wins
         ranked = []
         for position, (name, kind_type, default, help_text) in enumerate(simple_fields(kind.config_class)):
             field, rank = self._field(name, kind_type, default, help_text)
@@ -224,6 +237,7 @@ class RunLaunchForm(forms.Form):
                 choices = [(0, "(none)")] + choices
             if not choices:
                 choices = [("", f"(no {_noun(name)} yet)")]
+                self.empty_pickers.append(name)
             coerce = kind_type if kind_type in (int, float, str) else str
             # Left out of a post, a choice takes its default, as a field missing from an API config does.
             return forms.TypedChoiceField(
@@ -265,6 +279,10 @@ class RunLaunchForm(forms.Form):
             for name in self.config_names
             if name in cleaned and cleaned[name] is not None and name not in self.errors
         }
+        for name in self.empty_pickers:
+            if not values.get(name):  # nothing to pick: say how to make one, not "no X with id 0"
+                noun = _noun(name)
+                self.add_error(name, f"no {noun} yet: {FIRST_STEPS.get(noun, f'create a {noun} first')}.")
         refused = set(self.errors)
         for problem in self._problems(values):
             field = self._field_of(problem, values)

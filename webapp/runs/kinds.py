@@ -40,6 +40,10 @@ class RunKind:
     # light(config) -> True for a run that loads no model (a rubric or chat judge): it goes to
     # the housekeeping queue, so it never waits behind training on the run queue
     light: Callable = lambda config: False
+    # field name -> callable giving the launch form's starting value (None: the config's default):
+    # the row the run can use as it stands (the newest reward model, a snapshot big enough), so
+    # the form launches with what it shows
+    suggest: dict = field(default_factory=dict)
 
 
 def register(kind: RunKind) -> None:

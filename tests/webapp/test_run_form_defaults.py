@@ -1,0 +1,130 @@
+"""Every run form launches with its defaults on the demo data, or says in words what to do
+first (issue 44): no form preselects a row that cannot serve it, and none answers "No policy
+with id 0" to a person who changed nothing."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from django.core.management import call_command
+
+from annotate.models import Policy
+from tests.policy_fixtures import tiny_policy_dir
+from webapp.models import Run
+from webapp.runs.forms import IdsField, RunLaunchForm
+from webapp.runs.kinds import all_kinds, get_kind
+
+pytestmark = pytest.mark.django_db
+
+
+def as_a_browser_posts(form: RunLaunchForm) -> dict:
+    """The form's fields as Chromium submits them untouched: a select's selected option (the
+    first where none is), ticked boxes, checked switches, the other inputs' values."""
+    from django import forms
+
+    data = {}
+    for name, field in form.fields.items():
+        initial = form.get_initial_for_field(field, name)
+        if isinstance(field, IdsField):
+            data[name] = field.prepare_value(initial or [])
+        elif isinstance(field, forms.ChoiceField):
+            values = [str(v) for v, _ in field.choices]
+            data[name] = str(initial) if str(initial) in values else values[0]
+        elif isinstance(field, forms.BooleanField):
+            if initial:
+                data[name] = "on"
+        else:
+            data[name] = "" if initial is None else str(initial)
+    return data
+
+
+@pytest.fixture
+def demo(settings, tmp_path):
+    """`make run`'s demo data once the default policy has trained (a tiny one stands in)."""
+    settings.VAR_DIR = tmp_path
+    path = tiny_policy_dir(tmp_path / "policies" / "default-bc")
+    Policy.objects.create(name="default-bc", version="1", model_dir=str(path))
+    call_command("load_demo", "--tasks", "3", "--samples", "2", stdout=io.StringIO())
+
+
+def test_every_run_form_launches_with_its_defaults_or_says_what_to_do_first(demo, client, admin_user):
+    """One demo for every kind (the demo takes seconds to load): each form as Chromium posts it untouched."""
+    client.force_login(admin_user)
+    launched, told = [], {}
+    for kind in [k.name for k in all_kinds()]:
+        page = client.get(f"/runs/new/{kind}/")
+        assert page.status_code == 200, kind
+        before = Run.objects.count()
+        response = client.post(f"/runs/new/{kind}/", as_a_browser_posts(page.context["form"]))
+        if response.status_code == 302:
+            assert Run.objects.count() == before + 1, kind
+            launched.append(kind)
+            continue
+        assert response.status_code == 400, kind
+        told[kind] = [message for _, _, message in response.context["form"].error_list()]
+        assert told[kind], kind
+        assert not any(re.search(r"with id 0\b", m) for m in told[kind]), (kind, told[kind])
+    # On the demo data (no reward model, judge, loop or correction yet) these launch as they stand,
+    # and the rest say what to make first.
+    assert {"reward_model", "bc", "rollout", "dpo"} <= set(launched), (launched, told)
+    assert all(re.search(r"\b(none|no \w+) yet\b", " ".join(m)) for k, m in told.items() if k != "sft"), told
+    assert "no accepted correction" in told["sft"][0]
+
+
+def test_the_reward_model_form_preselects_a_snapshot_that_can_train_one(demo, client, admin_user):
+    from annotate.models import Campaign
+    from annotate.services.datasets import SnapshotFilters, snapshot_create
+    from rewardmodel.services import snapshot_problems
+
+    # A newer snapshot too small to train a reward model (the demo's scripted campaign, no votes).
+    small = snapshot_create(
+        name="newer and too small",
+        campaigns=[Campaign.objects.get(name="Demo: simulated labels")],
+        filters=SnapshotFilters(include_synthetic=True),
+        test_fraction=0.01,  # a test split of a pair or two
+        created_by=admin_user,
+    )
+    assert snapshot_problems(small.pk)
+    form = RunLaunchForm(get_kind("reward_model"))
+    chosen = int(as_a_browser_posts(form)["snapshot_id"])
+    assert chosen != small.pk and not snapshot_problems(chosen)
+    labels = dict(form.fields["snapshot_id"].choices)
+    assert "too few pairs" in labels[small.pk]
+
+
+def test_a_run_trained_against_a_reward_model_starts_on_the_newest(demo):
+    from annotate.models import DatasetSnapshot
+    from rewardmodel.models import RewardModel
+
+    snapshot = DatasetSnapshot.objects.get(name="Demo: simulated labels")
+    older, newer = (
+        RewardModel.objects.create(name=n, snapshot=snapshot, backbone="tiny", model_dir="/x") for n in "ab"
+    )
+    assert RewardModel.objects.order_by("-created_at").first() == newer
+    for kind in ("ppo", "rloo", "grpo", "expert_iteration", "best_of_n", "evaluation"):
+        form = RunLaunchForm(get_kind(kind))
+        assert as_a_browser_posts(form)["reward_model_id"] == str(newer.pk), kind
+    linked = RunLaunchForm(get_kind("ppo"), initial={"reward_model_id": str(older.pk)})
+    assert as_a_browser_posts(linked)["reward_model_id"] == str(older.pk)  # a link's own value wins
+
+
+def test_a_snapshot_too_small_for_a_reward_model_says_so_on_its_page(demo, client, admin_user):
+    from annotate.models import Campaign
+    from annotate.services.datasets import SnapshotFilters, snapshot_create
+
+    demo_snapshot = Campaign.objects.get(name="Demo: simulated labels").snapshots.get()
+    small = snapshot_create(
+        name="too small",
+        campaigns=[Campaign.objects.get(name="Demo: simulated labels")],
+        filters=SnapshotFilters(include_synthetic=True),
+        test_fraction=0.01,
+        created_by=admin_user,
+    )
+    client.force_login(admin_user)
+    warned = client.get(f"/annotate/datasets/{small.pk}/").content.decode()
+    assert 'id="too-small-for-reward-model"' in warned and "needs at least 16 and 4" in warned
+    assert (
+        'id="too-small-for-reward-model"' not in client.get(f"/annotate/datasets/{demo_snapshot.pk}/").content.decode()
+    )
