@@ -55,6 +55,16 @@ def test_a_lead_adds_a_chat_judge_runs_it_reads_the_agreement_and_orders_the_que
     expect(page.locator("#key-source")).to_contain_text("stored")
     assert KEY not in page.content()
 
+    # Tried on one comparison first: one call, one vote, before a whole run is paid for.
+    judge_page = page.url
+    page.click("#try-judge")
+    assert page.locator("input[name=max_comparisons]").input_value() == "1"
+    page.select_option("select[name=campaign_id]", str(campaign.pk))
+    page.click("button:has-text('Launch')")
+    expect(page.locator("#run-status")).to_have_text("succeeded", timeout=60_000)
+    assert len(server.requests) == 1 and JudgeVote.objects.filter(probe="first").count() == 1
+
+    page.goto(judge_page)
     page.click("#run-judge")
     page.select_option("select[name=campaign_id]", str(campaign.pk))
     page.fill("input[name=swapped_share]", "1")
