@@ -310,6 +310,8 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append("rounds: 1 to 50.")
     if config.audit_size < 0 or config.audit_disagreements < 0:
         problems.append("audit_size and audit_disagreements: 0 or more.")
+    if config.eval_seen_tasks < 0:
+        problems.append("eval_seen_tasks: 0 (none) or more.")
     problems += limits_problems(config)
     try:
         annotator_profile(config).validate()

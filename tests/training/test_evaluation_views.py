@@ -582,3 +582,46 @@ def test_the_start_at_its_best_temperature_on_dev_is_a_row_of_its_own(tmp_path, 
     report = evaluation_report(evaluation)
     methods = {s["label"]: s["method"] for s in report["systems"]}
     assert methods[tuned.label] == "start at its best T" and methods[base.label] == "start"
+
+
+def test_every_policy_also_plays_the_world_it_trained_on_so_memorisation_shows_as_a_gap(client, researcher):
+    """Issue 43: an evaluation on an unseen world also plays each policy on held-out tasks of
+    the world it trained on (sampled and greedy); the page shows both worlds and each change
+    from the start side by side, and only the evaluation's own episodes are stored."""
+    policies = Path(settings.VAR_DIR) / "policies"
+    start = Policy.objects.create(name="tiny", version="1", model_dir=str(tiny_policy_dir(policies / "tiny-seen")))
+    other = Policy.objects.create(
+        name="tiny-wide", version="1", model_dir=str(tiny_policy_dir(policies / "tiny-seen-wide", hidden=48))
+    )
+    evaluation = evaluation_execute(
+        name="two worlds",
+        baseline=start,
+        others=[("wide", other)],
+        environment="encyclopedia-unseen",
+        n_tasks=3,
+        samples=1,
+        seen_environment="encyclopedia",
+        seen_tasks=2,
+    )
+    assert evaluation.config["seen_environment"] == "encyclopedia" and evaluation.config["seen_tasks"] == 2
+    base, wide = evaluation.entries.order_by("position")
+    for entry in (base, wide):
+        assert entry.metrics["seen_sampled"]["success"]["tasks"] == 2
+        assert entry.metrics["seen_greedy"]["success"]["episodes"] == 2
+        assert entry.metrics["sampled"]["success"]["tasks"] == 3
+    assert not EvaluationEpisode.objects.filter(entry__evaluation=evaluation).exclude(mode__in=["sampled", "greedy"])
+    rows = evaluation_report(evaluation)["memorisation"]
+    assert [r["id"] for r in rows] == [base.pk, wide.pk]
+    sampled = rows[1]["modes"][0]
+    expected = 100 * (wide.metrics["seen_sampled"]["success"]["mean"] - base.metrics["seen_sampled"]["success"]["mean"])
+    assert sampled["mode"] == "sampled" and sampled["gain_seen"] == pytest.approx(expected)
+    client.force_login(researcher)
+    page = client.get(f"/training/evaluations/{evaluation.pk}/").content.decode()
+    section = page.split('id="memorisation"')[1].split("</section>")[0]
+    assert "Seen (encyclopedia)" in section and "Unseen (encyclopedia-unseen)" in section
+    assert f'id="memorisation-{wide.pk}"' in section and "memorisation" in section
+    # The run kind takes it too, checked like the evaluation's own environment.
+    from training.run_kinds.improve import EvaluationRunConfig, _evaluation_check
+
+    bad = EvaluationRunConfig(baseline_policy_id=start.pk, seen_environment="nowhere", best_of_n="")
+    assert any(p.startswith("seen_environment:") for p in _evaluation_check(bad))

@@ -126,6 +126,10 @@ def test_the_pipeline_runs_every_stage_and_the_loop_goes_on_with_peoples_labels(
     first = LoopRound.objects.get(loop="tiny")
     assert first.stage == "done" and first.reference_policy == first.start_policy == policy
     assert evaluation.config["environment"] == "encyclopedia-unseen" and first.evaluation == evaluation
+    # Beside the unseen world, held-out tasks of the world it trained on (no more than the evaluation's own).
+    assert evaluation.config["seen_environment"] == "encyclopedia"
+    assert evaluation.config["seen_tasks"] == evaluation.config["tasks"]
+    assert all("seen_greedy" in entry.metrics for entry in evaluation.entries.filter(kind="policy"))
     # Both methods trained from the start with the round's reward model; the round kept the one
     # that gains most on dev (the same dev tasks and seed for both), and both are evaluated.
     exit_run = runs["expert_iteration"]

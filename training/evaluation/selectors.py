@@ -270,6 +270,36 @@ def _ppo_run(run: Run, evaluated: dict[int, int]) -> dict:
     }
 
 
+SEEN_MODES = {"sampled": "seen_sampled", "greedy": "seen_greedy"}  # each mode's twin on the world trained on
+
+
+def _success_mean(entry: EvaluationEntry, mode: str) -> float | None:
+    return ((entry.metrics or {}).get(mode) or {}).get("success", {}).get("mean")
+
+
+def memorisation_rows(entries: list[EvaluationEntry], baseline: EvaluationEntry | None) -> list[dict]:
+    """Per policy played on both worlds: success on the unseen world and on held-out tasks of
+    the world it trained on, sampled and greedy, and each one's change from the start (a
+    difference of means, in points). A gain only on the seen world is memorisation."""
+    rows = []
+    for entry in entries:
+        if not any(m in (entry.metrics or {}) for m in SEEN_MODES.values()):
+            continue
+        row = {"id": entry.pk, "label": entry.label, "is_baseline": entry.is_baseline, "modes": []}
+        for mode, seen_mode in SEEN_MODES.items():  # sampled, then greedy: the page's column groups
+            unseen, seen = _success_mean(entry, mode), _success_mean(entry, seen_mode)
+            figures = {"mode": mode, "unseen": unseen, "seen": seen, "gain_unseen": None, "gain_seen": None}
+            if baseline is not None and not entry.is_baseline:
+                start_unseen, start_seen = _success_mean(baseline, mode), _success_mean(baseline, seen_mode)
+                if None not in (unseen, start_unseen):
+                    figures["gain_unseen"] = 100 * (unseen - start_unseen)
+                if None not in (seen, start_seen):
+                    figures["gain_seen"] = 100 * (seen - start_seen)
+            row["modes"].append(figures)
+        rows.append(row)
+    return rows
+
+
 def evaluation_report(evaluation: Evaluation) -> dict:
     """Everything the dashboard shows, as plain JSON values."""
     entries = list(evaluation.entries.select_related("policy__run"))
@@ -305,6 +335,7 @@ def evaluation_report(evaluation: Evaluation) -> dict:
         "baseline_id": baseline.pk if baseline else None,
         "systems": systems,
         "head_to_head": head_to_head(systems, outcomes),
+        "memorisation": memorisation_rows(entries, baseline),
         "human_evaluations": _human_evaluations(evaluation),
         "rl_runs": runs,
     }

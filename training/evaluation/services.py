@@ -29,6 +29,29 @@ class System:
 
 
 DEV_TEMPERATURE_TASKS = 100  # dev tasks the baseline's best temperature is chosen on
+SEEN_MODES = ("seen_sampled", "seen_greedy")  # a world the policies trained on, beside the evaluation's own
+
+
+@dataclass(frozen=True)
+class _SeenWorld:
+    """The held-out (eval) tasks of a world the policies trained on."""
+
+    name: str
+    runner: object
+    tasks: list
+
+    @classmethod
+    def build(cls, environment: str, n_tasks: int) -> _SeenWorld | None:
+        from training.envs.base import EpisodeRunner
+        from training.envs.services import environment_get, environment_tasks
+
+        if not environment:
+            return None
+        env = environment_get(environment)
+        tasks = environment_tasks(env, "eval", n_tasks)
+        if not tasks:
+            raise ArbiterError(f"The eval split of {env.name} has no tasks to compare the worlds on.")
+        return cls(name=env.name, runner=EpisodeRunner(env), tasks=tasks)
 
 
 def _nothing(*args, **kwargs) -> None:
@@ -57,13 +80,19 @@ def evaluation_execute(
     task_ids: list[str] = (),
     limits: dict | None = None,
     temperatures: list[float] = (),
+    seen_environment: str = "",
+    seen_tasks: int = 0,
 ) -> Evaluation:
     """Play the baseline policy, best-of-n over it and the other policies on the same tasks;
     store the evaluation. `progress(fraction, message)` may raise to cancel.
 
     `temperatures`: the baseline is also played at the one of these (and `temperature`) that
     does best on the environment's dev tasks, an honest baseline for methods that only
-    sharpen the policy (WebGPT: tuning the temperature closed much of the BC-RL gap)."""
+    sharpen the policy (WebGPT: tuning the temperature closed much of the BC-RL gap).
+
+    `seen_environment`: every policy is also played on `seen_tasks` eval tasks of a world it
+    trained on (sampled and greedy, modes `seen_sampled` and `seen_greedy`), so a gain that
+    is memorisation shows as a gap between the two worlds."""
     from training.envs.base import EpisodeRunner
     from training.envs.services import environment_get, environment_tasks
     from training.evaluation.episodes import Played, episode_kls, play, summarize
@@ -118,6 +147,21 @@ def evaluation_execute(
         progress(min(0.95, done / units), message)
         log(message)
 
+    seen = _SeenWorld.build(seen_environment, seen_tasks or len(tasks))
+
+    def play_seen(system: System, model) -> None:
+        """The system on the seen world's held-out tasks, sampled and greedy, where asked."""
+        if seen is None:
+            return
+        runner_seen, tasks_seen = seen.runner, seen.tasks
+        for mode, n, t in (("seen_sampled", samples, temperature), ("seen_greedy", 1, 0.0)):
+            if mode == "seen_greedy" and not greedy:
+                continue
+            episodes = play(
+                model, tokenizer, runner_seen, tasks_seen, samples=n, temperature=t, seed=seed, chat=chat, limits=limits
+            )
+            plays.append((system, mode, Played(episodes)))
+
     stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({samples * group} samples each).")
     sampled = play_row(reference, samples * group, temperature)
     base = System(label=f"{baseline} (start)", policy=baseline, is_baseline=True)
@@ -153,6 +197,9 @@ def evaluation_execute(
         plays.append((System(label=label, policy=baseline), "sampled", at_best))
     if greedy:
         plays.append((base, "greedy", play_row(reference, 1, 0.0)))
+    if seen is not None:
+        stage(0, f"Playing {baseline} on {len(seen.tasks)} held-out tasks of {seen.name}, a world it trained on.")
+    play_seen(base, reference)
     for done, (label, policy) in enumerate(others, start=1):
         stage(done, f"Playing {policy} on {len(tasks)} {split} tasks.")
         model, own_tokenizer = load_policy(policy.model_dir, device=device)
@@ -171,6 +218,7 @@ def evaluation_execute(
         plays.append((system, "sampled", sampled_here))
         if greedy:
             plays.append((system, "greedy", play_row(model, 1, 0.0)))
+        play_seen(system, model)
     progress(0.96, "storing the episodes")
     config = {
         "environment": env.name,
@@ -183,6 +231,7 @@ def evaluation_execute(
         "best_of_n": sorted(set(best_of_n)),
         "seed": seed,
         **({"best_temperature": tuned} if tuned is not None else {}),
+        **({"seen_environment": seen.name, "seen_tasks": len(seen.tasks)} if seen is not None else {}),
     }
     return _store(
         name=name,
@@ -224,6 +273,8 @@ def _store(*, name, run, baseline, reward_model, config, plays, summarize, creat
     for system, mode, played in plays:
         entry = entries[system.label]
         entry.metrics[mode] = summarize(played)
+        if mode in SEEN_MODES:
+            continue  # figures only: the episodes of the evaluation's own tasks are the ones stored to read
         flat = [(t, s, e) for t, episodes in enumerate(played.episodes) for s, e in enumerate(episodes)]
         report = policy_episodes_store(episodes=[e for _, _, e in flat], policy=system.policy, metadata={"mode": mode})
         task_ids = dict(Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("pk", "task_id"))

@@ -91,11 +91,18 @@ class PipelineConfig:
         },
     )
     best_of_n: str = field(default="4", metadata={"help": "best-of-n over the starting policy at these n"})
-    eval_tasks: int = field(default=0, metadata={"help": "eval tasks (0: all 124)"})
+    eval_tasks: int = field(default=0, metadata={"help": "eval tasks (0: every eval task of the evaluation's world)"})
     eval_samples: int = field(default=2, metadata={"help": "sampled episodes per eval task and system"})
     eval_environment: str = field(
         default="",
         metadata={"help": 'where every round is evaluated ("": the environment\'s unseen variant if it has one)'},
+    )
+    eval_seen_tasks: int = field(
+        default=64,
+        metadata={
+            "help": "where the loop is evaluated on an unseen world: every system also plays this many held-out tasks "
+            "of the world it trained on (no more than eval_tasks), so a gain that is memorisation shows as a gap (0: none)"
+        },
     )
     rounds: int = field(
         default=1,

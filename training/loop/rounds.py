@@ -700,6 +700,15 @@ def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> d
         "best_of_n": config.best_of_n if loop_round.number == 1 else "",
         "split": "eval",
         "tasks": config.eval_tasks,
+        # Beside an unseen world, the held-out tasks of the world the start trained on: memorisation shows as a gap.
+        **(
+            {
+                "seen_environment": config.environment,
+                "seen_tasks": min(config.eval_seen_tasks, config.eval_tasks or config.eval_seen_tasks),
+            }
+            if config.eval_seen_tasks and eval_environment(config) != config.environment
+            else {}
+        ),
         "samples": config.eval_samples,
         "seed": config.seed,
         "max_action_tokens": config.max_action_tokens,

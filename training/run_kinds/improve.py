@@ -428,12 +428,24 @@ class EvaluationRunConfig:
             "policy (comma-separated; empty: none)."
         ),
     )
+    seen_environment: str = field(
+        default="",
+        metadata=_help(
+            "Also play every policy on the held-out (eval) tasks of a world it trained on, beside the evaluation's "
+            "own: a gain that shows there and not on the unseen world is memorisation (empty: none)."
+        ),
+    )
+    seen_tasks: int = field(
+        default=0, metadata=_help("How many eval tasks of seen_environment, in a fixed order (0: as many as tasks).")
+    )
     seed: int = field(default=0, metadata=_help("Sampling seed (the same for every system)."))
     max_action_tokens: int = max_action_tokens_field()
     max_context: int = max_context_field()
 
     def validate(self) -> list[str]:
         problems = _ids_problem("policy_ids", self.policy_ids) + _ids_problem("best_of_n", self.best_of_n)
+        if self.seen_tasks < 0:
+            problems.append("seen_tasks: 0 (as many as tasks) or more.")
         problems += _temperatures_problem(self.baseline_temperatures)
         if self.split not in SPLITS:
             problems.append(f"split: one of {', '.join(SPLITS)}.")
@@ -469,6 +481,8 @@ def _evaluation_check(config: EvaluationRunConfig) -> list[str]:
     problems = [f"baseline_policy_id: {p}" for p in policy_problems(config.baseline_policy_id)]
     environment = environment_check(config.environment, config.split, config.task_ids)
     problems += environment
+    if config.seen_environment:
+        problems += [f"seen_environment: {p}" for p in environment_check(config.seen_environment, "eval")]
     if not config.validate():
         for policy_id in _ids(config.policy_ids):
             problems += [f"policy_ids: {p}" for p in policy_problems(policy_id)]
@@ -530,6 +544,8 @@ def _evaluate(
     task_ids: str,
     limits: dict,
     temperatures: list[float] = (),
+    seen_environment: str = "",
+    seen_tasks: int = 0,
 ) -> dict:
     from training.envs.services import parse_task_ids
     from training.evaluation.services import evaluation_execute
@@ -561,6 +577,8 @@ def _evaluate(
         task_ids=parse_task_ids(task_ids),
         limits=limits,
         temperatures=temperatures,
+        seen_environment=seen_environment,
+        seen_tasks=seen_tasks,
     )
     run_add_lineage(
         run=run,
@@ -603,6 +621,8 @@ def _evaluation_execute(*, run, config: EvaluationRunConfig, reporter, compute, 
         task_ids=config.task_ids,
         limits=_limits(config),
         temperatures=_temperatures(config.baseline_temperatures),
+        seen_environment=config.seen_environment,
+        seen_tasks=config.seen_tasks,
     )
 
 

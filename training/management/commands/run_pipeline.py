@@ -162,6 +162,12 @@ class Command(BaseCommand):
         parser.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="0: all eval tasks")
         parser.add_argument("--eval-samples", type=int, default=defaults.eval_samples)
         parser.add_argument(
+            "--eval-seen-tasks",
+            type=int,
+            default=defaults.eval_seen_tasks,
+            help="held-out tasks of the training world each system also plays, beside the unseen world (0: none)",
+        )
+        parser.add_argument(
             "--eval-environment",
             default=defaults.eval_environment,
             help="where each round is evaluated (default: the environment's unseen variant if any)",
@@ -222,6 +228,7 @@ class Command(BaseCommand):
             best_of_n=options["best_of_n"],
             eval_tasks=options["eval_tasks"],
             eval_samples=options["eval_samples"],
+            eval_seen_tasks=options["eval_seen_tasks"],
             eval_environment=options["eval_environment"],
             rounds=options["rounds"],
             rl_kind=options["rl"],
