@@ -128,3 +128,15 @@ def test_a_snapshot_too_small_for_a_reward_model_says_so_on_its_page(demo, clien
     assert (
         'id="too-small-for-reward-model"' not in client.get(f"/annotate/datasets/{demo_snapshot.pk}/").content.decode()
     )
+
+
+def test_a_form_needing_a_policy_while_the_first_one_trains_names_the_run_to_wait_for(
+    client, admin_user, settings, tmp_path
+):
+    settings.VAR_DIR = tmp_path
+    training = Run.objects.create(kind="bc", name="Policy default-bc", status="running", progress=0.06)
+    client.force_login(admin_user)
+    page = client.get("/runs/new/sft/")
+    response = client.post("/runs/new/sft/", as_a_browser_posts(page.context["form"]))
+    told = " ".join(m for _, _, m in response.context["form"].error_list())
+    assert f"still training in run #{training.pk} (running, 6%)" in told

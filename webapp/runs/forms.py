@@ -103,6 +103,22 @@ FIRST_STEPS = {
     "campaign": "create one on the Campaigns page",
     "loop": "start one with manage.py run_pipeline",
 }
+
+
+def _first_step(noun: str) -> str:
+    """What to do before a run that needs a `noun` none of which exists yet."""
+    if noun == "policy":
+        from webapp.models import Run
+
+        training = Run.objects.filter(kind="bc", status__in=Run.ACTIVE).order_by("created_at").first()
+        if training is not None:
+            return (
+                f"the default policy is still training in run #{training.pk} ({training.status}, "
+                f"{training.progress:.0%}); launch this once it has succeeded"
+            )
+    return FIRST_STEPS.get(noun, f"create a {noun} first")
+
+
 _DATE = re.compile(r"(^|_)(date|day|on)$")
 _DATETIME = re.compile(r"(_at|deadline|_time|_until)$")
 
@@ -282,7 +298,7 @@ class RunLaunchForm(forms.Form):
         for name in self.empty_pickers:
             if not values.get(name):  # nothing to pick: say how to make one, not "no X with id 0"
                 noun = _noun(name)
-                self.add_error(name, f"no {noun} yet: {FIRST_STEPS.get(noun, f'create a {noun} first')}.")
+                self.add_error(name, f"no {noun} yet: {_first_step(noun)}.")
         refused = set(self.errors)
         for problem in self._problems(values):
             field = self._field_of(problem, values)
