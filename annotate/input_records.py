@@ -103,7 +103,7 @@ def _is_document(first) -> bool:
         json.loads(text)
     except json.JSONDecodeError as exc:
         return exc.pos >= len(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested past the decoder's stack: JSONL, refused when read
         return False
     return False
 

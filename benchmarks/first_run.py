@@ -181,7 +181,7 @@ def leftovers(var_dir: Path) -> list[str]:
     """Processes still alive (zombies aside) with this storage folder in their environment or arguments."""
     found = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+        if not (proc.name.isascii() and proc.name.isdigit()):
             continue
         try:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]

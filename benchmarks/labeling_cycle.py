@@ -131,7 +131,7 @@ def cpu_since(before: dict[int, float], now: dict[int, float]) -> float:
 def pids_where(predicate) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+        if entry.name.isascii() and entry.name.isdigit():
             try:
                 head, tail = (entry / "stat").read_text().rsplit(")", 1)
             except (FileNotFoundError, ProcessLookupError):

@@ -19,15 +19,18 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from webapp.errors import ArbiterError
+from webapp.json_input import shown
 
 logger = logging.getLogger(__name__)
 API_PREFIX = "/api/"
 
 
 def error_body(detail: str, errors: list[dict] | None = None) -> dict:
-    body = {"detail": detail}
+    """The one error shape. Messages may quote the request (a field name, a value): each text is
+    made safe to encode (`json_input.shown`), so a refusal never turns into a 500."""
+    body = {"detail": shown(str(detail))}
     if errors:
-        body["errors"] = errors
+        body["errors"] = [{k: shown(v) if isinstance(v, str) else v for k, v in item.items()} for item in errors]
     return body
 
 

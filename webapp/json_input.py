@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from itertools import compress
 from typing import Any
 
 MAX_DEPTH = 64  # far deeper than any trajectory, config or filter needs
@@ -66,6 +65,10 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise JsonInputError(f"bytes that are not UTF-8 at offset {exc.start}") from None
+    if _may_be_deep(text, max_depth) and _bracket_depth(text) > max_depth:
+        # Refused before decoding: the decoder recurses once per level, and a deep enough value
+        # exhausts its stack wherever it is decoded.
+        raise JsonInputError(f"JSON nested more than {max_depth} levels deep")
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
@@ -76,13 +79,13 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         raise
     except ValueError as exc:  # e.g. an integer over Python's 4300-digit conversion limit
         raise JsonInputError(f"invalid JSON: {str(exc).split(';')[0]}") from None
-    # Numbers were checked while decoding (`_finite_float`, `_refuse_constant`). With no suspect
-    # escape in the text no string can be bad, so only the depth is left to check, a walk over
-    # containers alone; a refusal is explained by the full `check`, which names the place.
+    # Numbers were checked while decoding (`_finite_float`, `_refuse_constant`) and the depth
+    # before it. With no suspect escape in the text no string can be bad; otherwise the full
+    # `check` finds the string and names its place.
     suspect = ("\\u" in text and _SUSPECT_ESCAPE.search(text) is not None) or (
         not from_bytes and _SURROGATE.search(text) is not None
     )
-    if suspect or (_may_be_deep(text, max_depth) and not _shallow(value, max_depth)):
+    if suspect:
         check(value, max_depth=max_depth)
     return value
 
@@ -102,10 +105,16 @@ def type_name(value: Any) -> str:
     return "an object" if isinstance(value, dict) else type(value).__name__
 
 
+def shown(text: str) -> str:
+    """Text from a request, safe to put in a message: lone surrogates and NUL written as their
+    escapes (as raw characters they cannot be encoded as UTF-8, and the reply itself would fail)."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).replace("\x00", "\\u0000")
+
+
 def _where(path: tuple) -> str:
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        out += f"[{part}]" if isinstance(part, int) else (f".{shown(part[:60])}" if out else shown(part[:60]))
     return out or "the top level"
 
 
@@ -118,32 +127,36 @@ def _check_text(text: str, path: tuple) -> None:
         )
 
 
-_IS_CONTAINER = frozenset((dict, list)).__contains__
-
-
 def _may_be_deep(text: str, max_depth: int) -> bool:
     """False when the text has fewer than `max_depth` opening brackets: every container opens
     with one (brackets inside strings only add to the count), so none can lie that deep. A
-    count in C, far cheaper than the walk of `_shallow` for the small JSON strings that trace
+    count in C, far cheaper than `_bracket_depth` for the small JSON strings that trace
     attributes hold."""
     return text.count("{") + text.count("[") >= max_depth
 
 
-def _shallow(value: Any, max_depth: int) -> bool:
-    """Whether no container lies `max_depth` or more levels deep: level by level, containers
-    only, their children filtered in C (`compress` over their types; json gives exact types)."""
-    level = [value] if _IS_CONTAINER(type(value)) else []
-    depth = 0
-    while level:
-        if depth >= max_depth:
-            return False
-        deeper: list = []
-        for item in level:
-            children = item.values() if type(item) is dict else item
-            deeper.extend(compress(children, map(_IS_CONTAINER, map(type, children))))
-        level = deeper
-        depth += 1
-    return True
+# Only what nesting is made of: brackets and the quotes that delimit strings (escaped quotes and
+# backslashes are taken out first, so every quote left opens or closes a string).
+_NOT_STRUCTURE = str.maketrans("", "", "".join(chr(c) for c in range(128) if chr(c) not in '[]{}"'))
+_PLAIN_STRING = re.compile(r'"[^"]*"')
+
+
+def _bracket_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest, strings left out, without decoding it: the
+    running sum of +1 per opening and -1 per closing bracket, in C (numpy), so linear in the
+    text whatever its shape. (For text that is not JSON the figure is an estimate; the decoder
+    then refuses it.)"""
+    import numpy as np
+
+    structure = _PLAIN_STRING.sub("", text.replace("\\\\", "").replace('\\"', "").translate(_NOT_STRUCTURE))
+    codes = np.frombuffer(structure.encode("ascii", "ignore"), dtype=np.uint8)
+    if not codes.size:
+        return 0
+    steps = np.isin(codes, _OPENING).astype(np.int64) - np.isin(codes, _CLOSING)
+    return max(0, int(np.cumsum(steps).max()))
+
+
+_OPENING, _CLOSING = (ord("["), ord("{")), (ord("]"), ord("}"))
 
 
 def check(value: Any, *, max_depth: int = MAX_DEPTH) -> None:

@@ -352,6 +352,17 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
     return out
 
 
+def _id_value(value) -> int | None:
+    """An id sent as a JSON number or as text of ASCII digits (webapp.api_input.parse_id); else None."""
+    from webapp.api_input import ID_MAX, parse_id
+
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 1 <= value <= ID_MAX else None
+    return parse_id(value.strip()) if isinstance(value, str) else None
+
+
 def _judge_shown(data: dict, campaign: Campaign | None, problems: list) -> dict:
     """The judge mode and the judge it shows: a mode other than blind needs a judge."""
     out = {}
@@ -367,11 +378,11 @@ def _judge_shown(data: dict, campaign: Campaign | None, problems: list) -> dict:
         value = data["shown_judge"]
         if value in (None, ""):
             judge = None
-        elif isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+        elif (judge_id := _id_value(value)) is None:
             problems.append({"field": "shown_judge", "message": f"a judge id or null; got {str(value)[:40]!r}."})
             return out
         else:
-            judge = Judge.objects.filter(pk=int(value)).first()
+            judge = Judge.objects.filter(pk=judge_id).first()
             if judge is None:
                 problems.append({"field": "shown_judge", "message": f"no judge with id {str(value)[:20]}."})
                 return out

@@ -166,11 +166,11 @@ def _dotted(run: dict, where: str) -> list[tuple[int, str]]:
     for segment in order.split("."):
         stamp, run_id = segment[:DOTTED_TIME_CHARS], segment[DOTTED_TIME_CHARS:]
         try:  # by slicing: strptime is the slowest part of reading a run
+            digits = stamp[:8] + stamp[9:21]
             if not (
                 len(stamp) == DOTTED_TIME_CHARS
-                and stamp[:8].isdigit()
+                and (digits.isascii() and digits.isdigit())
                 and stamp[8] == "T"
-                and stamp[9:21].isdigit()
                 and stamp[21] == "Z"
             ):
                 raise ValueError

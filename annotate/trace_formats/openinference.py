@@ -715,7 +715,7 @@ def _lists(attributes: dict, prefixes: tuple[str, ...], where: str) -> dict[str,
             continue
         prefix = key[:end]
         index, _, rest = key[end + 1 :].partition(".")
-        if not index.isdigit() or not rest:
+        if not (index.isascii() and index.isdigit()) or not rest:
             raise TrajectoryFormatError(f"{where}: attribute {key[:80]!r} has no index after {prefix!r}")
         if rest.endswith(NOT_CONTENT) or value is None:
             continue

@@ -449,7 +449,9 @@ class _Trace:
 def _legacy(key: str) -> bool:
     """`gen_ai.prompt`, `gen_ai.completion` and their `gen_ai.prompt.0.content` keys (not `gen_ai.prompt.name`)."""
     parts = key.split(".")
-    return parts[:2] in (["gen_ai", "prompt"], ["gen_ai", "completion"]) and (len(parts) == 2 or parts[2].isdigit())
+    return parts[:2] in (["gen_ai", "prompt"], ["gen_ai", "completion"]) and (
+        len(parts) == 2 or (parts[2].isascii() and parts[2].isdigit())
+    )
 
 
 def _operation(span: dict) -> Any:

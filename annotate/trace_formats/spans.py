@@ -162,7 +162,7 @@ def _nanos(value: Any, where: str, required: bool = True) -> int | None:
     if isinstance(value, float):
         return int(value)
     if isinstance(value, str):
-        return int(value) if value.isdigit() else iso_nanos(value, where)
+        return int(value) if value.isascii() and value.isdigit() else iso_nanos(value, where)
     raise TrajectoryFormatError(f"{where}: expected a time, got {type(value).__name__}")
 
 

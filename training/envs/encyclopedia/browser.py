@@ -131,7 +131,7 @@ class TextBrowser:
 
     def _open(self, episode: Episode, arg: str) -> StepResult:
         results = episode._results  # type: ignore[attr-defined]
-        if not arg.isdigit() or int(arg) >= len(results):
+        if not (arg.isascii() and arg.isdigit()) or int(arg) >= len(results):
             return self._record(episode, "open", {"n": arg}, f"Error: no result [{arg}] to open.", error=True)
         doc = results[int(arg)]
         episode._page = doc  # type: ignore[attr-defined]
