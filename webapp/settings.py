@@ -311,6 +311,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Environments the training half may use besides the built-ins, by name (docs/environments.md):
 # a JSON file {"name": {"class": "mcp" | "package.module:Class", "options": {...}}, ...}.
+# Variables a chat judge may read its key from besides ARBITER_JUDGE_* (comma-separated names);
+# the deployment's own settings are never among them (docs/judges.md).
+JUDGE_KEY_ENV_ALLOWED = frozenset(env.list("JUDGE_KEY_ENV_ALLOWED", default=[]))
 ARBITER_ENVIRONMENTS_FILE = env.str("ARBITER_ENVIRONMENTS_FILE", default="")
 
 

@@ -36,6 +36,36 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,100}")
 # What a chat judge's config may hold: ChatJudgeSettings' fields but the key, plus where the key is.
 CHAT_FIELDS = tuple(f.name for f in fields(ChatJudgeSettings) if f.name != "api_key")
 MAX_KEY = 4096
+# The worker's environment holds the deployment's own secrets (DATABASE_URL, SECRET_KEY, ...): a
+# judge may send only a variable named for judges, or one the deployment lists, as its key.
+KEY_ENV_PREFIX = "ARBITER_JUDGE_"
+
+
+DEPLOYMENT_SECRETS = frozenset(
+    ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "SECRET_KEY_FALLBACKS", "ARBITER_SERVE_API_KEY")
+)
+
+
+def key_env_allowed(name: str) -> bool:
+    """Whether a judge may send this variable of the worker as its key: never a deployment secret."""
+    from django.conf import settings
+
+    if name in DEPLOYMENT_SECRETS:
+        return False
+    return name.startswith(KEY_ENV_PREFIX) or name in settings.JUDGE_KEY_ENV_ALLOWED
+
+
+def _origin(url) -> tuple | None:
+    """Where a base URL sends requests: (scheme, host, port), or None for what is not a URL."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or not parts.hostname:
+            return None
+        return parts.scheme.lower(), parts.hostname.lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:  # a port that is not a number
+        return None
 
 
 # --- Settings -------------------------------------------------------------------------------
@@ -68,6 +98,15 @@ def _chat_config(config: dict, problems: list) -> dict:
     env_name = config.get("api_key_env", "")
     if env_name not in ("", None) and (not isinstance(env_name, str) or not ENV_NAME.fullmatch(env_name)):
         problems.append(_problem("config.api_key_env", "the name of an environment variable (letters, digits, _)."))
+        env_name = ""
+    elif env_name and not key_env_allowed(env_name):
+        problems.append(
+            _problem(
+                "config.api_key_env",
+                f"a judge reads its key only from a variable named {KEY_ENV_PREFIX}... (or one the deployment lists "
+                f"in JUDGE_KEY_ENV_ALLOWED); {env_name[:60]} is not one, and the worker's own settings never go out.",
+            )
+        )
         env_name = ""
     for name in ("base_url", "model"):
         if name not in values:
@@ -129,6 +168,21 @@ def judge_clean(data, *, judge: Judge | None = None) -> dict:
         elif kind in KINDS:
             # An edit changes the settings it names and keeps the others.
             out["config"] = _kind_config(kind, {**(judge.config if judge else {}), **config}, problems)
+    moved = (
+        judge is not None
+        and judge.secret
+        and "config" in out
+        and _origin(out["config"].get("base_url")) != _origin(judge.config.get("base_url"))
+    )
+    if moved and "api_key" not in data:
+        # A stored key follows its URL only when someone who holds it says so.
+        problems.append(
+            _problem(
+                "api_key",
+                "the base URL now points elsewhere (another scheme, host or port), and the stored key was given for "
+                'the old one: give the key again (api_key), or remove it (api_key ""), with this change.',
+            )
+        )
     if "api_key" in data:
         key = data["api_key"]
         if kind != Judge.Kind.CHAT:
