@@ -38,6 +38,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Earlier keys after a rotation (comma-separated): sessions, signed values and stored judge keys
+# made under them still open; everything new uses SECRET_KEY.
+SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])

@@ -1,8 +1,10 @@
 """Secrets stored in the database (a judge's API key): encrypted, and never shown back.
 
 Fernet (AES-128-CBC with an HMAC) keyed from SECRET_KEY: a database dump alone does not
-give the key away. A secret written under another SECRET_KEY cannot be read; the error
-says to store it again.
+give the key away. A rotated SECRET_KEY keeps the old one in SECRET_KEY_FALLBACKS (Django's
+own rotation setting): secrets sealed under any of them still open, and new ones are sealed
+under the current key (MultiFernet). A secret written under a key that is in neither cannot be
+read; the error says to store it again.
 """
 
 from __future__ import annotations
@@ -10,15 +12,21 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
 from webapp.errors import ArbiterError
 
 
-def _fernet() -> Fernet:
-    digest = hashlib.sha256(b"arbiter.stored-secret\0" + settings.SECRET_KEY.encode()).digest()
+def _key(secret_key: str) -> Fernet:
+    digest = hashlib.sha256(b"arbiter.stored-secret\0" + secret_key.encode()).digest()
     return Fernet(base64.urlsafe_b64encode(digest))
+
+
+def _fernet() -> MultiFernet:
+    """Seals with SECRET_KEY; opens with it or any of SECRET_KEY_FALLBACKS."""
+    fallbacks = getattr(settings, "SECRET_KEY_FALLBACKS", [])
+    return MultiFernet([_key(settings.SECRET_KEY), *(_key(k) for k in fallbacks)])
 
 
 def secret_seal(value: str) -> str:
@@ -31,4 +39,4 @@ def secret_open(sealed: str, *, what: str = "the stored secret") -> str:
     try:
         return _fernet().decrypt(sealed.encode()).decode()
     except InvalidToken:
-        raise ArbiterError(f"{what} cannot be read: it was stored under another SECRET_KEY. Store it again.") from None
+        raise ArbiterError(f"{what} cannot be read: it was stored under a SECRET_KEY that is neither the current one nor in SECRET_KEY_FALLBACKS. Store it again.") from None

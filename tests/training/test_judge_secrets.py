@@ -108,3 +108,22 @@ def test_a_variable_named_for_judges_or_listed_by_the_deployment_is_read(admin, 
     assert api.post("/api/v1/judges/", listed, format="json").status_code == 201
     secret = {**body, "name": "never", "config": {**body["config"], "api_key_env": "DATABASE_URL"}}
     assert api.post("/api/v1/judges/", secret, format="json").status_code == 400  # listed or not
+
+
+def test_a_stored_key_survives_a_secret_key_rotation_with_fallbacks(admin, settings):
+    """Rotating SECRET_KEY with the old one in SECRET_KEY_FALLBACKS keeps stored keys readable;
+    a key sealed under a SECRET_KEY in neither is refused with what to do."""
+    from webapp.errors import ArbiterError
+    from webapp.stored_secrets import secret_open, secret_seal
+
+    settings.SECRET_KEY = "the-first-key-" + "x" * 40
+    judge = _judge(token_client(admin))
+    sealed_first = judge.secret
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "the-second-key-" + "y" * 40, [settings.SECRET_KEY]
+    assert judge_api_key(judge) == "sk-given-for-example"
+    sealed_second = secret_seal("new")
+    assert secret_open(sealed_second) == "new"
+    settings.SECRET_KEY_FALLBACKS = []
+    with pytest.raises(ArbiterError, match="SECRET_KEY_FALLBACKS"):
+        secret_open(sealed_first)
+    assert secret_open(sealed_second) == "new"
