@@ -80,13 +80,15 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
-# Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username,
-# or from one client address, logins from there are refused for AXES_COOLOFF_MINUTES, with a
-# page that says so; an admin unlocks at once in the Django admin (Axes: access attempts,
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username
+# from one client address, that account's logins from that address are refused for
+# AXES_COOLOFF_MINUTES, with a page that says so (the account and the address together: the
+# others behind one office or proxy address log in as usual, and nobody can lock a colleague out
+# from elsewhere); an admin unlocks at once in the Django admin (Axes: access attempts,
 # delete) or with `manage.py axes_reset_username NAME`. API tokens are not passwords: unaffected.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=10)
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_COOLOFF_MINUTES = env.int("AXES_COOLOFF_MINUTES", default=15)
 AXES_COOLOFF_TIME = timedelta(minutes=AXES_COOLOFF_MINUTES)
 AXES_RESET_ON_SUCCESS = True
