@@ -13,6 +13,9 @@
 # CPU it needs). The URL and the demo users are printed last, once /health answers.
 # Ctrl-C stops both, by PID.
 set -euo pipefail
+# Everything the app writes (the SQLite database with its sessions, logs, the broker's messages,
+# models) is for this user alone: another local user must not read a signed-in admin's session.
+umask 077
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 PORT="${PORT:-8000}"

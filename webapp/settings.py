@@ -8,6 +8,7 @@ and ALLOWED_HOSTS. The README has the full table.
 
 from __future__ import annotations
 
+import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +22,18 @@ environ.Env.read_env(BASE_DIR / ".env") if (BASE_DIR / ".env").exists() else Non
 
 # Storage folder: the SQLite file, broker messages, uploads, models, exports.
 VAR_DIR = Path(env.str("ARBITER_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _owner_only(folder: Path) -> None:
+    """The storage folder holds the database, sessions, the secret key and uploads: made, or
+    kept, readable by its owner alone (another local user cannot open anything inside, whatever
+    the files' own modes). A folder this process does not own is left as the deployment set it."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if folder.stat().st_uid == os.getuid() and folder.stat().st_mode & 0o077:
+        folder.chmod(0o700)
+
+
+_owner_only(VAR_DIR)
 UPLOAD_DIR = VAR_DIR / "uploads"
 
 

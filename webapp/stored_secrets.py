@@ -39,4 +39,6 @@ def secret_open(sealed: str, *, what: str = "the stored secret") -> str:
     try:
         return _fernet().decrypt(sealed.encode()).decode()
     except InvalidToken:
-        raise ArbiterError(f"{what} cannot be read: it was stored under a SECRET_KEY that is neither the current one nor in SECRET_KEY_FALLBACKS. Store it again.") from None
+        raise ArbiterError(
+            f"{what} cannot be read: it was stored under a SECRET_KEY that is neither the current one nor in SECRET_KEY_FALLBACKS. Store it again."
+        ) from None

@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,24 @@ def test_make_run_keeps_housekeeping_apart_from_training():
     housekeeping, training = workers
     assert "-Q default " in housekeeping and "--beat" in housekeeping
     assert "-Q gpu " in training and "--beat" not in training
+
+
+@pytest.mark.parametrize("existing", [None, 0o755, 0o777])
+def test_the_storage_folder_is_made_or_kept_owner_only(tmp_path, existing):
+    """Issue 45: whatever started the app (make run, a worker, manage.py), the storage folder it
+    finds or makes is readable by its owner alone; its secret key file too."""
+    var = tmp_path / "var"
+    if existing is not None:
+        var.mkdir()
+        var.chmod(existing)
+    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DATABASE_URL")}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={**env, "ARBITER_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "webapp.settings"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert var.stat().st_mode & 0o777 == 0o700, oct(var.stat().st_mode)
+    assert (var / "secret_key").stat().st_mode & 0o077 == 0

@@ -36,6 +36,22 @@ def _kill_training_worker(app: Embedded, api: Api) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def _assert_private(var) -> None:
+    """Issue 45: the storage folder (the database with the signed-in users' sessions, the secret
+    key, logs) is its owner's alone: the folder 0700, nothing in it readable by group or others,
+    and, where the suite runs as root, another user cannot read the database."""
+    assert var.stat().st_mode & 0o777 == 0o700, oct(var.stat().st_mode)
+    shared = [str(p) for p in var.rglob("*") if not p.is_symlink() and p.stat().st_mode & 0o077]
+    assert not shared, shared
+    if os.geteuid() == 0 and subprocess.run(["id", "nobody"], capture_output=True).returncode == 0:
+        read = subprocess.run(
+            ["su", "nobody", "-s", "/bin/sh", "-c", f"cat '{var / 'arbiter.sqlite3'}' > /dev/null"],
+            capture_output=True,
+            text=True,
+        )
+        assert read.returncode != 0 and "Permission denied" in read.stderr, read
+
+
 def test_a_dying_worker_is_restarted_then_left_stopped_with_the_web_server_up(tmp_path):
     env = {"ARBITER_RESTARTS": "1", "WORKER_BEAT_SECONDS": "0.5", "WORKER_ALIVE_SECONDS": "2"}
     app = Embedded(tmp_path / "var", free_port(), tmp_path / "out.txt", env_extra=env)
@@ -44,6 +60,7 @@ def test_a_dying_worker_is_restarted_then_left_stopped_with_the_web_server_up(tm
         output = app.output.read_text()
         assert "worker-training.log" in output and "worker-housekeeping.log" in output
 
+        _assert_private(tmp_path / "var")
         api = Api(app, token(app, "demo-admin"))
         _kill_training_worker(app, api)
         app.wait_for(lambda: "restarting it (1 of 1" in app.output.read_text(), 30, "a restart")
