@@ -102,6 +102,8 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=10)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_COOLOFF_MINUTES = env.int("AXES_COOLOFF_MINUTES", default=15)
+# Behind N proxies, the client's address is read from X-Forwarded-For (0: REMOTE_ADDR itself).
+AXES_IPWARE_PROXY_COUNT = env.int("AXES_IPWARE_PROXY_COUNT", default=0) or None
 AXES_COOLOFF_TIME = timedelta(minutes=AXES_COOLOFF_MINUTES)
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
