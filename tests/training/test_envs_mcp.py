@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -306,3 +307,26 @@ def test_a_dead_cached_server_is_started_again_before_a_launch_check_passes(task
         assert second.call(None, "calculate", {"expression": "2 + 3"}).content == "5"
     finally:
         environment_get("calc-mcp-cached").close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "reference"),
+    [
+        ("Children’s Wing", "Children's Wing"),
+        ("childrens wing", "Children’s Wing"),
+        ("José Ñúñez", "Jose Nunez"),
+        ("«Zoë»", "Zoe"),
+        ("STRASSE", "straße"),
+    ],
+)
+def test_the_default_rubric_matches_across_unicode_punctuation_and_accents(answer, reference):
+    """Issue 45: exact match normalises what a person reads as the same answer."""
+    from training.envs.base import EnvTask
+    from training.envs.mcp import exact_match_rubric
+
+    task = EnvTask(external_id="t", prompt="q", reference=reference, split="eval")
+    episode = SimpleNamespace(answer=answer, calls=1, tool_errors=0, loop=False)
+    assert exact_match_rubric(task, episode).correct
+    assert not exact_match_rubric(
+        task, SimpleNamespace(answer="someone else", calls=1, tool_errors=0, loop=False)
+    ).correct

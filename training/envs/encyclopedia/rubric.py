@@ -1,7 +1,7 @@
 """The rubric: an oracle score of a finished episode from the known answer.
 
-Correctness is normalized exact match (lower case, no punctuation, no articles, single
-spaces) with token F1 beside it; quote support means a quote taken from an opened page
+Correctness is normalized exact match (lower case, no accents, no punctuation of any script,
+no articles, single spaces) with token F1 beside it; quote support means a quote taken from an opened page
 contains the reference answer. Utility weights follow agent RL practice: +10 correct,
 -1 per step, -5 per tool error, -10 for a loop. It drives evaluation and simulated
 annotators and is never shown to human annotators.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections import Counter
 from dataclasses import asdict, dataclass
 
@@ -39,10 +40,17 @@ class Outcome:
 
 
 def normalize(text: str) -> str:
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    """Lower case (casefolded), accents dropped (é -> e), punctuation of any script dropped (’ as
+    ', « », ¿), no articles, single spaces: "Children’s Wing" and "childrens wing" match, and
+    "José" matches "Jose"."""
+    text = unicodedata.normalize("NFKD", text.casefold())
+    text = "".join(ch for ch in text if not unicodedata.combining(ch) and not _punctuation(ch))
     text = re.sub(r"\b(a|an|the)\b", " ", text)
     return " ".join(text.split())
+
+
+def _punctuation(ch: str) -> bool:
+    return ch in string.punctuation or unicodedata.category(ch).startswith("P")
 
 
 def token_f1(prediction: str, reference: str) -> float:
