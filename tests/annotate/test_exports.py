@@ -421,3 +421,20 @@ def test_ties_are_no_trl_rows_and_the_card_says_how_many_were_left_out(tmp_path)
     assert "num_examples: 3" in meta and "2 tied pairs" in body
     raw = list(iter_rows(snapshot, "raw"))
     assert sum(row["choice"] == 3 for row in raw) == 5  # every tied vote is still there
+
+
+def test_the_trl_ready_cards_say_the_length_to_set_and_why():
+    """Issue 45: TRL's trainers default to max_length=1024; with agents' trajectories the
+    RewardTrainer drops long pairs (an empty dataset), DPO cuts the completions' end, KTO the
+    labelled completion. Each TRL-ready card names its trainer's config to change."""
+    from annotate.exports import dataset_card_preview
+
+    campaign, _ = voted_campaign([[1, 2], [5, 4], [2, 1]])
+    snapshot = snapshot_create(name="lengths", campaigns=[campaign], test_fraction=0.0)
+    expected = {"trl": "RewardConfig(max_length=None)", "trl_text": "RewardConfig(max_length=None)"}
+    expected |= {"dpo": "DPOConfig(max_length=None)", "kto": "KTOConfig(max_length=None)"}
+    for fmt, config in expected.items():
+        _, body = dataset_card_preview(snapshot, fmt)
+        length = body.split("## Length")[1].split("##")[0]
+        assert config in length and "1,024" in length, fmt
+    assert "## Length" not in dataset_card_preview(snapshot, "raw")[1]
