@@ -784,16 +784,13 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
 
 # TRL 1.16's trainers default to max_length=1024 tokens; an agent's trajectory with its tool results
 # is often longer, and each trainer then fails in its own way (read from trl/trainer/*_config.py).
-_LENGTH_WHY = (
-    "Agent trajectories with their tool results often run past 1,024 tokens, TRL's default `max_length`. "
-)
+_LENGTH_WHY = "Agent trajectories with their tool results often run past 1,024 tokens, TRL's default `max_length`. "
 LENGTH_NOTES = {
     "trl": _LENGTH_WHY
     + "`RewardTrainer` then *drops* every pair whose chosen or rejected side is longer (a dataset of long "
     "trajectories becomes empty and the trainer refuses it). Set `RewardConfig(max_length=None)`, or a length "
     "your memory allows that covers your rows.",
-    "trl_text": _LENGTH_WHY
-    + "`RewardTrainer` then *drops* every pair whose chosen or rejected text is longer. Set "
+    "trl_text": _LENGTH_WHY + "`RewardTrainer` then *drops* every pair whose chosen or rejected text is longer. Set "
     "`RewardConfig(max_length=None)`, or a length that covers your rows.",
     "dpo": _LENGTH_WHY
     + "`DPOTrainer` then truncates each sequence, keeping its start: the end, where the two completions differ "
