@@ -274,3 +274,32 @@ def test_behaviour_cloning_goes_on_while_the_checkpoint_at_the_end_is_the_best_s
     settings = replace(config, max_steps=20, dev_every=10, extend_steps=20, warmup_steps=2)
     result = train_bc(model, tokenizer, examples, settings, judge=judge)
     assert result["steps"] == steps and judged == sorted(scores)[: len(judged)] and result["kept_step"] == kept
+
+
+def test_a_child_whose_tokenizer_file_was_written_again_shares_its_parents_tokenizer(tmp_path):
+    """Issue 45: transformers re-serialises tokenizer.json when a fine-tuned child is saved
+    (another version: other key order and spacing); the evaluation compares what tokenizers
+    do, so a registered model's descendants are evaluated against it. A tokenizer trained
+    on other text is still told apart, and so is a changed chat template."""
+    import json
+    import shutil
+
+    from tests.policy_fixtures import tiny_policy_dir
+    from training.policy.model_io import same_tokenizer, train_tokenizer
+
+    parent = tiny_policy_dir(tmp_path / "parent")
+    child = tmp_path / "child"
+    shutil.copytree(parent, child)
+    data = json.loads((child / "tokenizer.json").read_text())
+    (child / "tokenizer.json").write_text(json.dumps(data, indent=4, sort_keys=True))  # as another version writes it
+    assert (child / "tokenizer.json").read_bytes() != (parent / "tokenizer.json").read_bytes()
+    assert same_tokenizer(parent, child)
+
+    other = tmp_path / "other"
+    shutil.copytree(parent, other)
+    train_tokenizer(["completely different words here"] * 50, vocab_size=300).save_pretrained(other)
+    assert not same_tokenizer(parent, other)
+    templated = tmp_path / "templated"
+    shutil.copytree(child, templated)
+    (templated / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert not same_tokenizer(parent, templated)

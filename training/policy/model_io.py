@@ -82,6 +82,37 @@ def load_policy(model_dir: str | Path, *, device: str = "cpu"):
     return model.to(device).eval(), tokenizer
 
 
+# Text the two tokenizers must split alike: words, code, numbers, accents, CJK, emoji, whitespace.
+TOKENIZER_PROBE = (
+    'Who founded Veloran Glassworks? search[founded] -> {"n": 3, "x": [1.5e3, -2]}\n\t  '
+    "Zoë's café, São Paulo; 東京都; Привет; 🙂 <tool_call>def f(x):\n    return x**2</tool_call>"
+)
+
+
+def same_tokenizer(dir_a: str | Path, dir_b: str | Path) -> bool:
+    """Whether two model directories' tokenizers do the same thing: the same vocabulary, added and
+    special tokens, chat template, and the same ids for a probe text. Not their files' bytes:
+    transformers re-serialises tokenizer.json when a fine-tuned child is saved (another version,
+    another key order), and the child still tokenizes as its parent does."""
+    from transformers import AutoTokenizer
+
+    files = [Path(d) / "tokenizer.json" for d in (dir_a, dir_b)]
+    if all(f.exists() for f in files) and files[0].read_bytes() == files[1].read_bytes():
+        return True  # the common case, without loading anything
+    try:
+        a, b = (AutoTokenizer.from_pretrained(Path(d)) for d in (dir_a, dir_b))
+    except (ValueError, OSError):
+        return False
+    return (
+        a.get_vocab() == b.get_vocab()
+        and {i: str(t) for i, t in a.added_tokens_decoder.items()}
+        == {i: str(t) for i, t in b.added_tokens_decoder.items()}
+        and a.special_tokens_map == b.special_tokens_map
+        and getattr(a, "chat_template", None) == getattr(b, "chat_template", None)
+        and a(TOKENIZER_PROBE)["input_ids"] == b(TOKENIZER_PROBE)["input_ids"]
+    )
+
+
 def save_policy(model, tokenizer, model_dir: str | Path, *, tool_parser: str = "") -> Path:
     """Save with `save_pretrained`; `tool_parser` is written to arbiter_policy.json beside it."""
     import json

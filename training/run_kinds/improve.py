@@ -117,8 +117,10 @@ def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia
 
 
 def _same_tokenizer(a: Policy, b: Policy) -> bool:
-    files = [Path(p.model_dir) / "tokenizer.json" for p in (a, b)]
-    return all(f.exists() for f in files) and files[0].read_bytes() == files[1].read_bytes()
+    """Whether the two policies tokenize alike (training/policy/model_io.same_tokenizer)."""
+    from training.policy.model_io import same_tokenizer
+
+    return same_tokenizer(a.model_dir, b.model_dir)
 
 
 # --- PPO ----------------------------------------------------------------------------------
