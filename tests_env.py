@@ -20,6 +20,9 @@ OUTPUT = ROOT / "test-output"
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/arbiter")
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+# The suite's fake model servers listen on 127.0.0.1 (tests/fake_openai.py); the refusal of such
+# addresses is tested with the setting off (tests/training/test_judge_addresses.py).
+os.environ.setdefault("JUDGE_ALLOW_PRIVATE_ADDRESSES", "true")
 _DATABASE = urlparse(os.environ["DATABASE_URL"]).path.strip("/") or "default"
 
 # --- Tests side by side: `make test` runs pytest-xdist workers (gw0, gw1, ...) ---------------

@@ -333,6 +333,12 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Variables a chat judge may read its key from besides ARBITER_JUDGE_* (comma-separated names);
 # the deployment's own settings are never among them (docs/judges.md).
 JUDGE_KEY_ENV_ALLOWED = frozenset(env.list("JUDGE_KEY_ENV_ALLOWED", default=[]))
+# Whether a chat judge may call private and loopback addresses (a model server on this machine or
+# the office network): on for the embedded default (no DATABASE_URL), off for a deployment unless
+# set. Link-local and cloud metadata addresses never (training/judges/addresses.py).
+JUDGE_ALLOW_PRIVATE_ADDRESSES = env.bool(
+    "JUDGE_ALLOW_PRIVATE_ADDRESSES", default=not env.str("DATABASE_URL", default="")
+)
 ARBITER_ENVIRONMENTS_FILE = env.str("ARBITER_ENVIRONMENTS_FILE", default="")
 
 

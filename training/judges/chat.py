@@ -38,6 +38,7 @@ import json
 import math
 import random
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -50,6 +51,8 @@ from urllib.parse import urlsplit
 
 import jsonschema
 import jsonschema.exceptions
+
+from training.judges.addresses import AddressRefused, vetted_addresses
 
 MODES = ("json_schema", "json_object", "prompt")
 SCHEMA_NAME = "verdict"  # response_format.json_schema.name
@@ -188,6 +191,7 @@ class ChatJudgeClient:
         *,
         schema: dict,
         spent_usd: float = 0.0,
+        allow_private: bool = True,
         sleep: Callable[[float], Any] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
@@ -203,6 +207,7 @@ class ChatJudgeClient:
         self.schema = schema
         self._validator = jsonschema.Draft202012Validator(schema)
         self._sleep, self._clock = sleep, clock
+        self._allow_private = allow_private  # private and loopback endpoints (a deployment setting)
         self._rng = rng or random.Random()
         self._lock = threading.Lock()  # guards the mode, the money, the rate slots and the rng
         self._mode = settings.structured_output
@@ -326,6 +331,10 @@ class ChatJudgeClient:
         started = self._clock()
         try:
             status, retry_after, raw = self._post(data)
+        except AddressRefused as exc:  # asking again changes nothing: the settings must
+            record.latency_s = self._clock() - started
+            record.error = f"refused to call {exc}"
+            return _Attempt(record)
         except (OSError, http.client.HTTPException) as exc:
             record.latency_s = self._clock() - started
             record.error = self._scrub(self._connection_error(exc))
@@ -377,9 +386,12 @@ class ChatJudgeClient:
         return body
 
     def _post(self, data: bytes) -> tuple[int, str | None, bytes]:
-        """(HTTP status, Retry-After header, body) of one POST; a connection per request."""
-        connection_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        """(HTTP status, Retry-After header, body) of one POST; a connection per request, to an
+        address vetted just before it (training/judges/addresses.py)."""
+        address = vetted_addresses(self._host, self._port, allow_private=self._allow_private)[0]
+        connection_class = _PinnedHTTPSConnection if self._https else _PinnedHTTPConnection
         connection = connection_class(self._host, self._port, timeout=self.settings.timeout_s)
+        connection.address = address
         headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "arbiter-judge"}
         if self.settings.api_key:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
@@ -474,6 +486,25 @@ class ChatJudgeClient:
 
 
 # Helpers ------------------------------------------------------------------------------
+
+
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    """Connects to the vetted `address`, whatever the host name resolves to by then."""
+
+    address = ""
+
+    def connect(self):
+        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """TLS to the vetted `address`, the certificate checked against the host name."""
+
+    address = ""
+
+    def connect(self):
+        sock = socket.create_connection((self.address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
 def _json_content(content: str) -> tuple[Any, str]:

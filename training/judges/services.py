@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass, fields
 
+from django.conf import settings as django_settings
 from django.db import transaction
 from django.db.models import Sum
 
@@ -119,7 +120,30 @@ def _chat_config(config: dict, problems: list) -> dict:
     for problem in settings.problems():  # "field: what it must be"
         name, _, message = problem.partition(":")
         problems.append(_problem(f"config.{name}", message.strip() or problem))
+    if not settings.problems():
+        problems += _address_problems(settings.base_url)
     return {**values, "api_key_env": env_name or ""}
+
+
+def _address_problems(base_url: str) -> list[dict]:
+    """The endpoint's host checked where it resolves now (again at every connection: a name that
+    does not resolve here may on the worker)."""
+    from urllib.parse import urlsplit
+
+    from training.judges.addresses import AddressRefused, vetted_addresses
+
+    url = urlsplit(base_url)
+    try:
+        vetted_addresses(
+            url.hostname,
+            url.port or (443 if url.scheme == "https" else 80),
+            allow_private=django_settings.JUDGE_ALLOW_PRIVATE_ADDRESSES,
+        )
+    except AddressRefused as exc:
+        return [_problem("config.base_url", f"{exc}.")]
+    except OSError:
+        pass
+    return []
 
 
 def _kind_config(kind: str, config: dict, problems: list) -> dict:
@@ -457,7 +481,12 @@ def run_spent_usd(run_id: int | None) -> float:
 def _run_chat(judge, campaign, wanted, *, run_id, options, tally, progress, should_stop) -> None:
     dimensions = dimensions_of(campaign)
     schema = verdict_schema(dimensions)
-    client = ChatJudgeClient(chat_settings(judge), schema=schema, spent_usd=run_spent_usd(run_id))
+    client = ChatJudgeClient(
+        chat_settings(judge),
+        schema=schema,
+        spent_usd=run_spent_usd(run_id),
+        allow_private=django_settings.JUDGE_ALLOW_PRIVATE_ADDRESSES,
+    )
     done = 0
 
     def on_answer(answer: ChatAnswer) -> None:
