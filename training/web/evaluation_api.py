@@ -64,6 +64,11 @@ class EvaluationDetailApi(APIView):
             help_text="Every pair of systems other than the start, per mode: success of b minus a on the tasks "
             "both played, with its 95% interval, and the winner's label when the interval excludes 0.",
         )
+        memorisation = serializers.ListField(
+            child=serializers.DictField(),
+            help_text="Per policy also played on held-out tasks of the world it trained on (seen_environment): "
+            "success on the unseen and the seen world, sampled and greedy, and each change from the start in points.",
+        )
         human_evaluations = serializers.ListField(child=serializers.DictField())
         rl_runs = serializers.ListField(child=serializers.DictField())
         loop = serializers.DictField(
