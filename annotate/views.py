@@ -30,7 +30,7 @@ from annotate.services.assignments import (
     judgement_submit,
 )
 from annotate.services.campaigns import dimensions_of
-from annotate.services.corrections import correction_submit
+from annotate.services.corrections import MAX_BODY_BYTES, correction_submit
 from annotate.services.imports import import_upload_create
 from annotate.services.judges import ORDERINGS, campaign_order
 from annotate.trajectory_view import pair_view
@@ -39,6 +39,7 @@ from webapp.access import role_required
 from webapp.charts import bar_chart_svg, histogram_svg, interval_chart_svg
 from webapp.errors import ArbiterError
 from webapp.roles import Role, annotator_label, user_has_role
+from webapp.uploads import body_too_big
 
 LABELERS = (Role.ANNOTATOR, Role.ADMIN)
 READERS = (Role.RESEARCHER, Role.ADMIN)
@@ -228,12 +229,15 @@ def correction_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
         return redirect("annotate:campaigns")
     context: dict = {}
     try:
+        body_too_big(request, MAX_BODY_BYTES, "a correction")
         correction, note = correction_submit(
             assignment_id=assignment_id, annotator=request.user, body=correction_body(request.POST)
         )
         context.update(correction=correction, note=note)
     except ArbiterError as exc:
         context.update(error=exc.message, problems=exc.details)
+    except (PermissionDenied, RequestDataTooBig) as exc:
+        context.update(error=str(exc), problems=[])
     if request.htmx:  # htmx swaps 2xx only: a refusal shows its reasons in the fragment
         return render(request, "annotate/label.html#correction-result", context)
     if "correction" in context:

@@ -12,12 +12,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.models import Correction
-from annotate.services.corrections import correction_review, correction_submit
+from annotate.services.corrections import MAX_BODY_BYTES, correction_review, correction_submit
 from webapp.access import api_role
 from webapp.api_input import StrictJSONParser, id_parameter, query_id
 from webapp.errors import ArbiterError
 from webapp.pagination import ListPage, list_page
 from webapp.roles import Role
+from webapp.uploads import body_too_big
 
 LABELERS = (Role.ANNOTATOR, Role.ADMIN)
 READERS = (Role.RESEARCHER, Role.ADMIN)
@@ -95,6 +96,7 @@ class AssignmentCorrectionApi(APIView):
 
     @extend_schema(request=CorrectionInput, responses={201: CorrectionCreated})
     def post(self, request, assignment_id: int):
+        body_too_big(request, MAX_BODY_BYTES, "a correction")
         correction, note = correction_submit(assignment_id=assignment_id, annotator=request.user, body=request.data)
         return Response(CorrectionCreated(correction, context={"note": note}).data, status=status.HTTP_201_CREATED)
 

@@ -203,6 +203,22 @@ def _assignment_next_orm(*, campaign: Campaign, annotator, want_gold: bool) -> A
     return _take_slot(campaign, annotator, now, gold=False)
 
 
+def store_allowed(assignment: Assignment, what: str, *, closed_too: bool = False) -> None:
+    """Refuse to store a person's work on an assignment whose campaign is archived (or, with
+    `closed_too`, closed) or whose pool no longer holds them: one rule for judgements and
+    corrections."""
+    campaign = assignment.comparison.campaign
+    stopped = (Campaign.Status.ARCHIVED, Campaign.Status.CLOSED) if closed_too else (Campaign.Status.ARCHIVED,)
+    if campaign.status in stopped:
+        raise ArbiterError(
+            f"Campaign {campaign.name!r} is {campaign.status}: nothing more is stored in it; your {what} was not stored."
+        )
+    if not campaign_may_label(campaign=campaign, user=assignment.annotator):
+        raise PermissionDenied(
+            f"You are no longer in the pool of campaign {campaign.name!r}: your {what} was not stored."
+        )
+
+
 def _to_ab(assignment: Assignment, verdict: Verdict) -> dict:
     """Screen terms to A/B terms through the assignment's side mapping."""
     return verdict_in_ab_terms(verdict, left_is_a=assignment.left_is_a)
@@ -216,14 +232,7 @@ def _checked(assignment: Assignment, verdict: Verdict, *, sizes: tuple[int, int]
     annotator has left its pool."""
     comparison = assignment.comparison
     campaign = comparison.campaign
-    if campaign.status == Campaign.Status.ARCHIVED:
-        raise ArbiterError(
-            f"Campaign {campaign.name!r} is archived: nothing more is stored in it; your judgement was not stored."
-        )
-    if not campaign_may_label(campaign=campaign, user=assignment.annotator):
-        raise PermissionDenied(
-            f"You are no longer in the pool of campaign {campaign.name!r}: your judgement was not stored."
-        )
+    store_allowed(assignment, "judgement")
     step_counts = None
     if verdict.first_wrong_left is not None or verdict.first_wrong_right is not None:
         if sizes is None:

@@ -28,6 +28,10 @@ from webapp.errors import ArbiterError
 CORRECTION_AGENT = "human correction"
 MAX_CALLS = 32
 MAX_TEXT = 20_000
+MAX_ARGUMENTS = 20_000  # characters of one call's arguments, written as JSON
+MAX_BODY_BYTES = 1_000_000  # a correction's request body (the routes refuse more before reading it)
+PER_SIDE = 5  # corrections one person may store of one side of one comparison
+PER_HOUR = 60  # corrections one person may store in an hour
 SIDES = ("left", "right")
 # Where a tool-call correction may start: a call (the calls replace it and what follows) or the
 # answer (the calls go before a new answer: the commonest fix, a missing `open`).
@@ -127,6 +131,18 @@ def call_problems(tool: str, arguments, schemas: dict[str, dict] | None, where: 
     return [_problem(f"{where}.arguments{'.' + path if path else ''}", f"{tool}: {errors[0].message[:300]}")]
 
 
+def _size_problems(arguments, where: str) -> list[dict]:
+    import json
+
+    try:
+        size = len(json.dumps(arguments, ensure_ascii=False))
+    except (TypeError, ValueError):
+        return [_problem(f"{where}.arguments", "a JSON object.")]
+    if size > MAX_ARGUMENTS:
+        return [_problem(f"{where}.arguments", f"at most {MAX_ARGUMENTS:,} characters as JSON; these are {size:,}.")]
+    return []
+
+
 def correction_parse(body, *, original: Trajectory) -> CorrectionIn:
     """A correction body checked against the original: {kind: answer, answer} or {kind:
     tool_call, step, calls: [{tool, arguments, observation?}], answer?}. Every problem named."""
@@ -177,7 +193,9 @@ def correction_parse(body, *, original: Trajectory) -> CorrectionIn:
                 if not isinstance(tool, str) or not tool.strip() or len(tool) > 200:
                     problems.append(_problem(f"{where}.tool", "the tool's name."))
                     continue
-                found = call_problems(tool, call.get("arguments", {}), schemas, where)
+                found = call_problems(tool, call.get("arguments", {}), schemas, where) or _size_problems(
+                    call.get("arguments", {}), where
+                )
                 problems += found
                 observation = _text(call.get("observation"), f"{where}.observation", problems)
                 if not found:
@@ -323,13 +341,42 @@ def correction_submit(*, assignment_id: int, annotator, body) -> tuple[Correctio
     )
     if assignment is None:
         raise ArbiterError("That comparison is not assigned to you (or its lease expired).")
+    from annotate.services.assignments import store_allowed
+
+    store_allowed(assignment, "correction", closed_too=True)
     original = _side(assignment, body.get("side") if isinstance(body, dict) else None)
+    _within_limits(annotator, original, assignment.comparison_id)
     return correction_create(
         original=original,
         correction=correction_parse(body, original=original),
         author=annotator,
         comparison=assignment.comparison,
     )
+
+
+def _within_limits(annotator, original: Trajectory, comparison_id: int) -> None:
+    """At most PER_SIDE corrections of one side of a comparison and PER_HOUR in an hour, per
+    person: a correction plays calls in an environment and waits in the review queue, so the
+    lowest role cannot fill either (CORRECTIONS_PER_SIDE, CORRECTIONS_PER_HOUR)."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    per_side = getattr(settings, "CORRECTIONS_PER_SIDE", PER_SIDE)
+    per_hour = getattr(settings, "CORRECTIONS_PER_HOUR", PER_HOUR)
+    mine = Correction.objects.filter(author=annotator)
+    if mine.filter(original=original, comparison_id=comparison_id).count() >= per_side:
+        raise ArbiterError(
+            f"You have stored {per_side} corrections of this side already; a reviewer reads those first. "
+            "Nothing was stored.",
+            details=[_problem("side", f"at most {per_side} corrections of one side.")],
+        )
+    if mine.filter(created_at__gte=timezone.now() - timedelta(hours=1)).count() >= per_hour:
+        raise ArbiterError(
+            f"You have stored {per_hour} corrections in the last hour, the most an hour allows; try again later. "
+            "Nothing was stored.",
+            details=[_problem("", f"at most {per_hour} corrections an hour.")],
+        )
 
 
 @transaction.atomic

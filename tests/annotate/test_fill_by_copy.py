@@ -51,5 +51,11 @@ def test_a_column_without_a_default_must_be_given():
             app_label = "annotate"
             managed = False
 
-    with transaction.atomic(), pytest.raises(ValueError, match="required has no default"):
-        insert_new_rows(NoDefault, ("other",), [(1,)], constants={}, conflict=("other",))
+    try:
+        with transaction.atomic(), pytest.raises(ValueError, match="required has no default"):
+            insert_new_rows(NoDefault, ("other",), [(1,)], constants={}, conflict=("other",))
+    finally:  # out of the app registry again: later tests of this process list every model
+        from django.apps import apps
+
+        apps.all_models["annotate"].pop("nodefault", None)
+        apps.clear_cache()

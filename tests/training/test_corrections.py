@@ -412,3 +412,52 @@ def test_the_forms_step_is_read_as_ascii_digits_and_refused_with_a_reason(annota
     response = client.post(f"/annotate/assignments/{assignment.pk}/correction/", body, HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and b'id="correction-refused"' in response.content
     assert b"<code>step</code>" in response.content and not Correction.objects.exists()
+
+
+def test_the_lowest_role_cannot_fill_the_disk_with_corrections(annotator, settings):
+    """Issue 45: one call's arguments, the body, corrections per side and per hour are bounded,
+    each refused with the reason and nothing stored."""
+    assignment = _plain_assignment(annotator, environment="")
+    api = token_client(annotator)
+    url = f"/api/v1/assignments/{assignment.pk}/correction"
+    huge = {"query": "x" * 1_400_000}
+    call = {"tool": "search", "arguments": huge, "observation": "found"}
+    response = api.post(url, {"side": "left", "kind": "tool_call", "step": 0, "calls": [call]}, format="json")
+    assert response.status_code == 413 and "at most 1,000,000 bytes" in response.json()["detail"]
+    big = {"tool": "search", "arguments": {"query": "x" * 30_000}, "observation": "found"}
+    response = api.post(url, {"side": "left", "kind": "tool_call", "step": 0, "calls": [big]}, format="json")
+    assert response.status_code == 400 and "calls[0].arguments" in str(response.json())
+    assert not Correction.objects.exists()
+
+    settings.CORRECTIONS_PER_SIDE, settings.CORRECTIONS_PER_HOUR = 2, 3
+    for n in range(2):
+        body = {"side": "left", "kind": "answer", "answer": f"fix {n}"}
+        assert api.post(url, body, format="json").status_code == 201
+    refused = api.post(url, {"side": "left", "kind": "answer", "answer": "fix 3"}, format="json")
+    assert refused.status_code == 400 and "corrections of this side already" in refused.json()["detail"]
+    assert api.post(url, {"side": "right", "kind": "answer", "answer": "other side"}, format="json").status_code == 201
+    refused = api.post(url, {"side": "right", "kind": "answer", "answer": "again"}, format="json")
+    assert refused.status_code == 400 and "in the last hour" in refused.json()["detail"]
+    assert Correction.objects.count() == 3
+
+
+@pytest.mark.parametrize("how", ["archived", "closed", "out of the pool"])
+def test_corrections_are_refused_where_judgements_are(annotator, how):
+    """Issue 45: an archived or closed campaign, or an annotator taken out of its pool, stores no
+    correction (as a judgement is refused), with the reason."""
+    assignment = _plain_assignment(annotator, environment="")
+    campaign = assignment.comparison.campaign
+    if how == "out of the pool":
+        campaign.pool_only = True
+        campaign.save()
+        campaign.pool.add(UserFactory(roles=["annotator"]))
+    else:
+        campaign.status = how
+        campaign.save()
+    response = token_client(annotator).post(
+        f"/api/v1/assignments/{assignment.pk}/correction",
+        {"side": "left", "kind": "answer", "answer": "late"},
+        format="json",
+    )
+    assert 400 <= response.status_code < 500 and "was not stored" in response.json()["detail"]
+    assert not Correction.objects.exists()
