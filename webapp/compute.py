@@ -43,3 +43,48 @@ def pick_compute(preferred: str | None = None) -> Compute:
             worker=worker,
         )
     return Compute(device="cpu", name=f"CPU ({torch.get_num_threads()} threads)", bf16=False, gpus=0, worker=worker)
+
+
+# Training memory per parameter on the CPU: fp32 weights, gradients and Adam's two moments, plus
+# activations and the reference copy RL keeps (a rule of thumb: about 20 bytes).
+BYTES_PER_PARAMETER = 20
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of this machine (Linux), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def capacity_problems(config, compute: Compute, *, cpus: int | None = None, memory: int | None = None) -> list[str]:
+    """What a run's settings ask that this worker cannot give, in words (checked when the run
+    starts, where only the worker knows its cores and memory): processes or torch threads beyond
+    its CPUs, and on the CPU a model whose training would not fit in its memory."""
+    cpus = cpus or os.cpu_count() or 1
+    problems = []
+    processes = getattr(config, "processes", 1) or 1
+    threads = getattr(config, "threads", 0) or 0
+    if compute.device == "cpu" and processes > cpus:
+        problems.append(f"processes: {processes} on a worker with {cpus} CPUs; at most {cpus}.")
+    if compute.device != "cpu" and processes > max(compute.gpus, 1):
+        problems.append(f"processes: {processes} on a worker with {compute.gpus} GPUs; at most {max(compute.gpus, 1)}.")
+    if threads > cpus:
+        problems.append(f"threads: {threads} on a worker with {cpus} CPUs; at most {cpus} (0: torch's choice).")
+    if compute.device == "cpu" and processes * max(threads, 1) > cpus:
+        problems.append(f"processes x threads: {processes} x {max(threads, 1)} on {cpus} CPUs; at most {cpus} in all.")
+    hidden, layers = getattr(config, "hidden", 0), getattr(config, "layers", 0)
+    memory = memory if memory is not None else available_memory_bytes()
+    if compute.device == "cpu" and hidden and layers and memory:
+        needed = 12 * layers * hidden * hidden * BYTES_PER_PARAMETER * processes
+        if needed > memory:
+            problems.append(
+                f"hidden {hidden} x layers {layers}: training it needs about {needed / 2**30:.1f} GiB, and this "
+                f"worker has {memory / 2**30:.1f} GiB free; choose a smaller model or a GPU worker."
+            )
+    return problems

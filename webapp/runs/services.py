@@ -263,7 +263,7 @@ def _append_log(run: Run, line: str) -> None:
 
 def run_execute(*, run_id: int, attempt: int) -> None:
     """Claim a queued run and execute it; its final status always gets written."""
-    from webapp.compute import pick_compute
+    from webapp.compute import capacity_problems, pick_compute
 
     if not job_claim(Run, run_id, attempt=attempt):
         logger.info("run %s attempt %s is not queued any more; nothing to do", run_id, attempt)
@@ -288,6 +288,9 @@ def run_execute(*, run_id: int, attempt: int) -> None:
         Run.objects.filter(pk=run_id, attempt=attempt).update(device=compute.name, worker=compute.worker)
         reporter.log(f"Attempt {attempt} on {compute.worker}, device {compute.name}.")
         config = config_from_input(kind.config_class, run.config)
+        problems = capacity_problems(config, compute)
+        if problems:  # where only the worker knows its cores and memory: refused at start, with the reason
+            raise ArbiterError(f"This worker ({compute.worker}, {compute.name}) cannot run it: " + " ".join(problems))
         resume_from = run.checkpoint.get("path") if attempt > 1 else None
         if resume_from and not Path(resume_from).exists():
             reporter.log(f"The checkpoint {resume_from} is gone; starting from the beginning.")
