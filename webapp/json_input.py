@@ -139,6 +139,7 @@ def _may_be_deep(text: str, max_depth: int) -> bool:
 # backslashes are taken out first, so every quote left opens or closes a string).
 _NOT_STRUCTURE = str.maketrans("", "", "".join(chr(c) for c in range(128) if chr(c) not in '[]{}"'))
 _PLAIN_STRING = re.compile(r'"[^"]*"')
+_OPENING, _CLOSING = (ord("["), ord("{")), (ord("]"), ord("}"))
 
 
 def _bracket_depth(text: str) -> int:
@@ -154,9 +155,6 @@ def _bracket_depth(text: str) -> int:
         return 0
     steps = np.isin(codes, _OPENING).astype(np.int64) - np.isin(codes, _CLOSING)
     return max(0, int(np.cumsum(steps).max()))
-
-
-_OPENING, _CLOSING = (ord("["), ord("{")), (ord("]"), ord("}"))
 
 
 def check(value: Any, *, max_depth: int = MAX_DEPTH) -> None:
