@@ -332,6 +332,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # a JSON file {"name": {"class": "mcp" | "package.module:Class", "options": {...}}, ...}.
 # Variables a chat judge may read its key from besides ARBITER_JUDGE_* (comma-separated names);
 # the deployment's own settings are never among them (docs/judges.md).
+# How many corrections one person may store of one side of a comparison, and in an hour.
+CORRECTIONS_PER_SIDE = env.int("CORRECTIONS_PER_SIDE", default=5)
+CORRECTIONS_PER_HOUR = env.int("CORRECTIONS_PER_HOUR", default=60)
 JUDGE_KEY_ENV_ALLOWED = frozenset(env.list("JUDGE_KEY_ENV_ALLOWED", default=[]))
 # Whether a chat judge may call private and loopback addresses (a model server on this machine or
 # the office network): on for the embedded default (no DATABASE_URL), off for a deployment unless

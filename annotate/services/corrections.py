@@ -30,8 +30,6 @@ MAX_CALLS = 32
 MAX_TEXT = 20_000
 MAX_ARGUMENTS = 20_000  # characters of one call's arguments, written as JSON
 MAX_BODY_BYTES = 1_000_000  # a correction's request body (the routes refuse more before reading it)
-PER_SIDE = 5  # corrections one person may store of one side of one comparison
-PER_HOUR = 60  # corrections one person may store in an hour
 SIDES = ("left", "right")
 # Where a tool-call correction may start: a call (the calls replace it and what follows) or the
 # answer (the calls go before a new answer: the commonest fix, a missing `open`).
@@ -355,15 +353,15 @@ def correction_submit(*, assignment_id: int, annotator, body) -> tuple[Correctio
 
 
 def _within_limits(annotator, original: Trajectory, comparison_id: int) -> None:
-    """At most PER_SIDE corrections of one side of a comparison and PER_HOUR in an hour, per
+    """At most CORRECTIONS_PER_SIDE corrections of one side of a comparison and CORRECTIONS_PER_HOUR an hour, per
     person: a correction plays calls in an environment and waits in the review queue, so the
-    lowest role cannot fill either (CORRECTIONS_PER_SIDE, CORRECTIONS_PER_HOUR)."""
+    lowest role cannot fill either (settings, 5 and 60 by default)."""
     from datetime import timedelta
 
     from django.conf import settings
 
-    per_side = getattr(settings, "CORRECTIONS_PER_SIDE", PER_SIDE)
-    per_hour = getattr(settings, "CORRECTIONS_PER_HOUR", PER_HOUR)
+    per_side = settings.CORRECTIONS_PER_SIDE
+    per_hour = settings.CORRECTIONS_PER_HOUR
     mine = Correction.objects.filter(author=annotator)
     if mine.filter(original=original, comparison_id=comparison_id).count() >= per_side:
         raise ArbiterError(
