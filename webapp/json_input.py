@@ -16,9 +16,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from itertools import compress
 from typing import Any
 
 MAX_DEPTH = 64  # far deeper than any trajectory, config or filter needs
+# Text with this many brackets or more has its depth counted before it is decoded: well below the
+# ~1,000 levels at which the decoder's recursion fails, so nothing deeper ever reaches it.
+DECODER_SAFE_DEPTH = 500
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # In JSON text, a decoded string can hold a NUL or a UTF-16 surrogate only through an escape
 # (strict decoding refuses raw control characters; UTF-8 cannot carry surrogates), or, in a
@@ -65,9 +69,10 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise JsonInputError(f"bytes that are not UTF-8 at offset {exc.start}") from None
-    if _may_be_deep(text, max_depth) and _bracket_depth(text) > max_depth:
+    if _may_be_deep(text, DECODER_SAFE_DEPTH) and _bracket_depth(text) > max_depth:
         # Refused before decoding: the decoder recurses once per level, and a deep enough value
-        # exhausts its stack wherever it is decoded.
+        # exhausts its stack wherever it is decoded. Text with fewer brackets than this cannot nest
+        # that deep, and is checked after decoding, more cheaply, by its containers.
         raise JsonInputError(f"JSON nested more than {max_depth} levels deep")
     try:
         value = _DECODER.decode(text)
@@ -79,13 +84,13 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         raise
     except ValueError as exc:  # e.g. an integer over Python's 4300-digit conversion limit
         raise JsonInputError(f"invalid JSON: {str(exc).split(';')[0]}") from None
-    # Numbers were checked while decoding (`_finite_float`, `_refuse_constant`) and the depth
-    # before it. With no suspect escape in the text no string can be bad; otherwise the full
-    # `check` finds the string and names its place.
+    # Numbers were checked while decoding (`_finite_float`, `_refuse_constant`). With no suspect
+    # escape in the text no string can be bad, so only the depth is left to check, a walk over
+    # containers alone; a refusal is explained by the full `check`, which names the place.
     suspect = ("\\u" in text and _SUSPECT_ESCAPE.search(text) is not None) or (
         not from_bytes and _SURROGATE.search(text) is not None
     )
-    if suspect:
+    if suspect or (_may_be_deep(text, max_depth) and not _shallow(value, max_depth)):
         check(value, max_depth=max_depth)
     return value
 
@@ -130,9 +135,29 @@ def _check_text(text: str, path: tuple) -> None:
 def _may_be_deep(text: str, max_depth: int) -> bool:
     """False when the text has fewer than `max_depth` opening brackets: every container opens
     with one (brackets inside strings only add to the count), so none can lie that deep. A
-    count in C, far cheaper than `_bracket_depth` for the small JSON strings that trace
+    count in C, far cheaper than the walk of `_shallow` for the small JSON strings that trace
     attributes hold."""
     return text.count("{") + text.count("[") >= max_depth
+
+
+_IS_CONTAINER = frozenset((dict, list)).__contains__
+
+
+def _shallow(value: Any, max_depth: int) -> bool:
+    """Whether no container lies `max_depth` or more levels deep: level by level, containers
+    only, their children filtered in C (`compress` over their types; json gives exact types)."""
+    level = [value] if _IS_CONTAINER(type(value)) else []
+    depth = 0
+    while level:
+        if depth >= max_depth:
+            return False
+        deeper: list = []
+        for item in level:
+            children = item.values() if type(item) is dict else item
+            deeper.extend(compress(children, map(_IS_CONTAINER, map(type, children))))
+        level = deeper
+        depth += 1
+    return True
 
 
 # Only what nesting is made of: brackets and the quotes that delimit strings (escaped quotes and
