@@ -49,11 +49,9 @@ DEPLOYMENT_SECRETS = frozenset(
 
 def key_env_allowed(name: str) -> bool:
     """Whether a judge may send this variable of the worker as its key: never a deployment secret."""
-    from django.conf import settings
-
     if name in DEPLOYMENT_SECRETS:
         return False
-    return name.startswith(KEY_ENV_PREFIX) or name in settings.JUDGE_KEY_ENV_ALLOWED
+    return name.startswith(KEY_ENV_PREFIX) or name in django_settings.JUDGE_KEY_ENV_ALLOWED
 
 
 def _origin(url) -> tuple | None:
