@@ -137,6 +137,11 @@ def test_unreadable_bodies_routes_and_methods_are_refused_in_json(served):
     assert _request(port, "POST", "/v1/completions", {"prompt": "x"})[0] == 404
     assert _request(port, "GET", "/v1/nothing")[0] == 404
     assert _request(port, "DELETE", "/v1/models")[0] == 405
+    # Issue 45: the completion route takes POST, so GET is 405, not 404; OPTIONS is JSON, not a 501 page.
+    status, answer = _request(port, "GET", "/v1/chat/completions")
+    assert status == 405 and answer["error"]["message"].startswith("method not allowed")
+    status, answer = _request(port, "OPTIONS", "/v1/chat/completions")
+    assert status == 405 and "error" in answer
     status, answer = _request(
         port,
         "POST",

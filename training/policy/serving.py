@@ -390,6 +390,8 @@ def make_handler(server: PolicyServer, api_key: str | None):
                 return self._send(200, {"object": "list", "data": [model]})
             if path == f"/v1/models/{server.name}":
                 return self._send(200, {"id": server.name, "object": "model", "created": server.created})
+            if path == "/v1/chat/completions":  # the route exists; it takes POST
+                return self._refuse(RequestError("method not allowed: POST a chat completion request", status=405))
             return self._refuse(RequestError(f"no route {path}", status=404))
 
         def do_POST(self):  # noqa: N802
@@ -432,7 +434,7 @@ def make_handler(server: PolicyServer, api_key: str | None):
         def do_PUT(self):  # noqa: N802
             self._refuse(RequestError("method not allowed", status=405))
 
-        do_DELETE = do_PATCH = do_PUT
+        do_DELETE = do_PATCH = do_OPTIONS = do_PUT  # OpenAI's error shape, not the stdlib's 501 page
 
     return Handler
 
