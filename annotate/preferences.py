@@ -30,6 +30,15 @@ def can_train_reward_model(counts: tuple[int, int]) -> bool:
     return counts[0] >= MIN_TRAIN_PAIRS and counts[1] >= MIN_TEST_PAIRS
 
 
+def reward_model_pairs(stats: dict | None) -> tuple[int, int]:
+    """(train, test) pairs that are not ties, from a snapshot's stored statistics."""
+    stats = stats or {}
+    return (
+        stats.get("train_pairs", 0) - stats.get("train_ties", 0),
+        stats.get("test_pairs", 0) - stats.get("test_ties", 0),
+    )
+
+
 @dataclass(frozen=True)
 class Preference:
     preferred: str  # "A", "B" or "tie"

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from annotate.models import Campaign, DatasetSnapshot, Policy
 from annotate.preferences import FEEDBACK as FEEDBACK_CHOICES
-from annotate.preferences import FEEDBACK_WORDS, fed_by
+from annotate.preferences import FEEDBACK_WORDS, can_train_reward_model, fed_by, reward_model_pairs
 from rewardmodel.models import CampaignRewardModel, RewardModel
 from rewardmodel.train import RewardModelConfig
 from webapp.runs.kinds import RunKind, register
@@ -64,25 +64,15 @@ def _snapshots():
 
 def _snapshot_choices():
     """Every ready snapshot, newest first; one too small to train a reward model says so."""
-    from annotate.preferences import can_train_reward_model
-    from rewardmodel.services import snapshot_pair_counts
-
-    snapshots = _snapshots()
-    counts = snapshot_pair_counts([s.pk for s in snapshots])
     return [
-        (s.pk, str(s) if can_train_reward_model(counts.get(s.pk, (0, 0))) else f"{s} (too few pairs to train one)")
-        for s in snapshots
+        (s.pk, str(s) if can_train_reward_model(reward_model_pairs(s.stats)) else f"{s} (too few pairs to train one)")
+        for s in _snapshots()
     ]
 
 
 def _trainable_snapshot() -> int | None:
     """The form's starting snapshot: the newest one big enough to train a reward model."""
-    from annotate.preferences import can_train_reward_model
-    from rewardmodel.services import snapshot_pair_counts
-
-    snapshots = _snapshots()
-    counts = snapshot_pair_counts([s.pk for s in snapshots])
-    return next((s.pk for s in snapshots if can_train_reward_model(counts.get(s.pk, (0, 0)))), None)
+    return next((s.pk for s in _snapshots() if can_train_reward_model(reward_model_pairs(s.stats))), None)
 
 
 def _policy_choices():
@@ -100,9 +90,9 @@ def _fill_tokenizer(config: RewardModelRunConfig) -> None:
 
 def _no_tokenizer_problem() -> str:
     """Why no tokenizer is there to share: the behaviour-cloning run to wait for, when one is under way."""
-    from webapp.models import Run
+    from webapp.runs.selectors import policy_in_training
 
-    training = Run.objects.filter(kind="bc", status__in=Run.ACTIVE).order_by("created_at").first()
+    training = policy_in_training()
     if training is not None:
         return (
             f"tokenizer_dir: the default policy, whose tokenizer policy-llama shares, is still training in run "

@@ -26,13 +26,7 @@ from annotate.models import (
     SnapshotPair,
     Trajectory,
 )
-from annotate.preferences import (  # noqa: F401 - the minimums are read from here too
-    FEEDBACK_WORDS,
-    MIN_TEST_PAIRS,
-    MIN_TRAIN_PAIRS,
-    can_train_reward_model,
-    fed_by,
-)
+from annotate.preferences import FEEDBACK_WORDS, MIN_TEST_PAIRS, MIN_TRAIN_PAIRS, fed_by
 from rewardmodel.models import CampaignRewardModel, ComparisonScore, RewardModel
 from rewardmodel.probes import Probed, answer_swap_accuracy, answer_swap_pairs
 from webapp.errors import ArbiterError
@@ -57,30 +51,18 @@ def default_tokenizer_dir(eval_policy_id: int = 0) -> str:
 # --- Training and evaluation -------------------------------------------------------------
 
 
-def snapshot_pair_counts(snapshot_ids, *, feedback: str = "both") -> dict[int, tuple[int, int]]:
-    """Per snapshot, its (train, test) pairs that are not ties (of one feedback source unless
-    "both"), in one query: what a reward model trains and is tested on."""
-    from django.db.models import Count
-
-    pairs = SnapshotPair.objects.filter(snapshot_id__in=list(snapshot_ids)).exclude(preferred="tie")
-    if feedback != "both":
-        pairs = pairs.filter(source=feedback)
-    counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for snapshot_id, split, n in pairs.values_list("snapshot_id", "split").annotate(n=Count("id")).order_by():
-        if split in ("train", "test"):
-            counts[snapshot_id][split == "test"] += n
-    return {k: (v[0], v[1]) for k, v in counts.items()}
-
-
 def snapshot_problems(snapshot_id: int, *, feedback: str = "both") -> list[str]:
     snapshot = DatasetSnapshot.objects.filter(pk=snapshot_id).first()
     if snapshot is None:
         return [f"No dataset snapshot with id {snapshot_id}."]
     if snapshot.status != DatasetSnapshot.Status.SUCCEEDED:
         return [f"Snapshot {snapshot} is {snapshot.status}, not ready."]
+    pairs = SnapshotPair.objects.filter(snapshot=snapshot).exclude(preferred="tie")
     if feedback not in FEEDBACK_WORDS:
         feedback = "both"  # the config's own check names a bad value; count every pair here
-    train, test = snapshot_pair_counts([snapshot.pk], feedback=feedback).get(snapshot.pk, (0, 0))
+    if feedback != "both":
+        pairs = pairs.filter(source=feedback)
+    train, test = pairs.filter(split="train").count(), pairs.filter(split="test").count()
     of = "" if feedback == "both" else f" from {FEEDBACK_WORDS[feedback]}"
     problems = []
     if train < MIN_TRAIN_PAIRS:

@@ -28,10 +28,8 @@ _ASCII_ID = re.compile(r"[0-9]{1,19}")
 def parse_id(raw) -> int | None:
     """A row id written as text ("12"): ASCII digits within 1..ID_MAX, else None. (`str.isdigit`
     is true for "²" and "٣", which `int` then refuses: every id read from text comes here.)"""
-    if not isinstance(raw, str) or not _ASCII_ID.fullmatch(raw):
-        return None
-    value = int(raw)
-    return value if 1 <= value <= ID_MAX else None
+    value = parse_index(raw, limit=ID_MAX)
+    return value if value else None
 
 
 def parse_index(raw, *, limit: int = INT32_MAX) -> int | None:

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from annotate.datasets.forms import SnapshotForm
 from annotate.exports import FILETYPES, FORMATS, dataset_card_preview, export_download_path
 from annotate.models import DatasetSnapshot
-from annotate.preferences import MIN_TEST_PAIRS, MIN_TRAIN_PAIRS, can_train_reward_model
+from annotate.preferences import MIN_TEST_PAIRS, MIN_TRAIN_PAIRS, can_train_reward_model, reward_model_pairs
 from annotate.services.datasets import snapshot_create_from_input
 from webapp.access import role_required
 from webapp.errors import ArbiterError
@@ -43,27 +43,20 @@ def dataset(request: HttpRequest, snapshot_id: int) -> HttpResponse:
     if snapshot.status == DatasetSnapshot.Status.SUCCEEDED:
         context["card_format"] = card_format
         context["card_meta"], context["card_body"] = dataset_card_preview(snapshot, card_format)
-        context["reward_model_pairs"] = _reward_model_pairs(snapshot)
+        train, test = reward_model_pairs(snapshot.stats)
+        context["reward_model_pairs"] = {
+            "train": train,
+            "test": test,
+            "enough": can_train_reward_model((train, test)),
+            "min_train": MIN_TRAIN_PAIRS,
+            "min_test": MIN_TEST_PAIRS,
+        }
     if request.htmx:
         response = render(request, "annotate/dataset.html#snapshot-status", context)
         if snapshot.finished:
             response.status_code = 286  # htmx: stop polling
         return response
     return render(request, "annotate/dataset.html", context)
-
-
-def _reward_model_pairs(snapshot: DatasetSnapshot) -> dict:
-    """The pairs a reward model would train and be tested on (ties left out), and whether they are enough."""
-    stats = snapshot.stats or {}
-    train = stats.get("train_pairs", 0) - stats.get("train_ties", 0)
-    test = stats.get("test_pairs", 0) - stats.get("test_ties", 0)
-    return {
-        "train": train,
-        "test": test,
-        "enough": can_train_reward_model((train, test)),
-        "min_train": MIN_TRAIN_PAIRS,
-        "min_test": MIN_TEST_PAIRS,
-    }
 
 
 @role_required(*DATA_ROLES)

@@ -14,10 +14,24 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from urllib.parse import urlsplit
 
 # Cloud instance-metadata endpoints outside 169.254/16 (AWS IPv6, Alibaba Cloud).
 METADATA = frozenset(ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200"))
 ALLOW_HINT = "JUDGE_ALLOW_PRIVATE_ADDRESSES"
+
+
+def endpoint(url) -> tuple[str, str, int] | None:
+    """Where a base URL sends requests: (scheme, host, port), the port defaulted by the scheme and
+    the scheme and host in lower case; None for what is not an http(s) URL with a host."""
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or not parts.hostname or parts.scheme.lower() not in ("http", "https"):
+            return None
+        scheme = parts.scheme.lower()
+        return scheme, parts.hostname.lower(), parts.port or (443 if scheme == "https" else 80)
+    except ValueError:  # a port that is not a number
+        return None
 
 
 class AddressRefused(ValueError):

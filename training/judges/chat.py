@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import jsonschema.exceptions
 
-from training.judges.addresses import AddressRefused, vetted_addresses
+from training.judges.addresses import AddressRefused, endpoint, vetted_addresses
 
 MODES = ("json_schema", "json_object", "prompt")
 SCHEMA_NAME = "verdict"  # response_format.json_schema.name
@@ -214,9 +214,8 @@ class ChatJudgeClient:
         self._spent = float(spent_usd)
         self._next_start = -math.inf  # the clock time from which the next request may start
         url = urlsplit(settings.base_url)
-        self._https = url.scheme == "https"
-        self._host = url.hostname
-        self._port = url.port or (443 if self._https else 80)
+        scheme, self._host, self._port = endpoint(settings.base_url)
+        self._https = scheme == "https"
         self._path = url.path.rstrip("/") + "/chat/completions" + (f"?{url.query}" if url.query else "")
 
     @property

@@ -24,6 +24,7 @@ from annotate.judgement_input import JudgementInputError, judgement_parse, verdi
 from annotate.models import Campaign, Comparison, Judge, JudgeCall, JudgeVote
 from annotate.services.campaigns import dimensions_of
 from annotate.services.judges import VoteIn, campaign_order, judge_votes_store
+from training.judges.addresses import AddressRefused, endpoint, vetted_addresses
 from training.judges.chat import ChatAnswer, ChatJudgeClient, ChatJudgeSettings
 from training.judges.prompt import answer_body, judge_messages, verdict_schema
 from training.judges.verdicts import reward_model_vote, rubric_vote
@@ -52,19 +53,6 @@ def key_env_allowed(name: str) -> bool:
     if name in DEPLOYMENT_SECRETS:
         return False
     return name.startswith(KEY_ENV_PREFIX) or name in django_settings.JUDGE_KEY_ENV_ALLOWED
-
-
-def _origin(url) -> tuple | None:
-    """Where a base URL sends requests: (scheme, host, port), or None for what is not a URL."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url) if isinstance(url, str) else None
-        if parts is None or not parts.hostname:
-            return None
-        return parts.scheme.lower(), parts.hostname.lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    except ValueError:  # a port that is not a number
-        return None
 
 
 # --- Settings -------------------------------------------------------------------------------
@@ -126,17 +114,9 @@ def _chat_config(config: dict, problems: list) -> dict:
 def _address_problems(base_url: str) -> list[dict]:
     """The endpoint's host checked where it resolves now (again at every connection: a name that
     does not resolve here may on the worker)."""
-    from urllib.parse import urlsplit
-
-    from training.judges.addresses import AddressRefused, vetted_addresses
-
-    url = urlsplit(base_url)
+    _, host, port = endpoint(base_url)
     try:
-        vetted_addresses(
-            url.hostname,
-            url.port or (443 if url.scheme == "https" else 80),
-            allow_private=django_settings.JUDGE_ALLOW_PRIVATE_ADDRESSES,
-        )
+        vetted_addresses(host, port, allow_private=django_settings.JUDGE_ALLOW_PRIVATE_ADDRESSES)
     except AddressRefused as exc:
         return [_problem("config.base_url", f"{exc}.")]
     except OSError:
@@ -194,7 +174,7 @@ def judge_clean(data, *, judge: Judge | None = None) -> dict:
         judge is not None
         and judge.secret
         and "config" in out
-        and _origin(out["config"].get("base_url")) != _origin(judge.config.get("base_url"))
+        and endpoint(out["config"].get("base_url")) != endpoint(judge.config.get("base_url"))
     )
     if moved and "api_key" not in data:
         # A stored key follows its URL only when someone who holds it says so.

@@ -108,9 +108,9 @@ FIRST_STEPS = {
 def _first_step(noun: str) -> str:
     """What to do before a run that needs a `noun` none of which exists yet."""
     if noun == "policy":
-        from webapp.models import Run
+        from webapp.runs.selectors import policy_in_training
 
-        training = Run.objects.filter(kind="bc", status__in=Run.ACTIVE).order_by("created_at").first()
+        training = policy_in_training()
         if training is not None:
             return (
                 f"the default policy is still training in run #{training.pk} ({training.status}, "

@@ -185,3 +185,8 @@ def run_artifact_file(run: Run, name: str) -> Path | None:
         if root is not None and _inside(path, root):
             return path
     return None
+
+
+def policy_in_training() -> Run | None:
+    """The first behaviour-cloning run queued or running: the policy a newcomer waits for."""
+    return Run.objects.filter(kind="bc", status__in=Run.ACTIVE).order_by("created_at").first()
