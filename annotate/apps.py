@@ -9,7 +9,7 @@ class AnnotateConfig(AppConfig):
         # Imports and dataset builds are jobs: the scheduled sweep fails the ones whose worker died.
         from django.conf import settings
 
-        from annotate.models import CampaignFill, DatasetSnapshot, ImportBatch
+        from annotate.models import CampaignFill, CorrectionReplay, DatasetSnapshot, ImportBatch
         from annotate.services.campaign_fill import FILL_STALE_REASON
         from annotate.services.datasets import SNAPSHOT_STALE_REASON
         from annotate.services.imports import IMPORT_STALE_REASON
@@ -37,5 +37,12 @@ class AnnotateConfig(AppConfig):
                 stale_seconds=lambda: settings.FILL_STALE_SECONDS,
                 reason=FILL_STALE_REASON,
                 reason_fields=("error", "message"),
+            )
+        )
+        job_kind_register(
+            JobKind(
+                CorrectionReplay,
+                stale_seconds=lambda: settings.IMPORT_STALE_SECONDS,
+                reason="Its worker stopped while playing it; the correction stays as edited.",
             )
         )

@@ -762,6 +762,31 @@ class Correction(BaseModel):
         ]
 
 
+class CorrectionReplay(Job):
+    """A correction played in its task's environment, a job on a worker (the web process never
+    starts an environment): the steps before the correction again, then the person's calls with
+    their real observations, then the rubric. Until it has run, the correction is stored as
+    edited; a replay that cannot be made (the environment answers otherwise now, or is not
+    available on the worker) leaves it so, with `note` saying why."""
+
+    correction = models.OneToOneField(Correction, on_delete=models.CASCADE, related_name="replay")
+    note = models.TextField(blank=True, default="", help_text="Why it stays as edited, when it does.")
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=job_status_condition(), name="correctionreplay_status_valid")]
+
+
+class EnvironmentTools(BaseModel):
+    """The tools an environment offers (OpenAI's form), as a worker found them when it built the
+    environment. The web process never starts an environment (it may hold none of a worker's
+    servers): the labeling screen and the correction checks read the tools here."""
+
+    name = models.CharField(max_length=100, unique=True)
+    tools = models.JSONField(null=True, blank=True, help_text="None: not known (see error).")
+    error = models.TextField(blank=True, default="", help_text="Why the worker could not build it, when it could not.")
+    described_at = models.DateTimeField(null=True, blank=True)
+
+
 class SnapshotCorrection(models.Model):
     """An accepted correction frozen into a snapshot (the `sft` and `dpo` exports read these),
     split by its task as the snapshot's pairs are."""

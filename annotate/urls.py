@@ -34,6 +34,7 @@ urlpatterns = [
     path("assignments/<id:assignment_id>/correction/", views.correction_post, name="correction-post"),
     path("corrections/", correction_views.corrections, name="corrections"),
     path("corrections/<id:correction_id>/", correction_views.correction, name="correction"),
+    path("corrections/<id:correction_id>/state/", views.correction_state, name="correction-state"),
     path("datasets/", dataset_views.datasets, name="datasets"),
     path("datasets/<id:snapshot_id>/", dataset_views.dataset, name="dataset"),
     path("datasets/<id:snapshot_id>/download", dataset_views.dataset_download, name="dataset-download"),

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm, correction_body
 from annotate.judge_quality import campaign_judge_panels
-from annotate.models import Assignment, Campaign, Comparison, ImportBatch, Judgement
+from annotate.models import Assignment, Campaign, Comparison, Correction, ImportBatch, Judgement
 from annotate.quality import campaign_quality, comparisons_in_disagreement
 from annotate.selectors import (
     campaign_notices,
@@ -30,7 +30,7 @@ from annotate.services.assignments import (
     judgement_submit,
 )
 from annotate.services.campaigns import dimensions_of
-from annotate.services.corrections import MAX_BODY_BYTES, correction_submit
+from annotate.services.corrections import MAX_BODY_BYTES, correction_submit, replay_state, replay_words
 from annotate.services.imports import import_upload_create
 from annotate.services.judges import ORDERINGS, campaign_order
 from annotate.trajectory_view import pair_view
@@ -233,7 +233,7 @@ def correction_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
         correction, note = correction_submit(
             assignment_id=assignment_id, annotator=request.user, body=correction_body(request.POST)
         )
-        context.update(correction=correction, note=note)
+        context.update(_correction_context(correction))
     except ArbiterError as exc:
         context.update(error=exc.message, problems=exc.details)
     except (PermissionDenied, RequestDataTooBig) as exc:
@@ -241,16 +241,30 @@ def correction_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
     if request.htmx:  # htmx swaps 2xx only: a refusal shows its reasons in the fragment
         return render(request, "annotate/label.html#correction-result", context)
     if "correction" in context:
-        messages.success(request, _correction_text(context["correction"], context["note"]))
+        messages.success(request, _correction_text(context["correction"]))
     else:
         messages.error(request, context["error"])
     campaign_id = Assignment.objects.filter(pk=assignment_id).values_list("comparison__campaign_id", flat=True).first()
     return redirect("annotate:label", campaign_id=campaign_id) if campaign_id else redirect("annotate:campaigns")
 
 
-def _correction_text(correction, note: str) -> str:
-    how = "played in the environment" if correction.replayed else f"stored as edited ({note or 'not replayed'})"
-    return f"Correction #{correction.pk} stored, {how}; a reviewer will accept or reject it."
+def _correction_text(correction) -> str:
+    return f"Correction #{correction.pk} {replay_words(correction)}; a reviewer will accept or reject it."
+
+
+def _correction_context(correction) -> dict:
+    state, _ = replay_state(correction)
+    return {"correction": correction, "how": replay_words(correction), "replaying": state in ("queued", "running")}
+
+
+@role_required(*LABELERS)
+def correction_state(request: HttpRequest, correction_id: int) -> HttpResponse:
+    """How the author's correction stands (the labeling screen polls it while its replay waits for
+    or runs on a worker)."""
+    correction = get_object_or_404(
+        Correction.objects.select_related("original__task", "replay"), pk=correction_id, author=request.user
+    )
+    return render(request, "annotate/label.html#correction-result", _correction_context(correction))
 
 
 @role_required(*LABELERS)

@@ -712,3 +712,16 @@ def processes_with_env(key: str, value: str) -> list[int]:
         if wanted in environ.split(b"\0"):
             found.append(int(entry.name))
     return found
+
+
+def replays_run() -> int:
+    """Play every queued correction replay as the worker's job does (training/tasks.py); returns
+    how many ran. The web process only queues them."""
+    from annotate.models import CorrectionReplay
+    from annotate.services.corrections import correction_replay_run
+    from training.envs.replay import EnvironmentReplayer
+
+    queued = list(CorrectionReplay.objects.filter(status=CorrectionReplay.Status.QUEUED).values_list("pk", flat=True))
+    for pk in queued:
+        correction_replay_run(job_id=pk, replayer=EnvironmentReplayer())
+    return len(queued)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from django.utils import timezone
 
 from annotate.models import Campaign, Policy
+from annotate.preferences import MIN_TEST_PAIRS
 from training.loop.config import PipelineConfig
 from training.loop.rounds import (
     Stage,
@@ -173,6 +174,8 @@ def format_head_to_head(rows: list[dict]) -> str:
 # Comparisons a round aims at (all pairs of a task's episodes): a reward model needs 16 training
 # and 4 test pairs that are not ties, and on a small environment many pairs are ties or identical.
 PLANNED_PAIRS = 150
+# Fewer training tasks than this: a small environment, whose pairs are planned so labels separate them.
+SMALL_ENVIRONMENT = 100
 MAX_PLANNED_SAMPLES = 6
 # Demonstrations behaviour cloning aims at. With fewer the default policy memorises them: on a
 # 30-task arithmetic environment, 621 demonstrations (20 other worlds) gave 100% on its training
@@ -222,6 +225,18 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
             f"{tasks * samples * (samples - 1) // 2} comparisons (at least {PLANNED_PAIRS} are aimed at; "
             f"--samples-per-task to choose)."
         )
+    pairing = config.pairing
+    if pairing == "auto":
+        pairing = "outcome_differs" if size.train < SMALL_ENVIRONMENT else "all_pairs"
+        if pairing == "outcome_differs":
+            notes.append(
+                f"pairing: outcome_differs ({config.environment} has {size.train} training tasks, fewer than "
+                f"{SMALL_ENVIRONMENT}: its episodes mostly tie, two right answers alike and two wrong ones alike, so "
+                "only a right episode and a wrong one of a task are paired and every label separates them; "
+                "--pairing all_pairs to pair them all). The reward model's test split is sized to the labels when "
+                "the dataset is built: a fifth of the tasks, up to half where a fifth holds fewer than "
+                f"{MIN_TEST_PAIRS} pairs that are not ties."
+            )
     bc_worlds = config.bc_extra_worlds
     if bc_worlds < 0 and config.policy_id:
         bc_worlds = 0  # nothing is cloned
@@ -246,7 +261,8 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
                 + "; the default is "
                 f"{RLConfig.episodes_per_iteration})."
             )
-    return replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo, bc_extra_worlds=bc_worlds), notes
+    planned = replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo, bc_extra_worlds=bc_worlds)
+    return replace(planned, pairing=pairing), notes
 
 
 def _bc_worlds(config: PipelineConfig, size: EnvironmentSize) -> tuple[int, str]:
@@ -319,8 +335,8 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append(f"annotators: {exc}.")
     from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
-    if config.pairing not in STRATEGIES:
-        problems.append(f"pairing: one of {', '.join(STRATEGIES)}.")
+    if config.pairing not in (*STRATEGIES, "auto"):
+        problems.append(f"pairing: auto or one of {', '.join(STRATEGIES)}.")
     try:  # the rollout run's own rules for the settings the rounds pass it
         config_from_input(
             get_kind("rollout").config_class,

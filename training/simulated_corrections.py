@@ -84,6 +84,7 @@ def campaign_simulate_corrections(*, campaign, environment: str, limit: int, see
     """Up to `limit` corrections in the campaign (counting those it has), one wrong trajectory per
     task, in a seeded order; each reviewed by its replay's rubric outcome. Returns counts."""
     from annotate.services.corrections import correction_create, correction_review
+    from training.envs.replay import EnvironmentReplayer
     from training.simulation import simulated_annotators_ensure
 
     made = Correction.objects.filter(comparison__campaign=campaign).count()
@@ -102,6 +103,7 @@ def campaign_simulate_corrections(*, campaign, environment: str, limit: int, see
     task_ids = sorted(set(sides) - corrected_tasks)
     rng.shuffle(task_ids)
     demonstrations = Demonstrations(environment, seed)
+    replayer = EnvironmentReplayer()  # this runs on a worker: each fix is played now
     for task_id in task_ids:
         if made >= limit:
             break
@@ -122,7 +124,9 @@ def campaign_simulate_corrections(*, campaign, environment: str, limit: int, see
         if fix is None:
             counts["already_right"] += 1
             continue
-        correction, note = correction_create(original=original, correction=fix, author=author, comparison=comparison)
+        correction, note = correction_create(
+            original=original, correction=fix, author=author, comparison=comparison, replayer=replayer
+        )
         right = correction.replayed and (correction.corrected.outcome or {}).get("correct") is True
         correction_review(
             correction=correction,

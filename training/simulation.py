@@ -13,7 +13,7 @@ from annotate.services.assignments import Verdict, assignment_next, assignment_s
 from annotate.services.comparisons import comparisons_build
 from annotate.services.imports import trajectories_import_objects
 from training.envs.base import EpisodeRunner
-from training.envs.encyclopedia.scripted import Mistakes
+from training.envs.mistakes import Mistakes
 from training.envs.registry import get_environment
 from training.envs.services import environment_get
 from training.policy.episodes import play_scripted

@@ -363,3 +363,6 @@ ARBITER_ENVIRONMENTS = _environments()
 # Packages whose environment classes a run may name by dotted path (mypackage.envs:TicketDesk);
 # a run config is input, and importing a module runs its code, so none by default.
 ARBITER_ENVIRONMENT_MODULES = tuple(env.list("ARBITER_ENVIRONMENT_MODULES", default=[]))
+# The Celery queue of the jobs that start an environment outside a run (a correction's replay, a
+# description of an environment's tools): the web process never starts one (docs/environments.md).
+ENVIRONMENT_QUEUE = env.str("ENVIRONMENT_QUEUE", default="default")

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.models import Correction
-from annotate.services.corrections import MAX_BODY_BYTES, correction_review, correction_submit
+from annotate.services.corrections import MAX_BODY_BYTES, correction_review, correction_submit, replay_state
 from webapp.access import api_role
 from webapp.api_input import StrictJSONParser, id_parameter, query_id
 from webapp.errors import ArbiterError
@@ -30,6 +30,10 @@ class CorrectionOutput(serializers.ModelSerializer):
     outcome = serializers.JSONField(source="corrected.outcome", help_text="The rubric's, where it was replayed.")
     task = serializers.CharField(source="original.task.external_id")
     author = serializers.SerializerMethodField(help_text="Pseudonym.")
+    replay = serializers.SerializerMethodField(
+        help_text="How it was made: state queued or running (a worker plays it in its task's environment), "
+        "replayed, stored as edited (note: why), or failed (note: the reason; stored as edited)."
+    )
 
     class Meta:
         model = Correction
@@ -43,6 +47,7 @@ class CorrectionOutput(serializers.ModelSerializer):
             "kind",
             "step",
             "replayed",
+            "replay",
             "status",
             "reviewed_at",
             "review_note",
@@ -56,6 +61,10 @@ class CorrectionOutput(serializers.ModelSerializer):
         from webapp.models import pseudonym_for
 
         return pseudonym_for(correction.author_id)
+
+    def get_replay(self, correction) -> dict:
+        state, note = replay_state(correction)
+        return {"state": state, "note": note}
 
 
 class CorrectionInput(serializers.Serializer):
@@ -112,7 +121,7 @@ class CorrectionListApi(APIView):
 
     @extend_schema(parameters=[STATUS_PARAM, id_parameter("campaign")], responses={200: CorrectionOutput(many=True)})
     def get(self, request):
-        rows = Correction.objects.select_related("corrected", "original__task")
+        rows = Correction.objects.select_related("corrected", "original__task", "replay")
         wanted = request.query_params.get("status")
         if wanted is not None:
             if wanted not in Correction.Status.values:

@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 
 import jsonschema
 from django.db import transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 
-from annotate.models import Assignment, Correction, Policy, Trajectory
+from annotate.models import Assignment, Correction, CorrectionReplay, Policy, Trajectory
+from annotate.services.environment_tools import environment_tools
 from annotate.trajectory_formats import trajectory_hashes
 from webapp.errors import ArbiterError
+from webapp.jobs import Heartbeat, job_claim, job_finish
 
 CORRECTION_AGENT = "human correction"
 MAX_CALLS = 32
@@ -60,14 +63,8 @@ class Replayed:
     outcome: dict
 
 
-_REPLAYER = None
-
-
-def replayer_register(replayer) -> None:
-    """The training app's replayer: `tools(task) -> [OpenAI tool] | None` and
-    `replay(task, prefix, calls, answer) -> Replayed | str` (a str: why it could not run)."""
-    global _REPLAYER
-    _REPLAYER = replayer
+# The worker's job that plays a correction (training/tasks.py), queued by name.
+REPLAY_TASK = "environments.correction_replay"
 
 
 def _problem(field_name: str, message: str) -> dict:
@@ -86,9 +83,10 @@ def _text(value, name: str, problems: list, *, required: bool = False) -> str:
 
 
 def declared_tools(original: Trajectory) -> list[dict] | None:
-    """The tools the corrected calls are checked against: the environment's where it is known,
-    else those the original declared (its metadata), else None (nothing to check against)."""
-    tools = _REPLAYER.tools(original.task) if _REPLAYER else None
+    """The tools the corrected calls are checked against: the environment's where a worker has
+    described it (`EnvironmentTools`: this process never starts one), else those the original
+    declared (its metadata), else None (nothing to check against)."""
+    tools = environment_tools(original.task.environment)
     if tools is None:
         tools = (original.metadata or {}).get("tools")
     return tools if isinstance(tools, list) and tools else None
@@ -236,23 +234,15 @@ def _edited(original: Trajectory, correction: CorrectionIn) -> tuple[list[dict],
 
 @transaction.atomic
 def correction_create(
-    *, original: Trajectory, correction: CorrectionIn, author, comparison=None
+    *, original: Trajectory, correction: CorrectionIn, author, comparison=None, replayer=None
 ) -> tuple[Correction, str]:
-    """Store a correction and its trajectory; returns it with a note on how it was made (why it
-    was not replayed, when it was not)."""
-    note = ""
-    replayed = None
-    if _REPLAYER is not None:
-        try:
-            result = _REPLAYER.replay(
-                original.task, original.steps[: correction.step], correction.calls, correction.answer
-            )
-        except Exception as exc:  # noqa: BLE001 - an environment may fail in any way: keep the fix, say why
-            result = f"the environment failed while playing it ({type(exc).__name__}: {str(exc)[:200]})"
-        if isinstance(result, Replayed):
-            replayed = result
-        else:
-            note = result
+    """Store a correction and its trajectory; returns it with a note on how it was made.
+
+    With a `replayer` (a worker, or a command, where environments run) the correction is played
+    now. Without one (the web process, which never starts an environment) it is stored as edited
+    and, where its task names an environment, a replay is queued on a worker
+    (`correction_replay_run`), which replaces the steps with the played ones."""
+    replayed, note = _replay(replayer, original, correction) if replayer is not None else (None, "")
     if replayed is not None:
         steps, answer, outcome = replayed.steps, replayed.answer, replayed.outcome
     else:
@@ -274,20 +264,152 @@ def correction_create(
         step=correction.step,
         replayed=replayed is not None,
     )
+    if replayer is None and original.task.environment:
+        job = CorrectionReplay.objects.create(correction=row)
+        transaction.on_commit(lambda: _replay_enqueue(job.pk))
+        note = f"queued to be played in {original.task.environment} on a worker"
+    elif not original.task.environment:
+        note = "the task names no environment"
     return row, note
 
 
+def _replay(replayer, original: Trajectory, correction: CorrectionIn) -> tuple[Replayed | None, str]:
+    """The correction played by `replayer`, or None and why it could not be."""
+    try:
+        result = replayer.replay(original.task, original.steps[: correction.step], correction.calls, correction.answer)
+    except Exception as exc:  # noqa: BLE001 - an environment may fail in any way: keep the fix, say why
+        result = f"the environment failed while playing it ({type(exc).__name__}: {str(exc)[:200]})"
+    return (result, "") if isinstance(result, Replayed) else (None, result)
+
+
+def _replay_enqueue(job_id: int) -> None:
+    """Queue a correction's replay on a worker by the task's name (annotate never imports the
+    training app, whose worker task plays it: training/tasks.py)."""
+    from django.conf import settings
+
+    from webapp.celery import app
+
+    app.send_task(REPLAY_TASK, args=[job_id], queue=settings.ENVIRONMENT_QUEUE)
+
+
+def correction_replay_run(*, job_id: int, replayer) -> None:
+    """Play a stored correction in its task's environment (a job on a worker: webapp/jobs.py).
+    Played, the correction points at the played trajectory (real observations, the rubric's
+    outcome) and the edited one is removed where nothing else holds it; not played, it stays as
+    edited and the job's note says why. A failure leaves it as edited, with the reason."""
+    if not job_claim(CorrectionReplay, job_id):
+        return
+    job = CorrectionReplay.objects.select_related("correction__original__task", "correction__corrected").get(pk=job_id)
+    row = job.correction
+    try:
+        with Heartbeat(CorrectionReplay, job_id):
+            parsed = _correction_in(row)
+            replayed, note = _replay(replayer, row.original, parsed)
+            if replayed is not None and _same_behaviour(replayed.steps, replayed.answer, row.original):
+                replayed, note = None, "played in the environment it does what the original did; kept as edited"
+            if replayed is not None:
+                _replace_corrected(row, replayed)
+    except Exception as exc:  # noqa: BLE001 - the job's end is always written, with the reason
+        job_finish(
+            CorrectionReplay, job_id, status=CorrectionReplay.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000]
+        )
+        raise
+    job_finish(CorrectionReplay, job_id, status=CorrectionReplay.Status.SUCCEEDED, note=note[:2000])
+
+
+def _correction_in(row: Correction) -> CorrectionIn:
+    """The correction as the person gave it, read back from its edited trajectory: the calls
+    after the original's steps, with the observations they wrote, and the answer."""
+    added = row.corrected.steps[row.step :]
+    calls, i = [], 0
+    while i < len(added):
+        step = added[i]
+        if step.get("kind") == "action":
+            following = added[i + 1] if i + 1 < len(added) else {}
+            observation = following.get("content", "") if following.get("kind") == "observation" else ""
+            calls.append(CallIn(step.get("tool", ""), step.get("arguments") or {}, observation))
+        i += 1
+    return CorrectionIn(kind=row.kind, step=row.step, calls=calls, answer=row.corrected.answer)
+
+
+@transaction.atomic
+def _replace_corrected(row: Correction, replayed: Replayed) -> None:
+    edited = row.corrected
+    trajectory = _trajectory(
+        row.original, replayed.steps, replayed.answer, replayed.outcome, replayed=True, step=row.step
+    )
+    if trajectory.outcome is None:  # the played steps are the edited ones (an answer's fix): the same row
+        trajectory.outcome = replayed.outcome
+        trajectory.metadata = {**trajectory.metadata, "replayed": True}
+        trajectory.save(update_fields=["outcome", "metadata", "updated_at"])
+    Correction.objects.filter(pk=row.pk).update(corrected=trajectory, replayed=True, updated_at=timezone.now())
+    if edited.pk == trajectory.pk:
+        return
+    try:  # every reference to a trajectory protects it: removed only where nothing else holds it
+        with transaction.atomic():
+            edited.delete()
+    except ProtectedError:
+        pass
+
+
+def replay_state(row: Correction) -> tuple[str, str]:
+    """How a correction was made, in words a page and the API share: (state, note). States:
+    queued, running (its replay waits for or runs on a worker), replayed, stored as edited
+    (with why), failed (the replay's job failed; stored as edited, with the reason)."""
+    if row.replayed:
+        return "replayed", ""
+    job = getattr(row, "replay", None) if _has_replay(row) else None
+    if job is None:
+        return "stored as edited", ("the task names no environment" if not row.original.task.environment else "")
+    if job.status in (CorrectionReplay.Status.QUEUED, CorrectionReplay.Status.RUNNING):
+        return job.status, ""
+    if job.status == CorrectionReplay.Status.FAILED:
+        return "failed", job.error
+    return "stored as edited", job.note
+
+
+def replay_words(row: Correction) -> str:
+    """How the correction was made, as the labeling screen and its message say it."""
+    state, note = replay_state(row)
+    if state == "replayed":
+        return "played in the environment"
+    if state in ("queued", "running"):
+        where = row.original.task.environment
+        return f"stored as edited; being played in {where} on a worker ({state})"
+    if state == "failed":
+        return f"stored as edited: its replay failed ({note[:300]})"
+    return f"stored as edited ({note})" if note else "stored as edited"
+
+
+def _has_replay(row: Correction) -> bool:
+    try:
+        row.replay  # noqa: B018 - the reverse one-to-one raises when there is none
+    except CorrectionReplay.DoesNotExist:
+        return False
+    return True
+
+
 def _same_behaviour(steps, answer, original: Trajectory) -> bool:
-    """Whether a corrected trajectory does what the original did (the behaviour hash: the same
-    calls, results and answer; call ids are names, not behaviour): a no-op, which would only
-    fill the review queue."""
-    from annotate.trajectory_formats import behaviour_hash
+    """Whether a corrected trajectory decides what the original decided: the same thoughts, the
+    same calls (tool and arguments; call ids are names) and the same answer. A no-op, which would
+    only fill the review queue. Observations are not decisions: an edited correction has none
+    until a worker plays it, and playing the same calls meets the same ones."""
 
-    def behaviour(steps, answer) -> str:
-        plain = [{k: v for k, v in s.items() if k != "call_id"} if isinstance(s, dict) else s for s in steps]
-        return behaviour_hash(steps=plain, answer=answer)
+    def decisions(steps, answer) -> list:
+        made = [
+            (s.get("kind"), s.get("tool"), _canonical(s.get("arguments")), s.get("text"))
+            for s in steps
+            if isinstance(s, dict) and s.get("kind") in ("thought", "action", "answer")
+        ]
+        return [made, answer]
 
-    return behaviour(steps, answer) == behaviour(original.steps, original.answer)
+    return decisions(steps, answer) == decisions(original.steps, original.answer)
+
+
+def _canonical(value) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _trajectory(original: Trajectory, steps, answer, outcome, *, replayed: bool, step: int) -> Trajectory:
@@ -389,6 +511,13 @@ def correction_review(*, correction: Correction, decision: str, reviewer, note: 
     if not isinstance(note, str) or len(note) > MAX_TEXT:
         raise ArbiterError("note: text.", details=[_problem("note", f"text of at most {MAX_TEXT:,} characters.")])
     correction = Correction.objects.select_for_update().get(pk=correction.pk)
+    state, _ = replay_state(correction)
+    if state in (CorrectionReplay.Status.QUEUED, CorrectionReplay.Status.RUNNING):
+        raise ArbiterError(
+            f"Correction #{correction.pk} is still being played in its environment ({state} on a worker); review it "
+            "when its replay has run, so the decision is on what the environment made of it.",
+            details=[_problem("decision", f"its replay is {state}.")],
+        )
     correction.status = statuses[decision]
     correction.reviewed_by, correction.reviewed_at, correction.review_note = reviewer, timezone.now(), note
     correction.save(update_fields=["status", "reviewed_by", "reviewed_at", "review_note", "updated_at"])

@@ -23,6 +23,7 @@ from django.db import transaction
 from annotate.input_records import DocumentError, TooLong, records
 from annotate.models import Campaign, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import comparisons_build
+from annotate.services.environment_tools import environments_describe_missing
 from annotate.trace_formats.reading import TRACE_FORMATS, detect_trace_format, dropped_reason, read_traces
 from annotate.trajectory_formats import (
     Limits,
@@ -163,6 +164,8 @@ class _Writer:
         if missing:
             Task.objects.bulk_create(missing, ignore_conflicts=True)
             tasks = _tasks_by_key(first)
+            # The labeling screen shows an environment's tools; a worker describes one not seen yet.
+            environments_describe_missing({task.environment for task in missing})
         for line, p in self.buffer:
             task = tasks[task_key(p.task)]
             if task.prompt != p.task["prompt"]:
@@ -291,6 +294,8 @@ def _read_into(
                 writer.report.dropped["trace_without_agent_run"] = (
                     writer.report.dropped.get("trace_without_agent_run", 0) + 1
                 )
+            for kind, n in result.passed_over.items():
+                writer.report.dropped[kind] = writer.report.dropped.get(kind, 0) + n
             for canonical, dropped in result.trajectories:
                 try:
                     parsed = parse_trajectory(canonical, limits, "canonical")

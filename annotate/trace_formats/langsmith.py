@@ -75,7 +75,15 @@ DROPPED_REASONS = {
     "image": "image part(s) of messages were dropped",
     "extra_generation": "generation(s) past the first of a model call were dropped",
     "failed_model_call": "model call(s) that failed without output were dropped",
+    "run_without_agent": (
+        "tool, retriever, prompt, parser or embedding run(s) with no agent or model run above them in the file "
+        "(a partial export's orphans, or a tool traced alone) were passed over: no task or agent to file them under"
+    ),
 }
+# The run types that can stand for an episode at the root of a trace: an agent (a chain or graph)
+# or a single model call. A root of another type (an orphaned tool run of a partial export) has
+# no task: its inputs are a tool's arguments.
+EPISODE_ROOTS = ("chain", "llm")
 
 RUN_TYPES = ("llm", "chain", "tool", "retriever", "prompt", "parser", "embedding")
 # LangChain message classes (the last part of a serialized message's `id`) and `type` values.
@@ -197,8 +205,9 @@ def _dotted(run: dict, where: str) -> list[tuple[int, str]]:
 # Reading one trace ------------------------------------------------------------------------
 
 
-def convert(records: list[tuple[int, Any]]) -> list[tuple[dict, dict[str, int]]]:
-    """One trace's runs as canonical objects, one per root run, in execution order."""
+def convert(records: list[tuple[int, Any]]) -> list[tuple[dict | None, dict[str, int]]]:
+    """One trace's runs as canonical objects, one per root run that is an agent or a model call,
+    in execution order; a root of another type is (None, what was passed over)."""
     nodes = [_node(line, run) for line, run in records]
     seen: set[str] = set()
     for node in nodes:
@@ -212,7 +221,10 @@ def convert(records: list[tuple[int, Any]]) -> list[tuple[dict, dict[str, int]]]
         if node["parent_id"] not in ids:
             agents.append([])
         agents[-1].append(node)
-    return [_agent(group) for group in agents]
+    return [
+        _agent(group) if group[0]["run"]["run_type"] in EPISODE_ROOTS else (None, {"run_without_agent": 1})
+        for group in agents
+    ]
 
 
 def _node(line: int, run: Any) -> dict:

@@ -60,6 +60,9 @@ class TraceResult:
     trace: str = ""
     trajectories: list[tuple[dict, dict[str, int]]] = field(default_factory=list)
     error: str = ""
+    # Parts of the trace that are no episode, passed over and counted (a partial export's orphaned
+    # tool runs): a converter returns them as (None, {kind: count}).
+    passed_over: dict[str, int] = field(default_factory=dict)
     skipped: bool = False
     """The trace holds no agent run of this format (an export also has a web server's spans, say):
     nothing of it is stored, and the import reports how many such traces it passed over."""
@@ -117,6 +120,8 @@ def _convert(reader: ModuleType, records: list, partial: bool) -> list:
     if dangling:
         missing = sorted(set(dangling))
         for canonical, dropped in converted:
+            if canonical is None:
+                continue
             metadata = canonical.setdefault("metadata", {})
             metadata["partial_trace"] = {"missing_parents": missing[:20]}
             dropped["partial_trace"] = dropped.get("partial_trace", 0) + 1
@@ -155,7 +160,13 @@ def read_traces(
             except UNEXPECTED as exc:
                 yield TraceResult(line=first, trace=key, error=f"trace {key[:80]!r}: {_unexpected(exc)}")
                 continue
-            if not converted:
+            passed: dict[str, int] = {}
+            for canonical, counts in converted:
+                if canonical is None:
+                    for kind, n in counts.items():
+                        passed[kind] = passed.get(kind, 0) + n
+            kept = [entry for entry in converted if entry[0] is not None]
+            if not kept and not passed:
                 yield TraceResult(line=first, trace=key, skipped=True)
                 continue
-            yield TraceResult(line=first, trace=key, trajectories=converted)
+            yield TraceResult(line=first, trace=key, trajectories=kept, passed_over=passed)

@@ -1,6 +1,7 @@
 """An annotator corrects a side from the labeling screen (issue 33): with the keyboard, the
 answer first, then a tool call with arguments that fail their schema (refused, with the field
-named) and fixed (stored, played in the encyclopedia); on a phone-sized screen too."""
+named) and fixed (stored, played in the encyclopedia by a real Celery worker, the web process
+only queueing it, while the screen says so); on a phone-sized screen too."""
 
 import json
 
@@ -23,7 +24,7 @@ def campaign():
 
 
 @pytest.mark.parametrize("width", [1440, 390])
-def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, campaign, width):
+def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, campaign, width, celery_worker_process):
     UserFactory(username="ann", roles=["annotator"])
     page.set_viewport_size({"width": width, "height": 900})
     login(page, live_server, "ann")
@@ -35,7 +36,11 @@ def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, camp
     prefilled = form.locator("textarea[name=answer]").input_value()  # the side's own answer, to edit
     form.locator("textarea[name=answer]").fill("Ilse Marrow")
     form.locator("textarea[name=answer]").press("Control+Enter")
-    expect(page.locator("#correction-stored")).to_contain_text("played in the environment")
+    stored = page.locator("#correction-stored")
+    expect(stored).to_contain_text("as edited; being played in encyclopedia on a worker")
+    # The screen asks until the worker has played it.
+    expect(stored).to_contain_text("played in the environment", timeout=60_000)
+    expect(stored).to_have_attribute("data-replay", "done")
     fix = Correction.objects.get()
     assert prefilled == fix.original.answer and prefilled
     assert fix.kind == "answer" and fix.replayed and fix.corrected.answer == "Ilse Marrow"
@@ -60,6 +65,7 @@ def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, camp
     form.locator("textarea[name=arguments]").fill('{"query": "Veloran Glassworks"}')
     page.keyboard.press("Control+Enter")
     expect(page.locator("#correction-stored")).to_contain_text(f"#{fix.pk + 1}")
+    expect(page.locator("#correction-stored")).to_contain_text("played in the environment", timeout=60_000)
     assert not Judgement.objects.exists()
     assert Correction.objects.filter(kind="tool_call", replayed=True).count() == 1
     screenshot(page, f"correction-{width}")
@@ -71,7 +77,7 @@ def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, camp
 
 @pytest.mark.parametrize("width", [1440, 390])
 def test_a_correction_starts_from_the_original_call_and_may_add_a_call_before_the_answer(
-    page, live_server, campaign, width
+    page, live_server, campaign, width, celery_worker_process
 ):
     """Issue 44: `x` from a marked call fills in that call (unchanged, it is refused as a no-op
     with the reason); from the answer, calls typed there go before it (a missing `open`)."""
@@ -101,9 +107,10 @@ def test_a_correction_starts_from_the_original_call_and_may_add_a_call_before_th
     form.locator("input[name=tool]").fill("find")
     form.locator("textarea[name=arguments]").fill('{"text": "born"}')
     page.keyboard.press("Control+Enter")
-    expect(page.locator("#correction-stored")).to_contain_text("played in the environment")
+    expect(page.locator("#correction-stored")).to_contain_text("played in the environment", timeout=60_000)
     fix = Correction.objects.get()
-    assert fix.kind == "tool_call" and fix.step == answer_at
+    assert fix.kind == "tool_call" and fix.step == answer_at and fix.replayed
+    assert fix.corrected.steps[answer_at + 1]["kind"] == "observation"  # the encyclopedia's own answer
     corrected = fix.corrected.steps
     assert corrected[:answer_at] == fix.original.steps[:answer_at]
     assert corrected[answer_at]["tool"] == "find" and corrected[-1]["kind"] == "answer"

@@ -7,6 +7,7 @@ from annotate.services.assignments import assignment_next, judgement_submit
 from annotate.services.corrections import CallIn, CorrectionIn, correction_create, correction_review
 from annotate.services.datasets import snapshot_create
 from tests.factories import CampaignFactory, UserFactory
+from training.envs.replay import EnvironmentReplayer
 from training.simulation import scripted_trajectories_generate
 
 
@@ -39,6 +40,7 @@ def corrected_snapshot():
                     correction=_fix(original, call=len(made) == 1),
                     author=person,
                     comparison=a.comparison,
+                    replayer=EnvironmentReplayer(),  # played now, as a worker plays it
                 )[0]
             )
     for correction, decision in zip(made, ("accept", "accept", "reject")):

@@ -11,6 +11,7 @@ from annotate.models import Assignment, Comparison, Correction, Trajectory
 from annotate.services.assignments import assignment_next
 from tests.conftest import token_client
 from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+from tests.helpers import replays_run
 from training.simulation import scripted_trajectories_generate
 
 pytestmark = pytest.mark.django_db
@@ -66,8 +67,17 @@ def test_an_answer_fixed_in_the_encyclopedia_is_replayed_and_scored_by_the_rubri
     )
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["replayed"] is True and body["note"] == "" and body["status"] == "pending"
+    # The web process stores it as edited and queues its replay on a worker (it never starts an environment).
+    assert body["replayed"] is False and body["replay"] == {"state": "queued", "note": ""}
+    assert "queued to be played in encyclopedia" in body["note"] and body["status"] == "pending"
     assert "outcome" not in body and body["answer"] == reference  # the rubric is never shown to annotators
+    admin = token_client(UserFactory(roles=["admin"]))
+    refused = admin.post(f"/api/v1/corrections/{body['id']}/review", {"decision": "accept"}, format="json")
+    assert refused.status_code == 400 and "still being played" in refused.json()["detail"]
+    assert replays_run() == 1
+    body = token_client(UserFactory(roles=["researcher"])).get(f"/api/v1/corrections/{body['id']}").json()
+    assert body["replayed"] is True and body["replay"] == {"state": "replayed", "note": ""}
+    assert not Trajectory.objects.filter(source="corrected").exclude(pk=body["corrected"]).exists()  # edited one gone
     corrected = Trajectory.objects.get(pk=body["corrected"])
     assert corrected.outcome["correct"] is True
     researcher = UserFactory(roles=["researcher"])
@@ -95,6 +105,8 @@ def test_a_replaced_tool_call_runs_in_the_environment_and_continues_by_hand(anno
     }
     response = token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json")
     assert response.status_code == 201, response.content
+    replays_run()
+    response = token_client(UserFactory(roles=["researcher"])).get(f"/api/v1/corrections/{response.json()['id']}")
     steps = response.json()["steps"]
     call, seen = steps[first_action], steps[first_action + 1]
     assert call == {"kind": "action", "tool": "search", "arguments": {"query": original.task.prompt}}
@@ -178,7 +190,10 @@ def test_an_environment_that_answers_otherwise_now_is_not_replayed(annotator):
         format="json",
     )
     assert response.status_code == 201, response.content
-    assert response.json()["replayed"] is False and "differently" in response.json()["note"]
+    replays_run()
+    got = token_client(UserFactory(roles=["researcher"])).get(f"/api/v1/corrections/{response.json()['id']}").json()
+    assert got["replayed"] is False and got["replay"]["state"] == "stored as edited"
+    assert "differently" in got["replay"]["note"]
 
 
 @pytest.mark.parametrize(
@@ -310,7 +325,9 @@ def test_an_environment_that_fails_while_playing_keeps_the_fix_as_edited(annotat
     body = {"side": "left", "kind": "answer", "answer": "kept anyway"}
     response = token_client(annotator).post(f"/api/v1/assignments/{assignment.pk}/correction", body, format="json")
     assert response.status_code == 201, response.content
-    assert response.json()["replayed"] is False and "went away" in response.json()["note"]
+    replays_run()
+    got = token_client(UserFactory(roles=["researcher"])).get(f"/api/v1/corrections/{response.json()['id']}").json()
+    assert got["replayed"] is False and "went away" in got["replay"]["note"]
 
 
 def test_a_tool_call_fixed_in_an_mcp_environment_is_replayed_over_stdio(settings, tmp_path):
@@ -322,6 +339,7 @@ def test_a_tool_call_fixed_in_an_mcp_environment_is_replayed_over_stdio(settings
     from training.envs import services
     from training.envs.arithmetic import ArithmeticEnvironment
     from training.envs.base import EpisodeRunner
+    from training.envs.replay import EnvironmentReplayer
 
     settings.ARBITER_ENVIRONMENTS = calculator_environments(tmp_path)
     try:
@@ -340,7 +358,9 @@ def test_a_tool_call_fixed_in_an_mcp_environment_is_replayed_over_stdio(settings
         fix = CorrectionIn(
             kind="tool_call", step=0, calls=[CallIn("calculate", {"expression": expression})], answer=task.reference
         )
-        correction, note = correction_create(original=original, correction=fix, author=UserFactory())
+        correction, note = correction_create(
+            original=original, correction=fix, author=UserFactory(), replayer=EnvironmentReplayer()
+        )
     finally:
         for built in list(services._built.values()):
             built.close()
@@ -396,7 +416,8 @@ def test_calls_may_go_before_the_answer_and_an_unchanged_call_is_a_no_op(annotat
     }
     response = api.post(url, {**inserted, "answer": original.answer}, format="json")
     assert response.status_code == 201, response.content
-    corrected = Trajectory.objects.get(pk=response.json()["corrected"])
+    replays_run()
+    corrected = Correction.objects.get(pk=response.json()["id"]).corrected
     assert corrected.steps[:answer_at] == steps[:answer_at]
     assert corrected.steps[answer_at]["tool"] == "find" and corrected.steps[answer_at + 1]["kind"] == "observation"
     assert corrected.steps[-1] == {"kind": "answer", "text": original.answer} and corrected.answer == original.answer

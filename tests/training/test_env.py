@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from training.envs.answers import normalize, token_f1
 from training.envs.encyclopedia.browser import BrowserConfig, TextBrowser
 from training.envs.encyclopedia.corpus import (
     Corpus,
@@ -14,8 +15,9 @@ from training.envs.encyclopedia.corpus import (
     load_corpus_jsonl,
     load_tasks_jsonl,
 )
-from training.envs.encyclopedia.rubric import normalize, score_episode, token_f1
-from training.envs.encyclopedia.scripted import Mistakes, ScriptedAgent
+from training.envs.encyclopedia.rubric import score_episode
+from training.envs.encyclopedia.scripted import ScriptedAgent
+from training.envs.mistakes import Mistakes
 
 
 @pytest.fixture(scope="module")

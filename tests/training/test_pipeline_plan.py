@@ -41,10 +41,17 @@ def test_the_defaults_are_scaled_to_a_small_environment_and_said(small):
     assert planned.bc_extra_worlds == 62
     assert any(n.startswith("bc_extra_worlds: 62 other worlds of 30 tasks, 1881 demonstrations") for n in notes)
     assert pipeline_problems(planned) == []
+    # Issue 45: a small environment's episodes mostly tie; only right-against-wrong pairs are labelled.
+    assert planned.pairing == "outcome_differs"
+    assert any(n.startswith("pairing: outcome_differs (arith30 has 21 training tasks") for n in notes)
+    assert any("test split is sized to the labels" in n for n in notes)
+    kept, _ = pipeline_plan(PipelineConfig(environment=small, pairing="all_pairs"))
+    assert kept.pairing == "all_pairs"
     grpo, notes = pipeline_plan(PipelineConfig(environment=small, rl_kind="grpo"))
     assert "episodes_per_iteration" not in grpo.ppo and pipeline_problems(grpo) == []  # 64 = 16 tasks x 4: they fit
     large, notes = pipeline_plan(PipelineConfig(environment="arithmetic"))  # 280 training tasks: the defaults
     assert large.samples_per_task == 2 and large.ppo == {} and not [n for n in notes if "episodes_per" in n]
+    assert large.pairing == "all_pairs" and not [n for n in notes if n.startswith("pairing")]
     assert large.bc_extra_worlds == 20  # 280 + 20 x 400 demonstrations: the default
     started, notes = pipeline_plan(PipelineConfig(environment=small, policy_id=5))
     assert started.bc_extra_worlds == 0 and not [n for n in notes if n.startswith("bc_")]
@@ -133,3 +140,80 @@ def test_a_demonstrator_that_fails_is_named_with_its_error():
             raise KeyError("no scripts for this catalog")
 
     assert demonstrator_problem(Broken()) == "catalog.demonstrator failed: KeyError: 'no scripts for this catalog'"
+
+
+def test_the_loops_test_split_is_sized_to_the_labels(small):
+    """Issue 45: where a fifth of the tasks holds too few pairs that are not ties to measure a
+    reward model on, the loop's dataset takes a larger test split (up to half), and says so. The
+    tasks are chosen by the split's own hash: those a fifth would test on are all ties, those a
+    split of 30% adds are decided, and enough decided ones stay in training."""
+    from dataclasses import replace as copy
+
+    from annotate.models import Comparison, DatasetSnapshot
+    from annotate.preferences import task_split
+    from annotate.services.assignments import Verdict, assignment_next, judgement_submit
+    from rewardmodel.services import snapshot_problems
+    from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+    from training.loop.rounds import _snapshot
+    from training.models import LoopRound
+
+    seed = 3
+
+    def band(external_id: str) -> str:
+        if task_split(external_id, seed=seed, test_fraction=0.2) == "test":
+            return "fifth"
+        if task_split(external_id, seed=seed, test_fraction=0.3) == "test":
+            return "added"
+        return "train" if task_split(external_id, seed=seed, test_fraction=0.5) == "train" else "between"
+
+    wanted = {"fifth": 2, "added": 2, "train": 7}
+    chosen = {name: [] for name in wanted}
+    n = 0
+    while any(len(chosen[k]) < v for k, v in wanted.items()):
+        external_id, n = f"sized-{n}", n + 1
+        where = band(external_id)
+        if where in chosen and len(chosen[where]) < wanted[where]:
+            chosen[where].append(external_id)
+    campaign = CampaignFactory(votes_per_comparison=1)
+    tied = set()
+    for where, ids in chosen.items():
+        for external_id in ids:
+            task = TaskFactory(external_id=external_id)
+            if where == "fifth":
+                tied.add(task.pk)
+            for _ in range(3):
+                a, b = TrajectoryFactory(task=task), TrajectoryFactory(task=task)
+                Comparison.objects.create(campaign=campaign, task=task, trajectory_a=a, trajectory_b=b)
+    person = UserFactory(roles=["annotator"])
+    while (a := assignment_next(campaign=campaign, annotator=person)) is not None:
+        choice = 3 if a.comparison.task_id in tied else 1
+        judgement_submit(assignment_id=a.id, annotator=person, verdict=Verdict(choice=choice))
+    start = Policy.objects.create(name="start")
+    loop_round = LoopRound.objects.create(
+        loop="sized", number=1, campaign=campaign, start_policy=start, reference_policy=start
+    )
+    lines = []
+    snapshot = _snapshot(loop_round, copy(PipelineConfig(environment=small), seed=seed), person, log=lines.append)
+    assert snapshot.test_fraction == 0.3 and snapshot_problems(snapshot.pk) == []
+    assert DatasetSnapshot.objects.count() == 1  # the fifth that was tried was removed
+    assert lines == [
+        "The dataset's test split is 30% of the tasks, not a fifth: a fifth held too few pairs that are not ties to "
+        "measure the reward model on; this one holds 12 test pairs, 6 of them ties."
+    ]
+
+
+def test_behaviour_cloning_steps_are_scaled_to_the_demonstrations():
+    """Issue 45: 18 demonstrations get 45 steps (40 passes of batch 16), not 1,500; the default's
+    2,000 demonstrations keep the default schedule."""
+    from training.policy.bc_config import BCConfig, steps_for_data
+
+    scaled, note = steps_for_data(BCConfig(), 18)
+    assert (scaled.max_steps, scaled.warmup_steps, scaled.extend_steps) == (45, 4, 0)
+    assert note.startswith("18 demonstrations: 45 steps (40 passes of batch 16; max_steps 1500 would be 1333 passes)")
+    same, note = steps_for_data(BCConfig(), 2000)
+    assert same == BCConfig() and note == ""
+    capped, _ = steps_for_data(BCConfig(), 1000)  # 2,500 steps in all: the extension is what is cut
+    assert (capped.max_steps, capped.extend_steps) == (1500, 1000)
+    capped, _ = steps_for_data(BCConfig(), 800)
+    assert (capped.max_steps, capped.extend_steps) == (1500, 500)
+    assert steps_for_data(BCConfig(max_epochs=0), 18)[0].max_steps == 1500  # 0: no cap

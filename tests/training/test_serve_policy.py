@@ -329,3 +329,83 @@ def test_best_of_ranks_answers_when_the_first_sample_answers_and_leaves_a_tool_c
     assert server._best(request, [search, answer("b"), answer("c"), answer("a")]) == [0, 1, 2, 3]
     plain = {"message": {"role": "assistant", "content": "c"}}  # plain text answers where there is an answer tool
     assert server._best(request, [plain, answer("b")]) == [1, 0]
+
+
+def test_another_models_name_and_the_responses_api_are_refused_in_openais_shape(served):
+    """Issue 45: a request for a model this server does not serve is OpenAI's 404
+    `model_not_found`, not this policy's answer under another name; the Responses API (the
+    Agents SDK's default) is refused with how to switch to chat completions."""
+    _, port = served
+    status, answer = _request(
+        port, "POST", "/v1/chat/completions", {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert status == 404 and answer["error"]["code"] == "model_not_found" and answer["error"]["param"] == "model"
+    assert "'calculator'" in answer["error"]["message"]
+    status, answer = _request(port, "POST", "/v1/responses", {"model": "calculator", "input": "hi"})
+    assert status == 404 and "set_default_openai_api('chat_completions')" in answer["error"]["message"]
+    status, answer = _request(
+        port,
+        "POST",
+        "/v1/chat/completions",
+        {"model": "calculator", "messages": [{"role": "user", "content": "hi"}], "parallel_tool_calls": "no"},
+    )
+    assert status == 400 and answer["error"]["param"] == "parallel_tool_calls"
+
+
+def test_a_call_of_a_tool_the_request_did_not_declare_is_returned_as_text(served, tmp_path):
+    """Issue 45: the calculator policy calls `calculate`; asked with only `lookup` declared, its
+    reply cannot be dispatched by the client's framework, so it comes back as text, never as a
+    call of an undeclared tool."""
+    _, port = served
+    spec = json.loads(_task_request(tmp_path).read_text())
+    lookup = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a word up.",
+            "parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
+        },
+    }
+    body = {"model": "calculator", "messages": spec["messages"], "temperature": 0, "max_tokens": 24}
+    status, declared = _request(port, "POST", "/v1/chat/completions", {**body, "tools": spec["tools"]})
+    assert status == 200 and declared["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "calculate"
+    status, answer = _request(port, "POST", "/v1/chat/completions", {**body, "tools": [lookup]})
+    assert status == 200, answer
+    choice = answer["choices"][0]
+    assert "tool_calls" not in choice["message"] and choice["finish_reason"] in ("stop", "length")
+    assert isinstance(choice["message"]["content"], str)
+
+
+@pytest.mark.parametrize(
+    "arguments, parallel, kept",
+    [
+        ([{"expression": "1 + 1"}, {"expression": "2 + 2"}], True, 2),
+        ([{"expression": "1 + 1"}, {"expression": "2 + 2"}], False, 1),  # at most one call, as OpenAI promises
+        ([{"expression": 5}], True, 0),  # arguments its schema refuses: text
+        ([{"expression": float("inf")}], True, 0),  # not JSON: text, never "Infinity"
+    ],
+)
+def test_a_replys_calls_are_checked_against_the_declared_schemas(arguments, parallel, kept):
+    from training.envs.base import Tool
+    from training.policy.parsers import ParsedTurn, ToolCall
+    from training.policy.serving import PolicyServer, Request
+
+    class Parser:
+        def parse(self, text):
+            return ParsedTurn(calls=tuple(ToolCall("calculate", a) for a in arguments))
+
+    tool = Tool(
+        "calculate",
+        "Work out an expression.",
+        {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]},
+    )
+    request = Request(
+        messages=[], tools=[tool], temperature=0, top_p=1, max_tokens=8, n=1, stream=False,
+        include_usage=False, seed=None, stop=[], parallel_tool_calls=parallel,
+    )  # fmt: skip
+    choice = PolicyServer._choice(0, "written", True, request, Parser())
+    calls = choice["message"].get("tool_calls") or []
+    assert len(calls) == kept
+    assert choice["finish_reason"] == ("tool_calls" if kept else "stop")
+    if not kept:
+        assert choice["message"]["content"] == "written"

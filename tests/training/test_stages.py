@@ -37,7 +37,7 @@ LEVEL = {
     "run_kinds": 6,
     "pipeline": 7,
 }
-TOP = {"web", "management", "urls", "apps", "admin", "migrations"}
+TOP = {"web", "management", "urls", "apps", "admin", "migrations", "tasks"}
 SHARED = {"training.models", "training.config_ranges", "training.evaluation.metrics", "training.parallel"}
 
 

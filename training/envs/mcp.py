@@ -31,8 +31,8 @@ from pathlib import Path
 
 import anyio
 
+from training.envs.answers import normalize
 from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult, ToolServerLost
-from training.envs.encyclopedia.rubric import normalize
 
 ANSWER_TOOL = Tool(
     "answer",

@@ -5,7 +5,8 @@ and must meet the same observations the original recorded: an environment that a
 otherwise now (another world, a changed server) cannot stand in for the original's, and the
 correction is then stored as edited, with the reason. Then the person's calls run, each with
 its real observation, then the answer (through the environment's `answer` tool), and the
-rubric scores the episode. Registered when the training app starts (apps.py).
+rubric scores the episode. A worker's job (training/tasks.py: the web process never starts an
+environment), and the simulated annotators' corrections in the loop.
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ LIMITS = Limits(max_steps=10_000, loop_repeats=10_000)
 
 
 class EnvironmentReplayer:
-    def __init__(self):
-        self._tools: dict[str, list[dict] | None] = {}  # environment name -> its tools (the labeling page asks often)
-
     def _env(self, task):
         if not task.environment:
             return None, "the task names no environment"
@@ -29,19 +27,6 @@ class EnvironmentReplayer:
             return environment_get(task.environment), ""
         except Exception as exc:  # noqa: BLE001 - an unknown or broken environment: say why, store as edited
             return None, f"environment {task.environment!r} is not available here ({exc})"
-
-    def tools(self, task) -> list[dict] | None:
-        """The environment's tools in OpenAI's form, or None where it is not known (or fails to say)."""
-        if task.environment not in self._tools:
-            env, _ = self._env(task)
-            try:
-                tools = [tool.as_openai() for tool in EpisodeRunner(env, LIMITS).tools.values()] if env else None
-            except Exception:  # noqa: BLE001 - a broken environment must not break the labeling page
-                tools = None
-            if env is None or tools is None:
-                return None  # not kept: it may come up later
-            self._tools[task.environment] = tools
-        return self._tools[task.environment]
 
     def replay(self, task, prefix: list[dict], calls, answer: str) -> Replayed | str:
         """The corrected episode, or why it could not be played (a sentence)."""
@@ -63,9 +48,7 @@ class EnvironmentReplayer:
                 episode.think(str(step.get("text", "")))
             elif kind == "action":
                 arguments = step.get("arguments")
-                seen = next(
-                    (s for s in prefix[i + 1 :] if isinstance(s, dict) and s.get("kind") == "observation"), None
-                )
+                seen = _observation_of(step, prefix[i + 1 :])
                 recorded = str(seen.get("content", "")) if seen is not None else None
                 if step.get("tool") == INVALID_TOOL:  # a turn that was no call: refused as it was then
                     text = arguments.get("text", "") if isinstance(arguments, dict) else str(arguments)
@@ -85,3 +68,15 @@ class EnvironmentReplayer:
             episode.call("answer", {"text": answer})
         record = episode.record
         return Replayed(steps=list(record.steps), answer=record.answer or "", outcome=episode.outcome().as_dict())
+
+
+def _observation_of(action: dict, following: list) -> dict | None:
+    """The observation recorded for a call: the one with its call id (a turn of two calls records
+    both calls, then both results), else the next observation."""
+    observations = [s for s in following if isinstance(s, dict) and s.get("kind") == "observation"]
+    call_id = action.get("call_id")
+    if call_id:
+        tied = next((s for s in observations if s.get("call_id") == call_id), None)
+        if tied is not None:
+            return tied
+    return observations[0] if observations else None

@@ -1,17 +1,25 @@
 """Django glue for environments: the ones this deployment knows (built-ins, entry points and
-settings.ARBITER_ENVIRONMENTS), built once per process, and the checks run configs share."""
+settings.ARBITER_ENVIRONMENTS), built once per process, and the checks run configs share.
+
+Only workers, commands and tests build environments; the web process never does
+(webapp/process_role.py): there a check reads names only, and the worker runs the full one
+when the run starts (`RunKind.start_check`). Each build stores the environment's tools
+(`EnvironmentTools`), which the labeling screen reads."""
 
 from __future__ import annotations
 
 import atexit
 import json
+import logging
 import threading
 
 from django.conf import settings
+from django.utils import timezone
 
-from training.envs.base import Environment, EnvTask
+from training.envs.base import Environment, EnvTask, EpisodeRunner
 from training.envs.registry import UnknownEnvironment, environment_names, get_environment
 
+log = logging.getLogger(__name__)
 _built: dict[str, Environment] = {}
 _lock = threading.Lock()
 
@@ -28,6 +36,17 @@ def environments_close() -> None:
             env.close()
         except Exception:  # noqa: BLE001 - shutting down: one that fails to close must not stop the others
             pass
+
+
+class NotInTheWebProcess(RuntimeError):
+    """An environment was asked for in the web process, which never starts one."""
+
+
+def environments_here() -> bool:
+    """Whether this process may build environments: not the web process."""
+    from webapp.process_role import is_web_process
+
+    return not is_web_process()
 
 
 def _configured() -> dict:
@@ -63,6 +82,10 @@ def environment_get(name: str) -> Environment:
 def _cached(key: str, build) -> Environment:
     """The environment built under `key`, built again when it no longer serves calls (an MCP
     server that died since): a launch check never passes on a dead connection."""
+    if not environments_here():
+        raise NotInTheWebProcess(
+            "the web process never starts an environment; a worker plays it (docs/environments.md)"
+        )
     with _lock:
         env = _built.get(key)
         if env is not None and not env.alive():
@@ -74,7 +97,48 @@ def _cached(key: str, build) -> Environment:
             env = None
         if env is None:
             env = _built[key] = build()
+            tools_store(env)
         return env
+
+
+def tools_store(env: Environment, *, strict: bool = False) -> None:
+    """Keep the tools of a just-built environment where the web process reads them. A build does
+    not fail for want of a database (plain ML code builds environments too): the write is
+    skipped, with a log line, unless `strict` (the describe job, whose purpose it is)."""
+    from django.db import DatabaseError, transaction
+
+    from annotate.models import EnvironmentTools
+
+    try:
+        tools = [tool.as_openai() for tool in EpisodeRunner(env).tools.values()]
+        fields = {"tools": tools, "error": ""}
+    except Exception as exc:  # noqa: BLE001 - a user's environment may fail to list its tools in any way
+        fields = {"tools": None, "error": f"its tools could not be listed: {type(exc).__name__}: {exc}"[:2000]}
+    try:
+        with transaction.atomic():  # a savepoint: a failed write leaves the caller's transaction usable
+            EnvironmentTools.objects.update_or_create(
+                name=env.name, defaults={**fields, "described_at": timezone.now()}
+            )
+    except (DatabaseError, RuntimeError) as exc:  # RuntimeError: no database in this context at all
+        if strict:
+            raise
+        log.info("the tools of %s were not stored: %s", env.name, exc)
+
+
+def environment_describe(name: str) -> None:
+    """Build the environment called `name` (a worker's job) so its tools are stored; one that
+    cannot be built is stored with the reason, for the pages to show."""
+    from annotate.models import EnvironmentTools
+
+    try:
+        tools_store(
+            environment_get(name), strict=True
+        )  # stored again: one built before may have been described long ago
+    except Exception as exc:  # noqa: BLE001 - a user's environment may fail to start in any way
+        EnvironmentTools.objects.update_or_create(
+            name=name,
+            defaults={"tools": None, "error": f"{type(exc).__name__}: {exc}"[:2000], "described_at": timezone.now()},
+        )
 
 
 def environment_world(name: str, seed: int) -> Environment:
@@ -89,7 +153,28 @@ def environment_choices() -> list[tuple[str, str]]:
     return [(name, name) for name in environment_names(_configured())]
 
 
+def environment_name_problems(name: str, *, field: str = "environment") -> list[str]:
+    """Why `name` is no environment of this deployment, told from names alone (the web process's
+    check: nothing is imported or started)."""
+    configured = _configured()
+    if not name or not isinstance(name, str):
+        return [f"{field}: the name of an environment."]
+    if name in environment_names(configured) or name in configured:
+        return []
+    if ("." in name or ":" in name) and _dotted_path_allowed(name, configured):
+        return []
+    return [
+        f"{field}: {name!r} is not an environment this deployment knows ({', '.join(environment_names(configured))}); "
+        f"a class by dotted path must be in a module listed in ARBITER_ENVIRONMENT_MODULES, or be named in "
+        f"ARBITER_ENVIRONMENTS_FILE"
+    ]
+
+
 def environment_problems(name: str, *, field: str = "environment") -> list[str]:
+    """Why `name` cannot be used: its name, and, where environments are built (not the web
+    process), whether it starts."""
+    if not environments_here():
+        return environment_name_problems(name, field=field)
     try:
         environment_get(name)
     except UnknownEnvironment as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from training.envs.encyclopedia.rubric import normalize
+from training.envs.answers import normalize
 
 MUCH_BETTER_PROBABILITY = 0.9
 MUCH_BETTER_GAP = 8.0

@@ -295,9 +295,16 @@ def judged_comparisons(campaign_id: int) -> int:
 # --- Train -------------------------------------------------------------------------------
 
 
-def _snapshot(loop_round, config, user) -> DatasetSnapshot:
-    """Every label of the loop so far (its rounds' campaigns, never the audits), built here."""
-    from annotate.services.datasets import SnapshotFilters, snapshot_build, snapshot_create
+# The test split of the loop's dataset: a fifth of the tasks, more where a fifth holds too few
+# pairs that are not ties to measure the reward model on (a small environment, whose episodes
+# often tie), up to half; tried in this order, the first that gives both splits enough is kept.
+TEST_FRACTIONS = (0.2, 0.3, 0.4, 0.5)
+
+
+def _snapshot(loop_round, config, user, log=lambda line: None) -> DatasetSnapshot:
+    """Every label of the loop so far (its rounds' campaigns, never the audits), built here, its
+    test split sized to the labels (TEST_FRACTIONS; `log` says when it is not a fifth)."""
+    from rewardmodel.services import snapshot_problems
     from training.models import LoopRound
 
     campaigns = list(
@@ -307,11 +314,31 @@ def _snapshot(loop_round, config, user) -> DatasetSnapshot:
             ).values("campaign_id")
         )
     )
+    feedback = (config.reward_model or {}).get("feedback", "both") if isinstance(config.reward_model, dict) else "both"
+    for fraction in TEST_FRACTIONS:
+        snapshot = _snapshot_built(loop_round, config, user, campaigns, fraction)
+        problems = snapshot_problems(snapshot.pk, feedback=feedback)
+        short_of_test = problems and all("test pairs" in p for p in problems)
+        if not short_of_test or fraction == TEST_FRACTIONS[-1]:
+            break
+        snapshot.delete()  # its test split held too few pairs that are not ties: a larger one is tried
+    if fraction != TEST_FRACTIONS[0]:
+        log(
+            f"The dataset's test split is {fraction:.0%} of the tasks, not a fifth: a fifth held too few pairs that "
+            f"are not ties to measure the reward model on; this one holds {snapshot.stats.get('test_pairs', '?')} test "
+            f"pairs, {snapshot.stats.get('test_ties', '?')} of them ties."
+        )
+    return snapshot
+
+
+def _snapshot_built(loop_round, config, user, campaigns, test_fraction: float) -> DatasetSnapshot:
+    from annotate.services.datasets import SnapshotFilters, snapshot_build, snapshot_create
+
     snapshot = snapshot_create(
         name=f"{loop_round} dataset"[:200],
         campaigns=campaigns,
         seed=config.seed,
-        test_fraction=0.2,
+        test_fraction=test_fraction,
         filters=SnapshotFilters(include_synthetic=True),
         created_by=user,
     )
@@ -393,7 +420,7 @@ def _train_reward_model(loop_round, config, *, stage: Stage, user, should_stop) 
 
     n = loop_round.number
     progress = stage(f"round {n}: dataset of all labels")
-    snapshot = _snapshot(loop_round, config, user)
+    snapshot = _snapshot(loop_round, config, user, log=lambda line: progress(0.5, line))
     progress(1.0, ", ".join(f"{k} {v}" for k, v in snapshot.stats.items() if isinstance(v, int)))
     run = run_in_process(
         kind="reward_model",

@@ -99,6 +99,7 @@ def act(e: RolloutEpisode, parser, text: str, answer_tool: str | None) -> int:
     if turn.calls:
         e.episode.think(turn.content)
     added = 0
+    start = len(e.episode.record.steps)
     for call in calls:
         if e.episode.done:
             break
@@ -107,4 +108,19 @@ def act(e: RolloutEpisode, parser, text: str, answer_tool: str | None) -> int:
         if not result.done:
             e.messages.append(_tool_message(call_id, call.name, result.content))
             added += 1
+    _one_turn(e.episode.record.steps, start)
     return added
+
+
+def _one_turn(steps: list[dict], start: int) -> None:
+    """The steps of one turn's calls recorded as the policy wrote them, as an imported transcript
+    has them: the calls in their order, then their results in the same order (each tied to its
+    call by `call_id`), then the answer if the turn gave it. The runner records each call with its
+    result; two calls in a turn would otherwise read back as two turns."""
+    turn = steps[start:]
+    actions = [s for s in turn if s.get("kind") == "action"]
+    if len(actions) < 2:
+        return
+    observations = [s for s in turn if s.get("kind") == "observation"]
+    rest = [s for s in turn if s.get("kind") not in ("action", "observation")]
+    steps[start:] = actions + observations + rest

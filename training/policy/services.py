@@ -78,7 +78,7 @@ def policy_train_default(
         play_demonstrations,
         train_bc,
     )
-    from training.policy.bc_config import BCConfig
+    from training.policy.bc_config import BCConfig, steps_for_data
     from training.policy.chat import ChatFormat, ChatTemplateError
     from training.policy.layout import TOOL_PARSER
     from training.policy.model_io import PolicyLoadError, build_model, load_policy, save_policy, train_tokenizer
@@ -122,6 +122,9 @@ def policy_train_default(
             f"chat template, tool-call parser {parser}) ..."
         )
     examples = demonstrations(chat, played)
+    config, scaled = steps_for_data(config, len(examples))
+    if scaled:
+        log(f"Steps scaled to the data: {scaled}")
     log(
         f"Behaviour cloning a {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M-parameter policy on "
         f"{len(examples)} demonstrations ..."

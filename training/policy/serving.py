@@ -60,6 +60,12 @@ FIELDS = {
     "store",
     "best_of",
 }
+# The Responses API (the OpenAI Agents SDK's default) is not served: its clients are told how to switch.
+RESPONSES_REFUSAL = (
+    "this server implements the Chat Completions API (POST /v1/chat/completions), not the Responses API; "
+    "in the OpenAI Agents SDK use OpenAIChatCompletionsModel or set_default_openai_api('chat_completions') "
+    "(docs/serving.md)"
+)
 NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "response_format": {"type": "text"}}
 
 
@@ -90,6 +96,7 @@ class Request:
     seed: int | None
     stop: list[str]
     best_of: int = 1
+    parallel_tool_calls: bool = True
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
@@ -136,6 +143,9 @@ def parse_request(body: Any) -> Request:
             raise RequestError(f"{name}: only {json.dumps(neutral)} is implemented by this server", name)
     if "model" in body and not isinstance(body["model"], str):
         raise RequestError("model: a string", "model")
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool) and parallel is not None:
+        raise RequestError("parallel_tool_calls: true or false", "parallel_tool_calls")
     tools = _tools(body.get("tools"))
     choice = body.get("tool_choice", "auto")
     if choice not in (None, "auto", "none"):
@@ -172,6 +182,7 @@ def parse_request(body: Any) -> Request:
         seed=_integer(body, "seed", None, -(2**63), 2**63 - 1),
         stop=stops,
         best_of=best_of,
+        parallel_tool_calls=parallel is not False,
     )
 
 
@@ -210,6 +221,20 @@ class PolicyServer:
             raise RequestError(str(exc), exc.param) from None
 
     # Completion -----------------------------------------------------------------------
+
+    def model_problem(self, body: Any) -> RequestError | None:
+        """A request for another model than the one served, refused as OpenAI refuses an unknown
+        model (404, `model_not_found`): a client pointed at the wrong server must not get this
+        policy's answers under another name."""
+        model = body.get("model") if isinstance(body, dict) else None
+        if isinstance(model, str) and model != self.name:
+            return RequestError(
+                f"The model {model[:200]!r} does not exist on this server; it serves {self.name!r} (GET /v1/models).",
+                "model",
+                status=404,
+                code="model_not_found",
+            )
+        return None
 
     def complete(self, request: Request) -> dict:
         """The chat.completion object for a checked request."""
@@ -310,14 +335,15 @@ class PolicyServer:
             if stop in text:
                 text, ended = text[: text.index(stop)], True
         parsed = parser.parse(text) if request.tools else None
-        if parsed is not None and parsed.calls and not parsed.problem:
+        if parsed is not None and parsed.calls and not parsed.problem and _declared(parsed.calls, request.tools):
+            kept = parsed.calls if request.parallel_tool_calls else parsed.calls[:1]
             calls = [
                 {
                     "id": f"call_{secrets.token_hex(8)}",
                     "type": "function",
-                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments, allow_nan=False)},
                 }
-                for call in parsed.calls
+                for call in kept
             ]
             message = {"role": "assistant", "content": parsed.content or None, "tool_calls": calls}
             reason = "tool_calls"
@@ -325,6 +351,25 @@ class PolicyServer:
             message = {"role": "assistant", "content": text}
             reason = "stop" if ended else "length"
         return {"index": index, "message": message, "finish_reason": reason, "logprobs": None}
+
+
+def _declared(calls, tools: list[Tool]) -> bool:
+    """Whether every call is of a tool the request declared, with arguments its JSON Schema
+    takes (and plain JSON: no NaN or Infinity). A reply that calls anything else cannot be
+    dispatched by the client's agent framework: it is returned as text, as the model wrote it."""
+    import jsonschema
+
+    schemas = {tool.name: tool.parameters for tool in tools}
+    for call in calls:
+        if call.name not in schemas or not isinstance(call.arguments, dict):
+            return False
+        try:
+            json.dumps(call.arguments, allow_nan=False)
+            if next(jsonschema.Draft202012Validator(schemas[call.name]).iter_errors(call.arguments), None):
+                return False
+        except (ValueError, TypeError, jsonschema.exceptions.SchemaError):
+            return False
+    return True
 
 
 def stream_chunks(completion: dict, include_usage: bool) -> list[dict]:
@@ -390,6 +435,8 @@ def make_handler(server: PolicyServer, api_key: str | None):
                 return self._send(200, {"object": "list", "data": [model]})
             if path == f"/v1/models/{server.name}":
                 return self._send(200, {"id": server.name, "object": "model", "created": server.created})
+            if path == "/v1/responses":
+                return self._refuse(RequestError(RESPONSES_REFUSAL, status=404))
             if path == "/v1/chat/completions":  # the route exists; it takes POST
                 return self._refuse(RequestError("method not allowed: POST a chat completion request", status=405))
             return self._refuse(RequestError(f"no route {path}", status=404))
@@ -406,10 +453,15 @@ def make_handler(server: PolicyServer, api_key: str | None):
             raw = self.rfile.read(size)
             if not self._authorised():
                 return None
+            if path == "/v1/responses":
+                return self._refuse(RequestError(RESPONSES_REFUSAL, status=404))
             if path != "/v1/chat/completions":
                 return self._refuse(RequestError(f"no route {path}", status=404))
             try:
-                request = parse_request(json_input.loads(raw))
+                body = json_input.loads(raw)
+                if problem := server.model_problem(body):
+                    return self._refuse(problem)
+                request = parse_request(body)
                 completion = server.complete(request)
             except json_input.JsonInputError as exc:
                 return self._refuse(RequestError(f"the body: {exc}"))

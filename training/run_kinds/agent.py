@@ -228,10 +228,10 @@ class BCRunConfig(BCConfig):
 
 def _bc_check(config: BCRunConfig) -> list[str]:
     from training.envs.base import demonstrator_problem
-    from training.envs.services import environment_get
+    from training.envs.services import environment_get, environments_here
 
     problems = environment_check(config.environment)
-    if not problems:
+    if not problems and environments_here():  # the web process reads names only; the worker checks at start
         problem = demonstrator_problem(environment_get(config.environment))
         problems += [f"environment: {problem}"] if problem else []
     if config.base_policy_id:
@@ -332,6 +332,7 @@ def register_agent_kinds() -> None:
             description="Sample episodes from a policy in an environment and store them as trajectories "
             "(and comparisons in a campaign).",
             check=_rollout_check,
+            start_check=_rollout_check,
             lineage=_rollout_lineage,
             choices={
                 "policy_id": policy_choices,
@@ -349,6 +350,7 @@ def register_agent_kinds() -> None:
             config_class=BCRunConfig,
             execute=_bc_execute,
             check=_bc_check,
+            start_check=_bc_check,
             lineage=_bc_lineage,
             description="Train a policy on an environment's scripted demonstrations: from nothing (tokenizer, model, "
             "imitation) or into a registered chat model in its own format; optionally, once it succeeds, "

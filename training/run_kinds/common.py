@@ -17,11 +17,18 @@ TASK_IDS_HELP = "Only these tasks of the split, by external id, separated by com
 
 
 def environment_check(name: str, split: str | None = None, task_ids: str = "") -> list[str]:
-    """Why a run cannot use this environment (unknown, fails to start) or these tasks (not of its split)."""
-    from training.envs.services import environment_get, environment_problems, parse_task_ids, task_problems
+    """Why a run cannot use this environment (unknown, fails to start) or these tasks (not of its
+    split). In the web process, from its name only: the worker checks the rest when the run starts."""
+    from training.envs.services import (
+        environment_get,
+        environment_problems,
+        environments_here,
+        parse_task_ids,
+        task_problems,
+    )
 
     problems = environment_problems(name)
-    if not problems and split and task_ids:
+    if not problems and split and task_ids and environments_here():
         problems = task_problems(environment_get(name), split, parse_task_ids(task_ids))
     return problems
 

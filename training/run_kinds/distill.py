@@ -75,7 +75,7 @@ class ExpertIterationRunConfig(ExpertIterationConfig):
 
 
 def _check(config: ExpertIterationRunConfig) -> list[str]:
-    from training.envs.services import environment_world
+    from training.envs.services import environment_world, environments_here
 
     problems = policy_problems(config.policy_id) + environment_check(config.environment)
     if config.dev_environment:
@@ -85,7 +85,7 @@ def _check(config: ExpertIterationRunConfig) -> list[str]:
             problems.append(reward_model_missing(f"selection {config.selection} needs a reward model (or 'rubric')"))
         elif not problems:
             problems += reward_model_problems(config.reward_model_id, config.environment)
-    if config.fresh_worlds and not problems:
+    if config.fresh_worlds and not problems and environments_here():
         try:
             environment_world(config.environment, FRESH_WORLD_SEED - 1)
         except Exception as exc:  # noqa: BLE001 - an environment that takes no seed fails in its own way
@@ -173,6 +173,7 @@ def register_distill_kind() -> None:
             config_class=ExpertIterationRunConfig,
             execute=_execute,
             check=_check,
+            start_check=_check,
             lineage=_lineage,
             resumable=True,
             description="Best-of-n distillation: sample several episodes per task, keep the favourite (by the reward "

@@ -95,6 +95,12 @@ def _sample_texts(environment: str) -> list[str]:
     return [episode_text_full(task.prompt, play_scripted(runner, task, turns, parser).steps) for task in tasks]
 
 
+def environments_here() -> bool:
+    from training.envs.services import environments_here as here
+
+    return here()
+
+
 def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia") -> list[str]:
     """Why the reward model cannot score the policy's episodes in the environment, if it cannot."""
     from rewardmodel.backbones import UNREADABLE_SHARE, BackboneError, unknown_token_share
@@ -104,6 +110,8 @@ def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia
         return [f"No reward model with id {reward_model_id}."]
     if not (Path(model.model_dir) / "config.json").exists():
         return [f"Reward model {model} has no files at {model.model_dir}."]
+    if not environments_here():
+        return []  # its tokens are checked on the episodes by the worker when the run starts
     try:
         share = unknown_token_share(model.model_dir, _sample_texts(environment))
     except BackboneError as exc:
@@ -229,7 +237,7 @@ def _rl_check(config: RLRunConfig) -> list[str]:
         problems.append(f"train_worlds: 0 to {FRESH_WORLD_SEED - 1}.")
     elif config.train_worlds and config.fresh_worlds:
         problems.append("train_worlds: 0 with fresh_worlds (every iteration then plays a world of its own).")
-    elif (config.train_worlds or config.fresh_worlds) and not environment:
+    elif (config.train_worlds or config.fresh_worlds) and not environment and environments_here():
         from training.envs.services import environment_world
 
         try:
@@ -252,8 +260,8 @@ def _rl_check(config: RLRunConfig) -> list[str]:
             )
         elif not environment:
             problems += reward_model_problems(config.reward_model_id, config.environment)
-    if environment:
-        return problems
+    if environment or not environments_here():
+        return problems  # the rest plays the environment: the worker checks it when the run starts
     if config.eval_every and not any(p.startswith("dev_environment:") for p in problems):
         dev, tasks = dev_world(config.environment, config.dev_environment, config.dev_tasks)
         if not tasks:
@@ -714,6 +722,7 @@ def register_improve_kinds() -> None:
             config_class=RLRunConfig,
             execute=_rl_execute,
             check=_rl_check,
+            start_check=_rl_check,
             lineage=_rl_lineage,
             resumable=True,
             suggest={"reward_model_id": newest_reward_model},
@@ -740,6 +749,7 @@ def register_improve_kinds() -> None:
                 config_class=config_class,
                 execute=_rl_execute,
                 check=_rl_check,
+                start_check=_rl_check,
                 lineage=_rl_lineage,
                 resumable=True,
                 suggest={"reward_model_id": newest_reward_model},
@@ -762,6 +772,7 @@ def register_improve_kinds() -> None:
             config_class=BestOfNRunConfig,
             execute=_best_of_n_execute,
             check=_best_of_n_check,
+            start_check=_best_of_n_check,
             lineage=_best_of_n_lineage,
             suggest={"reward_model_id": newest_reward_model},
             description="Sample n episodes per task and keep the one the reward model scores highest; reports its "
@@ -781,6 +792,7 @@ def register_improve_kinds() -> None:
             config_class=EvaluationRunConfig,
             execute=_evaluation_execute,
             check=_evaluation_check,
+            start_check=_evaluation_check,
             lineage=_evaluation_lineage,
             suggest={"reward_model_id": newest_reward_model},
             description="Play the starting policy, best-of-n and tuned policies on held-out tasks: rubric success, F1, "

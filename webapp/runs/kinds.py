@@ -32,6 +32,10 @@ class RunKind:
     execute: Callable
     # check(config) -> problems found in the database (missing policy, too few pairs, ...)
     check: Callable = lambda config: []
+    # start_check(config) -> problems only a worker can find, run there when the run starts: the
+    # checks that start its environment (the web process never starts one; its `check` reads
+    # names only there). A kind whose check plays an environment gives that check again here.
+    start_check: Callable = lambda config: []
     # lineage(config) -> [{direction, type, id, label, url}] of the rows the run reads
     lineage: Callable = lambda config: []
     # field name -> callable giving [(value, label)] choices for the launch form

@@ -291,6 +291,9 @@ def run_execute(*, run_id: int, attempt: int) -> None:
         problems = capacity_problems(config, compute)
         if problems:  # where only the worker knows its cores and memory: refused at start, with the reason
             raise ArbiterError(f"This worker ({compute.worker}, {compute.name}) cannot run it: " + " ".join(problems))
+        problems = kind.start_check(config)
+        if problems:  # what only a worker can check: its environment starts, its tasks exist
+            raise ArbiterError("The run cannot start: " + " ".join(problems))
         resume_from = run.checkpoint.get("path") if attempt > 1 else None
         if resume_from and not Path(resume_from).exists():
             reporter.log(f"The checkpoint {resume_from} is gone; starting from the beginning.")

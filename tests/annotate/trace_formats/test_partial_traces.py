@@ -68,3 +68,30 @@ def test_the_upload_api_takes_partial_traces_and_reports_dropped_as_a_field(admi
     body = taken.json()
     assert body["partial_traces"] is True and body["dropped"]["partial_trace"] >= 1
     assert ImportBatch.objects.get(pk=body["id"]).dropped == body["dropped"]
+
+
+def test_an_orphaned_langsmith_tool_run_is_passed_over_and_counted_never_a_trajectory():
+    """Issue 45: a partial export whose tool run lost its agent run (and model calls) is no
+    episode: its inputs are a tool's arguments, not a task. The tool run is passed over, counted
+    with the reason; the trace's agent runs that are whole are imported as before."""
+    name = "langsmith/agents.jsonl"
+    records = [json.loads(line) for line in (FIXTURES / name).read_text().splitlines()]
+    tool = next(r for r in records if r["run_type"] == "tool")
+    # Keep the tool run and drop every run above it: its agent, and the model calls beside it.
+    above = set()
+    parent = tool.get("parent_run_id")
+    by_id = {r["id"]: r for r in records}
+    while parent:
+        above.add(parent)
+        parent = by_id[parent].get("parent_run_id")
+    siblings = {r["id"] for r in records if r.get("parent_run_id") in above and r["id"] != tool["id"]}
+    kept = [r for r in records if r["id"] not in above | siblings and r.get("parent_run_id") not in siblings]
+    whole = len([r for r in kept if not r.get("parent_run_id")])
+    data = "\n".join(json.dumps(r) for r in kept).encode()
+    report = trajectories_import_stream(stream=io.BytesIO(data), partial_traces=True)
+    assert report.dropped["run_without_agent"] >= 1
+    prompts = list(Trajectory.objects.values_list("task__prompt", flat=True))
+    arguments = json.dumps(tool["inputs"])
+    assert all(arguments not in p and p != tool["inputs"].get("input") for p in prompts), prompts
+    assert Trajectory.objects.count() == whole
+    assert "no task or agent to file them under" in report.dropped_note()

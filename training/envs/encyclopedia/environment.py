@@ -120,7 +120,8 @@ class EncyclopediaEnvironment(Environment):
         """The scripted agent (training/envs/encyclopedia/scripted.py) with its deliberate mistakes: its text
         actions as tool calls, and an action that is no tool call as written."""
         from training.envs.compact import NotACall, compact_call
-        from training.envs.encyclopedia.scripted import Mistakes, ScriptedAgent
+        from training.envs.encyclopedia.scripted import ScriptedAgent
+        from training.envs.mistakes import Mistakes
 
         agent = ScriptedAgent(self.browser.corpus, mistakes or Mistakes(), seed=seed)
         specs = {t.external_id: t for t in self._specs}

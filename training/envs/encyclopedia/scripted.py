@@ -10,22 +10,10 @@ search, answering without evidence (a guess, no quote), and an invalid action.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 from training.envs.encyclopedia.browser import Episode, TextBrowser
 from training.envs.encyclopedia.corpus import Corpus, TaskSpec
-
-
-@dataclass(frozen=True)
-class Mistakes:
-    wrong_result: float = 0.15
-    redundant_search: float = 0.15
-    no_evidence: float = 0.1
-    invalid_action: float = 0.1
-
-    @classmethod
-    def none(cls) -> "Mistakes":
-        return cls(0.0, 0.0, 0.0, 0.0)
+from training.envs.mistakes import Mistakes
 
 
 def _answer_quote(text: str, answer: str) -> str | None:
