@@ -174,7 +174,7 @@ def format_head_to_head(rows: list[dict]) -> str:
 # Comparisons a round aims at (all pairs of a task's episodes): a reward model needs 16 training
 # and 4 test pairs that are not ties, and on a small environment many pairs are ties or identical.
 PLANNED_PAIRS = 150
-# Fewer training tasks than this: a small environment, whose pairs are planned so labels separate them.
+# Fewer training tasks than this: a small environment, whose plan says how its test split is sized.
 SMALL_ENVIRONMENT = 100
 MAX_PLANNED_SAMPLES = 6
 # Demonstrations behaviour cloning aims at. With fewer the default policy memorises them: on a
@@ -225,18 +225,13 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
             f"{tasks * samples * (samples - 1) // 2} comparisons (at least {PLANNED_PAIRS} are aimed at; "
             f"--samples-per-task to choose)."
         )
-    pairing = config.pairing
-    if pairing == "auto":
-        pairing = "outcome_differs" if size.train < SMALL_ENVIRONMENT else "all_pairs"
-        if pairing == "outcome_differs":
-            notes.append(
-                f"pairing: outcome_differs ({config.environment} has {size.train} training tasks, fewer than "
-                f"{SMALL_ENVIRONMENT}: its episodes mostly tie, two right answers alike and two wrong ones alike, so "
-                "only a right episode and a wrong one of a task are paired and every label separates them; "
-                "--pairing all_pairs to pair them all). The reward model's test split is sized to the labels when "
-                "the dataset is built: a fifth of the tasks, up to half where a fifth holds fewer than "
-                f"{MIN_TEST_PAIRS} pairs that are not ties."
-            )
+    if size.train < SMALL_ENVIRONMENT:
+        notes.append(
+            f"test split: {config.environment} has {size.train} training tasks, fewer than {SMALL_ENVIRONMENT}, and "
+            "a small environment's episodes often tie; the reward model's test split is sized to the labels when "
+            f"each round's dataset is built: a fifth of the tasks, up to half where a fifth holds fewer than "
+            f"{MIN_TEST_PAIRS} pairs that are not ties."
+        )
     bc_worlds = config.bc_extra_worlds
     if bc_worlds < 0 and config.policy_id:
         bc_worlds = 0  # nothing is cloned
@@ -261,8 +256,7 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
                 + "; the default is "
                 f"{RLConfig.episodes_per_iteration})."
             )
-    planned = replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo, bc_extra_worlds=bc_worlds)
-    return replace(planned, pairing=pairing), notes
+    return replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo, bc_extra_worlds=bc_worlds), notes
 
 
 def _bc_worlds(config: PipelineConfig, size: EnvironmentSize) -> tuple[int, str]:
@@ -335,8 +329,8 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems.append(f"annotators: {exc}.")
     from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
-    if config.pairing not in (*STRATEGIES, "auto"):
-        problems.append(f"pairing: auto or one of {', '.join(STRATEGIES)}.")
+    if config.pairing not in STRATEGIES:
+        problems.append(f"pairing: one of {', '.join(STRATEGIES)}.")
     try:  # the rollout run's own rules for the settings the rounds pass it
         config_from_input(
             get_kind("rollout").config_class,

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotate.models import Correction
-from annotate.services.corrections import correction_review
+from annotate.services.corrections import correction_review, replay_words
 from annotate.trajectory_view import pair_view
 from webapp.access import role_required
 from webapp.errors import ArbiterError
@@ -23,13 +23,16 @@ def corrections(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", Correction.Status.PENDING)
     if status not in (*Correction.Status.values, "all"):
         status = Correction.Status.PENDING
-    rows = Correction.objects.select_related("original__task", "corrected", "comparison__campaign", "author")
+    rows = Correction.objects.select_related("original__task", "corrected", "comparison__campaign", "author", "replay")
     if status != "all":
         rows = rows.filter(status=status)
+    shown = list(rows.order_by("id")[:500])
+    for row in shown:
+        row.how = replay_words(row)
     return render(
         request,
         "annotate/corrections.html",
-        {"corrections": rows.order_by("id")[:500], "status": status, "statuses": [*Correction.Status.values, "all"]},
+        {"corrections": shown, "status": status, "statuses": [*Correction.Status.values, "all"]},
     )
 
 
@@ -37,7 +40,7 @@ def corrections(request: HttpRequest) -> HttpResponse:
 def correction(request: HttpRequest, correction_id: int) -> HttpResponse:
     row = get_object_or_404(
         Correction.objects.select_related(
-            "original__task", "corrected", "comparison__campaign", "author", "reviewed_by"
+            "original__task", "corrected", "comparison__campaign", "author", "reviewed_by", "replay"
         ),
         pk=correction_id,
     )
@@ -64,5 +67,5 @@ def correction(request: HttpRequest, correction_id: int) -> HttpResponse:
     return render(
         request,
         "annotate/correction.html",
-        {"correction": row, "pair": pair_view(row.original.steps, row.corrected.steps)},
+        {"correction": row, "pair": pair_view(row.original.steps, row.corrected.steps), "how": replay_words(row)},
     )

@@ -337,3 +337,10 @@ def test_rl_sanity_runs_rl_from_a_cloned_start_and_a_mutation(bench, tmp_path):
     )
     rows = _table_rows(out, "0")
     assert [r[2] for r in rows] == ["defaults", "mutated: sign"], out
+
+
+def test_web_environments_times_the_labeling_screen_beside_its_floor(bench):
+    out = json.loads(bench("benchmarks/web_environments.py", "--renders", "2", "--start-timeout", "1", timeout=180))
+    assert set(out["page_ms_median"]) == {"no environment (floor)", "hung environment"}
+    assert out["replay_queued"] == 1 and out["environment_modules_in_web_process"] == []
+    assert out["worker_start_error"].startswith("MCPEnvironmentError")

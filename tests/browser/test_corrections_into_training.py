@@ -57,9 +57,6 @@ def test_a_correction_from_the_browser_trains_sft_and_dpo_evaluated_beside_rl(pa
     )
     boss = UserFactory(username="boss", roles=["admin"])
     UserFactory(username="ann", roles=["annotator"])
-    rl = run_launch(  # RL against the rubric, on the worker while people work
-        kind="ppo", user=boss, config={"policy_id": start.pk, "reward": "rubric", **TINY_RL}
-    )
 
     # The annotator fixes the answer of the side in front of them.
     login(page, live_server, "ann")
@@ -67,8 +64,12 @@ def test_a_correction_from_the_browser_trains_sft_and_dpo_evaluated_beside_rl(pa
     page.keyboard.press("x")
     page.locator("#correction-form textarea[name=answer]").fill("Ilse Marrow")
     page.locator("#correction-form textarea[name=answer]").press("Control+Enter")
-    expect(page.locator("#correction-stored")).to_be_visible()
+    # The worker plays it in the encyclopedia (the web process only queues it); the screen says when.
+    expect(page.locator("#correction-stored")).to_contain_text("played in the environment", timeout=60_000)
     fix = Correction.objects.get()
+    rl = run_launch(  # RL against the rubric, on the worker while people work
+        kind="ppo", user=boss, config={"policy_id": start.pk, "reward": "rubric", **TINY_RL}
+    )
 
     # The admin accepts it and freezes it in a snapshot (every task in training: one correction).
     page.context.clear_cookies()

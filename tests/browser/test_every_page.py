@@ -42,6 +42,7 @@ NOT_PAGES = {
     "annotate/assignments/<id:assignment_id>/judgement/": "POST",
     "annotate/assignments/<id:assignment_id>/skip/": "POST",
     "annotate/assignments/<id:assignment_id>/correction/": "POST",
+    "annotate/corrections/<id:correction_id>/state/": "htmx fragment",
     "annotate/datasets/<id:snapshot_id>/download": "a zip file",
     "runs/<id:run_id>/artifacts/<path:name>": "a file",
     "runs/<id:run_id>/cancel": "POST",

@@ -482,3 +482,36 @@ def test_corrections_are_refused_where_judgements_are(annotator, how):
     )
     assert 400 <= response.status_code < 500 and "was not stored" in response.json()["detail"]
     assert not Correction.objects.exists()
+
+
+def test_the_review_page_says_a_replay_is_waiting_and_reviews_it_once_played(annotator, client):
+    """Issue 45: a correction whose replay waits for a worker says so on the review pages, and an
+    admin's decision is refused (with the reason) until the worker has played it."""
+    assignment = _encyclopedia_assignment(annotator)
+    side = next(
+        s for s in ("left", "right") if _side(assignment, s).answer != _side(assignment, s).task.reference_answer
+    )
+    made = (
+        token_client(annotator)
+        .post(
+            f"/api/v1/assignments/{assignment.pk}/correction",
+            {"side": side, "kind": "answer", "answer": _side(assignment, side).task.reference_answer},
+            format="json",
+        )
+        .json()
+    )
+    state = f"/annotate/corrections/{made['id']}/state/"  # what the labeling screen polls
+    client.force_login(annotator)
+    assert b"being played in encyclopedia on a worker (queued)" in client.get(state).content
+    client.force_login(UserFactory(roles=["annotator"]))
+    assert client.get(state).status_code == 404  # only its author's
+    client.force_login(UserFactory(roles=["admin"]))
+    assert b"being played in encyclopedia on a worker (queued)" in client.get("/annotate/corrections/").content
+    page = client.get(f"/annotate/corrections/{made['id']}/")
+    assert b"being played in encyclopedia on a worker (queued)" in page.content
+    response = client.post(f"/annotate/corrections/{made['id']}/", {"decision": "accept"}, follow=True)
+    assert b"still being played" in response.content and Correction.objects.get().status == "pending"
+    replays_run()
+    assert b"played in the environment" in client.get(f"/annotate/corrections/{made['id']}/").content
+    client.post(f"/annotate/corrections/{made['id']}/", {"decision": "accept"})
+    assert Correction.objects.get().status == "accepted"

@@ -41,17 +41,13 @@ def test_the_defaults_are_scaled_to_a_small_environment_and_said(small):
     assert planned.bc_extra_worlds == 62
     assert any(n.startswith("bc_extra_worlds: 62 other worlds of 30 tasks, 1881 demonstrations") for n in notes)
     assert pipeline_problems(planned) == []
-    # Issue 45: a small environment's episodes mostly tie; only right-against-wrong pairs are labelled.
-    assert planned.pairing == "outcome_differs"
-    assert any(n.startswith("pairing: outcome_differs (arith30 has 21 training tasks") for n in notes)
-    assert any("test split is sized to the labels" in n for n in notes)
-    kept, _ = pipeline_plan(PipelineConfig(environment=small, pairing="all_pairs"))
-    assert kept.pairing == "all_pairs"
+    # Issue 45: a small environment's plan says its test split is sized to the labels.
+    assert any(n.startswith("test split: arith30 has 21 training tasks") for n in notes)
     grpo, notes = pipeline_plan(PipelineConfig(environment=small, rl_kind="grpo"))
     assert "episodes_per_iteration" not in grpo.ppo and pipeline_problems(grpo) == []  # 64 = 16 tasks x 4: they fit
     large, notes = pipeline_plan(PipelineConfig(environment="arithmetic"))  # 280 training tasks: the defaults
     assert large.samples_per_task == 2 and large.ppo == {} and not [n for n in notes if "episodes_per" in n]
-    assert large.pairing == "all_pairs" and not [n for n in notes if n.startswith("pairing")]
+    assert not [n for n in notes if n.startswith("test split")]
     assert large.bc_extra_worlds == 20  # 280 + 20 x 400 demonstrations: the default
     started, notes = pipeline_plan(PipelineConfig(environment=small, policy_id=5))
     assert started.bc_extra_worlds == 0 and not [n for n in notes if n.startswith("bc_")]

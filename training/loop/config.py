@@ -45,10 +45,8 @@ class PipelineConfig:
         },
     )
     pairing: str = field(
-        default="auto",
-        metadata={
-            "help": "how a task's episodes are paired (annotate/services/comparisons.py strategies; auto: all_pairs, or outcome_differs in an environment of fewer than 100 training tasks, whose episodes mostly tie)"
-        },
+        default="all_pairs",
+        metadata={"help": "how a task's episodes are paired (annotate/services/comparisons.py strategies)"},
     )
     answer_branches: int = field(
         default=3,

@@ -75,8 +75,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--pairing",
             default=defaults.pairing,
-            help="how a task's episodes are paired: auto (all_pairs; outcome_differs in an environment of fewer than "
-            "100 training tasks), all_pairs, outcome_differs or same_calls_different_answer",
+            help="how a task's episodes are paired: all_pairs, outcome_differs or same_calls_different_answer",
         )
         parser.add_argument(
             "--answer-branches",
