@@ -306,7 +306,7 @@ def correction_replay_run(*, job_id: int, replayer) -> None:
             parsed = _correction_in(row)
             replayed, note = _replay(replayer, row.original, parsed)
             if replayed is not None and _same_behaviour(replayed.steps, replayed.answer, row.original):
-                replayed, note = None, "played in the environment it does what the original did; kept as edited"
+                replayed, note = None, "played in the environment, it does what the original did; kept as edited"
             if replayed is not None:
                 _replace_corrected(row, replayed)
     except Exception as exc:  # noqa: BLE001 - the job's end is always written, with the reason
@@ -321,14 +321,12 @@ def _correction_in(row: Correction) -> CorrectionIn:
     """The correction as the person gave it, read back from its edited trajectory: the calls
     after the original's steps, with the observations they wrote, and the answer."""
     added = row.corrected.steps[row.step :]
-    calls, i = [], 0
-    while i < len(added):
-        step = added[i]
+    calls = []
+    for i, step in enumerate(added):
         if step.get("kind") == "action":
             following = added[i + 1] if i + 1 < len(added) else {}
             observation = following.get("content", "") if following.get("kind") == "observation" else ""
             calls.append(CallIn(step.get("tool", ""), step.get("arguments") or {}, observation))
-        i += 1
     return CorrectionIn(kind=row.kind, step=row.step, calls=calls, answer=row.corrected.answer)
 
 

@@ -65,16 +65,20 @@ def _dotted_path_allowed(name: str, configured: dict) -> bool:
     )
 
 
+def _not_known(name: str, configured: dict) -> str:
+    return (
+        f"{name!r} is not an environment this deployment knows ({', '.join(environment_names(configured))}); "
+        f"a class by dotted path must be in a module listed in ARBITER_ENVIRONMENT_MODULES, or be named in "
+        f"ARBITER_ENVIRONMENTS_FILE"
+    )
+
+
 def environment_get(name: str) -> Environment:
     """The environment called `name`, built once per process (an encyclopedia builds its index,
     an MCP environment starts its server). Raises UnknownEnvironment with the reason."""
     configured = _configured()
     if not _dotted_path_allowed(name, configured):
-        raise UnknownEnvironment(
-            f"{name!r} is not an environment this deployment knows ({', '.join(environment_names(configured))}); "
-            f"a class by dotted path must be in a module listed in ARBITER_ENVIRONMENT_MODULES, or be named in "
-            f"ARBITER_ENVIRONMENTS_FILE"
-        )
+        raise UnknownEnvironment(_not_known(name, configured))
     key = json.dumps([name, configured.get(name)], sort_keys=True, default=str)
     return _cached(key, lambda: get_environment(name, configured=configured))
 
@@ -130,10 +134,8 @@ def environment_describe(name: str) -> None:
     cannot be built is stored with the reason, for the pages to show."""
     from annotate.models import EnvironmentTools
 
-    try:
-        tools_store(
-            environment_get(name), strict=True
-        )  # stored again: one built before may have been described long ago
+    try:  # stored again even where it was built before: that description may be long gone
+        tools_store(environment_get(name), strict=True)
     except Exception as exc:  # noqa: BLE001 - a user's environment may fail to start in any way
         EnvironmentTools.objects.update_or_create(
             name=name,
@@ -163,11 +165,7 @@ def environment_name_problems(name: str, *, field: str = "environment") -> list[
         return []
     if ("." in name or ":" in name) and _dotted_path_allowed(name, configured):
         return []
-    return [
-        f"{field}: {name!r} is not an environment this deployment knows ({', '.join(environment_names(configured))}); "
-        f"a class by dotted path must be in a module listed in ARBITER_ENVIRONMENT_MODULES, or be named in "
-        f"ARBITER_ENVIRONMENTS_FILE"
-    ]
+    return [f"{field}: {_not_known(name, configured)}"]
 
 
 def environment_problems(name: str, *, field: str = "environment") -> list[str]:
