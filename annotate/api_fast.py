@@ -28,7 +28,7 @@ from annotate.judgement_input import judgement_parse
 from annotate.selectors import assignment_screen_payload
 from annotate.services.assignments import assignment_next, campaign_for_labeling, judgement_submit
 from annotate.services.judges import judge_vote_after_submit
-from webapp import json_input
+from core import json_input
 from webapp.api_errors import error_body, error_items
 from webapp.api_input import parse_id
 from webapp.authentication import request_token_authenticate

@@ -99,7 +99,7 @@ def correction_body(post) -> dict:
     """The correction form's fields as the API's body (annotate/services/corrections.py reads both):
     one row of `tool`, `arguments` (JSON text) and `observation` per call, rows left empty dropped."""
     from annotate.services.corrections import MAX_CALLS
-    from webapp import json_input
+    from core import json_input
     from webapp.api_input import parse_index
     from webapp.errors import ArbiterError
 

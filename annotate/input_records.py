@@ -15,7 +15,7 @@ document when its first line opens an object or an array and ends before the val
 
 The document is read with ijson (yajl, the C backend) so memory holds one record, not the
 file. Each record is handed on as JSON text, so it passes the same strict decoder as a JSONL
-line (`webapp.json_input`: no NaN, no lone surrogate, no NUL, bounded depth). Record numbers
+line (`core.json_input`: no NaN, no lone surrogate, no NUL, bounded depth). Record numbers
 count from 1 in the document, as line numbers do in JSONL.
 """
 

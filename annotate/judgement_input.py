@@ -22,9 +22,9 @@ import unicodedata
 from dataclasses import dataclass
 
 from annotate.services.campaigns import SCALES
+from core.json_input import type_name
 from webapp.api_input import INT32_MAX
 from webapp.errors import ArbiterError
-from webapp.json_input import type_name
 
 # The 5-point scale in screen terms: (value, text, short text for narrow screens). The service
 # stores it in A/B terms through the assignment's sides (annotate.models.Choice).

@@ -25,7 +25,7 @@ OpenAI chat mapping (a line with `messages` and no `schema`):
   `tool_use` / `tool_result` blocks, which name `--format anthropic`), a tool call of a type
   other than `function` and the legacy `function_call` field are refused with the reason:
   an import never drops what it does not understand.
-- the JSON of a line is decoded strictly (`webapp.json_input`): no NaN, 1e400, lone
+- the JSON of a line is decoded strictly (`core.json_input`): no NaN, 1e400, lone
   surrogates, NUL or nesting past 64 levels.
 """
 
@@ -42,7 +42,7 @@ import fastjsonschema
 import jsonschema
 
 from annotate.chat_messages import INVENTED_CALL_ID, QUOTES_HEADING
-from webapp import json_input
+from core import json_input
 
 SCHEMA_V1 = "arbiter.trajectory/v1"
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "trajectory.v1.schema.json"
@@ -59,7 +59,7 @@ class NotJson(ValueError):
 
 def nested_json(text: str, where: str) -> Any:
     """JSON text inside a record (tool arguments, message lists, metadata, attributes), decoded
-    with the one strict decoder (webapp.json_input) every byte that enters goes through. Text that
+    with the one strict decoder (core.json_input) every byte that enters goes through. Text that
     is not JSON raises `NotJson`; JSON that cannot be stored (NaN, 1e400, a lone surrogate, NUL,
     nesting too deep) is refused, naming `where`."""
     try:

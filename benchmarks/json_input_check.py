@@ -1,4 +1,4 @@
-"""Strict JSON decoding (webapp/json_input.py) against the full walk of every value, with plain
+"""Strict JSON decoding (core/json_input.py) against the full walk of every value, with plain
 `json.loads` as the floor.
 
     .venv/bin/python benchmarks/json_input_check.py --lines 5000 --repeats 5
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from import_trajectories import make_line  # noqa: E402
 from trace_generators import otel  # noqa: E402
 
-from webapp import json_input  # noqa: E402
+from core import json_input  # noqa: E402
 
 
 def walk_everything(raw: bytes) -> None:

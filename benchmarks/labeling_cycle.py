@@ -24,8 +24,9 @@ the same client (4 processes x 8 threads, keep-alive HTTP/1.1):
 Reports medians over rounds: requests or cycles per second, p50 and p95 latency, the
 ratio of cycle throughput to trivial throughput measured in the same round, and CPU per
 cycle (from /proc, each phase from start to end, warm-up included) of the server
-(gunicorn's processes) against the floor's loop, each with PostgreSQL's processes' CPU
-over the same phase (a machine-wide figure: nothing else should run). The saturated cycle
+(gunicorn's processes) against the floor's loop, each with the CPU of the PostgreSQL backends
+connected to the benchmark's own database over the same phase (their pids, from
+pg_stat_activity: another database's work on the machine does not count). The saturated cycle
 and the floor alternate within each round.
 """
 
@@ -141,8 +142,17 @@ def pids_where(predicate) -> list[int]:
     return pids
 
 
-def postgres_pids() -> list[int]:
-    return pids_where(lambda name, _: name == "postgres" or name.startswith("postgres:"))
+def backend_pids(database_url: str) -> list[int]:
+    """The PostgreSQL backends connected to this benchmark's own database (pg_stat_activity), not
+    every postgres process of the machine: another database's work, or the server's background
+    processes, must not count against the app."""
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [pid for (pid,) in rows]
 
 
 def group_pids(pgid: int) -> list[int]:
@@ -310,12 +320,12 @@ def worker(mode, port, tokens, campaign, deadline, warmup_until, pace, out_queue
     out_queue.put(tally.result())
 
 
-def phase(
-    mode, port, tokens, campaign, seconds, warmup=2.0, pace=0.0, *, server=None, database_url=None, connections=0
-):
+def phase(mode, port, tokens, campaign, seconds, warmup=2.0, pace=0.0, *, database_url, server=None, connections=0):
     """One scenario; with `server` (gunicorn's Popen) or for the floor, also CPU per cycle:
-    the server's (or the floor loop's) and PostgreSQL's, over the whole phase."""
-    pg_before = cpu_seconds(postgres_pids())
+    the server's (or the floor loop's) and that of the PostgreSQL backends connected to the
+    benchmark's database (those alive at the phase's end: a backend that closed during it is
+    not counted; the app's keep their connections), over the whole phase."""
+    pg_before = cpu_seconds(backend_pids(database_url))
     app_before = cpu_seconds(group_pids(server.pid)) if server is not None else {}
     start = time.perf_counter()
     warmup_until, deadline = start + warmup, start + warmup + seconds
@@ -339,7 +349,7 @@ def phase(
     for p in procs:
         p.start()
     results = [queue.get() for _ in procs]
-    pg_cpu = cpu_since(pg_before, cpu_seconds(postgres_pids()))
+    pg_cpu = cpu_since(pg_before, cpu_seconds(backend_pids(database_url)))
     if mode == "floor":
         app_cpu = sum(r[4] for r in results)
     else:
@@ -474,8 +484,9 @@ def main() -> None:
             setup = fresh_campaigns()
             tokens, timing = setup["tokens"], (args.seconds, args.warmup)
             campaign, fresh = setup["campaigns"][0], iter(setup["campaigns"][1:])
-            rows["trivial"].append(phase("trivial", port, tokens, campaign, *timing, server=server))
-            rows["auth"].append(phase("auth", port, tokens, campaign, *timing, server=server))
+            url = env["DATABASE_URL"]
+            rows["trivial"].append(phase("trivial", port, tokens, campaign, *timing, server=server, database_url=url))
+            rows["auth"].append(phase("auth", port, tokens, campaign, *timing, server=server, database_url=url))
             floor_then_server = r % 2 == 0  # alternate, so a drift in machine speed favours neither
             for mode in ("floor", "cycle") if floor_then_server else ("cycle", "floor"):
                 rows[mode].append(
@@ -486,13 +497,15 @@ def main() -> None:
                         next(fresh),
                         *timing,
                         server=None if mode == "floor" else server,
-                        database_url=env["DATABASE_URL"],
+                        database_url=url,
                         # as many connections as gunicorn has threads: the same concurrency at PostgreSQL
                         connections=args.floor_connections or args.workers * args.threads,
                     )
                 )
-            rows["paced"].append(phase("cycle", port, tokens, campaign, *timing, pace=1.0, server=server))
-            rows["single"].append(phase("cycle", port, tokens[:1], campaign, *timing, server=server))
+            rows["paced"].append(
+                phase("cycle", port, tokens, campaign, *timing, pace=1.0, server=server, database_url=url)
+            )
+            rows["single"].append(phase("cycle", port, tokens[:1], campaign, *timing, server=server, database_url=url))
             print(f"round {r + 1}: " + json.dumps({k: v[-1] for k, v in rows.items()}), flush=True)
     finally:
         stop(server)
@@ -527,7 +540,7 @@ def main() -> None:
     )
     print(
         "\nCPU per cycle (per request for the first two), ms "
-        "(app: gunicorn's processes, or the floor's loop; database: PostgreSQL's processes):"
+        "(app: gunicorn's processes, or the floor's loop; database: the PostgreSQL backends of its own database):"
     )
     print("| scenario | app | database | total |")
     print("|---|---|---|---|")

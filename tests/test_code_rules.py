@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APP_FOLDERS = ("annotate", "webapp", "rewardmodel", "training", "benchmarks", "scripts")
+APP_FOLDERS = ("core", "annotate", "webapp", "rewardmodel", "training", "benchmarks", "scripts")
 BARE_ISDIGIT = re.compile(r"\.isdigit\(\)")
 
 
@@ -57,3 +57,19 @@ def test_the_encyclopedia_answers_an_odd_digit_as_a_result_number_with_an_error(
     for odd in ("²", "٣", "½"):
         result = browser.step(episode, f"open[{odd}]")
         assert result.error and "no result" in result.observation
+
+
+def test_the_core_package_imports_no_django_and_no_app():
+    """`core` holds the contracts every app shares (issue 46): plain Python, so ML code that reads
+    JSON through it runs without Django. Checked in a fresh interpreter: importing it loads
+    neither Django nor any app (webapp's package boots Celery)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, core, core.json_input; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('django', 'celery', 'webapp', 'annotate', 'training', 'rewardmodel')); print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

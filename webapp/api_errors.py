@@ -18,8 +18,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from core.json_input import shown
 from webapp.errors import ArbiterError
-from webapp.json_input import shown
 
 logger = logging.getLogger(__name__)
 API_PREFIX = "/api/"

@@ -1,7 +1,7 @@
 """What every API route accepts: strict JSON bodies and integers within their columns' range.
 
 `StrictJSONParser` is the API's JSON parser (settings.REST_FRAMEWORK): a body that
-`webapp.json_input` refuses (too deep, NaN, 1e400, lone surrogates, NUL) is a 400 with
+`core.json_input` refuses (too deep, NaN, 1e400, lone surrogates, NUL) is a 400 with
 the reason. The integer helpers give every integer input the range of the column or
 counter it ends up in, so 2**31 or 2**63 is refused at the edge instead of failing (or
 wrapping round) in the database.
@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from webapp import json_input
+from core import json_input
 
 INT32_MAX = 2**31 - 1  # PostgreSQL integer (PositiveIntegerField, IntegerField)
 INT16_MAX = 2**15 - 1  # PostgreSQL smallint (PositiveSmallIntegerField)

@@ -229,7 +229,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # Strict JSON: too deep, NaN, 1e400, lone surrogates and NUL are a 400 (webapp/json_input.py).
+    # Strict JSON: too deep, NaN, 1e400, lone surrogates and NUL are a 400 (core/json_input.py).
     "DEFAULT_PARSER_CLASSES": [
         "webapp.api_input.StrictJSONParser",
         "rest_framework.parsers.FormParser",

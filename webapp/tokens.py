@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from webapp import json_input
+from core import json_input
 from webapp.errors import ArbiterError
 from webapp.models import ApiToken
 

@@ -20,7 +20,7 @@ from django.db.models import QuerySet
 
 from annotate.models import Campaign, CampaignFill, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import STRATEGIES, PairPlan, comparisons_insert, comparisons_pairs
-from webapp import json_input
+from core import json_input
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish
 from webapp.models import Run

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from annotate.models import Campaign, Comparison, Judge, Judgement, JudgeMode, Task
-from webapp import json_input
+from core import json_input
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_has_role
 

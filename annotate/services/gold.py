@@ -22,7 +22,7 @@ import io
 from django.db import transaction
 
 from annotate.models import Campaign, Comparison, Trajectory
-from webapp import json_input
+from core import json_input
 from webapp.api_input import parse_id
 from webapp.errors import ArbiterError
 

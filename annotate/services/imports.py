@@ -32,7 +32,7 @@ from annotate.trajectory_formats import (
     parse_line,
     parse_trajectory,
 )
-from webapp import json_input
+from core import json_input
 from webapp.db import bulk_create_new
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish

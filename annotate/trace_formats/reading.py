@@ -24,7 +24,7 @@ from typing import Any
 from annotate.trace_formats import spans
 from annotate.trace_formats.grouping import TraceGroups
 from annotate.trajectory_formats import DROPPED_REASONS, FORMATS, TrajectoryFormatError
-from webapp import json_input
+from core import json_input
 
 log = logging.getLogger(__name__)
 

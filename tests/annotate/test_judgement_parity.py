@@ -16,10 +16,10 @@ from rest_framework.test import APIClient
 
 from annotate.models import Assignment, Campaign, Judgement
 from annotate.services.assignments import assignment_next, assignment_skip
+from core import json_input
 from tests.conftest import token_client
 from tests.factories import UserFactory
 from tests.helpers import make_campaign
-from webapp import json_input
 
 pytestmark = pytest.mark.django_db
 

@@ -1,9 +1,9 @@
-"""webapp/json_input.py at the depth limit: the quick bracket count never lets a value that is
+"""core/json_input.py at the depth limit: the quick bracket count never lets a value that is
 too deep through, whatever the brackets inside strings."""
 
 import pytest
 
-from webapp.json_input import MAX_DEPTH, JsonInputError, loads
+from core.json_input import MAX_DEPTH, JsonInputError, loads
 
 
 @pytest.mark.parametrize("opening", ["[", '{"k":'])

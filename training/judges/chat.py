@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import jsonschema.exceptions
 
+from core import json_input
 from training.judges.addresses import AddressRefused, endpoint, vetted_addresses
 
 MODES = ("json_schema", "json_object", "prompt")
@@ -68,13 +69,6 @@ _STRUCTURED_WORDS = ("response_format", "json_schema", "json_object", "structure
 _FENCED = re.compile(r"```[A-Za-z]*\s*(.*?)\s*```", re.DOTALL)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _END = object()  # the end of ask_many's items
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # NaN and Infinity are not JSON
 
 
 @dataclass(frozen=True)
@@ -356,7 +350,7 @@ class ChatJudgeClient:
             record.status, record.error = "invalid", f"the reply is over {REPLY_MAX_BYTES} bytes"
             return _Attempt(record, retry=True)
         try:
-            reply = _DECODER.decode(text)
+            reply = json_input.loads(text)
         except (ValueError, RecursionError) as exc:
             record.status, record.error = "invalid", f"the reply is not JSON: {str(exc)[:ERROR_TEXT_MAX]}"
             return _Attempt(record, retry=True)
@@ -512,14 +506,14 @@ def _json_content(content: str) -> tuple[Any, str]:
     if text.startswith("```") and text.endswith("```") and len(text) >= 6:
         text = re.sub(r"^[A-Za-z]*", "", text[3:-3], count=1).strip()  # the fence and its language tag
     try:
-        return _DECODER.decode(text), ""
+        return json_input.loads(text), ""
     except RecursionError:
         return None, "the content is JSON nested too deep"
     except ValueError as exc:
         fenced = _FENCED.search(content)  # prose around a fenced block
         if fenced:
             try:
-                return _DECODER.decode(fenced.group(1)), ""
+                return json_input.loads(fenced.group(1)), ""
             except (ValueError, RecursionError):
                 pass
         return None, f"the content is not JSON: {str(exc)[:ERROR_TEXT_MAX]}"

@@ -79,7 +79,7 @@ def _calls(raw: Any, where: str, called: dict[str, str]) -> list[ToolCall]:
             raise ConversationError(f"{where}.tool_calls[{k}]: {{id, type: function, function: {{name, arguments}}}}")
         arguments = function.get("arguments") or "{}"
         if isinstance(arguments, str):
-            from webapp import json_input  # the one strict JSON reader (no NaN, no duplicate keys)
+            from core import json_input  # the one strict JSON reader (no NaN, no duplicate keys)
 
             try:
                 arguments = json_input.loads(arguments)

@@ -25,6 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from core import json_input
 from training.envs.compact import NotACall, compact_call
 
 
@@ -59,19 +60,14 @@ class ToolCallParser(ABC):
         """The calls (and content) written as the model writes them."""
 
 
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _loads(text: str) -> tuple[Any, str]:
-    """(value, problem): JSON from a model's text; NaN and Infinity, and nesting deep enough to
-    exhaust the recursion limit, are problems, not exceptions."""
+    """(value, problem): JSON from a model's text through the one strict reader (core.json_input:
+    no NaN, Infinity or 1e400, no lone surrogate or NUL, bounded nesting); what it refuses is a
+    problem, never an exception, so a served reply never carries a number clients cannot read."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant), ""
-    except json.JSONDecodeError as exc:
-        return None, f"{exc.msg} at character {exc.pos}"
-    except (ValueError, RecursionError) as exc:
-        return None, str(exc) or "nested too deeply"
+        return json_input.loads(text), ""
+    except json_input.JsonInputError as exc:
+        return None, str(exc)
 
 
 def _call_from(obj: Any, argument_keys: tuple[str, ...]) -> tuple[ToolCall | None, str]:

@@ -30,9 +30,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from core import json_input
 from training.envs.base import ANSWER_TOOL, Tool
 from training.policy.conversations import ConversationError, conversation_steps, template_messages, tools_of
-from webapp import json_input
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from webapp import json_input
+from core import json_input
 from webapp.errors import ArbiterError
 from webapp.models import ApiToken
 from webapp.roles import Role, user_role_set
