@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from core import json_input  # noqa: E402 - the one strict reader, as the server's own parser reads calls
 
 
 def play(client, runner, task, *, best_of: int, temperature: float, seed: int, max_tokens: int) -> bool:
@@ -58,7 +59,7 @@ def play(client, runner, task, *, best_of: int, temperature: float, seed: int, m
             if episode.done:
                 break
             try:
-                arguments = json.loads(call.function.arguments)
+                arguments = json_input.loads(call.function.arguments)
             except ValueError:
                 arguments = call.function.arguments
             result = episode.call(call.function.name, arguments, call_id=call.id)

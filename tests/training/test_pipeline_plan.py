@@ -122,7 +122,8 @@ def test_settings_of_the_wrong_type_are_refused_not_crashed_on(small):
         PipelineConfig(environment=small, rl_kind="grpo", ppo={"group_size": "four", "minibatch_size": None})
     )
     assert any(p.startswith("GRPO settings:") for p in pipeline_problems(planned))
-    for bad in ("[1]", "3", '"text"'):
+    # Decoded by the one strict reader (issue 46): NaN and 1e400 are refused, not read as floats.
+    for bad in ("[1]", "3", '"text"', '{"learning_rate": NaN}', '{"learning_rate": 1e400}', "{not json"):
         with pytest.raises(CommandError, match="take JSON objects"):
             call_command("run_pipeline", "--environment", small, "--ppo", bad)
 

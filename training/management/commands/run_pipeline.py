@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 from tqdm import tqdm
 
+from core import json_input
 from training.evaluation.selectors import evaluation_report
 from training.loop.report import format_rounds, loop_report
 from training.pipeline import (
@@ -190,10 +191,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            ppo, reward_model = json.loads(options["ppo"]), json.loads(options["reward_model"])
-            sft, dpo = json.loads(options["sft"]), json.loads(options["dpo"])
-            expert_iteration = json.loads(options["expert_iteration"])
-        except json.JSONDecodeError as exc:
+            ppo, reward_model = json_input.loads(options["ppo"]), json_input.loads(options["reward_model"])
+            sft, dpo = json_input.loads(options["sft"]), json_input.loads(options["dpo"])
+            expert_iteration = json_input.loads(options["expert_iteration"])
+        except json_input.JsonInputError as exc:
             raise CommandError(
                 f"--ppo, --expert-iteration, --reward-model, --sft and --dpo take JSON objects: {exc}"
             ) from None
