@@ -23,7 +23,7 @@ from django.db.models import ProtectedError
 from django.utils import timezone
 
 from annotate.models import Assignment, Correction, CorrectionReplay, Policy, Trajectory
-from annotate.services.environment_tools import environment_tools
+from annotate.services.environment_tools import environment_job_send, environment_tools
 from annotate.trajectory_formats import trajectory_hashes
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_finish
@@ -283,13 +283,8 @@ def _replay(replayer, original: Trajectory, correction: CorrectionIn) -> tuple[R
 
 
 def _replay_enqueue(job_id: int) -> None:
-    """Queue a correction's replay on a worker by the task's name (annotate never imports the
-    training app, whose worker task plays it: training/tasks.py)."""
-    from django.conf import settings
-
-    from webapp.celery import app
-
-    app.send_task(REPLAY_TASK, args=[job_id], queue=settings.ENVIRONMENT_QUEUE)
+    """Queue a correction's replay on a worker (training/tasks.py plays it)."""
+    environment_job_send(REPLAY_TASK, job_id)
 
 
 def correction_replay_run(*, job_id: int, replayer) -> None:
@@ -356,7 +351,7 @@ def replay_state(row: Correction) -> tuple[str, str]:
     (with why), failed (the replay's job failed; stored as edited, with the reason)."""
     if row.replayed:
         return "replayed", ""
-    job = getattr(row, "replay", None) if _has_replay(row) else None
+    job = _replay_job(row)
     if job is None:
         return "stored as edited", ("the task names no environment" if not row.original.task.environment else "")
     if job.status in (CorrectionReplay.Status.QUEUED, CorrectionReplay.Status.RUNNING):
@@ -379,12 +374,12 @@ def replay_words(row: Correction) -> str:
     return f"stored as edited ({note})" if note else "stored as edited"
 
 
-def _has_replay(row: Correction) -> bool:
+def _replay_job(row: Correction) -> CorrectionReplay | None:
+    """The correction's replay job, if it has one (the reverse one-to-one raises when not)."""
     try:
-        row.replay  # noqa: B018 - the reverse one-to-one raises when there is none
+        return row.replay
     except CorrectionReplay.DoesNotExist:
-        return False
-    return True
+        return None
 
 
 def _same_behaviour(steps, answer, original: Trajectory) -> bool:

@@ -21,16 +21,20 @@ def environment_tools(name: str) -> list[dict] | None:
     return tools if isinstance(tools, list) and tools else None
 
 
-def environments_describe_missing(names) -> list[str]:
-    """Ask a worker (once the caller's transaction commits) to describe each named environment
-    no worker has described yet. Returns the names asked for."""
+def environment_job_send(task_name: str, argument) -> None:
+    """Send a job that starts an environment to a worker, by the task's name (annotate never
+    imports the training app, whose tasks run them: training/tasks.py), on ENVIRONMENT_QUEUE."""
     from django.conf import settings
 
     from webapp.celery import app
 
+    app.send_task(task_name, args=[argument], queue=settings.ENVIRONMENT_QUEUE)
+
+
+def environments_describe_missing(names) -> list[str]:
+    """Ask a worker (once the caller's transaction commits) to describe each named environment
+    no worker has described yet. Returns the names asked for."""
     wanted = sorted({n for n in names if n} - set(EnvironmentTools.objects.values_list("name", flat=True)))
     for name in wanted:
-        transaction.on_commit(
-            lambda name=name: app.send_task(DESCRIBE_TASK, args=[name], queue=settings.ENVIRONMENT_QUEUE)
-        )
+        transaction.on_commit(lambda name=name: environment_job_send(DESCRIBE_TASK, name))
     return wanted

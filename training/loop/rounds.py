@@ -314,7 +314,7 @@ def _snapshot(loop_round, config, user, log=lambda line: None) -> DatasetSnapsho
             ).values("campaign_id")
         )
     )
-    feedback = (config.reward_model or {}).get("feedback", "both") if isinstance(config.reward_model, dict) else "both"
+    feedback = config.reward_model.get("feedback", "both") if isinstance(config.reward_model, dict) else "both"
     for fraction in TEST_FRACTIONS:
         snapshot = _snapshot_built(loop_round, config, user, campaigns, fraction)
         problems = snapshot_problems(snapshot.pk, feedback=feedback)

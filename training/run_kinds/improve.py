@@ -11,6 +11,7 @@ from django.urls import reverse
 from annotate.models import Policy
 from rewardmodel.models import RewardModel
 from training.envs.base import FRESH_WORLD_SEED
+from training.envs.services import environments_here
 from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
 from training.rl.config import RLConfig
 from training.run_kinds.common import (
@@ -93,12 +94,6 @@ def _sample_texts(environment: str) -> list[str]:
     runner = EpisodeRunner(env)
     parser = HermesParser(list(runner.tools.values()))
     return [episode_text_full(task.prompt, play_scripted(runner, task, turns, parser).steps) for task in tasks]
-
-
-def environments_here() -> bool:
-    from training.envs.services import environments_here as here
-
-    return here()
 
 
 def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia") -> list[str]:
