@@ -44,9 +44,12 @@ test: setup
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 # Lint and format check with the rules in pyproject.toml (`ruff format .` fixes the format).
+# Style, the import layers (pyproject.toml [tool.importlinter]) and the code rules (scripts/code_rules.py).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python scripts/code_rules.py
 
 # The inner loop: no browser, no worker, no model training (the `slow` marker, set automatically).
 test-fast: setup

@@ -16,10 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from itertools import combinations
 
-
-def direction(choice: int) -> int:
-    """-1 prefers A, 0 tie, +1 prefers B."""
-    return (choice > 3) - (choice < 3)
+from core.votes import direction
 
 
 def _soft(choice: int) -> float:

@@ -21,7 +21,7 @@ from annotate.services.imports import (
 from annotate.trace_formats.reading import IMPORT_FORMATS as FORMATS
 from webapp.access import api_role
 from webapp.api_errors import error_body, error_items
-from webapp.api_input import IdField, Int32Field, StrictJSONParser, id_parameter, query_id
+from webapp.api_input import IdField, Int32Field, StrictJSONParser, WholeNumberField, id_parameter, query_id
 from webapp.errors import ArbiterError
 from webapp.models import pseudonym_for
 from webapp.pagination import OldestFirstListPage, list_page
@@ -89,12 +89,12 @@ class TrajectoryImportApi(APIView):
     parser_classes = [StrictJSONParser]
 
     class OutputSerializer(serializers.Serializer):
-        created = serializers.IntegerField()
-        duplicates = serializers.IntegerField()
-        comparisons_created = serializers.IntegerField()
-        trajectory_ids = serializers.ListField(child=serializers.IntegerField())
+        created = WholeNumberField()
+        duplicates = WholeNumberField()
+        comparisons_created = WholeNumberField()
+        trajectory_ids = serializers.ListField(child=WholeNumberField())
         dropped = serializers.DictField(
-            child=serializers.IntegerField(),
+            child=WholeNumberField(),
             help_text="What was left out on purpose, by kind (redacted_thinking: count); empty when nothing.",
         )
 
@@ -185,8 +185,8 @@ LABELERS = (Role.ANNOTATOR, Role.ADMIN)
 class AssignmentOutput(serializers.Serializer):
     """An assignment in screen terms: left and right, never the policies behind them."""
 
-    id = serializers.IntegerField()
-    campaign = serializers.IntegerField()
+    id = WholeNumberField()
+    campaign = WholeNumberField()
     leased_until = serializers.DateTimeField()
     prompt = serializers.CharField()
     left = serializers.DictField(help_text="steps (canonical v1) and answer of the left trajectory")
@@ -196,7 +196,7 @@ class AssignmentOutput(serializers.Serializer):
         child=serializers.DictField(), help_text="Each dimension: name, scale (rated 1..scale), description."
     )
     rationale_required = serializers.BooleanField()
-    judge_suggestion = serializers.IntegerField(
+    judge_suggestion = WholeNumberField(
         allow_null=True,
         help_text="In a campaign whose judge mode is prefilled: the judge's verdict in screen terms (1 left much "
         "better .. 5 right much better), to start from; null otherwise.",
@@ -240,7 +240,7 @@ class JudgementOutput(serializers.ModelSerializer):
 
 class JudgeVoteShown(serializers.Serializer):
     judge = serializers.CharField(help_text="The judge's name.")
-    choice = serializers.IntegerField(help_text="Its verdict in A/B terms, like the judgement's choice.")
+    choice = WholeNumberField(help_text="Its verdict in A/B terms, like the judgement's choice.")
     both_bad = serializers.BooleanField()
     rationale = serializers.CharField(allow_blank=True)
 
@@ -272,10 +272,10 @@ class JudgementSubmitApi(APIView):
     class InputSerializer(serializers.Serializer):
         """The body, for the schema only: `judgement_parse` reads it (annotate/judgement_input.py)."""
 
-        choice = serializers.IntegerField(min_value=SCALE.start, max_value=SCALE[-1], help_text=SCALE_WORDS)
+        choice = WholeNumberField(min_value=SCALE.start, max_value=SCALE[-1], help_text=SCALE_WORDS)
         both_bad = serializers.BooleanField(default=False)
         ratings = serializers.DictField(
-            child=serializers.DictField(child=serializers.IntegerField(min_value=1, max_value=RATING_MAX)),
+            child=serializers.DictField(child=WholeNumberField(min_value=1, max_value=RATING_MAX)),
             help_text=f"Per dimension, {{left, right}}: 1 to the dimension's scale (at most {RATING_MAX}).",
             required=False,
             default=dict,
@@ -339,25 +339,25 @@ class CampaignJudgementsApi(APIView):
 
 
 class AgreementPairwise(serializers.Serializer):
-    pairs = serializers.IntegerField(help_text="Pairs of votes on the same comparison.")
+    pairs = WholeNumberField(help_text="Pairs of votes on the same comparison.")
     with_ties = serializers.FloatField(allow_null=True, help_text="Share of pairs on the same side (A, B or tie).")
     excluding_ties = serializers.FloatField(allow_null=True, help_text="The same over pairs with no tie vote.")
-    pairs_without_ties = serializers.IntegerField()
+    pairs_without_ties = WholeNumberField()
     tie_as_half = serializers.FloatField(allow_null=True, help_text="A tie against a side counts as half.")
 
 
 class AgreementAnnotator(serializers.Serializer):
     annotator = serializers.CharField(help_text="Pseudonym, stable across exports.")
     synthetic = serializers.BooleanField()
-    judgements = serializers.IntegerField()
+    judgements = WholeNumberField()
     median_seconds = serializers.FloatField(allow_null=True)
-    gold_judged = serializers.IntegerField()
+    gold_judged = WholeNumberField()
     gold_accuracy = serializers.FloatField(allow_null=True)
-    majority_compared = serializers.IntegerField()
+    majority_compared = WholeNumberField()
     majority_agreement = serializers.FloatField(allow_null=True)
-    non_tie = serializers.IntegerField()
+    non_tie = WholeNumberField()
     left_rate = serializers.FloatField(allow_null=True, help_text="Share of non-tie votes for the left side.")
-    skips = serializers.IntegerField()
+    skips = WholeNumberField()
 
 
 class CampaignAgreementApi(APIView):
@@ -366,9 +366,9 @@ class CampaignAgreementApi(APIView):
     permission_classes = [api_role(Role.RESEARCHER, Role.ADMIN)]
 
     class OutputSerializer(serializers.Serializer):
-        judgements = serializers.IntegerField()
-        comparisons = serializers.IntegerField()
-        complete = serializers.IntegerField(help_text="Comparisons with all their votes.")
+        judgements = WholeNumberField()
+        comparisons = WholeNumberField()
+        complete = WholeNumberField(help_text="Comparisons with all their votes.")
         krippendorff_alpha_ordinal = serializers.FloatField(allow_null=True)
         pairwise = AgreementPairwise()
         annotators = AgreementAnnotator(many=True)

@@ -29,8 +29,8 @@ from annotate.selectors import assignment_screen_payload
 from annotate.services.assignments import assignment_next, campaign_for_labeling, judgement_submit
 from annotate.services.judges import judge_vote_after_submit
 from core import json_input
+from core.ids import parse_id
 from webapp.api_errors import error_body, error_items
-from webapp.api_input import parse_id
 from webapp.authentication import request_token_authenticate
 from webapp.errors import ArbiterError
 from webapp.roles import user_has_role

@@ -100,7 +100,7 @@ def correction_body(post) -> dict:
     one row of `tool`, `arguments` (JSON text) and `observation` per call, rows left empty dropped."""
     from annotate.services.corrections import MAX_CALLS
     from core import json_input
-    from webapp.api_input import parse_index
+    from core.ids import parse_index
     from webapp.errors import ArbiterError
 
     body = {"side": post.get("side", ""), "kind": post.get("kind", "")}

@@ -2,7 +2,7 @@
 
 Pure Python and numpy, no Django: the selectors build one `ComparisonVotes` row per comparison
 the judge answered, and the quality page and the API show what these functions return. All
-figures are in direction terms (`annotate.agreement.direction`): -1 prefers A, 0 tie, +1 B.
+figures are in direction terms (`core.votes.direction`): -1 prefers A, 0 tie, +1 B.
 
 - `judge_agreement`: the judge against the human majority (accuracy and Cohen's kappa over the
   three directions), the human ceiling (each human against the majority of the other humans)
@@ -19,13 +19,13 @@ the drawn comparisons, so 20,000 comparisons x 1000 resamples takes about a seco
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from annotate.agreement import direction
+from core.votes import direction, majority
 
 OVERALL = "overall"
 
@@ -125,20 +125,7 @@ def cohen_kappa(pairs: list[tuple[int, int]]) -> float | None:
     return _kappa(_confusion(pairs))
 
 
-# --- Directions and majorities -----------------------------------------------------------------
-
-
-def _majority(counts: Counter) -> int | None:
-    """The direction with strictly the most votes, or None on a tie between the top counts."""
-    ranked = sorted(((n, d) for d, n in counts.items() if n > 0), reverse=True)
-    if not ranked or (len(ranked) > 1 and ranked[0][0] == ranked[1][0]):
-        return None
-    return ranked[0][1]
-
-
-def human_majority(choices: Iterable[int]) -> int | None:
-    """The majority direction of some choices (1..5), or None when there is no strict majority."""
-    return _majority(Counter(direction(c) for c in choices))
+# --- Directions -----------------------------------------------------------------
 
 
 def _rating_direction(ratings: dict | None, dimension: str) -> int | None:
@@ -159,15 +146,12 @@ def _directions(row: ComparisonVotes, dimension: str) -> tuple[list[int], int | 
 
 
 def _leave_one_out(humans: list[int]) -> list[tuple[int, int]]:
-    """(vote, majority of the other votes) for each vote whose others have a majority."""
+    """(vote, majority of the other votes) for each vote that has other votes."""
     pairs = []
-    others = Counter(humans)
-    for vote in humans:
-        others[vote] -= 1
-        majority = _majority(others)
-        others[vote] += 1
-        if majority is not None:
-            pairs.append((vote, majority))
+    for i, vote in enumerate(humans):
+        others = majority(humans[:i] + humans[i + 1 :])
+        if others is not None:
+            pairs.append((vote, others))
     return pairs
 
 
@@ -242,22 +226,23 @@ def judge_agreement(
 ) -> JudgeAgreement:
     """The judge against the human majority, the human ceiling, and the judge week by week.
 
-    A comparison counts where its humans have a strict majority and the judge answered (for a
-    dimension: where the judge rated it; human votes without that rating are left out).
+    A comparison counts where people voted and the judge answered (for a dimension: where the
+    judge rated it; human votes without that rating are left out). The human label is the one
+    majority rule of `core.votes`, the label the reward model learns from.
     """
     bootstrap = {"resamples": resamples, "seed": seed, "confidence": confidence}
     vs_humans, ceiling, judge_on_ceiling = [], [], []
     weeks = defaultdict(list)
     for row in rows:
         humans, judge = _directions(row, dimension)
-        majority = _majority(Counter(humans))
-        if judge is None or majority is None:
+        label = majority(humans)
+        if judge is None or label is None:
             continue
-        judged = _confusion([(judge, majority)])
+        judged = _confusion([(judge, label)])
         vs_humans.append(judged)
         weeks[row.week].append(judged)
         loo = _leave_one_out(humans)
-        if loo:  # at least two votes, and one of them has a majority among the others
+        if loo:  # at least two votes
             ceiling.append(_confusion(loo))
             judge_on_ceiling.append(judged)
     return JudgeAgreement(

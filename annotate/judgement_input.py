@@ -22,8 +22,8 @@ import unicodedata
 from dataclasses import dataclass
 
 from annotate.services.campaigns import SCALES
+from core.ids import INT32_MAX
 from core.json_input import type_name
-from webapp.api_input import INT32_MAX
 from webapp.errors import ArbiterError
 
 # The 5-point scale in screen terms: (value, text, short text for narrow screens). The service

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from core.votes import side
 from webapp.models import BaseModel, Job, job_status_condition
 
 
@@ -264,8 +265,8 @@ class Choice(models.IntegerChoices):
 
 
 def choice_direction(choice: int) -> str:
-    """'A', 'tie' or 'B': the side a 5-point choice prefers."""
-    return "A" if choice < 3 else ("B" if choice > 3 else "tie")
+    """'A', 'tie' or 'B': the side a 5-point choice prefers (`core.votes.side`)."""
+    return side(choice)
 
 
 class Comparison(BaseModel):

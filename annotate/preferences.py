@@ -3,8 +3,9 @@
 Votes are choices on the 5-point scale in A/B terms (1 A much better .. 3 tie .. 5 B much
 better).
 
-- `majority`: the side (A, B or tie) with the most votes wins; equal counts for A and B
-  make a tie. Margin = (votes for the winner - votes for the other side) / votes, in [0, 1].
+- `majority`: the one majority rule of `core.votes` (a side wins with more votes than the
+  other side and at least as many as the ties; else a tie). Margin = (votes for the winner -
+  votes for the other side) / votes, in [0, 1].
 - `mean`: s = mean of (3 - choice) over the votes, in [-2, 2]; A wins when s > 0, B when
   s < 0, tie at 0. Margin = |s|, in [0, 2]: "much better" counts double.
 Agreement = share of votes on the winning side (for a tie, the share of tie votes).
@@ -16,7 +17,7 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 
-from annotate.agreement import direction
+from core.votes import SIDE, direction, majority
 
 RULES = ("majority", "mean")
 # What a snapshot needs for a reward model to be trained and tested on it: pairs that are not
@@ -53,21 +54,16 @@ def aggregate(choices: list[int], rule: str, *, adjudicated: int | None = None) 
         raise ValueError("a comparison needs at least one vote")
     counts = Counter({"A": 0, "B": 0, "tie": 0})
     for c in choices:
-        counts[{-1: "A", 0: "tie", 1: "B"}[direction(c)]] += 1
+        counts[SIDE[direction(c)]] += 1
     n = len(choices)
     if adjudicated is not None:
-        preferred = {-1: "A", 0: "tie", 1: "B"}[direction(adjudicated)]
+        preferred = SIDE[direction(adjudicated)]
         margin = 1.0 if rule == "majority" else float(abs(3 - adjudicated))
         if preferred == "tie":
             margin = 0.0
         return Preference(preferred, margin, n, counts[preferred] / n)
     if rule == "majority":
-        if counts["A"] > counts["B"] and counts["A"] >= counts["tie"]:
-            preferred = "A"
-        elif counts["B"] > counts["A"] and counts["B"] >= counts["tie"]:
-            preferred = "B"
-        else:
-            preferred = "tie"
+        preferred = SIDE[majority(direction(c) for c in choices)]
         margin = 0.0 if preferred == "tie" else abs(counts["A"] - counts["B"]) / n
     elif rule == "mean":
         score = sum(3 - c for c in choices) / n

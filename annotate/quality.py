@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from django.db.models import Count
 
-from annotate.agreement import PairwiseAgreement, direction, krippendorff_alpha_ordinal, pairwise_agreement
+from annotate.agreement import PairwiseAgreement, krippendorff_alpha_ordinal, pairwise_agreement
 from annotate.models import Assignment, Campaign, Comparison, Judgement
+from core.votes import direction, majority
 
 
 @dataclass
@@ -89,11 +90,8 @@ def campaign_quality(*, campaign: Campaign) -> CampaignQuality:
             others = [direction(o["choice"]) for o in votes[v["comparison_id"]] if o["annotator_id"] != user_id]
             if not others:
                 continue
-            top = Counter(others).most_common()
-            if len(top) > 1 and top[0][1] == top[1][1]:
-                continue  # no majority among the others
             compared += 1
-            agreed += direction(v["choice"]) == top[0][0]
+            agreed += direction(v["choice"]) == majority(others)
         non_tie = [v for v in mine if direction(v["choice"]) != 0 and v["assignment__left_is_a"] is not None]
         # The screen side picked: A on the left and A chosen, or B on the left and B chosen.
         left_picks = sum((direction(v["choice"]) < 0) == v["assignment__left_is_a"] for v in non_tie)

@@ -62,7 +62,7 @@ def _per_task(evaluation, entry_id: int, mode: str) -> dict[int, float]:
 
 
 def _bootstrap(differences: list[float], seed: int = 0, rounds: int = 2000) -> dict:
-    from training.evaluation.metrics import bootstrap
+    from core.intervals import bootstrap
 
     return bootstrap(differences, resamples=rounds, seed=seed)
 

@@ -22,16 +22,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from training.evaluation.metrics import RESAMPLES, bootstrap
-
-SEED = 0
-
-
-def bootstrap_interval(values, *, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of the mean of `values` (one value per pair): the one
-    interval of every figure (training/evaluation/metrics.py)."""
-    result = bootstrap([float(v) for v in np.asarray(values, dtype=float)], resamples=resamples, seed=seed)
-    return result["low"], result["high"]
+from core.intervals import bootstrap_interval
 
 
 def _credit(differences: np.ndarray) -> np.ndarray:

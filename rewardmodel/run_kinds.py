@@ -150,9 +150,10 @@ def _train_lineage(config: RewardModelRunConfig) -> list[dict]:
 
 def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resume_from) -> dict:
     from annotate.exports import iter_rows
+    from core.callbacks import Callbacks
     from rewardmodel.scoring import RewardScorer
     from rewardmodel.services import evaluate_reward_model, reward_model_register
-    from rewardmodel.train import Callbacks, train_reward_ensemble
+    from rewardmodel.train import train_reward_ensemble
     from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)

@@ -34,6 +34,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from core import parallel
+from core.callbacks import Callbacks, nothing
+from core.config_ranges import out_of_range
 from rewardmodel.backbones import (
     MINILM,
     POLICY_LLAMA,
@@ -43,8 +46,6 @@ from rewardmodel.backbones import (
     max_context,
 )
 from rewardmodel.serialize import SERIALIZATION_VERSION, VIEWS, pair_text
-from training import parallel
-from training.config_ranges import out_of_range
 
 META_FILE = "arbiter_reward_model.json"
 META_FORMAT = "arbiter.reward_model/v1"
@@ -181,26 +182,6 @@ class RewardModelConfig:
         except BackboneError as exc:
             problems.append(str(exc))
         return problems
-
-
-def nothing(*args, **kwargs) -> None:
-    """A callback that does nothing: the default of every Callbacks hook (and of RL's)."""
-    return None
-
-
-def _never() -> bool:
-    return False
-
-
-@dataclass
-class Callbacks:
-    """How a caller watches and steers a run; every hook does nothing unless given."""
-
-    progress: Callable[[float, str], None] = nothing  # (fraction done, what is happening)
-    metrics: Callable[[int, dict[str, float]], None] = nothing  # (global step, {"train/loss": ...})
-    log: Callable[[str], None] = nothing  # one line for the run's log
-    should_stop: Callable[[], bool] = _never  # checked after every step: True cancels the run
-    checkpoint: Callable[[int, str], None] = nothing  # (global step, checkpoint directory) after each save
 
 
 @dataclass
@@ -438,7 +419,7 @@ def train_reward_model(
 
 
 def _train_in_processes(train_rows, config, out_dir, callbacks, resume_from, device, bf16) -> TrainResult:
-    """`train_reward_model` in `config.processes` ranks (training/parallel.py, rank code in
+    """`train_reward_model` in `config.processes` ranks (core/parallel.py, rank code in
     rewardmodel/train_rank.py), rank 0's events passed on to `callbacks` as they come."""
     out_dir = Path(out_dir)
     work = out_dir / "parallel"

@@ -1,5 +1,5 @@
 """One rank of a data-parallel reward-model run: `python -m rewardmodel.train_rank`, started by
-training/parallel.py `launch` (from rewardmodel/train.py) with the run's spec in its work folder."""
+core/parallel.py `launch` (from rewardmodel/train.py) with the run's spec in its work folder."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from rewardmodel.train import Callbacks, RewardModelConfig, train_reward_model
-from training import parallel
+from core import parallel
+from core.callbacks import Callbacks
+from rewardmodel.train import RewardModelConfig, train_reward_model
 
 
 def main() -> None:

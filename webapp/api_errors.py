@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.json_input import shown
+from core.problems import Problem, problem, problem_of, problems_text
 from webapp.errors import ArbiterError
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ def error_body(detail: str, errors: list[dict] | None = None) -> dict:
     return body
 
 
-def _items(data, field: str = "") -> list[dict]:
+def _items(data, field: str = "") -> list[Problem]:
     """DRF's nested validation errors as a flat list of {field, message}."""
     if isinstance(data, dict):
         out = []
@@ -44,25 +45,18 @@ def _items(data, field: str = "") -> list[dict]:
         return out
     if isinstance(data, list):
         if all(not isinstance(v, (dict, list)) for v in data):
-            return [{"field": field, "message": str(v)} if field else {"message": str(v)} for v in data]
+            return [problem(str(v), field=field) for v in data]
         return [item for i, v in enumerate(data) for item in _items(v, f"{field}[{i}]" if field else f"[{i}]")]
-    return [{"field": field, "message": str(data)} if field else {"message": str(data)}]
+    return [problem(str(data), field=field)]
 
 
-def error_items(details: list[dict]) -> list[dict]:
+def error_items(details: list) -> list[Problem]:
     """`ArbiterError.details` (or an import's stored errors) as error items: {message, field?, line?}."""
-    items = []
-    for d in details:
-        item = {k: v for k, v in d.items() if k in ("field", "line")}
-        item["message"] = str(d.get("message") or d.get("error") or d.get("problem") or "")
-        items.append(item)
-    return items
+    return [problem_of(d) for d in details]
 
 
-def _summary(items: list[dict]) -> str:
-    parts = [f"{i['field']}: {i['message']}" if i.get("field") else i["message"] for i in items[:3]]
-    more = f" (and {len(items) - 3} more)" if len(items) > 3 else ""
-    return "The request is not valid: " + "; ".join(parts) + more
+def _summary(items: list[Problem]) -> str:
+    return "The request is not valid: " + problems_text(items)
 
 
 def exception_handler(exc, context):

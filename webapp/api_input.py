@@ -2,43 +2,21 @@
 
 `StrictJSONParser` is the API's JSON parser (settings.REST_FRAMEWORK): a body that
 `core.json_input` refuses (too deep, NaN, 1e400, lone surrogates, NUL) is a 400 with
-the reason. The integer helpers give every integer input the range of the column or
-counter it ends up in, so 2**31 or 2**63 is refused at the edge instead of failing (or
-wrapping round) in the database.
+the reason. The integer fields read whole numbers by the one rule of `core.ids` and give every integer
+input the range of the column or counter it ends up in, so 2**31 or 2**63 is refused at the
+edge instead of failing (or wrapping round) in the database.
 """
 
 from __future__ import annotations
 
-import re
+import math
 
 from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from core import json_input
-
-INT32_MAX = 2**31 - 1  # PostgreSQL integer (PositiveIntegerField, IntegerField)
-INT16_MAX = 2**15 - 1  # PostgreSQL smallint (PositiveSmallIntegerField)
-ID_MAX = 2**63 - 1  # PostgreSQL bigint (every primary key)
-
-
-_ASCII_ID = re.compile(r"[0-9]{1,19}")
-
-
-def parse_id(raw) -> int | None:
-    """A row id written as text ("12"): ASCII digits within 1..ID_MAX, else None. (`str.isdigit`
-    is true for "²" and "٣", which `int` then refuses: every id read from text comes here.)"""
-    value = parse_index(raw, limit=ID_MAX)
-    return value if value else None
-
-
-def parse_index(raw, *, limit: int = INT32_MAX) -> int | None:
-    """A position written as text ("0", "12"): ASCII digits within 0..limit, else None (the
-    same rule as `parse_id`, for indexes that start at 0)."""
-    if not isinstance(raw, str) or not _ASCII_ID.fullmatch(raw):
-        return None
-    value = int(raw)
-    return value if value <= limit else None
+from core.ids import ID_MAX, INT32_MAX, integer_value, parse_id
 
 
 class StrictJSONParser(JSONParser):
@@ -52,28 +30,39 @@ class StrictJSONParser(JSONParser):
             raise ParseError(f"The request body is not valid: {exc}.") from None
 
 
-def IdField(**kwargs) -> serializers.IntegerField:
+class WholeNumberField(serializers.IntegerField):
+    """DRF's IntegerField reading only what `core.ids` calls a whole number: a JSON integer or
+    text of ASCII digits. DRF's own takes `true` as 1, "٣" as 3, " 7" and "1.0" as numbers; every
+    integer field of the API is this one (a code rule bans `serializers.IntegerField`)."""
+
+    def to_internal_value(self, data):
+        value = integer_value(data, low=-math.inf, high=math.inf)
+        if value is None:
+            self.fail("invalid")
+        return value
+
+
+def IdField(**kwargs) -> WholeNumberField:
     """A row id: 1 to 2**63 - 1."""
-    return serializers.IntegerField(min_value=1, max_value=ID_MAX, **kwargs)
+    return WholeNumberField(min_value=1, max_value=ID_MAX, **kwargs)
 
 
-def Int32Field(*, min_value: int = 0, max_value: int = INT32_MAX, **kwargs) -> serializers.IntegerField:
+def Int32Field(*, min_value: int = 0, max_value: int = INT32_MAX, **kwargs) -> WholeNumberField:
     """A whole number that fits a 32-bit integer column (non-negative unless told)."""
-    return serializers.IntegerField(min_value=min_value, max_value=max_value, **kwargs)
+    return WholeNumberField(min_value=min_value, max_value=max_value, **kwargs)
 
 
 def query_id(request, name: str, *, required: bool = False) -> int | None:
     """An id from the query string (`?campaign=12`), checked; a bad one is a 400 naming it."""
-    field = IdField(required=required, allow_null=not required)
     raw = request.query_params.get(name)
     if raw in (None, ""):
         if required:
             raise serializers.ValidationError({name: [f"Give the {name} id: ?{name}=ID."]})
         return None
-    try:
-        return field.run_validation(raw)
-    except serializers.ValidationError as exc:
-        raise serializers.ValidationError({name: exc.detail}) from None
+    value = parse_id(raw)
+    if value is None:
+        raise serializers.ValidationError({name: [f"Give a whole number from 1 to {ID_MAX} (ASCII digits)."]})
+    return value
 
 
 def id_parameter(name: str, *, description: str = "", required: bool = False):

@@ -24,7 +24,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.response import Response
 
-from webapp.api_input import parse_id
+from core.ids import parse_id
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200  # the old silent cap of the runs and datasets lists, now asked for explicitly

@@ -28,7 +28,7 @@ from annotate.services.campaigns import (
 from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read, gold_upload_bytes
 from webapp.access import api_role
 from webapp.api_errors import error_body, error_items
-from webapp.api_input import IdField, StrictJSONParser
+from webapp.api_input import IdField, StrictJSONParser, WholeNumberField
 from webapp.errors import ArbiterError
 from webapp.models import pseudonym_for
 from webapp.pagination import ListPage, list_page
@@ -39,21 +39,21 @@ READERS = (Role.RESEARCHER, Role.ADMIN)
 
 
 class CampaignProgress(serializers.Serializer):
-    needed = serializers.IntegerField(help_text="Judgements the campaign needs: its comparisons (not gold) x votes.")
-    done = serializers.IntegerField(help_text="Judgements made on those comparisons.")
+    needed = WholeNumberField(help_text="Judgements the campaign needs: its comparisons (not gold) x votes.")
+    done = WholeNumberField(help_text="Judgements made on those comparisons.")
     share = serializers.FloatField(allow_null=True, help_text="done / needed; null without comparisons.")
-    last_day = serializers.IntegerField(help_text="Judgements in the last 24 hours.")
+    last_day = WholeNumberField(help_text="Judgements in the last 24 hours.")
     per_hour = serializers.FloatField(help_text="last_day / 24.")
     eta_hours = serializers.FloatField(
         allow_null=True,
         help_text="Hours to finish at the last day's pace; 0 when finished; null with no pace yet or no comparisons.",
     )
-    open_leases = serializers.IntegerField(help_text="Assignments leased now.")
-    left_for_you = serializers.IntegerField(
+    open_leases = WholeNumberField(help_text="Assignments leased now.")
+    left_for_you = WholeNumberField(
         help_text="Comparisons the queue can still give the caller, with the "
         "one they hold now (0 where they may not label)."
     )
-    mine = serializers.IntegerField(help_text="The caller's judgements in this campaign.")
+    mine = WholeNumberField(help_text="The caller's judgements in this campaign.")
     gold_accuracy = serializers.FloatField(allow_null=True, help_text="Share of gold judgements on the gold side.")
     agreement = serializers.FloatField(
         allow_null=True,
@@ -63,17 +63,17 @@ class CampaignProgress(serializers.Serializer):
 
 class Dimension(serializers.Serializer):
     name = serializers.CharField()
-    scale = serializers.IntegerField(help_text="Rated 1..scale (2-10).")
+    scale = WholeNumberField(help_text="Rated 1..scale (2-10).")
     description = serializers.CharField(allow_blank=True)
 
 
 class CampaignOutput(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = WholeNumberField()
     name = serializers.CharField()
     status = serializers.ChoiceField(choices=Campaign.Status.choices)
     guidelines = serializers.CharField(help_text="Markdown.")
-    votes_per_comparison = serializers.IntegerField()
-    lease_seconds = serializers.IntegerField()
+    votes_per_comparison = WholeNumberField()
+    lease_seconds = WholeNumberField()
     gold_rate = serializers.FloatField()
     dimensions = serializers.SerializerMethodField()
     rationale_required = serializers.BooleanField()
@@ -82,13 +82,13 @@ class CampaignOutput(serializers.Serializer):
     pool = serializers.SerializerMethodField(help_text="Usernames of the pool (admins only; empty for others).")
     environment = serializers.CharField(allow_blank=True)
     task_split = serializers.CharField(allow_blank=True)
-    cloned_from = serializers.IntegerField(
+    cloned_from = WholeNumberField(
         source="cloned_from_id", allow_null=True, help_text="The campaign this one was cloned from."
     )
     judge_mode = serializers.ChoiceField(
         choices=JudgeMode.choices, help_text="What annotators see of a judge's vote (docs/judges.md)."
     )
-    shown_judge = serializers.IntegerField(
+    shown_judge = WholeNumberField(
         source="shown_judge_id", allow_null=True, help_text="The judge whose vote is shown or filled in."
     )
     may_label = serializers.BooleanField(help_text="Whether the caller may label it.")
@@ -112,8 +112,8 @@ class CampaignInput(serializers.Serializer):
 
     name = serializers.CharField(max_length=200, required=False)
     guidelines = serializers.CharField(required=False, allow_blank=True, help_text="Markdown, sanitized on display.")
-    votes_per_comparison = serializers.IntegerField(required=False, min_value=1, max_value=50)
-    lease_seconds = serializers.IntegerField(required=False, min_value=30, max_value=7 * 24 * 3600)
+    votes_per_comparison = WholeNumberField(required=False, min_value=1, max_value=50)
+    lease_seconds = WholeNumberField(required=False, min_value=30, max_value=7 * 24 * 3600)
     gold_rate = serializers.FloatField(required=False, min_value=0, max_value=1)
     dimensions = Dimension(many=True, required=False)
     rationale_required = serializers.BooleanField(required=False)
@@ -273,7 +273,7 @@ class FillInput(serializers.Serializer):
     """For the schema; the fill service checks every field and names the bad ones."""
 
     strategy = serializers.ChoiceField(choices=FILL_STRATEGIES, required=False, default="all_pairs")
-    max_per_task = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=10)
+    max_per_task = WholeNumberField(required=False, min_value=1, max_value=1000, default=10)
     import_batches = serializers.ListField(child=IdField(), required=False)
     policies = serializers.ListField(child=IdField(), required=False)
     runs = serializers.ListField(child=IdField(), required=False, help_text="Rollout runs.")
@@ -284,7 +284,7 @@ class FillInput(serializers.Serializer):
     policy_a = IdField(required=False, help_text="policy_vs_policy: one side.")
     policy_b = IdField(required=False, help_text="policy_vs_policy: the other side.")
     reward_model = IdField(required=False, help_text="rm_uncertainty: the model that orders the queue.")
-    seed = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    seed = WholeNumberField(required=False, min_value=0, max_value=2**31 - 1)
 
 
 class FillPreviewInput(FillInput):
@@ -292,12 +292,12 @@ class FillPreviewInput(FillInput):
 
 
 class FillPreview(serializers.Serializer):
-    comparisons = serializers.IntegerField(help_text="Comparisons the fill would create.")
-    trajectories = serializers.IntegerField()
-    tasks = serializers.IntegerField()
-    already_in_campaign = serializers.IntegerField()
-    identical_refused = serializers.IntegerField(help_text="Pairs with the same steps and answer, never made.")
-    left_out_by_cap = serializers.IntegerField()
+    comparisons = WholeNumberField(help_text="Comparisons the fill would create.")
+    trajectories = WholeNumberField()
+    tasks = WholeNumberField()
+    already_in_campaign = WholeNumberField()
+    identical_refused = WholeNumberField(help_text="Pairs with the same steps and answer, never made.")
+    left_out_by_cap = WholeNumberField()
     runs_as_job = serializers.BooleanField()
     then_scoring_run = serializers.BooleanField()
 
@@ -380,8 +380,8 @@ class CampaignGoldApi(APIView):
     parser_classes = [StrictJSONParser, MultiPartParser]
 
     class OutputSerializer(serializers.Serializer):
-        marked = serializers.IntegerField(help_text="Comparisons of the campaign made gold.")
-        created = serializers.IntegerField(help_text="Gold comparisons created for pairs the campaign lacked.")
+        marked = WholeNumberField(help_text="Comparisons of the campaign made gold.")
+        created = WholeNumberField(help_text="Gold comparisons created for pairs the campaign lacked.")
 
     @extend_schema(
         request={
@@ -416,7 +416,7 @@ class CampaignGoldPromoteApi(APIView):
         comparisons = serializers.ListField(child=IdField(), required=False, max_length=10_000)
 
     class OutputSerializer(serializers.Serializer):
-        promoted = serializers.IntegerField()
+        promoted = WholeNumberField()
 
     @extend_schema(request=InputSerializer, responses={200: OutputSerializer})
     def post(self, request, campaign_id: int):
@@ -435,17 +435,17 @@ class CampaignActivityApi(APIView):
 
     class Annotator(serializers.Serializer):
         username = serializers.CharField(help_text="A pseudonym for researchers, the username for admins.")
-        judgements = serializers.IntegerField()
-        last_day = serializers.IntegerField()
-        skips = serializers.IntegerField()
-        open_leases = serializers.IntegerField()
+        judgements = WholeNumberField()
+        last_day = WholeNumberField()
+        skips = WholeNumberField()
+        open_leases = WholeNumberField()
         gold_accuracy = serializers.FloatField(allow_null=True)
         in_pool = serializers.BooleanField()
         last = serializers.DateTimeField(allow_null=True)
 
     class Day(serializers.Serializer):
         day = serializers.DateField()
-        judgements = serializers.IntegerField()
+        judgements = WholeNumberField()
 
     class OutputSerializer(serializers.Serializer):
         annotators = serializers.ListField(child=serializers.DictField())

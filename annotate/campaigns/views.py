@@ -29,8 +29,9 @@ from annotate.services.campaigns import (
     dimensions_of,
 )
 from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read, gold_upload_bytes
+from core.ids import parse_id
+from core.problems import form_field, problem_of, problems_text
 from webapp.access import role_required
-from webapp.api_input import parse_id
 from webapp.charts import bar_chart_svg
 from webapp.errors import ArbiterError
 from webapp.models import Run, User
@@ -162,8 +163,7 @@ FIELD_LABELS = {
 def _errors_by_field(exc: ArbiterError, post=None) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     for d in exc.details:
-        field = str(d.get("field", "")).split("[")[0].split(".")[0] or "__all__"
-        message = str(d.get("message", ""))
+        field, message = form_field(d), problem_of(d)["message"]
         if field == "lease_seconds" and post is not None:  # the form asks for minutes: answer in minutes
             message = (
                 f"must be a number of minutes between {MIN_LEASE_SECONDS / 60:g} and "
@@ -388,9 +388,7 @@ def campaign_gold(request: HttpRequest, campaign_id: int) -> HttpResponse:
     except RequestDataTooBig as exc:
         messages.error(request, str(exc))
     except ArbiterError as exc:
-        lines = "; ".join(
-            f"line {d['line']}: {d['message']}" if "line" in d else d.get("message", "") for d in exc.details[:10]
-        )
+        lines = problems_text(exc.details, limit=10)
         messages.error(request, exc.message + (f" {lines}" if lines else ""))
     else:
         messages.success(request, f"Gold stored: {counts['marked']} comparisons marked, {counts['created']} created.")

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from annotate.models import Correction
 from annotate.services.corrections import MAX_BODY_BYTES, correction_review, correction_submit, replay_state
 from webapp.access import api_role
-from webapp.api_input import StrictJSONParser, id_parameter, query_id
+from webapp.api_input import StrictJSONParser, WholeNumberField, id_parameter, query_id
 from webapp.errors import ArbiterError
 from webapp.pagination import ListPage, list_page
 from webapp.roles import Role
@@ -72,7 +72,7 @@ class CorrectionInput(serializers.Serializer):
 
     side = serializers.ChoiceField(choices=["left", "right"], help_text="The side of the screen to correct.")
     kind = serializers.ChoiceField(choices=Correction.Kind.choices)
-    step = serializers.IntegerField(
+    step = WholeNumberField(
         required=False,
         min_value=0,
         max_value=2**31 - 1,

@@ -1,7 +1,7 @@
 from django import forms
 
 from annotate.models import Campaign, Judge
-from webapp.api_input import INT32_MAX
+from core.ids import INT32_MAX
 
 
 class SnapshotForm(forms.Form):

@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from annotate.models import Campaign, Comparison, Judge, Judgement, JudgeMode, Task
 from core import json_input
+from core.ids import id_value
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_has_role
 
@@ -352,17 +353,6 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
     return out
 
 
-def _id_value(value) -> int | None:
-    """An id sent as a JSON number or as text of ASCII digits (webapp.api_input.parse_id); else None."""
-    from webapp.api_input import ID_MAX, parse_id
-
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if 1 <= value <= ID_MAX else None
-    return parse_id(value.strip()) if isinstance(value, str) else None
-
-
 def _judge_shown(data: dict, campaign: Campaign | None, problems: list) -> dict:
     """The judge mode and the judge it shows: a mode other than blind needs a judge."""
     out = {}
@@ -378,7 +368,7 @@ def _judge_shown(data: dict, campaign: Campaign | None, problems: list) -> dict:
         value = data["shown_judge"]
         if value in (None, ""):
             judge = None
-        elif (judge_id := _id_value(value)) is None:
+        elif (judge_id := id_value(value)) is None:
             problems.append({"field": "shown_judge", "message": f"a judge id or null; got {str(value)[:40]!r}."})
             return out
         else:

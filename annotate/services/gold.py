@@ -23,7 +23,7 @@ from django.db import transaction
 
 from annotate.models import Campaign, Comparison, Trajectory
 from core import json_input
-from webapp.api_input import parse_id
+from core.ids import parse_id
 from webapp.errors import ArbiterError
 
 MAX_GOLD_ROWS = 10_000

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 
-from annotate.agreement import direction
 from annotate.models import Campaign, Comparison, Judge, JudgeMode, JudgeVote
 from annotate.routing import JudgedComparison, disagreement_priority
 from annotate.services.labeling_sql import PREFILL_CONFIDENCE
+from core.votes import direction
 from webapp.errors import ArbiterError
 
 ORDERINGS = ("disagreement_first", "none")

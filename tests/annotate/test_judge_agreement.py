@@ -9,11 +9,11 @@ from annotate.judge_agreement import (
     Interval,
     cohen_kappa,
     dimensions_in,
-    human_majority,
     judge_agreement,
     position_bias,
     self_consistency,
 )
+from core.votes import majority_of_choices
 
 EMPTY = Interval(None, None, None)
 
@@ -64,22 +64,23 @@ def test_kappa_is_undefined_when_chance_agreement_is_one():
 # --- Human majority and the judge against it ---------------------------------------------------
 
 
-def test_human_majority_needs_strictly_the_most_votes():
-    assert human_majority([1, 2, 5]) == -1  # "much better" and "better" are both A
-    assert human_majority([3, 3, 4]) == 0
-    assert human_majority([1, 5]) is None
-    assert human_majority([1, 5, 3]) is None
-    assert human_majority([]) is None
+def test_the_human_label_is_the_one_majority_rule():
+    assert majority_of_choices([1, 2, 5]) == -1  # "much better" and "better" are both A
+    assert majority_of_choices([3, 3, 4]) == 0
+    assert majority_of_choices([1, 5]) == 0  # A and B level: a tie, as in the dataset
+    assert majority_of_choices([1, 1, 3, 3]) == -1  # A, A, tie, tie: A, as in the dataset
+    assert majority_of_choices([]) is None
 
 
-# Comparisons used by the ceiling tests, directions in brackets:
-#   1: humans A, A, B [-1, -1, +1], majority -1, judge A. Left out: each A's others are A, B (no
-#      majority, skipped); B's others are A, A -> (+1, -1). One pair, a disagreement.
+# Comparisons used by the ceiling tests, directions in brackets (the majority rule of core.votes):
+#   1: humans A, A, B [-1, -1, +1], majority -1, judge A. Left out: each A's others are A, B, a
+#      tie -> (-1, 0) twice; B's others are A, A -> (+1, -1). Three pairs, all disagreements.
 #   2: humans B, B, majority +1, judge tie. Each B against the other B -> (+1, +1) twice.
 #   3: one human tie, majority 0, judge tie: counts against the judge, too few humans for the ceiling.
-#   4: humans A, B: no majority, counts nowhere.
+#   4: humans A, B: majority tie, judge A. Each against the other: (-1, +1), (+1, -1).
 #   5: humans A x3, judge did not answer: counts nowhere.
-#   6: humans A, A, tie, majority -1, judge B. Each A is skipped; the tie's others are A, A -> (0, -1).
+#   6: humans A, A, tie, majority -1, judge B. Each A's others are A, tie -> (-1, -1) twice; the
+#      tie's others are A, A -> (0, -1).
 CEILING_ROWS = [
     votes(1, [1, 2, 5], 1),
     votes(2, [4, 5], 3),
@@ -90,28 +91,29 @@ CEILING_ROWS = [
 ]
 
 
-def test_judge_against_the_majority_skips_comparisons_without_one():
+def test_judge_against_the_majority_skips_comparisons_the_judge_did_not_answer():
     result = judge_agreement(CEILING_ROWS)
-    # Judge (-1, 0, 0, +1) against majority (-1, +1, 0, -1) on comparisons 1, 2, 3, 6: two right.
-    # Judge marginals -1:1, 0:2, +1:1; majority -1:2, 0:1, +1:1: chance 5/16, kappa (8-5)/(16-5).
+    # Judge (-1, 0, 0, -1, +1) against majority (-1, +1, 0, 0, -1) on comparisons 1, 2, 3, 4, 6:
+    # two right. Marginals -1:2, 0:2, +1:1 on both sides: chance 9/25, kappa (10-9)/(25-9).
     assert result.dimension == "overall"
-    assert result.vs_humans.n == 4
-    assert result.vs_humans.accuracy.value == pytest.approx(0.5)
-    assert result.vs_humans.kappa.value == pytest.approx(3 / 11)
+    assert result.vs_humans.n == 5
+    assert result.vs_humans.accuracy.value == pytest.approx(0.4)
+    assert result.vs_humans.kappa.value == pytest.approx(1 / 16)
 
 
 def test_ceiling_leaves_each_human_out_and_the_judge_is_scored_on_the_same_comparisons():
     result = judge_agreement(CEILING_ROWS)
-    # Ceiling pairs (+1,-1), (+1,+1), (+1,+1), (0,-1) from comparisons 1, 2, 6: two of four agree.
-    # Vote marginals +1:3, 0:1; others' majority -1:2, +1:2: chance 6/16, kappa (8-6)/(16-6) = 0.2.
-    assert result.ceiling.n == 3
-    assert result.ceiling.accuracy.value == pytest.approx(0.5)
-    assert result.ceiling.kappa.value == pytest.approx(0.2)
-    # The judge on 1, 2, 6 only (not 3): (-1,-1), (0,+1), (+1,-1). One of three; chance
-    # (1*2 + 1*0 + 1*1) / 9 = 1/3 equals observed, so kappa 0.
-    assert result.judge_on_ceiling.n == 3
-    assert result.judge_on_ceiling.accuracy.value == pytest.approx(1 / 3)
-    assert result.judge_on_ceiling.kappa.value == pytest.approx(0.0)
+    # Ceiling pairs from comparisons 1, 2, 4, 6 (ten): (+1,+1) twice and (-1,-1) twice agree.
+    # Vote marginals -1:5, 0:1, +1:4; others' majority -1:5, 0:2, +1:3: chance 39/100,
+    # kappa (40-39)/(100-39).
+    assert result.ceiling.n == 4
+    assert result.ceiling.accuracy.value == pytest.approx(0.4)
+    assert result.ceiling.kappa.value == pytest.approx(1 / 61)
+    # The judge on 1, 2, 4, 6 only (not 3): (-1,-1), (0,+1), (-1,0), (+1,-1). One of four;
+    # marginals -1:2, 0:1, +1:1 on both sides: chance 6/16, kappa (4-6)/(16-6).
+    assert result.judge_on_ceiling.n == 4
+    assert result.judge_on_ceiling.accuracy.value == pytest.approx(1 / 4)
+    assert result.judge_on_ceiling.kappa.value == pytest.approx(-0.2)
 
 
 def test_figures_by_week_are_grouped_and_sorted():
@@ -120,12 +122,12 @@ def test_figures_by_week_are_grouped_and_sorted():
         votes(2, [5, 5], 1, week="2026-W02"),
         votes(3, [5], 5, week="2026-W10"),
         votes(4, [5, 5], 5, week="2026-W02"),
-        votes(5, [1, 5], 1, week="2026-W01"),  # no majority: the week has nothing to show
+        votes(5, [1, 5], 1, week="2026-W01"),  # A and B level: a tie, which the judge missed
     ]
     by_week = judge_agreement(rows).by_week
-    assert [w.week for w in by_week] == ["2026-W02", "2026-W10", "2026-W48"]
-    assert [w.figures.n for w in by_week] == [2, 1, 1]
-    assert [w.figures.accuracy.value for w in by_week] == [0.5, 1.0, 1.0]
+    assert [w.week for w in by_week] == ["2026-W01", "2026-W02", "2026-W10", "2026-W48"]
+    assert [w.figures.n for w in by_week] == [1, 2, 1, 1]
+    assert [w.figures.accuracy.value for w in by_week] == [0.0, 0.5, 1.0, 1.0]
 
 
 def test_a_dimension_takes_directions_from_ratings_and_ignores_votes_without_it():
@@ -160,10 +162,10 @@ def test_a_dimension_takes_directions_from_ratings_and_ignores_votes_without_it(
     helpful = judge_agreement(rows, dimension="helpful")
     assert helpful.dimension == "helpful"
     assert (helpful.vs_humans.n, helpful.vs_humans.accuracy.value) == (2, 0.5)
-    # Only comparison 1 has two humans rating helpfulness: A's others (tie, A) have no majority;
-    # the tie's others (A, A) give (0, -1); the second A's others (A, tie) have none.
+    # Only comparison 1 has two humans rating helpfulness: each A's others (tie, A) are A, so
+    # (-1, -1) twice; the tie's others (A, A) give (0, -1). Two of three agree.
     assert helpful.ceiling.n == 1
-    assert helpful.ceiling.accuracy.value == 0.0
+    assert helpful.ceiling.accuracy.value == pytest.approx(2 / 3)
 
 
 # --- Position bias and self-consistency --------------------------------------------------------
@@ -257,7 +259,7 @@ def test_empty_input_gives_no_figures():
     assert (consistency.n, consistency.agreement, consistency.kappa) == (0, EMPTY, EMPTY)
     assert dimensions_in([]) == ["overall"]
     # Rows, but none the judge answered against a human majority.
-    assert judge_agreement([votes(1, [1, 5], 1), votes(2, [], 1), votes(3, [1], None)]).vs_humans.n == 0
+    assert judge_agreement([votes(2, [], 1), votes(3, [1], None)]).vs_humans.n == 0
     assert judge_agreement([votes(1, [1], 1)], dimension="helpful").vs_humans.n == 0
 
 

@@ -52,7 +52,9 @@ def test_campaign_quality_figures():
     assert by["u1"].gold_accuracy == 1.0 and by["u3"].gold_accuracy == 0.0 and by["u2"].gold_accuracy is None
     # u3 disagrees with the others' majority on c1, agrees on c2.
     assert by["u3"].majority_agreement == pytest.approx(0.5)
-    assert by["u1"].majority_agreement == pytest.approx(1.0)
+    # u1's others split A/B on c1: a tie by the one majority rule (core.votes), which u1's A is
+    # not; on c2 the others' B is u1's B.
+    assert (by["u1"].majority_compared, by["u1"].majority_agreement) == (2, pytest.approx(0.5))
     assert by["u3"].median_seconds == pytest.approx(30)  # 30, 50 and the gold 10
     # u1: c1 chose A with A on the left (left); c2 chose B with A on the right, so B was left (left); gold A left.
     assert by["u1"].left_rate == pytest.approx(1.0)

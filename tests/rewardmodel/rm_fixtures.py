@@ -8,7 +8,7 @@ from django.conf import settings
 
 from annotate.models import Policy
 from annotate.services.datasets import SnapshotFilters, snapshot_create
-from rewardmodel.train import Callbacks
+from core.callbacks import Callbacks
 from tests.factories import CampaignFactory
 from tests.policy_fixtures import tiny_policy_dir
 from training.simulated_annotators import AnnotatorProfile

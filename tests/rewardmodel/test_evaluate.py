@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from rewardmodel.evaluate import bootstrap_interval, ordering_accuracy, pair_metrics
+from core.intervals import bootstrap_interval
+from rewardmodel.evaluate import ordering_accuracy, pair_metrics
 
 LN3, LN9 = math.log(3), math.log(9)
 

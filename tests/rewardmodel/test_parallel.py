@@ -63,7 +63,7 @@ def test_batch_size_must_be_shared_evenly():
 
 
 def test_more_processes_than_the_worker_has_gpus_are_refused_before_any_starts(tmp_path, monkeypatch):
-    from training import parallel
+    from core import parallel
 
     monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
     with pytest.raises(parallel.ParallelRunFailed, match="2 processes need 2 GPUs, one each, and this worker sees 1"):

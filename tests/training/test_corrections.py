@@ -426,7 +426,7 @@ def test_calls_may_go_before_the_answer_and_an_unchanged_call_is_a_no_op(annotat
 @pytest.mark.parametrize("step", ["²", "٣", " 7", "1.0", "-1", "9" * 30, "0x1"])
 def test_the_forms_step_is_read_as_ascii_digits_and_refused_with_a_reason(annotator, client, step):
     """`"²".isdigit()` is true and `int("²")` raises: the form's step goes through the one
-    index reader (webapp.api_input.parse_index), and a bad one is refused, never a 500."""
+    index reader (core.ids.parse_index), and a bad one is refused, never a 500."""
     assignment = _plain_assignment(annotator, environment="")
     client.force_login(annotator)
     body = {"side": "left", "kind": "tool_call", "step": step, "tool": "search", "arguments": '{"query": "x"}'}

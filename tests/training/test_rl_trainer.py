@@ -324,11 +324,10 @@ def test_a_checkpoint_replaces_the_best_only_on_signal_not_on_one_lucky_episode(
 
 
 def test_every_interval_is_the_one_bootstrap_over_units():
-    """One interval helper (training/evaluation/metrics.py): dev success, the before/after table
+    """One interval helper (core/intervals.py): dev success, the before/after table
     and the reward model's accuracy all resample their units (tasks, pairs) the same way."""
-    from rewardmodel.evaluate import bootstrap_interval
+    from core.intervals import bootstrap, bootstrap_interval
     from training.evaluation.episodes import task_bootstrap
-    from training.evaluation.metrics import bootstrap
 
     half = bootstrap([1.0] * 50 + [0.0] * 50)
     assert (

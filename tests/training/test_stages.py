@@ -38,7 +38,7 @@ LEVEL = {
     "pipeline": 7,
 }
 TOP = {"web", "management", "urls", "apps", "admin", "migrations", "tasks"}
-SHARED = {"training.models", "training.config_ranges", "training.evaluation.metrics", "training.parallel"}
+SHARED = {"training.models", "training.evaluation.metrics"}
 
 
 def _stage(module: str) -> str:

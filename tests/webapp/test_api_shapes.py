@@ -117,7 +117,11 @@ def _bodies(world) -> dict[str, tuple[str, str, object]]:
                 "status": "draft",
             },
         ),
-        "campaign patch": ("PATCH", f"/api/v1/campaigns/{c}", {"guidelines": "# g2", "dimensions": ["x"]}),
+        "campaign patch": (
+            "PATCH",
+            f"/api/v1/campaigns/{c}",
+            {"guidelines": "# g2", "dimensions": ["x"], "shown_judge": None, "judge_mode": "blind", "pool": [1]},
+        ),
         "campaign clone": ("POST", f"/api/v1/campaigns/{c}/clone", {"name": "copy"}),
         "campaign status": ("POST", f"/api/v1/campaigns/{c}/status", {"action": "pause"}),
         "fill preview": (
@@ -148,6 +152,8 @@ def _bodies(world) -> dict[str, tuple[str, str, object]]:
                 "test_fraction": 0.2,
                 "aggregation": "majority",
                 "ties": "drop",
+                "feedback": "both",
+                "judges": [1],
             },
         ),
         "run bc": (
@@ -261,6 +267,20 @@ def test_wrong_types_at_every_level_never_answer_500(world, name):
             _send(world["client"], method, path, _with(body, place, raw))
     for raw in WHOLE_BODIES:
         _send(world["client"], method, path, raw)
+
+
+# Ids spelled with digits `int` reads differently or refuses ("²" is a digit to str.isdigit).
+ODD_DIGITS = ['"²"', '"٣"', '" 1"', '"1.0"']
+
+
+@pytest.mark.parametrize("name", BODY_NAMES)
+def test_odd_digits_at_every_place_of_every_body_never_answer_500(world, name):
+    """Every value at every nesting level (not a spread of them): whichever field holds an id,
+    however deep, gets "²" and its kin."""
+    method, path, body = _bodies(world)[name]
+    for place in (p for p in _places(body) if p):
+        for raw in ODD_DIGITS:
+            _send(world["client"], method, path, _with(body, place, raw))
 
 
 ODD_IDS = ["²", "٣", "1e3", "-1", "0", "9" * 30, "1.0", " 1", "%00", "", "\ud800"]

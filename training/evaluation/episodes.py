@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.evaluation.metrics import RESAMPLES, bootstrap, episode_figures
+from core.intervals import RESAMPLES, bootstrap
+from training.evaluation.metrics import episode_figures
 
 METRICS = ("success", "utility", "f1", "quote_support", "steps", "tool_errors", "rm_score", "kl")
 
@@ -135,7 +136,7 @@ def episode_values(played: Played) -> dict[str, list[list[float]]]:
 
 def task_bootstrap(per_task: list[list[float]], *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """{mean, low, high, tasks, episodes}: the mean over tasks of each task's mean, with the one
-    interval of every figure (training/evaluation/metrics.py `bootstrap`, over tasks)."""
+    interval of every figure (core/intervals.py `bootstrap`, over tasks)."""
     result = bootstrap(per_task, resamples=resamples, seed=seed)
     return {
         "mean": result["mean"],

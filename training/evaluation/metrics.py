@@ -18,35 +18,6 @@ from __future__ import annotations
 
 STANDARD = ("success", "utility", "steps", "tool_errors", "loop", "truncated")
 GREEDY_SUCCESS = "greedy_success"  # success of the greedy episodes, wherever it is reported beside sampled success
-RESAMPLES = 1000  # bootstrap resamples of every interval
-_CHUNK = 100  # resamples drawn at a time, so memory stays small for large sets
-
-
-def bootstrap(units, *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
-    """The one interval of Arbiter's figures: the mean over units (tasks, or pairs) of each
-    unit's mean, with a 95% percentile-bootstrap interval over units. `units` is a list of
-    lists (a task's episodes) or of numbers (one value per unit).
-
-    {mean, low, high, units, values}; the means of an empty set are None."""
-    import numpy as np
-
-    groups = [u if isinstance(u, (list, tuple)) else [u] for u in units]
-    means = np.array([float(np.mean(g)) for g in groups if len(g)], dtype=float)
-    if means.size == 0:
-        return {"mean": None, "low": None, "high": None, "units": 0, "values": 0}
-    rng = np.random.default_rng(seed)
-    draws = []
-    for start in range(0, resamples, _CHUNK):
-        rows = min(_CHUNK, resamples - start)
-        draws.append(means[rng.integers(0, means.size, size=(rows, means.size))].mean(axis=1))
-    low, high = np.percentile(np.concatenate(draws), [2.5, 97.5])
-    return {
-        "mean": float(means.mean()),
-        "low": float(low),
-        "high": float(high),
-        "units": int(means.size),
-        "values": int(sum(len(g) for g in groups)),
-    }
 
 
 def episode_figures(episode) -> dict[str, float]:

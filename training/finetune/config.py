@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from training.config_ranges import out_of_range
+from core.config_ranges import out_of_range
 
 DPO_SOURCES = ("all", "corrections", "pairs")
 DPO_LOSSES = ("sigmoid", "ipo", "hinge")

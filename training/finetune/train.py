@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rewardmodel.train import Callbacks, no_progress_bars, trainer_bridge
+from core.callbacks import Callbacks
+from rewardmodel.train import no_progress_bars, trainer_bridge
 from training.finetune.config import DPOSettings, FinetuneConfig
 from training.policy.conversations import ConversationError, PolicyConversations
 

@@ -24,6 +24,7 @@ from collections import defaultdict
 from django.db import transaction
 
 from annotate.models import Campaign, Comparison, Judgement, choice_direction
+from core.votes import SIDE, majority_of_choices
 from training.models import AuditItem, EvaluationEpisode, LoopRound
 from webapp.errors import ArbiterError
 
@@ -35,18 +36,14 @@ comparison: a correct, supported answer first, then fewer wasted steps and no to
 
 
 def _majority(campaign_ids: list[int]) -> dict[int, str]:
-    """The majority direction ('A', 'B' or 'tie') of every judged comparison of the campaigns."""
-    votes: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    """The majority side ('A', 'B' or 'tie', the one rule of `core.votes`) of every judged
+    comparison of the campaigns."""
+    votes: dict[int, list[int]] = defaultdict(list)
     for comparison_id, choice in Judgement.objects.filter(comparison__campaign_id__in=campaign_ids).values_list(
         "comparison_id", "choice"
     ):
-        votes[comparison_id][choice_direction(choice)] += 1
-    majority = {}
-    for comparison_id, counts in votes.items():
-        best = max(counts.values())
-        leaders = [side for side, n in counts.items() if n == best]
-        majority[comparison_id] = leaders[0] if len(leaders) == 1 else "tie"
-    return majority
+        votes[comparison_id].append(choice)
+    return {comparison_id: SIDE[majority_of_choices(choices)] for comparison_id, choices in votes.items()}
 
 
 def top_candidates(loop_round: LoopRound, size: int) -> list[dict]:

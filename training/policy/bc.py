@@ -23,7 +23,7 @@ from dataclasses import asdict
 
 import torch
 
-from training import parallel
+from core import parallel
 from training.envs.base import Environment, EpisodeRunner, demonstrator_problem
 from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.policy.episodes import RolloutEpisode, episode_tokens, play_scripted
@@ -258,7 +258,7 @@ def train_bc(
     cut mid-way: where that happens moves with the CPU's arithmetic).
 
     With `config.processes` > 1 the training runs in that many data-parallel processes
-    (training/parallel.py; the rank code is training/policy/bc_rank.py) and the trained
+    (core/parallel.py; the rank code is training/policy/bc_rank.py) and the trained
     weights are loaded back into `model`."""
     if config.processes > 1 and not parallel.in_rank():
         return _train_in_processes(model, tokenizer, examples, config, progress, metrics, should_stop)

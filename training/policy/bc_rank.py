@@ -1,5 +1,5 @@
 """One rank of a data-parallel behaviour-cloning run: `python -m training.policy.bc_rank`, started
-by training/parallel.py `launch` from `train_bc` with the initial model, the demonstrations and
+by core/parallel.py `launch` from `train_bc` with the initial model, the demonstrations and
 the config in its work folder; rank 0 saves the trained weights there."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pickle
 
 import torch
 
-from training import parallel
+from core import parallel
 
 INITIAL, CONFIG, EXAMPLES, TRAINED = "initial", "config.pickle", "examples.json", "trained.pt"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from training.config_ranges import out_of_range
+from core.config_ranges import out_of_range
 
 MAX_ACTION_TOKENS = 48  # the default policy's turns are short; a chat model writing JSON calls needs more
 MAX_CONTEXT = 1536

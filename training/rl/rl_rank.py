@@ -1,10 +1,10 @@
 """Data-parallel RL: the worker's side that launches the processes, and one process's side.
 
 `train_rl_in_processes` runs `train_rl` (training/rl/trainer.py) in `config.processes`
-processes of training/parallel.py `launch`. What a process needs that cannot travel in a
+processes of core/parallel.py `launch`. What a process needs that cannot travel in a
 file (the scorer, the environment's runners) it builds itself by calling `inputs`, a
 "module:function" that takes `arguments` (JSON) and returns a dict with `scorer`,
-`train_tasks`, `runner`, `dev_tasks` and `dev_runner` (`app_inputs` below for the app's
+`train_tasks`, `runner`, `dev_tasks` and `dev_runner` (`training.rl.app_inputs` for the app's
 runs; `cli_inputs` in training/rl/trainer.py for the command line and the benchmarks). The
 first process's events (metrics, log lines, checkpoints, the policies saved) reach the
 caller's callbacks as they come.
@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from training import parallel
+from core import parallel
 from training.rl.config import RLConfig
 from training.rl.trainer import RLCallbacks, RLResult, train_rl
 
@@ -62,17 +62,6 @@ def build_inputs(inputs: str, arguments: dict) -> dict:
     """Call the "module:function" that builds a process's scorer, tasks and runners."""
     module, _, name = inputs.partition(":")
     return getattr(importlib.import_module(module), name)(**arguments)
-
-
-def app_inputs(**arguments) -> dict:
-    """training/rl/services.py `rl_inputs` in a process of an app's run: Django starts first (the
-    worker's settings, inherited), for the deployment's environments."""
-    import django
-
-    django.setup()
-    from training.rl.services import rl_inputs
-
-    return rl_inputs(**arguments)
 
 
 def main() -> None:

@@ -116,7 +116,7 @@ def rl_train(
         device=device,
     )
     if config.processes > 1:
-        return train_rl_in_processes(inputs="training.rl.rl_rank:app_inputs", arguments=arguments, **common)
+        return train_rl_in_processes(inputs="training.rl.app_inputs:app_inputs", arguments=arguments, **common)
     built = rl_inputs(**arguments)
     return train_rl(
         scorer=built["scorer"],

@@ -49,9 +49,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rewardmodel.train import Callbacks, nothing
+from core.callbacks import Callbacks, nothing
+from core.intervals import bootstrap
 from training.envs.base import INVALID_TOOL
-from training.evaluation.metrics import GREEDY_SUCCESS, bootstrap, episode_figures, mean_of_figures
+from training.evaluation.metrics import GREEDY_SUCCESS, episode_figures, mean_of_figures
 from training.policy.chat import POLICY_FILE
 from training.rl.config import RLConfig
 from training.rl.ranks import Ranks
@@ -653,7 +654,7 @@ def dev_figures(
 
 
 def _interval(episodes: list[tuple[str, dict]], seed: int) -> tuple[float, float]:
-    """The 95% interval of dev success over tasks (the one interval, metrics.bootstrap), from
+    """The 95% interval of dev success over tasks (the one interval, core.intervals.bootstrap), from
     each episode's (task id, figures)."""
     by_task: dict[str, list[float]] = {}
     for task, figures in episodes:

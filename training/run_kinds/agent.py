@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
-from training.config_ranges import out_of_range
+from core.config_ranges import out_of_range
 from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
 from training.run_kinds.common import (

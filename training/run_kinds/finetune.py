@@ -104,7 +104,7 @@ def _lineage(config) -> list[dict]:
 
 def _execute(kind: str):
     def execute(*, run, config, reporter, compute, resume_from) -> dict:
-        from rewardmodel.train import Callbacks
+        from core.callbacks import Callbacks
         from training.finetune.services import finetune_rows, finetuned_policy_register
         from training.finetune.train import finetune
         from webapp.errors import ArbiterError

@@ -13,6 +13,7 @@ from training.evaluation.selectors import evaluations_list
 from training.loop.report import dashboard_report
 from training.models import Evaluation
 from webapp.access import api_role
+from webapp.api_input import WholeNumberField
 from webapp.pagination import ListPage, list_page
 from webapp.roles import Role
 
@@ -24,13 +25,13 @@ class EvaluationListApi(APIView):
     pagination_class = ListPage
 
     class OutputSerializer(serializers.Serializer):
-        id = serializers.IntegerField()
+        id = WholeNumberField()
         name = serializers.CharField()
         split = serializers.CharField()
-        tasks = serializers.IntegerField(source="config.tasks", default=None)
-        systems = serializers.IntegerField(source="n_systems")
-        run_id = serializers.IntegerField(allow_null=True)
-        reference_policy_id = serializers.IntegerField(allow_null=True)
+        tasks = WholeNumberField(source="config.tasks", default=None)
+        systems = WholeNumberField(source="n_systems")
+        run_id = WholeNumberField(allow_null=True)
+        reference_policy_id = WholeNumberField(allow_null=True)
         created_at = serializers.DateTimeField()
 
         class Meta:
@@ -47,17 +48,17 @@ class EvaluationDetailApi(APIView):
     class OutputSerializer(serializers.Serializer):
         """See docs/evaluation.md for the fields of each part."""
 
-        id = serializers.IntegerField()
+        id = WholeNumberField()
         name = serializers.CharField()
         split = serializers.CharField()
         created_at = serializers.CharField()
-        run_id = serializers.IntegerField(allow_null=True)
+        run_id = WholeNumberField(allow_null=True)
         reference_policy = serializers.DictField(allow_null=True)
         reward_model = serializers.DictField(allow_null=True)
         config = serializers.DictField()
         modes = serializers.ListField(child=serializers.CharField())
         metrics = serializers.ListField(child=serializers.CharField())
-        baseline_id = serializers.IntegerField(allow_null=True)
+        baseline_id = WholeNumberField(allow_null=True)
         systems = serializers.ListField(child=serializers.DictField())
         head_to_head = serializers.ListField(
             child=serializers.DictField(),

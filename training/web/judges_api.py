@@ -22,7 +22,7 @@ from annotate.models import Campaign, Judge, JudgeCall, JudgeVote
 from annotate.services.judges import ORDERINGS, campaign_order
 from training.judges.services import judge_create, judge_delete, judge_key_source, judge_update
 from webapp.access import api_role
-from webapp.api_input import IdField, StrictJSONParser, id_parameter, query_id
+from webapp.api_input import IdField, StrictJSONParser, WholeNumberField, id_parameter, query_id
 from webapp.pagination import ListPage, OldestFirstListPage, list_page
 from webapp.roles import Role, user_has_role
 
@@ -197,7 +197,7 @@ class IntervalOut(serializers.Serializer):
 
 
 class FiguresOut(serializers.Serializer):
-    n = serializers.IntegerField(help_text="Comparisons counted.")
+    n = WholeNumberField(help_text="Comparisons counted.")
     accuracy = IntervalOut()
     kappa = IntervalOut(help_text="Cohen's kappa over A / tie / B.")
 
@@ -216,24 +216,24 @@ class DimensionOut(serializers.Serializer):
 
 
 class PositionBiasOut(serializers.Serializer):
-    n = serializers.IntegerField()
+    n = WholeNumberField()
     flip_rate = IntervalOut(help_text="Share of answers that changed side when the sides were swapped.")
-    first_shown_n = serializers.IntegerField()
+    first_shown_n = WholeNumberField()
     first_shown_rate = IntervalOut(help_text="Share of non-tie answers for the side shown first (0.5: none).")
 
 
 class SelfConsistencyOut(serializers.Serializer):
-    n = serializers.IntegerField()
+    n = WholeNumberField()
     agreement = IntervalOut()
     kappa = IntervalOut()
 
 
 class JudgePanelOut(serializers.Serializer):
-    judge_id = serializers.IntegerField()
+    judge_id = WholeNumberField()
     name = serializers.CharField()
     kind = serializers.CharField()
-    answered = serializers.IntegerField(help_text="Comparisons the judge answered.")
-    counted = serializers.IntegerField(help_text="Of them, votes counted toward k.")
+    answered = WholeNumberField(help_text="Comparisons the judge answered.")
+    counted = WholeNumberField(help_text="Of them, votes counted toward k.")
     dimensions = DimensionOut(many=True)
     position_bias = PositionBiasOut()
     self_consistency = SelfConsistencyOut()
@@ -245,7 +245,7 @@ class CampaignJudgeAgreementApi(APIView):
     permission_classes = [api_role(*READERS)]
 
     class OutputSerializer(serializers.Serializer):
-        campaign = serializers.IntegerField()
+        campaign = WholeNumberField()
         judges = JudgePanelOut(many=True)
 
     @extend_schema(responses={200: OutputSerializer})
@@ -273,7 +273,7 @@ class CampaignOrderApi(APIView):
 
     class OutputSerializer(serializers.Serializer):
         ordering = serializers.CharField()
-        ordered = serializers.IntegerField(help_text="Open comparisons whose priority was set.")
+        ordered = WholeNumberField(help_text="Open comparisons whose priority was set.")
 
     @extend_schema(request=InputSerializer, responses={200: OutputSerializer})
     def post(self, request, campaign_id: int):

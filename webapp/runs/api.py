@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.access import api_role
+from webapp.api_input import WholeNumberField
 from webapp.models import Run, WorkerBeat
 from webapp.pagination import ListPage, list_page, page_parameters
 from webapp.roles import Role
@@ -161,14 +162,14 @@ class RunResumeApi(APIView):
 class WorkerOutput(serializers.Serializer):
     hostname = serializers.CharField()
     queues = serializers.ListField(child=serializers.CharField())
-    pid = serializers.IntegerField()
+    pid = WholeNumberField()
     started_at = serializers.DateTimeField()
     beat_at = serializers.DateTimeField()
     alive = serializers.BooleanField(help_text="Beaten within WORKER_ALIVE_SECONDS.")
 
 
 class QueueOutput(serializers.Serializer):
-    alive = serializers.IntegerField(help_text="Live workers that take it.")
+    alive = WholeNumberField(help_text="Live workers that take it.")
     last_seen = serializers.DateTimeField(allow_null=True, help_text="With none alive: the last beat of one.")
 
 

@@ -47,30 +47,6 @@ _PROBLEM_FIELD = re.compile(r"^([a-z_][a-z0-9_]*):\s")
 SECTIONS = ("What it runs on", "Settings")
 
 
-def _policies():
-    from annotate.models import Policy
-
-    return [(p.pk, str(p)) for p in Policy.objects.exclude(model_dir="").order_by("-created_at")[:300]]
-
-
-def _snapshots():
-    from annotate.models import DatasetSnapshot
-
-    return [(s.pk, str(s)) for s in DatasetSnapshot.objects.filter(status="succeeded").order_by("-created_at")[:300]]
-
-
-def _reward_models():
-    from rewardmodel.models import RewardModel
-
-    return [(m.pk, str(m)) for m in RewardModel.objects.order_by("-created_at")[:300]]
-
-
-def _campaigns():
-    from annotate.models import Campaign
-
-    return [(c.pk, c.name) for c in Campaign.objects.order_by("-created_at")[:300]]
-
-
 def _runs(kinds: tuple[str, ...] = ()):
     def choices():
         from webapp.models import Run
@@ -83,17 +59,22 @@ def _runs(kinds: tuple[str, ...] = ()):
     return choices
 
 
-# Fields a kind gives no choices for, read by their name: (pattern, choices, several ids).
-PICKERS = (
-    (re.compile(r"(^|_)policy_ids$"), _policies, True),
-    (re.compile(r"(^|_)policy_id$"), _policies, False),
-    (re.compile(r"(^|_)snapshot_id$"), _snapshots, False),
-    (re.compile(r"(^|_)reward_model_id$"), _reward_models, False),
-    (re.compile(r"(^|_)campaign_ids$"), _campaigns, True),
-    (re.compile(r"(^|_)campaign_id$"), _campaigns, False),
-    (re.compile(r"^(ppo|rl)_run_id$"), _runs(("ppo", "rloo", "grpo")), False),
-    (re.compile(r"(^|_)run_id$"), _runs(), False),
-)
+# Fields a kind gives no choices for, read by their name: (pattern, choices, several ids). Each app
+# adds the pickers of its own rows in its AppConfig.ready (`picker_register`): webapp sits below
+# the apps and imports none of their models.
+PICKERS: list[tuple[re.Pattern, object, bool]] = []
+
+
+def picker_register(pattern: str, choices, *, several: bool = False) -> None:
+    """Offer `choices()` ([(id, label)]) for every config field whose name matches `pattern`;
+    the first registered match wins."""
+    PICKERS.append((re.compile(pattern), choices, several))
+
+
+picker_register(r"^(ppo|rl)_run_id$", _runs(("ppo", "rloo", "grpo")))
+picker_register(r"(^|_)run_id$", _runs())
+
+
 # What to do first where a run needs a row that does not exist yet, by what the field points at.
 FIRST_STEPS = {
     "judge": "create one on the Judges page (a rubric judge needs nothing else)",

@@ -64,12 +64,10 @@ def run_launch(
         parsed = config_from_input(run_kind.config_class, config or {})
     except ValueError as exc:
         problems = str(exc).splitlines()
-        raise ArbiterError(
-            "The config is not valid: " + " ".join(problems), details=[{"problem": p} for p in problems]
-        ) from None
+        raise ArbiterError("The config is not valid: " + " ".join(problems), details=problems) from None
     problems = run_kind.check(parsed)
     if problems:
-        raise ArbiterError("The run cannot start: " + " ".join(problems), details=[{"problem": p} for p in problems])
+        raise ArbiterError("The run cannot start: " + " ".join(problems), details=problems)
     try:
         with transaction.atomic():
             run = Run.objects.create(

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from webapp.access import api_role
 from webapp.api import TokenOutput
+from webapp.api_input import WholeNumberField
 from webapp.errors import ArbiterError
 from webapp.pagination import ListPage, list_page
 from webapp.roles import Role
@@ -44,8 +45,8 @@ def RolesField(**kwargs) -> serializers.ListField:
 
 class UserOutput(serializers.ModelSerializer):
     roles = serializers.SerializerMethodField(help_text="The roles the user holds (a superuser holds all).")
-    judgements = serializers.IntegerField(source="judgement_count", help_text="Judgements the user has made.")
-    tokens = serializers.IntegerField(source="token_count", help_text="API tokens the user has.")
+    judgements = WholeNumberField(source="judgement_count", help_text="Judgements the user has made.")
+    tokens = WholeNumberField(source="token_count", help_text="API tokens the user has.")
     has_password = serializers.BooleanField(
         source="has_usable_password", help_text="False until an invited user sets their password."
     )

@@ -100,7 +100,7 @@ class RankEvents:
                 out.write(json.dumps([kind, *args]) + "\n")
 
     def hooks(self) -> dict:
-        """A run's callbacks (rewardmodel/train.py `Callbacks`) as this rank passes them on: rank
+        """A run's callbacks (`core.callbacks.Callbacks`) as this rank passes them on: rank
         0's progress, metrics, log lines and checkpoints to the parent, and the agreed stop."""
         return {
             "progress": lambda fraction, message="": self.emit("progress", fraction, message),
