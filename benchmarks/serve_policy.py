@@ -38,7 +38,8 @@ def main() -> None:
 
     from training.envs.base import EpisodeRunner
     from training.envs.registry import get_environment
-    from training.policy.serving import PolicyServer, parse_request, serve
+    from training.policy.serving import PolicyServer, parse_request
+    from training.policy.serving_http import serve
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("policy")

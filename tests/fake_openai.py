@@ -42,7 +42,9 @@ def refuse(status: int, message: str, **headers) -> dict:
 
 class FakeOpenAI:
     """Answers each POST with the next scripted reply ({status, body, headers, delay}), then
-    with `default`; keeps every request and counts requests in flight at once."""
+    with `default`; keeps every request (with the client's address and port, so connections can
+    be counted) and counts requests in flight at once. It serves as a plain HTTP proxy too: a
+    request for an absolute URL is answered the same way."""
 
     def __init__(self):
         self.script: list[dict] = []
@@ -57,13 +59,23 @@ class FakeOpenAI:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # connections kept alive, as a real server keeps them
+
             def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
                 pass
 
             def do_POST(self):  # noqa: N802 - the stdlib's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with fake.lock:
-                    fake.requests.append({"body": body, "headers": dict(self.headers), "at": fake.clock()})
+                    fake.requests.append(
+                        {
+                            "body": body,
+                            "headers": dict(self.headers),
+                            "at": fake.clock(),
+                            "path": self.path,  # the absolute URL when it came through as a proxy
+                            "client": self.client_address,  # (address, port): one port per connection
+                        }
+                    )
                     step = fake.script.pop(0) if fake.script else fake.default
                     fake.active += 1
                     fake.most_active = max(fake.most_active, fake.active)

@@ -184,6 +184,15 @@ def test_serve_policy_times_the_server_against_generation_in_process(bench, poli
     assert figures["requests"] == 2 and figures["served_median_ms"] > 0 and figures["ratio"] > 0
 
 
+def test_serve_concurrent_times_concurrent_clients_against_one_padded_generate(bench, policy_dir):
+    tiny = "--clients 1 2 --rounds 2 --repeats 1 --max-tokens 4 --threads 1"
+    out = bench("benchmarks/serve_concurrent.py", policy_dir, *tiny.split())
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith('{"clients"')]
+    assert [r["clients"] for r in rows] == [1, 2]
+    assert all(r["served_requests_per_s"] > 0 and r["floor_sequences_per_s"] > 0 for r in rows)
+    assert len(_table_rows(out)) == 2 and "Streamed: first content chunk" in out
+
+
 def test_rollout_throughput_compares_the_rollout_with_generate(bench, policy_dir):
     tiny = "--batch 2 --tasks 2 --repeats 1 --threads 1"
     out = bench("benchmarks/rollout_throughput.py", "--policy", policy_dir, *tiny.split())

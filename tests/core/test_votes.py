@@ -44,16 +44,27 @@ def test_every_place_takes_the_same_label():
 
 @pytest.mark.django_db
 def test_the_audit_and_the_quality_page_take_the_same_label():
+    from django.utils import timezone
+
+    from annotate.models import Assignment, Comparison, Judgement
     from annotate.quality import campaign_quality
-    from tests.annotate.test_quality import _comparison, _vote
-    from tests.factories import CampaignFactory, UserFactory
+    from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
     from training.loop.audit import _majority
 
     campaign = CampaignFactory(votes_per_comparison=5)
-    comparison = _comparison(campaign)
-    users = [UserFactory(username=f"v{i}") for i in range(5)]
-    for user, choice in zip(users, [*A_A_TIE_TIE, 1]):
-        _vote(comparison, user, choice)
+    task = TaskFactory()
+    comparison = Comparison.objects.create(
+        campaign=campaign,
+        task=task,
+        trajectory_a=TrajectoryFactory(task=task),
+        trajectory_b=TrajectoryFactory(task=task),
+    )
+    for i, choice in enumerate([*A_A_TIE_TIE, 1]):
+        user = UserFactory(username=f"v{i}")
+        assignment = Assignment.objects.create(
+            comparison=comparison, annotator=user, left_is_a=True, leased_until=timezone.now(), status="submitted"
+        )
+        Judgement.objects.create(comparison=comparison, annotator=user, assignment=assignment, choice=choice, seconds=5)
     assert _majority([campaign.pk]) == {comparison.pk: "A"}  # A, A, tie, tie, A
     # The fifth voter's others are A, A, tie, tie: A, which the fifth voted.
     by = {a.username: a for a in campaign_quality(campaign=campaign).annotators}

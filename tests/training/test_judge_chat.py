@@ -543,3 +543,63 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# --- The transport: kept-alive connections, proxies, one deadline (issue 46) -------------------
+
+
+def test_connections_are_kept_alive_and_reused(request):
+    fake, stop = start_fake_openai()
+    request.addfinalizer(stop)
+    fake.default = ok(VALID)
+    settings = ChatJudgeSettings(base_url=fake.url, model="m", requests_per_minute=0, concurrency=2)
+    with ChatJudgeClient(settings, schema=SCHEMA, sleep=Sleeps()) as client:
+        answers = [client.ask(MESSAGES) for _ in range(6)]
+    assert all(a.answer == VALID for a in answers)
+    assert len({r["client"] for r in fake.requests}) == 1  # six requests over one connection
+
+
+def test_the_environments_proxy_carries_the_requests(request, monkeypatch):
+    proxy, stop = start_fake_openai()
+    request.addfinalizer(stop)
+    proxy.default = ok(VALID)
+    dead = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there: only the proxy can answer
+    monkeypatch.setenv("HTTP_PROXY", proxy.url.removesuffix("/v1"))
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    settings = ChatJudgeSettings(base_url=dead, model="m", requests_per_minute=0, max_retries=0)
+    with ChatJudgeClient(settings, schema=SCHEMA, sleep=Sleeps()) as client:
+        got = client.ask(MESSAGES)
+    assert got.answer == VALID
+    assert proxy.requests[0]["path"] == dead + "/chat/completions"
+
+
+def test_a_reply_that_trickles_in_is_cut_at_timeout_s_in_all():
+    import socket
+    import threading
+    import time
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def trickle():
+        connection, _ = listener.accept()
+        connection.recv(65536)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+        try:
+            for _ in range(40):  # a byte every 0.1 s: each read is quick, the whole is 4 s
+                connection.sendall(b" ")
+                time.sleep(0.1)
+        except OSError:
+            pass
+        connection.close()
+
+    threading.Thread(target=trickle, daemon=True).start()
+    settings = ChatJudgeSettings(
+        base_url=f"http://127.0.0.1:{port}/v1", model="m", requests_per_minute=0, max_retries=0, timeout_s=1
+    )
+    started = time.monotonic()
+    got = ChatJudgeClient(settings, schema=SCHEMA, sleep=Sleeps()).ask(MESSAGES)
+    assert time.monotonic() - started < 3
+    assert got.answer is None and "no reply within timeout_s (1 s)" in got.calls[-1].error
+    listener.close()

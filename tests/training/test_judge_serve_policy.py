@@ -13,7 +13,8 @@ import pytest
 from tests.helpers import answer, calculator_policy, call, seen
 from training.judges.chat import ChatJudgeClient, ChatJudgeSettings
 from training.judges.prompt import judge_messages, verdict_schema
-from training.policy.serving import PolicyServer, serve
+from training.policy.serving import PolicyServer
+from training.policy.serving_http import serve
 
 KEY = "sesame-judge"
 DIMENSIONS = [{"name": "correctness", "scale": 5, "description": "Is the final answer right?", "required": True}]

@@ -18,7 +18,8 @@ from annotate.models import Policy
 from tests.helpers import calculator_policy
 from training.envs.arithmetic import ArithmeticEnvironment
 from training.envs.base import EpisodeRunner
-from training.policy.serving import PolicyServer, serve
+from training.policy.serving import PolicyServer
+from training.policy.serving_http import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """A client for chat models that answer in JSON, behind any OpenAI-compatible endpoint (vLLM,
 SGLang, Ollama, llama.cpp's server, a hosted API): the transport of the judges.
 
-Plain Python and the standard library's `http.client`, no Django, no SDK. One request is
+Plain Python and httpx2 (the HTTP client the `openai` SDK uses), no Django. One request is
 `POST {base_url}/chat/completions` with the model, the messages, the temperature, max_tokens
 and, by `structured_output`, a `response_format`: "json_schema" (strict, the schema given to
 the client), "json_object", or "prompt" (none: the schema is in the messages, as
@@ -10,7 +10,7 @@ as a JSON object (a ``` or ```json fence around it is taken off) that is valid a
 schema.
 
 `ChatJudgeClient.ask(messages)` asks once, retrying what may go better a second time:
-connection errors, timeouts (`timeout_s` for connecting and for each read), HTTP 408, 409,
+connection errors, timeouts (`timeout_s` for the whole request), HTTP 408, 409,
 429 and 5xx, and invalid answers (not a JSON object, not valid against the schema, no text
 content), up to `max_retries` times, after a wait of `Retry-After` where the server sends
 one, else a full-jitter exponential backoff (uniform in 0..backoff_s * 2**retry), at most
@@ -21,6 +21,12 @@ the client asks in "prompt" mode from then on, for every later request too, and 
 Every HTTP attempt leaves a `CallRecord` (the body sent, the raw reply, status, tokens, cost)
 for the audit log; the API key is sent only in the Authorization header and is cut out of
 any reply text or error that would hold it.
+
+Connections are kept alive and reused (one pool per client, `concurrency` connections); each
+new connection goes to an address vetted when it is made (training/judges/addresses.py), and
+the judge's host name is vetted again before every request. The proxies of the environment
+(HTTPS_PROXY, HTTP_PROXY, NO_PROXY) are used; through a proxy the proxy resolves the name, so
+the name is vetted but the address cannot be pinned. `close()` closes the pool.
 
 `ChatJudgeClient.ask_many(items, on_answer=...)` asks many items `concurrency` at a time in
 threads, hands each `ChatAnswer` to `on_answer` in the caller's thread (where it may write to
@@ -33,12 +39,10 @@ flight: at most `concurrency` of them.
 
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import random
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -49,6 +53,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import httpcore2
+import httpx2
 import jsonschema
 import jsonschema.exceptions
 
@@ -81,7 +87,9 @@ class ChatJudgeSettings:
         default="", repr=False, metadata={"help": "Sent as Authorization: Bearer; empty for none. Never recorded."}
     )
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature, 0 to 2."})
-    timeout_s: float = field(default=60.0, metadata={"help": "Seconds to wait to connect and for each read."})
+    timeout_s: float = field(
+        default=60.0, metadata={"help": "Seconds a request may take in all, from connecting to the reply's last byte."}
+    )
     concurrency: int = field(default=4, metadata={"help": "Requests in flight at once in ask_many."})
     requests_per_minute: float = field(
         default=60.0, metadata={"help": "Requests started per minute, all threads together; 0 for no limit."}
@@ -209,8 +217,23 @@ class ChatJudgeClient:
         self._next_start = -math.inf  # the clock time from which the next request may start
         url = urlsplit(settings.base_url)
         scheme, self._host, self._port = endpoint(settings.base_url)
-        self._https = scheme == "https"
-        self._path = url.path.rstrip("/") + "/chat/completions" + (f"?{url.query}" if url.query else "")
+        self._url = f"{scheme}://{url.netloc}{url.path.rstrip('/')}/chat/completions" + (
+            f"?{url.query}" if url.query else ""
+        )
+        self._http = None  # the connection pool, made at the first request
+
+    def close(self) -> None:
+        """Close the kept-alive connections."""
+        with self._lock:
+            http, self._http = self._http, None
+        if http is not None:
+            http.close()
+
+    def __enter__(self) -> ChatJudgeClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def mode(self) -> str:
@@ -328,7 +351,7 @@ class ChatJudgeClient:
             record.latency_s = self._clock() - started
             record.error = f"refused to call {exc}"
             return _Attempt(record)
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, TimeoutError, httpx2.TransportError) as exc:
             record.latency_s = self._clock() - started
             record.error = self._scrub(self._connection_error(exc))
             return _Attempt(record, retry=True)
@@ -379,21 +402,29 @@ class ChatJudgeClient:
         return body
 
     def _post(self, data: bytes) -> tuple[int, str | None, bytes]:
-        """(HTTP status, Retry-After header, body) of one POST; a connection per request, to an
-        address vetted just before it (training/judges/addresses.py)."""
-        address = vetted_addresses(self._host, self._port, allow_private=self._allow_private)[0]
-        connection_class = _PinnedHTTPSConnection if self._https else _PinnedHTTPConnection
-        connection = connection_class(self._host, self._port, timeout=self.settings.timeout_s)
-        connection.address = address
+        """(HTTP status, Retry-After header, body) of one POST, the whole of it within timeout_s;
+        the host name vetted first (training/judges/addresses.py)."""
+        vetted_addresses(self._host, self._port, allow_private=self._allow_private)
         headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "arbiter-judge"}
         if self.settings.api_key:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        try:
-            connection.request("POST", self._path, body=data, headers=headers)
-            response = connection.getresponse()
-            return response.status, response.getheader("Retry-After"), response.read(REPLY_MAX_BYTES + 1)
-        finally:
-            connection.close()
+        deadline = time.monotonic() + self.settings.timeout_s
+        with self._pool().stream("POST", self._url, content=data, headers=headers) as response:
+            body = bytearray()
+            for part in response.iter_bytes():
+                body += part
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the whole request took longer than timeout_s")
+                if len(body) > REPLY_MAX_BYTES:
+                    break
+            return response.status_code, response.headers.get("Retry-After"), bytes(body[: REPLY_MAX_BYTES + 1])
+
+    def _pool(self):
+        """The client's connection pool: kept-alive connections, each to a vetted address."""
+        with self._lock:
+            if self._http is None:
+                self._http = _pinned_client(self.settings, allow_private=self._allow_private)
+            return self._http
 
     def _answer(self, reply: Any) -> tuple[dict | None, str]:
         """(the answer, "") from a 200 reply, or (None, what is wrong with it)."""
@@ -471,33 +502,46 @@ class ChatJudgeClient:
         return text.replace(key, "[api_key]") if key else text
 
     def _connection_error(self, exc: BaseException) -> str:
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, TimeoutError | httpx2.TimeoutException):
             return f"no reply within timeout_s ({self.settings.timeout_s:g} s)"
-        if isinstance(exc, ConnectionRefusedError):
+        if isinstance(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
             return f"could not connect to {self._host}:{self._port} (connection refused)"
+        if isinstance(exc, httpx2.ConnectError):
+            return f"could not connect to {self._host}:{self._port} ({str(exc)[:ERROR_TEXT_MAX]})"
         return f"{type(exc).__name__}: {str(exc)[:ERROR_TEXT_MAX]}"
 
 
 # Helpers ------------------------------------------------------------------------------
 
 
-class _PinnedHTTPConnection(http.client.HTTPConnection):
-    """Connects to the vetted `address`, whatever the host name resolves to by then."""
+def _pinned_client(settings: ChatJudgeSettings, *, allow_private: bool) -> httpx2.Client:
+    """An httpx2 client whose direct connections go to an address vetted as each is made (the
+    TLS certificate still checked against the host name), with the environment's proxies."""
 
-    address = ""
+    class PinnedBackend(httpcore2.SyncBackend):
+        def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+            address = vetted_addresses(host, port, allow_private=allow_private)[0]
+            return super().connect_tcp(address, port, timeout, local_address, socket_options)
 
-    def connect(self):
-        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+    connections = max(1, settings.concurrency)
+    transport = httpx2.HTTPTransport()
+    transport._pool = httpcore2.ConnectionPool(  # the transport's own pool, with the pinning backend
+        ssl_context=httpx2.create_ssl_context(),
+        max_connections=connections,
+        max_keepalive_connections=connections,
+        keepalive_expiry=30.0,
+        network_backend=PinnedBackend(),
+    )
+    # httpx reads the environment's proxies only for its own default transport: mount them here.
+    from httpx2._utils import get_environment_proxies
 
-
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    """TLS to the vetted `address`, the certificate checked against the host name."""
-
-    address = ""
-
-    def connect(self):
-        sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+    mounts = {
+        pattern: None
+        if url is None
+        else httpx2.HTTPTransport(proxy=url, limits=httpx2.Limits(max_connections=connections))
+        for pattern, url in get_environment_proxies().items()
+    }
+    return httpx2.Client(transport=transport, mounts=mounts, timeout=httpx2.Timeout(settings.timeout_s))
 
 
 def _json_content(content: str) -> tuple[Any, str]:

@@ -491,7 +491,8 @@ def _run_chat(judge, campaign, wanted, *, run_id, options, tally, progress, shou
         done += 1
         progress(done)
 
-    summary = client.ask_many(_chat_items(wanted, dimensions, schema), on_answer=on_answer, should_stop=should_stop)
+    with client:  # its kept-alive connections close with the run
+        summary = client.ask_many(_chat_items(wanted, dimensions, schema), on_answer=on_answer, should_stop=should_stop)
     tally.spent_usd = client.spent_usd
     tally.stopped = summary.get("stopped")
 

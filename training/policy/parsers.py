@@ -59,6 +59,11 @@ class ToolCallParser(ABC):
     def format(self, calls: list[ToolCall], content: str = "") -> str:
         """The calls (and content) written as the model writes them."""
 
+    def streamable(self, text: str) -> int:
+        """How much of a turn's text so far is surely content, whatever comes next: what a server
+        may stream before the turn is read. 0 unless the format says (a call may be forming)."""
+        return 0
+
 
 def _loads(text: str) -> tuple[Any, str]:
     """(value, problem): JSON from a model's text through the one strict reader (core.json_input:
@@ -117,6 +122,13 @@ class HermesParser(ToolCallParser):
         blocks = [f"<tool_call>\n{json.dumps({'name': c.name, 'arguments': c.arguments})}\n</tool_call>" for c in calls]
         return "\n".join(([content] if content else []) + blocks)
 
+    def streamable(self, text: str) -> int:
+        if "<think>" in text:  # thinking is left out of the content once the turn is read
+            return 0
+        if (start := text.find("<tool_call>")) >= 0:
+            return start
+        return len(text) - partial_suffix(text, "<tool_call>")
+
 
 class Llama3JsonParser(ToolCallParser):
     def __init__(self, tools=None):
@@ -133,6 +145,12 @@ class Llama3JsonParser(ToolCallParser):
 
     def format(self, calls, content=""):
         return "; ".join(json.dumps({"name": c.name, "parameters": c.arguments}) for c in calls)
+
+    def streamable(self, text: str) -> int:
+        body = text.strip()
+        if not body or body.startswith(("{", "<|python_tag|>")) or "<|python_tag|>".startswith(body):
+            return 0
+        return len(text)
 
 
 def _split_top_level(body: str) -> list[str]:
@@ -176,6 +194,12 @@ class CompactParser(ToolCallParser):
         value = next(iter(call.arguments.values()), "") if call.arguments else ""
         return f"{call.name}[ {value}]" if isinstance(value, str) else f"{call.name}[{value}]"
 
+    # Text that may still become `tool[argument]`: a name so far, or a name and an open bracket.
+    MAY_CALL = re.compile(r"\s*([A-Za-z_][\w-]*)?(\[.*)?", re.S)
+
+    def streamable(self, text: str) -> int:
+        return 0 if self.MAY_CALL.fullmatch(text) else len(text)
+
 
 class TransformersParser(ToolCallParser):
     """The tokenizer's own `response_template`, through transformers' `parse_response`."""
@@ -203,6 +227,11 @@ class TransformersParser(ToolCallParser):
 
     def format(self, calls, content=""):
         return HermesParser().format(calls, content)
+
+
+def partial_suffix(text: str, marker: str) -> int:
+    """The length of the longest end of `text` that is the start of `marker` (it may become it)."""
+    return next((n for n in range(min(len(marker) - 1, len(text)), 0, -1) if marker.startswith(text[-n:])), 0)
 
 
 def _without_thinking(text: str) -> str:

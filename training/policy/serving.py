@@ -6,9 +6,13 @@ and starts this). A request's messages are rendered by the policy's own chat tem
 the request's tools, exactly as the policy saw its episodes in training (an assistant turn
 that made tool calls is written back in the policy's own call syntax by its tool parser);
 the reply is parsed by the same parser into `tool_calls`, or is the message's `content`.
-Streaming (`stream: true`) sends the finished reply as server-sent chunks, the way OpenAI's
-clients read them. One generation at a time (a lock): the model is small and its threads
-are set at start.
+
+Requests that arrive together are generated together: every choice of every waiting request
+(`n` of them, or `best_of`) is a row of one batch in one key-value cache
+(training/policy/batch_generation.py), each row with its own temperature, top-p, limit and
+random generator. Streaming (`stream: true`) sends each row's text as its tokens are
+generated, as far as it is surely content (a tool call that may be forming is held back until
+the turn is read, then sent as `tool_calls`). The HTTP side is training/policy/serving_http.py.
 
 With a reward model (`serve_policy --reward-model`), `best_of: k` samples k candidate turns
 and, where the first sample gives the final answer, returns the reward model's favourite
@@ -22,17 +26,19 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import secrets
 import threading
 import time
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core import json_input
 from training.envs.base import ANSWER_TOOL, Tool
 from training.policy.conversations import ConversationError, conversation_steps, template_messages, tools_of
+from training.policy.parsers import partial_suffix
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +192,131 @@ def parse_request(body: Any) -> Request:
     )
 
 
+class Batcher:
+    """One thread that generates the rows of the requests waiting, together: it takes the first
+    waiting request, then every other one that comes within `gather_seconds` (up to `max_rows`
+    rows in all), and runs them as one batch; what arrives meanwhile waits for the next."""
+
+    def __init__(self, generate: Callable[[list], None], *, max_rows: int = 32, gather_seconds: float = 0.002):
+        self.generate, self.max_rows, self.gather_seconds = generate, max_rows, gather_seconds
+        self.waiting: queue.Queue = queue.Queue()
+        self.held: tuple | None = None  # a request that did not fit the last batch: the next one's first
+        self.sizes: list[tuple[int, int]] = []  # (requests, rows) of each batch run, the last 1,000
+        self.thread = threading.Thread(target=self._loop, name="policy-batches", daemon=True)
+        self.thread.start()
+
+    def submit(self, rows: list) -> Future:
+        """Generate `rows` (batch_generation.Row) in the next batch; the future is done when they are."""
+        done: Future = Future()
+        self.waiting.put((rows, done))
+        return done
+
+    def close(self) -> None:
+        self.waiting.put(None)
+        self.thread.join(timeout=30)
+
+    def _next(self, timeout: float | None) -> tuple | None:
+        if self.held is not None:
+            job, self.held = self.held, None
+            return job
+        return self.waiting.get(timeout=timeout) if timeout is None or timeout > 0 else self.waiting.get_nowait()
+
+    def _batch(self, first: tuple) -> list[tuple]:
+        jobs, rows = [first], len(first[0])
+        deadline = time.monotonic() + self.gather_seconds
+        while rows < self.max_rows:
+            try:
+                job = self._next(deadline - time.monotonic())
+            except queue.Empty:
+                break
+            if job is None:
+                self.waiting.put(None)
+                break
+            if rows + len(job[0]) > self.max_rows:
+                self.held = job
+                break
+            jobs.append(job)
+            rows += len(job[0])
+        return jobs
+
+    def _loop(self) -> None:
+        while (first := self._next(None)) is not None:
+            jobs = self._batch(first)
+            self.sizes = [*self.sizes[-999:], (len(jobs), sum(len(rows) for rows, _ in jobs))]
+            try:
+                self.generate([row for rows, _ in jobs for row in rows])
+            except Exception as exc:  # noqa: BLE001 - each request is told; the thread serves the next
+                log.exception("a batch of %d request(s) failed", len(jobs))
+                for _, done in jobs:
+                    done.set_exception(exc)
+            else:
+                for _, done in jobs:
+                    done.set_result(None)
+
+
+@dataclass
+class Prepared:
+    """A checked request made ready to generate: its prompt, room and parser."""
+
+    request: Request
+    prompt: list[int]
+    room: int
+    parser: Any
+
+    @property
+    def rows(self) -> int:
+        return self.request.best_of
+
+    @property
+    def streams_as_generated(self) -> bool:
+        """best_of picks among finished candidates: those replies are streamed once chosen."""
+        return self.request.best_of == self.request.n
+
+
+@dataclass
+class ReplyText:
+    """One row's text as it is generated: where a stop string ends it, and what is surely content
+    (streamable now: no stop string or tool call may be forming in it)."""
+
+    decode: Callable[[list[int]], str]
+    stops: list[str]
+    parser: Any = None  # the request's tool-call parser; None where the request has no tools
+    ids: list[int] = field(default_factory=list)
+    text: str = ""
+    sent: int = 0  # characters streamed
+
+    def add(self, token: int) -> bool:
+        """Take one token; True when a stop string has ended the reply."""
+        self.ids.append(token)
+        self.text = self.decode(self.ids)
+        ends = [self.text.index(stop) for stop in self.stops if stop in self.text]
+        if ends:
+            self.text = self.text[: min(ends)]
+        return bool(ends)
+
+    def new_content(self) -> str:
+        text = self.text.rstrip("\ufffd")  # a character whose bytes have not all come yet
+        text = text[: len(text) - max((partial_suffix(text, stop) for stop in self.stops), default=0)]
+        if self.parser is not None:
+            text = text[: self.parser.streamable(text)]
+        if len(text) <= self.sent:
+            return ""
+        new, self.sent = text[self.sent :], len(text)
+        return new
+
+
 class PolicyServer:
     """One policy (a model directory with its chat template and tool parser) answering chat requests."""
 
-    def __init__(self, model_dir: str | Path, *, name: str, threads: int = 0, reward_model: str | Path | None = None):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        name: str,
+        threads: int = 0,
+        reward_model: str | Path | None = None,
+        max_batch: int = 32,
+    ):
         import torch
 
         from training.policy.chat import ChatFormat
@@ -202,13 +329,16 @@ class PolicyServer:
         self.model.eval()
         self.chat = ChatFormat.for_policy(self.tokenizer, model_dir)
         self.context = int(getattr(self.model.config, "max_position_embeddings", 0) or 4096)
-        self.lock = threading.Lock()
         self.created = int(time.time())
         self.scorer = None
         if reward_model:
             from rewardmodel.scoring import RewardScorer
 
             self.scorer = RewardScorer(reward_model)  # raises BackboneError naming what is wrong
+        self.batcher = Batcher(self._generate, max_rows=max(max_batch, MAX_CHOICES))
+
+    def close(self) -> None:
+        self.batcher.close()
 
     # Messages -------------------------------------------------------------------------
 
@@ -236,8 +366,8 @@ class PolicyServer:
             )
         return None
 
-    def complete(self, request: Request) -> dict:
-        """The chat.completion object for a checked request."""
+    def prepare(self, request: Request) -> Prepared:
+        """The request's prompt in the policy's template, checked against its context."""
         from training.policy.chat import ChatTemplateError
 
         messages = self._template_messages(request.messages, request.tools)
@@ -255,16 +385,68 @@ class PolicyServer:
             )
         if request.best_of > request.n and self.scorer is None:
             raise RequestError("best_of: this server has no reward model (serve_policy --reward-model)", "best_of")
-        parser = self.chat.parser(request.tools)
+        return Prepared(request, prompt, room, self.chat.parser(request.tools))
+
+    def start(
+        self, prepared: Prepared, on_text: Callable[[int, str], None] | None = None, cancelled=lambda: False
+    ) -> tuple[list[ReplyText], list, Future]:
+        """Queue the request's rows for the next batch: (their texts as they grow, the rows, the
+        future done when every row has ended). `on_text(row, new content)` is called from the batch's thread;
+        `cancelled()` true ends the rows early (a client that went away)."""
+        import torch
+
+        from training.policy.batch_generation import Row
+
+        request = prepared.request
+        parser = prepared.parser if request.tools else None
+        texts = [ReplyText(self.chat.decode, request.stop, parser) for _ in range(prepared.rows)]
+
+        def watcher(index: int):
+            text = texts[index]
+
+            def on_token(token: int) -> bool:
+                if not (request.stop or on_text):
+                    return cancelled()
+                stopped = text.add(token)
+                if on_text is not None and (new := text.new_content()):
+                    on_text(index, new)
+                return stopped or cancelled()
+
+            return on_token
+
+        rows = []
+        for index in range(prepared.rows):
+            seed = (request.seed + index) % 2**63 if request.seed is not None else secrets.randbits(63)
+            rows.append(
+                Row(
+                    prompt=prepared.prompt,
+                    limit=min(request.max_tokens, prepared.room),
+                    temperature=request.temperature,
+                    top_p=request.top_p,
+                    generator=torch.Generator().manual_seed(seed),
+                    on_token=watcher(index),
+                )
+            )
+        return texts, rows, self.batcher.submit(rows)
+
+    def complete(self, request: Request) -> dict:
+        """The chat.completion object for a checked request (blocks until it is generated)."""
+        prepared = self.prepare(request)
+        _, rows, done = self.start(prepared)
+        done.result()
+        return self.completion(prepared, rows)
+
+    def completion(self, prepared: Prepared, rows: list) -> dict:
+        """The chat.completion object of a request whose rows are generated."""
+        request = prepared.request
         choices, completion_tokens = [], 0
-        with self.lock:
-            for index in range(request.best_of):
-                ids, ended = self._generate(prompt, request, min(request.max_tokens, room), index)
-                completion_tokens += len(ids)
-                choices.append(self._choice(index, self.chat.decode(ids), ended, request, parser))
-            ranking = self._best(request, choices) if request.best_of > request.n else None
-        if ranking is not None:
+        for index, row in enumerate(rows):
+            completion_tokens += len(row.tokens)
+            choices.append(self._choice(index, self.chat.decode(row.tokens), row.ended, request, prepared.parser))
+        if request.best_of > request.n:
+            ranking = self._best(request, choices)
             choices = [{**choices[k], "index": i} for i, k in enumerate(ranking[: request.n])]
+        prompt = len(prepared.prompt)
         return {
             "id": f"chatcmpl-{secrets.token_hex(12)}",
             "object": "chat.completion",
@@ -272,11 +454,17 @@ class PolicyServer:
             "model": self.name,
             "choices": choices,
             "usage": {
-                "prompt_tokens": len(prompt),
+                "prompt_tokens": prompt,
                 "completion_tokens": completion_tokens,
-                "total_tokens": len(prompt) + completion_tokens,
+                "total_tokens": prompt + completion_tokens,
             },
         }
+
+    def _generate(self, rows: list) -> None:
+        from training.policy.batch_generation import generate_rows
+
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.chat.stop_ids[0]
+        generate_rows(self.model, rows, stop_ids=self.chat.stop_ids, pad_id=pad)
 
     def _best(self, request: Request, choices: list[dict]) -> list[int]:
         """The candidates' indices in the order they are returned. The first sample decides what
@@ -305,29 +493,6 @@ class PolicyServer:
         a call of the answer tool, or plain text where the tools have one or there are none."""
         _, steps = conversation_steps([message], request.tools, answer_tool=ANSWER_TOOL.name)
         return any(step["kind"] == "answer" for step in steps)
-
-    def _generate(self, prompt: list[int], request: Request, limit: int, index: int) -> tuple[list[int], bool]:
-        """New token ids (without the end-of-turn token), and whether the turn ended by itself."""
-        import torch
-
-        if request.seed is not None:
-            torch.manual_seed((request.seed + index) % 2**63)
-        sample = request.temperature > 0
-        with torch.no_grad():
-            out = self.model.generate(
-                torch.tensor([prompt]),
-                attention_mask=torch.ones((1, len(prompt)), dtype=torch.long),
-                max_new_tokens=limit,
-                do_sample=sample,
-                temperature=request.temperature if sample else None,
-                top_p=request.top_p if sample else None,
-                top_k=None,
-                eos_token_id=self.chat.stop_ids,
-                pad_token_id=self.tokenizer.pad_token_id or self.chat.stop_ids[0],
-            )
-        new = out[0, len(prompt) :].tolist()
-        ended = bool(new) and new[-1] in self.chat.stop_ids
-        return (new[:-1] if ended else new), ended
 
     @staticmethod
     def _choice(index: int, text: str, ended: bool, request: Request, parser) -> dict:
@@ -372,127 +537,29 @@ def _declared(calls, tools: list[Tool]) -> bool:
     return True
 
 
-def stream_chunks(completion: dict, include_usage: bool) -> list[dict]:
-    """A finished completion as the chunks of a stream (role, content, tool calls, the end)."""
+def chunk(base: dict, index: int, delta: dict, reason: str | None = None) -> dict:
+    """One chat.completion.chunk of choice `index`."""
+    return {**base, "choices": [{"index": index, "delta": delta, "finish_reason": reason, "logprobs": None}]}
+
+
+def stream_chunks(completion: dict, include_usage: bool, *, sent: list[str] | None = None) -> list[dict]:
+    """A finished completion as the chunks of a stream (role, content, tool calls, the end).
+    With `sent` (each choice's content already streamed, after its role chunk), only the rest:
+    the content not yet sent, the calls and the end."""
     base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
     base["model"] = completion["model"]
     chunks = []
     for choice in completion["choices"]:
         message, index = choice["message"], choice["index"]
-
-        def chunk(delta: dict, reason=None, index=index) -> dict:
-            return {**base, "choices": [{"index": index, "delta": delta, "finish_reason": reason, "logprobs": None}]}
-
-        chunks.append(chunk({"role": "assistant", "content": ""}))
-        if message.get("content"):
-            chunks.append(chunk({"content": message["content"]}))
+        content, already = message.get("content") or "", sent[index] if sent is not None else None
+        if already is None:
+            chunks.append(chunk(base, index, {"role": "assistant", "content": ""}))
+            already = ""
+        if content.startswith(already) and len(content) > len(already):
+            chunks.append(chunk(base, index, {"content": content[len(already) :]}))
         for k, call in enumerate(message.get("tool_calls") or []):
-            chunks.append(chunk({"tool_calls": [{"index": k, **call}]}))
-        chunks.append(chunk({}, choice["finish_reason"]))
+            chunks.append(chunk(base, index, {"tool_calls": [{"index": k, **call}]}))
+        chunks.append(chunk(base, index, {}, choice["finish_reason"]))
     if include_usage:
         chunks.append({**base, "choices": [], "usage": completion["usage"]})
     return chunks
-
-
-def make_handler(server: PolicyServer, api_key: str | None):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # Headers and body go out in two writes: with Nagle's algorithm the body waited for the
-        # client's delayed ACK, 40 ms a request (benchmarks/serve_policy.py).
-        disable_nagle_algorithm = True
-
-        def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
-            pass
-
-        def _send(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _refuse(self, error: RequestError) -> None:
-            self._send(error.status, error.body())
-
-        def _authorised(self) -> bool:
-            if not api_key:
-                return True
-            given = self.headers.get("Authorization", "")
-            if secrets.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
-                return True
-            self._refuse(RequestError("a valid API key: Authorization: Bearer KEY", status=401))
-            return False
-
-        def do_GET(self):  # noqa: N802 - the stdlib's name
-            path = self.path.split("?")[0].rstrip("/")
-            if path == "/health":
-                return self._send(200, {"status": "ok", "model": server.name})
-            if not self._authorised():
-                return None
-            if path == "/v1/models":
-                model = {"id": server.name, "object": "model", "created": server.created, "owned_by": "arbiter"}
-                return self._send(200, {"object": "list", "data": [model]})
-            if path == f"/v1/models/{server.name}":
-                return self._send(200, {"id": server.name, "object": "model", "created": server.created})
-            if path == "/v1/responses":
-                return self._refuse(RequestError(RESPONSES_REFUSAL, status=404))
-            if path == "/v1/chat/completions":  # the route exists; it takes POST
-                return self._refuse(RequestError("method not allowed: POST a chat completion request", status=405))
-            return self._refuse(RequestError(f"no route {path}", status=404))
-
-        def do_POST(self):  # noqa: N802
-            path = self.path.split("?")[0].rstrip("/")
-            try:
-                size = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                size = -1
-            if size < 0 or size > MAX_BODY:
-                self.close_connection = True
-                return self._refuse(RequestError(f"a body of at most {MAX_BODY} bytes", status=413))
-            raw = self.rfile.read(size)
-            if not self._authorised():
-                return None
-            if path == "/v1/responses":
-                return self._refuse(RequestError(RESPONSES_REFUSAL, status=404))
-            if path != "/v1/chat/completions":
-                return self._refuse(RequestError(f"no route {path}", status=404))
-            try:
-                body = json_input.loads(raw)
-                if problem := server.model_problem(body):
-                    return self._refuse(problem)
-                request = parse_request(body)
-                completion = server.complete(request)
-            except json_input.JsonInputError as exc:
-                return self._refuse(RequestError(f"the body: {exc}"))
-            except RequestError as exc:
-                return self._refuse(exc)
-            except Exception as exc:  # noqa: BLE001 - a fault of the server, answered rather than dropped
-                log.exception("chat completion failed")
-                return self._refuse(RequestError(f"the server failed: {type(exc).__name__}: {exc}", status=500))
-            if not request.stream:
-                return self._send(200, completion)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            for item in stream_chunks(completion, request.include_usage):
-                self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
-            return None
-
-        def do_PUT(self):  # noqa: N802
-            self._refuse(RequestError("method not allowed", status=405))
-
-        do_DELETE = do_PATCH = do_OPTIONS = do_PUT  # OpenAI's error shape, not the stdlib's 501 page
-
-    return Handler
-
-
-def serve(server: PolicyServer, host: str, port: int, api_key: str | None = None) -> ThreadingHTTPServer:
-    """An HTTP server for `server` (call `serve_forever()` on it; `shutdown()` stops it)."""
-    httpd = ThreadingHTTPServer((host, port), make_handler(server, api_key))
-    httpd.daemon_threads = True
-    return httpd

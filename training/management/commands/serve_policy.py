@@ -30,14 +30,18 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8100)
         parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
         parser.add_argument(
+            "--max-batch", type=int, default=32, help="rows generated together at most (every choice of every request)"
+        )
+        parser.add_argument(
             "--reward-model",
             default="",
             help="a registered reward model (id, or name: its newest) that ranks the candidates of best_of",
         )
 
-    def handle(self, *args, name, policy_version, host, port, threads, reward_model, **options):
+    def handle(self, *args, name, policy_version, host, port, threads, max_batch, reward_model, **options):
         version = policy_version
-        from training.policy.serving import PolicyServer, serve
+        from training.policy.serving import PolicyServer
+        from training.policy.serving_http import serve
 
         if version is None:
             policy = policy_with_model(name)
@@ -51,7 +55,9 @@ class Command(BaseCommand):
             )
         scorer_dir = _reward_model_dir(reward_model) if reward_model else None
         try:
-            server = PolicyServer(policy.model_dir, name=policy.name, threads=threads, reward_model=scorer_dir)
+            server = PolicyServer(
+                policy.model_dir, name=policy.name, threads=threads, reward_model=scorer_dir, max_batch=max_batch
+            )
         except ChatTemplateError as exc:
             raise CommandError(f"{policy}: {exc}") from None
         except BackboneError as exc:

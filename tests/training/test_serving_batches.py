@@ -1,0 +1,175 @@
+"""The policy server batches, streams and waits on nobody (issue 46): requests that arrive
+together are rows of one batch (and `n` is rows of it), a row's reply does not depend on its
+batch, content is streamed as it is generated, and the HTTP side refuses in OpenAI's shape
+before reading what it need not read (training/policy/serving.py, serving_http.py)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from tests.helpers import calculator_policy
+from training.policy import serving_http
+from training.policy.serving import PolicyServer, parse_request
+from training.policy.serving_http import PolicyApp, PolicyHTTPServer
+
+KEY = "sk-test-batches"
+HI = {"messages": [{"role": "user", "content": "What is 12 * 7?"}], "temperature": 0, "max_tokens": 12}
+
+
+@pytest.fixture(scope="module")
+def policy_server(tmp_path_factory):
+    server = PolicyServer(calculator_policy(tmp_path_factory.mktemp("batches") / "calculator"), name="calc", threads=1)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def served(policy_server):
+    httpd = PolicyHTTPServer(PolicyApp(policy_server, KEY, body_seconds=1.0), "127.0.0.1", 0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+
+
+def _post(port: int, body, *, key: str = KEY, method: str = "POST", path: str = "/v1/chat/completions"):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    data = json.dumps(body).encode() if body is not None else None
+    connection.request(method, path, body=data, headers={"Authorization": f"Bearer {key}"})
+    response = connection.getresponse()
+    raw = response.read()
+    connection.close()
+    return response.status, raw
+
+
+def _raw_answer(request: bytes, port: int) -> str:
+    """Send raw bytes; the whole response (headers and the body its Content-Length gives)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        raw.sendall(request)
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.split(b"\r\n\r\n", 1)[1]) < _length(answer):
+            part = raw.recv(65536)
+            if not part:
+                break
+            answer += part
+    return answer.decode()
+
+
+def _length(answer: bytes) -> int:
+    for line in answer.split(b"\r\n\r\n", 1)[0].split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return int(line.split(b":")[1])
+    return 0
+
+
+def _reply(raw: bytes):
+    message = json.loads(raw)["choices"][0]["message"]
+    return message.get("content"), [c["function"] for c in message.get("tool_calls") or []]
+
+
+def test_requests_that_arrive_together_are_one_batch_and_get_their_own_replies(served, policy_server):
+    prompts = [f"What is {a} * {b}?" for a, b in ((12, 7), (3, 4), (25, 25), (9, 11))]
+    bodies = [{**HI, "messages": [{"role": "user", "content": p}]} for p in prompts]
+    alone = [_reply(_post(served, body)[1]) for body in bodies]
+    before = len(policy_server.batcher.sizes)
+    start, replies = threading.Barrier(len(bodies)), [None] * len(bodies)
+
+    def send(i):
+        start.wait()
+        replies[i] = _reply(_post(served, bodies[i])[1])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert replies == alone  # greedy: the same reply batched as alone
+    sizes = policy_server.batcher.sizes[before:]
+    assert sum(rows for _, rows in sizes) == len(bodies) and max(requests for requests, _ in sizes) > 1, sizes
+
+
+def test_n_choices_are_rows_of_one_batch_and_a_seeded_reply_does_not_depend_on_its_batch(served, policy_server):
+    body = {**HI, "temperature": 1.0, "n": 3, "seed": 5, "max_tokens": 8}
+    before = len(policy_server.batcher.sizes)
+    status, raw = _post(served, body)
+    assert status == 200 and len(json.loads(raw)["choices"]) == 3
+    assert policy_server.batcher.sizes[before] == (1, 3)
+    first = [c["message"] for c in json.loads(raw)["choices"]]
+    # The same seeded request again, now beside another request in the same batch.
+    other = threading.Thread(target=_post, args=(served, {**HI, "max_tokens": 8}))
+    other.start()
+    again = [c["message"] for c in json.loads(_post(served, body)[1])["choices"]]
+    other.join(60)
+    for a, b in zip(first, again):
+        assert (a.get("content"), a.get("tool_calls") and [c["function"] for c in a["tool_calls"]]) == (
+            b.get("content"),
+            b.get("tool_calls") and [c["function"] for c in b["tool_calls"]],
+        )
+
+
+def test_content_is_streamed_as_it_is_generated(served):
+    status, raw = _post(served, HI)
+    assert status == 200
+    whole = json.loads(raw)["choices"][0]["message"]["content"]  # no tools: the text itself
+    connection = http.client.HTTPConnection("127.0.0.1", served, timeout=60)
+    connection.request(
+        "POST", "/v1/chat/completions", json.dumps({**HI, "stream": True}), {"Authorization": f"Bearer {KEY}"}
+    )
+    response = connection.getresponse()
+    events = [line[6:] for line in response.read().decode().splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    deltas = [json.loads(e)["choices"][0]["delta"] for e in events[:-1] if json.loads(e)["choices"]]
+    pieces = [d["content"] for d in deltas if d.get("content")]
+    assert "".join(pieces) == whole
+    assert len(pieces) > 1  # token by token, not the finished reply in one piece
+
+
+def test_the_key_is_checked_before_the_body_is_read_and_a_large_body_by_its_length(served):
+    answer = _raw_answer(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 8000000\r\n\r\n", served)
+    assert answer.startswith("HTTP/1.1 401") and '"authentication_error"' in answer
+    answer = _raw_answer(
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+        "Content-Length: 900000000\r\n\r\n".encode(),
+        served,
+    )
+    assert answer.startswith("HTTP/1.1 413") and '"invalid_request_error"' in answer
+
+
+def test_a_body_that_never_arrives_and_a_silent_connection_are_let_go(served, monkeypatch):
+    answer = _raw_answer(  # body_seconds is 1 here
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+        "Content-Length: 100\r\n\r\n{".encode(),
+        served,
+    )
+    assert answer.startswith("HTTP/1.1 408") and "did not arrive" in answer
+    monkeypatch.setattr(serving_http, "HEADER_SECONDS", 0.5)
+    with socket.create_connection(("127.0.0.1", served), timeout=10) as raw:
+        started = time.monotonic()
+        assert raw.recv(1024) == b""  # closed by the server, with nothing sent
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "PUT", "DELETE", "PATCH"])
+def test_every_method_a_route_does_not_take_is_refused_in_openais_shape(served, method):
+    status, raw = _post(served, None, method=method)
+    assert status == 405 and json.loads(raw)["error"]["type"] == "invalid_request_error"
+
+
+def test_head_answers_as_get_without_a_body(served):
+    assert _post(served, None, method="HEAD", path="/v1/models") == (200, b"")
+    assert _post(served, None, method="HEAD", path="/v1/nothing") == (404, b"")
+    assert _post(served, None, method="HEAD", path="/health", key="wrong") == (200, b"")
+
+
+def test_a_failed_batch_answers_each_of_its_requests_with_a_server_error(policy_server, monkeypatch):
+    def broken(rows):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(policy_server.batcher, "generate", broken)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        policy_server.complete(parse_request(HI))

@@ -1,0 +1,254 @@
+"""The policy server's HTTP side: an ASGI app under uvicorn (training/policy/serving.py generates).
+
+    POST /v1/chat/completions   a chat completion, or its stream (server-sent events)
+    GET  /v1/models             the one model served;  GET /v1/models/NAME
+    GET  /health                no key needed
+
+Every refusal is OpenAI's error shape, `{"error": {"message", "type", "param", "code"}}`, with a
+4xx status: a body that is not JSON, an unknown route, a method a route does not take (OPTIONS
+included), a body over MAX_BODY, a missing key. With an API key the key is checked before the
+body is read, and a body over the limit is refused by its Content-Length before it is read.
+
+Nothing waits forever on a client: a connection that sends no request in HEADER_SECONDS is
+closed, a body must arrive within BODY_SECONDS, an idle kept-alive connection closes after
+KEEP_ALIVE_SECONDS; a client that goes away mid-stream ends its rows' generation. No thread is
+held by a connection: requests wait on the generation thread's batches (serving.Batcher).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import socket
+import threading
+
+from core import json_input
+from training.policy.serving import (
+    MAX_BODY,
+    RESPONSES_REFUSAL,
+    PolicyServer,
+    Prepared,
+    RequestError,
+    chunk,
+    parse_request,
+    stream_chunks,
+)
+
+log = logging.getLogger(__name__)
+
+HEADER_SECONDS = 10.0
+BODY_SECONDS = 30.0
+KEEP_ALIVE_SECONDS = 5
+MAX_CONNECTIONS = 512
+
+
+def _json(status: int, body: dict):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(body, status_code=status)
+
+
+def _refusal(error: RequestError):
+    return _json(error.status, error.body())
+
+
+class PolicyApp:
+    """The ASGI application of one PolicyServer."""
+
+    def __init__(self, server: PolicyServer, api_key: str | None = None, *, body_seconds: float = BODY_SECONDS):
+        self.server, self.api_key, self.body_seconds = server, api_key, body_seconds
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":  # uvicorn runs it with lifespan="off"
+            return
+        from starlette.requests import Request
+
+        request = Request(scope, receive)
+        try:
+            response = await self.answer(request)
+        except RequestError as exc:
+            response = _refusal(exc)
+        await response(scope, receive, send)
+
+    async def answer(self, request):
+        path, method = request.url.path.rstrip("/"), request.method
+        if path == "/health" and method in ("GET", "HEAD"):
+            return _json(200, {"status": "ok", "model": self.server.name})
+        self._check_key(request)
+        if method in ("GET", "HEAD"):
+            return self._get(path)
+        if method != "POST":
+            raise RequestError(f"method not allowed: {method} {path or '/'}", status=405)
+        if path == "/v1/responses":
+            raise RequestError(RESPONSES_REFUSAL, status=404)
+        if path != "/v1/chat/completions":
+            raise RequestError(f"no route {path}", status=404)
+        body = await self._body(request)
+        if problem := self.server.model_problem(body):
+            raise problem
+        prepared = self.server.prepare(parse_request(body))
+        if prepared.request.stream:
+            return self._stream(prepared)
+        _, rows, done = self.server.start(prepared)
+        await self._finished(done)
+        return _json(200, await asyncio.to_thread(self.server.completion, prepared, rows))
+
+    def _check_key(self, request) -> None:
+        if not self.api_key:
+            return
+        given = request.headers.get("authorization", "")
+        if not secrets.compare_digest(given.encode(), f"Bearer {self.api_key}".encode()):
+            raise RequestError("a valid API key: Authorization: Bearer KEY", status=401)
+
+    def _get(self, path: str):
+        server = self.server
+        if path == "/v1/models":
+            model = {"id": server.name, "object": "model", "created": server.created, "owned_by": "arbiter"}
+            return _json(200, {"object": "list", "data": [model]})
+        if path == f"/v1/models/{server.name}":
+            return _json(200, {"id": server.name, "object": "model", "created": server.created})
+        if path == "/v1/responses":
+            raise RequestError(RESPONSES_REFUSAL, status=404)
+        if path == "/v1/chat/completions":  # the route exists; it takes POST
+            raise RequestError("method not allowed: POST a chat completion request", status=405)
+        raise RequestError(f"no route {path}", status=404)
+
+    async def _body(self, request):
+        """The JSON body, read within BODY_SECONDS and MAX_BODY bytes (its declared length first)."""
+        from starlette.requests import ClientDisconnect
+
+        declared = request.headers.get("content-length", "")
+        if declared and not (declared.isascii() and declared.isdigit()):
+            raise RequestError("Content-Length: a whole number of bytes")
+        if declared and int(declared) > MAX_BODY:
+            raise RequestError(f"a body of at most {MAX_BODY} bytes", status=413)
+
+        async def read() -> bytes:
+            chunks, size = [], 0
+            async for part in request.stream():
+                size += len(part)
+                if size > MAX_BODY:
+                    raise RequestError(f"a body of at most {MAX_BODY} bytes", status=413)
+                chunks.append(part)
+            return b"".join(chunks)
+
+        try:
+            raw = await asyncio.wait_for(read(), self.body_seconds)
+        except TimeoutError:
+            raise RequestError(f"the body did not arrive within {self.body_seconds:g} s", status=408) from None
+        except ClientDisconnect:
+            raise RequestError("the client went away before its body arrived", status=400) from None
+        try:
+            return json_input.loads(raw)
+        except json_input.JsonInputError as exc:
+            raise RequestError(f"the body: {exc}") from None
+
+    @staticmethod
+    async def _finished(done) -> None:
+        try:
+            await asyncio.wrap_future(done)
+        except Exception as exc:  # noqa: BLE001 - a fault of the server, answered rather than dropped
+            raise RequestError(f"the server failed: {type(exc).__name__}: {exc}", status=500) from None
+
+    def _stream(self, prepared: Prepared):
+        """Server-sent chunks: each row's content as it is generated, then its calls and its end."""
+        from starlette.responses import StreamingResponse
+
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue = asyncio.Queue()
+        gone = threading.Event()
+
+        def on_text(index: int, text: str) -> None:
+            loop.call_soon_threadsafe(pieces.put_nowait, (index, text))
+
+        live = prepared.streams_as_generated
+        texts, rows, done = self.server.start(prepared, on_text if live else None, cancelled=gone.is_set)
+        done.add_done_callback(lambda _: loop.call_soon_threadsafe(pieces.put_nowait, None))
+        base = {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion.chunk", "model": self.server.name}
+        base["created"] = self.server.created
+
+        def event(item: dict) -> str:
+            return f"data: {json.dumps(item)}\n\n"
+
+        async def events():
+            try:
+                if live:
+                    for index in range(prepared.rows):
+                        yield event(chunk(base, index, {"role": "assistant", "content": ""}))
+                while (piece := await pieces.get()) is not None:
+                    yield event(chunk(base, piece[0], {"content": piece[1]}))
+                try:
+                    await self._finished(done)
+                except RequestError as exc:
+                    yield event(exc.body())
+                    return
+                completion = await asyncio.to_thread(self.server.completion, prepared, rows)
+                sent = [text.text[: text.sent] for text in texts] if live else None
+                for item in stream_chunks({**completion, **base}, prepared.request.include_usage, sent=sent):
+                    yield event(item)
+                yield "data: [DONE]\n\n"
+            finally:
+                gone.set()  # the client went away (or the stream ended): its rows stop
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _protocol():
+    """uvicorn's h11 protocol, closing a connection that sends no request within HEADER_SECONDS."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Protocol(H11Protocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self.loop.call_later(HEADER_SECONDS, self._silent)
+
+        def _silent(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():
+                self.transport.close()
+
+    return Protocol
+
+
+class PolicyHTTPServer:
+    """uvicorn serving a PolicyApp on a socket bound at once (so its port is known before it
+    runs): `serve_forever()` blocks, `shutdown()` stops it from another thread."""
+
+    def __init__(self, app: PolicyApp, host: str, port: int):
+        import uvicorn
+
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.app = app
+        self.socket = socket.create_server((host, port), family=family, backlog=2048)
+        self.server_address = self.socket.getsockname()
+        config = uvicorn.Config(
+            app,
+            http=_protocol(),
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            limit_concurrency=MAX_CONNECTIONS,
+        )
+        self.uvicorn = uvicorn.Server(config)
+        self.stopped = threading.Event()
+
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        try:
+            self.uvicorn.run(sockets=[self.socket])
+        finally:
+            self.stopped.set()
+
+    def shutdown(self) -> None:
+        self.uvicorn.should_exit = True
+        self.stopped.wait(30)
+
+    def server_close(self) -> None:
+        self.socket.close()
+        self.app.server.close()
+
+
+def serve(server: PolicyServer, host: str, port: int, api_key: str | None = None) -> PolicyHTTPServer:
+    """The HTTP server of `server` (call `serve_forever()` on it; `shutdown()` stops it)."""
+    return PolicyHTTPServer(PolicyApp(server, api_key), host, port)
