@@ -4,9 +4,11 @@
         [--max-tokens 32] [--threads 2]
 
 The server (training/policy/serving_http.py, as `manage.py serve_policy` runs it) serves on
-127.0.0.1 in this process. For each number of clients C: C threads each send `--rounds`
-requests one after another over their own kept-alive connection (http.client), all started
-together; the figure is requests answered per second, and each request's latency (p50, p95).
+127.0.0.1 in this process. For each number of clients C: C threads of another process (this
+script again, so the clients' Python does not share the server's interpreter lock) each send
+`--rounds` requests one after another over their own kept-alive connection (http.client), all
+started together; the figure is requests answered per second, and each request's latency (p50,
+p95).
 The floor, measured between the served runs (floor, served, floor, served ...), is the model
 alone: one `model.generate` call of the same C prompts, left-padded, greedy, the same token
 limit and the policy's end-of-turn tokens (so its rows are the replies the server gives), in
@@ -110,6 +112,18 @@ def served_run(port: int, bodies: list[dict], clients: int, rounds: int) -> tupl
     return time.perf_counter() - began, latencies, tokens[0]
 
 
+def served_elsewhere(port: int, bodies: list[dict], clients: int, rounds: int, work: Path) -> tuple:
+    """`served_run` in a process of its own: (seconds, latencies, tokens)."""
+    import subprocess
+
+    path = work / "bodies.json"
+    path.write_text(json.dumps(bodies))
+    args = [sys.executable, __file__, "--as-clients", str(port), str(clients), str(rounds), str(path)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, check=True)
+    seconds, latencies, tokens = json.loads(done.stdout.strip().splitlines()[-1])
+    return seconds, latencies, tokens
+
+
 def first_chunk(port: int, body: dict) -> tuple[float, float, int]:
     """(seconds to the first content chunk, seconds to the end, content chunks) of a streamed reply."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
@@ -125,6 +139,12 @@ def first_chunk(port: int, body: dict) -> tuple[float, float, int]:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--as-clients":  # the clients' process (served_elsewhere)
+        port, clients, rounds, path = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])
+        print(json.dumps(served_run(port, json.loads(path.read_text()), clients, rounds)))
+        return
+    import tempfile
+
     import torch
 
     from training.policy.serving import PolicyServer
@@ -146,17 +166,20 @@ def main() -> None:
     httpd = serve(server, "127.0.0.1", 0)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     port = httpd.server_address[1]
-    served_run(port, bodies, 1, 2)  # warm-up
+    work = Path(tempfile.mkdtemp(prefix="serve-concurrent-"))
+    served_elsewhere(port, bodies, 1, 2, work)  # warm-up
     floor_run(server, bodies[:2], 4)
 
     rows = []
     for clients in args.clients:
-        floor_rates, floor_tokens, served_rates, served_tokens, latencies = [], [], [], [], []
+        floor_rates, floor_tokens, served_rates, served_tokens, latencies, batches = [], [], [], [], [], []
         for _ in range(args.repeats):
             seconds, tokens = floor_run(server, bodies[:clients], args.max_tokens)
             floor_rates.append(clients / seconds)
             floor_tokens.append(tokens / seconds)
-            seconds, times, tokens = served_run(port, bodies, clients, args.rounds)
+            before = len(server.batcher.sizes)
+            seconds, times, tokens = served_elsewhere(port, bodies, clients, args.rounds, work)
+            batches += [rows for _, rows in server.batcher.sizes[before:]]
             served_rates.append(len(times) / seconds)
             served_tokens.append(tokens / seconds)
             latencies += times
@@ -170,6 +193,7 @@ def main() -> None:
             "p95_ms": 1000 * latencies[max(0, round(0.95 * len(latencies)) - 1)],
             "floor_tokens_per_s": statistics.median(floor_tokens),
             "served_tokens_per_s": statistics.median(served_tokens),
+            "rows_per_batch": statistics.mean(batches),
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -183,14 +207,14 @@ def main() -> None:
     print(json.dumps({"largest_batch_rows": max(rows for _, rows in sizes)}))
     print(
         "\n| clients | floor sequences/s | served requests/s | served / floor | p50 ms | p95 ms "
-        "| floor tokens/s | served tokens/s |"
+        "| floor tokens/s | served tokens/s | rows a batch |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row['clients']} | {row['floor_sequences_per_s']:.1f} | {row['served_requests_per_s']:.1f} | "
             f"{row['ratio']:.2f}x | {row['p50_ms']:.0f} | {row['p95_ms']:.0f} | {row['floor_tokens_per_s']:.0f} | "
-            f"{row['served_tokens_per_s']:.0f} |"
+            f"{row['served_tokens_per_s']:.0f} | {row['rows_per_batch']:.1f} |"
         )
     print(f"\nStreamed: first content chunk at {1000 * to_first:.1f} ms of {1000 * to_end:.1f} ms ({pieces} chunks).")
 

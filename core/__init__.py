@@ -1,4 +1,12 @@
-"""Contracts every app shares, in plain Python with no Django (and importing nothing of the apps):
-the strict JSON reader (`core.json_input`). The parsers, serving, the judge client, and the
-trajectory and trace formats read JSON through it, so ML code that uses them runs without
-Django (issue 46)."""
+"""Contracts every app shares, in plain Python with no Django (and importing nothing of the apps;
+`make lint` checks it with import-linter, pyproject.toml):
+
+- `json_input`: the one strict JSON reader (no NaN, 1e400, lone surrogates or NUL; bounded nesting)
+- `ids`: ids and whole numbers read from request data (JSON integers or ASCII digits, in range)
+- `problems`: a problem with input (a message, with its field or line), as forms and the API show it
+- `votes`: a vote's direction and the one majority rule
+- `intervals`: the one interval of every figure (a seeded percentile bootstrap)
+- `callbacks`: how a caller watches and steers a training job
+- `config_ranges`: a config's numbers checked against their ranges, worded one way
+- `parallel`: the data-parallel launcher of training jobs (processes, rank 0's events, stopping together)
+"""

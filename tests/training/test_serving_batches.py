@@ -29,10 +29,18 @@ def policy_server(tmp_path_factory):
     server.close()
 
 
+SERVERS: dict[int, PolicyHTTPServer] = {}
+
+
+def _uvicorn_of(port: int):
+    return SERVERS[port].uvicorn
+
+
 @pytest.fixture(scope="module")
 def served(policy_server):
     httpd = PolicyHTTPServer(PolicyApp(policy_server, KEY, body_seconds=1.0), "127.0.0.1", 0)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    SERVERS[httpd.server_address[1]] = httpd
     yield httpd.server_address[1]
     httpd.shutdown()
 
@@ -173,3 +181,49 @@ def test_a_failed_batch_answers_each_of_its_requests_with_a_server_error(policy_
     monkeypatch.setattr(policy_server.batcher, "generate", broken)
     with pytest.raises(RuntimeError, match="out of memory"):
         policy_server.complete(parse_request(HI))
+
+
+def test_the_servers_connections_send_without_waiting_for_acks(served):
+    """Headers and body are two writes: with Nagle's algorithm the body waited 40 ms for the
+    client's delayed ACK on every request (benchmarks/serve_concurrent.py found it)."""
+    connection = http.client.HTTPConnection("127.0.0.1", served, timeout=10)
+    connection.request("GET", "/health")
+    connection.getresponse().read()
+    server = _uvicorn_of(served)
+    sockets = [c.transport.get_extra_info("socket") for c in server.server_state.connections]
+    assert sockets and all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in sockets)
+    connection.close()
+
+
+def test_clients_answered_together_are_waited_for_and_batched_together_again():
+    """A batch waits (up to fill_seconds) for the clients the last batch answered: three clients
+    answered together, coming back 5 ms apart, are one batch again, not three."""
+    from concurrent.futures import wait
+
+    from training.policy.serving import Batcher
+
+    seen, gate = [], threading.Event()
+
+    def generate(rows):
+        gate.wait(10)  # the first batch holds the thread while three requests queue up
+        seen.append(len(rows))
+
+    batcher = Batcher(generate, gather_seconds=0.001, fill_seconds=2.0)
+    try:
+        blocker = batcher.submit(["x"])
+        time.sleep(0.05)
+        queued = [batcher.submit([i]) for i in range(3)]
+        gate.set()
+        wait([blocker, *queued])
+        assert seen == [1, 3]
+        again = []
+        for i in range(3):  # answered together, they come back one by one
+            again.append(batcher.submit([i]))
+            time.sleep(0.005)
+        wait(again)
+        assert seen == [1, 3, 3]
+        alone = batcher.submit([0])  # one comes back alone: after fill_seconds it goes alone
+        wait([alone])
+        assert seen[-1] == 1
+    finally:
+        batcher.close()

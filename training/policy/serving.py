@@ -193,14 +193,30 @@ def parse_request(body: Any) -> Request:
 
 
 class Batcher:
-    """One thread that generates the rows of the requests waiting, together: it takes the first
-    waiting request, then every other one that comes within `gather_seconds` (up to `max_rows`
-    rows in all), and runs them as one batch; what arrives meanwhile waits for the next."""
+    """One thread that generates the rows of the requests waiting, together, as one batch; what
+    arrives while a batch runs waits for the next (up to `max_rows` rows a batch).
 
-    def __init__(self, generate: Callable[[list], None], *, max_rows: int = 32, gather_seconds: float = 0.002):
-        self.generate, self.max_rows, self.gather_seconds = generate, max_rows, gather_seconds
+    How long a batch waits to fill (a dynamic batcher's queue delay): clients that were answered
+    together send again together, a few milliseconds later. A batch takes the first waiting
+    request and every other that comes within `gather_seconds`; while some clients answered by
+    the last batch have not sent again, it waits for them up to `fill_seconds`. So one client
+    never waits on others, and clients that fell into two batches come back together into one
+    instead of taking turns."""
+
+    def __init__(
+        self,
+        generate: Callable[[list], None],
+        *,
+        max_rows: int = 32,
+        gather_seconds: float = 0.001,
+        fill_seconds: float = 0.02,
+    ):
+        self.generate, self.max_rows = generate, max_rows
+        self.gather_seconds, self.fill_seconds = gather_seconds, fill_seconds
         self.waiting: queue.Queue = queue.Queue()
         self.held: tuple | None = None  # a request that did not fit the last batch: the next one's first
+        self.returning = 0  # requests the last batch answered whose clients have not sent again
+        self.lock = threading.Lock()
         self.sizes: list[tuple[int, int]] = []  # (requests, rows) of each batch run, the last 1,000
         self.thread = threading.Thread(target=self._loop, name="policy-batches", daemon=True)
         self.thread.start()
@@ -208,6 +224,8 @@ class Batcher:
     def submit(self, rows: list) -> Future:
         """Generate `rows` (batch_generation.Row) in the next batch; the future is done when they are."""
         done: Future = Future()
+        with self.lock:
+            self.returning = max(0, self.returning - 1)
         self.waiting.put((rows, done))
         return done
 
@@ -223,10 +241,12 @@ class Batcher:
 
     def _batch(self, first: tuple) -> list[tuple]:
         jobs, rows = [first], len(first[0])
-        deadline = time.monotonic() + self.gather_seconds
+        started = time.monotonic()
         while rows < self.max_rows:
+            with self.lock:
+                wait = self.fill_seconds if self.returning else self.gather_seconds
             try:
-                job = self._next(deadline - time.monotonic())
+                job = self._next(started + wait - time.monotonic())
             except queue.Empty:
                 break
             if job is None:
@@ -247,11 +267,16 @@ class Batcher:
                 self.generate([row for rows, _ in jobs for row in rows])
             except Exception as exc:  # noqa: BLE001 - each request is told; the thread serves the next
                 log.exception("a batch of %d request(s) failed", len(jobs))
-                for _, done in jobs:
-                    done.set_exception(exc)
+                outcome = exc
             else:
-                for _, done in jobs:
+                outcome = None
+            with self.lock:  # before the answers go out: a fast client may send again at once
+                self.returning = len(jobs)
+            for _, done in jobs:
+                if outcome is None:
                     done.set_result(None)
+                else:
+                    done.set_exception(outcome)
 
 
 @dataclass

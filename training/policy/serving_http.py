@@ -196,12 +196,18 @@ class PolicyApp:
 
 
 def _protocol():
-    """uvicorn's h11 protocol, closing a connection that sends no request within HEADER_SECONDS."""
+    """uvicorn's h11 protocol, closing a connection that sends no request within HEADER_SECONDS,
+    with TCP_NODELAY: a response's headers and body go out as two writes, and with Nagle's
+    algorithm the body waited for the client's delayed ACK, 40 ms a request (asyncio sets it
+    only on sockets made with IPPROTO_TCP; benchmarks/serve_concurrent.py found it)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class Protocol(H11Protocol):
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
+            sock = transport.get_extra_info("socket")
+            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.loop.call_later(HEADER_SECONDS, self._silent)
 
         def _silent(self) -> None:
