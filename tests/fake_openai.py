@@ -60,6 +60,7 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # connections kept alive, as a real server keeps them
+            disable_nagle_algorithm = True  # and no reply held for the client's delayed ACK (40 ms)
 
             def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
                 pass

@@ -296,7 +296,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    # httpx2 (the judges' client) logs every request at INFO: a judge run's thousands of lines.
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+    },
 }
 # Background jobs (imports, dataset builds, runs) share one lifecycle (webapp/jobs.py): a
 # worker beats a running job's heartbeat every JOB_HEARTBEAT_SECONDS; Celery beat sweeps
