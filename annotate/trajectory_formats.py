@@ -207,6 +207,43 @@ def _member_object(obj: dict, key: str) -> dict:
     return dict(value)
 
 
+def _openai_call(call, where: str, tool_names: dict[str, str]) -> dict:
+    """One entry of an assistant message's `tool_calls` as an action step; its id's tool is noted
+    in `tool_names`, for the tool message that answers it."""
+    if isinstance(call, dict) and call.get("type", "function") != "function":
+        raise TrajectoryFormatError(
+            f"{where}.type: tool call type {str(call.get('type'))[:40]!r} cannot be imported (only 'function')"
+        )
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise TrajectoryFormatError(f"{where}: expected {{id, function: {{name, arguments}}}}")
+    step = {"kind": "action", "tool": fn["name"], "arguments": _arguments(fn.get("arguments", ""))}
+    call_id = call.get("id")
+    if call_id is not None:
+        if not isinstance(call_id, str):
+            raise TrajectoryFormatError(f"{where}.id: expected a string")
+        if not call_id.startswith(INVENTED_CALL_ID):
+            step["call_id"] = call_id
+        tool_names[call_id] = fn["name"]
+    return step
+
+
+def _openai_tool_result(msg: dict, where: str, tool_names: dict[str, str]) -> dict:
+    """A `tool` message as the observation of the call it answers (by `tool_call_id`)."""
+    call_id = msg.get("tool_call_id")
+    if not isinstance(call_id, str) or call_id not in tool_names:
+        raise TrajectoryFormatError(f"{where}: tool message answers unknown tool_call_id {call_id!r}")
+    step = {"kind": "observation", "tool": tool_names[call_id], "content": message_text(msg.get("content"), where)}
+    if not call_id.startswith(INVENTED_CALL_ID):
+        step["call_id"] = call_id
+    is_error = msg.get("is_error")
+    if is_error is not None and not isinstance(is_error, bool):
+        raise TrajectoryFormatError(f"{where}.is_error: expected true, false or null")
+    if is_error:
+        step["is_error"] = True
+    return step
+
+
 def openai_chat_to_canonical(obj: dict) -> dict:
     """Map an OpenAI chat transcript onto a canonical v1 object (not yet validated)."""
     messages = obj.get("messages")
@@ -259,47 +296,13 @@ def openai_chat_to_canonical(obj: dict) -> dict:
             if calls:
                 if text.strip():
                     steps.append({"kind": "thought", "text": text})
-                for j, call in enumerate(calls):
-                    if isinstance(call, dict) and call.get("type", "function") != "function":
-                        raise TrajectoryFormatError(
-                            f"{where}.tool_calls[{j}].type: tool call type {str(call.get('type'))[:40]!r} "
-                            "cannot be imported (only 'function')"
-                        )
-                    fn = call.get("function") if isinstance(call, dict) else None
-                    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                        raise TrajectoryFormatError(
-                            f"{where}.tool_calls[{j}]: expected {{id, function: {{name, arguments}}}}"
-                        )
-                    step = {"kind": "action", "tool": fn["name"], "arguments": _arguments(fn.get("arguments", ""))}
-                    call_id = call.get("id")
-                    if call_id is not None:
-                        if not isinstance(call_id, str):
-                            raise TrajectoryFormatError(f"{where}.tool_calls[{j}].id: expected a string")
-                        if not call_id.startswith(INVENTED_CALL_ID):
-                            step["call_id"] = call_id
-                        tool_names[call_id] = fn["name"]
-                    steps.append(step)
+                steps += [_openai_call(call, f"{where}.tool_calls[{j}]", tool_names) for j, call in enumerate(calls)]
             elif i == last_plain_assistant:
                 steps.append(_answer_step(text))
             else:
                 steps.append({"kind": "thought", "text": text})
         elif role == "tool":
-            call_id = msg.get("tool_call_id")
-            if not isinstance(call_id, str) or call_id not in tool_names:
-                raise TrajectoryFormatError(f"{where}: tool message answers unknown tool_call_id {call_id!r}")
-            step = {
-                "kind": "observation",
-                "tool": tool_names[call_id],
-                "content": message_text(msg.get("content"), where),
-            }
-            if not call_id.startswith(INVENTED_CALL_ID):
-                step["call_id"] = call_id
-            is_error = msg.get("is_error")
-            if is_error is not None and not isinstance(is_error, bool):
-                raise TrajectoryFormatError(f"{where}.is_error: expected true, false or null")
-            if is_error:
-                step["is_error"] = True
-            steps.append(step)
+            steps.append(_openai_tool_result(msg, where, tool_names))
         else:
             raise TrajectoryFormatError(
                 f"{where}.role: unknown role {role!r} (expected system, user, assistant or tool)"

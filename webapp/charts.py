@@ -319,20 +319,8 @@ def line_chart_svg(
         return _no_data(title, width=width, data=data, svg=bool(metric))
     if unit is None:
         unit = metric_unit(next(iter(series)), [y for _, y in finite]) if len(series) == 1 else ""
-    xs, ys = [p[0] for p in finite], [p[1] for p in finite]
-    integer_x = all(x.is_integer() for x in xs)
-    if x_range:
-        x_lo, x_hi = x_range
-        x_ticks = [t for t in nice_ticks(x_lo, x_hi, integer=integer_x) if x_lo <= t <= x_hi]
-    elif min(xs) == max(xs):
-        x_ticks = [min(xs)]
-        x_lo, x_hi = min(xs) - 1, max(xs) + 1
-    else:
-        x_ticks = nice_ticks(min(xs), max(xs), integer=integer_x)
-        x_lo, x_hi = x_ticks[0], x_ticks[-1]
-        if len(x_ticks) > 2:  # keep the axis tight to the data: round ticks inside, the data's ends as bounds
-            x_lo, x_hi = min(xs), max(xs)
-            x_ticks = [t for t in x_ticks if x_lo <= t <= x_hi]
+    ys = [p[1] for p in finite]
+    x_lo, x_hi, x_ticks = _x_axis([p[0] for p in finite], x_range)
     y_ticks = nice_ticks(min(ys), max(ys))
     y_lo, y_hi = y_ticks[0], y_ticks[-1]
     names = list(series)
@@ -382,6 +370,28 @@ def line_chart_svg(
                 f'<circle cx="{to_x(x):.1f}" cy="{to_y(y):.1f}" r="{radius}" class="{css}">'
                 f"<title>{escape(text)}</title></circle>"
             )
+    _legend_rows(parts, legend, names, bottom)
+    parts.append("</svg>")
+    return mark_safe("".join(parts))
+
+
+def _x_axis(xs: list[float], x_range: tuple[float, float] | None) -> tuple[float, float, list[float]]:
+    """(low, high, ticks) of a line chart's x axis: `x_range` where given, else tight to the data
+    with round ticks inside it."""
+    integer_x = all(x.is_integer() for x in xs)
+    if x_range:
+        x_lo, x_hi = x_range
+        return x_lo, x_hi, [t for t in nice_ticks(x_lo, x_hi, integer=integer_x) if x_lo <= t <= x_hi]
+    if min(xs) == max(xs):
+        return min(xs) - 1, max(xs) + 1, [min(xs)]
+    x_ticks = nice_ticks(min(xs), max(xs), integer=integer_x)
+    if len(x_ticks) > 2:  # keep the axis tight to the data: round ticks inside, the data's ends as bounds
+        return min(xs), max(xs), [t for t in x_ticks if min(xs) <= t <= max(xs)]
+    return x_ticks[0], x_ticks[-1], x_ticks
+
+
+def _legend_rows(parts: list, legend: list, names: list[str], bottom: float) -> None:
+    """The legend's rows under the chart: a swatch and each series' name (its full name on hover)."""
     for row_number, row in enumerate(legend):
         y = bottom + 22 + 16 * row_number + 8
         for i, x, shown in row:
@@ -391,8 +401,6 @@ def line_chart_svg(
                 f'<text x="{x + 16:.1f}" y="{y:.1f}" class="legend legend-{i % 6}">'
                 f"{full}{escape(shown)}</text>"
             )
-    parts.append("</svg>")
-    return mark_safe("".join(parts))
 
 
 # --- A run's metrics as small multiples --------------------------------------------------------

@@ -294,22 +294,8 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
             problems=problems,
             what="seconds an annotator holds a comparison",
         )
-    if "gold_rate" in data:
-        rate = data["gold_rate"]
-        try:
-            value = float(rate) if not isinstance(rate, bool) and isinstance(rate, (int, float, str)) else None
-        except (ValueError, OverflowError):
-            value = None
-        if value is None or value != value or not 0 <= value <= 1:
-            problems.append(
-                {
-                    "field": "gold_rate",
-                    "message": "must be a share between 0 and 1 (0.1: one assignment "
-                    f"in ten is a gold check); got {str(rate)[:40]}.",
-                }
-            )
-        else:
-            out["gold_rate"] = value
+    if "gold_rate" in data and (rate := _gold_rate(data["gold_rate"], problems)) is not None:
+        out["gold_rate"] = rate
     if "dimensions" in data:
         out["dimensions"] = dimensions_clean(data["dimensions"], problems)
     if "rationale_required" in data:
@@ -322,18 +308,8 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
         out["pool"] = _pool(data["pool"], problems)
     if "environment" in data:
         out["environment"] = _text(data["environment"], field="environment", limit=100, problems=problems)
-    if "task_split" in data:
-        split = data["task_split"] or ""
-        if split not in ("", *Task.Split.values):
-            problems.append(
-                {
-                    "field": "task_split",
-                    "message": f"must be one of {', '.join(Task.Split.values)} "
-                    f"(or empty for any); got {str(split)[:40]!r}.",
-                }
-            )
-        else:
-            out["task_split"] = split
+    if "task_split" in data and (split := _task_split(data["task_split"], problems)) is not None:
+        out["task_split"] = split
     if "judge_mode" in data or "shown_judge" in data:
         out.update(_judge_shown(data, campaign, problems))
     if "status" in data and campaign is None:
@@ -351,6 +327,33 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
             details=problems,
         )
     return out
+
+
+def _gold_rate(rate, problems: list) -> float | None:
+    """The share of assignments that are gold checks, 0..1; None (and a problem) otherwise."""
+    try:
+        value = float(rate) if not isinstance(rate, bool) and isinstance(rate, (int, float, str)) else None
+    except (ValueError, OverflowError):
+        value = None
+    if value is None or value != value or not 0 <= value <= 1:
+        message = f"must be a share between 0 and 1 (0.1: one assignment in ten is a gold check); got {str(rate)[:40]}."
+        problems.append({"field": "gold_rate", "message": message})
+        return None
+    return value
+
+
+def _task_split(value, problems: list) -> str | None:
+    """A task split, or "" for any; None (and a problem) otherwise."""
+    split = value or ""
+    if split not in ("", *Task.Split.values):
+        problems.append(
+            {
+                "field": "task_split",
+                "message": f"must be one of {', '.join(Task.Split.values)} (or empty for any); got {str(split)[:40]!r}.",
+            }
+        )
+        return None
+    return split
 
 
 def _judge_shown(data: dict, campaign: Campaign | None, problems: list) -> dict:

@@ -24,6 +24,7 @@ from django.db import transaction
 from annotate.models import Campaign, Comparison, Trajectory
 from core import json_input
 from core.ids import parse_id
+from core.problems import problem
 from webapp.errors import ArbiterError
 
 MAX_GOLD_ROWS = 10_000
@@ -90,6 +91,34 @@ def _int(value) -> int | None:
 
 
 @transaction.atomic
+def _gold_row(row) -> tuple[str, tuple]:
+    """One row read: ("comparison", (id, choice)) or ("pair", (a, b, choice)) with a < b and the
+    choice in id order; a ValueError says what is wrong with it."""
+    if isinstance(row, ValueError):
+        raise row
+    if not isinstance(row, dict):
+        raise ValueError("expected an object with choice and comparison (or trajectory_a and trajectory_b).")
+    unknown = sorted(set(row) - ROW_KEYS)
+    if unknown:
+        raise ValueError(f"unknown keys: {', '.join(map(str, unknown))[:200]}.")
+    choice = _int(row.get("choice"))
+    if choice is None or not 1 <= choice <= 5:
+        raise ValueError(
+            f"choice must be 1-5 (1: A much better ... 5: B much better); got {str(row.get('choice'))[:40]!r}."
+        )
+    if "comparison" in row:
+        cid = _int(row["comparison"])
+        if cid is None or "trajectory_a" in row or "trajectory_b" in row:
+            raise ValueError("give comparison (an id) or trajectory_a and trajectory_b, not both.")
+        return "comparison", (cid, choice)
+    a, b = _int(row.get("trajectory_a")), _int(row.get("trajectory_b"))
+    if a is None or b is None:
+        raise ValueError("trajectory_a and trajectory_b must be trajectory ids.")
+    if a == b:
+        raise ValueError("a trajectory cannot be compared with itself.")
+    return "pair", (min(a, b), max(a, b), choice if a < b else 6 - choice)
+
+
 def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
     """Store the rows as gold in `campaign`, all or none; returns {marked, created}."""
     if not rows:
@@ -98,47 +127,12 @@ def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
     by_comparison: list[tuple[int, int, int]] = []  # (line, comparison id, choice)
     by_pair: list[tuple[int, int, int, int]] = []  # (line, a, b, choice), a < b, choice in id order
     for line, row in rows:
-        if isinstance(row, ValueError):
-            problems.append({"line": line, "message": str(row)})
+        try:
+            kind, value = _gold_row(row)
+        except ValueError as exc:
+            problems.append(problem(str(exc), line=line))
             continue
-        if not isinstance(row, dict):
-            problems.append(
-                {
-                    "line": line,
-                    "message": "expected an object with choice and comparison (or trajectory_a and trajectory_b).",
-                }
-            )
-            continue
-        unknown = sorted(set(row) - ROW_KEYS)
-        if unknown:
-            problems.append({"line": line, "message": f"unknown keys: {', '.join(map(str, unknown))[:200]}."})
-            continue
-        choice = _int(row.get("choice"))
-        if choice is None or not 1 <= choice <= 5:
-            problems.append(
-                {
-                    "line": line,
-                    "message": f"choice must be 1-5 (1: A much better ... 5: B much "
-                    f"better); got {str(row.get('choice'))[:40]!r}.",
-                }
-            )
-            continue
-        if "comparison" in row:
-            cid = _int(row["comparison"])
-            if cid is None or "trajectory_a" in row or "trajectory_b" in row:
-                problems.append(
-                    {"line": line, "message": "give comparison (an id) or trajectory_a and trajectory_b, not both."}
-                )
-            else:
-                by_comparison.append((line, cid, choice))
-            continue
-        a, b = _int(row.get("trajectory_a")), _int(row.get("trajectory_b"))
-        if a is None or b is None:
-            problems.append({"line": line, "message": "trajectory_a and trajectory_b must be trajectory ids."})
-        elif a == b:
-            problems.append({"line": line, "message": "a trajectory cannot be compared with itself."})
-        else:
-            by_pair.append((line, min(a, b), max(a, b), choice if a < b else 6 - choice))
+        (by_comparison if kind == "comparison" else by_pair).append((line, *value))
     in_campaign = set(
         Comparison.objects.filter(campaign=campaign, pk__in=[c for _, c, _ in by_comparison]).values_list(
             "pk", flat=True

@@ -407,6 +407,7 @@ class ChatJudgeClient:
         the host name vetted first (training/judges/addresses.py)."""
         vetted_addresses(self._host, self._port, allow_private=self._allow_private)
         headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "arbiter-judge"}
+        headers["Accept-Encoding"] = "identity"  # the size limit counts what the server sends, not a bomb's output
         if self.settings.api_key:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
         deadline = time.monotonic() + self.settings.timeout_s

@@ -70,6 +70,9 @@ class PolicyApp:
             response = await self.answer(request)
         except RequestError as exc:
             response = _refusal(exc)
+        except Exception as exc:  # noqa: BLE001 - a fault of the server, answered in the API's shape
+            log.exception("%s %s failed", request.method, request.url.path)
+            response = _refusal(RequestError(f"the server failed: {type(exc).__name__}: {exc}", status=500))
         await response(scope, receive, send)
 
     async def answer(self, request):

@@ -35,254 +35,287 @@ from training.simulated_annotators import WRONG_PAIRS
 from webapp.errors import ArbiterError
 
 
+def _add_policy_arguments(parser, defaults: PipelineConfig) -> None:
+    """The policy the loop starts from and where it plays."""
+    parser.add_argument("--name", default="", help="prefix of what it creates (default pipeline-<time>)")
+    parser.add_argument(
+        "--policy-id",
+        type=int,
+        default=0,
+        help="the policy to improve (default: the behaviour-cloned default policy)",
+    )
+    parser.add_argument(
+        "--bc-base-policy-id",
+        type=int,
+        default=0,
+        help="without --policy-id: clone the environment's demonstrations into this registered "
+        "chat policy, in its own format (default: build the default architecture)",
+    )
+    parser.add_argument(
+        "--bc-extra-worlds",
+        type=int,
+        default=defaults.bc_extra_worlds,
+        help="behaviour cloning also imitates every task of this many other worlds (-1: scaled "
+        "to about 2,000 demonstrations; 0 where the environment is not built per seed)",
+    )
+    parser.add_argument(
+        "--environment",
+        default=defaults.environment,
+        help="the environment every stage plays (a built-in, configured or installed one)",
+    )
+
+
+def _add_label_arguments(parser, defaults: PipelineConfig) -> None:
+    """Rollouts, their pairing and the simulated annotators."""
+    parser.add_argument("--rollout-tasks", type=int, default=defaults.rollout_tasks)
+    parser.add_argument(
+        "--samples-per-task",
+        type=int,
+        default=defaults.samples_per_task,
+        help="episodes per task, paired into comparisons (0: scaled to the environment's size)",
+    )
+    parser.add_argument(
+        "--pairing",
+        default=defaults.pairing,
+        help="how a task's episodes are paired: all_pairs, outcome_differs or same_calls_different_answer",
+    )
+    parser.add_argument(
+        "--answer-branches",
+        type=int,
+        default=defaults.answer_branches,
+        help="answers sampled afresh on the path of each episode that answered after reading (0: none; docs/loop.md)",
+    )
+    parser.add_argument(
+        "--answer-pairs-per-task",
+        type=int,
+        default=defaults.answer_pairs_per_task,
+        help="more pairs per task that made the same calls and answered differently",
+    )
+    parser.add_argument("--annotators", type=int, default=defaults.annotators)
+    parser.add_argument(
+        "--annotator-weighted",
+        action="store_false",
+        dest="annotator_correct_first",
+        help="simulated annotators judge by one weighted utility instead of correctness first",
+    )
+    parser.add_argument(
+        "--annotator-wrong-pairs",
+        default=defaults.annotator_wrong_pairs,
+        choices=WRONG_PAIRS,
+        help="what tells two wrong answers apart for the simulated annotators: nothing (a tie, "
+        "both bad), their tool errors and loops, or their steps too",
+    )
+    parser.add_argument(
+        "--annotator-correct-weight",
+        type=float,
+        default=defaults.annotator_correct_weight,
+        help="with --annotator-weighted: the utility of a correct answer (the rubric's is 10)",
+    )
+
+
+def _add_training_arguments(parser, defaults: PipelineConfig) -> None:
+    """Rounds, the methods, and the runs' config overrides."""
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=defaults.rounds,
+        help="rounds of rollouts, labels, reward model and RL, each from the last one's result",
+    )
+    parser.add_argument("--rl", default=defaults.rl_kind, help="the RL run kind of every round: ppo, rloo or grpo")
+    parser.add_argument(
+        "--rl-train-worlds",
+        type=int,
+        default=defaults.rl_train_worlds,
+        help="RL also practises on this many other worlds of the environment "
+        "(-1: a freshly generated world every iteration where it is built per seed, else none)",
+    )
+    parser.add_argument(
+        "--methods",
+        default=defaults.methods,
+        help="what each round trains with its reward model: rl, expert_iteration or both (default); the round "
+        "keeps the checkpoint that gains most on dev",
+    )
+    parser.add_argument("--expert-iteration", default="{}", help="expert_iteration run config overrides, as JSON")
+    parser.add_argument(
+        "--ppo-iterations", type=int, default=None, help="RL iterations per round (default: the RL run's)"
+    )
+    parser.add_argument("--ppo", default="{}", help="RL run config overrides, as JSON")
+    parser.add_argument("--reward-model", default="{}", help="reward-model run config overrides, as JSON")
+    parser.add_argument(
+        "--reward-model-from-scratch",
+        action="store_false",
+        dest="reward_model_from_policy",
+        help="train each reward model from scratch instead of from round one's starting policy",
+    )
+    parser.add_argument(
+        "--upper-bound",
+        action="store_true",
+        help="the ceiling: round one's methods also paid by the rubric itself, evaluated beside the rest",
+    )
+    parser.add_argument(
+        "--compare-dpo",
+        action="store_true",
+        help="per round: a simulated annotator corrects wrong episodes, then SFT and DPO from the round's start "
+        "on the round's dataset, evaluated beside RL on the same held-out tasks (docs/corrections.md)",
+    )
+    parser.add_argument(
+        "--corrections", type=int, default=defaults.corrections, help="with --compare-dpo: corrections per round"
+    )
+    parser.add_argument("--sft", default="{}", help="with --compare-dpo: SFT run config overrides, as JSON")
+    parser.add_argument("--dpo", default="{}", help="with --compare-dpo: DPO run config overrides, as JSON")
+
+
+def _add_evaluation_arguments(parser, defaults: PipelineConfig) -> None:
+    """The evaluation, the audit, the limits and the outputs."""
+    parser.add_argument("--best-of-n", default=defaults.best_of_n, help="best-of-n at these n, e.g. 2,4")
+    parser.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="0: all eval tasks")
+    parser.add_argument("--eval-samples", type=int, default=defaults.eval_samples)
+    parser.add_argument(
+        "--eval-seen-tasks",
+        type=int,
+        default=defaults.eval_seen_tasks,
+        help="held-out tasks of the training world each system also plays, beside the unseen world (0: none)",
+    )
+    parser.add_argument(
+        "--eval-environment",
+        default=defaults.eval_environment,
+        help="where each round is evaluated (default: the environment's unseen variant if any)",
+    )
+    parser.add_argument(
+        "--audit-size",
+        type=int,
+        default=defaults.audit_size,
+        help="per round: the reward model's favourite episodes put to a blind audit",
+    )
+    parser.add_argument(
+        "--audit-disagreements",
+        type=int,
+        default=defaults.audit_disagreements,
+        help="per round: labelled pairs the reward model most disagrees with, asked again",
+    )
+    add_limit_arguments(parser, max_action_tokens=defaults.max_action_tokens, max_context=defaults.max_context)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--json", default="", help="also write the before/after table and timings to this file")
+
+
+def _pipeline_config(options: dict) -> PipelineConfig:
+    """The loop's settings from the command's options (the JSON overrides read strictly)."""
+    try:
+        ppo, reward_model = json_input.loads(options["ppo"]), json_input.loads(options["reward_model"])
+        sft, dpo = json_input.loads(options["sft"]), json_input.loads(options["dpo"])
+        expert_iteration = json_input.loads(options["expert_iteration"])
+    except json_input.JsonInputError as exc:
+        raise CommandError(
+            f"--ppo, --expert-iteration, --reward-model, --sft and --dpo take JSON objects: {exc}"
+        ) from None
+    if not all(isinstance(o, dict) for o in (ppo, reward_model, sft, dpo, expert_iteration)):
+        raise CommandError(
+            "--ppo, --expert-iteration, --reward-model, --sft and --dpo take JSON objects, e.g. '{\"iterations\": 20}'."
+        )
+    if options["ppo_iterations"] is not None:
+        ppo["iterations"] = options["ppo_iterations"]
+    config = PipelineConfig(
+        name=options["name"],
+        environment=options["environment"],
+        policy_id=options["policy_id"],
+        rollout_tasks=options["rollout_tasks"],
+        samples_per_task=options["samples_per_task"],
+        pairing=options["pairing"],
+        answer_branches=options["answer_branches"],
+        answer_pairs_per_task=options["answer_pairs_per_task"],
+        annotators=options["annotators"],
+        annotator_correct_weight=options["annotator_correct_weight"],
+        annotator_correct_first=options["annotator_correct_first"],
+        annotator_wrong_pairs=options["annotator_wrong_pairs"],
+        reward_model=reward_model,
+        reward_model_from_policy=options["reward_model_from_policy"],
+        ppo=ppo,
+        upper_bound=options["upper_bound"],
+        compare_dpo=options["compare_dpo"],
+        corrections=options["corrections"],
+        sft=sft,
+        dpo=dpo,
+        best_of_n=options["best_of_n"],
+        eval_tasks=options["eval_tasks"],
+        eval_samples=options["eval_samples"],
+        eval_seen_tasks=options["eval_seen_tasks"],
+        eval_environment=options["eval_environment"],
+        rounds=options["rounds"],
+        rl_kind=options["rl"],
+        rl_train_worlds=options["rl_train_worlds"],
+        methods=options["methods"],
+        expert_iteration=expert_iteration,
+        audit_size=options["audit_size"],
+        audit_disagreements=options["audit_disagreements"],
+        bc_base_policy_id=options["bc_base_policy_id"],
+        bc_extra_worlds=options["bc_extra_worlds"],
+        max_action_tokens=options["max_action_tokens"],
+        max_context=options["max_context"],
+        seed=options["seed"],
+    )
+    return config
+
+
+def _progress_bars() -> tuple:
+    """(stage, close): `stage(title)` opens a bar for a stage and returns its progress callback."""
+    bars: list[tqdm] = []
+
+    def stage(title: str):
+        for bar in bars:
+            bar.close()
+        bar = tqdm(
+            total=100,
+            desc=title,
+            unit="%",
+            leave=True,
+            bar_format="{desc:<32}{percentage:3.0f}%|{bar}| {elapsed} {postfix}",
+        )
+        bars.append(bar)
+
+        def progress(fraction: float, message: str = "") -> None:
+            percent = round(100 * min(1.0, max(0.0, fraction)))
+            if percent != bar.n or message != getattr(bar, "last_message", None):
+                bar.n = percent
+                bar.last_message = message
+                bar.set_postfix_str((message or "")[:60], refresh=True)
+
+        return progress
+
+    def close() -> None:
+        for bar in bars:
+            bar.close()
+
+    return stage, close
+
+
 class Command(BaseCommand):
     help = "Run the whole loop (policy, rollouts, labels, reward model, PPO, evaluation) and print before/after."
 
     def add_arguments(self, parser):
         defaults = PipelineConfig()
-        parser.add_argument("--name", default="", help="prefix of what it creates (default pipeline-<time>)")
-        parser.add_argument(
-            "--policy-id",
-            type=int,
-            default=0,
-            help="the policy to improve (default: the behaviour-cloned default policy)",
-        )
-        parser.add_argument(
-            "--bc-base-policy-id",
-            type=int,
-            default=0,
-            help="without --policy-id: clone the environment's demonstrations into this registered "
-            "chat policy, in its own format (default: build the default architecture)",
-        )
-        parser.add_argument(
-            "--bc-extra-worlds",
-            type=int,
-            default=defaults.bc_extra_worlds,
-            help="behaviour cloning also imitates every task of this many other worlds (-1: scaled "
-            "to about 2,000 demonstrations; 0 where the environment is not built per seed)",
-        )
-        parser.add_argument(
-            "--environment",
-            default=defaults.environment,
-            help="the environment every stage plays (a built-in, configured or installed one)",
-        )
-        parser.add_argument("--rollout-tasks", type=int, default=defaults.rollout_tasks)
-        parser.add_argument(
-            "--samples-per-task",
-            type=int,
-            default=defaults.samples_per_task,
-            help="episodes per task, paired into comparisons (0: scaled to the environment's size)",
-        )
-        parser.add_argument(
-            "--pairing",
-            default=defaults.pairing,
-            help="how a task's episodes are paired: all_pairs, outcome_differs or same_calls_different_answer",
-        )
-        parser.add_argument(
-            "--answer-branches",
-            type=int,
-            default=defaults.answer_branches,
-            help="answers sampled afresh on the path of each episode that answered after reading "
-            "(0: none; docs/loop.md)",
-        )
-        parser.add_argument(
-            "--answer-pairs-per-task",
-            type=int,
-            default=defaults.answer_pairs_per_task,
-            help="more pairs per task that made the same calls and answered differently",
-        )
-        parser.add_argument("--annotators", type=int, default=defaults.annotators)
-        parser.add_argument(
-            "--annotator-weighted",
-            action="store_false",
-            dest="annotator_correct_first",
-            help="simulated annotators judge by one weighted utility instead of correctness first",
-        )
-        parser.add_argument(
-            "--annotator-wrong-pairs",
-            default=defaults.annotator_wrong_pairs,
-            choices=WRONG_PAIRS,
-            help="what tells two wrong answers apart for the simulated annotators: nothing (a tie, "
-            "both bad), their tool errors and loops, or their steps too",
-        )
-        parser.add_argument(
-            "--annotator-correct-weight",
-            type=float,
-            default=defaults.annotator_correct_weight,
-            help="with --annotator-weighted: the utility of a correct answer (the rubric's is 10)",
-        )
-        parser.add_argument(
-            "--rounds",
-            type=int,
-            default=defaults.rounds,
-            help="rounds of rollouts, labels, reward model and RL, each from the last one's result",
-        )
-        parser.add_argument("--rl", default=defaults.rl_kind, help="the RL run kind of every round: ppo, rloo or grpo")
-        parser.add_argument(
-            "--rl-train-worlds",
-            type=int,
-            default=defaults.rl_train_worlds,
-            help="RL also practises on this many other worlds of the environment "
-            "(-1: a freshly generated world every iteration where it is built per seed, else none)",
-        )
-        parser.add_argument(
-            "--methods",
-            default=defaults.methods,
-            help="what each round trains with its reward model: rl, expert_iteration or both (default); the round "
-            "keeps the checkpoint that gains most on dev",
-        )
-        parser.add_argument("--expert-iteration", default="{}", help="expert_iteration run config overrides, as JSON")
-        parser.add_argument(
-            "--ppo-iterations", type=int, default=None, help="RL iterations per round (default: the RL run's)"
-        )
-        parser.add_argument("--ppo", default="{}", help="RL run config overrides, as JSON")
-        parser.add_argument("--reward-model", default="{}", help="reward-model run config overrides, as JSON")
-        parser.add_argument(
-            "--reward-model-from-scratch",
-            action="store_false",
-            dest="reward_model_from_policy",
-            help="train each reward model from scratch instead of from round one's starting policy",
-        )
-        parser.add_argument(
-            "--upper-bound",
-            action="store_true",
-            help="the ceiling: round one's methods also paid by the rubric itself, evaluated beside the rest",
-        )
-        parser.add_argument(
-            "--compare-dpo",
-            action="store_true",
-            help="per round: a simulated annotator corrects wrong episodes, then SFT and DPO from the round's start "
-            "on the round's dataset, evaluated beside RL on the same held-out tasks (docs/corrections.md)",
-        )
-        parser.add_argument(
-            "--corrections", type=int, default=defaults.corrections, help="with --compare-dpo: corrections per round"
-        )
-        parser.add_argument("--sft", default="{}", help="with --compare-dpo: SFT run config overrides, as JSON")
-        parser.add_argument("--dpo", default="{}", help="with --compare-dpo: DPO run config overrides, as JSON")
-        parser.add_argument("--best-of-n", default=defaults.best_of_n, help="best-of-n at these n, e.g. 2,4")
-        parser.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="0: all eval tasks")
-        parser.add_argument("--eval-samples", type=int, default=defaults.eval_samples)
-        parser.add_argument(
-            "--eval-seen-tasks",
-            type=int,
-            default=defaults.eval_seen_tasks,
-            help="held-out tasks of the training world each system also plays, beside the unseen world (0: none)",
-        )
-        parser.add_argument(
-            "--eval-environment",
-            default=defaults.eval_environment,
-            help="where each round is evaluated (default: the environment's unseen variant if any)",
-        )
-        parser.add_argument(
-            "--audit-size",
-            type=int,
-            default=defaults.audit_size,
-            help="per round: the reward model's favourite episodes put to a blind audit",
-        )
-        parser.add_argument(
-            "--audit-disagreements",
-            type=int,
-            default=defaults.audit_disagreements,
-            help="per round: labelled pairs the reward model most disagrees with, asked again",
-        )
-        add_limit_arguments(parser, max_action_tokens=defaults.max_action_tokens, max_context=defaults.max_context)
-        parser.add_argument("--seed", type=int, default=defaults.seed)
-        parser.add_argument("--json", default="", help="also write the before/after table and timings to this file")
+        for add in (_add_policy_arguments, _add_label_arguments, _add_training_arguments, _add_evaluation_arguments):
+            add(parser, defaults)
 
     def handle(self, *args, **options):
-        try:
-            ppo, reward_model = json_input.loads(options["ppo"]), json_input.loads(options["reward_model"])
-            sft, dpo = json_input.loads(options["sft"]), json_input.loads(options["dpo"])
-            expert_iteration = json_input.loads(options["expert_iteration"])
-        except json_input.JsonInputError as exc:
-            raise CommandError(
-                f"--ppo, --expert-iteration, --reward-model, --sft and --dpo take JSON objects: {exc}"
-            ) from None
-        if not all(isinstance(o, dict) for o in (ppo, reward_model, sft, dpo, expert_iteration)):
-            raise CommandError(
-                "--ppo, --expert-iteration, --reward-model, --sft and --dpo take JSON objects, e.g. "
-                "'{\"iterations\": 20}'."
-            )
-        if options["ppo_iterations"] is not None:
-            ppo["iterations"] = options["ppo_iterations"]
-        config = PipelineConfig(
-            name=options["name"],
-            environment=options["environment"],
-            policy_id=options["policy_id"],
-            rollout_tasks=options["rollout_tasks"],
-            samples_per_task=options["samples_per_task"],
-            pairing=options["pairing"],
-            answer_branches=options["answer_branches"],
-            answer_pairs_per_task=options["answer_pairs_per_task"],
-            annotators=options["annotators"],
-            annotator_correct_weight=options["annotator_correct_weight"],
-            annotator_correct_first=options["annotator_correct_first"],
-            annotator_wrong_pairs=options["annotator_wrong_pairs"],
-            reward_model=reward_model,
-            reward_model_from_policy=options["reward_model_from_policy"],
-            ppo=ppo,
-            upper_bound=options["upper_bound"],
-            compare_dpo=options["compare_dpo"],
-            corrections=options["corrections"],
-            sft=sft,
-            dpo=dpo,
-            best_of_n=options["best_of_n"],
-            eval_tasks=options["eval_tasks"],
-            eval_samples=options["eval_samples"],
-            eval_seen_tasks=options["eval_seen_tasks"],
-            eval_environment=options["eval_environment"],
-            rounds=options["rounds"],
-            rl_kind=options["rl"],
-            rl_train_worlds=options["rl_train_worlds"],
-            methods=options["methods"],
-            expert_iteration=expert_iteration,
-            audit_size=options["audit_size"],
-            audit_disagreements=options["audit_disagreements"],
-            bc_base_policy_id=options["bc_base_policy_id"],
-            bc_extra_worlds=options["bc_extra_worlds"],
-            max_action_tokens=options["max_action_tokens"],
-            max_context=options["max_context"],
-            seed=options["seed"],
-        )
-        config, notes = pipeline_plan(config)
+        config, notes = pipeline_plan(_pipeline_config(options))
         problems = pipeline_problems(config)
         if problems:
             raise CommandError("Nothing was started: " + " ".join(problems))
         for note in notes:
             self.stdout.write(f"Plan: {note}")
-        bars: list[tqdm] = []
-
-        def stage(title: str):
-            for bar in bars:
-                bar.close()
-            bar = tqdm(
-                total=100,
-                desc=title,
-                unit="%",
-                leave=True,
-                bar_format="{desc:<32}{percentage:3.0f}%|{bar}| {elapsed} {postfix}",
-            )
-            bars.append(bar)
-
-            def progress(fraction: float, message: str = "") -> None:
-                percent = round(100 * min(1.0, max(0.0, fraction)))
-                if percent != bar.n or message != getattr(bar, "last_message", None):
-                    bar.n = percent
-                    bar.last_message = message
-                    bar.set_postfix_str((message or "")[:60], refresh=True)
-
-            return progress
-
-        logging.getLogger("webapp.runs.services").setLevel(
-            logging.WARNING
-        )  # the bars say it; the run pages keep the log
+        stage, close_bars = _progress_bars()
+        # The bars say what the runs' log lines would; the run pages keep the log.
+        logging.getLogger("webapp.runs.services").setLevel(logging.WARNING)
         try:
             result = run_pipeline(config, stage=stage, log=lambda line: None)
         except ArbiterError as exc:
             raise CommandError(str(exc)) from None
         finally:
-            for bar in bars:
-                bar.close()
+            close_bars()
+        self._report(result, config, options)
+
+    def _report(self, result, config: PipelineConfig, options: dict) -> None:
+        """The before/after table, the rounds, the RL summary and the timings; the JSON file."""
         rows = before_after_rows(result.evaluation)
         evaluation = result.evaluation
         self.stdout.write("")
