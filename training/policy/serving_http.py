@@ -23,6 +23,7 @@ import logging
 import secrets
 import socket
 import threading
+import time
 
 from core import json_input
 from training.policy.serving import (
@@ -170,7 +171,7 @@ class PolicyApp:
         texts, rows, done = self.server.start(prepared, on_text if live else None, cancelled=gone.is_set)
         done.add_done_callback(lambda _: loop.call_soon_threadsafe(pieces.put_nowait, None))
         base = {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion.chunk", "model": self.server.name}
-        base["created"] = self.server.created
+        base["created"] = int(time.time())  # when the request was answered, as a completion's `created`
 
         def event(item: dict) -> str:
             return f"data: {json.dumps(item)}\n\n"
