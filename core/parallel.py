@@ -7,7 +7,8 @@ accelerate) averages the gradients; each process trains on its share of every ba
 
 The worker's process (the parent) and the ranks talk through files in the run's work folder:
 
-    spec.json       what to train (written by the parent)
+    spec.json       what to train (written by the parent): JSON, the config as its fields,
+                    the data in JSON Lines files it names (`write_rows`, `read_rows`)
     events.jsonl    progress, metrics, log lines and checkpoints, written by rank 0, read and
                     forwarded to the run's callbacks by the parent as they come
     STOP            made by the parent when the run is cancelled; every rank checks it after
@@ -31,7 +32,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 SPEC, EVENTS, STOP, RESULT = "spec.json", "events.jsonl", "STOP", "result.json"
@@ -111,22 +113,48 @@ class RankEvents:
         }
 
     def stop_requested(self) -> bool:
-        """STOP seen by any rank: all of them stop at the same step (an all-reduce of the flag)."""
-        import torch
-        import torch.distributed as dist
+        """STOP seen by any rank: all of them stop at the same step (core/ranks.py `any`)."""
+        from core.ranks import Ranks
 
-        flag = (self.work / STOP).exists()
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            tensor = torch.tensor([int(flag)], device="cuda" if dist.get_backend() == "nccl" else "cpu")
-            dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-            flag = bool(tensor.item())
-        return flag
+        return Ranks().any((self.work / STOP).exists())
 
     def result(self, value: dict) -> None:
         if self.lead:
             path = self.work / RESULT
             path.with_suffix(".tmp").write_text(json.dumps(value))
             path.with_suffix(".tmp").rename(path)
+
+
+@contextmanager
+def rank_process(*, init_group: bool = True) -> Iterator[tuple[Path, dict, object, RankEvents]]:
+    """A rank's whole life, for a rank module's `main`: (work folder, spec, device, events).
+
+    The rank dies with its launcher and takes its share of the CPU threads; with
+    `init_group` it joins the process group (`rank_init`) and leaves it at the end (the reward
+    model's rank leaves that to accelerate, which makes the group itself)."""
+    work = rank_setup()
+    spec = json.loads((work / SPEC).read_text())
+    device = rank_init(spec["device"]) if init_group else spec["device"]
+    try:
+        yield work, spec, device, RankEvents(work)
+    finally:
+        if init_group:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def write_rows(path: Path, rows) -> Path:
+    """A run's data for its ranks, one JSON value a line (the spec names the file)."""
+    with Path(path).open("w") as out:
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+    return Path(path)
+
+
+def read_rows(path: Path) -> list:
+    with Path(path).open() as source:
+        return [json.loads(line) for line in source]
 
 
 def calling(callbacks) -> Callable[[str, list], None]:

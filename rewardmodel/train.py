@@ -424,12 +424,8 @@ def _train_in_processes(train_rows, config, out_dir, callbacks, resume_from, dev
     out_dir = Path(out_dir)
     work = out_dir / "parallel"
     work.mkdir(parents=True, exist_ok=True)
-    rows_path = work / "rows.jsonl"
-    with rows_path.open("w") as out:
-        for row in train_rows:
-            out.write(json.dumps(row) + "\n")
     spec = {
-        "rows": str(rows_path),
+        "rows": str(parallel.write_rows(work / "rows.jsonl", train_rows)),
         "config": asdict(config),
         "out_dir": str(out_dir),
         "resume_from": resume_from,

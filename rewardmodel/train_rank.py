@@ -3,7 +3,6 @@ core/parallel.py `launch` (from rewardmodel/train.py) with the run's spec in its
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -13,22 +12,17 @@ from rewardmodel.train import RewardModelConfig, train_reward_model
 
 
 def main() -> None:
-    work = parallel.rank_setup()
-    spec = json.loads((work / parallel.SPEC).read_text())
-    with open(spec["rows"]) as source:
-        rows = [json.loads(line) for line in source]
-    events = parallel.RankEvents(work)
-    callbacks = Callbacks(**events.hooks())
-    result = train_reward_model(
-        rows,
-        RewardModelConfig(**spec["config"]),
-        Path(spec["out_dir"]),
-        callbacks=callbacks,
-        resume_from=spec["resume_from"],
-        device=spec["device"],
-        bf16=spec["bf16"],
-    )
-    events.result(asdict(result))
+    with parallel.rank_process(init_group=False) as (_work, spec, device, events):
+        result = train_reward_model(
+            parallel.read_rows(Path(spec["rows"])),
+            RewardModelConfig(**spec["config"]),
+            Path(spec["out_dir"]),
+            callbacks=Callbacks(**events.hooks()),
+            resume_from=spec["resume_from"],
+            device=device,
+            bf16=spec["bf16"],
+        )
+        events.result(asdict(result))
 
 
 if __name__ == "__main__":

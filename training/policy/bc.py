@@ -15,7 +15,6 @@ episodes are not over-weighted when batches are bucketed by length.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -24,6 +23,7 @@ from dataclasses import asdict
 import torch
 
 from core import parallel
+from core.ranks import Ranks
 from training.envs.base import Environment, EpisodeRunner, demonstrator_problem
 from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.policy.episodes import RolloutEpisode, episode_tokens, play_scripted
@@ -266,7 +266,7 @@ def train_bc(
     rng = random.Random(config.seed)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.01, betas=(0.9, 0.95))
-    shared = _DataParallel(model) if parallel.in_rank() and parallel.world_size() > 1 else None
+    ranks = Ranks()  # the other processes of a data-parallel run (core/ranks.py); alone, the identity
 
     def lr_at(step: int, elapsed: float) -> float:
         # Cosine over whichever runs out first, the steps or the wall time, so a run cut
@@ -281,38 +281,26 @@ def train_bc(
     start, step, last = time.monotonic(), 0, {}
     first_loss = None
     threads = _ThreadChooser(config.threads)
-    best = _BestCheckpoint(model, None if shared else judge, config.dev_every)
+    best = _BestCheckpoint(model, None if ranks.on else judge, config.dev_every)
     limit = config.max_steps
     try:
         while step < limit:
             for indices in _batches(examples, config.batch_size, rng):
-                elapsed = time.monotonic() - start
-                stop = bool(should_stop and should_stop())
-                if shared:  # every process stops at the same step, with the same clock
-                    stop, elapsed = shared.agree(stop, elapsed)
+                # Every process stops at the same step, with the same clock.
+                elapsed = ranks.latest(time.monotonic() - start)
+                stop = ranks.any(bool(should_stop and should_stop()))
                 if step >= limit or (config.max_seconds and elapsed > config.max_seconds) or stop:
                     break
                 for group in optimizer.param_groups:
                     group["lr"] = lr_at(step, elapsed)
                 threads.before(step)
                 began = time.monotonic()
-                share, keep = shared.share(indices) if shared else (indices, 1.0)
-                loss, figures = batch_loss(
-                    shared.model if shared else model,
-                    examples,
-                    share,
-                    pad_id=tokenizer.pad_token_id,
-                    observation_weight=config.observation_loss_weight,
-                    first_action_weight=config.first_action_weight,
-                    batch_total=shared.batch_total(keep) if shared else None,
-                )
-                if shared:
-                    loss = loss * keep * shared.world  # the all-reduce averages: this makes it the batch's sum
-                    figures = shared.figures(loss, figures)
-                if not torch.isfinite(loss):
+                loss, figures, share = _share_loss(model, tokenizer, examples, indices, config, ranks)
+                if not ranks.all_true(bool(torch.isfinite(loss))):
                     raise FloatingPointError(f"non-finite loss at step {step}")
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                ranks.sum_gradients(list(model.parameters()))
                 figures["policy/grad_norm"] = float(
                     torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
                 )
@@ -341,8 +329,7 @@ def train_bc(
         best.consider(step)
     chosen = {} if stopped else best.restore()
     model.eval()
-    if shared:
-        shared.close()
+    ranks.barrier()
     return {
         **chosen,
         "steps": step,
@@ -354,73 +341,53 @@ def train_bc(
     }
 
 
-class _DataParallel:
-    """One rank's part in data-parallel behaviour cloning: the model wrapped in torch's
-    DistributedDataParallel (gradients averaged by all-reduce), this rank's share of each
-    batch, the whole batch's loss normaliser, and the decisions all ranks must share."""
-
-    def __init__(self, model):
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel
-
-        self.dist, self.world, self.rank = dist, dist.get_world_size(), dist.get_rank()
-        device = next(model.parameters()).device
-        self.device = device
-        self.model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-
-    def _reduce(self, values: list[float], op) -> list[float]:
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        self.dist.all_reduce(tensor, op=op)
-        return tensor.tolist()
-
-    def agree(self, stop: bool, elapsed: float) -> tuple[bool, float]:
-        flag, clock = self._reduce([float(stop), elapsed], self.dist.ReduceOp.MAX)
-        return bool(flag), clock
-
-    def share(self, indices: list[int]) -> tuple[list[int], float]:
-        """This rank's examples of the batch; a rank left without one (a batch smaller than the
-        number of ranks) takes the first with weight 0, so it still joins the all-reduce."""
-        mine = indices[self.rank :: self.world]
-        return (mine, 1.0) if mine else (indices[:1], 0.0)
-
-    def batch_total(self, keep: float):
-        def total(local: torch.Tensor) -> torch.Tensor:
-            summed = local.to(torch.float64) * keep
-            self.dist.all_reduce(summed)
-            return summed.to(local.dtype)
-
-        return total
-
-    def figures(self, loss: torch.Tensor, figures: dict) -> dict:
-        """The whole batch's loss (the mean of the ranks' scaled losses) and the ranks' mean agent loss."""
-        total, agent = self._reduce([float(loss.detach()), figures["loss/agent"]], self.dist.ReduceOp.SUM)
-        return {**figures, "loss/total": total / self.world, "loss/agent": agent / self.world}
-
-    def close(self) -> None:
-        self.dist.barrier()
+def _share_loss(model, tokenizer, examples, indices, config: BCConfig, ranks: Ranks):
+    """(loss, figures, examples used) of this process's share of a batch: its part of the whole
+    batch's mean, so that the processes' gradients, summed, are one process's. A process left
+    without an example (a batch smaller than the processes) takes the first with weight 0, so
+    it still joins the sums. The figures are the whole batch's (agent loss: the processes' mean)."""
+    share = ranks.share(indices)
+    keep = 1.0 if share else 0.0
+    share = share or indices[:1]
+    loss, figures = batch_loss(
+        model,
+        examples,
+        share,
+        pad_id=tokenizer.pad_token_id,
+        observation_weight=config.observation_loss_weight,
+        first_action_weight=config.first_action_weight,
+        batch_total=(lambda local: ranks.total(local * keep)) if ranks.on else None,
+    )
+    if ranks.on:
+        loss = loss * keep
+        total, agent = ranks.total(torch.tensor([float(loss.detach()), figures["loss/agent"]], dtype=torch.float64))
+        figures = {**figures, "loss/total": float(total), "loss/agent": float(agent) / ranks.world}
+    return loss, figures, share
 
 
 def _train_in_processes(model, tokenizer, examples, config: BCConfig, progress, metrics, should_stop) -> dict:
     """`train_bc` in `config.processes` ranks: the model goes to them saved, and comes back trained."""
-    import pickle
     import tempfile
     from pathlib import Path
 
-    from training.policy.bc_rank import CONFIG, EXAMPLES, INITIAL, TRAINED
+    from training.policy.bc_rank import INITIAL, TRAINED
 
     with tempfile.TemporaryDirectory(prefix="arbiter-bc-") as folder:
         work = Path(folder)
         model.save_pretrained(work / INITIAL)
         tokenizer.save_pretrained(work / INITIAL)
-        (work / CONFIG).write_bytes(pickle.dumps(config))
-        (work / EXAMPLES).write_text(json.dumps(examples))
+        spec = {
+            "config": asdict(config),
+            "examples": str(parallel.write_rows(work / "examples.jsonl", examples)),
+            "device": str(next(model.parameters()).device),
+        }
         hooks = {
             "progress": progress or (lambda fraction: None),
             "metrics": metrics or (lambda step, values: None),
         }
         result = parallel.launch(
             "training.policy.bc_rank",
-            {"device": str(next(model.parameters()).device)},
+            spec,
             work,
             processes=config.processes,
             on_event=lambda kind, args: hooks[kind](*args),

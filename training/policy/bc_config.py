@@ -105,7 +105,7 @@ class BCConfig:
     processes: int = field(
         default=1,
         metadata={
-            "help": "data-parallel training processes on the worker (torch.distributed: one per GPU over NCCL, CPU processes over gloo); each takes its share of every batch and the gradients are averaged, so the loss curve is the one process's (batch_size a multiple of it)"
+            "help": "data-parallel training processes on the worker (torch.distributed: one per GPU over NCCL, CPU processes over gloo); each takes its share of every batch and the gradients are summed over the whole batch's loss (core/ranks.py), so the loss curve is the one process's (batch_size a multiple of it)"
         },
     )
 

@@ -11,7 +11,7 @@ KL penalty k1 = log pi(a) - log pi_ref(a) with coefficient beta (WebGPT: 0.02), 
 reward model's score added at the episode's last agent token, advantages whitened over
 the batch's agent tokens, clipped surrogate and clipped value losses.
 
-Data-parallel runs (training/rl/ranks.py) hold a share of the batch in each process. The
+Data-parallel runs (core/ranks.py) hold a share of the batch in each process. The
 batch statistics then take `total`, which sums a tensor over the processes (the identity in
 one process), and the losses take `count`, the agent tokens of the whole minibatch: each
 process's loss is its part of the minibatch's mean, and the parts' gradients add up to the

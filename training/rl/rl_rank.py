@@ -13,7 +13,6 @@ caller's callbacks as they come.
 from __future__ import annotations
 
 import importlib
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -65,14 +64,8 @@ def build_inputs(inputs: str, arguments: dict) -> dict:
 
 
 def main() -> None:
-    import torch.distributed as dist
-
-    work = parallel.rank_setup()
-    spec = json.loads((work / parallel.SPEC).read_text())
-    device = parallel.rank_init(spec["device"])
-    try:
+    with parallel.rank_process() as (_work, spec, device, events):
         built = build_inputs(spec["inputs"], spec["arguments"])
-        events = parallel.RankEvents(work)
         callbacks = RLCallbacks(
             **events.hooks(),
             policy_saved=lambda iteration, path, dev: events.emit("policy_saved", iteration, path, dev),
@@ -92,8 +85,6 @@ def main() -> None:
             device=str(device),
         )
         events.result(asdict(result))
-    finally:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ One iteration, top to bottom (after CleanRL's ppo.py and TRL <= 0.11's PPOTraine
 
 With `processes` > 1 (training/rl/rl_rank.py launches them) each process plays, scores and
 trains on its share of every batch and the gradients are summed before each step
-(training/rl/ranks.py): the same steps as one process, in a fraction of the time.
+(core/ranks.py): the same steps as one process, in a fraction of the time.
 
 The policy and its value head share the trunk: the value head is a linear layer on the
 last hidden state, trained with `vf_coef` times the value loss. For the first
@@ -51,11 +51,11 @@ from pathlib import Path
 
 from core.callbacks import Callbacks, nothing
 from core.intervals import bootstrap
+from core.ranks import Ranks
 from training.envs.base import INVALID_TOOL
 from training.evaluation.metrics import GREEDY_SUCCESS, episode_figures, mean_of_figures
 from training.policy.chat import POLICY_FILE
 from training.rl.config import RLConfig
-from training.rl.ranks import Ranks
 from training.rl.scorers import Scorer
 
 STATE_FILE = "ppo_state.json"
@@ -189,7 +189,7 @@ def train_rl(
     device: str = "cpu",
     dev_runner=None,
 ) -> RLResult:
-    """Fine-tune the policy in `policy_dir` with PPO; checkpoints go under `out_dir`.
+    """Fine-tune the policy in `policy_dir` with PPO (or RLOO, GRPO); checkpoints go under `out_dir`.
 
     `runner` plays the environment's episodes (training/envs/base.py EpisodeRunner, or a function
     giving each task its runner); `dev_runner` plays the dev tasks' (the same runner unless the
@@ -197,200 +197,195 @@ def train_rl(
     tasks (training/envs/worlds.py WorldStream.tasks: a fresh world every iteration).
     `scorer(episodes)` returns one score per finished episode (higher is better).
     `reference_dir` is the frozen policy of the KL penalty (the starting policy unless given).
-    Inside the processes of a data-parallel run each plays its share (training/rl/ranks.py);
+    Inside the processes of a data-parallel run each plays its share (core/ranks.py);
     the first writes the checkpoints.
+
+    The loop, one iteration a pass (the module docstring tells each step):
+    rollout, score, advantages, update, log; then evaluate and save when due.
     """
-    import torch
-
-    from training.policy.chat import ChatFormat
-    from training.policy.model_io import load_policy
-    from training.policy.rollout import RolloutConfig, rollout
-    from training.rl.ppo_math import (
-        explained_variance,
-        gae,
-        group_advantages,
-        kl_penalty_rewards,
-        loss_count,
-        masked_entropy,
-        masked_whiten,
-        policy_loss,
-        token_weights,
-        value_loss,
+    run = PPORun(
+        policy_dir=policy_dir,
+        scorer=scorer,
+        train_tasks=train_tasks,
+        dev_tasks=dev_tasks,
+        runner=runner,
+        dev_runner=dev_runner or runner,
+        config=config,
+        out_dir=Path(out_dir),
+        reference_dir=reference_dir,
+        callbacks=callbacks or RLCallbacks(),
+        resume_from=resume_from,
+        device=device,
     )
+    if run.iteration == 0 and config.eval_every and not resume_from:
+        if ended := run.judge_and_save(0, None):  # the start, the figure every later one is compared to
+            return ended
+    while run.iteration < config.iterations:
+        if ended := run.stop_before_iteration():
+            return ended
+        iteration = run.iteration + 1
+        episodes, mine = run.rollout(iteration)  # 1. play this process's share of the batch
+        raw, scores, shaping = run.score(episodes, mine)  # 2. one score per episode
+        targets = run.advantages(episodes, scores)  # 3-4. old log-probs, values, KL rewards, advantages
+        stats, diverged = run.update(iteration, targets, mine)  # 5. epochs of clipped minibatch steps
+        if diverged:
+            return run.diverged(diverged)
+        run.iteration = iteration
+        figures = run.log(iteration, episodes, mine, targets, raw, scores, shaping, stats)  # 6. metrics
+        if ended := run.after_iteration(iteration, figures):  # cancel, evaluation, checkpoint, KL budget
+            return ended
+    return run.end()
 
-    callbacks = callbacks or RLCallbacks()
-    ranks = Ranks()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    if config.threads:
-        torch.set_num_threads(config.threads)
 
-    start_dir = Path(resume_from) if resume_from else Path(policy_dir)
-    model, tokenizer = load_policy(start_dir, device=device)
-    reference, _ = load_policy(reference_dir or policy_dir, device=device)
-    reference.requires_grad_(False)
-    chat = ChatFormat.for_policy(tokenizer, policy_dir)
-    hidden_size = model.get_output_embeddings().in_features
-    value_head = torch.nn.Linear(hidden_size, 1).to(device)
-    torch.nn.init.zeros_(value_head.weight)
-    torch.nn.init.zeros_(value_head.bias)
-    optimizer = torch.optim.AdamW(
-        list(model.parameters()) + list(value_head.parameters()), lr=config.learning_rate, eps=1e-5, weight_decay=0.0
-    )
+@dataclass
+class Targets:
+    """What one iteration's update learns from: this process's episodes as tensors, and the
+    old log-probs, values, advantages and returns at their agent tokens."""
 
-    state = {
-        "iteration": 0,
-        "score_mean": None,
-        "score_std": None,
-        "evaluations": [],
-        "best": None,
-        "grad_norms": [],
-        "score_std_first": None,
-    }
-    if resume_from:
-        state.update(json.loads((start_dir / STATE_FILE).read_text()))
-        value_head.load_state_dict(torch.load(start_dir / VALUE_HEAD_FILE, map_location=device))
-        if (start_dir / OPTIMIZER_FILE).exists():
-            optimizer.load_state_dict(torch.load(start_dir / OPTIMIZER_FILE, map_location=device))
-        else:
-            callbacks.log(f"{start_dir} has no optimizer state; the optimizer starts afresh.")
-        callbacks.log(f"Resuming after iteration {state['iteration']} from {start_dir}.")
+    batch: EpisodeBatch
+    old_logprobs: object
+    old_values: object
+    advantages: object
+    returns: object
+    kl: object  # (rows, A) per-token KL to the reference
 
-    pad_id = tokenizer.pad_token_id
-    rollout_config = RolloutConfig(
-        temperature=config.temperature,
-        batch_size=config.rollout_batch_size,
-        max_action_tokens=config.max_action_tokens,
-        max_context=config.max_context,
-    )
-    task_rng = random.Random(config.seed)
-    group = config.group_size if config.algorithm != "ppo" else 1
 
-    def pool(iteration: int) -> list:
-        return train_tasks(iteration) if callable(train_tasks) else train_tasks
+class PPORun:
+    """The moving parts of one RL run, each step of `train_rl`'s loop a method: the policy,
+    its value head and optimizer, the frozen reference, the state a resume reads back
+    (iteration, score scale, evaluations, best checkpoint), and this process's place among
+    the processes of a data-parallel run (core/ranks.py)."""
 
-    for done in range(state["iteration"]):  # the same task order after a resume
-        task_rng.sample(range(len(pool(done + 1))), config.episodes_per_iteration // group)
-    last_checkpoint = str(start_dir) if resume_from else None
+    def __init__(
+        self,
+        *,
+        policy_dir,
+        scorer,
+        train_tasks,
+        dev_tasks,
+        runner,
+        dev_runner,
+        config: RLConfig,
+        out_dir: Path,
+        reference_dir,
+        callbacks: RLCallbacks,
+        resume_from,
+        device: str,
+    ):
+        import torch
 
-    def evaluate(iteration: int, rm_score: float | None) -> dict:
-        what = "the start" if iteration == 0 else f"iteration {iteration}"
-        message = (
-            f"Judging {what} on {len(dev_tasks)} dev tasks ({config.eval_samples} sampled"
-            + (" and 1 greedy" if config.eval_greedy else "")
-            + " each) ..."
-        )
-        callbacks.log(message)  # a run is never silent for minutes: this is its longest step
-        if iteration == 0:
-            callbacks.progress(0.0, message)
-        figures = dev_figures(
-            model,
-            tokenizer,
-            dev_runner or runner,
+        from training.policy.chat import ChatFormat
+        from training.policy.model_io import load_policy
+        from training.policy.rollout import RolloutConfig
+
+        self.policy_dir, self.scorer, self.train_tasks, self.dev_tasks = (
+            Path(policy_dir),
+            scorer,
+            train_tasks,
             dev_tasks,
-            config,
-            seed=config.seed,
-            chat=chat,
-            ranks=ranks,
-            should_stop=callbacks.should_stop,
         )
-        entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
-        state["evaluations"].append(entry)
-        callbacks.metrics(
-            iteration, {f"eval/dev_{name}": value for name, value in figures.items() if name in DEV_METRICS}
-        )
-        callbacks.log(
-            f"Iteration {iteration}: dev success {figures['success']:.1%} "
-            f"({figures['episodes']} episodes)"
-            + (f", reward-model score {rm_score:+.3f}." if rm_score is not None else ".")
-        )
-        return entry
+        self.runner, self.dev_runner, self.config, self.callbacks = runner, dev_runner, config, callbacks
+        self.out, self.device, self.ranks = out_dir, device, Ranks()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.started = time.monotonic()
+        self.times: dict[str, float] = {}  # this iteration's seconds by step
+        self.timer = self.started  # when the update's part of the iteration began (`advantages`)
+        if config.threads:
+            torch.set_num_threads(config.threads)
 
-    def save(iteration: int, entry: dict | None) -> str:
-        nonlocal last_checkpoint
-        path = out / "checkpoints" / f"iter-{iteration:04d}"
-        if ranks.lead:  # every process holds the same weights and state; one writes them
-            if path.exists():
-                shutil.rmtree(path)
-            path.mkdir(parents=True)
-            model.save_pretrained(path)
-            tokenizer.save_pretrained(path)
-            if (Path(policy_dir) / POLICY_FILE).exists():  # the policy's tool parser goes with every checkpoint
-                shutil.copyfile(Path(policy_dir) / POLICY_FILE, path / POLICY_FILE)
-            torch.save(value_head.state_dict(), path / VALUE_HEAD_FILE)
-            torch.save(optimizer.state_dict(), path / OPTIMIZER_FILE)
-            (path / "rl_config.json").write_text(json.dumps(asdict(config), indent=2))
-        if entry is not None:
-            best = state["best"]
-            if best is None or clearly_better(entry["dev"], best["dev"], config.best_margin):
-                state["best"] = {"iteration": iteration, "path": str(path), "dev": entry["dev"]}
-            flag_overoptimization(state, entry, config, callbacks)
-        state["iteration"] = iteration
-        previous, last_checkpoint = last_checkpoint, str(path)
-        if ranks.lead:
-            (path / STATE_FILE).write_text(json.dumps(state, indent=2))
-            if previous and Path(previous).parent == path.parent and previous != str(path):
-                (Path(previous) / OPTIMIZER_FILE).unlink(missing_ok=True)  # only the latest resumes
-        callbacks.checkpoint(iteration, str(path))
-        callbacks.policy_saved(iteration, str(path), entry["dev"] if entry else {})
-        return str(path)
-
-    def finish(reason: str, message: str) -> RLResult:
-        callbacks.log(message)
-        return RLResult(
-            iterations=state["iteration"],
-            stop_reason=reason,
-            message=message,
-            best=state["best"],
-            last_checkpoint=last_checkpoint,
-            evaluations=state["evaluations"],
-            seconds=round(time.monotonic() - started, 1),
+        start_dir = Path(resume_from) if resume_from else self.policy_dir
+        self.model, self.tokenizer = load_policy(start_dir, device=device)
+        self.reference, _ = load_policy(reference_dir or policy_dir, device=device)
+        self.reference.requires_grad_(False)
+        self.chat = ChatFormat.for_policy(self.tokenizer, policy_dir)
+        self.value_head = torch.nn.Linear(self.model.get_output_embeddings().in_features, 1).to(device)
+        torch.nn.init.zeros_(self.value_head.weight)
+        torch.nn.init.zeros_(self.value_head.bias)
+        self.trained = list(self.model.parameters()) + list(self.value_head.parameters())
+        self.optimizer = torch.optim.AdamW(self.trained, lr=config.learning_rate, eps=1e-5, weight_decay=0.0)
+        self.state = {
+            "iteration": 0,
+            "score_mean": None,
+            "score_std": None,
+            "evaluations": [],
+            "best": None,
+            "grad_norms": [],
+            "score_std_first": None,
+        }
+        self.last_checkpoint = None
+        if resume_from:
+            self._resume(start_dir)
+        self.rollout_config = RolloutConfig(
+            temperature=config.temperature,
+            batch_size=config.rollout_batch_size,
+            max_action_tokens=config.max_action_tokens,
+            max_context=config.max_context,
         )
+        self.group = config.group_size if config.algorithm != "ppo" else 1
+        self.task_rng = random.Random(config.seed)
+        for done in range(self.state["iteration"]):  # the same task order after a resume
+            self.task_rng.sample(range(len(self._pool(done + 1))), config.episodes_per_iteration // self.group)
 
-    if state["iteration"] == 0 and config.eval_every and not resume_from:
-        model.eval()
-        try:
-            save(0, evaluate(0, None))
-        except EvaluationCancelled:
-            return finish("cancelled", "Cancelled while the start was being judged on dev.")
-    iteration = state["iteration"]
-    while iteration < config.iterations:
-        if callbacks.should_stop():
-            return finish("cancelled", f"Cancelled after iteration {iteration}.")
-        if config.max_seconds and ranks.latest(time.monotonic() - started) > config.max_seconds:
-            if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
-                try:
-                    save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
-                except EvaluationCancelled:
-                    return finish("cancelled", f"Cancelled while iteration {iteration} was being judged on dev.")
-            return finish("time_limit", f"Stopped at the time limit after iteration {iteration}.")
-        iteration += 1
+    def _resume(self, start_dir: Path) -> None:
+        import torch
+
+        self.state.update(json.loads((start_dir / STATE_FILE).read_text()))
+        self.value_head.load_state_dict(torch.load(start_dir / VALUE_HEAD_FILE, map_location=self.device))
+        if (start_dir / OPTIMIZER_FILE).exists():
+            self.optimizer.load_state_dict(torch.load(start_dir / OPTIMIZER_FILE, map_location=self.device))
+        else:
+            self.callbacks.log(f"{start_dir} has no optimizer state; the optimizer starts afresh.")
+        self.callbacks.log(f"Resuming after iteration {self.state['iteration']} from {start_dir}.")
+        self.last_checkpoint = str(start_dir)
+
+    @property
+    def iteration(self) -> int:
+        return self.state["iteration"]
+
+    @iteration.setter
+    def iteration(self, value: int) -> None:
+        self.state["iteration"] = value
+
+    def _pool(self, iteration: int) -> list:
+        return self.train_tasks(iteration) if callable(self.train_tasks) else self.train_tasks
+
+    # 1. Rollout.
+
+    def rollout(self, iteration: int) -> tuple[list, list[int]]:
+        """This process's episodes of the iteration's batch, and their indices in the batch."""
+        from training.policy.rollout import rollout
+
         timer = time.monotonic()
-
-        # 1. Rollout.
-        model.eval()
-        available = pool(iteration)
-        picks = task_rng.sample(range(len(available)), config.episodes_per_iteration // group)
-        tasks = [available[i] for i in picks for _ in range(group)]  # rloo and grpo: `group` samples per task
+        config = self.config
+        self.model.eval()
+        available = self._pool(iteration)
+        picks = self.task_rng.sample(range(len(available)), config.episodes_per_iteration // self.group)
+        tasks = [available[i] for i in picks for _ in range(self.group)]  # rloo and grpo: `group` samples per task
         seeds = [config.seed * 1_000_003 + iteration * 10_007 + i for i in range(len(tasks))]
-        mine = ranks.mine(len(tasks), group)  # this process's episodes of the batch (all of them in one)
+        mine = self.ranks.mine(len(tasks), self.group)  # this process's episodes of the batch (all in one)
         episodes = rollout(
-            model,
-            tokenizer,
-            runner,
+            self.model,
+            self.tokenizer,
+            self.runner,
             [tasks[i] for i in mine],
-            rollout_config,
+            self.rollout_config,
             seeds=[seeds[i] for i in mine],
-            chat=chat,
+            chat=self.chat,
         )
-        rollout_seconds = time.monotonic() - timer
+        self.times["time/rollout"] = time.monotonic() - timer
+        return episodes, mine
 
-        # 2. Score.
+    # 2. Score.
+
+    def score(self, episodes: list, mine: list[int]):
+        """(raw scores, the scores the update uses, the shaping penalties), one per episode."""
+        import torch
+
         timer = time.monotonic()
-        raw = torch.tensor(scorer(episodes), dtype=torch.float32)
+        config, state = self.config, self.state
+        raw = torch.tensor(self.scorer(episodes), dtype=torch.float32)
         if state["score_mean"] is None:
-            batch_raw = torch.tensor(ranks.gather(raw.tolist(), mine))
+            batch_raw = torch.tensor(self.ranks.gather(raw.tolist(), mine))
             spread = float(batch_raw.std()) if len(batch_raw) > 1 else 0.0
             # A first batch whose scores are all equal (every episode wrong, say) gives no scale: keep 1.
             state["score_mean"], state["score_std"] = float(batch_raw.mean()), spread if spread > 1e-6 else 1.0
@@ -402,158 +397,201 @@ def train_rl(
                 for e in episodes
             ]
         )
-        scores = scores - shaping
-        score_seconds = time.monotonic() - timer
+        self.times["time/score"] = time.monotonic() - timer
+        return raw, scores - shaping, shaping
 
-        # 3. Old log-probs, values and reference log-probs.
-        timer = time.monotonic()
-        batch = episode_batch(episodes, pad_id, device)
+    # 3-4. Old log-probs, values and reference log-probs; rewards, advantages, returns.
+
+    def advantages(self, episodes: list, scores) -> Targets:
+        import torch
+
+        from training.rl.ppo_math import gae, group_advantages, kl_penalty_rewards, masked_whiten
+
+        self.timer = time.monotonic()  # the update's time counts from here
+        config = self.config
+        batch = episode_batch(episodes, self.tokenizer.pad_token_id, self.device)
         with torch.no_grad():
             old_logprobs, old_values, ref_logprobs = [], [], []
             for index in _minibatches(len(episodes), config.minibatch_size, None):
                 part = batch.rows(index)
-                logits, values = forward_agent_tokens(model, value_head, part, config.temperature)
+                logits, values = forward_agent_tokens(self.model, self.value_head, part, config.temperature)
                 old_logprobs.append(token_logprobs(logits, part.tokens))
                 old_values.append(values)
-                ref_logits, _ = forward_agent_tokens(reference, None, part, config.temperature)
+                ref_logits, _ = forward_agent_tokens(self.reference, None, part, config.temperature)
                 ref_logprobs.append(token_logprobs(ref_logits, part.tokens))
             old_logprobs, old_values = torch.cat(old_logprobs) * batch.mask, torch.cat(old_values) * batch.mask
             ref_logprobs = torch.cat(ref_logprobs) * batch.mask
-
-            # 4. Rewards, advantages, returns.
-            rewards, kl = kl_penalty_rewards(scores.to(device), old_logprobs, ref_logprobs, batch.mask, config.kl_coef)
+            rewards, kl = kl_penalty_rewards(
+                scores.to(self.device), old_logprobs, ref_logprobs, batch.mask, config.kl_coef
+            )
             if config.algorithm == "ppo":
                 advantages, returns = gae(rewards, old_values, batch.mask, gamma=config.gamma, lam=config.lam)
-                advantages = masked_whiten(advantages, batch.mask, total=ranks.total)
+                advantages = masked_whiten(advantages, batch.mask, total=self.ranks.total)
             else:  # one return per episode (score and KL penalty), compared within its task's group
                 episode_returns = (rewards * batch.mask).sum(1)
-                advantages = group_advantages(episode_returns, group, mode=config.algorithm)[:, None] * batch.mask
+                advantages = group_advantages(episode_returns, self.group, mode=config.algorithm)[:, None] * batch.mask
                 returns = old_values
+        return Targets(batch, old_logprobs, old_values, advantages, returns, kl)
 
-        # 5. Epochs of minibatch updates: minibatches of the whole batch, each process
-        # computing its rows' part of the minibatch's mean (training/rl/ranks.py).
-        model.train()
+    # 5. Epochs of minibatch updates.
+
+    def update(self, iteration: int, targets: Targets, mine: list[int]) -> tuple[dict[str, list[float]], str | None]:
+        """Epochs of shuffled minibatches of the whole batch, each process computing its rows'
+        part of the minibatch's mean (core/ranks.py). Returns the steps' figures, and why
+        training diverged if it did."""
+        import torch
+
+        config = self.config
+        self.model.train()
         stats: dict[str, list[float]] = {}
-        diverged = None
-        trained = list(model.parameters()) + list(value_head.parameters())
         rows_here = {index: row for row, index in enumerate(mine)}
         for epoch in range(config.epochs):
             for order in _minibatches(
-                len(tasks),
+                config.episodes_per_iteration // self.group * self.group,
                 config.minibatch_size,
                 torch.Generator().manual_seed(config.seed * 7919 + iteration * 31 + epoch),
             ):
-                index = ranks.local(order, rows_here)
-                part = batch.rows(index)
-                count = ranks.total(loss_count(part.mask, config.loss_aggregation))  # the whole minibatch's
-                weight = token_weights(part.mask, config.loss_aggregation)
-                warming = config.algorithm == "ppo" and iteration <= config.value_warmup
-                loss, parts = None, dict.fromkeys(MINIBATCH_FIGURES, 0.0)
-                if len(index):  # else none of the minibatch is here: this process adds zeros to the sums
-                    logits, values = forward_agent_tokens(
-                        model, value_head, part, config.temperature, detach_values=warming
-                    )
-                    logprobs = token_logprobs(logits, part.tokens)
-                    pg_loss, pg_stats = policy_loss(
-                        logprobs,
-                        old_logprobs[index],
-                        advantages[index],
-                        part.mask,
-                        clip=config.clip_range,
-                        count=count,
-                        weight=weight,
-                    )
-                    vf_loss, vf_stats = value_loss(
-                        values,
-                        old_values[index],
-                        returns[index],
-                        part.mask,
-                        clip=config.value_clip_range,
-                        count=count,
-                        weight=weight,
-                    )
-                    entropy = masked_entropy(logits, part.mask, count=count, weight=weight)
-                    vf_coef = config.vf_coef if config.algorithm == "ppo" else 0.0  # no critic in rloo and grpo
-                    if warming:  # only the value head learns: the policy does not move before its critic does
-                        loss = vf_loss.clone()
-                    else:
-                        loss = pg_loss + vf_coef * vf_loss - config.entropy_coef * entropy
-                    parts = {
-                        "loss/policy": pg_loss.item(),
-                        "loss/value": vf_loss.item(),
-                        "loss/total": loss.item(),
-                        "policy/entropy": entropy.item(),
-                        **pg_stats,
-                        **vf_stats,
-                    }
-                if not ranks.all_true(loss is None or bool(torch.isfinite(loss))):
-                    diverged = f"a non-finite loss at iteration {iteration}, epoch {epoch + 1}"
-                    break
-                optimizer.zero_grad(set_to_none=True)
+                index = self.ranks.local(order, rows_here)
+                loss, parts = self._minibatch_loss(iteration, targets, index)
+                if not self.ranks.all_true(loss is None or bool(torch.isfinite(loss))):
+                    return stats, f"a non-finite loss at iteration {iteration}, epoch {epoch + 1}"
+                self.optimizer.zero_grad(set_to_none=True)
                 if loss is not None:
                     loss.backward()
-                ranks.sum_gradients(trained)
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(trained, config.grad_clip))
+                self.ranks.sum_gradients(self.trained)
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.trained, config.grad_clip))
                 if not math.isfinite(grad_norm):
-                    diverged = f"a non-finite gradient at iteration {iteration}, epoch {epoch + 1}"
-                    break
-                optimizer.step()
-                summed = ranks.total(torch.tensor([parts[k] for k in MINIBATCH_FIGURES], dtype=torch.float64))
-                parts = dict(zip(MINIBATCH_FIGURES, summed.tolist()))
-                for key, value in [*parts.items(), ("policy/grad_norm", grad_norm)]:
+                    return stats, f"a non-finite gradient at iteration {iteration}, epoch {epoch + 1}"
+                self.optimizer.step()
+                summed = self.ranks.total(torch.tensor([parts[k] for k in MINIBATCH_FIGURES], dtype=torch.float64))
+                for key, value in [*zip(MINIBATCH_FIGURES, summed.tolist()), ("policy/grad_norm", grad_norm)]:
                     stats.setdefault(key, []).append(value)
-                if callbacks.should_stop():
-                    break
-            if diverged or callbacks.should_stop():
-                break
-        if diverged:
-            where = f"the last good checkpoint, {last_checkpoint}," if last_checkpoint else "no checkpoint"
-            return finish(
-                "diverged",
-                f"Training diverged: {diverged}; it stopped and {where} is kept. "
-                f"Try a lower learning_rate or a smaller kl_coef.",
-            )
-        update_seconds = time.monotonic() - timer
-        state["iteration"] = iteration
+                if self.callbacks.should_stop():
+                    return stats, None
+        return stats, None
 
-        # 6. Metrics, collapse warnings, KL budget, evaluation and checkpoints.
+    def _minibatch_loss(self, iteration: int, targets: Targets, index):
+        """(loss, its parts) of this process's rows `index` of a minibatch; (None, zeros) when
+        none of the minibatch is here (this process then adds zeros to the sums)."""
+        from training.rl.ppo_math import loss_count, masked_entropy, policy_loss, token_weights, value_loss
+
+        config = self.config
+        part = targets.batch.rows(index)
+        count = self.ranks.total(loss_count(part.mask, config.loss_aggregation))  # the whole minibatch's
+        weight = token_weights(part.mask, config.loss_aggregation)
+        if not len(index):
+            return None, dict.fromkeys(MINIBATCH_FIGURES, 0.0)
+        warming = config.algorithm == "ppo" and iteration <= config.value_warmup
+        logits, values = forward_agent_tokens(
+            self.model, self.value_head, part, config.temperature, detach_values=warming
+        )
+        logprobs = token_logprobs(logits, part.tokens)
+        pg_loss, pg_stats = policy_loss(
+            logprobs,
+            targets.old_logprobs[index],
+            targets.advantages[index],
+            part.mask,
+            clip=config.clip_range,
+            count=count,
+            weight=weight,
+        )
+        vf_loss, vf_stats = value_loss(
+            values,
+            targets.old_values[index],
+            targets.returns[index],
+            part.mask,
+            clip=config.value_clip_range,
+            count=count,
+            weight=weight,
+        )
+        entropy = masked_entropy(logits, part.mask, count=count, weight=weight)
+        vf_coef = config.vf_coef if config.algorithm == "ppo" else 0.0  # no critic in rloo and grpo
+        if warming:  # only the value head learns: the policy does not move before its critic does
+            loss = vf_loss.clone()
+        else:
+            loss = pg_loss + vf_coef * vf_loss - config.entropy_coef * entropy
+        parts = {
+            "loss/policy": pg_loss.item(),
+            "loss/value": vf_loss.item(),
+            "loss/total": loss.item(),
+            "policy/entropy": entropy.item(),
+            **pg_stats,
+            **vf_stats,
+        }
+        return loss, parts
+
+    def diverged(self, why: str) -> RLResult:
+        where = f"the last good checkpoint, {self.last_checkpoint}," if self.last_checkpoint else "no checkpoint"
+        return self.finish(
+            "diverged",
+            f"Training diverged: {why}; it stopped and {where} is kept. Try a lower learning_rate or a smaller kl_coef.",
+        )
+
+    # 6. Metrics.
+
+    def log(self, iteration, episodes, mine, targets: Targets, raw, scores, shaping, stats) -> dict:
+        """The iteration's figures, over the whole batch, reported to the callbacks."""
+        import torch
+
+        from training.rl.ppo_math import explained_variance
+
+        config, ranks, state, batch = self.config, self.ranks, self.state, targets.batch
+        self.times["time/update"] = time.monotonic() - self.timer
         rows = ranks.gather(
             [
                 {"raw": float(r), "score": float(s), "kl": float(k), "shaping": float(h)}
-                for r, s, k, h in zip(raw, scores, kl.sum(1), shaping)
+                for r, s, k, h in zip(raw, scores, targets.kl.sum(1), shaping)
             ],
             mine,
         )
         batch_figures = mean_of_figures(rows)
         episode_means = mean_of_figures(ranks.gather([episode_figures(e) for e in episodes], mine))
-        spread = torch.tensor([row["raw"] for row in rows]).std()
         if iteration == 1 and state["evaluations"] and state["evaluations"][0]["rm_score"] is None:
             state["evaluations"][0]["rm_score"] = batch_figures["raw"]  # the starting policy's episodes
+        entropy = ranks.total((-targets.old_logprobs * batch.mask).sum()) / ranks.total(batch.mask.sum()).clamp(min=1)
         figures = {
             "objective/rm_score": batch_figures["raw"],
             "objective/score": batch_figures["score"],
-            "objective/score_std": float(spread),
+            "objective/score_std": float(torch.tensor([row["raw"] for row in rows]).std()),
             "objective/kl": batch_figures["kl"],
             "objective/kl_median": statistics.median(row["kl"] for row in rows),
             "objective/kl_penalty": -config.kl_coef * batch_figures["kl"],
-            "objective/entropy": float(
-                ranks.total((-old_logprobs * batch.mask).sum()) / ranks.total(batch.mask.sum()).clamp(min=1)
-            ),
+            "objective/entropy": float(entropy),
             "objective/shaping": -batch_figures["shaping"],
             **{f"episode/{name}": value for name, value in episode_means.items() if name in EPISODE_METRICS},
-            "time/rollout": rollout_seconds,
-            "time/score": score_seconds,
-            "time/update": update_seconds,
+            **self.times,
             **{key: sum(values) / len(values) for key, values in stats.items()},
         }
         if config.algorithm == "ppo":  # rloo and grpo have no critic to explain anything
-            figures["value/explained_variance"] = explained_variance(old_values, returns, batch.mask, total=ranks.total)
-        callbacks.metrics(iteration, figures)
+            figures["value/explained_variance"] = explained_variance(
+                targets.old_values, targets.returns, batch.mask, total=ranks.total
+            )
+        self.callbacks.metrics(iteration, figures)
         state["last_rm_score"] = figures["objective/rm_score"]
-        warn_collapse(state, figures, iteration, callbacks)
-        callbacks.progress(iteration / config.iterations, f"iteration {iteration} of {config.iterations}")
-        if callbacks.should_stop():
-            return finish("cancelled", f"Cancelled during iteration {iteration}.")
+        warn_collapse(state, figures, iteration, self.callbacks)
+        self.callbacks.progress(iteration / config.iterations, f"iteration {iteration} of {config.iterations}")
+        return figures
+
+    # Between iterations: stop, evaluate, save.
+
+    def stop_before_iteration(self) -> RLResult | None:
+        """The result, when the run must not start another iteration (cancel, time limit)."""
+        iteration = self.iteration
+        if self.callbacks.should_stop():
+            return self.finish("cancelled", f"Cancelled after iteration {iteration}.")
+        if self.config.max_seconds and self.ranks.latest(time.monotonic() - self.started) > self.config.max_seconds:
+            if not self._saved(iteration) and (
+                ended := self.judge_and_save(iteration, self.state.get("last_rm_score"))
+            ):
+                return ended
+            return self.finish("time_limit", f"Stopped at the time limit after iteration {iteration}.")
+        return None
+
+    def after_iteration(self, iteration: int, figures: dict) -> RLResult | None:
+        """Cancel, the dev evaluation and checkpoint when due, collapse and the KL budget."""
+        config = self.config
+        if self.callbacks.should_stop():
+            return self.finish("cancelled", f"Cancelled during iteration {iteration}.")
         # The median episode, not the mean: one sample that derails into hundreds of garbage
         # tokens carries a KL sum that would stop a run whose other episodes barely moved.
         over_budget = config.kl_budget and figures["objective/kl_median"] > config.kl_budget
@@ -561,29 +599,121 @@ def train_rl(
             iteration % config.eval_every == 0 or iteration == config.iterations or over_budget
         )
         if due or over_budget or (config.checkpoint_every and iteration % config.checkpoint_every == 0):
-            model.eval()
+            self.model.eval()
             try:
-                entry = evaluate(iteration, figures["objective/rm_score"]) if due else None
+                entry = self.evaluate(iteration, figures["objective/rm_score"]) if due else None
             except EvaluationCancelled:
-                return finish("cancelled", f"Cancelled while iteration {iteration} was being judged on dev.")
-            fell = entry and collapse(state, entry, config)
-            save(iteration, entry)
+                return self.finish("cancelled", f"Cancelled while iteration {iteration} was being judged on dev.")
+            fell = entry and collapse(self.state, entry, config)
+            self.save(iteration, entry)
             if fell:
-                return finish("collapse", fell)
+                return self.finish("collapse", fell)
         if over_budget:
-            return finish(
+            return self.finish(
                 "kl_budget",
                 f"Stopped after iteration {iteration}: the KL to the reference policy, "
                 f"{figures['objective/kl_median']:.2f} nats in the median episode (mean "
                 f"{figures['objective/kl']:.2f}), passed the budget of {config.kl_budget:g}.",
             )
-    if last_checkpoint is None or not last_checkpoint.endswith(f"{iteration:04d}"):
-        model.eval()
+        return None
+
+    def end(self) -> RLResult:
+        """The last iteration judged and saved (unless it just was), and the result."""
+        iteration = self.iteration
+        if not self._saved(iteration) and (ended := self.judge_and_save(iteration, self.state.get("last_rm_score"))):
+            return ended
+        return self.finish("finished", f"Finished {iteration} iterations in {time.monotonic() - self.started:.0f} s.")
+
+    def _saved(self, iteration: int) -> bool:
+        return self.last_checkpoint is not None and self.last_checkpoint.endswith(f"{iteration:04d}")
+
+    def judge_and_save(self, iteration: int, rm_score: float | None) -> RLResult | None:
+        """A checkpoint of `iteration`, judged on dev first when evaluations are on; the
+        result when a cancel came while it was being judged."""
+        self.model.eval()
         try:
-            save(iteration, evaluate(iteration, state.get("last_rm_score")) if config.eval_every else None)
+            self.save(iteration, self.evaluate(iteration, rm_score) if self.config.eval_every else None)
         except EvaluationCancelled:
-            return finish("cancelled", f"Cancelled while iteration {iteration} was being judged on dev.")
-    return finish("finished", f"Finished {iteration} iterations in {time.monotonic() - started:.0f} s.")
+            what = "the start" if iteration == 0 else f"iteration {iteration}"
+            return self.finish("cancelled", f"Cancelled while {what} was being judged on dev.")
+        return None
+
+    def evaluate(self, iteration: int, rm_score: float | None) -> dict:
+        config, callbacks = self.config, self.callbacks
+        what = "the start" if iteration == 0 else f"iteration {iteration}"
+        message = (
+            f"Judging {what} on {len(self.dev_tasks)} dev tasks ({config.eval_samples} sampled"
+            + (" and 1 greedy" if config.eval_greedy else "")
+            + " each) ..."
+        )
+        callbacks.log(message)  # a run is never silent for minutes: this is its longest step
+        if iteration == 0:
+            callbacks.progress(0.0, message)
+        figures = dev_figures(
+            self.model,
+            self.tokenizer,
+            self.dev_runner,
+            self.dev_tasks,
+            config,
+            seed=config.seed,
+            chat=self.chat,
+            ranks=self.ranks,
+            should_stop=callbacks.should_stop,
+        )
+        entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
+        self.state["evaluations"].append(entry)
+        callbacks.metrics(
+            iteration, {f"eval/dev_{name}": value for name, value in figures.items() if name in DEV_METRICS}
+        )
+        callbacks.log(
+            f"Iteration {iteration}: dev success {figures['success']:.1%} "
+            f"({figures['episodes']} episodes)"
+            + (f", reward-model score {rm_score:+.3f}." if rm_score is not None else ".")
+        )
+        return entry
+
+    def save(self, iteration: int, entry: dict | None) -> str:
+        import torch
+
+        state, lead = self.state, self.ranks.lead  # every process holds the same weights; one writes them
+        path = self.out / "checkpoints" / f"iter-{iteration:04d}"
+        if lead:
+            if path.exists():
+                shutil.rmtree(path)
+            path.mkdir(parents=True)
+            self.model.save_pretrained(path)
+            self.tokenizer.save_pretrained(path)
+            if (self.policy_dir / POLICY_FILE).exists():  # the policy's tool parser goes with every checkpoint
+                shutil.copyfile(self.policy_dir / POLICY_FILE, path / POLICY_FILE)
+            torch.save(self.value_head.state_dict(), path / VALUE_HEAD_FILE)
+            torch.save(self.optimizer.state_dict(), path / OPTIMIZER_FILE)
+            (path / "rl_config.json").write_text(json.dumps(asdict(self.config), indent=2))
+        if entry is not None:
+            best = state["best"]
+            if best is None or clearly_better(entry["dev"], best["dev"], self.config.best_margin):
+                state["best"] = {"iteration": iteration, "path": str(path), "dev": entry["dev"]}
+            flag_overoptimization(state, entry, self.config, self.callbacks)
+        state["iteration"] = iteration
+        previous, self.last_checkpoint = self.last_checkpoint, str(path)
+        if lead:
+            (path / STATE_FILE).write_text(json.dumps(state, indent=2))
+            if previous and Path(previous).parent == path.parent and previous != str(path):
+                (Path(previous) / OPTIMIZER_FILE).unlink(missing_ok=True)  # only the latest resumes
+        self.callbacks.checkpoint(iteration, str(path))
+        self.callbacks.policy_saved(iteration, str(path), entry["dev"] if entry else {})
+        return str(path)
+
+    def finish(self, reason: str, message: str) -> RLResult:
+        self.callbacks.log(message)
+        return RLResult(
+            iterations=self.state["iteration"],
+            stop_reason=reason,
+            message=message,
+            best=self.state["best"],
+            last_checkpoint=self.last_checkpoint,
+            evaluations=self.state["evaluations"],
+            seconds=round(time.monotonic() - self.started, 1),
+        )
 
 
 def _minibatches(n: int, size: int, generator):

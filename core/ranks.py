@@ -1,14 +1,21 @@
-"""The processes of a data-parallel RL run, as training/rl/trainer.py `train_rl` sees them.
+"""The one data-parallel mechanism of the training loops: a process's view of the others.
 
-Every process holds the same policy and draws the same tasks; each plays and scores its share
-of the batch (whole groups of one task for RLOO and GRPO, so a group's advantages stay in one
-process), takes its share of every minibatch, and the gradients are summed over the
-processes before the step, so every process takes the same step one process would take on
-the whole batch. Batch statistics (the score scale, the whitening of advantages, the figures)
-are over the whole batch. In one process every method here is the identity.
+Every process of a run (core/parallel.py launches them) holds the same model and draws the
+same batches; each computes its share of a batch (`mine`, `share`), normalises its loss by
+the whole batch's count (`total`), so that the processes' losses are parts of one mean, and
+the gradients are summed over the processes before the step (`sum_gradients`): every
+process takes the step one process would take on the whole batch. Decisions every process
+must share (stop, the time limit, a non-finite loss) are agreed by `any`, `all_true` and
+`latest`. In one process every method here is the identity, so a loop written against
+`Ranks` is the same code with one process or many.
 
-Episode `i` of a batch (in the order one process would play them) belongs to process
-`(i // group) % world`.
+Used by behaviour cloning (training/policy/bc.py), RL (training/rl/trainer.py) and the stop
+every run's ranks agree on (core/parallel.py `RankEvents`). The reward model trains in TRL's
+RewardTrainer, whose loop accelerate makes data-parallel (torch's DistributedDataParallel);
+its launch, events and stop are core/parallel.py's like the others'.
+
+Item `i` of a batch (in the order one process would take them) belongs to process
+`(i // group) % world`: for RLOO and GRPO a task's group of episodes stays in one process.
 """
 
 from __future__ import annotations
@@ -33,8 +40,12 @@ class Ranks:
         return self.dist.get_backend() == "nccl"
 
     def mine(self, n: int, group: int = 1) -> list[int]:
-        """The indices, of `n` episodes in groups of `group`, this process plays."""
+        """The indices, of `n` items in groups of `group`, this process takes."""
         return [i for i in range(n) if (i // group) % self.world == self.rank]
+
+    def share(self, items: list) -> list:
+        """This process's items of a batch (`mine` of its length)."""
+        return [items[i] for i in self.mine(len(items))]
 
     def local(self, order: torch.Tensor, positions: dict[int, int]) -> torch.Tensor:
         """This process's rows of a minibatch of batch indices (`positions`: batch index -> row here)."""
@@ -48,16 +59,25 @@ class Ranks:
         self.dist.all_reduce(summed)
         return summed.to(tensor.device, tensor.dtype)
 
+    def any(self, flag: bool) -> bool:
+        """True when `flag` is true in any process (a stop asked for in one stops all)."""
+        return bool(self._max(float(flag))) if self.on else bool(flag)
+
     def all_true(self, flag: bool) -> bool:
-        return bool(self.total(torch.tensor([0.0 if flag else 1.0])).item() == 0) if self.on else flag
+        return not self.any(not flag)
 
     def latest(self, seconds: float) -> float:
-        """The largest of the processes' clocks, so that all of them stop at the same iteration."""
-        if not self.on:
-            return seconds
-        tensor = torch.tensor([seconds], dtype=torch.float64, device=self.device)
+        """The largest of the processes' clocks, so that all of them stop at the same step."""
+        return self._max(seconds) if self.on else seconds
+
+    def _max(self, value: float) -> float:
+        tensor = torch.tensor([value], dtype=torch.float64, device=self.device)
         self.dist.all_reduce(tensor, op=self.dist.ReduceOp.MAX)
         return float(tensor.item())
+
+    def barrier(self) -> None:
+        if self.on:
+            self.dist.barrier()
 
     def gather(self, items: list, indices: list[int]) -> list:
         """Every process's `items` (item k is batch index `indices[k]`) in batch order."""
