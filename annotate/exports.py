@@ -478,129 +478,130 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
     _check(fmt)
     _require_ready(snapshot)
     if fmt in ("trl", "trl_text"):
-        # Ties are not preferences: TRL would train "chosen" over "rejected" (see the docstring).
-        pairs = SnapshotPair.objects.filter(snapshot=snapshot).exclude(preferred="tie").order_by("comparison_id")
-        if split:
-            pairs = pairs.filter(split=split)
-        for p in pairs.values_list(
-            "comparison_id",
-            "preferred",
-            "margin",
-            "votes",
-            "split",
-            "source",
-            "task__external_id",
-            "task__prompt",
-            "comparison__trajectory_a__steps",
-            "comparison__trajectory_a__metadata__system_prompt",
-            "comparison__trajectory_a__metadata__tools",
-            "comparison__trajectory_b__steps",
-            "comparison__trajectory_b__metadata__system_prompt",
-            "comparison__trajectory_b__metadata__tools",
-        ).iterator(chunk_size=BATCH):
-            (
-                comparison_id,
-                preferred,
-                margin,
-                votes,
-                row_split,
-                source,
-                task_id,
-                prompt,
-                steps_a,
-                system_a,
-                tools_a,
-                steps_b,
-                system_b,
-                tools_b,
-            ) = p
-            # The prompt is shared, so it carries the chosen side's system prompt and tools (A for a tie):
-            # the two sides of a comparison answer one task and are normally given the same ones.
-            if preferred == "B":
-                chosen, rejected, system, tools = steps_b, steps_a, system_b, tools_b
-            else:
-                chosen, rejected, system, tools = steps_a, steps_b, system_a, tools_a
-            prompt_msgs = prompt_messages(prompt, _text_or_none(system))
-            chosen_msgs, rejected_msgs = steps_to_messages(chosen), steps_to_messages(rejected)
-            if fmt == "trl_text":
-                yield {
-                    "prompt": messages_to_text(prompt_msgs),
-                    "chosen": messages_to_text(chosen_msgs),
-                    "rejected": messages_to_text(rejected_msgs),
-                    "margin": margin,
-                    "comparison_id": comparison_id,
-                    "task_id": task_id,
-                    "votes": votes,
-                    "preferred": preferred,
-                    "split": row_split,
-                    "source": source,
-                }
-            else:
-                yield {
-                    "prompt": prompt_msgs,
-                    "chosen": chosen_msgs,
-                    "rejected": rejected_msgs,
-                    "tools": _tools_json(tools),
-                    "margin": margin,
-                    "comparison_id": comparison_id,
-                    "task_id": task_id,
-                    "votes": votes,
-                    "preferred": preferred,
-                    "split": row_split,
-                    "source": source,
-                }
-        return
+        yield from _trl_rows(snapshot, split, text=fmt == "trl_text")
+    else:
+        yield from _ROWS[fmt](snapshot, split)
 
-    if fmt == "kto":
-        yield from _kto_rows(snapshot, split)
-        return
-    if fmt == "sft":
-        yield from _sft_rows(snapshot, split)
-        return
-    if fmt == "dpo":
-        yield from _dpo_rows(snapshot, split)
-        return
 
-    names = _pseudonyms()
-    if fmt == "raw":
-        for r in raw_queryset(snapshot, split=split).iterator(chunk_size=BATCH):
-            (
-                jid,
-                cid,
-                task_id,
-                annotator,
-                left_is_a,
-                choice,
-                both_bad,
-                ratings,
-                wrong_a,
-                wrong_b,
-                rationale,
-                seconds,
-                synthetic,
-                created_at,
-                row_split,
-            ) = r
+def _trl_rows(snapshot: DatasetSnapshot, split: str | None, *, text: bool) -> Iterator[dict]:
+    """The pairs TRL's trainers take: conversations (`trl`) or their text (`trl_text`)."""
+    # Ties are not preferences: TRL would train "chosen" over "rejected" (see the docstring).
+    pairs = SnapshotPair.objects.filter(snapshot=snapshot).exclude(preferred="tie").order_by("comparison_id")
+    if split:
+        pairs = pairs.filter(split=split)
+    for p in pairs.values_list(
+        "comparison_id",
+        "preferred",
+        "margin",
+        "votes",
+        "split",
+        "source",
+        "task__external_id",
+        "task__prompt",
+        "comparison__trajectory_a__steps",
+        "comparison__trajectory_a__metadata__system_prompt",
+        "comparison__trajectory_a__metadata__tools",
+        "comparison__trajectory_b__steps",
+        "comparison__trajectory_b__metadata__system_prompt",
+        "comparison__trajectory_b__metadata__tools",
+    ).iterator(chunk_size=BATCH):
+        (
+            comparison_id,
+            preferred,
+            margin,
+            votes,
+            row_split,
+            source,
+            task_id,
+            prompt,
+            steps_a,
+            system_a,
+            tools_a,
+            steps_b,
+            system_b,
+            tools_b,
+        ) = p
+        # The prompt is shared, so it carries the chosen side's system prompt and tools (A for a tie):
+        # the two sides of a comparison answer one task and are normally given the same ones.
+        if preferred == "B":
+            chosen, rejected, system, tools = steps_b, steps_a, system_b, tools_b
+        else:
+            chosen, rejected, system, tools = steps_a, steps_b, system_a, tools_a
+        prompt_msgs = prompt_messages(prompt, _text_or_none(system))
+        chosen_msgs, rejected_msgs = steps_to_messages(chosen), steps_to_messages(rejected)
+        if text:
             yield {
-                "judgement_id": jid,
-                "comparison_id": cid,
+                "prompt": messages_to_text(prompt_msgs),
+                "chosen": messages_to_text(chosen_msgs),
+                "rejected": messages_to_text(rejected_msgs),
+                "margin": margin,
+                "comparison_id": comparison_id,
                 "task_id": task_id,
-                "annotator": names[annotator],
-                "shown_left": None if left_is_a is None else ("A" if left_is_a else "B"),
-                "choice": choice,
-                "preferred": "A" if choice < 3 else ("B" if choice > 3 else "tie"),
-                "both_bad": both_bad,
-                "ratings": rating_rows(ratings),
-                "first_wrong_step_a": wrong_a,
-                "first_wrong_step_b": wrong_b,
-                "rationale": rationale,
-                "seconds": seconds,
-                "synthetic": synthetic,
-                "created_at": created_at.astimezone(dt_timezone.utc).strftime(TIME_FORMAT),
+                "votes": votes,
+                "preferred": preferred,
                 "split": row_split,
+                "source": source,
             }
-        return
+        else:
+            yield {
+                "prompt": prompt_msgs,
+                "chosen": chosen_msgs,
+                "rejected": rejected_msgs,
+                "tools": _tools_json(tools),
+                "margin": margin,
+                "comparison_id": comparison_id,
+                "task_id": task_id,
+                "votes": votes,
+                "preferred": preferred,
+                "split": row_split,
+                "source": source,
+            }
 
+
+def _raw_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
+    """One row per judgement, as the annotator gave it."""
+    names = _pseudonyms()
+    for r in raw_queryset(snapshot, split=split).iterator(chunk_size=BATCH):
+        (
+            jid,
+            cid,
+            task_id,
+            annotator,
+            left_is_a,
+            choice,
+            both_bad,
+            ratings,
+            wrong_a,
+            wrong_b,
+            rationale,
+            seconds,
+            synthetic,
+            created_at,
+            row_split,
+        ) = r
+        yield {
+            "judgement_id": jid,
+            "comparison_id": cid,
+            "task_id": task_id,
+            "annotator": names[annotator],
+            "shown_left": None if left_is_a is None else ("A" if left_is_a else "B"),
+            "choice": choice,
+            "preferred": "A" if choice < 3 else ("B" if choice > 3 else "tie"),
+            "both_bad": both_bad,
+            "ratings": rating_rows(ratings),
+            "first_wrong_step_a": wrong_a,
+            "first_wrong_step_b": wrong_b,
+            "rationale": rationale,
+            "seconds": seconds,
+            "synthetic": synthetic,
+            "created_at": created_at.astimezone(dt_timezone.utc).strftime(TIME_FORMAT),
+            "split": row_split,
+        }
+
+
+def _stepwise_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
+    """The steps of each side up to its first wrong one, labelled (TRL's stepwise supervision)."""
+    names = _pseudonyms()
     members = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id")
     if split:
         members = members.filter(split=split)
@@ -636,6 +637,10 @@ def iter_rows(snapshot: DatasetSnapshot, fmt: str, *, split: str | None = None) 
                 "side": side,
                 "split": row_split,
             }
+
+
+# The row makers of the formats other than TRL's pairs, by format name.
+_ROWS = {"kto": _kto_rows, "sft": _sft_rows, "dpo": _dpo_rows, "raw": _raw_rows, "steps": _stepwise_rows}
 
 
 def rating_rows(ratings) -> list[dict]:

@@ -402,12 +402,8 @@ def anthropic_to_canonical(obj: dict) -> tuple[dict, dict[str, int]]:
     messages = obj.get("messages")
     if not isinstance(messages, list) or not messages:
         raise TrajectoryFormatError("messages: expected a non-empty list of messages")
-    task = _member_object(obj, "task")
+    reader = _AnthropicReader(_member_object(obj, "task"))
     metadata = _member_object(obj, "metadata")
-    steps: list[dict] = []
-    dropped: dict[str, int] = {}
-    tool_names: dict[str, str] = {}
-    prompt_seen = bool(task.get("prompt"))
 
     def has_tool_use(m: Any) -> bool:
         content = m.get("content") if isinstance(m, dict) else None
@@ -427,75 +423,15 @@ def anthropic_to_canonical(obj: dict) -> tuple[dict, dict[str, int]]:
             raise TrajectoryFormatError(f"{where}: expected an object")
         role = msg.get("role")
         if role == "user":
-            for j, block in enumerate(_anthropic_blocks(msg.get("content"), where, ANTHROPIC_USER_BLOCKS, role)):
-                bwhere = f"{where}.content[{j}]"
-                if block["type"] == "text":
-                    if not isinstance(block.get("text"), str):
-                        raise TrajectoryFormatError(f"{bwhere}.text: expected a string")
-                    if not prompt_seen:
-                        task["prompt"] = block["text"]
-                        prompt_seen = True
-                    else:
-                        steps.append({"kind": "observation", "tool": "user", "content": block["text"]})
-                    continue
-                call_id = block.get("tool_use_id")
-                if not isinstance(call_id, str) or call_id not in tool_names:
-                    raise TrajectoryFormatError(
-                        f"{bwhere}: tool_result answers unknown tool_use_id {call_id!r} "
-                        "(no earlier tool_use block has this id)"
-                    )
-                step = {
-                    "kind": "observation",
-                    "tool": tool_names[call_id],
-                    "call_id": call_id,
-                    "content": _anthropic_text_blocks(block.get("content"), f"{bwhere}.content"),
-                }
-                is_error = block.get("is_error")
-                if is_error is not None:
-                    if not isinstance(is_error, bool):
-                        raise TrajectoryFormatError(f"{bwhere}.is_error: expected true or false")
-                    if is_error:
-                        step["is_error"] = True
-                steps.append(step)
+            reader.user(msg, where)
         elif role == "assistant":
-            blocks = _anthropic_blocks(msg.get("content"), where, ANTHROPIC_ASSISTANT_BLOCKS, role)
-            answer_texts = []
-            for j, block in enumerate(blocks):
-                bwhere = f"{where}.content[{j}]"
-                kind = block["type"]
-                if kind == "redacted_thinking":
-                    dropped["redacted_thinking"] = dropped.get("redacted_thinking", 0) + 1
-                elif kind == "thinking":
-                    if not isinstance(block.get("thinking"), str):
-                        raise TrajectoryFormatError(f"{bwhere}.thinking: expected a string")
-                    steps.append({"kind": "thought", "text": block["thinking"]})
-                elif kind == "text":
-                    if not isinstance(block.get("text"), str):
-                        raise TrajectoryFormatError(f"{bwhere}.text: expected a string")
-                    if i == last_plain_assistant:
-                        answer_texts.append(block["text"])
-                    elif block["text"].strip():
-                        steps.append({"kind": "thought", "text": block["text"]})
-                else:  # tool_use
-                    call_id, name, arguments = block.get("id"), block.get("name"), block.get("input", {})
-                    if not isinstance(call_id, str) or not call_id:
-                        raise TrajectoryFormatError(f"{bwhere}.id: expected the tool_use id as a string")
-                    if not isinstance(name, str):
-                        raise TrajectoryFormatError(f"{bwhere}.name: expected the tool's name as a string")
-                    if not isinstance(arguments, dict):
-                        raise TrajectoryFormatError(f"{bwhere}.input: expected an object (the tool's arguments)")
-                    if call_id in tool_names:
-                        raise TrajectoryFormatError(f"{bwhere}.id: tool_use id {call_id!r} is used twice")
-                    tool_names[call_id] = name
-                    steps.append({"kind": "action", "tool": name, "arguments": arguments, "call_id": call_id})
-            if i == last_plain_assistant:
-                steps.append({"kind": "answer", "text": "\n".join(answer_texts)})
+            reader.assistant(msg, where, answers=i == last_plain_assistant)
         else:
             hint = " (Anthropic's system prompt is the top-level 'system')" if role == "system" else ""
             raise TrajectoryFormatError(
                 f"{where}.role: unknown role {str(role)[:40]!r} (expected user or assistant){hint}"
             )
-    if not prompt_seen:
+    if not reader.prompt_seen:
         raise TrajectoryFormatError("messages: no user text to take the task prompt from")
     system = _anthropic_text_blocks(obj.get("system"), "system")
     if system:
@@ -507,9 +443,92 @@ def anthropic_to_canonical(obj: dict) -> tuple[dict, dict[str, int]]:
         ):
             raise TrajectoryFormatError("tools: expected a list of {name, description, input_schema}")
         metadata["tools"] = tools
-    if dropped:
-        metadata["dropped"] = dict(dropped)
-    return _canonical_from(obj, task=task, steps=steps, metadata=metadata), dropped
+    if reader.dropped:
+        metadata["dropped"] = dict(reader.dropped)
+    return _canonical_from(obj, task=reader.task, steps=reader.steps, metadata=metadata), reader.dropped
+
+
+class _AnthropicReader:
+    """The steps of an Anthropic transcript as its messages are read: the first user text is
+    the task's prompt, each tool_result answers an earlier tool_use by its id."""
+
+    def __init__(self, task: dict):
+        self.task, self.steps = task, []
+        self.dropped: dict[str, int] = {}
+        self.tool_names: dict[str, str] = {}  # tool_use id -> the tool's name
+        self.prompt_seen = bool(task.get("prompt"))
+
+    def user(self, msg: dict, where: str) -> None:
+        for j, block in enumerate(_anthropic_blocks(msg.get("content"), where, ANTHROPIC_USER_BLOCKS, "user")):
+            bwhere = f"{where}.content[{j}]"
+            if block["type"] == "text":
+                if not isinstance(block.get("text"), str):
+                    raise TrajectoryFormatError(f"{bwhere}.text: expected a string")
+                if not self.prompt_seen:
+                    self.task["prompt"] = block["text"]
+                    self.prompt_seen = True
+                else:
+                    self.steps.append({"kind": "observation", "tool": "user", "content": block["text"]})
+            else:
+                self.steps.append(self._tool_result(block, bwhere))
+
+    def _tool_result(self, block: dict, bwhere: str) -> dict:
+        call_id = block.get("tool_use_id")
+        if not isinstance(call_id, str) or call_id not in self.tool_names:
+            raise TrajectoryFormatError(
+                f"{bwhere}: tool_result answers unknown tool_use_id {call_id!r} (no earlier tool_use block has this id)"
+            )
+        step = {
+            "kind": "observation",
+            "tool": self.tool_names[call_id],
+            "call_id": call_id,
+            "content": _anthropic_text_blocks(block.get("content"), f"{bwhere}.content"),
+        }
+        is_error = block.get("is_error")
+        if is_error is not None:
+            if not isinstance(is_error, bool):
+                raise TrajectoryFormatError(f"{bwhere}.is_error: expected true or false")
+            if is_error:
+                step["is_error"] = True
+        return step
+
+    def assistant(self, msg: dict, where: str, *, answers: bool) -> None:
+        """An assistant turn; `answers`: the last one without a tool call, whose text is the answer."""
+        blocks = _anthropic_blocks(msg.get("content"), where, ANTHROPIC_ASSISTANT_BLOCKS, "assistant")
+        answer_texts = []
+        for j, block in enumerate(blocks):
+            bwhere = f"{where}.content[{j}]"
+            kind = block["type"]
+            if kind == "redacted_thinking":
+                self.dropped["redacted_thinking"] = self.dropped.get("redacted_thinking", 0) + 1
+            elif kind == "thinking":
+                if not isinstance(block.get("thinking"), str):
+                    raise TrajectoryFormatError(f"{bwhere}.thinking: expected a string")
+                self.steps.append({"kind": "thought", "text": block["thinking"]})
+            elif kind == "text":
+                if not isinstance(block.get("text"), str):
+                    raise TrajectoryFormatError(f"{bwhere}.text: expected a string")
+                if answers:
+                    answer_texts.append(block["text"])
+                elif block["text"].strip():
+                    self.steps.append({"kind": "thought", "text": block["text"]})
+            else:
+                self.steps.append(self._tool_use(block, bwhere))
+        if answers:
+            self.steps.append({"kind": "answer", "text": "\n".join(answer_texts)})
+
+    def _tool_use(self, block: dict, bwhere: str) -> dict:
+        call_id, name, arguments = block.get("id"), block.get("name"), block.get("input", {})
+        if not isinstance(call_id, str) or not call_id:
+            raise TrajectoryFormatError(f"{bwhere}.id: expected the tool_use id as a string")
+        if not isinstance(name, str):
+            raise TrajectoryFormatError(f"{bwhere}.name: expected the tool's name as a string")
+        if not isinstance(arguments, dict):
+            raise TrajectoryFormatError(f"{bwhere}.input: expected an object (the tool's arguments)")
+        if call_id in self.tool_names:
+            raise TrajectoryFormatError(f"{bwhere}.id: tool_use id {call_id!r} is used twice")
+        self.tool_names[call_id] = name
+        return {"kind": "action", "tool": name, "arguments": arguments, "call_id": call_id}
 
 
 # Detection ------------------------------------------------------------------------------

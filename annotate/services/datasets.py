@@ -270,6 +270,12 @@ def _build(snapshot: DatasetSnapshot) -> None:
         )
     _progress(snapshot.pk, 0.8)
 
+    stats = _stats(pairs, members, corrections, units, dropped, filters.feedback, judges)
+    _freeze(snapshot, pairs, members, corrections, _content_hash(pairs, members, corrections), stats)
+
+
+def _content_hash(pairs, members, corrections) -> str:
+    """The frozen rows' fingerprint: two snapshots with the same pairs, judgements and corrections share it."""
     digest = hashlib.sha256()
     for p in pairs:
         marked = "" if p.source == "human" else f"|{p.source}"  # people's pairs hash as they always did
@@ -278,6 +284,11 @@ def _build(snapshot: DatasetSnapshot) -> None:
         digest.update(f"j{judgement_id}\n".encode())
     for correction_id, split in corrections:
         digest.update(f"c{correction_id}|{split}\n".encode())
+    return digest.hexdigest()
+
+
+def _stats(pairs, members, corrections, units, dropped: dict, feedback: str, judges: list[dict]) -> dict:
+    """A snapshot's figures: its pairs, splits, ties, what the filters dropped, and the agreement of its votes."""
     agreement = pairwise_agreement(units)
     stats = {
         "pairs": len(pairs),
@@ -290,7 +301,7 @@ def _build(snapshot: DatasetSnapshot) -> None:
         "train_ties": sum(p.preferred == "tie" and p.split == "train" for p in pairs),
         "test_ties": sum(p.preferred == "tie" and p.split == "test" for p in pairs),
         "dropped": dropped,
-        "feedback": filters.feedback,
+        "feedback": feedback,
         "sources": {"human": sum(p.source == "human" for p in pairs), "ai": sum(p.source == "ai" for p in pairs)},
         "judges": judges,
         "corrections": len(corrections),
@@ -304,6 +315,11 @@ def _build(snapshot: DatasetSnapshot) -> None:
             "pairs_of_votes": agreement.pairs,
         },
     }
+    return json.loads(json.dumps(stats))
+
+
+def _freeze(snapshot: DatasetSnapshot, pairs, members, corrections, content_hash: str, stats: dict) -> None:
+    """The snapshot's rows written and the snapshot marked succeeded, in one transaction."""
     with transaction.atomic():
         SnapshotPair.objects.bulk_create(pairs, batch_size=WRITE_BATCH)
         for start in range(0, len(members), WRITE_BATCH):
@@ -323,8 +339,8 @@ def _build(snapshot: DatasetSnapshot) -> None:
         DatasetSnapshot.objects.filter(pk=snapshot.pk).update(
             status=DatasetSnapshot.Status.SUCCEEDED,
             progress=1.0,
-            content_hash=digest.hexdigest(),
-            stats=json.loads(json.dumps(stats)),
+            content_hash=content_hash,
+            stats=stats,
             message="",
             heartbeat_at=timezone.now(),
             finished_at=timezone.now(),

@@ -95,130 +95,50 @@ def evaluation_execute(
     is memorisation shows as a gap between the two worlds."""
     from training.envs.base import EpisodeRunner
     from training.envs.services import environment_get, environment_tasks
-    from training.evaluation.episodes import Played, episode_kls, play, summarize
-    from training.evaluation.episodes import best_of_n as choose_best
-    from training.policy.chat import ChatFormat
-    from training.policy.model_io import load_policy
+    from training.evaluation.episodes import summarize
     from training.rl.scorers import reward_model_scorer
 
     env = environment_get(environment)
-    runner = EpisodeRunner(env)
     tasks = environment_tasks(env, split, n_tasks, task_ids=list(task_ids))
     if not tasks:
         raise ArbiterError(f"The {split} split of {env.name} has no tasks.")
     if best_of_n and reward_model is None:
         raise ArbiterError("Best-of-n needs a reward model to choose with.")
-    scorer = reward_model_scorer(reward_model.model_dir, device=device) if reward_model else None
-    group = max([1, *best_of_n])
-    reference, tokenizer = load_policy(baseline.model_dir, device=device)
-    chat = ChatFormat.for_policy(tokenizer, baseline.model_dir)
-    plays: list[tuple[System, str, Played]] = []  # (system, mode, played)
+    table = _Table(
+        baseline=baseline,
+        runner=EpisodeRunner(env),
+        tasks=tasks,
+        scorer=reward_model_scorer(reward_model.model_dir, device=device) if reward_model else None,
+        samples=samples,
+        temperature=temperature,
+        greedy=greedy,
+        seed=seed,
+        device=device,
+        limits=limits,
+        seen=_SeenWorld.build(seen_environment, seen_tasks or len(tasks)),
+    )
     units = 1 + len(others)
-
-    def score(played: Played) -> Played:
-        if scorer is not None:
-            flat = scorer([e for episodes in played.episodes for e in episodes])
-            at = 0
-            played.rm_scores = []
-            for episodes in played.episodes:
-                played.rm_scores.append(flat[at : at + len(episodes)])
-                at += len(episodes)
-        return played
-
-    def play_row(model, samples: int, temperature: float) -> Played:
-        """`samples` episodes of `model` per task at `temperature`, scored: one row of the table."""
-        return score(
-            Played(
-                play(
-                    model,
-                    tokenizer,
-                    runner,
-                    tasks,
-                    samples=samples,
-                    temperature=temperature,
-                    seed=seed,
-                    chat=chat,
-                    limits=limits,
-                )
-            )
-        )
 
     def stage(done: float, message: str) -> None:
         progress(min(0.95, done / units), message)
         log(message)
 
-    seen = _SeenWorld.build(seen_environment, seen_tasks or len(tasks))
-
-    def play_seen(system: System, model) -> None:
-        """The system on the seen world's held-out tasks, sampled and greedy, where asked."""
-        if seen is None:
-            return
-        runner_seen, tasks_seen = seen.runner, seen.tasks
-        for mode, n, t in (("seen_sampled", samples, temperature), ("seen_greedy", 1, 0.0)):
-            if mode == "seen_greedy" and not greedy:
-                continue
-            episodes = play(
-                model, tokenizer, runner_seen, tasks_seen, samples=n, temperature=t, seed=seed, chat=chat, limits=limits
-            )
-            plays.append((system, mode, Played(episodes)))
-
+    group = max([1, *best_of_n])
     stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({samples * group} samples each).")
-    sampled = play_row(reference, samples * group, temperature)
-    base = System(label=f"{baseline} (start)", policy=baseline, is_baseline=True)
-    first = choose_best(sampled, 1, group=group)
-    first.kls = [[0.0] * len(e) for e in first.episodes]  # the reference itself
-    plays.append((base, "sampled", first))
-    for n in sorted(set(best_of_n)):
-        plays.append(
-            (
-                System(label=f"best-of-{n} over {baseline}", policy=baseline, n=n),
-                "sampled",
-                choose_best(sampled, n, group=group),
-            )
-        )
+    table.play_baseline(sorted(set(best_of_n)))
     tuned = _best_temperature(
-        reference,
-        tokenizer,
-        runner,
-        env,
-        split,
-        temperatures,
-        temperature,
-        evaluated=len(tasks),
-        seed=seed,
-        chat=chat,
-        limits=limits,
-        log=log,
-    )
+        table.reference, table.tokenizer, table.runner, env, split, temperatures, temperature,
+        evaluated=len(tasks), seed=seed, chat=table.chat, limits=limits, log=log,
+    )  # fmt: skip
     if tuned is not None and tuned["chosen"] != temperature:
-        label = f"{baseline} (start) at T={tuned['chosen']:g}, best on dev"
         stage(0, f"Playing {baseline} at T={tuned['chosen']:g}, its best temperature on dev.")
-        at_best = play_row(reference, samples, tuned["chosen"])
-        plays.append((System(label=label, policy=baseline), "sampled", at_best))
+        table.play_baseline_at(tuned["chosen"])
     if greedy:
-        plays.append((base, "greedy", play_row(reference, 1, 0.0)))
-    if seen is not None:
-        stage(0, f"Playing {baseline} on {len(seen.tasks)} held-out tasks of {seen.name}, a world it trained on.")
-    play_seen(base, reference)
+        table.plays.append((table.base, "greedy", table.play_row(table.reference, 1, 0.0)))
+    table.play_seen(table.base, table.reference, stage)
     for done, (label, policy) in enumerate(others, start=1):
         stage(done, f"Playing {policy} on {len(tasks)} {split} tasks.")
-        model, own_tokenizer = load_policy(policy.model_dir, device=device)
-        if own_tokenizer.get_vocab() != tokenizer.get_vocab():
-            raise ArbiterError(f"{policy} does not share {baseline}'s tokenizer, so its KL to it cannot be measured.")
-        system = System(label=label, policy=policy)
-        sampled_here = play_row(model, samples, temperature)
-        flat = episode_kls(
-            [e for episodes in sampled_here.episodes for e in episodes],
-            model,
-            reference,
-            tokenizer,
-            temperature=temperature,
-        )
-        sampled_here.kls = [flat[i * samples : (i + 1) * samples] for i in range(len(tasks))]
-        plays.append((system, "sampled", sampled_here))
-        if greedy:
-            plays.append((system, "greedy", play_row(model, 1, 0.0)))
-        play_seen(system, model)
+        table.play_other(label, policy)
     progress(0.96, "storing the episodes")
     config = {
         "environment": env.name,
@@ -231,18 +151,129 @@ def evaluation_execute(
         "best_of_n": sorted(set(best_of_n)),
         "seed": seed,
         **({"best_temperature": tuned} if tuned is not None else {}),
-        **({"seen_environment": seen.name, "seen_tasks": len(seen.tasks)} if seen is not None else {}),
+        **table.seen_config(),
     }
     return _store(
-        name=name,
-        run=run,
-        baseline=baseline,
-        reward_model=reward_model,
-        config=config,
-        plays=plays,
-        summarize=summarize,
-        created_by=created_by,
-    )
+        name=name, run=run, baseline=baseline, reward_model=reward_model, config=config, plays=table.plays,
+        summarize=summarize, created_by=created_by,
+    )  # fmt: skip
+
+
+class _Table:
+    """The rows of an evaluation as they are played: every policy on the same tasks, with the
+    same seeds, chat format and limits, scored by the reward model when there is one."""
+
+    def __init__(self, *, baseline, runner, tasks, scorer, samples, temperature, greedy, seed, device, limits, seen):
+        from training.policy.chat import ChatFormat
+        from training.policy.model_io import load_policy
+
+        self.baseline, self.runner, self.tasks, self.scorer = baseline, runner, tasks, scorer
+        self.samples, self.temperature, self.greedy, self.seed = samples, temperature, greedy, seed
+        self.device, self.limits, self.seen = device, limits, seen
+        self.reference, self.tokenizer = load_policy(baseline.model_dir, device=device)
+        self.chat = ChatFormat.for_policy(self.tokenizer, baseline.model_dir)
+        self.base = System(label=f"{baseline} (start)", policy=baseline, is_baseline=True)
+        self.plays: list[tuple[System, str, object]] = []  # (system, mode, Played)
+
+    def seen_config(self) -> dict:
+        return {"seen_environment": self.seen.name, "seen_tasks": len(self.seen.tasks)} if self.seen else {}
+
+    def play_row(self, model, samples: int, temperature: float):
+        """`samples` episodes of `model` per task at `temperature`, scored: one row of the table."""
+        from training.evaluation.episodes import Played, play
+
+        played = Played(
+            play(
+                model,
+                self.tokenizer,
+                self.runner,
+                self.tasks,
+                samples=samples,
+                temperature=temperature,
+                seed=self.seed,
+                chat=self.chat,
+                limits=self.limits,
+            )
+        )
+        if self.scorer is not None:
+            flat = self.scorer([e for episodes in played.episodes for e in episodes])
+            at = 0
+            played.rm_scores = []
+            for episodes in played.episodes:
+                played.rm_scores.append(flat[at : at + len(episodes)])
+                at += len(episodes)
+        return played
+
+    def play_baseline(self, best_of_n: list[int]) -> None:
+        """The start sampled, and best-of-n over the same samples (`samples * n` per task)."""
+        from training.evaluation.episodes import best_of_n as choose_best
+
+        group = max([1, *best_of_n])
+        sampled = self.play_row(self.reference, self.samples * group, self.temperature)
+        first = choose_best(sampled, 1, group=group)
+        first.kls = [[0.0] * len(e) for e in first.episodes]  # the reference itself
+        self.plays.append((self.base, "sampled", first))
+        for n in best_of_n:
+            system = System(label=f"best-of-{n} over {self.baseline}", policy=self.baseline, n=n)
+            self.plays.append((system, "sampled", choose_best(sampled, n, group=group)))
+
+    def play_baseline_at(self, temperature: float) -> None:
+        """The start at its best temperature on dev, the honest baseline of a sharpening method."""
+        label = f"{self.baseline} (start) at T={temperature:g}, best on dev"
+        at_best = self.play_row(self.reference, self.samples, temperature)
+        self.plays.append((System(label=label, policy=self.baseline), "sampled", at_best))
+
+    def play_other(self, label: str, policy) -> None:
+        """Another policy sampled (with its KL to the start), greedy, and on the seen world."""
+        from training.evaluation.episodes import episode_kls
+        from training.policy.model_io import load_policy
+
+        model, own_tokenizer = load_policy(policy.model_dir, device=self.device)
+        if own_tokenizer.get_vocab() != self.tokenizer.get_vocab():
+            raise ArbiterError(
+                f"{policy} does not share {self.baseline}'s tokenizer, so its KL to it cannot be measured."
+            )
+        system = System(label=label, policy=policy)
+        sampled = self.play_row(model, self.samples, self.temperature)
+        flat = episode_kls(
+            [e for episodes in sampled.episodes for e in episodes],
+            model,
+            self.reference,
+            self.tokenizer,
+            temperature=self.temperature,
+        )
+        sampled.kls = [flat[i * self.samples : (i + 1) * self.samples] for i in range(len(self.tasks))]
+        self.plays.append((system, "sampled", sampled))
+        if self.greedy:
+            self.plays.append((system, "greedy", self.play_row(model, 1, 0.0)))
+        self.play_seen(system, model)
+
+    def play_seen(self, system: System, model, stage=None) -> None:
+        """The system on the seen world's held-out tasks, sampled and greedy, where asked."""
+        from training.evaluation.episodes import Played, play
+
+        if self.seen is None:
+            return
+        if stage is not None:
+            stage(
+                0,
+                f"Playing {system.policy} on {len(self.seen.tasks)} held-out tasks of {self.seen.name}, a world it trained on.",
+            )
+        for mode, n, t in (("seen_sampled", self.samples, self.temperature), ("seen_greedy", 1, 0.0)):
+            if mode == "seen_greedy" and not self.greedy:
+                continue
+            episodes = play(
+                model,
+                self.tokenizer,
+                self.seen.runner,
+                self.seen.tasks,
+                samples=n,
+                temperature=t,
+                seed=self.seed,
+                chat=self.chat,
+                limits=self.limits,
+            )
+            self.plays.append((system, mode, Played(episodes)))
 
 
 @transaction.atomic

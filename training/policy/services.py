@@ -70,18 +70,10 @@ def policy_train_default(
     """
     import torch
 
-    from training.policy.bc import (
-        NoDemonstrator,
-        demonstration_texts,
-        demonstrations,
-        dev_judge,
-        play_demonstrations,
-        train_bc,
-    )
+    from training.policy.bc import NoDemonstrator, demonstrations, play_demonstrations, train_bc
     from training.policy.bc_config import BCConfig, steps_for_data
-    from training.policy.chat import ChatFormat, ChatTemplateError
     from training.policy.layout import TOOL_PARSER
-    from training.policy.model_io import PolicyLoadError, build_model, load_policy, save_policy, train_tokenizer
+    from training.policy.model_io import save_policy
 
     target = target or default_policy_dir()
     existing = Policy.objects.filter(name=name, model_dir=str(target)).order_by("-created_at").first()
@@ -89,16 +81,7 @@ def policy_train_default(
         return existing
     torch.set_num_threads(max(1, torch.get_num_threads()))
     config = config or BCConfig()
-    base = None
-    if config.base_policy_id:
-        base = Policy.objects.filter(pk=config.base_policy_id).exclude(model_dir="").first()
-        if base is None:
-            raise ArbiterError(f"base_policy_id: no policy with id {config.base_policy_id} and a model directory.")
-        try:
-            model, tokenizer = load_policy(base.model_dir)
-            chat = ChatFormat.for_policy(tokenizer, base.model_dir)
-        except (PolicyLoadError, ChatTemplateError) as exc:
-            raise ArbiterError(f"base_policy_id: {base} cannot be cloned into: {exc}") from None
+    base, model, tokenizer, chat = _base_policy(config.base_policy_id)
     parser = chat.parser_name if base else TOOL_PARSER
 
     def make_env(seed: int):
@@ -109,13 +92,10 @@ def policy_train_default(
         played = play_demonstrations(env, config, parser=parser, make_env=make_env)
     except (UnknownEnvironment, NoDemonstrator) as exc:
         raise ArbiterError(str(exc)) from None
-    evaluation = env.tasks("eval")
     started = time.monotonic()
     if base is None:
         log(f"Training the tokenizer on {len(played)} demonstrations in {env.name} ...")
-        tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
-        chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
-        model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
+        model, tokenizer, chat = _new_policy(config, played)
     else:
         log(
             f"Cloning {len(played)} demonstrations in {env.name} into {base} ({type(model).__name__}, its own "
@@ -133,14 +113,7 @@ def policy_train_default(
     # Evaluation turns may be as long as the longest demonstrated turn, with room to spare (a chat
     # model's JSON calls are longer than the default policy's 48 tokens).
     max_action_tokens = max(MAX_ACTION_TOKENS, 2 * longest_turn)
-    judge, judged_on = None, ""
-    if config.dev_every and config.processes == 1:
-        judge, judged_on = dev_judge(
-            env, config, tokenizer, chat, make_env=make_env, max_action_tokens=max_action_tokens
-        )
-        log(f"Every {config.dev_every} steps the checkpoint is judged greedy on {judged_on}; the best is kept.")
-    elif config.dev_every:
-        log("With processes > 1 the last checkpoint is kept (no dev choice across processes).")
+    judge, judged_on = _checkpoint_judge(env, config, tokenizer, chat, make_env, max_action_tokens, log)
     result = train_bc(
         model, tokenizer, examples, config, progress=progress, metrics=metrics, should_stop=should_stop, judge=judge
     )
@@ -152,26 +125,11 @@ def policy_train_default(
         result["dev_judged_on"] = judged_on
     if should_stop and should_stop():
         raise PolicyTrainingStopped(f"stopped after {result['steps']} steps")
-    over_budget = bool(config.budget_seconds and result["seconds"] > config.budget_seconds)
-    if over_budget:
-        log(
-            f"WARNING: behaviour cloning took {result['seconds']:.0f} s, over its budget of "
-            f"{config.budget_seconds:.0f} s: this machine is slower or busier than the defaults assume. The policy "
-            f"is complete ({result['steps']} steps), not cut short."
-        )
-    elif config.max_seconds and result["steps"] < config.max_steps:
-        log(
-            f"WARNING: behaviour cloning stopped at max_seconds after {result['steps']} of {config.max_steps} steps; "
-            f"the policy is weaker than a full run."
-        )
+    over_budget = _warn_of_time(config, result, log)
+    evaluation = env.tasks("eval")
     log(f"Evaluating on {len(evaluation)} eval tasks (greedy and temperature 1) ...")
     figures = success_rates(
-        model,
-        tokenizer,
-        EpisodeRunner(env),
-        evaluation,
-        chat=chat,
-        max_action_tokens=max_action_tokens,
+        model, tokenizer, EpisodeRunner(env), evaluation, chat=chat, max_action_tokens=max_action_tokens
     )
     save_policy(model, tokenizer, target)
     report = {
@@ -185,13 +143,74 @@ def policy_train_default(
         "total_seconds": round(time.monotonic() - started, 1),
     }
     (target / "arbiter_policy.json").write_text(json.dumps(report, indent=2, default=str))
-    version = time.strftime("%Y%m%d-%H%M%S")
-    policy, _ = Policy.objects.update_or_create(
-        name=name,
-        version=version,
-        defaults={"model_dir": str(target), "metadata": report, "run": run, "parent": base},
-    )
-    return policy
+    defaults = {"model_dir": str(target), "metadata": report, "run": run, "parent": base}
+    return Policy.objects.update_or_create(name=name, version=time.strftime("%Y%m%d-%H%M%S"), defaults=defaults)[0]
+
+
+def _new_policy(config, played):
+    """(model, tokenizer, chat format) of the default architecture, built from nothing: a
+    tokenizer trained on the demonstrations' text."""
+    from training.policy.bc import demonstration_texts
+    from training.policy.chat import ChatFormat
+    from training.policy.layout import TOOL_PARSER
+    from training.policy.model_io import build_model, train_tokenizer
+
+    tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
+    chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
+    model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
+    return model, tokenizer, chat
+
+
+def _checkpoint_judge(env, config, tokenizer, chat, make_env, max_action_tokens, log):
+    """(judge, what it judges on) of behaviour cloning's checkpoint choice; (None, "") when
+    there is none (`dev_every` 0, or several processes)."""
+    from training.policy.bc import dev_judge
+
+    if config.dev_every and config.processes == 1:
+        judge, judged_on = dev_judge(
+            env, config, tokenizer, chat, make_env=make_env, max_action_tokens=max_action_tokens
+        )
+        log(f"Every {config.dev_every} steps the checkpoint is judged greedy on {judged_on}; the best is kept.")
+        return judge, judged_on
+    if config.dev_every:
+        log("With processes > 1 the last checkpoint is kept (no dev choice across processes).")
+    return None, ""
+
+
+def _base_policy(policy_id: int):
+    """(policy, model, tokenizer, chat format) of the registered policy behaviour cloning
+    clones into; four Nones for 0 (the default architecture, built from nothing)."""
+    from training.policy.chat import ChatFormat, ChatTemplateError
+    from training.policy.model_io import PolicyLoadError, load_policy
+
+    if not policy_id:
+        return None, None, None, None
+    base = Policy.objects.filter(pk=policy_id).exclude(model_dir="").first()
+    if base is None:
+        raise ArbiterError(f"base_policy_id: no policy with id {policy_id} and a model directory.")
+    try:
+        model, tokenizer = load_policy(base.model_dir)
+        return base, model, tokenizer, ChatFormat.for_policy(tokenizer, base.model_dir)
+    except (PolicyLoadError, ChatTemplateError) as exc:
+        raise ArbiterError(f"base_policy_id: {base} cannot be cloned into: {exc}") from None
+
+
+def _warn_of_time(config, result: dict, log) -> bool:
+    """Say loudly when training ran over its time budget, or was cut by `max_seconds`;
+    returns whether it ran over the budget."""
+    over_budget = bool(config.budget_seconds and result["seconds"] > config.budget_seconds)
+    if over_budget:
+        log(
+            f"WARNING: behaviour cloning took {result['seconds']:.0f} s, over its budget of "
+            f"{config.budget_seconds:.0f} s: this machine is slower or busier than the defaults assume. The policy "
+            f"is complete ({result['steps']} steps), not cut short."
+        )
+    elif config.max_seconds and result["steps"] < config.max_steps:
+        log(
+            f"WARNING: behaviour cloning stopped at max_seconds after {result['steps']} of {config.max_steps} steps; "
+            f"the policy is weaker than a full run."
+        )
+    return over_budget
 
 
 def _longest_run(mask: list[int]) -> int:
@@ -361,28 +380,9 @@ def policy_rollouts_store(
     )
     comparisons = answer_pairs = 0
     if campaign is not None:
-        natural = max(1, samples * (samples - 1) // 2 if pairing != "all_pairs" else samples)
-        task_ids = list(
-            Trajectory.objects.filter(pk__in=report.trajectory_ids).values_list("task_id", flat=True).distinct()
+        comparisons, answer_pairs = _pair_rollouts(
+            campaign, report.trajectory_ids, branch_ids, samples, pairing, answer_pairs_per_task, seed
         )
-        comparisons = comparisons_build(
-            campaign=campaign,
-            task_ids=task_ids,
-            trajectory_ids=report.trajectory_ids,
-            max_per_task=natural,
-            strategy=pairing,
-            seed=seed,
-        )
-        if branch_ids:  # pairs that made the same calls and answered differently, on top of the natural ones
-            answer_pairs = comparisons_build(
-                campaign=campaign,
-                task_ids=task_ids,
-                trajectory_ids=[*report.trajectory_ids, *branch_ids],
-                max_per_task=natural + answer_pairs_per_task,
-                strategy="same_calls_different_answer",
-                seed=seed,
-            )
-            comparisons += answer_pairs
     success = sum(e.outcome.correct for e in episodes) / len(episodes)
     return {
         "trajectories": report.created,
@@ -394,6 +394,32 @@ def policy_rollouts_store(
         "success": success,
         "environment": env.name,
     }
+
+
+def _pair_rollouts(campaign, trajectory_ids, branch_ids, samples, pairing, answer_pairs_per_task, seed):
+    """(comparisons, answer pairs among them) built in `campaign` from a rollout's trajectories:
+    the natural pairs by `pairing`, then pairs that made the same calls and answered differently."""
+    natural = max(1, samples * (samples - 1) // 2 if pairing != "all_pairs" else samples)
+    task_ids = list(Trajectory.objects.filter(pk__in=trajectory_ids).values_list("task_id", flat=True).distinct())
+    comparisons = comparisons_build(
+        campaign=campaign,
+        task_ids=task_ids,
+        trajectory_ids=trajectory_ids,
+        max_per_task=natural,
+        strategy=pairing,
+        seed=seed,
+    )
+    answer_pairs = 0
+    if branch_ids:  # on top of the natural ones
+        answer_pairs = comparisons_build(
+            campaign=campaign,
+            task_ids=task_ids,
+            trajectory_ids=[*trajectory_ids, *branch_ids],
+            max_per_task=natural + answer_pairs_per_task,
+            strategy="same_calls_different_answer",
+            seed=seed,
+        )
+    return comparisons + answer_pairs, answer_pairs
 
 
 def policy_episodes_store(*, episodes, policy: Policy, metadata: dict, each: list[dict] | None = None, run=None):

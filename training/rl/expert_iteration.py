@@ -100,91 +100,83 @@ def expert_iteration(
     fresh world each round); `runner` plays them (an EpisodeRunner or a function of the task).
     `scorer(episodes)` is needed for the reward-model selections. `anchor` are (ids, agent
     mask) examples of the policy's behaviour cloning."""
-    import torch
-
-    from training.policy.bc import train_bc
-    from training.policy.bc_config import BCConfig
-    from training.policy.chat import POLICY_FILE, ChatFormat
-    from training.policy.model_io import load_policy
-    from training.policy.rollout import RolloutConfig, rollout
-
-    callbacks = callbacks or RLCallbacks()
-    started = time.monotonic()
-    torch.set_num_threads(max(1, config.threads))
-    out = Path(out_dir)
-    start_dir = Path(resume_from) if resume_from else Path(policy_dir)
-    model, tokenizer = load_policy(start_dir)
-    chat = ChatFormat.for_policy(tokenizer, policy_dir)
-    state = {"round": 0, "evaluations": [], "best": None}
-    if resume_from:
-        state.update(json.loads((start_dir / STATE_FILE).read_text()))
-        callbacks.log(f"Resuming after round {state['round']} from {start_dir}.")
-    last_checkpoint = str(start_dir) if resume_from else None
-    rng = random.Random(config.seed)
-    for _ in range(state["round"]):  # the same draws after a resume
-        rng.random()
-
-    def evaluate(round_: int) -> dict:
-        figures = dev_figures(model, tokenizer, dev_runner, dev_tasks, config, seed=config.seed, chat=chat)
-        callbacks.metrics(
-            round_, {f"eval/dev_{k}": v for k, v in figures.items() if k in ("success", "greedy_success")}
-        )
-        callbacks.log(
-            f"Round {round_}: dev success {figures['success']:.1%} at T={config.eval_temperature:g}"
-            + (f", {figures['greedy_success']:.1%} greedy" if "greedy_success" in figures else "")
-            + f" ({figures['episodes']} episodes)."
-        )
-        return figures
-
-    def save(round_: int, entry: dict) -> None:
-        nonlocal last_checkpoint
-        path = out / "checkpoints" / f"round-{round_:03d}"
-        if path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True)
-        model.save_pretrained(path)
-        tokenizer.save_pretrained(path)
-        if (Path(policy_dir) / POLICY_FILE).exists():
-            shutil.copyfile(Path(policy_dir) / POLICY_FILE, path / POLICY_FILE)
-        state["evaluations"].append(entry)
-        best = state["best"]
-        if best is None or clearly_better(entry["dev"], best["dev"], config.best_margin):
-            state["best"] = {"round": round_, "path": str(path), "dev": entry["dev"]}
-        state["round"] = round_
-        (path / STATE_FILE).write_text(json.dumps(state, indent=2))
-        (path / "expert_iteration_config.json").write_text(json.dumps(asdict(config), indent=2, default=str))
-        last_checkpoint = str(path)
-        callbacks.checkpoint(round_, str(path))
-        callbacks.policy_saved(round_, str(path), entry["dev"])
-
-    def finish(reason: str, message: str) -> ExpertIterationResult:
-        callbacks.log(message)
-        return ExpertIterationResult(
-            rounds=state["round"],
-            stop_reason=reason,
-            message=message,
-            best=state["best"],
-            last_checkpoint=last_checkpoint,
-            evaluations=state["evaluations"],
-            seconds=round(time.monotonic() - started, 1),
-        )
-
+    rounds = _Rounds(
+        policy_dir=Path(policy_dir),
+        runner=runner,
+        dev_tasks=dev_tasks,
+        dev_runner=dev_runner,
+        config=config,
+        out=Path(out_dir),
+        scorer=scorer,
+        anchor=anchor,
+        callbacks=callbacks or RLCallbacks(),
+        resume_from=resume_from,
+    )
     if not resume_from:
-        model.eval()
-        save(0, {"round": 0, "dev": evaluate(0), "kept": 0, "tasks": 0})
-    for round_ in range(state["round"] + 1, config.rounds + 1):
-        if callbacks.should_stop():
-            return finish("cancelled", f"Cancelled after round {round_ - 1}.")
-        # 1. Sample.
-        candidates = tasks_for_round(round_)
-        round_rng = random.Random(rng.random())
+        rounds.judge_and_save(0, kept=0, tasks=0)
+    for round_ in range(rounds.state["round"] + 1, config.rounds + 1):
+        if rounds.callbacks.should_stop():
+            return rounds.finish("cancelled", f"Cancelled after round {round_ - 1}.")
+        tasks, episodes, round_rng = rounds.sample(round_, tasks_for_round(round_))  # 1. sample
+        kept = favourites(  # 2. select
+            episodes,
+            config.samples,
+            config.selection,
+            scorer(episodes) if config.selection != "rubric" else None,
+            config.keep_top,
+        )
+        steps, anchors = rounds.fine_tune(round_, kept, round_rng)  # 3. fine-tune on the sampled ids, with anchors
+        if rounds.callbacks.should_stop():  # a round cut short is no round: the last whole one stays
+            return rounds.finish(
+                "cancelled", f"Cancelled during round {round_}; round {round_ - 1} is the last one kept."
+            )
+        world = rounds.report(round_, tasks, episodes, kept, steps, anchors)
+        rounds.judge_and_save(round_, kept=len(kept), tasks=len(tasks), world=world)  # 4. judge and checkpoint
+        rounds.callbacks.progress(round_ / config.rounds, f"round {round_} of {config.rounds}")
+    return rounds.finish("finished", f"Finished {config.rounds} rounds in {time.monotonic() - rounds.started:.0f} s.")
+
+
+class _Rounds:
+    """The moving parts of an expert-iteration run, each step of `expert_iteration`'s loop a
+    method: the policy, the state a resume reads back, the draws of tasks."""
+
+    def __init__(
+        self, *, policy_dir, runner, dev_tasks, dev_runner, config, out, scorer, anchor, callbacks, resume_from
+    ):
+        import torch
+
+        from training.policy.chat import ChatFormat
+        from training.policy.model_io import load_policy
+
+        self.policy_dir, self.runner, self.dev_tasks, self.dev_runner = policy_dir, runner, dev_tasks, dev_runner
+        self.config, self.out, self.scorer, self.anchor, self.callbacks = config, out, scorer, anchor, callbacks
+        self.started = time.monotonic()
+        torch.set_num_threads(max(1, config.threads))
+        start_dir = Path(resume_from) if resume_from else policy_dir
+        self.model, self.tokenizer = load_policy(start_dir)
+        self.chat = ChatFormat.for_policy(self.tokenizer, policy_dir)
+        self.state = {"round": 0, "evaluations": [], "best": None}
+        if resume_from:
+            self.state.update(json.loads((start_dir / STATE_FILE).read_text()))
+            callbacks.log(f"Resuming after round {self.state['round']} from {start_dir}.")
+        self.last_checkpoint = str(start_dir) if resume_from else None
+        self.rng = random.Random(config.seed)
+        for _ in range(self.state["round"]):  # the same draws after a resume
+            self.rng.random()
+
+    def sample(self, round_: int, candidates: list) -> tuple[list, list, random.Random]:
+        """The round's tasks, `samples` episodes of each, and the round's own random draws."""
+        from training.policy.rollout import RolloutConfig, rollout
+
+        config = self.config
+        round_rng = random.Random(self.rng.random())
         tasks = round_rng.sample(candidates, min(config.tasks_per_round, len(candidates)))
         repeated = [t for t in tasks for _ in range(config.samples)]
-        model.eval()
+        self.model.eval()
         episodes = rollout(
-            model,
-            tokenizer,
-            runner,
+            self.model,
+            self.tokenizer,
+            self.runner,
             repeated,
             RolloutConfig(
                 temperature=config.temperature,
@@ -194,23 +186,26 @@ def expert_iteration(
                 threads=config.threads,
             ),
             seeds=[config.seed * 1_000_003 + round_ * 100_003 + i for i in range(len(repeated))],
-            chat=chat,
+            chat=self.chat,
         )
-        callbacks.progress((round_ - 0.6) / config.rounds, f"round {round_}: sampled {len(episodes)} episodes")
-        # 2. Select.
-        scores = scorer(episodes) if config.selection != "rubric" else None
-        kept = favourites(episodes, config.samples, config.selection, scores, config.keep_top)
-        sampled_success = sum(e.outcome.correct for e in episodes) / max(1, len(episodes))
-        kept_right = sum(e.outcome.correct for e in kept) / max(1, len(kept))
-        # 3. Fine-tune on the sampled ids, with anchors.
+        self.callbacks.progress((round_ - 0.6) / config.rounds, f"round {round_}: sampled {len(episodes)} episodes")
+        return tasks, episodes, round_rng
+
+    def fine_tune(self, round_: int, kept: list, round_rng: random.Random) -> tuple[int, int]:
+        """The behaviour-cloning loss on the kept episodes' sampled ids and the anchors drawn
+        for them; returns (steps, anchors)."""
+        from training.policy.bc import train_bc
+        from training.policy.bc_config import BCConfig
+
+        config = self.config
         examples = [(list(e.ids), list(e.agent_mask)) for e in kept]
-        if anchor and config.anchor_mix:
-            examples += round_rng.sample(anchor, min(len(anchor), round(config.anchor_mix * len(kept))))
+        if self.anchor and config.anchor_mix:
+            examples += round_rng.sample(self.anchor, min(len(self.anchor), round(config.anchor_mix * len(kept))))
         steps = max(1, round(config.epochs * len(examples) / config.batch_size)) if kept else 0
         if steps:
             train_bc(
-                model,
-                tokenizer,
+                self.model,
+                self.tokenizer,
                 examples,
                 BCConfig(
                     learning_rate=config.learning_rate,
@@ -223,28 +218,85 @@ def expert_iteration(
                     threads=config.threads,
                     seed=config.seed + round_,
                 ),
-                should_stop=callbacks.should_stop,
+                should_stop=self.callbacks.should_stop,
             )
-        if callbacks.should_stop():  # a round cut short is no round: the last whole one stays
-            return finish("cancelled", f"Cancelled during round {round_}; round {round_ - 1} is the last one kept.")
-        world = getattr(getattr(runner(tasks[0]) if callable(runner) else runner, "env", None), "seed", None)
-        figures = {
-            "round/sampled_success": sampled_success,
-            "round/kept": len(kept),
-            "round/kept_right": kept_right,
-            "round/steps": steps,
-        }
-        callbacks.metrics(round_, figures)
-        callbacks.log(
+        return steps, len(examples) - len(kept)
+
+    def report(self, round_: int, tasks: list, episodes: list, kept: list, steps: int, anchors: int):
+        """The round's figures to the callbacks; returns the seed of the world it sampled in."""
+        runner = self.runner(tasks[0]) if callable(self.runner) else self.runner
+        world = getattr(getattr(runner, "env", None), "seed", None)
+        sampled_success = sum(e.outcome.correct for e in episodes) / max(1, len(episodes))
+        kept_right = sum(e.outcome.correct for e in kept) / max(1, len(kept))
+        self.callbacks.metrics(
+            round_,
+            {
+                "round/sampled_success": sampled_success,
+                "round/kept": len(kept),
+                "round/kept_right": kept_right,
+                "round/steps": steps,
+            },
+        )
+        self.callbacks.log(
             f"Round {round_}: {len(tasks)} tasks{f' of world {world}' if world is not None else ''}, "
             f"{sampled_success:.1%} of {len(episodes)} samples right; kept {len(kept)} "
-            f"({kept_right:.1%} right), {steps} steps on them and {len(examples) - len(kept)} anchors."
+            f"({kept_right:.1%} right), {steps} steps on them and {anchors} anchors."
         )
-        # 4. Judge and checkpoint.
-        model.eval()
-        save(round_, {"round": round_, "dev": evaluate(round_), "kept": len(kept), "tasks": len(tasks), "world": world})
-        callbacks.progress(round_ / config.rounds, f"round {round_} of {config.rounds}")
-    return finish("finished", f"Finished {config.rounds} rounds in {time.monotonic() - started:.0f} s.")
+        return world
+
+    def judge_and_save(self, round_: int, **entry) -> None:
+        self.model.eval()
+        self.save(round_, {"round": round_, "dev": self.evaluate(round_), **entry})
+
+    def evaluate(self, round_: int) -> dict:
+        config = self.config
+        figures = dev_figures(
+            self.model, self.tokenizer, self.dev_runner, self.dev_tasks, config, seed=config.seed, chat=self.chat
+        )
+        self.callbacks.metrics(
+            round_, {f"eval/dev_{k}": v for k, v in figures.items() if k in ("success", "greedy_success")}
+        )
+        self.callbacks.log(
+            f"Round {round_}: dev success {figures['success']:.1%} at T={config.eval_temperature:g}"
+            + (f", {figures['greedy_success']:.1%} greedy" if "greedy_success" in figures else "")
+            + f" ({figures['episodes']} episodes)."
+        )
+        return figures
+
+    def save(self, round_: int, entry: dict) -> None:
+        from training.policy.chat import POLICY_FILE
+
+        state = self.state
+        path = self.out / "checkpoints" / f"round-{round_:03d}"
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        if (self.policy_dir / POLICY_FILE).exists():
+            shutil.copyfile(self.policy_dir / POLICY_FILE, path / POLICY_FILE)
+        state["evaluations"].append(entry)
+        best = state["best"]
+        if best is None or clearly_better(entry["dev"], best["dev"], self.config.best_margin):
+            state["best"] = {"round": round_, "path": str(path), "dev": entry["dev"]}
+        state["round"] = round_
+        (path / STATE_FILE).write_text(json.dumps(state, indent=2))
+        (path / "expert_iteration_config.json").write_text(json.dumps(asdict(self.config), indent=2, default=str))
+        self.last_checkpoint = str(path)
+        self.callbacks.checkpoint(round_, str(path))
+        self.callbacks.policy_saved(round_, str(path), entry["dev"])
+
+    def finish(self, reason: str, message: str) -> ExpertIterationResult:
+        self.callbacks.log(message)
+        return ExpertIterationResult(
+            rounds=self.state["round"],
+            stop_reason=reason,
+            message=message,
+            best=self.state["best"],
+            last_checkpoint=self.last_checkpoint,
+            evaluations=self.state["evaluations"],
+            seconds=round(time.monotonic() - self.started, 1),
+        )
 
 
 def cli_inputs(environment: str, selection: str, reward_model: str, fresh_worlds: bool, dev_tasks: int, policy: str):
