@@ -256,7 +256,7 @@ class SubmittedJudgement(JudgementOutput):
 
     @extend_schema_field(JudgeVoteShown(allow_null=True))
     def get_judge_vote(self, judgement) -> dict | None:
-        from annotate.services.judges import judge_vote_after_submit
+        from annotate.judges.votes import judge_vote_after_submit
 
         return judge_vote_after_submit(judgement=judgement)
 

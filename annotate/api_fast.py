@@ -25,9 +25,9 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from annotate import api
 from annotate.judgement_input import judgement_parse
+from annotate.judges.votes import judge_vote_after_submit
 from annotate.selectors import assignment_screen_payload
 from annotate.services.assignments import assignment_next, campaign_for_labeling, judgement_submit
-from annotate.services.judges import judge_vote_after_submit
 from core import json_input
 from core.ids import parse_id
 from webapp.api_errors import error_body, error_items

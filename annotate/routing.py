@@ -10,7 +10,7 @@ think before people do. People are worth most where the judges cannot settle it:
 
 A comparison no judge has voted on gets 0.5 (as unsure as a coin), so it comes after the
 disputed and unsure ones and before those every judge agrees on with confidence. The same
-function orders a campaign's queue (`annotate/services/judges.py`) and the simulation that
+function orders a campaign's queue (`annotate/judges/votes.py`) and the simulation that
 measures what the ordering saves (`benchmarks/judge_routing.py`).
 """
 

@@ -281,8 +281,8 @@ def _screen_row(assignment_id: int) -> dict:
     if connection.vendor != "postgresql":
         from django.db.models import OuterRef, Subquery
 
+        from annotate.judges.votes import prefill_sure_q
         from annotate.models import JudgeVote
-        from annotate.services.judges import prefill_sure_q
 
         shown = (
             JudgeVote.objects.filter(

@@ -13,7 +13,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm, correction_body
-from annotate.judge_quality import campaign_judge_panels
+from annotate.judges.quality import campaign_judge_panels
+from annotate.judges.votes import ORDERINGS, campaign_order
 from annotate.models import Assignment, Campaign, Comparison, Correction, ImportBatch, Judgement
 from annotate.quality import campaign_quality, comparisons_in_disagreement
 from annotate.selectors import (
@@ -32,7 +33,6 @@ from annotate.services.assignments import (
 from annotate.services.campaigns import dimensions_of
 from annotate.services.corrections import MAX_BODY_BYTES, correction_submit, replay_state, replay_words
 from annotate.services.imports import import_upload_create
-from annotate.services.judges import ORDERINGS, campaign_order
 from annotate.trajectory_view import pair_view
 from annotate.workbench import after_vote_words, judge_after_submit, workbench_context
 from webapp.access import role_required

@@ -5,11 +5,11 @@ from __future__ import annotations
 from django.utils import timezone
 
 from annotate.judgement_input import SCREEN_SCALE
+from annotate.judges.votes import judge_vote_after_submit, judge_vote_shown, judge_vote_sure
 from annotate.models import Assignment, Campaign, Comparison, JudgeMode
 from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
 from annotate.services.corrections import CORRECTABLE_KINDS, tool_names
-from annotate.services.judges import judge_vote_after_submit, judge_vote_shown, judge_vote_sure
 from annotate.services.labeling_sql import PREFILL_CONFIDENCE
 from annotate.trajectory_view import Align, pair_view, setup_views
 
@@ -176,6 +176,6 @@ def workbench_context(
                     "text": _words(choice),
                     "confidence": confidence,
                     "prefilled": sure,
-                    "threshold": PREFILL_CONFIDENCE,  # the rule: annotate/services/judges.py
+                    "threshold": PREFILL_CONFIDENCE,  # the rule: annotate/judges/votes.py
                 }
     return context

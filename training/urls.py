@@ -1,7 +1,7 @@
 from django.urls import path
 
+from training.judges import pages as judge_views
 from training.web import dashboards as evaluation_views
-from training.web import judges as judge_views
 from training.web import policies as views
 
 app_name = "training"

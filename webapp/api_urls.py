@@ -8,7 +8,8 @@ from annotate import api_fast
 from annotate.campaigns import api as campaign_api
 from annotate.corrections import api as correction_api
 from annotate.datasets import api as dataset_api
-from training.web import evaluation_api, judges_api
+from training.judges import api as judges_api
+from training.web import evaluation_api
 from webapp.api import TokenListCreateApi, TokenRevokeApi, WhoAmIApi
 from webapp.runs import api as run_api
 

@@ -82,7 +82,7 @@ LEASE_OR_TAKE_GOLD = _LEASE_OR_TAKE.format(slot_rule="")
 LEASE_FIELDS = ("id", "comparison_id", "left_is_a", "leased_until", "shown_at", "created_at")
 
 # A judge's vote is filled in for people only this sure (max(P, 1 - P) of a reward-model
-# judge; a chat judge gives no probability and is always sure): annotate/services/judges.py.
+# judge; a chat judge gives no probability and is always sure): annotate/judges/votes.py.
 PREFILL_CONFIDENCE = 0.7
 PREFILL_SURE_SQL = (
     "(v.probability_a IS NULL OR v.probability_a >= %(prefill_sure)s OR v.probability_a <= 1 - %(prefill_sure)s)"
@@ -136,7 +136,7 @@ INSERT INTO annotate_judgement
      first_wrong_step_a, first_wrong_step_b, rationale, seconds, synthetic, judge_suggestion)
 SELECT %(now)s, %(now)s, finished.comparison_id, %(annotator)s, finished.id, %(choice)s, %(both_bad)s,
        %(ratings)s::jsonb, %(first_wrong_step_a)s, %(first_wrong_step_b)s, %(rationale)s, %(seconds)s, %(synthetic)s,
-       -- What a prefilled form showed: the campaign's judge's vote on this comparison (annotate/services/judges.py).
+       -- What a prefilled form showed: the campaign's judge's vote on this comparison (annotate/judges/votes.py).
        (SELECT v.choice FROM annotate_judgevote v
         JOIN annotate_comparison jc ON jc.id = v.comparison_id
         JOIN annotate_campaign jp ON jp.id = jc.campaign_id
@@ -147,6 +147,6 @@ RETURNING id
 """
 
 # The judge's vote shows (and is recorded as shown) only where it is sure enough: the one rule,
-# annotate/services/judges.py (pass `prefill_sure`: PREFILL_CONFIDENCE).
+# annotate/judges/votes.py (pass `prefill_sure`: PREFILL_CONFIDENCE).
 SCREEN = SCREEN_TEMPLATE.format(sure=PREFILL_SURE_SQL)
 SUBMIT_WRITE = SUBMIT_WRITE_TEMPLATE.format(sure=PREFILL_SURE_SQL)

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from annotate.judge_agreement import (
+from annotate.judges.agreement import (
     ComparisonVotes,
     Interval,
     cohen_kappa,

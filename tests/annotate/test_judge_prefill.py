@@ -6,8 +6,8 @@ labeling cycle's SQL alike); after the submit, "as you did" only for the same si
 import pytest
 from django.db import connection
 
+from annotate.judges.votes import VoteIn, judge_votes_store
 from annotate.models import Comparison, Judge, Judgement
-from annotate.services.judges import VoteIn, judge_votes_store
 from tests.conftest import token_client
 from tests.training.judge_fixtures import rubric_campaign
 

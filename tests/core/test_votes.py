@@ -34,7 +34,7 @@ def test_sides_of_the_scale():
 
 
 def test_every_place_takes_the_same_label():
-    from annotate.judge_agreement import ComparisonVotes, judge_agreement
+    from annotate.judges.agreement import ComparisonVotes, judge_agreement
     from annotate.preferences import aggregate
 
     assert aggregate(A_A_TIE_TIE, "majority").preferred == "A"

@@ -3,8 +3,8 @@ each kind, and a judge run executed in this process as a worker executes it."""
 
 from __future__ import annotations
 
+from annotate.judges.votes import VoteIn, judge_votes_store
 from annotate.models import Comparison, Judge
-from annotate.services.judges import VoteIn, judge_votes_store
 from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory
 from webapp.runs.services import run_execute, run_launch
 

@@ -12,10 +12,10 @@ from django.conf import settings
 
 from annotate.exports import dataset_card, iter_rows
 from annotate.judgement_input import Verdict
+from annotate.judges.votes import campaign_order
 from annotate.models import Comparison, Judge, Judgement, JudgeVote, SnapshotPair
 from annotate.services.assignments import assignment_next, judgement_submit
 from annotate.services.datasets import SnapshotFilters, snapshot_create
-from annotate.services.judges import campaign_order
 from rewardmodel.models import RewardModel
 from tests.conftest import token_client
 from tests.factories import UserFactory

@@ -4,7 +4,7 @@ judge run over a campaign (the `judge` run kind executes `judge_run_execute`).
 A run asks the judge about every comparison of the campaign it has not answered yet (so a
 resumed or repeated run fills in only what is missing), plus probes on a seeded share of
 them: the sides swapped (position bias) and the same question again (self-consistency).
-Each answer is stored as soon as it comes (annotate/services/judges.py), each chat request
+Each answer is stored as soon as it comes (annotate/judges/votes.py), each chat request
 as an audit record, so a cancel, a crash or the cost cap loses nothing already paid for.
 """
 
@@ -21,9 +21,9 @@ from django.db import transaction
 from django.db.models import Sum
 
 from annotate.judgement_input import JudgementInputError, judgement_parse, verdict_in_ab_terms
+from annotate.judges.votes import VoteIn, campaign_order, judge_votes_store
 from annotate.models import Campaign, Comparison, Judge, JudgeCall, JudgeVote
 from annotate.services.campaigns import dimensions_of
-from annotate.services.judges import VoteIn, campaign_order, judge_votes_store
 from training.judges.addresses import AddressRefused, endpoint, vetted_addresses
 from training.judges.chat import ChatAnswer, ChatJudgeClient, ChatJudgeSettings
 from training.judges.prompt import answer_body, judge_messages, verdict_schema

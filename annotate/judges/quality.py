@@ -1,5 +1,5 @@
 """Reads for the judges' panel of a campaign's quality page and its API: each judge against
-people (annotate/judge_agreement.py computes the figures; this module reads the rows).
+people (annotate/judges/agreement.py computes the figures; this module reads the rows).
 
 People are every annotator's judgements on the campaign's non-gold comparisons (simulated
 annotators too, flagged on the page as the quality page does); a judge's answers are its
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
-from annotate.judge_agreement import (
+from annotate.judges.agreement import (
     ComparisonVotes,
     dimensions_in,
     judge_agreement,

@@ -17,9 +17,9 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.judge_quality import campaign_judge_panels
+from annotate.judges.quality import campaign_judge_panels
+from annotate.judges.votes import ORDERINGS, campaign_order
 from annotate.models import Campaign, Judge, JudgeCall, JudgeVote
-from annotate.services.judges import ORDERINGS, campaign_order
 from training.judges.services import judge_create, judge_delete, judge_key_source, judge_update
 from webapp.access import api_role
 from webapp.api_input import IdField, StrictJSONParser, WholeNumberField, id_parameter, query_id
