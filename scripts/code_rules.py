@@ -8,6 +8,11 @@ they were found (issues 45 and 46); `make lint` runs them, and so does the suite
 - `serializers.IntegerField(`: DRF's reads `true` as 1, "٣" as 3 and " 7" or "1.0" as numbers.
   The API's integer fields are `webapp.api_input.WholeNumberField` (or `IdField`, `Int32Field`),
   which read by `core.ids`.
+- A collective of torch.distributed (`all_reduce`, `all_gather`, `broadcast`, ...) or
+  `DistributedDataParallel` outside core/ranks.py: data-parallel training was written three
+  ways; the training loops share one mechanism, `core.ranks.Ranks` (the reward model's is
+  TRL's, inside its trainer).
+- A function of the apps over 100 lines: split it into steps with names (issue 46).
 
     python scripts/code_rules.py     # prints each place and exits 1 if there is one
 """
@@ -23,6 +28,12 @@ APP_FOLDERS = ("core", "annotate", "webapp", "rewardmodel", "training", "benchma
 BARE_ISDIGIT = re.compile(r"\.isdigit\(\)")
 DRF_INTEGER = re.compile(r"serializers\.IntegerField\(")
 WHOLE_NUMBER_HOME = Path("webapp/api_input.py")
+COLLECTIVE = re.compile(
+    r"\b(all_reduce|all_gather(_object)?|reduce_scatter|broadcast(_object_list)?|DistributedDataParallel)\b"
+)
+RANKS_HOME = Path("core/ranks.py")
+APPS = ("core", "annotate", "webapp", "rewardmodel", "training")
+LONGEST_FUNCTION = 100
 
 
 def python_files():
@@ -42,13 +53,35 @@ def drf_integer_fields(source: str) -> list[int]:
     return [n for n, line in enumerate(source.splitlines(), 1) if DRF_INTEGER.search(line)]
 
 
+def collectives(source: str) -> list[int]:
+    """Lines that name a torch.distributed collective or DistributedDataParallel."""
+    return [n for n, line in enumerate(source.splitlines(), 1) if COLLECTIVE.search(line)]
+
+
+def long_functions(source: str) -> list[int]:
+    """The first lines of functions over LONGEST_FUNCTION lines (docstring and decorators' lines
+    not counted before `def`)."""
+    import ast
+
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > LONGEST_FUNCTION
+    ]
+
+
 RULES = {
     "str.isdigit() is true for '²' and '٣', which int() refuses: use s.isascii() and s.isdigit(), "
     "or core.ids.parse_id / parse_index": bare_isdigit,
     "DRF's IntegerField reads true as 1 and '٣' as 3: use webapp.api_input.WholeNumberField, "
     "IdField or Int32Field": drf_integer_fields,
+    "a data-parallel collective outside core/ranks.py: use core.ranks.Ranks (total, any, gather, "
+    "sum_gradients), the one mechanism of the training loops": collectives,
+    f"a function over {LONGEST_FUNCTION} lines: split it into named steps": long_functions,
 }
-EXEMPT = {drf_integer_fields: {WHOLE_NUMBER_HOME}}
+EXEMPT = {drf_integer_fields: {WHOLE_NUMBER_HOME}, collectives: {RANKS_HOME}}
+ONLY_IN = {long_functions: APPS}  # benchmarks' and scripts' `main`s read top to bottom
 
 
 def broken_rules() -> dict[str, dict[str, list[int]]]:
@@ -60,7 +93,7 @@ def broken_rules() -> dict[str, dict[str, list[int]]]:
             continue
         source = path.read_text(encoding="utf-8")
         for rule, check in RULES.items():
-            if relative in EXEMPT.get(check, ()):
+            if relative in EXEMPT.get(check, ()) or relative.parts[0] not in ONLY_IN.get(check, APP_FOLDERS):
                 continue
             if lines := check(source):
                 found.setdefault(rule, {})[str(relative)] = lines

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.code_rules import bare_isdigit, broken_rules, drf_integer_fields
+from scripts.code_rules import bare_isdigit, broken_rules, collectives, drf_integer_fields, long_functions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,6 +16,12 @@ def test_the_rules_find_what_they_are_about():
     assert "²".isdigit() and not "²".isascii()  # why the rule exists
     assert drf_integer_fields("    n = serializers.IntegerField(min_value=1)") == [1]
     assert drf_integer_fields("    n = WholeNumberField(min_value=1)") == []
+    assert collectives("        dist.all_reduce(tensor)") == [1]
+    assert collectives("model = DistributedDataParallel(model)") == [1]
+    assert collectives("        ranks.sum_gradients(parameters)") == []
+    body = "\n".join(f"    x{n} = {n}" for n in range(99))
+    assert long_functions(f"def short():\n{body}\n") == []  # 100 lines
+    assert long_functions(f"def long():\n{body}\n    x = 0\n") == [1]  # 101 lines
 
 
 def test_no_code_breaks_a_rule():

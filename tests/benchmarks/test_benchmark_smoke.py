@@ -167,6 +167,14 @@ def test_bc_policy_clones_and_evaluates_a_tiny_policy(bench, tmp_path):
     assert (tmp_path / "bc" / "config.json").exists()
 
 
+def test_bc_parallel_trains_in_one_process_and_in_two(bench):
+    tiny = "extra_worlds=0 hidden=32 layers=1 heads=2 vocab_size=300 warmup_steps=1 batch_size=4"
+    out = bench("benchmarks/bc_parallel.py", "--steps", "3", "--repeats", "1", "--set", *tiny.split(), timeout=300)
+    assert [r[0] for r in _table_rows(out)] == ["1 (2 threads)", "2 (1 thread each, gloo)"]
+    gap = re.search(r"^RESULT largest weight difference (\S+), end-loss difference (\S+)$", out, re.MULTILINE)
+    assert gap and float(gap[1]) < 1e-3 and float(gap[2]) < 1e-3
+
+
 def test_rl_compare_trains_a_variant_and_evaluates_it(bench, policy_dir):
     tiny = (
         "iterations=1 episodes_per_iteration=4 minibatch_size=4 epochs=1 eval_every=1 eval_samples=1 "

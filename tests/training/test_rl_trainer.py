@@ -15,8 +15,9 @@ from training.envs.registry import get_environment
 from training.policy.model_io import load_policy
 from training.policy.rollout import RolloutConfig, rollout
 from training.rl.config import RLConfig
+from training.rl.episode_tensors import episode_batch, forward_agent_tokens, token_logprobs
 from training.rl.ppo_math import policy_loss, value_loss
-from training.rl.trainer import RLCallbacks, episode_batch, forward_agent_tokens, token_logprobs, train_rl
+from training.rl.trainer import RLCallbacks, train_rl
 
 # No tool-error shaping: an untrained policy's turns are mostly errors, and these tests read the scorer's own score.
 FAST = dict(
@@ -216,7 +217,7 @@ def test_cancel_stops_within_an_iteration_and_resume_continues_to_the_same_end(p
 
 def test_dev_evaluations_keep_the_best_checkpoint_and_flag_over_optimization(policy_dir, world, tmp_path):
     """Scores that rise while dev success falls: the flag goes up and the best stays early."""
-    from training.rl.trainer import flag_overoptimization
+    from training.rl.watch import flag_overoptimization
 
     config = RLConfig()
     state = {"best": None, "evaluations": []}
@@ -305,7 +306,7 @@ def test_resuming_from_the_first_checkpoint_does_not_evaluate_it_again(policy_di
 
 
 def test_a_checkpoint_replaces_the_best_only_on_signal_not_on_one_lucky_episode():
-    from training.rl.trainer import clearly_better
+    from training.rl.watch import clearly_better
 
     start = {"success": 4 / 90, "episodes": 90}
     assert not clearly_better(
@@ -419,7 +420,7 @@ def test_the_value_warm_up_trains_the_critic_and_leaves_the_policy_where_it_was(
 
 
 def test_a_dev_success_far_below_the_start_stops_the_run_and_says_why():
-    from training.rl.trainer import collapse
+    from training.rl.watch import collapse
 
     def entry(iteration, success, greedy, n=120):
         return {

@@ -80,7 +80,7 @@ def episode_kls(
     """log pi - log pi_ref summed over each episode's agent tokens, both at the sampling temperature."""
     import torch
 
-    from training.rl.trainer import episode_batch, forward_agent_tokens, token_logprobs
+    from training.rl.episode_tensors import episode_batch, forward_agent_tokens, token_logprobs
 
     device = next(model.parameters()).device
     kls = []

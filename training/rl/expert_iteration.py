@@ -33,7 +33,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from training.rl.config import ExpertIterationConfig
-from training.rl.trainer import RLCallbacks, clearly_better, dev_figures
+from training.rl.dev import dev_figures
+from training.rl.trainer import RLCallbacks
+from training.rl.watch import clearly_better
 
 STATE_FILE = "expert_iteration_state.json"
 

@@ -50,13 +50,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from core.callbacks import Callbacks, nothing
-from core.intervals import bootstrap
 from core.ranks import Ranks
 from training.envs.base import INVALID_TOOL
-from training.evaluation.metrics import GREEDY_SUCCESS, episode_figures, mean_of_figures
+from training.evaluation.metrics import episode_figures, mean_of_figures
 from training.policy.chat import POLICY_FILE
 from training.rl.config import RLConfig
+from training.rl.dev import EvaluationCancelled, dev_figures
+from training.rl.episode_tensors import EpisodeBatch, episode_batch, forward_agent_tokens, token_logprobs
 from training.rl.scorers import Scorer
+from training.rl.watch import clearly_better, collapse, flag_overoptimization, warn_collapse
 
 STATE_FILE = "ppo_state.json"
 VALUE_HEAD_FILE = "value_head.pt"
@@ -99,76 +101,6 @@ class RLResult:
     @property
     def diverged(self) -> bool:
         return self.stop_reason == "diverged"
-
-
-# --- Tensors of a batch of episodes -------------------------------------------------------
-
-
-@dataclass
-class EpisodeBatch:
-    """Episodes as right-padded tensors, plus the agent tokens in a compact (rows, A) layout.
-
-    `positions[r, a]` is where row r's a-th agent token sits in `ids`; the state that
-    produced it is the hidden state one position earlier. Every PPO quantity (log-probs,
-    values, rewards, advantages) lives in the compact layout, masked by `mask`.
-    """
-
-    ids: object  # (rows, L) token ids, right padded
-    attention: object  # (rows, L)
-    positions: object  # (rows, A) indices into ids of the agent tokens (0 where masked)
-    mask: object  # (rows, A) 1 on real agent tokens
-    tokens: object  # (rows, A) the agent token ids
-
-    def rows(self, index) -> EpisodeBatch:
-        return EpisodeBatch(
-            self.ids[index], self.attention[index], self.positions[index], self.mask[index], self.tokens[index]
-        )
-
-
-def episode_batch(episodes, pad_id: int, device) -> EpisodeBatch:
-    import torch
-
-    longest = max(len(e.ids) for e in episodes)
-    most = max(1, max(e.agent_tokens for e in episodes))
-    ids = torch.full((len(episodes), longest), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(episodes), longest), dtype=torch.long)
-    positions = torch.zeros((len(episodes), most), dtype=torch.long)
-    mask = torch.zeros((len(episodes), most))
-    for row, e in enumerate(episodes):
-        ids[row, : len(e.ids)] = torch.tensor(e.ids)
-        attention[row, : len(e.ids)] = 1
-        where = [t for t, m in enumerate(e.agent_mask) if m]
-        positions[row, : len(where)] = torch.tensor(where, dtype=torch.long)
-        mask[row, : len(where)] = 1
-    tokens = ids.gather(1, positions)
-    return EpisodeBatch(ids.to(device), attention.to(device), positions.to(device), mask.to(device), tokens.to(device))
-
-
-def forward_agent_tokens(model, value_head, batch: EpisodeBatch, temperature: float, *, detach_values: bool = False):
-    """(logits, values) at the agent tokens: each from the hidden state one position before.
-
-    The trunk runs once over the whole episodes; the output layer and the value head run
-    only at the agent tokens' positions, which saves most of the output layer's cost.
-    `detach_values`: the value loss reaches the value head only (the value warm-up).
-    """
-    import torch
-
-    hidden = model.base_model(input_ids=batch.ids, attention_mask=batch.attention).last_hidden_state
-    before = (batch.positions - 1).clamp(min=0)
-    states = hidden.gather(1, before[..., None].expand(-1, -1, hidden.size(-1)))
-    logits = model.get_output_embeddings()(states).float()
-    if temperature > 0:
-        logits = logits / temperature
-    if value_head is None:
-        return logits, torch.zeros_like(batch.mask)
-    values = value_head(states.detach() if detach_values else states).squeeze(-1).float()
-    return logits, values
-
-
-def token_logprobs(logits, tokens):
-    import torch
-
-    return torch.log_softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
 
 
 # --- The loop -----------------------------------------------------------------------------
@@ -726,179 +658,6 @@ def _minibatches(n: int, size: int, generator):
 def invalid_actions(episode) -> int:
     """Turns that were no tool call at all (recorded as the tool "invalid"), for the optional shaping term."""
     return sum(1 for step in episode.steps if step.get("kind") == "action" and step.get("tool") == INVALID_TOOL)
-
-
-class EvaluationCancelled(Exception):
-    """A cancel asked for while the dev tasks were being played (honoured between rollout chunks)."""
-
-
-def dev_figures(
-    model, tokenizer, runner, tasks, config: RLConfig, *, seed: int, chat=None, ranks=None, should_stop=None
-) -> dict:
-    """Rubric figures of the policy on the dev tasks (training/evaluation/metrics.py),
-    `eval_samples` episodes per task; in a data-parallel run each process plays its share."""
-    from training.policy.rollout import RolloutConfig, rollout
-
-    ranks = ranks or Ranks()
-
-    def check(_fraction: float) -> None:  # one process only: ranks must all play every chunk
-        if should_stop is not None and not ranks.on and should_stop():
-            raise EvaluationCancelled()
-
-    def play(temperature: float, samples: int) -> list[tuple[str, dict]]:
-        """(task id, figures) of each episode, every process's, in task order."""
-        repeated = [t for t in tasks for _ in range(samples)]
-        mine = ranks.mine(len(repeated))
-        episodes = rollout(
-            model,
-            tokenizer,
-            runner,
-            [repeated[i] for i in mine],
-            RolloutConfig(
-                temperature=temperature,
-                batch_size=config.rollout_batch_size,
-                max_action_tokens=config.max_action_tokens,
-                max_context=config.max_context,
-            ),
-            seeds=[seed * 7 + 500_000 + i for i in mine],
-            chat=chat,
-            progress=check,
-        )
-        return ranks.gather([(e.task.external_id, episode_figures(e)) for e in episodes], mine)
-
-    episodes = play(config.eval_temperature, config.eval_samples)
-    figures = {
-        **mean_of_figures([f for _, f in episodes]),
-        "episodes": len(episodes),
-        "temperature": config.eval_temperature,
-    }
-    figures["success_low"], figures["success_high"] = _interval(episodes, seed)
-    if config.eval_greedy and config.eval_temperature > 0:
-        greedy = play(0.0, 1)
-        figures[GREEDY_SUCCESS], figures["greedy_episodes"] = (
-            mean_of_figures([f for _, f in greedy])["success"],
-            len(greedy),
-        )
-        figures["greedy_low"], figures["greedy_high"] = _interval(greedy, seed)
-    return figures
-
-
-def _interval(episodes: list[tuple[str, dict]], seed: int) -> tuple[float, float]:
-    """The 95% interval of dev success over tasks (the one interval, core.intervals.bootstrap), from
-    each episode's (task id, figures)."""
-    by_task: dict[str, list[float]] = {}
-    for task, figures in episodes:
-        by_task.setdefault(task, []).append(figures["success"])
-    result = bootstrap(list(by_task.values()), seed=seed)
-    return (result["low"], result["high"]) if result["mean"] is not None else (0.0, 1.0)
-
-
-def clearly_better(candidate: dict, best: dict, margin: float) -> bool:
-    """Whether a checkpoint's dev success beats the best's by more than `margin` standard errors
-    of the difference, and by more than one and a half episodes' worth, so that one lucky
-    episode cannot decide which checkpoint is kept. Sampled and greedy episodes are pooled
-    when both evaluations have greedy ones."""
-
-    def pooled(dev: dict, greedy: bool) -> tuple[float, int]:
-        return pooled_success(dev) if greedy else (dev["success"], dev.get("episodes", 1))
-
-    greedy = "greedy_success" in candidate and "greedy_success" in best
-    (p, n), (q, m) = pooled(candidate, greedy), pooled(best, greedy)
-    spread = math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
-    return p - q > max(margin * spread, 1.5 / min(n, m))
-
-
-def pooled_success(dev: dict) -> tuple[float, int]:
-    """Dev success over the sampled and greedy episodes together, and their number."""
-    n, g = dev.get("episodes", 1), dev.get("greedy_episodes", 0)
-    if not g:
-        return dev["success"], n
-    return (dev["success"] * n + dev["greedy_success"] * g) / (n + g), n + g
-
-
-def collapse(state: dict, entry: dict, config: RLConfig) -> str | None:
-    """Why the run must stop, when dev success has fallen far below the start's: by more than
-    `collapse_drop` and by more than `best_margin` standard errors of the difference. The
-    policy is then exploiting its reward (the short guess a reward model overrates, say), and
-    more iterations only go further; the checkpoint is kept and marked, the best one stays."""
-    start = next((e for e in state["evaluations"] if e["iteration"] == 0), None)
-    if not config.collapse_drop or start is None or entry["iteration"] == 0:
-        return None
-    (p, n), (q, m) = pooled_success(start["dev"]), pooled_success(entry["dev"])
-    spread = math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
-    if p - q <= max(config.collapse_drop, config.best_margin * spread):
-        return None
-    entry["collapse"] = entry["dev"]["collapsed"] = True  # on the checkpoint's policy too
-    scores = (
-        f", while the reward score went from {start['rm_score']:+.2f} to {entry['rm_score']:+.2f}"
-        if entry.get("rm_score") is not None and start.get("rm_score") is not None
-        else ""
-    )
-    best = state["best"]["iteration"] if state["best"] else 0
-    rose = (
-        entry.get("rm_score") is not None
-        and start.get("rm_score") is not None
-        and entry["rm_score"] > start["rm_score"]
-    )
-    why = (
-        "The policy is exploiting its reward rather than improving (its score rose while dev success fell)"
-        if rose
-        else "Its reward score did not rise either, so this is not reward hacking: the updates moved the policy "
-        "away from what it is paid for"
-    )
-    return (
-        f"Stopped after iteration {entry['iteration']}: dev success (sampled and greedy episodes pooled) fell to "
-        f"{q:.1%} from the start's {p:.1%} (more than {config.collapse_drop:.0%} and {config.best_margin:g} "
-        f"standard errors){scores}. {why}; the checkpoint of iteration {entry['iteration']} is kept and marked as "
-        f"collapsed, and the best by dev stays iteration {best}. A reward model that checks the answer "
-        f"(answer-branch pairs), an ensemble, or a lower learning rate are the remedies (docs/loop.md)."
-    )
-
-
-def flag_overoptimization(state: dict, entry: dict, config: RLConfig, callbacks: RLCallbacks) -> None:
-    """Over-optimization: the reward-model score rose since the best dev checkpoint while the
-    dev rubric fell by more than `overoptimization_tolerance`."""
-    best = state["best"]
-    if best is None or best["iteration"] == entry["iteration"]:
-        return
-    best_entry = next((e for e in state["evaluations"] if e["iteration"] == best["iteration"]), None)
-    if best_entry is None or best_entry["rm_score"] is None or entry["rm_score"] is None:
-        return
-    fell = best["dev"]["success"] - entry["dev"]["success"]
-    if entry["rm_score"] > best_entry["rm_score"] and fell > config.overoptimization_tolerance:
-        entry["overoptimization"] = True
-        callbacks.metrics(entry["iteration"], {"eval/overoptimization": 1.0})
-        callbacks.log(
-            f"Over-optimization: since iteration {best['iteration']} the reward-model score rose "
-            f"({best_entry['rm_score']:+.3f} -> {entry['rm_score']:+.3f}) while dev success fell "
-            f"{fell:.1%}; the best checkpoint stays the one of iteration {best['iteration']}."
-        )
-
-
-def warn_collapse(state: dict, figures: dict, iteration: int, callbacks: RLCallbacks) -> None:
-    """RAGEN's "echo trap" warning signs: the spread of scores within a batch falls far below
-    its first value, or the gradient norm spikes far above its running median."""
-    spread = figures["objective/score_std"]
-    if state["score_std_first"] is None:
-        state["score_std_first"] = spread
-    elif state["score_std_first"] > 0 and spread < 0.2 * state["score_std_first"]:
-        callbacks.log(
-            f"Warning (iteration {iteration}): the spread of scores within the batch fell to "
-            f"{spread:.3f} from {state['score_std_first']:.3f}; the policy may be collapsing into one "
-            f"template."
-        )
-    norm = figures.get("policy/grad_norm")
-    if norm is None:
-        return
-    history = state["grad_norms"]
-    if len(history) >= 5:
-        median = sorted(history)[len(history) // 2]
-        if median > 0 and norm > 10 * median:
-            callbacks.log(
-                f"Warning (iteration {iteration}): gradient norm {norm:.2f} is over 10x its median {median:.2f}."
-            )
-    history.append(norm)
-    del history[:-50]
 
 
 # --- Command line -------------------------------------------------------------------------
