@@ -2,8 +2,9 @@
 
 A run whose config asks for `processes` N > 1 trains in N processes of
 `torch.distributed.run` (the launcher `accelerate launch` uses for several GPUs), one per GPU
-on a GPU worker (NCCL) or N CPU processes (gloo). Inside them Hugging Face's Trainer (through
-accelerate) averages the gradients; each process trains on its share of every batch.
+on a GPU worker (NCCL) or N CPU processes (gloo). Each process trains on its share of every
+batch: behaviour cloning and RL through core/ranks.py (gradients summed over the whole
+batch's loss), the reward model through TRL's trainer (accelerate averages its gradients).
 
 The worker's process (the parent) and the ranks talk through files in the run's work folder:
 
