@@ -173,7 +173,7 @@ def floor_child(kind: str) -> None:
     django.setup()
     from django.db import connection
 
-    from annotate.exports import RawCopyBatches
+    from annotate.export_copy import RawCopyBatches
     from annotate.models import DatasetSnapshot
 
     if kind == "plain":

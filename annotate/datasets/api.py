@@ -9,7 +9,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.exports import FILETYPES, FORMATS, export_download_path
+from annotate.export_schemas import FILETYPES, FORMATS
+from annotate.exports import export_download_path
 from annotate.models import Campaign, DatasetSnapshot
 from annotate.services.datasets import snapshot_create_from_input
 from webapp.access import api_role

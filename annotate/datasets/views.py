@@ -6,7 +6,9 @@ from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotate.datasets.forms import SnapshotForm
-from annotate.exports import FILETYPES, FORMATS, dataset_card_preview, export_download_path
+from annotate.export_card import dataset_card_preview
+from annotate.export_schemas import FILETYPES, FORMATS
+from annotate.exports import export_download_path
 from annotate.models import DatasetSnapshot
 from annotate.preferences import MIN_TEST_PAIRS, MIN_TRAIN_PAIRS, can_train_reward_model, reward_model_pairs
 from annotate.services.datasets import snapshot_create_from_input

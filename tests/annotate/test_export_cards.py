@@ -9,7 +9,8 @@ import zipfile
 
 import pytest
 
-from annotate.exports import FILETYPES, FORMATS, SCHEMAS, export_zip, features_of
+from annotate.export_schemas import FILETYPES, FORMATS, SCHEMAS, features_of
+from annotate.exports import export_zip
 from tests.helpers import CHECK
 
 pytestmark = pytest.mark.django_db

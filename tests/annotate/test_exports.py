@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotate.exports import SCHEMAS, export_bundle_dir, export_file, export_zip, iter_rows, kto_labels
+from annotate.export_schemas import SCHEMAS
+from annotate.exports import export_bundle_dir, export_file, export_zip, iter_rows, kto_labels
 from annotate.models import DatasetSnapshot, Judgement, Trajectory
 from annotate.services.datasets import snapshot_create
 from tests.annotate.dataset_fixtures import voted_campaign
@@ -274,7 +275,8 @@ def test_export_dataset_command(snapshot, tmp_path):
 
 
 def test_raw_copy_path_gives_the_same_rows_as_the_python_path(snapshot, tmp_path):
-    from annotate.exports import RawCopyBatches, write_rows
+    from annotate.export_copy import RawCopyBatches
+    from annotate.exports import write_rows
 
     fast = tmp_path / "fast.jsonl"
     RawCopyBatches(snapshot, None).write(fast, "jsonl")
@@ -324,7 +326,8 @@ def test_an_empty_split_has_no_file_and_the_bundle_still_loads(snapshot, tmp_pat
 
 
 def test_raw_ratings_are_typed_rows_on_both_paths(snapshot, tmp_path):
-    from annotate.exports import RawCopyBatches, write_rows
+    from annotate.export_copy import RawCopyBatches
+    from annotate.exports import write_rows
     from annotate.models import Judgement, SnapshotJudgement
 
     judgement_id = SnapshotJudgement.objects.filter(snapshot=snapshot).order_by("judgement_id").first().judgement_id
@@ -367,7 +370,7 @@ def test_the_tools_column_is_always_the_openai_function_form(agent_snapshot):
 def test_the_snapshot_freezes_each_judgements_task_and_shown_side(snapshot):
     """The `raw` export reads the snapshot's rows and the judgements only: the task's id and the
     side shown left are frozen into the snapshot's rows when it is built, equal to the live ones."""
-    from annotate.exports import RawCopyBatches
+    from annotate.export_copy import RawCopyBatches
     from annotate.models import SnapshotJudgement
 
     members = SnapshotJudgement.objects.filter(snapshot=snapshot).select_related(
@@ -404,7 +407,7 @@ def test_ties_are_no_trl_rows_and_the_card_says_how_many_were_left_out(tmp_path)
     """TRL trains every row as "chosen beats rejected": a kept tie (margin 0) would be taught as a
     preference. The TRL-ready formats leave ties out whatever the snapshot keeps, the card and its
     preview count them, and the raw export still holds their judgements."""
-    from annotate.exports import dataset_card_preview
+    from annotate.export_card import dataset_card_preview
 
     campaign, _ = voted_campaign([[1, 2], [3, 3], [5, 4], [3, 3], [2, 3]])
     snapshot = snapshot_create(name="with ties", campaigns=[campaign], test_fraction=0.0, ties="keep")
@@ -427,7 +430,7 @@ def test_the_trl_ready_cards_say_the_length_to_set_and_why():
     """Issue 45: TRL's trainers default to max_length=1024; with agents' trajectories the
     RewardTrainer drops long pairs (an empty dataset), DPO cuts the completions' end, KTO the
     labelled completion. Each TRL-ready card names its trainer's config to change."""
-    from annotate.exports import dataset_card_preview
+    from annotate.export_card import dataset_card_preview
 
     campaign, _ = voted_campaign([[1, 2], [5, 4], [2, 1]])
     snapshot = snapshot_create(name="lengths", campaigns=[campaign], test_fraction=0.0)

@@ -36,7 +36,7 @@ def test_researcher_creates_a_snapshot_and_sees_its_hash_and_downloads(page, liv
     page.wait_for_selector("#content-hash")
     snapshot = DatasetSnapshot.objects.get(name="first snapshot")
     assert page.locator("#content-hash").inner_text() == snapshot.content_hash
-    from annotate.exports import FILETYPES, FORMATS
+    from annotate.export_schemas import FILETYPES, FORMATS
 
     assert page.locator("table.downloads a").count() == len(FORMATS) * len(FILETYPES)
     screenshot(page, "dataset")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from annotate.exports import dataset_card, iter_rows
+from annotate.export_card import dataset_card
+from annotate.exports import iter_rows
 from annotate.judgement_input import Verdict
 from annotate.judges.votes import campaign_order
 from annotate.models import Comparison, Judge, Judgement, JudgeVote, SnapshotPair

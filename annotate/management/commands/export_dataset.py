@@ -12,7 +12,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.exports import FILETYPES, FORMATS, export_bundle_dir, export_file, export_zip
+from annotate.export_schemas import FILETYPES, FORMATS
+from annotate.exports import export_bundle_dir, export_file, export_zip
 from annotate.models import DatasetSnapshot
 from webapp.errors import ArbiterError
 
