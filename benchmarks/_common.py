@@ -34,6 +34,18 @@ def parse_setting(value: str):
     return {"true": True, "false": False}.get(value.lower(), value)
 
 
+def config_from_settings(parser: argparse.ArgumentParser, settings: list[str], config_class):
+    """(`config_class` with the `--set field=value` settings, the settings as given); an unknown
+    field is the parser's error."""
+    from dataclasses import fields
+
+    overrides = dict(kv.split("=", 1) for kv in settings)
+    unknown = set(overrides) - {f.name for f in fields(config_class)}
+    if unknown:
+        parser.error(f"unknown {config_class.__name__} fields: {sorted(unknown)}")
+    return config_class(**{k: parse_setting(v) for k, v in overrides.items()}), overrides
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now (the kernel picks it)."""
     with socket.socket() as sock:

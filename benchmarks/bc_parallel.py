@@ -18,13 +18,13 @@ import argparse
 import statistics
 import sys
 import time
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import parse_setting  # noqa: E402
+from _common import config_from_settings  # noqa: E402
 
 
 def main() -> None:
@@ -41,11 +41,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--set", nargs="*", default=[], help="BCConfig overrides, field=value")
     args = parser.parse_args()
-    known = {f.name for f in fields(BCConfig)}
-    overrides = dict(kv.split("=", 1) for kv in args.set)
-    if set(overrides) - known:
-        parser.error(f"unknown BCConfig fields: {sorted(set(overrides) - known)}")
-    config = BCConfig(**{k: parse_setting(v) for k, v in overrides.items()})
+    config, _ = config_from_settings(parser, args.set, BCConfig)
     config = replace(config, max_steps=args.steps, extend_steps=0, dev_every=0, max_seconds=0, budget_seconds=0)
     torch.set_num_threads(2)  # the one-process arm may use both cores, as each rank uses one
 

@@ -15,13 +15,13 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import parse_setting  # noqa: E402
+from _common import config_from_settings  # noqa: E402
 
 
 def success_rates(model, tokenizer, runner, tasks, chat) -> dict:
@@ -57,11 +57,7 @@ def main() -> None:
     parser.add_argument("--save", default="")
     parser.add_argument("--set", nargs="*", default=[], help="BCConfig overrides, field=value")
     args = parser.parse_args()
-    known = {f.name for f in fields(BCConfig)}
-    overrides = dict(kv.split("=", 1) for kv in args.set)
-    if set(overrides) - known:
-        parser.error(f"unknown BCConfig fields: {sorted(set(overrides) - known)}")
-    config = BCConfig(**{k: parse_setting(v) for k, v in overrides.items()})
+    config, overrides = config_from_settings(parser, args.set, BCConfig)
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
     env = get_environment(config.environment)
