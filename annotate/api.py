@@ -7,18 +7,30 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.judgement_input import RATING_MAX, RATIONALE_MAX, SCALE, SCALE_WORDS, judgement_parse
+from annotate.judgement_input import (
+    DRAFT_MAX_BYTES,
+    RATING_MAX,
+    RATIONALE_MAX,
+    SCALE,
+    SCALE_WORDS,
+    draft_parse,
+    judgement_parse,
+)
 from annotate.models import Campaign, ImportBatch, Judgement
 from annotate.selectors import assignment_screen_payload
+from annotate.services.drafts import DraftClosed, DraftNotYours, draft_discard, draft_of, draft_save
 from annotate.services.imports import (
     import_upload_create,
     trajectories_import_objects,
 )
+from annotate.services.revisions import JudgementFrozen, JudgementNotYours, judgement_revise, judgement_revisions
 from annotate.trace_formats.reading import IMPORT_FORMATS as FORMATS
+from annotate.trajectory_document import trajectory_document, trajectory_get
 from webapp.access import api_role
 from webapp.api_errors import error_body, error_items
 from webapp.api_input import IdField, Int32Field, StrictJSONParser, WholeNumberField, id_parameter, query_id
@@ -26,6 +38,7 @@ from webapp.errors import ArbiterError
 from webapp.models import pseudonym_for
 from webapp.pagination import OldestFirstListPage, list_page
 from webapp.roles import Role
+from webapp.uploads import body_too_big
 
 
 def _campaign_from(campaign_id: int | None) -> Campaign | None:
@@ -133,6 +146,46 @@ class TrajectoryImportApi(APIView):
             }
         )
         return Response(out.data, status=status.HTTP_201_CREATED)
+
+
+class TrajectoryDocumentTask(serializers.Serializer):
+    external_id = serializers.CharField()
+    prompt = serializers.CharField()
+    environment = serializers.CharField(required=False, help_text="Present when the task names one.")
+    reference_answer = serializers.CharField(required=False, help_text="Present when the task has one.")
+    split = serializers.ChoiceField(choices=["train", "dev", "eval"])
+    metadata = serializers.DictField(required=False)
+
+
+class TrajectoryDocumentAgent(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.CharField(required=False)
+
+
+class TrajectoryDocument(serializers.Serializer):
+    """A trajectory in canonical JSON (docs/formats/canonical.md), the format an import reads."""
+
+    schema = serializers.ChoiceField(choices=["arbiter.trajectory/v1"])
+    task = TrajectoryDocumentTask()
+    agent = TrajectoryDocumentAgent()
+    steps = serializers.ListField(child=serializers.DictField(), help_text="Ordered steps (thought, action, ...).")
+    answer = serializers.CharField(allow_blank=True)
+    outcome = serializers.DictField(required=False, help_text="The rubric outcome, when known.")
+    metadata = serializers.DictField(required=False)
+
+
+class TrajectoryDetailApi(APIView):
+    """One stored trajectory as canonical JSON (`arbiter.trajectory/v1`), reference answer included:
+    researchers and admins, who see reference answers elsewhere too; never annotators."""
+
+    permission_classes = [api_role(Role.RESEARCHER, Role.ADMIN)]
+
+    @extend_schema(responses={200: TrajectoryDocument})
+    def get(self, request, trajectory_id: int):
+        trajectory = trajectory_get(trajectory_id=trajectory_id)
+        if trajectory is None:
+            raise NotFound(f"No trajectory with id {trajectory_id}.")
+        return Response(trajectory_document(trajectory=trajectory))
 
 
 class ImportUploadApi(APIView):
@@ -391,3 +444,118 @@ class CampaignAgreementApi(APIView):
                 "annotators": AgreementAnnotator(annotators, many=True).data,
             }
         )
+
+
+# Judgements in progress and revisions: the comparison screen uses these too (session and CSRF).
+
+
+def _refused(exc: ArbiterError, code: int) -> Response:
+    return Response(error_body(exc.message, error_items(exc.details)), status=code)
+
+
+class DraftOutput(serializers.Serializer):
+    fields = serializers.DictField(
+        child=serializers.CharField(allow_blank=True),
+        help_text="The verdict form's fields by name (choice, both_bad, rationale, first_wrong_left, "
+        "first_wrong_right, rating__<dimension>__<left|right>), each as text; empty when there is no draft.",
+    )
+    updated_at = serializers.DateTimeField(allow_null=True, help_text="When it was last saved; null: no draft.")
+
+
+def _draft_out(draft) -> dict:
+    return DraftOutput(
+        {"fields": draft.fields if draft else {}, "updated_at": draft.updated_at if draft else None}
+    ).data
+
+
+class AssignmentDraftApi(APIView):
+    """The caller's judgement in progress on one of their assignments, kept on the server while
+    the comparison is held for them (the comparison screen saves it as the person works and
+    brings it back in any tab or browser). Removed when the assignment is submitted, skipped or
+    expired: saving then is refused with 409."""
+
+    permission_classes = [api_role(*LABELERS)]
+
+    class InputSerializer(serializers.Serializer):
+        """The body, for the schema only: `draft_parse` reads it (annotate/judgement_input.py)."""
+
+        fields = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=RATIONALE_MAX))
+
+    @extend_schema(responses={200: DraftOutput})
+    def get(self, request, assignment_id: int):
+        try:
+            draft = draft_of(assignment_id=assignment_id, annotator=request.user)
+        except DraftNotYours as exc:
+            return _refused(exc, status.HTTP_404_NOT_FOUND)
+        return Response(_draft_out(draft))
+
+    @extend_schema(request=InputSerializer, responses={200: DraftOutput})
+    def put(self, request, assignment_id: int):
+        body_too_big(request, DRAFT_MAX_BYTES, "a draft")  # refused from its length, before it is read
+        fields = draft_parse(request.data)
+        try:
+            draft = draft_save(assignment_id=assignment_id, annotator=request.user, fields=fields)
+        except DraftNotYours as exc:
+            return _refused(exc, status.HTTP_404_NOT_FOUND)
+        except DraftClosed as exc:
+            return _refused(exc, status.HTTP_409_CONFLICT)
+        return Response(_draft_out(draft))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, assignment_id: int):
+        try:
+            draft_discard(assignment_id=assignment_id, annotator=request.user)
+        except DraftNotYours as exc:
+            return _refused(exc, status.HTTP_404_NOT_FOUND)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RevisionOutput(serializers.Serializer):
+    before = serializers.DictField(help_text="The verdict columns before the change (A/B terms).")
+    after = serializers.DictField(help_text="The verdict columns after it.")
+    created_at = serializers.DateTimeField(help_text="When it changed.")
+
+
+class RevisedJudgement(JudgementOutput):
+    revisions = serializers.SerializerMethodField(help_text="Every change to this judgement, oldest first.")
+
+    class Meta(JudgementOutput.Meta):
+        fields = [*JudgementOutput.Meta.fields, "updated_at", "revisions"]
+
+    @extend_schema_field(RevisionOutput(many=True))
+    def get_revisions(self, judgement) -> list[dict]:
+        return RevisionOutput(judgement_revisions(judgement=judgement), many=True).data
+
+
+class JudgementRevisionApi(APIView):
+    """Revise one of the caller's last judgements in a campaign (GET: it and its changes so far).
+
+    The body is a judgement in screen terms, as at submit, with the sides of the assignment it was
+    made on. 200 with the judgement as it now stands and every change recorded; 409 when a dataset
+    snapshot holds the judgement (snapshots never change) or one of its campaign is being built;
+    400 when it is not among the caller's last five in its campaign or the verdict is refused."""
+
+    permission_classes = [api_role(*LABELERS)]
+
+    class InputSerializer(JudgementSubmitApi.InputSerializer):
+        """The revised verdict, as at submit (for the schema only: `judgement_parse` reads it)."""
+
+    @extend_schema(responses={200: RevisedJudgement})
+    def get(self, request, judgement_id: int):
+        judgement = Judgement.objects.filter(pk=judgement_id, annotator=request.user).first()
+        if judgement is None:
+            return _refused(JudgementNotYours("That judgement is not yours."), status.HTTP_404_NOT_FOUND)
+        return Response(RevisedJudgement(judgement).data)
+
+    @extend_schema(request=InputSerializer, responses={200: RevisedJudgement})
+    def post(self, request, judgement_id: int):
+        body = request.data.dict() if isinstance(request.data, QueryDict) else request.data
+        try:
+            judgement, _ = judgement_revise(
+                judgement_id=judgement_id, annotator=request.user, verdict=judgement_parse(body)
+            )
+        except JudgementNotYours as exc:
+            return _refused(exc, status.HTTP_404_NOT_FOUND)
+        except JudgementFrozen as exc:
+            return _refused(exc, status.HTTP_409_CONFLICT)
+        return Response(RevisedJudgement(judgement).data)

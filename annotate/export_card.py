@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import yaml
 
+from annotate.export_labels import both_bad_pairs, both_bad_pairs_by_split, labelled_by_counts, labelled_by_sentence
+from annotate.export_lengths import PREVIEW_MAX_ROWS, TRL_LONG_ROWS, TRL_MAX_LENGTH, length_counts, snapshot_tokenizer
 from annotate.export_schemas import SCHEMAS
-from annotate.models import DatasetSnapshot
+from annotate.models import DatasetSnapshot, SnapshotCorrection, SnapshotJudgement, SnapshotPair
 from webapp.version import VERSION
 
 DESCRIPTIONS = {
@@ -17,8 +19,9 @@ DESCRIPTIONS = {
     "kto": "Unpaired trajectories labelled desirable or undesirable from the judgements (rule below).",
     "raw": "One row per judgement, annotators pseudonymized.",
     "steps": "Step-level labels from first-wrong-step marks (stepwise supervision) for process reward models.",
-    "sft": "People's accepted corrections as whole conversations (messages with tool calls and tool results, and "
-    "the tools), to imitate.",
+    "sft": "Whole conversations to imitate (messages with tool calls and tool results, and the tools): people's "
+    "accepted corrections (`origin` correction), then the chosen side of each pair (`origin` chosen), which is the "
+    "better of two trajectories, not one a person checked or corrected.",
     "dpo": "Preference rows: each accepted correction against the trajectory it corrects (chosen = corrected, "
     "rejected = original, the prompt holding the steps they share), then the snapshot's comparison pairs.",
 }
@@ -40,7 +43,7 @@ TRAINERS = {
     "template)",
 }
 EMPTY_REASONS = {
-    "sft": "no accepted correction is in this snapshot",
+    "sft": "no accepted correction is in this snapshot, and every pair is a tie or called both bad",
     "steps": "no judgement of this snapshot marks a first wrong step",
     "kto": "every judgement is a tie or a slight preference, which gives no KTO row",
 }
@@ -63,26 +66,52 @@ KTO_RULE = (
 
 
 def feedback_sentence(snapshot: DatasetSnapshot) -> str:
-    """Whose votes the snapshot holds, in words: the card and the snapshot's page say it."""
+    """Whose votes the snapshot holds, in words: the card and the snapshot's page say it. The
+    `feedback` filter's words (human, ai, both) are the `source` column's; who labelled each row
+    (people or simulated annotators, judges) is `labelled_by`."""
     feedback = snapshot.filters.get("feedback", "human")
     sources = snapshot.stats.get("sources", {})
     judges = ", ".join(j["name"] for j in snapshot.stats.get("judges", [])) or "none"
+    annotators = (
+        "annotators' votes (people's and, since the snapshot includes synthetic judgements, simulated annotators')"
+        if snapshot.filters.get("include_synthetic")
+        else "people's votes (synthetic judgements are left out)"
+    )
     if feedback == "human":
-        return "People's votes only: judges' votes (AI feedback) are excluded. Every pair has `source` human."
+        return (
+            f"Feedback `human`: {annotators}; judges' votes (AI feedback) are excluded. Every pair has `source` human."
+        )
     if feedback == "ai":
         return (
-            f"AI feedback only: each pair is the majority of the first votes of the judges {judges} "
-            f"({sources.get('ai', 0)} pairs, `source` ai); people's votes are not in it."
+            f"Feedback `ai`: AI feedback only: each pair is the majority of the first votes of the judges {judges} "
+            f"({sources.get('ai', 0)} pairs, `source` ai); annotators' votes are not in it."
         )
     return (
-        f"People's votes and AI feedback, kept apart: a comparison people voted on is their pair (`source` human, "
-        f"{sources.get('human', 0)} pairs); one only judges voted on is the judges' pair (`source` ai, "
+        f"Feedback `both`: {annotators} and AI feedback, kept apart: a comparison annotators voted on is theirs "
+        f"(`source` human, {sources.get('human', 0)} pairs); one only judges voted on is the judges' pair (`source` ai, "
         f"{sources.get('ai', 0)} pairs; judges {judges}). Filter on `source` to train on either. The `raw`, "
-        "`steps` and `kto` files hold people's judgements only."
+        "`steps` and `kto` files hold annotators' judgements only."
     )
 
 
-def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict[str, int]) -> str:
+def labelled_by_section(snapshot: DatasetSnapshot, fmt: str) -> str:
+    """Who labelled the rows, with counts: the `labelled_by` column's words."""
+    unit = {"trl": "pairs", "trl_text": "pairs", "dpo": "rows", "sft": "rows"}.get(fmt, "judgements")
+    counts = labelled_by_counts(snapshot, fmt)
+    source = {"kto": " (the judgements the rows come from)", "steps": " (the judgements the rows come from)"}
+    return (
+        labelled_by_sentence(counts, unit).rstrip(".")
+        + source.get(fmt, "")
+        + ". Every row's `labelled_by` column says who labelled it: `people`, `simulated` (simulated annotators), "
+        '`mixed` (a pair aggregated from both) or `judge` (AI feedback). Filter on `labelled_by == "people"` to '
+        "train on people's labels only."
+    )
+
+
+def dataset_card(
+    snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict[str, int], lengths: dict | None = None
+) -> str:
+    """The card of a bundle; `lengths`: `export_lengths.length_counts` of its rows (None: not counted)."""
     meta = {
         "pretty_name": f"Arbiter snapshot {snapshot.pk}: {snapshot.name}",
         "tags": ["rlhf", "preferences", "agents", "arbiter"],
@@ -105,6 +134,7 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
             "seed": snapshot.seed,
             "test_fraction": snapshot.test_fraction,
             "stats": snapshot.stats,
+            "labelled_by": labelled_by_counts(snapshot, fmt),
             "software": f"arbiter {VERSION}",
         },
     }
@@ -118,6 +148,7 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         )
     else:
         load = f'from datasets import load_dataset\nds = load_dataset("parquet", data_files={data_files})'
+    pairs = fmt in ("trl", "trl_text", "dpo")
     return (
         "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n"
         f"# {snapshot.name}\n\n{snapshot.description}\n\n{DESCRIPTIONS[fmt]}\n\n"
@@ -126,12 +157,15 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
         "Train and test are split by task, so no task is in both. Annotators are pseudonymized; "
         "gold comparisons are left out, and synthetic judgements unless the filters say otherwise.\n\n"
         f"## Feedback\n\n{feedback_sentence(snapshot)}\n\n"
+        f"## Labelled by\n\n{labelled_by_section(snapshot, fmt)}\n\n"
         "## Files\n\n"
         + "\n".join(f"- `data/{s}.{filetype}`: {n} rows, format `{fmt}` ({filetype})" for s, n in files.items())
         + f"\n\nFormat `{fmt}` feeds {TRAINERS[fmt]}.\n"
-        + (f"\n## Ties\n\n{_ties_sentence(snapshot)}\n" if fmt in ("trl", "trl_text", "dpo") else "")
+        + (f"\n## Ties\n\n{_ties_sentence(snapshot)}\n" if pairs else "")
+        + (f"\n## Both bad\n\n{_both_bad_sentence(snapshot, fmt)}\n" if pairs or fmt == "sft" else "")
+        + (f"\n## Margin\n\n{MARGIN_NOTE}\n" if fmt in ("trl", "trl_text") else "")
         + (f"\n## Labels\n\n{KTO_RULE}\n" if fmt == "kto" else "")
-        + (f"\n## Length\n\n{LENGTH_NOTES[fmt]}\n" if fmt in LENGTH_NOTES else "")
+        + (f"\n## Length\n\n{length_section(fmt, lengths)}\n" if fmt in TRL_LONG_ROWS else "")
         + "\n## Columns\n\n| column | type |\n|---|---|\n"
         + columns
         + (
@@ -143,23 +177,78 @@ def dataset_card(snapshot: DatasetSnapshot, fmt: str, filetype: str, files: dict
     )
 
 
-# TRL 1.16's trainers default to max_length=1024 tokens; an agent's trajectory with its tool results
-# is often longer, and each trainer then fails in its own way (read from trl/trainer/*_config.py).
-_LENGTH_WHY = "Agent trajectories with their tool results often run past 1,024 tokens, TRL's default `max_length`. "
-LENGTH_NOTES = {
-    "trl": _LENGTH_WHY
-    + "`RewardTrainer` then *drops* every pair whose chosen or rejected side is longer (a dataset of long "
-    "trajectories becomes empty and the trainer refuses it). Set `RewardConfig(max_length=None)`, or a length "
-    "your memory allows that covers your rows.",
-    "trl_text": _LENGTH_WHY + "`RewardTrainer` then *drops* every pair whose chosen or rejected text is longer. Set "
-    "`RewardConfig(max_length=None)`, or a length that covers your rows.",
-    "dpo": _LENGTH_WHY
-    + "`DPOTrainer` then truncates each sequence, keeping its start: the end, where the two completions differ "
-    "and the preference lies, is cut. Set `DPOConfig(max_length=None)`, or a length that covers your rows.",
-    "kto": _LENGTH_WHY
-    + "`KTOTrainer` then truncates from the right, cutting the completion that carries the label. Set "
-    "`KTOConfig(max_length=None)`, or a length that covers your rows.",
+MARGIN_NOTE = (
+    "`margin` enters `RewardTrainer`'s loss: when the column is present TRL trains on "
+    "-log sigmoid(r_chosen - r_rejected - margin), so a pair must be won by at least its margin. Here the margin is "
+    "a vote share under the majority rule (votes for the winner minus votes for the other side, over the votes, in "
+    "[0, 1]) or the mean preference under the mean rule (in [0, 2]): not a reward difference. Remove the column "
+    '(`ds.remove_columns("margin")`) to train on the plain Bradley-Terry loss.'
+)
+_CONFIGS = {
+    "trl": "RewardConfig",
+    "trl_text": "RewardConfig",
+    "dpo": "DPOConfig",
+    "kto": "KTOConfig",
+    "sft": "SFTConfig",
 }
+_TRL_DOES = {
+    "trl": "`RewardTrainer` *drops* every pair whose prompt + chosen or prompt + rejected is longer (an export of "
+    "long trajectories can become empty, and the trainer then fails with `num_samples=0`).",
+    "trl_text": "`RewardTrainer` *drops* every pair whose prompt + chosen or prompt + rejected text (with the end "
+    "token TRL adds) is longer.",
+    "dpo": "`DPOTrainer` *drops* a row whose prompt alone fills `max_length`, and cuts the end of the others "
+    "(`truncation_mode` keep_start): the end, where the two completions differ and the preference lies, is lost.",
+    "kto": "`KTOTrainer` *drops* a row whose prompt alone fills `max_length`, and cuts the end of the others: "
+    "the end of the completion that carries the label is lost.",
+    "sft": "`SFTTrainer` cuts the end of a longer conversation (`truncation_mode` keep_start).",
+}
+
+
+def length_section(fmt: str, lengths: dict | None) -> str:
+    """What TRL 1.16 does at its default `max_length` (1,024 tokens) and how many rows it hits."""
+    text = (
+        f"TRL's default `max_length` is {TRL_MAX_LENGTH:,} tokens; agent trajectories with their tool results "
+        f"often run past it. {_TRL_DOES[fmt]} "
+    )
+    if lengths is None:
+        text += "The rows are counted against it in the downloaded bundle's card (too many to count on this page). "
+    elif lengths.get("tokenizer") is None:
+        text += (
+            "No tokenizer of the snapshot's policy is here (no policy with a model folder, or one whose chat "
+            "template cannot render these rows), so the rows were not counted against it. "
+        )
+    else:
+        about = "about " if lengths.get("stride", 1) > 1 else ""
+        text += (
+            f"Counted with the tokenizer of {lengths['tokenizer']}: of {lengths['rows']} rows, "
+            f"{about}{lengths['dropped']} would be dropped"
+            + (f" and {about}{lengths['cut']} cut" if fmt in ("dpo", "kto", "sft") else "")
+            + " at TRL's default"
+            + (
+                f" (estimated from one row in every {lengths['stride']}: {lengths['counted']} rows tokenized). "
+                if about
+                else ". "
+            )
+        )
+    return text + f"Set `{_CONFIGS[fmt]}(max_length=None)`, or a length your memory allows that covers your rows."
+
+
+def _both_bad_sentence(snapshot: DatasetSnapshot, fmt: str) -> str:
+    n = both_bad_pairs(snapshot)
+    if fmt == "sft":
+        return (
+            f"{n} comparisons where every vote said both sides were bad give no chosen-side row: a side people "
+            "called bad is not one to imitate."
+            if n
+            else "No comparison of the snapshot had every vote say both sides were bad."
+        )
+    if not n:
+        return "No pair of the snapshot had every vote say both sides were bad."
+    return (
+        f"{n} pairs are rows although every vote on them said both sides were bad: the preferred side is only the "
+        "less bad one. Their `both_bad` column is true; filter them out "
+        '(`ds.filter(lambda r: not r["both_bad"])`) to train only on preferences for a good side.'
+    )
 
 
 def _ties_sentence(snapshot: DatasetSnapshot) -> str:
@@ -172,16 +261,53 @@ def _ties_sentence(snapshot: DatasetSnapshot) -> str:
     )
 
 
-def dataset_card_preview(snapshot: DatasetSnapshot, fmt: str) -> tuple[str, str]:
-    """The card a `fmt` Parquet download carries, as (YAML metadata, Markdown body), for the snapshot's
-    page; rows per split from the snapshot's counts (exact for the pair formats)."""
+def preview_rows(snapshot: DatasetSnapshot, fmt: str) -> dict[str, int]:
+    """Rows per split of a `fmt` export, from the snapshot's counts (exact for the pair formats
+    and sft; the judgement formats give the pairs' counts): the card's preview and the page's
+    download links ("empty") read it."""
     stats = snapshot.stats
     pairs = {"train": stats.get("train_pairs", 0), "test": stats.get("test_pairs", 0)}
-    if fmt in ("trl", "trl_text", "dpo"):  # no tie is a row of these
+    if fmt in ("trl", "trl_text", "dpo", "sft"):  # no tie is a row of these
         pairs = {split: n - stats.get(f"{split}_ties", 0) for split, n in pairs.items()}
-    if fmt in ("sft", "dpo"):  # rows from corrections (and, for dpo, the pairs; ties give none: at most these)
+    if fmt == "sft":  # a chosen side is no row where every vote called both sides bad
+        bad = both_bad_pairs_by_split(snapshot)
+        pairs = {split: n - bad.get(split, 0) for split, n in pairs.items()}
+    if fmt in ("sft", "dpo"):  # rows from corrections, then the pairs
         fixes = {"train": stats.get("train_corrections", 0), "test": stats.get("test_corrections", 0)}
-        pairs = fixes if fmt == "sft" else {split: pairs[split] + fixes[split] for split in pairs}
-    card = dataset_card(snapshot, fmt, "parquet", {split: n for split, n in pairs.items() if n})
+        pairs = {split: pairs[split] + fixes[split] for split in pairs}
+    if fmt == "steps" and not stats.get("marked_judgements", 1):
+        pairs = {"train": 0, "test": 0}
+    return pairs
+
+
+def dataset_card_preview(snapshot: DatasetSnapshot, fmt: str) -> tuple[str, str]:
+    """The card a `fmt` Parquet download carries, as (YAML metadata, Markdown body), for the snapshot's
+    page; rows per split from `preview_rows`, and the length counts where the rows are few enough."""
+    from annotate.exports import iter_rows  # exports imports this module to write the card
+
+    pairs = preview_rows(snapshot, fmt)
+    lengths = None
+    if fmt in TRL_LONG_ROWS and sum(pairs.values()) <= PREVIEW_MAX_ROWS:
+        lengths = length_counts(iter_rows(snapshot, fmt), fmt, snapshot_tokenizer(snapshot), limit=PREVIEW_MAX_ROWS)
+    card = dataset_card(snapshot, fmt, "parquet", {split: n for split, n in pairs.items() if n}, lengths)
     _, meta, body = card.split("---\n", 2)
     return meta, body
+
+
+def empty_exports(snapshot: DatasetSnapshot) -> set[str]:
+    """The formats whose bundle would hold no row, so the snapshot's page says "empty" on their
+    links before anyone downloads one (cheap queries, not the rows)."""
+    members = SnapshotJudgement.objects.filter(snapshot=snapshot)
+    found = {
+        "trl": SnapshotPair.objects.filter(snapshot=snapshot).exclude(preferred="tie").exists(),
+        "raw": members.exists(),
+        "steps": members.exclude(
+            judgement__first_wrong_step_a__isnull=True, judgement__first_wrong_step_b__isnull=True
+        ).exists(),
+        "kto": members.exclude(judgement__choice=3, judgement__both_bad=False).exists(),
+    }
+    corrections = SnapshotCorrection.objects.filter(snapshot=snapshot).exists()
+    found["trl_text"] = found["trl"]
+    found["dpo"] = found["trl"] or corrections
+    found["sft"] = corrections or sum(preview_rows(snapshot, "sft").values()) > 0
+    return {fmt for fmt, has_rows in found.items() if not has_rows}

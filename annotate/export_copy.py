@@ -35,7 +35,8 @@ SELECT j.id AS judgement_id, j.comparison_id, sj.task_external_id, n.pseudonym,
        CASE WHEN sj.left_is_a IS NULL THEN NULL WHEN sj.left_is_a THEN 'A' ELSE 'B' END,
        j.choice, CASE WHEN j.choice < 3 THEN 'A' WHEN j.choice > 3 THEN 'B' ELSE 'tie' END,
        j.both_bad, j.ratings::text, j.first_wrong_step_a, j.first_wrong_step_b, j.rationale, j.seconds, j.synthetic,
-       to_char(j.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), sj.split
+       to_char(j.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), sj.split,
+       CASE WHEN j.synthetic THEN 'simulated' ELSE 'people' END  -- export_labels.judgement_labelled_by
 FROM annotate_snapshotjudgement sj
 JOIN annotate_judgement j ON j.id = sj.judgement_id
 JOIN n ON n.id = j.annotator_id

@@ -37,7 +37,10 @@ _PAIR_META = [
     ("preferred", pa.string()),
     ("split", pa.string()),
     ("source", pa.string()),  # human, or ai: judges' votes (AI feedback), where the snapshot includes them
+    ("labelled_by", pa.string()),  # people, simulated, mixed or judge (annotate/export_labels.py)
+    ("both_bad", pa.bool_()),  # every vote on the pair said both sides were bad
 ]
+_LABELLED_BY = ("labelled_by", pa.string())
 
 SCHEMAS = {
     "trl": pa.schema(
@@ -59,6 +62,7 @@ SCHEMAS = {
             ("choice", pa.int64()),
             ("both_bad", pa.bool_()),
             ("split", pa.string()),
+            _LABELLED_BY,
         ]
     ),
     "raw": pa.schema(
@@ -79,6 +83,7 @@ SCHEMAS = {
             ("synthetic", pa.bool_()),
             ("created_at", pa.string()),
             ("split", pa.string()),
+            _LABELLED_BY,
         ]
     ),
     "steps": pa.schema(
@@ -93,6 +98,7 @@ SCHEMAS = {
             ("annotator", pa.string()),
             ("side", pa.string()),
             ("split", pa.string()),
+            _LABELLED_BY,
         ]
     ),
     "sft": pa.schema(
@@ -106,6 +112,8 @@ SCHEMAS = {
             ("kind", pa.string()),
             ("replayed", pa.bool_()),
             ("split", pa.string()),
+            _LABELLED_BY,
+            ("origin", pa.string()),  # correction (an accepted correction) or chosen (a pair's chosen side)
         ]
     ),
     "dpo": pa.schema(
@@ -120,6 +128,8 @@ SCHEMAS = {
             ("task_id", pa.string()),
             ("margin", pa.float64()),
             ("split", pa.string()),
+            _LABELLED_BY,
+            ("both_bad", pa.bool_()),  # a comparison's pair that every vote called both bad
         ]
     ),
 }

@@ -22,6 +22,15 @@ does not grow with the snapshot, and the same snapshot always gives byte-identic
 - `steps`: the stepwise-supervision form for process reward models: for each judged
   side with a first wrong step, `prompt`, `completions` (the steps up to and including
   the first wrong one, as text) and `labels` (true for each good step, false for it).
+- `sft`: whole conversations to imitate: people's accepted corrections (`origin`
+  correction), then the chosen side of each pair that is not a tie and that not every vote
+  called both bad (`origin` chosen).
+- `dpo`: each accepted correction against the trajectory it corrects, then the pairs.
+
+Every row of every format says who labelled it in `labelled_by` (people, simulated, mixed
+or judge: annotate/export_labels.py); the pair formats mark with `both_bad` a pair every vote
+called both bad. The card counts both, and the rows over TRL's default `max_length`
+(annotate/export_lengths.py).
 
 `tools` is JSON text rather than nested columns: every tool has its own parameter schema,
 and Arrow (Parquet, and `datasets` reading JSONL) would merge them into one struct, adding
@@ -49,6 +58,8 @@ from django.db import connection
 from annotate.chat_messages import messages_to_text, openai_tools, prompt_messages, steps_to_messages
 from annotate.export_card import dataset_card
 from annotate.export_copy import RawCopyBatches
+from annotate.export_labels import judgement_labelled_by, pair_both_bad, pair_labelled_by
+from annotate.export_lengths import TRL_LONG_ROWS, count_stride, length_counts, snapshot_tokenizer
 from annotate.export_schemas import FILETYPES, FORMATS, SCHEMAS, TIME_FORMAT, features_of, rating_rows
 from annotate.models import DatasetSnapshot, SnapshotCorrection, SnapshotJudgement, SnapshotPair
 from webapp.errors import ArbiterError
@@ -130,6 +141,7 @@ def _kto_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
         "judgement__annotator_id",
         "judgement__choice",
         "judgement__both_bad",
+        "judgement__synthetic",
         "judgement__comparison__trajectory_a_id",
         "judgement__comparison__trajectory_a__steps",
         "judgement__comparison__trajectory_a__metadata__system_prompt",
@@ -148,6 +160,7 @@ def _kto_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
             annotator,
             choice,
             both_bad,
+            synthetic,
             a_id,
             steps_a,
             system_a,
@@ -178,6 +191,7 @@ def _kto_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
                 "choice": choice,
                 "both_bad": both_bad,
                 "split": row_split,
+                "labelled_by": judgement_labelled_by(synthetic),
             }
 
 
@@ -207,6 +221,50 @@ def _corrections(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]
 
 
 def _sft_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
+    """People's accepted corrections (`origin` correction), then the chosen side of every pair that
+    is not a tie and not called both bad by every vote (`origin` chosen): an export to imitate even
+    before a correction is accepted."""
+    yield from _corrected_sft_rows(snapshot, split)
+    yield from _chosen_sft_rows(snapshot, split)
+
+
+def _chosen_sft_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
+    pairs = SnapshotPair.objects.filter(snapshot=snapshot).exclude(preferred="tie").order_by("comparison_id")
+    if split:
+        pairs = pairs.filter(split=split)
+    pairs = pairs.annotate(labelled_by=pair_labelled_by(snapshot), both_bad=pair_both_bad(snapshot))
+    sides = {
+        side: (
+            f"comparison__trajectory_{side}_id",
+            f"comparison__trajectory_{side}__steps",
+            f"comparison__trajectory_{side}__metadata__system_prompt",
+            f"comparison__trajectory_{side}__metadata__tools",
+        )
+        for side in "ab"
+    }
+    for row in (
+        pairs.filter(both_bad=False)
+        .values_list("preferred", "task__external_id", "task__prompt", "split", "labelled_by", *sides["a"], *sides["b"])
+        .iterator(chunk_size=BATCH)
+    ):
+        preferred, task_id, prompt, row_split, labelled_by = row[:5]
+        trajectory, steps, system, tools = row[9:13] if preferred == "B" else row[5:9]
+        yield {
+            "messages": prompt_messages(prompt, _text_or_none(system)) + steps_to_messages(steps),
+            "tools": _tools_json(tools),
+            "correction_id": None,
+            "original_id": None,
+            "trajectory_id": trajectory,
+            "task_id": task_id,
+            "kind": None,
+            "replayed": None,
+            "split": row_split,
+            "labelled_by": labelled_by,
+            "origin": "chosen",
+        }
+
+
+def _corrected_sft_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
     for c in _corrections(snapshot, split):
         yield {
             "messages": prompt_messages(
@@ -222,6 +280,8 @@ def _sft_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
             "kind": c["correction__kind"],
             "replayed": c["correction__replayed"],
             "split": c["split"],
+            "labelled_by": "people",
+            "origin": "correction",
         }
 
 
@@ -261,6 +321,8 @@ def _dpo_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
             "task_id": c["correction__original__task__external_id"],
             "margin": 1.0,
             "split": c["split"],
+            "labelled_by": "people",
+            "both_bad": False,
         }
     for row in iter_rows(snapshot, "trl", split=split):
         if row["preferred"] == "tie":
@@ -276,6 +338,8 @@ def _dpo_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
             "task_id": row["task_id"],
             "margin": row["margin"],
             "split": row["split"],
+            "labelled_by": row["labelled_by"],
+            "both_bad": row["both_bad"],
         }
 
 
@@ -319,6 +383,7 @@ def _trl_rows(snapshot: DatasetSnapshot, split: str | None, *, text: bool) -> It
     pairs = SnapshotPair.objects.filter(snapshot=snapshot).exclude(preferred="tie").order_by("comparison_id")
     if split:
         pairs = pairs.filter(split=split)
+    pairs = pairs.annotate(labelled_by=pair_labelled_by(snapshot), both_bad=pair_both_bad(snapshot))
     for p in pairs.values_list(
         "comparison_id",
         "preferred",
@@ -334,6 +399,8 @@ def _trl_rows(snapshot: DatasetSnapshot, split: str | None, *, text: bool) -> It
         "comparison__trajectory_b__steps",
         "comparison__trajectory_b__metadata__system_prompt",
         "comparison__trajectory_b__metadata__tools",
+        "labelled_by",
+        "both_bad",
     ).iterator(chunk_size=BATCH):
         (
             comparison_id,
@@ -350,6 +417,8 @@ def _trl_rows(snapshot: DatasetSnapshot, split: str | None, *, text: bool) -> It
             steps_b,
             system_b,
             tools_b,
+            labelled_by,
+            both_bad,
         ) = p
         # The prompt is shared, so it carries the chosen side's system prompt and tools (A for a tie):
         # the two sides of a comparison answer one task and are normally given the same ones.
@@ -371,6 +440,8 @@ def _trl_rows(snapshot: DatasetSnapshot, split: str | None, *, text: bool) -> It
                 "preferred": preferred,
                 "split": row_split,
                 "source": source,
+                "labelled_by": labelled_by,
+                "both_bad": both_bad,
             }
         else:
             yield {
@@ -385,6 +456,8 @@ def _trl_rows(snapshot: DatasetSnapshot, split: str | None, *, text: bool) -> It
                 "preferred": preferred,
                 "split": row_split,
                 "source": source,
+                "labelled_by": labelled_by,
+                "both_bad": both_bad,
             }
 
 
@@ -426,6 +499,7 @@ def _raw_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dict]:
             "synthetic": synthetic,
             "created_at": created_at.astimezone(dt_timezone.utc).strftime(TIME_FORMAT),
             "split": row_split,
+            "labelled_by": judgement_labelled_by(synthetic),
         }
 
 
@@ -442,6 +516,7 @@ def _stepwise_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dic
         "task_external_id",
         "judgement__comparison__task__prompt",
         "judgement__annotator_id",
+        "judgement__synthetic",
         "judgement__first_wrong_step_a",
         "judgement__first_wrong_step_b",
         "judgement__comparison__trajectory_a_id",
@@ -450,7 +525,7 @@ def _stepwise_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dic
         "judgement__comparison__trajectory_b__steps",
         "split",
     ).iterator(chunk_size=BATCH):
-        jid, cid, task_id, prompt, annotator, wrong_a, wrong_b, a_id, steps_a, b_id, steps_b, row_split = r
+        jid, cid, task_id, prompt, annotator, synthetic, wrong_a, wrong_b, a_id, steps_a, b_id, steps_b, row_split = r
         for side, wrong, trajectory_id, steps in (("A", wrong_a, a_id, steps_a), ("B", wrong_b, b_id, steps_b)):
             if wrong is None or wrong >= len(steps):
                 continue
@@ -466,6 +541,7 @@ def _stepwise_rows(snapshot: DatasetSnapshot, split: str | None) -> Iterator[dic
                 "annotator": names[annotator],
                 "side": side,
                 "split": row_split,
+                "labelled_by": judgement_labelled_by(synthetic),
             }
 
 
@@ -520,7 +596,12 @@ def export_bundle_dir(snapshot: DatasetSnapshot, fmt: str, filetype: str, out_di
             # `datasets` cannot load an empty split file (JSONL or Parquet): it is left out, and the card says so.
             path.unlink()
     written = {split: n for split, n in files.items() if n}
-    (out_dir / "README.md").write_text(dataset_card(snapshot, fmt, filetype, written), encoding="utf-8")
+    lengths = None
+    if fmt in TRL_LONG_ROWS:  # the rows over TRL's default max_length, for the card (a sample beyond 2,000)
+        stride = count_stride(sum(files.values()))
+        lengths = length_counts(iter_rows(snapshot, fmt), fmt, snapshot_tokenizer(snapshot), stride=stride)
+    card = dataset_card(snapshot, fmt, filetype, written, lengths)
+    (out_dir / "README.md").write_text(card, encoding="utf-8")
     (out_dir / "features.json").write_text(json.dumps(features_of(fmt), indent=1) + "\n")
     manifest = {
         "snapshot_id": snapshot.pk,
@@ -558,7 +639,9 @@ def export_zip(snapshot: DatasetSnapshot, fmt: str, filetype: str, target: Path)
     return target
 
 
-BUNDLE_LAYOUT = "v3"  # v2: features.json beside the card (JSONL loads with its types); ratings typed in raw; v3: no tie is a TRL row
+# v2: features.json beside the card (JSONL loads with its types); ratings typed in raw; v3: no tie is a TRL row;
+# v4: `labelled_by` in every format, the card's length counts and the sft rows of chosen sides
+BUNDLE_LAYOUT = "v4"
 
 
 def export_download_path(snapshot: DatasetSnapshot, fmt: str, filetype: str) -> Path:

@@ -305,3 +305,39 @@ def judgement_parse(
     if problems:
         raise JudgementInputError(problems, accepted={k: v for k, v in read.items() if v is not None})
     return Verdict(**read)
+
+
+# A judgement in progress (annotate.models.JudgementDraft): the verdict form's fields by name, as
+# the form holds them (text). Only the form's own names are kept; the values are read for
+# real when the judgement is submitted, so a draft may hold what a submit would refuse (a
+# rationale not yet long enough, a rating not yet chosen): it is unfinished work.
+DRAFT_NAMES = re.compile(r"choice|both_bad|rationale|first_wrong_(left|right)|rating__.{1,100}__(left|right)", re.S)
+DRAFT_FIELDS_MAX = 64
+DRAFT_VALUE_MAX = 200  # characters of any field but the rationale
+DRAFT_MAX_BYTES = 8 * RATIONALE_MAX + 16 * 1024  # a whole rationale, each character escaped in JSON
+
+
+def draft_parse(body) -> dict[str, str]:
+    """A draft body ({"fields": {name: text}}) as its fields, or `ArbiterError` naming every problem."""
+    if not isinstance(body, dict) or not isinstance(body.get("fields"), dict):
+        shape = type_name(body.get("fields")) if isinstance(body, dict) else type_name(body)
+        raise ArbiterError(
+            f'The draft was not kept: a draft is an object {{"fields": {{name: text}}}}, not {shape}.',
+            details=[{"field": "fields", "message": f"an object of the form's fields, not {shape}"}],
+        )
+    fields = body["fields"]
+    problems: list[dict] = []
+    if len(fields) > DRAFT_FIELDS_MAX:
+        problems.append({"field": "fields", "message": f"{len(fields)} fields, over the {DRAFT_FIELDS_MAX} a form has"})
+    for name, value in list(fields.items())[:DRAFT_FIELDS_MAX]:
+        if not DRAFT_NAMES.fullmatch(name):
+            problems.append({"field": "fields", "message": f"{_shown(name)} is not a field of the verdict form"})
+        elif not isinstance(value, str):
+            problems.append({"field": name, "message": f"a draft field is text, not {type_name(value)}"})
+        elif len(value) > (RATIONALE_MAX if name == "rationale" else DRAFT_VALUE_MAX):
+            top = RATIONALE_MAX if name == "rationale" else DRAFT_VALUE_MAX
+            problems.append({"field": name, "message": f"over {top:,} characters"})
+    if problems:
+        messages = "; ".join(p["message"] for p in problems[:MESSAGES_SHOWN])
+        raise ArbiterError(f"The draft was not kept: {messages}.", details=problems[:DETAILS_MAX])
+    return dict(fields)

@@ -802,3 +802,31 @@ class SnapshotCorrection(models.Model):
             models.UniqueConstraint(fields=["snapshot", "correction"], name="snapshotcorrection_once"),
             models.CheckConstraint(condition=Q(split__in=["train", "test"]), name="snapshotcorrection_split_valid"),
         ]
+
+
+class JudgementDraft(BaseModel):
+    """A judgement in progress on a leased assignment, as the labeling screen's verdict form holds
+    it, kept on the server (as Label Studio and Argilla keep drafts) so another tab, another
+    device or a cleared browser brings it back. Removed when its assignment is submitted,
+    skipped or expired (annotate/services/assignments.py)."""
+
+    assignment = models.OneToOneField(Assignment, on_delete=models.CASCADE, related_name="draft")
+    fields = models.JSONField(
+        default=dict, blank=True, help_text="The verdict form's fields by name, each as the text the form holds."
+    )
+
+
+class JudgementRevision(BaseModel):
+    """One change an annotator made to their own submitted judgement, while no dataset snapshot
+    held it: the verdict before and after (A/B terms, the judgement's columns); `created_at` is
+    when."""
+
+    judgement = models.ForeignKey(Judgement, on_delete=models.CASCADE, related_name="revisions")
+    before = models.JSONField(help_text="The judgement's verdict columns before the change.")
+    after = models.JSONField(help_text="The judgement's verdict columns after the change.")
+
+    class Meta:
+        indexes = [
+            # A judgement's history, in the order it changed (the API and the revise page list it).
+            models.Index(fields=["judgement", "created_at"], name="judgementrevision_history_idx"),
+        ]

@@ -81,10 +81,12 @@ def task_split(external_id: str, *, seed: int, test_fraction: float) -> str:
     return "test" if u < test_fraction else "train"
 
 
-# Whose votes a snapshot holds (its `feedback` filter), and which of its pairs a reward model trains on.
+# Whose votes a snapshot holds (its `feedback` filter, the words of the exports' `source` column), and
+# which of its pairs a reward model trains on. "human" is annotators': people's, and simulated
+# annotators' where the snapshot includes synthetic judgements (each row's `labelled_by` tells them apart).
 FEEDBACK = ("human", "ai", "both")
 FEEDBACK_WORDS = {
-    "human": "people's votes",
+    "human": "annotators' votes",
     "ai": "judges' votes (AI feedback)",
     "both": "every pair of the snapshot",
 }

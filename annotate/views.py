@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm, correction_body
+from annotate.judgement_input import SCREEN_SCALE
 from annotate.judges.quality import campaign_judge_panels
 from annotate.judges.votes import ORDERINGS, campaign_order
 from annotate.models import Assignment, Campaign, Comparison, Correction, ImportBatch, Judgement
@@ -33,11 +34,20 @@ from annotate.services.assignments import (
 from annotate.services.campaigns import dimensions_of
 from annotate.services.corrections import MAX_BODY_BYTES, correction_submit, replay_state, replay_words
 from annotate.services.imports import import_upload_create
+from annotate.services.revisions import (
+    REVISABLE_LAST,
+    JudgementFrozen,
+    judgement_frozen_reason,
+    judgement_last_id,
+    judgement_revise,
+    judgements_recent,
+)
 from annotate.trajectory_view import pair_view
-from annotate.workbench import after_vote_words, judge_after_submit, workbench_context
+from annotate.workbench import after_vote_words, judge_after_submit, revise_context, workbench_context
 from webapp.access import role_required
 from webapp.charts import bar_chart_svg, histogram_svg, interval_chart_svg
 from webapp.errors import ArbiterError
+from webapp.estimates import DEFAULT_POLICY_TRAINING
 from webapp.roles import Role, annotator_label, user_has_role
 from webapp.uploads import body_too_big
 
@@ -74,7 +84,8 @@ def _default_policy_in_training():
     )
     if run is None:
         return None
-    return {"run": run, "campaign": Campaign.objects.filter(pk=run.config.get("rollout_campaign_id")).first()}
+    campaign = Campaign.objects.filter(pk=run.config.get("rollout_campaign_id")).first()
+    return {"run": run, "campaign": campaign, "estimate": DEFAULT_POLICY_TRAINING}
 
 
 @role_required(Role.ADMIN)
@@ -284,6 +295,74 @@ def skip_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
     if not request.htmx:
         return redirect(_label_url(campaign, align))
     return _workbench(request, campaign, align=align)
+
+
+def _revisable(judgement, recent) -> str:
+    """Why the judgement may not be revised now, or "" when it may."""
+    if judgement.pk not in {j.pk for j in recent}:
+        return f"Only your last {REVISABLE_LAST} judgements in a campaign can be revised; this one is older."
+    return judgement_frozen_reason(judgement)
+
+
+@role_required(*LABELERS)
+def revise_last(request: HttpRequest, campaign_id: int) -> HttpResponse:
+    """The labeling screen's "revise your last judgement" (key p): the revise page of the
+    annotator's latest judgement in the campaign."""
+    campaign = get_object_or_404(Campaign, pk=campaign_id)
+    last = judgement_last_id(annotator=request.user, campaign_id=campaign.id)
+    if last is None:
+        message = f"You have not judged anything in campaign {campaign.name!r} yet: there is nothing to revise."
+        return render(request, "annotate/error.html", {"message": message}, status=404)
+    return redirect("annotate:judgement-revise", judgement_id=last)
+
+
+@role_required(*LABELERS)
+def judgement_revise_page(request: HttpRequest, judgement_id: int) -> HttpResponse:
+    """Go back to one of the annotator's last judgements: the comparison with the same sides, the
+    verdict as stored, changed and saved again (the change is recorded). Refused once a dataset
+    snapshot holds it."""
+    judgement = (
+        Judgement.objects.select_related(
+            "assignment",
+            "comparison__campaign",
+            "comparison__task",
+            "comparison__trajectory_a",
+            "comparison__trajectory_b",
+        )
+        .filter(pk=judgement_id, annotator=request.user)
+        .first()
+    )
+    if judgement is None or judgement.assignment is None:
+        message = "That judgement is not yours." if judgement is None else "This judgement has no sides to revise."
+        return render(request, "annotate/error.html", {"message": message}, status=404)
+    campaign = judgement.comparison.campaign
+    align = _align(request.GET)
+    recent = judgements_recent(annotator=request.user, campaign_id=campaign.id)
+    if request.method != "POST":
+        reason = _revisable(judgement, recent)
+        context = revise_context(judgement=judgement, recent=recent, error=reason, align=align)
+        return render(request, "annotate/revise.html", {**context, "locked": bool(reason)})
+    sent = {k: v for k, v in request.POST.items() if k != "csrfmiddlewaretoken"}
+    form = JudgementForm(request.POST, dimensions=dimensions_of(campaign))
+    status, error = 400, ""
+    if not form.is_valid():
+        error = " ".join(e for errors in form.errors.values() for e in errors)
+    else:
+        try:
+            _, revision = judgement_revise(judgement_id=judgement.pk, annotator=request.user, verdict=form.verdict)
+        except JudgementFrozen as exc:
+            status, error = 409, exc.message
+        except ArbiterError as exc:
+            error = exc.message
+        else:
+            words = dict((value, text) for value, text, _ in SCREEN_SCALE)[form.verdict.choice]
+            if revision is None:
+                messages.info(request, f"Nothing changed: your judgement still says “{words}”.")
+            else:
+                messages.success(request, f"Your judgement was revised: it now says “{words}”.")
+            return redirect(_label_url(campaign, align))
+    context = revise_context(judgement=judgement, recent=recent, sent=sent, error=error, align=align)
+    return render(request, "annotate/revise.html", {**context, "locked": status == 409}, status=status)
 
 
 @role_required(*READERS)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 from django.utils import timezone
 
 from annotate.judgement_input import SCREEN_SCALE
 from annotate.judges.votes import judge_vote_after_submit, judge_vote_shown, judge_vote_sure
-from annotate.models import Assignment, Campaign, Comparison, JudgeMode
+from annotate.models import Assignment, Campaign, Comparison, Judgement, JudgeMode
 from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
 from annotate.services.corrections import CORRECTABLE_KINDS, tool_names
 from annotate.services.labeling_sql import PREFILL_CONFIDENCE
+from annotate.services.revisions import REVISABLE_LAST, judgement_revisions
 from annotate.trajectory_view import Align, pair_view, setup_views
+from core.ids import parse_index
 
 IDENTICAL = "Identical trajectories"
 PROMPT_FOLD = 400  # characters of a task prompt shown before "Show the whole task"
@@ -37,9 +41,10 @@ def _cleaned(form, name: str):
     return getattr(form, "cleaned_data", {}).get(name) if form is not None else None
 
 
-def _dimensions(campaign: Campaign, form) -> list[dict]:
-    """The rating rows, each with the points chosen in a refused submit (kept, never reset)."""
-    sent = form.data if form is not None else {}
+def _dimensions(campaign: Campaign, form=None, sent=None) -> list[dict]:
+    """The rating rows, each with the points chosen in a refused submit (kept, never reset), or
+    in `sent` (the verdict form's fields: a judgement being revised)."""
+    sent = sent if sent is not None else (form.data if form is not None else {})
     return [
         {
             **d,
@@ -145,6 +150,7 @@ def workbench_context(
         "judge_hint": None,
         # A paused, closed or archived campaign hands out nothing: the page says that, and only that.
         "inactive": campaign.status != Campaign.Status.ACTIVE,
+        "revisable_last": REVISABLE_LAST,  # the way back to what was just submitted
     }
     if assignment is not None:
         left, right = screen_sides(_with_comparison(assignment))
@@ -160,8 +166,11 @@ def workbench_context(
             identical=bool(left.behaviour_hash) and left.behaviour_hash == right.behaviour_hash,
             identical_reason=IDENTICAL,
             correction_tools=sorted(set(tool_names(left)) | set(tool_names(right))),
-            # What the correction form starts from at each step: the original call, or the answer.
-            correction_steps={"left": correction_starts(left.steps), "right": correction_starts(right.steps)},
+            # What the correction form starts from at each step: the original call, or the answer,
+            # as JSON in a data- attribute (no data block in a <script>: the page has no inline script).
+            correction_steps=json.dumps(
+                {"left": correction_starts(left.steps), "right": correction_starts(right.steps)}
+            ),
             # Seconds the lease has left, from the server's clock (the page counts down from it).
             lease_left=max(0, int((assignment.leased_until - timezone.now()).total_seconds())),
         )
@@ -179,3 +188,62 @@ def workbench_context(
                     "threshold": PREFILL_CONFIDENCE,  # the rule: annotate/judges/votes.py
                 }
     return context
+
+
+def judgement_form_fields(judgement: Judgement) -> dict[str, str]:
+    """A stored judgement (A/B terms) as the verdict form's fields, in the screen terms of the
+    assignment it was made on: what the revise form starts from."""
+    left_is_a = judgement.assignment.left_is_a
+    letters = {"left": "A", "right": "B"} if left_is_a else {"left": "B", "right": "A"}
+    wrong = {"A": judgement.first_wrong_step_a, "B": judgement.first_wrong_step_b}
+    fields = {"choice": str(_screen_choice(judgement.choice, left_is_a)), "rationale": judgement.rationale}
+    if judgement.both_bad:
+        fields["both_bad"] = "on"
+    for side, letter in letters.items():
+        if wrong[letter] is not None:
+            fields[f"first_wrong_{side}"] = str(wrong[letter])
+        for dim, sides in (judgement.ratings or {}).items():
+            if isinstance(sides, dict) and sides.get(letter) is not None:
+                fields[f"rating__{dim}__{side}"] = str(sides[letter])
+    return fields
+
+
+def revise_context(
+    *, judgement: Judgement, recent: list[Judgement], sent=None, error: str = "", align: Align = "content"
+) -> dict:
+    """The revise page: the comparison as it was shown (the same sides), the verdict as stored
+    or as just typed (`sent`, a refused revision keeps it), the person's last judgements."""
+    assignment = judgement.assignment
+    assignment.comparison = judgement.comparison
+    left, right = screen_sides(_with_comparison(assignment))
+    campaign = judgement.comparison.campaign
+    sent = sent if sent is not None else judgement_form_fields(judgement)
+    return {
+        "judgement": judgement,
+        "campaign": campaign,
+        "recent": recent,
+        "sent": sent,
+        "choice": parse_index(sent.get("choice") or ""),
+        "marked_left": parse_index(sent.get("first_wrong_left") or ""),
+        "marked_right": parse_index(sent.get("first_wrong_right") or ""),
+        "dimensions": _dimensions(campaign, sent=sent),
+        "scale": SCREEN_SCALE,
+        "prompt": judgement.comparison.task.prompt,
+        "pair": pair_view(left.steps, right.steps, align=align),
+        "error": error,
+        "revisable_last": REVISABLE_LAST,
+        "history": [
+            {
+                "at": change.created_at,
+                "before": _verdict_words(change.before, assignment.left_is_a),
+                "after": _verdict_words(change.after, assignment.left_is_a),
+            }
+            for change in judgement_revisions(judgement=judgement)
+        ],
+    }
+
+
+def _verdict_words(verdict: dict, left_is_a: bool) -> str:
+    """A recorded verdict (A/B terms) in the words of its screen: the choice, and both bad."""
+    words = _words(_screen_choice(verdict["choice"], left_is_a))
+    return f"{words}, both bad" if verdict.get("both_bad") else words

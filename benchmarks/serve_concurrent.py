@@ -55,7 +55,7 @@ def floor_run(server, bodies: list[dict], max_tokens: int) -> tuple[float, int]:
     """(seconds, tokens) of one padded greedy `generate` of the bodies' prompts."""
     import torch
 
-    from training.policy.serving import parse_request
+    from training.policy.serving_requests import parse_request
 
     prompts = [server.prepare(parse_request(body)).prompt for body in bodies]
     width = max(len(p) for p in prompts)

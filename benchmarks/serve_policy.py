@@ -38,8 +38,9 @@ def main() -> None:
 
     from training.envs.base import EpisodeRunner
     from training.envs.registry import get_environment
-    from training.policy.serving import PolicyServer, parse_request
+    from training.policy.serving import PolicyServer
     from training.policy.serving_http import serve
+    from training.policy.serving_requests import parse_request
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("policy")

@@ -5,7 +5,7 @@
 - `ids`: ids and whole numbers read from request data (JSON integers or ASCII digits, in range)
 - `problems`: a problem with input (a message, with its field or line), as forms and the API show it
 - `votes`: a vote's direction and the one majority rule
-- `intervals`: the one interval of every figure (a seeded percentile bootstrap)
+- `intervals`: the intervals of every figure (a seeded percentile bootstrap; a share's at least Wilson's)
 - `callbacks`: how a caller watches and steers a training job
 - `config_ranges`: a config's numbers checked against their ranges, worded one way
 - `parallel`: the data-parallel launcher of training jobs (processes, rank 0's events, stopping together)

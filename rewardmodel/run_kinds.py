@@ -10,6 +10,7 @@ from django.urls import reverse
 from annotate.models import Campaign, DatasetSnapshot, Policy
 from annotate.preferences import FEEDBACK as FEEDBACK_CHOICES
 from annotate.preferences import FEEDBACK_WORDS, can_train_reward_model, fed_by, reward_model_pairs
+from core.figures import share_text
 from rewardmodel.models import CampaignRewardModel, RewardModel
 from rewardmodel.train import RewardModelConfig
 from webapp.runs.kinds import RunKind, register
@@ -82,10 +83,21 @@ def _policy_choices():
 
 
 def _fill_tokenizer(config: RewardModelRunConfig) -> None:
+    """policy-llama shares a policy's tokenizer: the one it will be used on (eval_policy_id), else the
+    default policy, else the newest policy whose model is on disk (an admin's own policy, registered
+    before or instead of training the default one)."""
     from rewardmodel.services import default_tokenizer_dir
 
     if config.backbone == "policy-llama" and not config.tokenizer_dir:
-        config.tokenizer_dir = default_tokenizer_dir(config.eval_policy_id)
+        config.tokenizer_dir = default_tokenizer_dir(config.eval_policy_id) or _newest_policy_dir()
+
+
+def _newest_policy_dir() -> str:
+    newest = Policy.objects.exclude(model_dir="").order_by("-created_at").values_list("model_dir", flat=True)
+    for model_dir in newest[:50]:
+        if (Path(model_dir) / "config.json").exists():
+            return model_dir
+    return ""
 
 
 def _no_tokenizer_problem() -> str:
@@ -158,9 +170,11 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
 
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)
     rows = [r for r in iter_rows(snapshot, "trl", split="train") if fed_by(r["source"], config.feedback)]
+    # The `trl` rows hold no tie: the snapshot's tied pairs were left out before, and are counted here.
+    ties = snapshot.stats.get("train_ties", 0)
     reporter.log(
-        f"Training on {len(rows)} pairs of {snapshot} ({FEEDBACK_WORDS[config.feedback]}) with backbone "
-        f"{config.backbone} on {compute.name}."
+        f"Training on {len(rows)} pairs of {snapshot} ({FEEDBACK_WORDS[config.feedback]}; {ties} tied pairs of its "
+        f"train split left out) with backbone {config.backbone} on {compute.name}."
     )
     callbacks = Callbacks(
         progress=lambda f, m="": reporter.progress(0.85 * f, m or "training"),
@@ -213,7 +227,7 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
     test = metrics["test"]
     reporter.log(
         f"Held-out accuracy {test['accuracy']:.3f} on {test['n']} pairs; "
-        f"human agreement {metrics['human_agreement']['pairwise_excluding_ties']}."
+        f"human agreement {share_text(metrics['human_agreement']['pairwise_excluding_ties'])}."
     )
     return {
         "reward_model_id": reward_model.pk,
@@ -326,6 +340,8 @@ def register_kinds() -> None:
             lineage=_train_lineage,
             resumable=True,
             choices={"snapshot_id": _snapshot_choices, "eval_policy_id": _policy_choices},
+            work=lambda config: config.epochs * config.ensemble,
+            work_words="epochs (times ensemble members)",
             suggest={"snapshot_id": _trainable_snapshot},
         )
     )

@@ -381,9 +381,11 @@ def train_reward_model(
     if len(dataset) == 0:
         raise ValueError("No pair with a preferred side to train on (ties are left out).")
     n_params = sum(p.numel() for p in model.parameters())
+    ties = len(train_rows) - len(dataset)  # ties among the rows given (the caller may have left them out before)
     callbacks.log(
-        f"{config.backbone}: {n_params / 1e6:.2f}M parameters, {len(dataset)} pairs "
-        f"({len(train_rows) - len(dataset)} ties left out), {max_tokens} tokens per side"
+        f"{config.backbone}: {n_params / 1e6:.2f}M parameters, {len(dataset)} pairs"
+        + (f" ({ties} ties among them left out)" if ties else "")
+        + f", {max_tokens} tokens per side"
     )
     meta = _meta(config, tokenizer, max_tokens)
     bridge = trainer_bridge(callbacks, lambda path: _write_meta(path, meta))

@@ -13,6 +13,10 @@ they were found (issues 45 and 46); `make lint` runs them, and so does the suite
   ways; the training loops share one mechanism, `core.ranks.Ranks` (the reward model's is
   TRL's, inside its trainer).
 - A function of the apps over 100 lines: split it into steps with names (issue 46).
+- A status passed by position to Django's `render()` (its 4th argument is the content type):
+  `render(request, template, context, 403)` answered 200 with `Content-Type: 403` (issue 53).
+  Pass `status=` by name; `TemplateResponse` (4th), `SimpleTemplateResponse` (3rd) and
+  `HttpResponse` and its kin (2nd) take the content type by position too.
 
     python scripts/code_rules.py     # prints each place and exits 1 if there is one
 """
@@ -71,6 +75,32 @@ def long_functions(source: str) -> list[int]:
     ]
 
 
+# The positional arguments each takes before the content type, where a status would land.
+CONTENT_TYPE_AT = {
+    "render": 3,
+    "TemplateResponse": 3,
+    "SimpleTemplateResponse": 2,
+    "HttpResponse": 1,
+    "StreamingHttpResponse": 1,
+    "FileResponse": 1,
+}
+
+
+def positional_content_types(source: str) -> list[int]:
+    """Lines that call render() (or a response class) with an argument in its content type's
+    position: a status meant for `status=`. Methods (`widget.render(...)`) are not Django's."""
+    import ast
+
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in CONTENT_TYPE_AT
+        and len(node.args) > CONTENT_TYPE_AT[node.func.id]
+    ]
+
+
 RULES = {
     "str.isdigit() is true for '²' and '٣', which int() refuses: use s.isascii() and s.isdigit(), "
     "or core.ids.parse_id / parse_index": bare_isdigit,
@@ -79,6 +109,8 @@ RULES = {
     "a data-parallel collective outside core/ranks.py: use core.ranks.Ranks (total, any, gather, "
     "sum_gradients), the one mechanism of the training loops": collectives,
     f"a function over {LONGEST_FUNCTION} lines: split it into named steps": long_functions,
+    "an argument in render()'s content-type position (its 4th; a response class's 2nd): pass status= by "
+    "name": positional_content_types,
 }
 EXEMPT = {drf_integer_fields: {WHOLE_NUMBER_HOME}, collectives: {RANKS_HOME}}
 ONLY_IN = {long_functions: APPS}  # benchmarks' and scripts' `main`s read top to bottom

@@ -10,14 +10,19 @@
 #
 # Started in the background: gunicorn (log: var/web.log) and one Celery worker on both queues
 # with the beat scheduler (log: var/worker.log; niced, so training leaves the web server the
-# CPU it needs). The URL and the demo users are printed last, once /health answers.
-# Ctrl-C stops both, by PID.
+# CPU it needs). Each set-up step is printed as it starts and ends; the URL and the demo users
+# last, once /health answers. Ctrl-C, or SIGINT/SIGTERM/SIGHUP to the launcher, stops them all by
+# PID and exits 0 (through scripts/launcher.py: see there why a shell cannot do it alone).
 set -euo pipefail
 # Everything the app writes (the SQLite database with its sessions, logs, the broker's messages,
 # models) is for this user alone: another local user must not read a signed-in admin's session.
 umask 077
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
+if [ -z "${ARBITER_LAUNCHER:-}" ]; then
+  PY=$BIN/python; [ -x "$PY" ] || PY=python3
+  exec "$PY" scripts/launcher.py "$(pwd)/scripts/run_embedded.sh" "$@"
+fi
 PORT="${PORT:-8000}"
 HOST=127.0.0.1
 setting() {  # a setting from the environment, else from .env (which webapp/settings.py reads too)
@@ -52,7 +57,9 @@ finish() {  # wait up to `grace` seconds for a signalled process, then SIGKILL i
   wait "$pid" 2>/dev/null || true
 }
 cleanup() {
-  trap - EXIT INT TERM
+  # A second Ctrl-C while stopping must not leave the processes behind: the stop takes at most 13 s.
+  trap '' INT TERM HUP
+  trap - EXIT
   if [ -n "$WEB$WORKER" ]; then echo; echo "Stopping the web server and the workers ..."; fi
   [ -z "$WEB" ] || kill -TERM "$WEB" 2>/dev/null || true
   # SIGQUIT is Celery's cold shutdown: a training run stops now instead of running to its end
@@ -65,11 +72,18 @@ cleanup() {
   rm -f "$LOCK"
 }
 trap cleanup EXIT
-# Ctrl-C is how `make run` is stopped: a normal end (exit 0, after `cleanup`), so make prints no
-# "make: *** [Makefile:41: run] Error 130" after the workers have stopped cleanly.
-trap 'exit 0' INT TERM
+# Ctrl-C is how `make run` is stopped: a normal end (exit 0, after `cleanup`). Closing the
+# terminal (SIGHUP) stops it the same way.
+trap 'exit 0' INT TERM HUP
 
-step() {  # run a set-up step quietly; on failure show what it said
+began=$SECONDS
+say() {  # one line of progress, with the seconds since the start
+  printf '  [%3d s] %s\n' $((SECONDS - began)) "$1"
+}
+step() {  # say what a set-up step does, run it quietly; on failure show what it said
+  local what=$1
+  shift
+  say "$what ..."
   if ! "$@" >>"$LOG" 2>&1; then
     echo "make run: '$*' failed; its output (from $LOG):" >&2
     tail -n 40 "$LOG" >&2
@@ -79,16 +93,17 @@ step() {  # run a set-up step quietly; on failure show what it said
 
 echo "Starting Arbiter (set-up log: $LOG) ..."
 : >"$LOG"
-step $BIN/python manage.py migrate --noinput -v0
-step $BIN/python manage.py collectstatic --noinput -v0
+step "database migrations" $BIN/python manage.py migrate --noinput -v0
+step "static files" $BIN/python manage.py collectstatic --noinput -v0
 if [ -z "$(setting CELERY_BROKER_URL)$(setting DATABASE_URL)" ]; then
   # The database and the broker are this folder's and their only worker is started below: a
   # job still marked running was cut off when the last `make run` stopped. Fail it now, so
   # load_demo starts the default policy's training again instead of waiting on a run nobody
   # executes. (A shared database may have other workers: there the scheduled sweep decides.)
-  step $BIN/python manage.py jobs_sweep --orphaned
+  step "jobs cut off by the last stop" $BIN/python manage.py jobs_sweep --orphaned
 fi
 # Demo users, the campaigns that need no model, and the default policy's run (queued once).
+say "demo users, campaigns and the default policy's training run ..."
 if ! $BIN/python manage.py load_demo >"$VAR/demo.txt" 2>>"$LOG"; then
   echo "make run: load_demo failed; from $LOG:" >&2
   cat "$VAR/demo.txt" >&2
@@ -123,6 +138,8 @@ start_training() {
 LOGFILE=([web]="$VAR/web.log" [housekeeping]="$VAR/worker-housekeeping.log" [training]="$VAR/worker-training.log")
 for name in web housekeeping training; do STARTS[$name]=""; "start_$name"; done
 WEB=${PID[web]} WORKER="${PID[housekeeping]} ${PID[training]}"
+say "web server (PID ${PID[web]}), housekeeping worker (PID ${PID[housekeeping]}) and training worker (PID ${PID[training]}) started"
+say "waiting for the web server to answer on http://$HOST:$PORT/ ..."
 
 why() {  # among the last lines of a process's log, the last one that says what went wrong
   tail -n 60 "${LOGFILE[$1]}" 2>/dev/null | grep -E "Unrecoverable|CRITICAL|ERROR|[A-Za-z]+Error:|Killed" \
@@ -163,6 +180,7 @@ until answers; do
   fi
   sleep 0.2
 done
+say "the web server answers"
 
 cat <<EOF
 

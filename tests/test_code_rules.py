@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.code_rules import bare_isdigit, broken_rules, collectives, drf_integer_fields, long_functions
+from scripts.code_rules import (
+    bare_isdigit,
+    broken_rules,
+    collectives,
+    drf_integer_fields,
+    long_functions,
+    positional_content_types,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,6 +29,19 @@ def test_the_rules_find_what_they_are_about():
     body = "\n".join(f"    x{n} = {n}" for n in range(99))
     assert long_functions(f"def short():\n{body}\n") == []  # 100 lines
     assert long_functions(f"def long():\n{body}\n    x = 0\n") == [1]  # 101 lines
+
+
+def test_the_content_type_rule_finds_a_status_by_position_and_its_known_escapes():
+    """render(request, template, context, 403) answered 200 with `Content-Type: 403` (issue 53)."""
+    assert positional_content_types('return render(request, "x.html", {"m": 1}, 403)') == [1]
+    assert positional_content_types('return render(\n    request,\n    "x.html",\n    {},\n    "text/html",\n)') == [1]
+    assert positional_content_types('r = TemplateResponse(request, "x.html", {}, 403)') == [1]
+    assert positional_content_types('r = HttpResponse("refused", 403)') == [1]
+    assert positional_content_types('r = SimpleTemplateResponse("x.html", {}, 403)') == [1]
+    assert positional_content_types('return render(request, "x.html", {"m": 1}, status=403)') == []
+    assert positional_content_types('r = HttpResponse("refused", status=403)') == []
+    assert positional_content_types("html = super().render(name, value, attrs, renderer)") == []  # a widget's
+    assert positional_content_types("html = template.render(context, request)") == []
 
 
 def test_no_code_breaks_a_rule():

@@ -78,6 +78,8 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
             own = f"{own}-into-{config.bc_base_policy_id}"
         if config.seed:  # each loop seed clones its own start (seed 0 is the default policy)
             own = f"{own}-seed{config.seed}"
+        cloning = rising(step)
+        step(0.0, "playing the demonstrations ...")  # minutes before the first step: said as it begins
         policy = policy_train_default(
             config=BCConfig(
                 environment=config.environment,
@@ -87,7 +89,7 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
             ),
             name=own,
             target=settings.VAR_DIR / "policies" / own,
-            progress=lambda f: step(f, "behaviour cloning"),
+            progress=lambda f: cloning(f, "behaviour cloning"),
             log=log,
         )
     step(1.0, f"{policy}")
@@ -101,6 +103,19 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
         seconds.update({f"round {loop_round.number} {k}": v for k, v in loop_round.seconds.items()})
     last = rounds[-1]
     return PipelineResult(policy=policy, rounds=rounds, evaluation=last.evaluation, seconds=seconds)
+
+
+def rising(progress: Callable[[float, str], None]) -> Callable[[float, str], None]:
+    """`progress` that never goes back: behaviour cloning that extends its steps while its policy
+    still improves reports a lower fraction (99% then 91%), and a bar must hold instead."""
+    high = 0.0
+
+    def report(fraction: float, message: str = "") -> None:
+        nonlocal high
+        high = max(high, fraction)
+        progress(high, message)
+
+    return report
 
 
 def before_after_rows(evaluation) -> list[dict]:

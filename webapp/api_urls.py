@@ -21,6 +21,8 @@ urlpatterns = [
     path("tokens/<id:token_id>", TokenRevokeApi.as_view(), name="api-token"),
     # Trajectory import (admins)
     path("trajectories/", annotate_api.TrajectoryImportApi.as_view(), name="api-trajectories"),
+    # A trajectory read back as canonical JSON (researchers and admins)
+    path("trajectories/<id:trajectory_id>/", annotate_api.TrajectoryDetailApi.as_view(), name="api-trajectory"),
     path("imports/", annotate_api.ImportUploadApi.as_view(), name="api-imports"),
     path("imports/<id:batch_id>/", annotate_api.ImportDetailApi.as_view(), name="api-import-detail"),
     # Labeling (annotators and admins)
@@ -28,6 +30,14 @@ urlpatterns = [
     path("assignments/next", api_fast.assignment_next_view, name="api-assignment-next"),
     path("assignments/<id:assignment_id>/judgement", api_fast.judgement_submit_view, name="api-judgement-submit"),
     path("assignments/<id:assignment_id>/skip", annotate_api.AssignmentSkipApi.as_view(), name="api-assignment-skip"),
+    path(
+        "assignments/<id:assignment_id>/draft", annotate_api.AssignmentDraftApi.as_view(), name="api-assignment-draft"
+    ),
+    path(
+        "judgements/<id:judgement_id>/revision",
+        annotate_api.JudgementRevisionApi.as_view(),
+        name="api-judgement-revision",
+    ),
     path(
         "assignments/<id:assignment_id>/correction",
         correction_api.AssignmentCorrectionApi.as_view(),

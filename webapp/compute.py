@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,7 @@ class Compute:
     bf16: bool  # train in bfloat16 mixed precision
     gpus: int  # GPUs visible to this worker (accelerate can use several)
     worker: str  # host name of the machine the run executes on
+    threads: int = 0  # torch's threads on the CPU (0 on a GPU)
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -42,7 +43,29 @@ def pick_compute(preferred: str | None = None) -> Compute:
             gpus=gpus,
             worker=worker,
         )
-    return Compute(device="cpu", name=f"CPU ({torch.get_num_threads()} threads)", bf16=False, gpus=0, worker=worker)
+    threads = torch.get_num_threads()
+    return Compute(device="cpu", name=cpu_name(threads), bf16=False, gpus=0, worker=worker, threads=threads)
+
+
+def cpu_name(threads: int, processes: int = 1) -> str:
+    plural = "s" if threads != 1 else ""
+    return (
+        f"CPU ({processes} processes x {threads} thread{plural})"
+        if processes > 1
+        else f"CPU ({threads} thread{plural})"
+    )
+
+
+def compute_for(compute: Compute, config) -> Compute:
+    """The compute as the run will use it: on the CPU, the torch threads its config sets
+    (`threads`, 0 for torch's own count) and its processes, so the run's page says what its
+    config does (one value feeds both)."""
+    threads = getattr(config, "threads", 0) or 0
+    processes = getattr(config, "processes", 1) or 1
+    if compute.device != "cpu" or (not threads and processes == 1):
+        return compute
+    threads = threads or compute.threads or 1
+    return replace(compute, name=cpu_name(threads, processes), threads=threads)
 
 
 # Training memory per parameter on the CPU: fp32 weights, gradients and Adam's two moments, plus

@@ -78,6 +78,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "webapp.middleware.BodyLimitMiddleware",  # first: refuses an oversized body before anything reads it
     "django.middleware.security.SecurityMiddleware",
     "webapp.api_errors.ApiJsonErrorsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -215,6 +216,15 @@ FILE_UPLOAD_HANDLERS = [
 
 # Trajectory import limits.
 IMPORT_MAX_UPLOAD_BYTES = env.int("IMPORT_MAX_UPLOAD_BYTES", default=512 * 1024 * 1024)
+# Every route's body is refused from its declared length before a byte is read, with a 413 that
+# names the limit (webapp/uploads.py, ROUTE_LIMITS): a form or a small JSON body at most
+# FORM_MAX_BODY_BYTES; a correction CORRECTION_MAX_BODY_BYTES; the import JSON API_MAX_BODY_BYTES,
+# an import upload IMPORT_MAX_UPLOAD_BYTES, a gold file GOLD_MAX_UPLOAD_BYTES; and a request from
+# nobody logged in (the login form) ANONYMOUS_MAX_BODY_BYTES, whatever the route.
+FORM_MAX_BODY_BYTES = env.int("FORM_MAX_BODY_BYTES", default=2 * 1024 * 1024)
+ANONYMOUS_MAX_BODY_BYTES = env.int("ANONYMOUS_MAX_BODY_BYTES", default=64 * 1024)
+CORRECTION_MAX_BODY_BYTES = env.int("CORRECTION_MAX_BODY_BYTES", default=1_000_000)
+GOLD_MAX_UPLOAD_BYTES = env.int("GOLD_MAX_UPLOAD_BYTES", default=5 * 1024 * 1024)
 IMPORT_INLINE_MAX_BYTES = env.int("IMPORT_INLINE_MAX_BYTES", default=1024 * 1024)
 # A JSONL line longer than this is refused without being held in memory (a JSON document is
 # read in blocks and has no such limit).

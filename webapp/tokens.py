@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from core import json_input
 from webapp.errors import ArbiterError
+from webapp.limits import person_lock
 from webapp.models import ApiToken
 
 MAX_TOKENS_PER_USER = 50
@@ -33,6 +34,7 @@ def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
         json_input.check(name)
     except json_input.JsonInputError as exc:
         raise ArbiterError(f"The token name cannot be stored: {exc}.") from None
+    person_lock(user)  # counted and written one request at a time: a burst stays within the limit
     if ApiToken.objects.filter(user=user).count() >= MAX_TOKENS_PER_USER:
         raise ArbiterError(f"You have {MAX_TOKENS_PER_USER} tokens already; revoke one first.")
     key = secrets.token_hex(20)

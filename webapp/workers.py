@@ -163,10 +163,10 @@ def run_wait(run) -> RunWait | None:
         .order_by("started_at")
         .only("pk", "name", "kind", "progress", "started_at")
     )
-    return RunWait(len(ahead) + 1, ahead, running, _minutes_left(running))
+    return RunWait(len(ahead) + 1, ahead, running, minutes_left(running))
 
 
-def _minutes_left(running) -> float | None:
+def minutes_left(running) -> float | None:
     """The soonest any running run ends, from its progress so far (None when none has 5%)."""
     now = timezone.now()
     estimates = [

@@ -60,7 +60,9 @@ class DatasetListCreateApi(APIView):
         feedback = serializers.ChoiceField(
             choices=["human", "ai", "both"],
             default="human",
-            help_text="Whose votes: people's (default), judges' (AI feedback), or both kept apart (marked by source).",
+            help_text="Whose votes, in the words of the files' `source` column: human (annotators: people, and "
+            "simulated annotators with include_synthetic; the default), ai (judges: AI feedback), or both kept apart. "
+            "Each row's `labelled_by` says who labelled it: people, simulated, mixed or judge.",
         )
         judges = serializers.ListField(
             child=IdField(), required=False, default=list, max_length=100, help_text="Which judges (default: all)."

@@ -24,16 +24,19 @@ class SnapshotForm(forms.Form):
     min_agreement = forms.FloatField(
         min_value=0, max_value=1, initial=0.0, help_text="Share of votes on the winning side, 0-1."
     )
-    include_synthetic = forms.BooleanField(required=False, help_text="Judgements by simulated annotators.")
+    include_synthetic = forms.BooleanField(
+        required=False, help_text="Judgements by simulated annotators (`labelled_by` simulated in the files)."
+    )
     feedback = forms.ChoiceField(
         choices=[
-            ("human", "People's votes only"),
+            ("human", "Annotators' votes only (people's; simulated annotators' too when included above)"),
             ("ai", "Judges' votes only (AI feedback)"),
-            ("both", "Both, kept apart (people's where they voted, judges' elsewhere)"),
+            ("both", "Both, kept apart (annotators' where they voted, judges' elsewhere)"),
         ],
         initial="human",
-        required=False,  # left out: people's votes only
-        help_text="Judges' votes go in only if asked, marked source ai in the files and on the card.",
+        required=False,  # left out: annotators' votes only
+        help_text="The files' `source` column says human or ai; `labelled_by` says who: people, simulated, "
+        "mixed or judge.",
     )
     judges = forms.ModelMultipleChoiceField(
         queryset=Judge.objects.order_by("name"),

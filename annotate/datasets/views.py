@@ -6,7 +6,8 @@ from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotate.datasets.forms import SnapshotForm
-from annotate.export_card import dataset_card_preview
+from annotate.export_card import dataset_card_preview, empty_exports
+from annotate.export_labels import labelled_by_counts, labelled_by_sentence
 from annotate.export_schemas import FILETYPES, FORMATS
 from annotate.exports import export_download_path
 from annotate.models import DatasetSnapshot
@@ -45,6 +46,8 @@ def dataset(request: HttpRequest, snapshot_id: int) -> HttpResponse:
     if snapshot.status == DatasetSnapshot.Status.SUCCEEDED:
         context["card_format"] = card_format
         context["card_meta"], context["card_body"] = dataset_card_preview(snapshot, card_format)
+        context["empty_formats"] = empty_exports(snapshot)
+        context["labelled_by"] = labelled_by_sentence(labelled_by_counts(snapshot, "trl"), "pairs")
         train, test = reward_model_pairs(snapshot.stats)
         context["reward_model_pairs"] = {
             "train": train,

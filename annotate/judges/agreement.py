@@ -12,7 +12,9 @@ figures are in direction terms (`core.votes.direction`): -1 prefers A, 0 tie, +1
   judge picks whichever side it was shown first.
 - `self_consistency`: how often the judge gives the same answer when asked again.
 
-Every figure comes with a percentile bootstrap interval over comparisons. Each comparison is
+Every figure comes with a percentile bootstrap interval over comparisons, and a share's
+(accuracy, flip rate, first-shown rate, agreement) is widened to at least its Wilson interval
+(`core.intervals.share_bounds`), so 0 of 10 never reads as [0, 0]. Each comparison is
 reduced once to a short vector of counts (a 3x3 confusion, say); a resample sums the vectors of
 the drawn comparisons, so 20,000 comparisons x 1000 resamples takes about a second.
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.intervals import share_bounds
 from core.votes import direction, majority
 
 OVERALL = "overall"
@@ -171,8 +174,11 @@ def _bootstrap(
     resamples: int,
     seed: int,
     confidence: float,
+    trials: list[int | None] | None = None,
 ) -> list[Interval]:
     """Each statistic of the summed counts, with a percentile interval from resampling the rows.
+    `trials`: for each statistic that is a share, its number of trials (its interval is then at
+    least the Wilson interval over them); None for one that is not (kappa).
 
     `counts` holds one vector of additive counts per comparison. Resamples where a statistic is
     undefined (kappa when chance agreement is 1) are left out of that statistic's interval.
@@ -195,17 +201,19 @@ def _bootstrap(
                 found.append(value)
     tail = (1 - confidence) / 2
     intervals = []
-    for value, found in zip(values, draws):
+    for value, found, n in zip(values, draws, trials or [None] * len(statistics)):
         if value is None or not found:
             intervals.append(Interval(value, None, None, len(counts)))
-        else:
-            low, high = np.quantile(found, [tail, 1 - tail])
-            intervals.append(Interval(value, float(low), float(high), len(counts)))
+            continue
+        low, high = (float(x) for x in np.quantile(found, [tail, 1 - tail]))
+        if n:
+            low, high = share_bounds(value, n, low, high)
+        intervals.append(Interval(value, low, high, len(counts)))
     return intervals
 
 
 def _figures(confusions: list[list[int]], **bootstrap) -> Figures:
-    accuracy, kappa = _bootstrap(confusions, [_accuracy, _kappa], **bootstrap)
+    accuracy, kappa = _bootstrap(confusions, [_accuracy, _kappa], trials=[len(confusions), None], **bootstrap)
     return Figures(n=len(confusions), accuracy=accuracy, kappa=kappa)
 
 
@@ -273,6 +281,7 @@ def position_bias(
     flip_rate, first_shown_rate = _bootstrap(
         counts,
         [lambda c: _ratio(c[0], c[1]), lambda c: _ratio(c[2], c[3])],
+        trials=[len(counts), sum(c[3] for c in counts)],
         resamples=resamples,
         seed=seed,
         confidence=confidence,
@@ -295,6 +304,11 @@ def self_consistency(
         if row.judge is not None and row.repeat is not None
     ]
     agreement, kappa = _bootstrap(
-        confusions, [_accuracy, _kappa], resamples=resamples, seed=seed, confidence=confidence
+        confusions,
+        [_accuracy, _kappa],
+        trials=[len(confusions), None],
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
     )
     return SelfConsistency(n=len(confusions), agreement=agreement, kappa=kappa)

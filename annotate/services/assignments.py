@@ -8,7 +8,9 @@ Rules:
   a late submit is accepted only while the comparison still needs the vote;
 - gold comparisons (known answer) are mixed in at `campaign.gold_rate`, look like any
   other, and do not count against k;
-- submitting twice records one judgement.
+- submitting twice records one judgement;
+- a judgement in progress (a draft, annotate/services/drafts.py) lives as long as its lease:
+  submitting, skipping or the lease's expiry removes it.
 
 Counting: each comparison carries `votes` (judgements stored) and `slots_taken`
 (judgements plus leases the sweep has not yet expired), changed in the same transaction
@@ -42,7 +44,7 @@ from django.utils import timezone
 
 from annotate.judgement_input import SCALE, Verdict, judgement_parse, verdict_in_ab_terms
 from annotate.judges.votes import prefill_sure_q
-from annotate.models import Assignment, Campaign, Comparison, Judgement, JudgeMode, JudgeVote
+from annotate.models import Assignment, Campaign, Comparison, Judgement, JudgementDraft, JudgeMode, JudgeVote
 from annotate.services import labeling_sql
 from annotate.services.campaigns import campaign_may_label, dimensions_of
 from webapp.db import instance_from_values
@@ -52,6 +54,12 @@ from webapp.errors import ArbiterError
 # when a pull finds nothing (so an expired slot is never lost to a waiting annotator).
 SWEEP_EVERY_SECONDS = 10.0
 _last_sweep: dict[int, float] = {}
+NOT_YOURS = "That comparison is not assigned to you."
+
+
+def drafts_discard(assignment_ids: list[int]) -> None:
+    """The drafts of assignments that were submitted, skipped or expired: nothing to come back to."""
+    JudgementDraft.objects.filter(assignment_id__in=assignment_ids).delete()
 
 
 @transaction.atomic
@@ -68,6 +76,7 @@ def assignments_expire(*, campaign: Campaign) -> int:
     Assignment.objects.filter(pk__in=[a for a, _ in expired], status=Assignment.Status.LEASED).update(
         status=Assignment.Status.EXPIRED, updated_at=now
     )
+    drafts_discard([a for a, _ in expired])
     for comparison_id in sorted({c for _, c in expired}):
         n = sum(1 for _, c in expired if c == comparison_id)
         Comparison.objects.filter(pk=comparison_id).update(slots_taken=F("slots_taken") - n)
@@ -224,7 +233,7 @@ def _to_ab(assignment: Assignment, verdict: Verdict) -> dict:
     return verdict_in_ab_terms(verdict, left_is_a=assignment.left_is_a)
 
 
-def _checked(assignment: Assignment, verdict: Verdict, *, sizes: tuple[int, int] | None = None) -> Verdict:
+def verdict_checked(assignment: Assignment, verdict: Verdict, *, sizes: tuple[int, int] | None = None) -> Verdict:
     """The verdict read again with what this comparison asks: the campaign's rating dimensions
     and rationale rule, and the steps on each side (A and B: `sizes` when the caller has
     them, else read when a step is marked). The rules are `judgement_parse`'s, the same the
@@ -334,7 +343,7 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
         },
     )
     assignment.comparison, assignment.annotator = comparison, annotator
-    verdict = _checked(assignment, verdict, sizes=(size_a, size_b))
+    verdict = verdict_checked(assignment, verdict, sizes=(size_a, size_b))
     now = timezone.now()
     fields = _judgement_fields(assignment, verdict, now)
     with connection.cursor() as cursor:
@@ -378,13 +387,13 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
         .first()
     )
     if assignment is None:
-        raise ArbiterError("That comparison is not assigned to you.")
+        raise ArbiterError(NOT_YOURS)
     if assignment.status == Assignment.Status.SUBMITTED:
         return Judgement.objects.get(assignment=assignment), False
     if assignment.status == Assignment.Status.SKIPPED:
         raise ArbiterError("You skipped this comparison; it cannot be judged now.")
     assignment.annotator = annotator
-    verdict = _checked(assignment, verdict)
+    verdict = verdict_checked(assignment, verdict)
     comparison = assignment.comparison
     campaign = comparison.campaign
     now = timezone.now()
@@ -408,6 +417,7 @@ def _judgement_submit(*, assignment_id: int, annotator, verdict: Verdict) -> tup
     assignment.status = Assignment.Status.SUBMITTED
     assignment.finished_at = now
     assignment.save(update_fields=["status", "finished_at", "updated_at"])
+    drafts_discard([assignment.pk])  # the live path drops it in SUBMIT_WRITE
     complete = (
         Comparison.Status.OPEN
         if comparison.is_gold
@@ -425,7 +435,7 @@ def assignment_skip(*, assignment_id: int, annotator, reason: str) -> Assignment
         raise ArbiterError("Say why you skip (for example: unreadable, needs expertise, broken).")
     assignment = Assignment.objects.select_for_update().filter(pk=assignment_id, annotator=annotator).first()
     if assignment is None:
-        raise ArbiterError("That comparison is not assigned to you.")
+        raise ArbiterError(NOT_YOURS)
     if assignment.status == Assignment.Status.SUBMITTED:
         raise ArbiterError("You already judged this comparison.")
     if assignment.status == Assignment.Status.SKIPPED:
@@ -436,6 +446,7 @@ def assignment_skip(*, assignment_id: int, annotator, reason: str) -> Assignment
     assignment.skip_reason = reason[:500]
     assignment.finished_at = timezone.now()
     assignment.save(update_fields=["status", "skip_reason", "finished_at", "updated_at"])
+    drafts_discard([assignment.pk])
     return assignment
 
 
@@ -473,4 +484,5 @@ __all__ = [
     "comparison_adjudicate",
     "comparison_set_gold",
     "judgement_submit",
+    "verdict_checked",
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import jsonschema
+from django.conf import settings
 from django.db import transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
@@ -27,12 +28,15 @@ from annotate.services.environment_tools import environment_job_send, environmen
 from annotate.trajectory_formats import trajectory_hashes
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_finish
+from webapp.limits import person_lock
 
 CORRECTION_AGENT = "human correction"
 MAX_CALLS = 32
 MAX_TEXT = 20_000
 MAX_ARGUMENTS = 20_000  # characters of one call's arguments, written as JSON
-MAX_BODY_BYTES = 1_000_000  # a correction's request body (the routes refuse more before reading it)
+# A correction's request body: the routes refuse more from its declared length, before reading it
+# (webapp/uploads.py, ROUTE_LIMITS).
+MAX_BODY_BYTES = settings.CORRECTION_MAX_BODY_BYTES
 SIDES = ("left", "right")
 # Where a tool-call correction may start: a call (the calls replace it and what follows) or the
 # answer (the calls go before a new answer: the commonest fix, a missing `open`).
@@ -443,9 +447,12 @@ def _side(assignment: Assignment, side) -> Trajectory:
     return a if (side == "left") == assignment.left_is_a else b
 
 
+@transaction.atomic
 def correction_submit(*, assignment_id: int, annotator, body) -> tuple[Correction, str]:
     """An annotator's correction of one side of a comparison they hold or judged (the screen's
-    form and the API send the same body): checked, stored, with the note `correction_create` gives."""
+    form and the API send the same body): checked, stored, with the note `correction_create` gives.
+    The limits are counted and the correction written in one transaction under a lock on the
+    author's row, so a burst of submits at once stores no more than the limits allow."""
     assignment = (
         Assignment.objects.select_related("comparison__task", "comparison__trajectory_a", "comparison__trajectory_b")
         .filter(pk=assignment_id, annotator=annotator)
@@ -470,11 +477,11 @@ def correction_submit(*, assignment_id: int, annotator, body) -> tuple[Correctio
 def _within_limits(annotator, original: Trajectory, comparison_id: int) -> None:
     """At most CORRECTIONS_PER_SIDE corrections of one side of a comparison and CORRECTIONS_PER_HOUR an hour, per
     person: a correction plays calls in an environment and waits in the review queue, so the
-    lowest role cannot fill either (settings, 5 and 60 by default)."""
+    lowest role cannot fill either (settings, 5 and 60 by default). Counted under a lock on the
+    author's row (`person_lock`), held until the correction is written."""
     from datetime import timedelta
 
-    from django.conf import settings
-
+    person_lock(annotator)
     per_side = settings.CORRECTIONS_PER_SIDE
     per_hour = settings.CORRECTIONS_PER_HOUR
     mine = Correction.objects.filter(author=annotator)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 
+from django.conf import settings
 from django.db import transaction
 
 from annotate.models import Campaign, Comparison, Trajectory
@@ -28,7 +29,7 @@ from core.problems import problem
 from webapp.errors import ArbiterError
 
 MAX_GOLD_ROWS = 10_000
-MAX_GOLD_BYTES = 5 * 1024 * 1024
+MAX_GOLD_BYTES = settings.GOLD_MAX_UPLOAD_BYTES  # its routes refuse a larger body unread (webapp/uploads.py)
 ROW_KEYS = {"comparison", "trajectory_a", "trajectory_b", "choice"}
 
 

@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 from django.conf import settings
 from django.db import transaction
 
-from annotate.input_records import DocumentError, TooLong, records
+from annotate.input_records import DocumentError, TooLong, position_fields, records
 from annotate.models import Campaign, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import comparisons_build
 from annotate.services.environment_tools import environments_describe_missing
@@ -127,7 +127,8 @@ class _Writer:
     def error(self, line: int, reason: str) -> None:
         self.error_count += 1
         if len(self.errors) < MAX_REPORTED_ERRORS:
-            self.errors.append({"line": line, "error": reason, **({"unit": "record"} if self.unit == "record" else {})})
+            # Where: the file's line, and for a record of a JSON document its number too.
+            self.errors.append({**position_fields(line), "error": reason})
 
     def add(self, line: int, parsed: ParsedTrajectory) -> None:
         for kind, n in parsed.dropped.items():
@@ -231,7 +232,11 @@ class _Writer:
             more = f" (the first {shown} are listed)" if shown < self.error_count else ""
             raise ImportRejected(
                 f"Nothing was imported: {self.error_count} bad {self.unit}(s){more}"
-                + (" of the JSON document (numbered from 1 in the order they come)." if self.unit == "record" else "."),
+                + (
+                    " of the JSON document (numbered from 1 in the order they come, each with the line it starts on)."
+                    if self.unit == "record"
+                    else "."
+                ),
                 details=self.errors,
                 error_count=self.error_count,
             )

@@ -9,8 +9,8 @@ explicit transaction: each statement is atomic on its own.
           lease, else pick, lock and take a slot and record the lease), SCREEN (what the
           screen shows);
 - submit: SUBMIT_READ (the assignment with what the rules need), SUBMIT_WRITE (finish the
-          lease, count the vote and store the judgement, only if the lease is still live:
-          a compare-and-set, so two submits or a submit racing the sweep store one vote).
+          lease, count the vote, drop the draft and store the judgement, only if the lease is
+          still live: a compare-and-set, so two submits or a submit racing the sweep store one vote).
 
 The rules (who may label, what a verdict must carry, the side mapping) stay in Python,
 shared with the ORM path that SQLite (the embedded mode) and the rare cases (a late submit
@@ -130,6 +130,9 @@ WITH finished AS (
         status = CASE WHEN c.is_gold THEN 'open' WHEN c.votes >= %(k)s - 1 THEN 'complete' ELSE c.status END
     FROM finished WHERE c.id = finished.comparison_id
     RETURNING c.id
+), drafted AS (
+    -- The judgement in progress is done with (annotate/services/drafts.py).
+    DELETE FROM annotate_judgementdraft d USING finished WHERE d.assignment_id = finished.id
 )
 INSERT INTO annotate_judgement
     (created_at, updated_at, comparison_id, annotator_id, assignment_id, choice, both_bad, ratings,

@@ -66,6 +66,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from annotate.input_records import at
 from annotate.trace_formats.spans import execution_order, iso_nanos
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, text_of
 from annotate.trajectory_formats import NotJson, TrajectoryFormatError, nested_json
@@ -195,24 +196,24 @@ def _read(records: list[tuple[int, dict]]) -> tuple[dict | None, list[dict]]:
     seen: dict[str, int] = {}
     for line, record in records:
         if not isinstance(record, dict) or ("trace" in record) == ("observation" in record):
-            raise TrajectoryFormatError(f"line {line}: not a Langfuse trace or observation record")
+            raise TrajectoryFormatError(f"{at(line)}: not a Langfuse trace or observation record")
         if "trace" in record:
             if trace is not None:
-                raise TrajectoryFormatError(f"trace {trace['id']!r} appears twice (lines {trace['line']} and {line})")
+                raise TrajectoryFormatError(f"trace {trace['id']!r} appears twice ({at(trace['line'])} and {at(line)})")
             trace = _trace(record["trace"], line)
             continue
         node = _node(record["observation"], line)
         if node["span_id"] in seen:
             raise TrajectoryFormatError(
-                f"{node['where']}: observation id {node['span_id']!r} appears twice (lines {seen[node['span_id']]} "
-                f"and {line})"
+                f"{node['where']}: observation id {node['span_id']!r} appears twice ({at(seen[node['span_id']])} "
+                f"and {at(line)})"
             )
         seen[node["span_id"]] = line
         nodes.append(node)
     missing = [i for i in (trace or {}).get("observationIds", []) if i not in seen]
     if missing:
         raise TrajectoryFormatError(
-            f"trace {trace['id']!r} (line {trace['line']}) lists observations that are not in the file: "
+            f"trace {trace['id']!r} ({at(trace['line'])}) lists observations that are not in the file: "
             f"{', '.join(map(repr, missing[:3]))}"
         )
     return trace, nodes
@@ -220,8 +221,8 @@ def _read(records: list[tuple[int, dict]]) -> tuple[dict | None, list[dict]]:
 
 def _trace(trace: Any, line: int) -> dict:
     if not isinstance(trace, dict):
-        raise TrajectoryFormatError(f"line {line}: a trace must be an object")
-    where = f"trace {trace.get('id')!r} (line {line})"
+        raise TrajectoryFormatError(f"{at(line)}: a trace must be an object")
+    where = f"trace {trace.get('id')!r} ({at(line)})"
     for key in ("name", "sessionId", "userId", "release", "version"):
         _optional_string(trace.get(key), f"{where}: {key}")
     if trace.get("tags") is not None and not (
@@ -237,13 +238,13 @@ def _trace(trace: Any, line: int) -> dict:
 def _node(obs: Any, line: int) -> dict:
     """An observation as a tree node for `spans.execution_order`, its fields checked."""
     if not isinstance(obs, dict):
-        raise TrajectoryFormatError(f"line {line}: an observation must be an object")
+        raise TrajectoryFormatError(f"{at(line)}: an observation must be an object")
     name = obs.get("name")
-    obs_id = _string(obs.get("id"), f"observation (line {line}): id")
+    obs_id = _string(obs.get("id"), f"observation ({at(line)}): id")
     if isinstance(name, str) and name:
-        where = f"observation {name!r} (id {obs_id!r}, line {line})"
+        where = f"observation {name!r} (id {obs_id!r}, {at(line)})"
     else:
-        where = f"observation {obs_id!r} (line {line})"
+        where = f"observation {obs_id!r} ({at(line)})"
     kind = obs.get("type")
     if not isinstance(kind, str) or kind.upper() not in OBSERVATION_TYPES:
         raise TrajectoryFormatError(
@@ -491,7 +492,7 @@ def _canonical(
     if root:
         where = root["where"]
     elif trace:
-        where = f"trace {trace['id']!r} (line {trace['line']})"
+        where = f"trace {trace['id']!r} ({at(trace['line'])})"
     else:
         where = f"trace {order[0]['trace_id']!r}"
     task = {}

@@ -63,6 +63,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
+from annotate.input_records import at
 from annotate.trace_formats.spans import execution_order, iso_nanos
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, text_of
 from annotate.trajectory_formats import TrajectoryFormatError
@@ -230,7 +231,7 @@ def convert(records: list[tuple[int, Any]]) -> list[tuple[dict | None, dict[str,
 def _node(line: int, run: Any) -> dict:
     """A run as the span-like dict `spans.execution_order` sorts, with the run inside."""
     if not isinstance(run, dict):
-        raise TrajectoryFormatError(f"line {line}: expected a run object")
+        raise TrajectoryFormatError(f"{at(line)}: expected a run object")
     where = _where(run, line)
     run_id = _id(run, where)
     for key in ("name", "run_type"):
@@ -642,7 +643,7 @@ def _metadata(root: dict) -> dict:
 def _where(run: dict, line: int | None = None) -> str:
     kind = run.get("run_type") if isinstance(run.get("run_type"), str) else "?"
     name = run.get("name") if isinstance(run.get("name"), str) else "?"
-    return f"{kind} run {name[:60]!r}" + (f" (line {line})" if line is not None else "")
+    return f"{kind} run {name[:60]!r}" + (f" ({at(line)})" if line is not None else "")
 
 
 def _id(run: dict, where: str) -> str:

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from annotate.input_records import at
 from annotate.trace_formats import spans as span_reader
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, text_of
 from annotate.trajectory_formats import NotJson, TrajectoryFormatError, nested_json
@@ -230,14 +231,14 @@ class _Trace:
         for line, span in records:
             _check_span(span, line)
             self.line.setdefault(span["span_id"], line)
-            span = dict(span, attributes=span_reader.flatten(span["attributes"], f"line {line}: attributes"))
+            span = dict(span, attributes=span_reader.flatten(span["attributes"], f"{at(line)}: attributes"))
             self.spans.append(span)
         self.order = span_reader.execution_order(self.spans)
         self.by_id = {s["span_id"]: s for s in self.spans}
         self._kinds = {s["span_id"]: self._read_kind(s) for s in self.spans}
 
     def where(self, span: dict) -> str:
-        return f"span {span['name'][:80]!r} (line {self.line[span['span_id']]})"
+        return f"span {span['name'][:80]!r} ({at(self.line[span['span_id']])})"
 
     def kind(self, span: dict) -> str:
         return self._kinds[span["span_id"]]
@@ -265,12 +266,12 @@ class _Trace:
 
 def _check_span(span: Any, line: int) -> None:
     if not isinstance(span, dict):
-        raise TrajectoryFormatError(f"line {line}: expected a span object, got {type(span).__name__}")
+        raise TrajectoryFormatError(f"{at(line)}: expected a span object, got {type(span).__name__}")
     for key in ("trace_id", "span_id", "name"):
         if not isinstance(span.get(key), str):
-            raise TrajectoryFormatError(f"line {line}: the span has no {key}")
+            raise TrajectoryFormatError(f"{at(line)}: the span has no {key}")
     if not isinstance(span.get("attributes"), dict) or not isinstance(span.get("status"), dict):
-        raise TrajectoryFormatError(f"line {line}: the span's attributes or status are not objects")
+        raise TrajectoryFormatError(f"{at(line)}: the span's attributes or status are not objects")
 
 
 def _run(trace: _Trace, root: dict, outside: int) -> tuple[dict, dict[str, int]]:

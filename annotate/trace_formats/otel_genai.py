@@ -48,6 +48,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from annotate.input_records import at
 from annotate.trace_formats import spans as span_io
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, arguments_of, text_of
 from annotate.trajectory_formats import NotJson, TrajectoryFormatError, nested_json
@@ -141,7 +142,7 @@ def convert(records: list[tuple[int, Any]]) -> list[tuple[dict, dict[str, int]]]
             or not isinstance(record.get("span_id"), str)
             or not isinstance(record.get("attributes"), dict)
         ):
-            raise TrajectoryFormatError(f"line {line}: not a span record")
+            raise TrajectoryFormatError(f"{at(line)}: not a span record")
         spans.append(record)
         lines.setdefault(record["span_id"], line)
     if not spans:
@@ -187,7 +188,7 @@ class _Trace:
         return [self._agent(span, outside if i == 0 else {}) for i, span in enumerate(agents)]
 
     def where(self, span: dict) -> str:
-        return f"span {span['name'][:80]!r} (line {self.lines.get(span['span_id'], '?')})"
+        return f"span {span['name'][:80]!r} ({at(self.lines.get(span['span_id'], '?'))})"
 
     def _check_operation(self, span: dict) -> None:
         operation = _operation(span)

@@ -7,7 +7,7 @@
 // b both bad, r rationale, s skip, x correct a side, ←/→ or h/l the side the step keys work on (the side shown on a phone),
 // [ / ] or k / j move the step cursor, w marks the cursor's step as the first wrong one,
 // Esc clears that side's mark, d first difference, o observations, c identical runs,
-// a alignment, ? help.
+// a alignment (what is typed is kept), p revise the previous judgement, ? help.
 (function () {
   "use strict";
   const $ = (sel, root) => (root || document).querySelector(sel);
@@ -57,10 +57,10 @@
     }
   }
   // Where a correction may start on each side, by step: the original call (prefilled) or the
-  // answer (calls typed there go before it). From the page's json_script.
+  // answer (calls typed there go before it). From the form's data-correction-steps (JSON).
   function correctionStarts() {
-    const data = document.getElementById("correction-steps");
-    try { return data ? JSON.parse(data.textContent) : {}; } catch (e) { return {}; }
+    const f = $(FIX);
+    try { return f && f.dataset.correctionSteps ? JSON.parse(f.dataset.correctionSteps) : {}; } catch (e) { return {}; }
   }
   function startAt(f) {
     const checked = $("input[name=side]:checked", f), step = $("input[name=step]", f);
@@ -280,6 +280,7 @@
       ev.preventDefault(); submitJudgement(); return;
     }
     if (ev.key === "?") { ev.preventDefault(); openHelp(); return; }
+    if (ev.key === "p" && $("[data-revise-last]")) { ev.preventDefault(); $("[data-revise-last]").click(); return; }
     if (!form) return;
     const radio = t.tagName === "INPUT" && t.type === "radio";
     let handled = true;
@@ -355,64 +356,148 @@
     showStatus();
   });
 
-  // A judgement in progress survives a reload: every change to the verdict form is kept in
-  // this browser under the assignment's id, and brought back when the same comparison comes
-  // back (the lease keeps it yours); leaving the page with unsaved input asks first.
+  // A judgement in progress is kept on the server (annotate/services/drafts.py) under its
+  // assignment: saved a moment after each change to the verdict form, and brought back whenever
+  // a page shows that comparison again (a reload, the alignment toggle, another tab, browser or
+  // device), until it is submitted, skipped or its lease expires. A copy in this browser
+  // (localStorage) covers a change the server has not acknowledged yet (offline, a page closed
+  // mid-save); it is read and removed only for its own assignment, never another's, and copies
+  // older than any lease (14 days) are dropped.
   const DRAFT = "arbiter-draft-";
-  let dirty = false;
-  function assignmentId() { const wb = $("#workbench"); return wb ? wb.dataset.assignment : ""; }
-  function draftSave() {
-    const form = $(FORM), id = assignmentId();
-    if (!form || !id) return;
-    const fields = [];
-    new FormData(form).forEach(function (value, name) {
-      if (name !== "csrfmiddlewaretoken" && name !== "align") fields.push([name, value]);
-    });
-    try { localStorage.setItem(DRAFT + id, JSON.stringify(fields)); } catch (e) { /* storage full or off */ }
-    dirty = true;
-  }
-  function draftRestore() {
-    const form = $(FORM), id = assignmentId();
-    let fields = null;
+  const POSTED = "arbiter-posted";
+  const SAVE_AFTER_MS = 400, RETRY_MS = 5000, LOCAL_DAYS = 14;
+  let pending = null;  // {id, fields}: typed here, not yet acknowledged by the server
+  let saveTimer = null, applying = false;
+  const typed = {};  // assignment id -> the fields last typed on this page (the align toggle comes back to them)
+  const finished = new Set();  // assignments submitted or skipped from this page: no copy is kept for them
+
+  function assignmentId() { const wb = $("#workbench"); return wb ? wb.dataset.assignment || "" : ""; }
+  function draftUrl(id) { return `/api/v1/assignments/${encodeURIComponent(id)}/draft`; }
+  function csrfToken() { const input = $(`${FORM} input[name=csrfmiddlewaretoken]`); return input ? input.value : ""; }
+  function draftState(text) { const el = $("#draft-state"); if (el) el.textContent = text; }
+  function localGet(id) {
     try {
-      Object.keys(localStorage).forEach(function (key) {  // drafts of comparisons no longer ours
-        if (key.startsWith(DRAFT) && key !== DRAFT + id) localStorage.removeItem(key);
+      const entry = JSON.parse(localStorage.getItem(DRAFT + id) || "null");
+      if (Array.isArray(entry)) return { fields: Object.fromEntries(entry), pending: true };  // kept by an older page
+      return entry && typeof entry.fields === "object" ? entry : null;
+    } catch (e) { return null; }
+  }
+  function localPut(id, fields, unsent) {
+    try { localStorage.setItem(DRAFT + id, JSON.stringify({ fields: fields, pending: unsent, at: Date.now() })); } catch (e) { /* storage full or off */ }
+  }
+  function localDrop(id) { try { localStorage.removeItem(DRAFT + id); } catch (e) { /* nothing kept */ } }
+  function localPrune() {
+    try {
+      const oldest = Date.now() - LOCAL_DAYS * 86400 * 1000;
+      Object.keys(localStorage).forEach(function (key) {
+        if (!key.startsWith(DRAFT)) return;
+        const entry = JSON.parse(localStorage.getItem(key) || "null");
+        if (entry && typeof entry.at === "number" && entry.at < oldest) localStorage.removeItem(key);
       });
-      fields = id && JSON.parse(localStorage.getItem(DRAFT + id) || "null");
-    } catch (e) { fields = null; }
-    if (!form || !Array.isArray(fields)) return;
-    fields.forEach(function (pair) {
-      const name = pair[0], value = pair[1];
-      $$(`${FORM} [name="${CSS.escape(name)}"]`).forEach(function (el) {
-        if (el.type === "checkbox") return;  // below: a box is checked exactly when it was posted
-        if (el.type === "radio") el.checked = el.value === value;
-        else el.value = value;
-        if (el.type === "radio" && el.checked) el.dispatchEvent(new Event("change", { bubbles: true }));
+    } catch (e) { /* storage off */ }
+  }
+  function formFields() {
+    const fields = {};
+    new FormData($(FORM)).forEach(function (value, name) {
+      if (name !== "csrfmiddlewaretoken" && name !== "align" && typeof value === "string") fields[name] = value;
+    });
+    return fields;
+  }
+
+  function draftChanged() {
+    const id = assignmentId();
+    if (applying || !$(FORM) || !id) return;
+    const fields = formFields();
+    typed[id] = fields;
+    pending = { id: id, fields: fields };
+    localPut(id, fields, true);
+    draftState("Saving…");
+    clearTimeout(saveTimer);
+    saveTimer = setTimeout(draftSend, SAVE_AFTER_MS);
+  }
+  function draftSend(keepalive) {
+    clearTimeout(saveTimer);
+    saveTimer = null;
+    const sent = pending;
+    if (!sent) return;
+    fetch(draftUrl(sent.id), {
+      method: "PUT", credentials: "same-origin", keepalive: keepalive === true,
+      headers: { "Content-Type": "application/json", "Accept": "application/json", "X-CSRFToken": csrfToken() },
+      body: JSON.stringify({ fields: sent.fields }),
+    }).then(function (response) {
+      const here = sent.id === assignmentId();
+      if (response.ok || response.status === 404 || response.status === 409) {
+        if (pending === sent) pending = null;  // a newer change has its own save coming
+        const newer = pending !== null && pending.id === sent.id;  // its copy here is already the newer one
+        if (response.ok && !newer && !finished.has(sent.id)) { localPut(sent.id, sent.fields, false); if (here) draftState("Draft saved"); }
+        else if (!response.ok) localDrop(sent.id);  // no longer held for this person: nothing to keep it for
+        return;
+      }
+      return response.json().then(function (body) {
+        if (here) draftState(`Not saved on the server (${body.detail || response.status}): kept in this browser`);
+      }, function () { if (here) draftState("Not saved on the server: kept in this browser"); });
+    }, function () {
+      if (sent.id === assignmentId()) draftState("Offline: kept in this browser, saved when the server answers");
+      if (pending === sent) saveTimer = setTimeout(draftSend, RETRY_MS);
+    });
+  }
+  function draftApply(fields) {
+    const form = $(FORM);
+    if (!form || !fields) return;
+    applying = true;
+    try {
+      Object.keys(fields).forEach(function (name) {
+        $$(`${FORM} [name="${CSS.escape(name)}"]`).forEach(function (el) {
+          if (el.type === "checkbox") return;  // below: a box is checked exactly when it was kept
+          if (el.type === "radio") el.checked = el.value === fields[name];
+          else el.value = fields[name];
+          if (el.type === "radio" && el.checked) el.dispatchEvent(new Event("change", { bubbles: true }));
+        });
       });
-    });
-    $$(`${FORM} input[type=checkbox]`).forEach(function (box) {
-      box.checked = fields.some(function (pair) { return pair[0] === box.name; });
-    });
+      $$(`${FORM} input[type=checkbox]`).forEach(function (box) { box.checked = box.name in fields; });
+    } finally { applying = false; }
     const note = $("#draft-note"); if (note) note.hidden = false;
-    dirty = true;
     showStatus();
   }
-  function draftClear() {
+  function draftRestore() {
     const id = assignmentId();
-    try { if (id) localStorage.removeItem(DRAFT + id); } catch (e) { /* nothing kept */ }
-    dirty = false;
+    let posted = null;
+    try { posted = sessionStorage.getItem(POSTED); sessionStorage.removeItem(POSTED); } catch (e) { posted = null; }
+    if (posted && posted !== id) { finished.add(posted); localDrop(posted); delete typed[posted]; }  // submitted or skipped
+    if (!$(FORM) || !id || posted === id) return;  // a refused submit shows what was posted, as posted
+    localPrune();
+    if (typed[id]) { draftApply(typed[id]); return; }
+    const local = localGet(id);
+    if (local && local.pending) {  // typed in this browser and never acknowledged: the newest there is
+      draftApply(local.fields);
+      pending = { id: id, fields: local.fields };
+      draftSend();
+      return;
+    }
+    fetch(draftUrl(id), { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (draft) {
+        if (assignmentId() !== id || typed[id]) return;  // moved on, or started typing meanwhile
+        const fields = draft && Object.keys(draft.fields || {}).length ? draft.fields : (local ? local.fields : null);
+        if (fields) draftApply(fields);
+      }, function () { if (local && assignmentId() === id && !typed[id]) draftApply(local.fields); });
   }
-  document.addEventListener("input", function (ev) { if (ev.target.closest && ev.target.closest(FORM)) draftSave(); });
-  document.addEventListener("change", function (ev) { if (ev.target.closest && ev.target.closest(FORM)) draftSave(); });
+  function draftPosted(form) {
+    if (form.id !== "judgement-form" && form.id !== "skip-form") return;
+    try { sessionStorage.setItem(POSTED, assignmentId()); } catch (e) { /* storage off */ }
+    draftSend();  // the last change reaches the server too: a refused submit keeps it
+  }
+  document.addEventListener("input", function (ev) { if (ev.target.closest && ev.target.closest(FORM)) draftChanged(); });
+  document.addEventListener("change", function (ev) { if (ev.target.closest && ev.target.closest(FORM)) draftChanged(); });
   document.body.addEventListener("htmx:beforeRequest", function (ev) {
     const elt = ev.detail && ev.detail.elt;
-    if (elt && (elt.id === "judgement-form" || elt.id === "skip-form")) dirty = false;  // a submit is not a loss
+    if (elt && elt.tagName === "FORM") draftPosted(elt);
   });
-  document.addEventListener("submit", function (ev) {
-    if (ev.target.id === "judgement-form" || ev.target.id === "skip-form") dirty = false;
-  });
+  document.addEventListener("submit", function (ev) { if (!window.htmx) draftPosted(ev.target); });
+  window.addEventListener("pagehide", function () { if (pending) draftSend(true); });
+  // Leaving asks first only while a change has not reached the server (or a correction is typed).
   window.addEventListener("beforeunload", function (ev) {
-    if (!dirty && !correctionTyped()) return;
+    if (!pending && !correctionTyped()) return;
     ev.preventDefault();
     ev.returnValue = "";  // the browser asks "Leave site? Changes you made may not be saved."
   });
@@ -438,7 +523,7 @@
       if (box) {
         box.classList.toggle("warn", left > 0 && left <= 60);
         box.classList.toggle("expired", left === 0);
-        if (left === 0) box.title = "The lease ran out: the comparison may go to someone else and a submit may be refused. Your input is kept in this browser.";
+        if (left === 0) box.title = "The lease ran out: the comparison may go to someone else and a submit may be refused. What you typed stays on this page: submit it now.";
       }
       if (left === 0) clearInterval(leaseTimer);
     }

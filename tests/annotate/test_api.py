@@ -131,3 +131,73 @@ def test_openapi_schema_is_generated(admin_api):
     response = admin_api.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert response.status_code == 200
     assert "/api/v1/trajectories/" in response.content.decode()
+
+
+# GET /api/v1/trajectories/<id>/: a trajectory read back as canonical JSON (issue 53).
+
+
+def _complete(task_id="rt-1") -> dict:
+    """A canonical trajectory with every part an import stores."""
+    document = canonical(
+        task_id=task_id,
+        task={
+            "external_id": task_id,
+            "prompt": "Who founded Veloran?",
+            "environment": "encyclopedia",
+            "reference_answer": "Ilse Marrow",
+            "split": "eval",
+            "metadata": {"source": "hand"},
+        },
+        outcome={"correct": True, "utility": 7.0, "steps": 2},
+        metadata={"tools": [{"type": "function", "function": {"name": "search"}}], "note": "kept"},
+    )
+    document["answer"] = "Ilse Marrow"
+    return document
+
+
+def _imported(client, document: dict) -> int:
+    created = client.post(URL, document, format="json")
+    assert created.status_code == 201, created.content
+    (trajectory_id,) = created.json()["trajectory_ids"]
+    return trajectory_id
+
+
+def test_an_imported_trajectory_reads_back_as_it_was_imported(admin_api):
+    sent = _complete()
+    trajectory_id = _imported(admin_api, sent)
+    response = admin_api.get(f"{URL}{trajectory_id}/")
+    assert response.status_code == 200, response.content
+    assert response.json() == sent
+    # What comes back imports again as the same trajectory: a duplicate, not a second row.
+    again = admin_api.post(URL, response.json(), format="json").json()
+    assert again["created"] == 0 and again["duplicates"] == 1 and again["trajectory_ids"] == [trajectory_id]
+
+
+def test_a_transcript_reads_back_in_canonical_form(admin_api):
+    from annotate.trajectory_formats import parse_trajectory
+
+    trajectory_id = _imported(admin_api, chat_parallel())
+    document = admin_api.get(f"{URL}{trajectory_id}/").json()
+    assert document["schema"] == "arbiter.trajectory/v1"
+    assert document["agent"] == {"name": "chat-agent", "version": "2"} and document["answer"] == "Drevholm"
+    assert [s["kind"] for s in document["steps"]][:2] == ["thought", "action"]
+    stored = Trajectory.objects.get(pk=trajectory_id)
+    assert parse_trajectory(document, format="canonical").content_hash == stored.content_hash
+
+
+def test_reading_a_trajectory_back_follows_the_roles(role_users, admin_api):
+    trajectory_id = _imported(admin_api, _complete())
+    read = token_client(role_users["researcher"]).get(f"{URL}{trajectory_id}/")
+    assert read.status_code == 200 and read.json()["task"]["reference_answer"] == "Ilse Marrow"
+    refused = token_client(role_users["annotator"]).get(f"{URL}{trajectory_id}/")
+    assert refused.status_code == 403 and "Ilse Marrow" not in refused.content.decode()
+    assert "researcher or admin role" in refused.json()["detail"]
+    assert APIClient().get(f"{URL}{trajectory_id}/").status_code == 401
+
+
+def test_an_unknown_or_malformed_trajectory_id_is_a_json_404(admin_api):
+    for path in ("987654321/", "0/", "abc/", "%D9%A3/", "1234567890123456789012/"):
+        response = admin_api.get(f"{URL}{path}")
+        assert response.status_code == 404, path
+        assert response["Content-Type"].startswith("application/json") and response.json()["detail"], path
+    assert admin_api.get(f"{URL}987654321/").json()["detail"] == "No trajectory with id 987654321."

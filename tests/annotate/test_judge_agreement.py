@@ -13,6 +13,7 @@ from annotate.judges.agreement import (
     position_bias,
     self_consistency,
 )
+from core.intervals import share_interval
 from core.votes import majority_of_choices
 
 EMPTY = Interval(None, None, None)
@@ -176,8 +177,9 @@ def test_a_judge_that_always_picks_the_first_shown_side():
     rows = [votes(i, [1], judge, swapped=swapped) for i, (judge, swapped) in enumerate([(1, 5), (2, 4), (1, 4)])]
     result = position_bias(rows)
     assert result.n == 3 and result.first_shown_n == 6
-    assert result.flip_rate == Interval(1.0, 1.0, 1.0)
-    assert result.first_shown_rate == Interval(1.0, 1.0, 1.0)
+    # All of them, but not certainty: a share's interval is at least Wilson's (issue 53).
+    assert result.flip_rate == Interval(1.0, *share_interval(3, 3))
+    assert result.first_shown_rate == Interval(1.0, *share_interval(6, 6))
 
 
 def test_position_bias_on_a_mixed_example():
@@ -266,5 +268,5 @@ def test_empty_input_gives_no_figures():
 def test_kappa_undefined_on_all_rows_is_none_with_no_interval():
     # Every human and the judge say A: accuracy is 1, kappa undefined.
     result = judge_agreement([votes(1, [1, 1], 1), votes(2, [2], 1)])
-    assert result.vs_humans.accuracy == Interval(1.0, 1.0, 1.0)
+    assert result.vs_humans.accuracy == Interval(1.0, *share_interval(2, 2))
     assert result.vs_humans.kappa == EMPTY

@@ -1,19 +1,22 @@
 """The comparison screen over plain HTTP: fragments, refusals, escaping, guidelines, counts,
 alignment, identical pairs, adjudication."""
 
+import json
+import re
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from annotate.models import Assignment, Comparison, Judgement
+from annotate.models import Assignment, Comparison, Judgement, Trajectory
 from annotate.quality import annotator_counts
 from annotate.selectors import campaign_progress
 from annotate.services.assignments import Verdict, assignment_next, judgement_submit
 from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
-from tests.helpers import DETOUR, REJOIN, START, make_campaign
+from tests.helpers import DETOUR, REJOIN, START, TOOL_STEPS, make_campaign
 from webapp.templatetags.arbiter import markdown_safe
 
 pytestmark = pytest.mark.django_db
@@ -366,3 +369,25 @@ def test_a_paused_campaign_says_it_is_paused_and_nothing_that_contradicts_it(cli
     assert 'id="campaign-not-active"' in page and "This campaign is paused" in page
     assert "hands out no comparisons until an admin resumes it" in page
     assert "Nothing to label right now" not in page and "has its votes" not in page and "not active" not in page
+
+
+def test_the_labeling_page_has_no_inline_script_and_carries_the_correction_steps_in_a_data_attribute(client, annotator):
+    """Issue 53: the correction form's steps were a JSON data block inside a <script>; every
+    <script> of the page (and of the revise page) now loads a file and holds nothing."""
+    campaign = make_campaign(n_comparisons=2, k=1)
+    sides = Comparison.objects.filter(campaign=campaign).values("trajectory_a")
+    Trajectory.objects.filter(pk__in=sides).update(steps=TOOL_STEPS, num_steps=len(TOOL_STEPS))
+    client.force_login(annotator)
+    page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
+    assert 'id="correction-form"' in page
+    scripts = re.findall(r"<script\b([^>]*)>(.*?)</script\s*>", page, flags=re.S | re.I)
+    assert scripts and all("src=" in attrs and not body.strip() for attrs, body in scripts), scripts
+    starts = json.loads(unescape(re.search(r'data-correction-steps="([^"]*)"', page).group(1)))
+    calls = [s for side in ("left", "right") for s in starts[side].values() if s["kind"] == "action"]
+    assert calls and all(call["tool"] for call in calls)
+
+    assignment = Assignment.objects.get(annotator=annotator)
+    judgement, _ = judgement_submit(assignment_id=assignment.id, annotator=annotator, verdict=Verdict(choice=2))
+    revise = client.get(f"/annotate/judgements/{judgement.pk}/revise/").content.decode()
+    scripts = re.findall(r"<script\b([^>]*)>(.*?)</script\s*>", revise, flags=re.S | re.I)
+    assert scripts and all("src=" in attrs and not body.strip() for attrs, body in scripts), scripts

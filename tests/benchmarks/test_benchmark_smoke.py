@@ -201,6 +201,12 @@ def test_serve_concurrent_times_concurrent_clients_against_one_padded_generate(b
     assert len(_table_rows(out)) == 2 and "Streamed: first content chunk" in out
 
 
+def test_serve_edges_times_health_beside_a_huge_request_and_a_client_beside_idle_connections(bench, policy_dir):
+    out = bench("benchmarks/serve_edges.py", policy_dir, "--megabytes", "1")
+    assert re.search(r"^huge: a 1\.00 MB request answered 400 \(context_length_exceeded\)", out, re.MULTILINE), out
+    assert re.search(r"^512 kept-alive connections trickling headers: a real client got 200", out, re.MULTILINE), out
+
+
 def test_rollout_throughput_compares_the_rollout_with_generate(bench, policy_dir):
     tiny = "--batch 2 --tasks 2 --repeats 1 --threads 1"
     out = bench("benchmarks/rollout_throughput.py", "--policy", policy_dir, *tiny.split())
@@ -361,3 +367,22 @@ def test_web_environments_times_the_labeling_screen_beside_its_floor(bench):
     assert set(out["page_ms_median"]) == {"no environment (floor)", "hung environment"}
     assert out["replay_queued"] == 1 and out["environment_modules_in_web_process"] == []
     assert out["worker_start_error"].startswith("MCPEnvironmentError")
+
+
+def test_judge_dead_endpoint_times_a_judge_run_that_gives_up_on_a_dead_endpoint(bench):
+    out = bench("benchmarks/judge_dead_endpoint.py", "--comparisons", "3", "--repeats", "1")
+    figures = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    assert figures["statuses"] == ["failed"] and figures["calls"] == [5] and figures["progress"][0] < 1
+    assert figures["max_s"] > 0 and figures["met"] is True, out
+
+
+def test_pentest_edges_holds_the_correction_limits_and_refuses_a_big_anonymous_body(bench):
+    out = bench(
+        "benchmarks/pentest_edges.py",
+        *"--burst 4 --per-side 2 --per-hour 6 --body-mb 2 --posts 2 --workers 1 --threads 2".split(),
+    )
+    rows = {r[0]: r for r in _table_rows(out)}
+    assert rows["corrections of one side"][3].startswith("2 stored") and rows["corrections of one side"][4] == "yes"
+    assert rows["corrections in the hour"][3].startswith("6 stored") and rows["corrections in the hour"][4] == "yes"
+    body = rows["anonymous POST /login/ of 2 MB"]
+    assert "status [413]" in body[3] and body[4] == "yes"

@@ -85,7 +85,7 @@ def test_a_correction_starts_from_the_original_call_and_may_add_a_call_before_th
     page.set_viewport_size({"width": width, "height": 900})
     login(page, live_server, "ann")
     page.goto(f"{live_server.url}/annotate/campaigns/{campaign.pk}/label/")
-    starts = page.evaluate("JSON.parse(document.getElementById('correction-steps').textContent)")["left"]
+    starts = page.evaluate("JSON.parse(document.getElementById('correction-form').dataset.correctionSteps)")["left"]
     answer_at = next(int(i) for i, s in starts.items() if s["kind"] == "answer")
     last_call = max(int(i) for i, s in starts.items() if s["kind"] == "action")
     page.locator(f'#judgement-form .step[data-side="left"][data-index="{last_call}"]').first.click()

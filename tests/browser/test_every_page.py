@@ -128,6 +128,16 @@ def _judge_with_votes(campaign):
     return judge
 
 
+def _judged_by(user):
+    """A judgement of the user's on a campaign of their own, to go back to (the revise page)."""
+    from annotate.services.assignments import Verdict, assignment_next, judgement_submit
+    from tests.helpers import make_campaign
+
+    campaign = make_campaign(n_comparisons=1, k=1)
+    assignment = assignment_next(campaign=campaign, annotator=user)
+    return judgement_submit(assignment_id=assignment.pk, annotator=user, verdict=Verdict(choice=2))[0]
+
+
 def world() -> dict:
     """Rows for every page, and the paths of the pages."""
     admin = UserFactory(username="boss", roles=["admin"])
@@ -174,6 +184,7 @@ def world() -> dict:
     annotator = UserFactory(username="ann", roles=["annotator"])
     judge = _judge_with_votes(campaign)
     fix = _correction(comparisons[0], annotator)
+    revised = _judged_by(admin)
     pages = {
         "home": "/",
         "login": "/login/",
@@ -188,6 +199,8 @@ def world() -> dict:
         "quality": f"/annotate/campaigns/{campaign.pk}/quality/",
         "disagreements": f"/annotate/campaigns/{campaign.pk}/disagreements/",
         "comparison": f"/annotate/comparisons/{comparisons[0].pk}/",
+        "revise": f"/annotate/judgements/{revised.pk}/revise/",
+        "revise-last": f"/annotate/campaigns/{revised.comparison.campaign_id}/revise-last/",
         "corrections": "/annotate/corrections/",
         "correction": f"/annotate/corrections/{fix.pk}/",
         "datasets": "/annotate/datasets/",
@@ -232,6 +245,8 @@ def test_the_page_list_covers_every_route():
         "annotate/campaigns/<id:campaign_id>/quality/",
         "annotate/campaigns/<id:campaign_id>/disagreements/",
         "annotate/comparisons/<id:comparison_id>/",
+        "annotate/judgements/<id:judgement_id>/revise/",
+        "annotate/campaigns/<id:campaign_id>/revise-last/",
         "annotate/corrections/",
         "annotate/corrections/<id:correction_id>/",
         "annotate/datasets/",

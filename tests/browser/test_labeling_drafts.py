@@ -1,15 +1,19 @@
-"""Typed work survives (issue 44): a judgement in progress (choice, both bad, rationale, ratings,
-a first wrong step) comes back after a reload, leaving with unsaved input asks first, a
-submitted judgement leaves no draft behind, and the lease's time left is shown and counts
-down, at 1440 and 390 px."""
+"""Typed work survives (issues 44 and 53): a judgement in progress (choice, both bad, rationale,
+ratings, a first wrong step) is kept on the server and comes back after a reload, in another tab
+that opened another campaign, after a reload while the campaign was paused, and in another
+browser (another device); leaving while a change has not reached the server asks first; a
+submitted judgement leaves no draft behind; the lease's time left is shown and counts down, at
+1440 and 390 px. An annotator goes back to their last judgement (p), changes it, and one a
+dataset snapshot holds is refused."""
 
 import re
 
 import pytest
 from playwright.sync_api import expect
 
-from annotate.models import Judgement
-from tests.browser.conftest import login
+from annotate.models import Campaign, Judgement, JudgementRevision
+from annotate.services.datasets import snapshot_create
+from tests.browser.conftest import login, screenshot
 from tests.factories import CampaignFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -61,9 +65,13 @@ def test_a_judgement_in_progress_survives_a_reload_and_leaving_asks_first(page, 
     page.keyboard.press("b")
     page.locator("textarea[name=rationale]").fill("The left one quotes its source.")
     page.locator("select[name=rating__helpfulness__left]").select_option("4")
+    expect(page.locator("#draft-state")).to_have_text("Draft saved")
+    # Offline, the last change cannot reach the server: it is kept in this browser, and leaving asks.
+    page.context.set_offline(True)
     page.locator("#judgement-form .step[data-side=left][data-index]").first.click()
     marked = page.locator("b[data-mark=left]").inner_text()
     assert marked != "–"
+    expect(page.locator("#draft-state")).to_contain_text("Offline: kept in this browser")
 
     # Leaving asks first (the browser's own "Leave site?" dialog); staying keeps everything.
     asked = []
@@ -77,6 +85,7 @@ def test_a_judgement_in_progress_survives_a_reload_and_leaving_asks_first(page, 
     page.wait_for_timeout(500)
     assert asked == ["beforeunload"] and page.url == url
     page.remove_listener("dialog", stay)
+    page.context.set_offline(False)
 
     # A reload (accepting to leave) brings the same comparison back with everything typed.
     page.on("dialog", lambda dialog: dialog.accept())
@@ -97,4 +106,115 @@ def test_a_judgement_in_progress_survives_a_reload_and_leaving_asks_first(page, 
     assert page.evaluate("Object.keys(localStorage).filter(k => k.startsWith('arbiter-draft-')).length") == 0
     expect(page.locator("#draft-note")).to_be_hidden()
     assert not page.locator("#judgement-form input[name=choice]:checked").count()
+    assert not page.js_errors
+
+
+def _label(page, live_server, campaign):
+    page.goto(f"{live_server.url}/annotate/campaigns/{campaign.id}/label/")
+    return int(page.locator("#workbench").get_attribute("data-assignment"))
+
+
+def _type_a_draft(page):
+    page.keyboard.press("4")
+    page.locator("textarea[name=rationale]").fill("Right found the page; left guessed.")
+    page.locator("#judgement-form .step[data-side=right][data-index]").first.click()
+    expect(page.locator("#draft-state")).to_have_text("Draft saved")
+    return page.locator("b[data-mark=right]").inner_text()
+
+
+def _expect_the_draft(page, marked):
+    expect(page.locator("#draft-note")).to_be_visible()
+    assert page.locator("#judgement-form input[name=choice][value='4']").is_checked()
+    assert page.locator("textarea[name=rationale]").input_value() == "Right found the page; left guessed."
+    assert page.locator("b[data-mark=right]").inner_text() == marked
+
+
+def test_a_draft_survives_another_tab_on_another_campaign_the_alignment_key_and_another_device(
+    page, browser, live_server
+):
+    first, other = _campaign(n_tasks=1, dimensions=[]), _campaign(n_tasks=1, dimensions=[])
+    UserFactory(username="drafter", roles=["annotator"])
+    login(page, live_server, "drafter")
+    mine = _label(page, live_server, first)
+    marked = _type_a_draft(page)
+
+    # `a` reloads the comparison in the other alignment: what was typed stays (as the help says).
+    page.keyboard.press("a")
+    expect(page.locator("[data-align-toggle]")).to_contain_text("Align by content")
+    _expect_the_draft(page, marked)
+    page.locator("#help").evaluate("d => d.showModal()")
+    expect(page.locator("#help")).to_contain_text("what you chose and typed but did not submit is kept")
+    page.keyboard.press("Escape")
+
+    # A second tab on another campaign used to delete every other draft from this browser.
+    tab = page.context.new_page()
+    _label(tab, live_server, other)
+    expect(tab.locator("#draft-note")).to_be_hidden()
+    assert page.evaluate(f"localStorage.getItem('arbiter-draft-{mine}') !== null")
+    tab.close()
+    page.reload()
+    assert int(page.locator("#workbench").get_attribute("data-assignment")) == mine
+    _expect_the_draft(page, marked)
+    screenshot(page, "labeling-draft-restored")
+
+    # Another device: a browser with nothing stored gets the draft from the server.
+    device = browser.new_context(viewport={"width": 390, "height": 900})
+    phone = device.new_page()
+    login(phone, live_server, "drafter")
+    assert _label(phone, live_server, first) == mine
+    _expect_the_draft(phone, marked)
+    device.close()
+    assert not page.js_errors
+
+
+def test_a_draft_survives_a_reload_while_the_campaign_is_paused(page, live_server):
+    campaign = _campaign(n_tasks=1, dimensions=[])
+    UserFactory(username="drafter", roles=["annotator"])
+    login(page, live_server, "drafter")
+    mine = _label(page, live_server, campaign)
+    marked = _type_a_draft(page)
+    Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.PAUSED)
+    page.reload()
+    expect(page.locator("#campaign-not-active")).to_contain_text("This campaign is paused")
+    Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.ACTIVE)
+    page.reload()
+    assert int(page.locator("#workbench").get_attribute("data-assignment")) == mine
+    _expect_the_draft(page, marked)
+    assert not page.js_errors
+
+
+def test_going_back_to_the_last_judgement_by_keyboard_and_a_frozen_one_is_refused(page, live_server):
+    campaign = _campaign(n_tasks=2, dimensions=[])
+    UserFactory(username="reviser", roles=["annotator"])
+    login(page, live_server, "reviser")
+    first = _label(page, live_server, campaign)
+    expect(page.locator("[data-revise-last]")).to_have_count(0)  # nothing judged yet
+    page.keyboard.press("2")
+    page.keyboard.press("Control+Enter")
+    _wait_for_next(page, first)
+    judgement = Judgement.objects.select_related("assignment").get(assignment_id=first)
+    stored = judgement.choice
+
+    page.keyboard.press("p")
+    page.wait_for_url(f"**/annotate/judgements/{judgement.pk}/revise/")
+    assert page.locator("#judgement-form input[name=choice][value='2']").is_checked()
+    page.keyboard.press("5")
+    page.keyboard.press("b")
+    page.locator("textarea[name=rationale]").fill("Right was better after all.")
+    page.locator("textarea[name=rationale]").press("Control+Enter")
+    page.wait_for_url(f"**/annotate/campaigns/{campaign.id}/label/")
+    expect(page.locator(".messages")).to_contain_text("Your judgement was revised: it now says “Right much better”")
+    judgement.refresh_from_db()
+    assert judgement.choice == (5 if judgement.assignment.left_is_a else 1) and judgement.both_bad
+    [change] = JudgementRevision.objects.filter(judgement=judgement)
+    assert change.before["choice"] == stored and change.after["choice"] == judgement.choice
+    screenshot(page, "labeling-revised")
+
+    snapshot_create(name="frozen", campaigns=[campaign], test_fraction=0.0)
+    page.keyboard.press("p")
+    page.wait_for_url(f"**/annotate/judgements/{judgement.pk}/revise/")
+    expect(page.locator("#revise-refused")).to_contain_text("can no longer be revised")
+    expect(page.locator("#judgement-form button[type=submit]")).to_be_disabled()
+    expect(page.locator("#revision-history")).to_contain_text("→ “Right much better, both bad”")
+    screenshot(page, "labeling-revise-refused")
     assert not page.js_errors

@@ -7,7 +7,8 @@ test_bring_your_own.py).
 With ARBITER_TEST_CRASH_AFTER=N in its environment it dies (exit status 1, no answer) on its
 N+1th tool call: a tool server lost mid-run. ARBITER_TEST_PID_FILE: it writes its pid there.
 ARBITER_TEST_HANG=1: it never answers, not even `initialize`. ARBITER_TEST_INSTRUCTIONS: the
-`instructions` it gives in its handshake.
+`instructions` it gives in its handshake. ARBITER_TEST_START_DELAY=S: it waits S seconds before
+it serves (a server slow to start on a busy machine).
 """
 
 import os
@@ -29,6 +30,10 @@ if os.environ.get("ARBITER_TEST_HANG"):
 
     while True:
         time.sleep(60)
+if os.environ.get("ARBITER_TEST_START_DELAY"):
+    import time
+
+    time.sleep(float(os.environ["ARBITER_TEST_START_DELAY"]))
 
 server = MCPServer("arbiter-calculator", instructions=os.environ.get("ARBITER_TEST_INSTRUCTIONS") or None)
 _CRASH_AFTER = os.environ.get("ARBITER_TEST_CRASH_AFTER")

@@ -190,7 +190,7 @@ def test_a_server_that_never_answers_initialize_is_refused_within_the_start_time
     import time
 
     started = time.monotonic()
-    with pytest.raises(MCPEnvironmentError, match=r"no answer to the MCP handshake within start_timeout \(2 s\)"):
+    with pytest.raises(MCPEnvironmentError, match=r"no answer to the MCP handshake within start_timeout \(2 s;"):
         get_environment(
             "mcp", server=SERVER, tasks=str(tasks_file), server_env=_server_env(ARBITER_TEST_HANG="1"), start_timeout=2
         )
@@ -330,3 +330,103 @@ def test_the_default_rubric_matches_across_unicode_punctuation_and_accents(answe
     assert not exact_match_rubric(
         task, SimpleNamespace(answer="someone else", calls=1, tool_errors=0, loop=False)
     ).correct
+
+
+def _script(code: str, *, env: dict | None = None, timeout: float = 90):
+    """Run `code` in a fresh interpreter from the repository root, as a user's plain script runs."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root), **(env or {})),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_the_docs_example_without_close_exits(tasks_file, tmp_path):
+    """Issue 53: a script that used an MCP environment and never called close() hung for ever at
+    exit (the portal's thread was frozen while the unclosed portal waited on it). It now ends at
+    once, and its server with it."""
+    import time
+
+    pid_file = tmp_path / "server.pid"
+    code = f"""
+import os
+from training.envs.registry import get_environment
+env = get_environment("mcp", server={SERVER!r}, tasks={str(tasks_file)!r},
+                      server_env=dict(os.environ, ARBITER_TEST_PID_FILE={str(pid_file)!r}))
+print(env.call(None, "calculate", {{"expression": "48 * 17 - 95"}}).content, flush=True)
+"""
+    script = _script(code)
+    try:
+        out, err = script.communicate(timeout=60)
+    except Exception:
+        script.kill()
+        raise AssertionError("a script that never called close() did not exit within 60 s") from None
+    assert script.returncode == 0, err[-2000:]
+    assert out.strip() == "721"
+    started = time.monotonic()
+    assert _wait_gone(int(pid_file.read_text()), seconds=10), "the script's MCP server outlived it"
+    assert time.monotonic() - started < 10
+
+
+def test_with_closes_the_environment_and_its_server(tasks_file, tmp_path):
+    import gc
+
+    pid_file = tmp_path / "server.pid"
+    with get_environment(
+        "mcp", server=SERVER, tasks=str(tasks_file), server_env=_server_env(ARBITER_TEST_PID_FILE=str(pid_file))
+    ) as env:
+        assert env.call(None, "calculate", {"expression": "6 * 7"}).content == "42"
+        assert env.alive()
+    assert not env.alive()
+    assert _wait_gone(int(pid_file.read_text())), "leaving `with` did not stop the server"
+    env.close()  # a second close does nothing
+    # One dropped without close() is closed when it is collected, not left running until exit.
+    dropped = get_environment(
+        "mcp", server=SERVER, tasks=str(tasks_file), server_env=_server_env(ARBITER_TEST_PID_FILE=str(pid_file))
+    )
+    del dropped
+    gc.collect()
+    assert _wait_gone(int(pid_file.read_text())), "a collected environment left its server running"
+
+
+def test_two_processes_starting_a_slow_server_at_once_succeed_with_the_start_timeout_setting(tasks_file):
+    """Issue 53: two processes starting a server at once on a busy machine ran past the fixed
+    10 s start. The server here takes 11 s to start (what a loaded machine did); with
+    ARBITER_MCP_START_TIMEOUT both start."""
+    code = f"""
+import os
+from training.envs.registry import get_environment
+with get_environment("mcp", server={SERVER!r}, tasks={str(tasks_file)!r}, server_env=dict(os.environ)) as env:
+    print(env.call(None, "calculate", {{"expression": "2 + 3"}}).content, flush=True)
+"""
+    setting = {"ARBITER_MCP_START_TIMEOUT": "60", "ARBITER_TEST_START_DELAY": "11"}
+    scripts = [_script(code, env=setting) for _ in range(2)]
+    done = [s.communicate(timeout=90) for s in scripts]
+    for script, (out, err) in zip(scripts, done, strict=True):
+        assert script.returncode == 0, err[-2000:]
+        assert out.strip() == "5"
+
+
+def test_a_start_past_the_setting_is_refused_naming_the_setting(tasks_file, monkeypatch):
+    import time
+
+    monkeypatch.setenv("ARBITER_MCP_START_TIMEOUT", "1.5")
+    started = time.monotonic()
+    with pytest.raises(MCPEnvironmentError) as caught:
+        get_environment(
+            "mcp", server=SERVER, tasks=str(tasks_file), server_env=_server_env(ARBITER_TEST_START_DELAY="20")
+        )
+    message = str(caught.value)
+    assert "no answer to the MCP handshake within start_timeout (1.5 s" in message
+    assert "ARBITER_MCP_START_TIMEOUT" in message and "`start_timeout` option" in message
+    assert time.monotonic() - started < 9
+    monkeypatch.setenv("ARBITER_MCP_START_TIMEOUT", "soon")
+    with pytest.raises(MCPEnvironmentError, match="ARBITER_MCP_START_TIMEOUT='soon': give a number of seconds"):
+        get_environment("mcp", server=SERVER, tasks=str(tasks_file))

@@ -5,17 +5,19 @@ at save and again at every connection, and the connection goes to the address th
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
 
 from annotate.models import Judge
 from tests.conftest import token_client
 from tests.factories import UserFactory
-from tests.fake_openai import ok, start_fake_openai
+from tests.fake_openai import FakeOpenAI, QuietServer, ok, start_fake_openai
 from training.judges.addresses import AddressRefused, address_problem, vetted_addresses
 from training.judges.chat import ChatJudgeClient, ChatJudgeSettings
 
 SCHEMA = {"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]}
+MESSAGE = {"role": "user", "content": "q"}
 
 
 @pytest.mark.parametrize(
@@ -35,6 +37,17 @@ SCHEMA = {"type": "object", "properties": {"verdict": {"type": "string"}}, "requ
         ("192.168.0.5", True, False),
         ("::1", False, True),
         ("8.8.8.8", False, False),
+        # Issue 53: the shared address space (carrier-grade NAT) is not public; IPv6 loopback is loopback.
+        ("100.64.0.1", False, True),
+        ("100.127.255.254", False, True),
+        ("::ffff:100.64.0.1", False, True),
+        ("100.64.0.1", True, False),
+        ("100.63.255.255", False, False),  # just outside it: public
+        ("100.128.0.0", False, False),
+        ("::1", True, False),
+        ("::ffff:127.0.0.1", True, False),
+        ("fd12:3456::1", False, True),
+        ("240.0.0.1", True, True),  # reserved: never a host
     ],
 )
 def test_the_address_rule(address, private_ok, refused):
@@ -87,3 +100,55 @@ def test_a_name_that_turns_private_after_the_save_is_refused_at_connect_time(req
         [{"role": "user", "content": "q"}]
     )
     assert allowed.answer == {"verdict": "A"} and len(fake.requests) == 1  # pinned to the vetted address
+
+
+def _fake_on(family: int, address: str, request):
+    """A scripted OpenAI server listening on `address` only (IPv4 or IPv6); its port."""
+    fake = FakeOpenAI()
+    fake.default = ok({"verdict": "A"})
+
+    class Server(QuietServer):
+        address_family = family
+
+    httpd = Server((address, 0), fake.handler())
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    request.addfinalizer(lambda: (httpd.shutdown(), httpd.server_close()))
+    return fake, httpd.server_address[1]
+
+
+def test_a_model_on_ipv6_loopback_is_called_where_private_addresses_are_allowed(request):
+    fake, port = _fake_on(socket.AF_INET6, "::1", request)
+    settings = ChatJudgeSettings(base_url=f"http://[::1]:{port}/v1", model="m", max_retries=0)
+    allowed = ChatJudgeClient(settings, schema=SCHEMA, allow_private=True, sleep=lambda s: None).ask([MESSAGE])
+    assert allowed.answer == {"verdict": "A"} and len(fake.requests) == 1
+    refused = ChatJudgeClient(settings, schema=SCHEMA, allow_private=False, sleep=lambda s: None).ask([MESSAGE])
+    assert refused.answer is None and "not a public address" in refused.calls[-1].error and len(fake.requests) == 1
+
+
+@pytest.mark.parametrize(("family", "address"), [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_localhost_giving_both_loopbacks_reaches_a_server_on_either(request, monkeypatch, family, address):
+    """`localhost` may resolve to ::1 first; a model server may listen on 127.0.0.1 only (vLLM's
+    default) or ::1 only: the name is allowed, and each vetted address is tried in turn."""
+    fake, port = _fake_on(family, address, request)
+    real = socket.getaddrinfo
+    both = [
+        (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0)),
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+    ]
+    monkeypatch.setattr(
+        socket, "getaddrinfo", lambda host, *a, **k: both if host == "localhost" else real(host, *a, **k)
+    )
+    settings = ChatJudgeSettings(base_url=f"http://localhost:{port}/v1", model="m", max_retries=0)
+    got = ChatJudgeClient(settings, schema=SCHEMA, allow_private=True, sleep=lambda s: None).ask([MESSAGE])
+    assert got.answer == {"verdict": "A"} and len(fake.requests) == 1, got.error
+
+
+@pytest.mark.django_db
+def test_saving_a_judge_on_the_shared_address_space_needs_private_addresses_allowed(settings):
+    api = token_client(UserFactory(roles=["admin"]))
+    body = {"name": "cgnat", "kind": "chat", "config": {"base_url": "http://100.64.12.7:8000/v1", "model": "m"}}
+    settings.JUDGE_ALLOW_PRIVATE_ADDRESSES = False
+    refused = api.post("/api/v1/judges/", body, format="json")
+    assert refused.status_code == 400 and "not a public address" in refused.json()["detail"]
+    settings.JUDGE_ALLOW_PRIVATE_ADDRESSES = True
+    assert api.post("/api/v1/judges/", body, format="json").status_code == 201

@@ -6,6 +6,8 @@ the same run on a real Celery worker."""
 from __future__ import annotations
 
 import json
+import socket
+import time
 
 import pytest
 
@@ -14,6 +16,7 @@ from tests.conftest import token_client, wait_for
 from tests.factories import UserFactory
 from tests.fake_openai import ok, refuse, start_fake_openai
 from tests.training.judge_fixtures import judge_run, rubric_campaign
+from webapp.models import Run
 from webapp.runs.services import run_execute
 
 KEY = "sk-test-0123456789abcdef"
@@ -237,10 +240,72 @@ def test_a_run_whose_every_call_failed_fails_with_the_first_reason_and_the_runs_
     api = token_client(admin)
     judge = _chat_judge(api, server, max_retries=0, concurrency=1)
     campaign = rubric_campaign(n=3)
-    server.script = [refuse(401, "invalid api key")] * 3
+    server.script = [refuse(400, "This model's maximum context length is 4096 tokens")] * 3  # each item's own
     run = judge_run(admin, judge_id=judge["id"], campaign_id=campaign.pk, swapped_share=0, repeat_share=0)
     assert run.status == "failed", (run.status, run.summary)
-    assert "No vote was stored: 3 of the 3 answers asked failed" in run.error and "401" in run.error, run.error
+    assert "No vote was stored: 3 of the 3 answers asked failed" in run.error and "400" in run.error, run.error
     assert not JudgeVote.objects.exists() and JudgeCall.objects.filter(run_id=run.pk).count() == 3
     listed = api.get("/api/v1/runs/").json()["results"][0]
     assert listed["id"] == run.pk and listed["status"] == "failed"
+
+
+@pytest.mark.django_db
+def test_a_run_gives_up_at_the_first_401_with_one_line_at_the_progress_it_reached(admin, server):
+    """A wrong key fails every call alike: the run stops at the first, says why in one line, and
+    shows how far it got (1 of 10), never 100%."""
+    api = token_client(admin)
+    judge = _chat_judge(api, server, concurrency=1)
+    campaign = rubric_campaign(n=10)
+    server.default = refuse(401, f"Incorrect API key provided: {KEY}")
+    run = judge_run(admin, judge_id=judge["id"], campaign_id=campaign.pk, swapped_share=0, repeat_share=0)
+    assert run.status == "failed" and len(server.requests) == 1
+    assert run.error.startswith(f"Gave up: The endpoint {server.url} answered HTTP 401"), run.error
+    assert "1 question was asked and no vote was stored" in run.error and "resume" in run.error
+    assert "\n" not in run.error and "Traceback" not in run.error + run.log and KEY not in run.error + run.log
+    assert run.progress == pytest.approx(0.1)
+
+
+@pytest.mark.django_db
+def test_a_streak_of_server_errors_stops_the_run_and_keeps_the_votes_before_it(admin, server):
+    api = token_client(admin)
+    judge = _chat_judge(api, server, concurrency=1, max_retries=4, max_failures_in_a_row=5)
+    campaign = rubric_campaign(n=10)
+    server.script = [ok(VERDICT), ok(VERDICT)]  # then the default: the server breaks
+    server.default = refuse(500, "CUDA out of memory")
+    run = judge_run(admin, judge_id=judge["id"], campaign_id=campaign.pk, swapped_share=0, repeat_share=0)
+    assert run.status == "failed" and len(server.requests) == 2 + 5
+    assert f"The endpoint {server.url} answered HTTP 500 (CUDA out of memory) on 5 calls in a row" in run.error
+    assert "3 questions were asked and the 2 votes stored are kept" in run.error, run.error
+    # The third used its five attempts (so it is done, and failed); the seven others were never asked.
+    assert JudgeVote.objects.filter(judge_id=judge["id"]).count() == 2 and run.progress == pytest.approx(0.3)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_judge_run_against_a_dead_endpoint_fails_in_seconds_on_a_real_worker(celery_worker_process, admin, client):
+    """Issue 53: every call of a judge whose server is down used to be tried five times (66
+    answers, six minutes) before the run failed at "100%" with a traceback. At the judge's
+    default settings, against a port nobody listens on, it fails within 30 s, with the reason."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    api = token_client(admin)
+    body = {"name": "down", "kind": "chat", "config": {"base_url": dead, "model": "judge-1"}}
+    judge = api.post("/api/v1/judges/", body, format="json").json()
+    campaign = rubric_campaign(n=22)  # 22 comparisons and their probes, as the issue's run
+    config = {"judge_id": judge["id"], "campaign_id": campaign.pk}
+    started = time.monotonic()
+    run_id = api.post("/api/v1/runs/", {"kind": "judge", "config": config}, format="json").json()["id"]
+    body = wait_for(
+        lambda: (b := api.get(f"/api/v1/runs/{run_id}").json())["status"] not in ("queued", "running") and b,
+        timeout=60,
+    )
+    took = time.monotonic() - started
+    assert body["status"] == "failed" and took < 30, (body["status"], took)
+    assert body["error"].startswith(f"Gave up: The endpoint {dead} refused the connection on 5 calls in a row")
+    log = Run.objects.get(pk=run_id).log
+    assert body["progress"] < 0.5 and "\n" not in body["error"] and "Traceback" not in body["error"] + log
+    assert JudgeCall.objects.filter(run_id=run_id).count() == 5
+    client.force_login(admin)
+    page = client.get(f"/runs/{run_id}/").content.decode()
+    assert "refused the connection on 5 calls in a row" in page and "Traceback" not in page

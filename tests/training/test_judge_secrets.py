@@ -127,3 +127,70 @@ def test_a_stored_key_survives_a_secret_key_rotation_with_fallbacks(admin, setti
     with pytest.raises(ArbiterError, match="SECRET_KEY_FALLBACKS"):
         secret_open(sealed_first)
     assert secret_open(sealed_second) == "new"
+
+
+def _env_judge(api, monkeypatch) -> Judge:
+    monkeypatch.setenv("ARBITER_JUDGE_OPENAI", "sk-from-env")
+    body = {
+        "name": "env",
+        "kind": "chat",
+        "config": {"base_url": URL, "model": "m", "api_key_env": "ARBITER_JUDGE_OPENAI"},
+    }
+    response = api.post("/api/v1/judges/", body, format="json")
+    assert response.status_code == 201, response.content
+    return Judge.objects.get(pk=response.json()["id"])
+
+
+def test_a_key_named_by_a_variable_follows_a_move_only_when_the_variable_is_named_again(admin, monkeypatch):
+    """Issue 53: the key in $ARBITER_JUDGE_... went to whatever address the judge was moved to."""
+    api = token_client(admin)
+    judge = _env_judge(api, monkeypatch)
+    url = f"/api/v1/judges/{judge.pk}"
+    moved = "https://attacker.example.net/v1"
+    refused = api.patch(url, {"config": {"base_url": moved}}, format="json")
+    assert refused.status_code == 400 and "name the variable again" in refused.json()["detail"]
+    judge.refresh_from_db()
+    assert judge.config["base_url"] == URL and judge.config["api_key_env"] == "ARBITER_JUDGE_OPENAI"
+    # The same origin keeps it; named again with the move: it goes there; cleared: no key at all.
+    assert api.patch(url, {"config": {"base_url": "https://models.example.com/v2"}}, format="json").status_code == 200
+    confirmed = {"config": {"base_url": moved, "api_key_env": "ARBITER_JUDGE_OPENAI"}}
+    assert api.patch(url, confirmed, format="json").status_code == 200
+    judge.refresh_from_db()
+    assert judge.config["base_url"] == moved and judge_api_key(judge) == "sk-from-env"
+    assert api.patch(url, {"config": {"base_url": URL, "api_key_env": ""}}, format="json").status_code == 200
+    judge.refresh_from_db()
+    assert judge.config["base_url"] == URL and judge_api_key(judge) == ""
+
+
+def test_the_page_moves_a_variables_key_only_when_the_admin_ticks_it(admin, client, monkeypatch):
+    judge = _env_judge(token_client(admin), monkeypatch)
+    client.force_login(admin)
+    form = {
+        "name": "env",
+        "kind": "chat",
+        "base_url": "https://elsewhere.example.org/v1",
+        "model": "m",
+        "api_key_env": "ARBITER_JUDGE_OPENAI",  # as the page prefills it
+        "structured_output": "json_schema",
+    }
+    page = client.get(f"/training/judges/{judge.pk}/").content.decode()
+    assert 'name="confirm_key_env"' in page
+    response = client.post(f"/training/judges/{judge.pk}/", form)
+    assert response.status_code == 400 and "name the variable again" in response.content.decode()
+    judge.refresh_from_db()
+    assert judge.config["base_url"] == URL
+    assert client.post(f"/training/judges/{judge.pk}/", {**form, "confirm_key_env": "on"}).status_code == 302
+    judge.refresh_from_db()
+    assert judge.config["base_url"] == "https://elsewhere.example.org/v1" and judge_api_key(judge) == "sk-from-env"
+
+
+@pytest.mark.parametrize("method", ["post_add", "post_edit"])
+def test_a_researcher_changing_a_judge_on_its_pages_gets_a_403_page(admin, client, method):
+    """Issue 53: the refusal came back with status 200 and `Content-Type: 403` (render's 4th
+    positional argument is the content type)."""
+    judge = _judge(token_client(admin))
+    client.force_login(UserFactory(roles=["researcher"]))
+    url = "/training/judges/" if method == "post_add" else f"/training/judges/{judge.pk}/"
+    response = client.post(url, {"name": "x", "kind": "rubric"})
+    assert response.status_code == 403 and response["Content-Type"].startswith("text/html")
+    assert "needs the admin role" in response.content.decode()

@@ -1,9 +1,10 @@
 """The judges' chat client (training/judges/chat.py) against a real OpenAI-compatible server
 with a real model: a tiny cloned policy served by training/policy/serving.py, the server
 `manage.py serve_policy` runs (started here in-process, as tests/training/test_serve_policy.py
-does, with a key). That server refuses `response_format` with a 400 naming it, so the client
-must fall back to prompt mode; the tiny model does not write JSON, so each attempt is recorded
-as invalid and the item fails, after a bounded number of retries."""
+does, with a key). That server honours `response_format` (issue 53: it refused it with a 400
+and the client fell back to prompt mode), so the client stays in json_schema mode; the tiny
+model's reply is JSON as far as it goes but never closes its object, so each attempt is
+recorded as cut at max_tokens and the item fails, after a bounded number of retries."""
 
 import json
 import threading
@@ -13,6 +14,7 @@ import pytest
 from tests.helpers import answer, calculator_policy, call, seen
 from training.judges.chat import ChatJudgeClient, ChatJudgeSettings
 from training.judges.prompt import judge_messages, verdict_schema
+from training.policy.json_constraint import JsonPrefix
 from training.policy.serving import PolicyServer
 from training.policy.serving_http import serve
 
@@ -55,7 +57,7 @@ def _settings(url: str, **overrides) -> ChatJudgeSettings:
     return ChatJudgeSettings(**{**values, **overrides})
 
 
-def test_a_server_without_structured_output_gets_prompt_mode_and_a_model_without_json_fails_clearly(served):
+def test_a_server_with_structured_output_keeps_json_schema_and_a_model_that_never_closes_fails_clearly(served):
     schema = verdict_schema(DIMENSIONS)
     messages = _messages(schema)
     sleeps = []
@@ -63,21 +65,17 @@ def test_a_server_without_structured_output_gets_prompt_mode_and_a_model_without
     got = client.ask(messages, key="comparison-1")
 
     assert got.key == "comparison-1" and got.answer is None
-    assert got.error.startswith("no answer after 3 attempts; the last: "), got.error
-    assert [c.structured_output for c in got.calls] == ["json_schema", "prompt", "prompt"]
-    assert [c.status for c in got.calls] == ["error", "invalid", "invalid"], [c.error for c in got.calls]
-    assert [c.attempt for c in got.calls] == [1, 2, 3] and client.mode == "prompt"
-    assert len(sleeps) == 1  # one retry after an invalid answer; the fallback went at once
-
-    refused = got.calls[0]
-    assert refused.http_status == 400 and "prompt mode" in refused.error
-    assert json.loads(refused.response_text)["error"]["param"] == "response_format"
-    assert refused.request["response_format"]["json_schema"]["schema"] == schema
-    for attempt in got.calls[1:]:
-        assert attempt.http_status == 200 and attempt.error  # not JSON, or no text at all
-        assert "response_format" not in attempt.request and attempt.request["messages"] == messages
+    assert got.error.startswith("no answer after 2 attempts; the last: "), got.error
+    assert got.error.endswith("(the reply was cut at max_tokens)"), got.error
+    assert [c.structured_output for c in got.calls] == ["json_schema", "json_schema"] and client.mode == "json_schema"
+    assert [c.status for c in got.calls] == ["invalid", "invalid"], [c.error for c in got.calls]
+    assert [c.attempt for c in got.calls] == [1, 2] and len(sleeps) == 1
+    for attempt in got.calls:
+        assert attempt.http_status == 200 and attempt.request["response_format"]["json_schema"]["schema"] == schema
         reply = json.loads(attempt.response_text)
-        assert reply["model"] == "calculator" and reply["choices"][0]["message"]["role"] == "assistant"
+        assert reply["model"] == "calculator" and reply["choices"][0]["finish_reason"] == "length"
+        content = reply["choices"][0]["message"]["content"]
+        assert content.lstrip().startswith("{") and JsonPrefix().feed(content) is not None, content
         assert attempt.prompt_tokens == reply["usage"]["prompt_tokens"] > 0 and attempt.latency_s > 0
     assert KEY not in json.dumps([c.request for c in got.calls]) + got.error
 

@@ -18,7 +18,7 @@ from annotate.models import Policy
 from tests.helpers import calculator_policy
 from training.envs.arithmetic import ArithmeticEnvironment
 from training.envs.base import EpisodeRunner
-from training.policy.serving import PolicyServer
+from training.policy.serving import PolicyServer, default_threads
 from training.policy.serving_http import serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,7 +182,7 @@ def test_serve_policy_serves_a_registered_policy_by_name_and_checks_the_key(poli
     assert no_ranker.returncode != 0 and "--reward-model: no reward model '9999'" in no_ranker.stderr
     assert f"{ranker.pk}: ranker" in no_ranker.stderr
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "serve_policy", "calculator", "--port", "0", "--threads", "1"]
+        [sys.executable, "manage.py", "serve_policy", "calculator", "--port", "0"]  # threads: the safe default
         + ["--reward-model", "ranker"],
         cwd=ROOT,
         env=env,
@@ -196,6 +196,8 @@ def test_serve_policy_serves_a_registered_policy_by_name_and_checks_the_key(poli
             lines.append(proc.stdout.readline())
         line = lines[-1]
         assert "Serving calculator@1 at http://127.0.0.1:" in line, lines
+        threads = default_threads()
+        assert f"({threads} torch thread{'s' if threads != 1 else ''}; Ctrl-C stops)" in line, line
         assert any(f"Reranking best_of candidates with {reward_model_dir}" in earlier for earlier in lines)
         port = int(line.split("127.0.0.1:")[1].split("/")[0])
         assert _request(port, "GET", "/health")[0] == 200
@@ -228,7 +230,7 @@ def test_best_of_returns_the_reward_models_favourite_of_the_candidates(policy_di
     episode, and returns the favourite; without a reward model, or below n, it is refused by name."""
     from rewardmodel.scoring import RewardScorer
     from training.policy.conversations import conversation_steps
-    from training.policy.serving import RequestError, parse_request
+    from training.policy.serving_requests import RequestError, parse_request
 
     env = ArithmeticEnvironment(seed=11, n_tasks=60)
     runner = EpisodeRunner(env)
@@ -312,7 +314,8 @@ def _call(call_id: str, name: str, arguments: dict) -> dict:
 
 def test_best_of_ranks_answers_when_the_first_sample_answers_and_leaves_a_tool_call_as_sampled():
     from training.envs.base import ANSWER_TOOL, Tool
-    from training.policy.serving import PolicyServer, Request
+    from training.policy.serving import PolicyServer
+    from training.policy.serving_requests import Request
 
     class ByAnswer:  # scores an episode by its answer's text: the ranking, not a model, is under test
         def score_episodes(self, items):
@@ -389,7 +392,8 @@ def test_a_call_of_a_tool_the_request_did_not_declare_is_returned_as_text(served
 def test_a_replys_calls_are_checked_against_the_declared_schemas(arguments, parallel, kept):
     from training.envs.base import Tool
     from training.policy.parsers import ParsedTurn, ToolCall
-    from training.policy.serving import PolicyServer, Request
+    from training.policy.serving import PolicyServer
+    from training.policy.serving_requests import Request
 
     class Parser:
         def parse(self, text):

@@ -15,8 +15,9 @@ import pytest
 
 from tests.helpers import calculator_policy
 from training.policy import serving_http
-from training.policy.serving import PolicyServer, parse_request
+from training.policy.serving import PolicyServer
 from training.policy.serving_http import PolicyApp, PolicyHTTPServer
+from training.policy.serving_requests import parse_request
 
 KEY = "sk-test-batches"
 HI = {"messages": [{"role": "user", "content": "What is 12 * 7?"}], "temperature": 0, "max_tokens": 12}

@@ -1,5 +1,6 @@
 """`make run` (scripts/run_embedded.sh) keeps the app up: a worker that dies is restarted and says
-why, one that keeps dying is left stopped while the web server stays up and says so."""
+why, one that keeps dying is left stopped while the web server stays up and says so; Ctrl-C in a
+terminal, or a SIGINT to a launcher in the background, stops everything with status 0."""
 
 from __future__ import annotations
 
@@ -165,3 +166,124 @@ def test_an_mcp_environment_runs_on_the_embedded_worker(tmp_path):
         if app.proc.poll() is None:
             app.interrupt()
         app.kill()
+
+
+def _environment(tmp_path) -> dict:
+    from benchmarks.first_run import free_port
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "ARBITER_LAUNCHER")}
+    env.update(ARBITER_VAR_DIR=str(tmp_path / "var"), PORT=str(free_port()))
+    return env
+
+
+def _left(key: str, value: int) -> list[str]:
+    """Processes whose session (sid) or process group (pgid) is `value`, after up to 15 s."""
+    deadline = time.monotonic() + 15
+    while True:
+        out = subprocess.run(["ps", "-ww", "-e", "-o", f"pid=,{key}=,args="], capture_output=True, text=True).stdout
+        left = [line for line in out.splitlines() if int(line.split()[1]) == value]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def _wait_for(text, predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s; the output: {text()[-3000:]}"
+        time.sleep(0.2)
+
+
+def test_ctrl_c_in_a_terminal_stops_make_run_with_status_0_and_leaves_nothing(tmp_path):
+    """Issue 53: `make run` in a terminal, Ctrl-C: make used to die of the interrupt (status 130,
+    "Error 130") whatever the script did. Each set-up step is printed as it happens."""
+    import fcntl
+    import pty
+    import termios
+    import threading
+
+    from benchmarks.first_run import ROOT
+
+    master, slave = pty.openpty()
+
+    def terminal():  # the pty becomes the new session's controlling terminal, as a login's is
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    make = subprocess.Popen(
+        ["make", "-s", "run"],
+        cwd=ROOT,
+        env=_environment(tmp_path),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=terminal,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read():
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def text() -> str:
+        return b"".join(chunks).decode(errors="replace")
+
+    try:
+        _wait_for(text, lambda: "Ctrl-C stops" in text(), 240, "banner")
+        for line in (
+            "database migrations ...",
+            "demo users, campaigns",
+            "training worker (PID",
+            "the web server answers",
+        ):
+            assert line in text(), line
+        assert text().index("database migrations") < text().index("the web server answers") < text().index("Ctrl-C")
+        os.write(master, b"\x03")  # Ctrl-C, as typed
+        assert make.wait(timeout=60) == 0, text()[-2000:]
+        assert "Error 130" not in text() and "Stopping the web server and the workers" in text()
+        assert _left("sid", make.pid) == []
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+        for line in _left("sid", make.pid):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        os.close(master)
+
+
+def test_a_sigint_to_a_backgrounded_launcher_stops_everything_and_restarts_nothing(tmp_path):
+    """Issue 53: started in the background (`make run &` from a script: SIGINT ignored on entry),
+    a SIGINT to the launcher alone used to be ignored by it while its web server and a worker
+    were restarted; now it stops them all and exits 0."""
+    from benchmarks.first_run import SCRIPT
+
+    output = tmp_path / "out.txt"
+    with output.open("w") as log:
+        launcher = subprocess.Popen(
+            [str(SCRIPT)],
+            cwd=SCRIPT.parent.parent,
+            env=_environment(tmp_path),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            process_group=0,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as `&` in a script leaves it
+        )
+    try:
+        _wait_for(output.read_text, lambda: "Ctrl-C stops" in output.read_text(), 240, "banner")
+        os.kill(launcher.pid, signal.SIGINT)  # `kill -INT $!`: the launcher, not its group
+        assert launcher.wait(timeout=60) == 0, output.read_text()[-2000:]
+        assert "restarting it" not in output.read_text()
+        assert _left("pgid", launcher.pid) == []
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()

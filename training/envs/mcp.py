@@ -14,15 +14,21 @@ normalized exact match of the answer against `reference`, or a Python hook named
 dotted path: `rubric="mypackage.grading:grade"`, a function `(task, episode) -> Rubric`.
 
 The SDK is asynchronous; the connection runs its event loop in a thread of its own
-(anyio's blocking portal), so the rest of Arbiter calls it like any other environment.
+(anyio's blocking portal), so the rest of Arbiter calls it like any other environment. An
+environment is a context manager (`with get_environment("mcp", ...) as env:`); one never closed
+is closed when it is collected or when the interpreter exits, so a script that forgets
+`close()` still ends and leaves no server behind.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import sys
+import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -72,11 +78,59 @@ class MCPEnvironmentError(ValueError):
     """The server could not be reached, or the tasks or rubric hook are not usable; the message says why."""
 
 
+# How long a server has to start (launch and handshake) unless the environment's `start_timeout`
+# option says otherwise. 30 s, not the SDK's 10: two processes starting a Python server at once on
+# a loaded 2-core machine took longer than 10 s, and a server that exits at once is refused at
+# once whatever this says; only a hung one waits it out. ARBITER_MCP_START_TIMEOUT sets it for
+# every MCP environment a process starts (a worker, a command, a plain script).
+START_TIMEOUT_SETTING = "ARBITER_MCP_START_TIMEOUT"
+DEFAULT_START_TIMEOUT = 30.0
+
+
+def start_timeout_default() -> float:
+    """The start timeout from ARBITER_MCP_START_TIMEOUT (seconds), else DEFAULT_START_TIMEOUT."""
+    text = os.environ.get(START_TIMEOUT_SETTING, "").strip()
+    if not text:
+        return DEFAULT_START_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise MCPEnvironmentError(f"{START_TIMEOUT_SETTING}={text!r}: give a number of seconds above 0")
+    return seconds
+
+
+def _shut(portal_cm, portal, stop, session, errlog, loop_thread: int) -> None:
+    """Close one connection: let the session leave (which stops a stdio server), stop the event
+    loop's thread, close the stderr file. Run by `close()`, or by the connection's finalizer when
+    it is collected unclosed or the interpreter exits: at exit, before the interpreter freezes
+    the (daemon) loop thread, since a portal left open then waits on that frozen thread for ever."""
+    if threading.get_ident() == loop_thread:  # collected inside the loop's own thread: it cannot wait on itself
+        threading.Thread(target=_shut, args=(portal_cm, portal, stop, session, errlog, -1), daemon=True).start()
+        return
+    try:
+        if not session.done():
+            portal.call(stop.set)
+            futures_wait([session], timeout=15)
+    except RuntimeError:  # the loop has already ended
+        pass
+    finally:
+        portal_cm.__exit__(None, None, None)
+        if errlog is not None:
+            errlog.close()
+
+
 class MCPConnection:
     """A synchronous handle on one MCP client session (stdio command or streamable HTTP URL)."""
 
     def __init__(
-        self, server: str | list[str], *, env: dict | None = None, timeout: float = 30.0, start_timeout: float = 10.0
+        self,
+        server: str | list[str],
+        *,
+        env: dict | None = None,
+        timeout: float = 30.0,
+        start_timeout: float | None = None,
     ):
         import tempfile
 
@@ -84,6 +138,7 @@ class MCPConnection:
         from mcp import Client
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
+        start_timeout = start_timeout_default() if start_timeout is None else start_timeout
         self._errlog, self._timeout, self._start_timeout = None, timeout, start_timeout
         if isinstance(server, str) and server.startswith(("http://", "https://")):
             target = server
@@ -119,13 +174,19 @@ class MCPConnection:
             self._portal_cm.__exit__(None, None, None)
             said = self.server_stderr()
             why = (
-                f"no answer to the MCP handshake within start_timeout ({start_timeout:g} s)"
+                f"no answer to the MCP handshake within start_timeout ({start_timeout:g} s; a server slow to "
+                f"start on a busy machine needs more: the environment's `start_timeout` option, or "
+                f"{START_TIMEOUT_SETTING} for every MCP environment of the process)"
                 if isinstance(exc, FutureTimeout)
                 else _cause(exc)
             )
             raise MCPEnvironmentError(
                 f"cannot connect to the MCP server {server!r}: {why}" + (f"; the server said: {said}" if said else "")
             ) from exc
+        loop_thread = self._portal.call(threading.get_ident)
+        self._finalizer = weakref.finalize(
+            self, _shut, self._portal_cm, self._portal, self._stop, self._session, self._errlog, loop_thread
+        )
 
     @staticmethod
     async def _hold(client, entered: Future, stop) -> None:
@@ -180,14 +241,14 @@ class MCPConnection:
         return self._portal.call(lambda: self._client.call_tool(name, arguments, read_timeout_seconds=self._timeout))
 
     def close(self) -> None:
-        try:
-            if not self._session.done():
-                self._portal.call(self._stop.set)
-                futures_wait([self._session], timeout=15)
-        finally:
-            self._portal_cm.__exit__(None, None, None)
-            if self._errlog is not None:
-                self._errlog.close()
+        """Stop the session and its server; a second call does nothing."""
+        self._finalizer()
+
+    def __enter__(self) -> MCPConnection:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 def _connection_lost(exc: Exception) -> bool:
@@ -289,7 +350,7 @@ class MCPEnvironment(Environment):
         rubric: str | None = None,
         server_env: dict | None = None,
         timeout: float = 30.0,
-        start_timeout: float = 10.0,
+        start_timeout: float | None = None,
         restarts: int = 3,
         system_prompt: str | None = None,
     ):
@@ -369,3 +430,9 @@ class MCPEnvironment(Environment):
 
     def close(self) -> None:
         self.connection.close()
+
+    def __enter__(self) -> MCPEnvironment:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

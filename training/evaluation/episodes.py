@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.intervals import RESAMPLES, bootstrap
-from training.evaluation.metrics import episode_figures
+from training.evaluation.metrics import SHARES, episode_figures
 
 METRICS = ("success", "utility", "f1", "quote_support", "steps", "tool_errors", "rm_score", "kl")
 
@@ -134,10 +134,13 @@ def episode_values(played: Played) -> dict[str, list[list[float]]]:
     return values
 
 
-def task_bootstrap(per_task: list[list[float]], *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
+def task_bootstrap(
+    per_task: list[list[float]], *, resamples: int = RESAMPLES, seed: int = 0, share: bool | None = None
+) -> dict:
     """{mean, low, high, tasks, episodes}: the mean over tasks of each task's mean, with the one
-    interval of every figure (core/intervals.py `bootstrap`, over tasks)."""
-    result = bootstrap(per_task, resamples=resamples, seed=seed)
+    interval of every figure (core/intervals.py `bootstrap`, over tasks; a share's at least
+    Wilson's: `share` as `bootstrap` takes it)."""
+    result = bootstrap(per_task, resamples=resamples, seed=seed, share=share)
     return {
         "mean": result["mean"],
         "low": result["low"],
@@ -149,11 +152,13 @@ def task_bootstrap(per_task: list[list[float]], *, resamples: int = RESAMPLES, s
 
 def summarize(played: Played, *, seed: int = 0) -> dict[str, dict]:
     """Every metric of a played system: {metric: {mean, low, high, tasks, episodes}}."""
-    return {name: task_bootstrap(values, seed=seed) for name, values in episode_values(played).items()}
+    return {
+        name: task_bootstrap(values, seed=seed, share=name in SHARES) for name, values in episode_values(played).items()
+    }
 
 
 def paired_difference(a: list[list[float]], b: list[list[float]], *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """Mean over tasks of (b - a) with a 95% bootstrap interval over tasks (the same tasks resampled
     for both): tighter than comparing two separate intervals, since task difficulty cancels."""
     differences = [[float(np.mean(y) - np.mean(x))] for x, y in zip(a, b) if x and y]
-    return task_bootstrap(differences, resamples=resamples, seed=seed)
+    return task_bootstrap(differences, resamples=resamples, seed=seed, share=False)  # a difference, not a share

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 STANDARD = ("success", "utility", "steps", "tool_errors", "loop", "truncated")
 GREEDY_SUCCESS = "greedy_success"  # success of the greedy episodes, wherever it is reported beside sampled success
+# The figures that are shares of episodes (each 0 or 1): their intervals are at least Wilson's
+# (core.intervals); a count such as steps is not one, even where every episode took one step.
+SHARES = ("success", GREEDY_SUCCESS, "loop", "truncated")
 
 
 def episode_figures(episode) -> dict[str, float]:

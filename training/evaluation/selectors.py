@@ -107,6 +107,7 @@ def _system(
     return {
         "id": entry.pk,
         "label": entry.label,
+        "name": row_name(entry),
         "kind": entry.kind,
         "method": _method(entry, baseline.policy_id if baseline is not None else None),
         "n": entry.n,
@@ -136,6 +137,14 @@ def _reward_rose(entry: EvaluationEntry, baseline: EvaluationEntry | None) -> bo
     mine = ((entry.metrics or {}).get("sampled") or {}).get("rm_score", {}).get("mean")
     start = ((baseline.metrics or {}).get("sampled") or {}).get("rm_score", {}).get("mean")
     return None if mine is None or start is None else mine > start
+
+
+def row_name(entry: EvaluationEntry) -> str:
+    """A table row's name without what its badges say: the stored label "X (start)" sits beside a
+    "start" badge, "best-of-4 over X" beside "best-of-4" (issue 53); the label itself is kept for
+    the API and the logs."""
+    name = entry.label.replace(f"best-of-{entry.n} over ", "") if entry.n else entry.label
+    return name.replace(" (start)", "").replace(", best on dev", "")
 
 
 def _method(entry: EvaluationEntry, baseline_policy_id: int | None = None) -> str:
@@ -182,8 +191,8 @@ def head_to_head(systems: list[dict], outcomes: dict) -> list[dict]:
                 rows.append(
                     {
                         "mode": mode,
-                        "a": {"id": a["id"], "label": a["label"], "method": a["method"]},
-                        "b": {"id": b["id"], "label": b["label"], "method": b["method"]},
+                        "a": {"id": a["id"], "label": a["label"], "name": a["name"], "method": a["method"]},
+                        "b": {"id": b["id"], "label": b["label"], "name": b["name"], "method": b["method"]},
                         "difference": found,
                         "winner": _verdict(found, a["label"], b["label"]),
                     }
@@ -285,7 +294,13 @@ def memorisation_rows(entries: list[EvaluationEntry], baseline: EvaluationEntry 
     for entry in entries:
         if not any(m in (entry.metrics or {}) for m in SEEN_MODES.values()):
             continue
-        row = {"id": entry.pk, "label": entry.label, "is_baseline": entry.is_baseline, "modes": []}
+        row = {
+            "id": entry.pk,
+            "label": entry.label,
+            "name": row_name(entry),
+            "is_baseline": entry.is_baseline,
+            "modes": [],
+        }
         for mode, seen_mode in SEEN_MODES.items():  # sampled, then greedy: the page's column groups
             unseen, seen = _success_mean(entry, mode), _success_mean(entry, seen_mode)
             figures = {"mode": mode, "unseen": unseen, "seen": seen, "gain_unseen": None, "gain_seen": None}

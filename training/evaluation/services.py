@@ -58,6 +58,13 @@ def _nothing(*args, **kwargs) -> None:
     return None
 
 
+def _samples_words(samples: int, group: int) -> str:
+    """The config's `samples` per task, and apart the episodes best-of-n plays for them (issue 53:
+    "2 samples each" was logged for a config of 1 sample with best-of-2)."""
+    words = f"{samples} sample{'s' if samples != 1 else ''} each"
+    return words + (f", {samples * group} episodes played so best-of-{group} can choose" if group > 1 else "")
+
+
 def evaluation_execute(
     *,
     name: str,
@@ -124,7 +131,7 @@ def evaluation_execute(
         log(message)
 
     group = max([1, *best_of_n])
-    stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({samples * group} samples each).")
+    stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({_samples_words(samples, group)}).")
     table.play_baseline(sorted(set(best_of_n)))
     tuned = _best_temperature(
         table.reference, table.tokenizer, table.runner, env, split, temperatures, temperature,

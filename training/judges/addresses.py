@@ -3,8 +3,10 @@
 An admin chooses a judge's `base_url`, and the worker then POSTs the campaign's trajectories and
 the judge's key there. So the address is vetted: never a link-local or cloud metadata address
 (169.254.169.254 and friends, which hand out the machine's own credentials), nor one that is
-not a host (multicast, unspecified, reserved); private and loopback addresses (a model server
-on this machine or the office network) only where the deployment allows them. The name is
+not a host (multicast, unspecified, reserved); an address that is not public (private, loopback
+IPv4 or IPv6, the shared address space 100.64.0.0/10 of carrier-grade NAT, and the other ranges
+IANA marks not globally reachable: a model server on this machine, the office network or the
+provider's) only where the deployment allows them. The name is
 resolved and every address it gives is checked, at save and again at connect time; the
 connection then goes to an address that was checked, so a name that changes its answer between
 the check and the connection (DNS rebinding) reaches nothing it should not.
@@ -45,11 +47,22 @@ def address_problem(address: str, *, allow_private: bool) -> str | None:
         ip = ip.ipv4_mapped
     if ip.is_link_local or ip in METADATA:
         return "a link-local or cloud metadata address, which a judge never calls"
+    if ip.is_loopback:  # before is_reserved, which ::1 (in ::/8) also is: a model on this machine
+        return None if allow_private else _not_public()
     if ip.is_multicast or ip.is_unspecified or ip.is_reserved:
         return "not the address of a host"
-    if (ip.is_private or ip.is_loopback) and not allow_private:
-        return f"a private or loopback address, which this deployment does not allow judges to call ({ALLOW_HINT})"
+    # is_private misses 100.64.0.0/10 (shared address space, reachable inside a provider's network);
+    # is_global is false for it and for every other range that is not public.
+    if not ip.is_global and not allow_private:
+        return _not_public()
     return None
+
+
+def _not_public() -> str:
+    return (
+        "not a public address (private, loopback or shared address space), which this deployment does not allow "
+        f"judges to call ({ALLOW_HINT})"
+    )
 
 
 def vetted_addresses(host: str, port: int, *, allow_private: bool) -> list[str]:

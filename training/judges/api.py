@@ -55,7 +55,7 @@ class JudgeInput(serializers.Serializer):
         required=False,
         help_text="reward_model: {reward_model_id}; rubric: {}; chat: {base_url, model, api_key_env, temperature, "
         "timeout_s, concurrency, requests_per_minute, max_retries, backoff_s, max_tokens, structured_output, "
-        "price_input_per_mtok, price_output_per_mtok, max_cost_usd}.",
+        "price_input_per_mtok, price_output_per_mtok, max_cost_usd, max_failures_in_a_row}.",
     )
     api_key = serializers.CharField(required=False, allow_blank=True, write_only=True, help_text="Write-only.")
 

@@ -28,11 +28,20 @@ the judge's host name is vetted again before every request. The proxies of the e
 (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) are used; through a proxy the proxy resolves the name, so
 the name is vetted but the address cannot be pinned. `close()` closes the pool.
 
+A client gives up on its endpoint, for every item at once, when asking again cannot go
+better: at the first 401, 403 or 404 (a wrong key, or a model or route the server does not
+have) or address it may not call, and after `max_failures_in_a_row` calls in a row got no
+reply from the model (connection refused, a name that does not resolve, timeouts, other HTTP
+errors; a 429 or a reply with Retry-After is the server asking to wait and counts for nothing,
+and any 2xx reply, even an answer that is not valid, ends the streak). `stop_reason` then says
+why in one line ("the endpoint http://127.0.0.1:9/v1 refused the connection on 5 calls in a
+row"); a dead endpoint costs seconds, not every item's retries.
+
 `ChatJudgeClient.ask_many(items, on_answer=...)` asks many items `concurrency` at a time in
 threads, hands each `ChatAnswer` to `on_answer` in the caller's thread (where it may write to
-a database), and stops handing out items when `should_stop()` says so or the cost cap is
-reached. Requests of all threads start at least 60/requests_per_minute seconds apart. The
-cost of a request (usage tokens times the settings' prices) is known only once it is
+a database), and stops handing out items when `should_stop()` says so, the cost cap is
+reached or the client has given up on its endpoint. Requests of all threads start at least
+60/requests_per_minute seconds apart. The cost of a request (usage tokens times the settings' prices) is known only once it is
 answered, so the cap, checked before every request, can be passed by the requests already in
 flight: at most `concurrency` of them.
 """
@@ -65,6 +74,7 @@ from training.judges.addresses import AddressRefused, endpoint, vetted_addresses
 MODES = ("json_schema", "json_object", "prompt")
 SCHEMA_NAME = "verdict"  # response_format.json_schema.name
 RETRY_STATUSES = (408, 409, 429)  # and every 5xx
+GIVE_UP_STATUSES = (401, 403, 404)  # the key, the permission, the model or route: the same for every item
 MAX_DELAY_S = 60.0  # the longest wait before a retry, whatever Retry-After says
 REPLY_MAX_BYTES = 8 * 2**20  # a reply is read up to this; a longer one is refused
 RECORD_TEXT_MAX = 100_000  # the raw reply kept in a CallRecord
@@ -107,6 +117,13 @@ class ChatJudgeSettings:
     max_cost_usd: float | None = field(
         default=None, metadata={"help": "Stop asking once this much is spent (None: no cap)."}
     )
+    max_failures_in_a_row: int = field(
+        default=5,
+        metadata={
+            "help": "Give up on the endpoint after this many calls in a row got no reply from the model (connection "
+            "refused, timeouts, HTTP errors but 429); 0: never. A 401, 403 or 404 gives up at once."
+        },
+    )
 
     def problems(self) -> list[str]:
         """What is wrong with the settings, one message per field, naming it; [] when all is well."""
@@ -135,6 +152,7 @@ class ChatJudgeSettings:
             ("concurrency", self.concurrency, 1, CONCURRENCY_MAX),
             ("max_retries", self.max_retries, 0, 20),
             ("max_tokens", self.max_tokens, 1, 1_000_000),
+            ("max_failures_in_a_row", self.max_failures_in_a_row, 0, 1000),
         ]
         for name, value, low, high in wholes:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -169,7 +187,8 @@ class ChatAnswer:
     answer: dict | None
     calls: list[CallRecord] = field(default_factory=list)
     error: str = ""  # why there is no answer
-    stopped: Literal["cost_cap", "stopped"] | None = None  # given up for the cap or should_stop (no answer)
+    # Given up short for the cap, should_stop, or the client giving up on its endpoint (no answer).
+    stopped: Literal["cost_cap", "stopped", "failing"] | None = None
 
 
 @dataclass
@@ -179,13 +198,16 @@ class _Attempt:
     retry: bool = False  # worth asking again
     retry_after: float | None = None  # seconds the server asked to wait
     fallback: bool = False  # the server refused structured output: ask again at once in prompt mode
+    failure: str = ""  # no reply from the model, in words for stop_reason ("refused the connection")
+    give_up: bool = False  # no item can go better: the client gives up on the endpoint at once
 
 
 class ChatJudgeClient:
     """Asks a chat model for JSON answers valid against `schema` (see the module's docstring).
 
     `spent_usd` is what earlier runs spent, counted against `max_cost_usd`. `sleep`, `clock`
-    and `rng` are injected so that tests need not wait and jitter can be reproduced.
+    and `rng` are injected so that tests need not wait and jitter can be reproduced; without
+    `sleep`, a wait before a retry in `ask_many` ends early when the client stops.
     """
 
     def __init__(
@@ -195,7 +217,7 @@ class ChatJudgeClient:
         schema: dict,
         spent_usd: float = 0.0,
         allow_private: bool = True,
-        sleep: Callable[[float], Any] = time.sleep,
+        sleep: Callable[[float], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ):
@@ -216,6 +238,8 @@ class ChatJudgeClient:
         self._mode = settings.structured_output
         self._spent = float(spent_usd)
         self._next_start = -math.inf  # the clock time from which the next request may start
+        self._failures: list[str] = []  # the current streak of calls without a reply from the model, in words
+        self._stop_reason = ""  # why the client gave up on its endpoint ("" while it has not)
         url = urlsplit(settings.base_url)
         scheme, self._host, self._port = endpoint(settings.base_url)
         self._url = f"{scheme}://{url.netloc}{url.path.rstrip('/')}/chat/completions" + (
@@ -243,6 +267,12 @@ class ChatJudgeClient:
             return self._mode
 
     @property
+    def stop_reason(self) -> str:
+        """Why the client gave up on its endpoint, in one line; "" while it has not."""
+        with self._lock:
+            return self._stop_reason
+
+    @property
     def spent_usd(self) -> float:
         """The money spent so far, including the constructor's `spent_usd`."""
         with self._lock:
@@ -265,16 +295,17 @@ class ChatJudgeClient:
         Items are taken from `items` as threads free up, never more than 2 * concurrency
         ahead of the answers delivered. No item is handed out once `should_stop()` (asked
         here, in the caller's thread, before each hand-out and every second while waiting)
-        is true or `spent_usd` reaches `max_cost_usd`; items already handed out are finished
-        and delivered, but ask nothing more after that (their ChatAnswer says `stopped`, and
-        has no calls if none had started). The cap is checked before every request, so the
-        requests in flight when it is reached, at most `concurrency`, can spend past it.
+        is true, `spent_usd` reaches `max_cost_usd` or the client gives up on its endpoint
+        (`stop_reason`); items already handed out are finished and delivered, but ask nothing
+        more after that (their ChatAnswer says `stopped`, and has no calls if none had started).
+        The cap is checked before every request, so the requests in flight when it is reached,
+        at most `concurrency`, can spend past it.
         If `on_answer` raises, the items in flight are finished without being delivered and
         the exception is raised here.
 
         Returns {"asked", "answered", "failed", "stopped", "spent_usd"}: asked = items handed
         out = answered + failed (those stopped short count as failed); stopped is None,
-        "cost_cap" or "stopped" (an item was left unasked or cut short, and why).
+        "cost_cap", "stopped" or "failing" (an item was left unasked or cut short, and why).
         """
         concurrency = self.settings.concurrency
         counts = {"asked": 0, "answered": 0, "failed": 0}
@@ -293,6 +324,8 @@ class ChatJudgeClient:
                     item = next(source, _END)
                     if item is _END:
                         exhausted = True
+                    elif self.stop_reason:
+                        stopped = "failing"  # this item is dropped, unasked
                     elif self._cap_reached():
                         stopped = "cost_cap"  # this item is dropped, unasked
                     else:
@@ -305,7 +338,7 @@ class ChatJudgeClient:
                 for future in done:
                     answer = future.result()
                     counts["answered" if answer.answer is not None else "failed"] += 1
-                    stopped = stopped or answer.stopped
+                    stopped = stopped or answer.stopped or ("failing" if self.stop_reason else None)
                     on_answer(answer)
         finally:
             halt.set()
@@ -318,13 +351,16 @@ class ChatJudgeClient:
         calls: list[CallRecord] = []
         retries = 0
         while True:
-            if halt is not None and halt.is_set():
-                return ChatAnswer(key, None, calls, error=_stopped_error("asked to stop", calls), stopped="stopped")
-            if self._cap_reached():
-                cap = f"the cost cap of {self.settings.max_cost_usd:g} USD was reached ({self.spent_usd:.4f} spent)"
-                return ChatAnswer(key, None, calls, error=_stopped_error(cap, calls), stopped="cost_cap")
+            stopped = self._stopped(key, calls, halt)
+            if stopped is None:
+                self._wait_turn(halt)
+                stopped = self._stopped(key, calls, halt)  # what happened while it waited for its turn
+            if stopped is not None:
+                return stopped
             step = self._attempt(messages, attempt=len(calls) + 1)
             calls.append(step.record)
+            if self._count_failure(step) and halt is not None:
+                halt.set()  # the other threads ask nothing more, and stop waiting to retry
             if step.answer is not None:
                 return ChatAnswer(key, step.answer, calls)
             if step.fallback:
@@ -335,8 +371,20 @@ class ChatJudgeClient:
                 return ChatAnswer(
                     key, None, calls, error=f"no answer after {len(calls)} attempts; the last: {step.record.error}"
                 )
-            self._sleep(self._delay(retries, step.retry_after))
+            self._pause(self._delay(retries, step.retry_after), halt)
             retries += 1
+
+    def _stopped(self, key: Hashable, calls: list[CallRecord], halt: threading.Event | None) -> ChatAnswer | None:
+        """The item's answer when it may not ask (again): the client gave up, a stop, the cost cap."""
+        gave_up = self.stop_reason
+        if gave_up:
+            return ChatAnswer(key, None, calls, error=_stopped_error(gave_up, calls), stopped="failing")
+        if halt is not None and halt.is_set():
+            return ChatAnswer(key, None, calls, error=_stopped_error("asked to stop", calls), stopped="stopped")
+        if self._cap_reached():
+            cap = f"the cost cap of {self.settings.max_cost_usd:g} USD was reached ({self.spent_usd:.4f} spent)"
+            return ChatAnswer(key, None, calls, error=_stopped_error(cap, calls), stopped="cost_cap")
+        return None
 
     def _attempt(self, messages: list[dict], *, attempt: int) -> _Attempt:
         """One HTTP request and what its reply says."""
@@ -344,18 +392,17 @@ class ChatJudgeClient:
         body = self._body(messages, mode)
         record = CallRecord(request=body, attempt=attempt, structured_output=mode)
         data = json.dumps(body).encode()
-        self._wait_turn()
         started = self._clock()
         try:
             status, retry_after, raw = self._post(data)
         except AddressRefused as exc:  # asking again changes nothing: the settings must
             record.latency_s = self._clock() - started
             record.error = f"refused to call {exc}"
-            return _Attempt(record)
+            return _Attempt(record, failure=f"is an address the judge may not call ({exc})", give_up=True)
         except (OSError, TimeoutError, httpx2.TransportError) as exc:
             record.latency_s = self._clock() - started
             record.error = self._scrub(self._connection_error(exc))
-            return _Attempt(record, retry=True)
+            return _Attempt(record, retry=True, failure=self._scrub(self._connection_failure(exc)))
         record.latency_s = self._clock() - started
         text = raw[:REPLY_MAX_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
         record.http_status = status
@@ -367,8 +414,17 @@ class ChatJudgeClient:
                     self._mode = "prompt"
                 record.error += " (the server refuses structured output: asking again in prompt mode, from now on)"
                 return _Attempt(record, fallback=True)
+            waited = _retry_after(retry_after)
+            # A 429, or any status with Retry-After, is the server asking to wait: no sign of a dead endpoint.
+            failure = (
+                "" if status == 429 or waited is not None else f"answered HTTP {status} ({_error_message(text)[:150]})"
+            )
             return _Attempt(
-                record, retry=status in RETRY_STATUSES or status >= 500, retry_after=_retry_after(retry_after)
+                record,
+                retry=status in RETRY_STATUSES or status >= 500,
+                retry_after=waited,
+                failure=self._scrub(failure),
+                give_up=status in GIVE_UP_STATUSES,
             )
         if len(raw) > REPLY_MAX_BYTES:
             record.status, record.error = "invalid", f"the reply is over {REPLY_MAX_BYTES} bytes"
@@ -465,8 +521,44 @@ class ChatJudgeClient:
 
     # Shared state ---------------------------------------------------------------------
 
-    def _wait_turn(self) -> None:
-        """Wait for this request's slot: starts at least 60/requests_per_minute s apart, all threads together."""
+    def _count_failure(self, step: _Attempt) -> bool:
+        """Count a call in the streak of calls without a reply (a reply ends it); True when this
+        call makes the client give up on its endpoint (`stop_reason` set)."""
+        limit = self.settings.max_failures_in_a_row
+        with self._lock:
+            if self._stop_reason:
+                return False
+            if not step.failure:
+                if step.record.http_status is not None and 200 <= step.record.http_status < 300:
+                    self._failures = []
+                return False
+            kept = self._failures[max(0, len(self._failures) - limit + 1) :] if limit else []  # the last limit
+            self._failures = [*kept, step.failure]
+            where = _shown_url(self.settings.base_url)
+            if step.give_up:
+                self._stop_reason = f"the endpoint {where} {step.failure}: asking again cannot go better"
+            elif limit and len(self._failures) >= limit:
+                streak = self._failures[-limit:]
+                if len(set(streak)) == 1:
+                    self._stop_reason = f"the endpoint {where} {streak[0]} on {limit} calls in a row"
+                else:
+                    self._stop_reason = (
+                        f"the endpoint {where} gave no reply on {limit} calls in a row (the last {streak[-1]})"
+                    )
+            return bool(self._stop_reason)
+
+    def _pause(self, seconds: float, halt: threading.Event | None) -> None:
+        """Wait before a retry; in ask_many (without an injected sleep) until the client stops, at most."""
+        if self._sleep is not None:
+            self._sleep(seconds)
+        elif halt is not None:
+            halt.wait(seconds)
+        else:
+            time.sleep(seconds)
+
+    def _wait_turn(self, halt: threading.Event | None = None) -> None:
+        """Wait for this request's slot: starts at least 60/requests_per_minute s apart, all threads
+        together (in ask_many, without an injected sleep, until a stop at most)."""
         rate = self.settings.requests_per_minute
         if not rate:
             return
@@ -475,7 +567,7 @@ class ChatJudgeClient:
             start = max(now, self._next_start)
             self._next_start = start + 60.0 / rate
         if start > now:
-            self._sleep(start - now)
+            self._pause(start - now, halt)
 
     def _count_usage(self, record: CallRecord, reply: Any) -> None:
         usage = reply.get("usage") if isinstance(reply, dict) else None
@@ -503,6 +595,16 @@ class ChatJudgeClient:
         key = self.settings.api_key
         return text.replace(key, "[api_key]") if key else text
 
+    def _connection_failure(self, exc: BaseException) -> str:
+        """What a connection error says about the endpoint, for stop_reason."""
+        if isinstance(exc, TimeoutError | httpx2.TimeoutException):
+            return f"did not reply within timeout_s ({self.settings.timeout_s:g} s)"
+        if isinstance(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
+            return "refused the connection"
+        if isinstance(exc, socket.gaierror):
+            return f"could not be reached (its name does not resolve: {str(exc)[:ERROR_TEXT_MAX]})"
+        return f"could not be reached ({type(exc).__name__}: {str(exc)[:ERROR_TEXT_MAX]})"
+
     def _connection_error(self, exc: BaseException) -> str:
         if isinstance(exc, TimeoutError | httpx2.TimeoutException):
             return f"no reply within timeout_s ({self.settings.timeout_s:g} s)"
@@ -522,8 +624,15 @@ def _pinned_client(settings: ChatJudgeSettings, *, allow_private: bool) -> httpx
 
     class PinnedBackend(httpcore2.SyncBackend):
         def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-            address = vetted_addresses(host, port, allow_private=allow_private)[0]
-            return super().connect_tcp(address, port, timeout, local_address, socket_options)
+            # Each vetted address in turn, as socket.create_connection tries a name's: `localhost` may
+            # give ::1 first to a model server listening on 127.0.0.1 only (vLLM's default 0.0.0.0).
+            addresses = vetted_addresses(host, port, allow_private=allow_private)
+            for address in addresses[:-1]:
+                try:
+                    return super().connect_tcp(address, port, timeout, local_address, socket_options)
+                except httpcore2.ConnectError:  # refused or unreachable; a timeout is not tried again
+                    continue
+            return super().connect_tcp(addresses[-1], port, timeout, local_address, socket_options)
 
     connections = max(1, settings.concurrency)
     # A request's headers and body are two writes: with Nagle's algorithm the body waited for the
@@ -626,6 +735,12 @@ def _stopped_error(reason: str, calls: list[CallRecord]) -> str:
     if not calls:
         return f"not asked: {reason}"
     return f"given up after {len(calls)} attempts: {reason}; the last: {calls[-1].error}"
+
+
+def _shown_url(url: str) -> str:
+    """The base URL as a message shows it: without its query, which may hold a key."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 def _is_number(value: Any) -> bool:

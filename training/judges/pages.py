@@ -27,6 +27,7 @@ CHAT_NUMBERS = {
     "price_input_per_mtok": float,
     "price_output_per_mtok": float,
     "max_cost_usd": float,
+    "max_failures_in_a_row": int,
 }
 
 
@@ -47,6 +48,11 @@ class JudgeForm(forms.Form):
     api_key_env = forms.CharField(
         required=False, label="Or read the key from this environment variable (on the worker)"
     )
+    confirm_key_env = forms.BooleanField(
+        required=False,
+        label="Send the key from this variable to the new endpoint",
+        help_text="Needed once, with a change of the endpoint's scheme, host or port: the key was named for the old one.",
+    )
     structured_output = forms.ChoiceField(
         choices=[("json_schema", "JSON schema"), ("json_object", "JSON object"), ("prompt", "Schema in the prompt")],
         initial="json_schema",
@@ -60,12 +66,20 @@ class JudgeForm(forms.Form):
     price_input_per_mtok = forms.FloatField(required=False, initial=0.0, label="Price per million input tokens ($)")
     price_output_per_mtok = forms.FloatField(required=False, initial=0.0, label="Price per million output tokens ($)")
     max_cost_usd = forms.FloatField(required=False, label="Cost cap per run ($)", help_text="Empty: no cap.")
+    max_failures_in_a_row = forms.IntegerField(
+        required=False,
+        initial=5,
+        label="Give up after this many failed calls in a row",
+        help_text="Calls with no reply from the model (connection refused, timeouts, HTTP errors but 429). 0: never. "
+        "A 401, 403 or 404 gives up at once.",
+    )
 
     def __init__(self, *args, editing: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["reward_model_id"].choices = [("", "—")] + [
             (m.pk, str(m)) for m in RewardModel.objects.order_by("-created_at")[:200]
         ]
+        self.editing = editing
         if editing:
             self.fields["kind"].disabled = True
 
@@ -77,7 +91,10 @@ class JudgeForm(forms.Form):
             data["config"] = {"reward_model_id": c["reward_model_id"]}
         elif c["kind"] == Judge.Kind.CHAT:
             config = {"base_url": c["base_url"], "model": c["model"], "structured_output": c["structured_output"]}
-            config["api_key_env"] = c["api_key_env"]
+            # On an edit the variable is sent when changed or confirmed, so that a move of the endpoint
+            # does not carry the key along by the form's own prefilled value (services.judge_clean).
+            if not self.editing or "api_key_env" in self.changed_data or c["confirm_key_env"]:
+                config["api_key_env"] = c["api_key_env"]
             config.update({k: c[k] for k in CHAT_NUMBERS if c.get(k) is not None})
             data["config"] = config
             if c["remove_api_key"]:
@@ -99,7 +116,9 @@ def judges(request: HttpRequest) -> HttpResponse:
     form = JudgeForm(request.POST or None)
     if request.method == "POST":
         if not user_has_role(request.user, Role.ADMIN):
-            return render(request, "annotate/error.html", {"message": "Adding a judge needs the admin role."}, 403)
+            return render(
+                request, "annotate/error.html", {"message": "Adding a judge needs the admin role."}, status=403
+            )
         if form.is_valid():
             try:
                 judge = judge_create(data=form.judge_data(), created_by=request.user)
@@ -124,7 +143,9 @@ def judge(request: HttpRequest, judge_id: int) -> HttpResponse:
     form = JudgeForm(request.POST or None, initial=_initial(row), editing=True)
     if request.method == "POST":
         if not user_has_role(request.user, Role.ADMIN):
-            return render(request, "annotate/error.html", {"message": "Editing a judge needs the admin role."}, 403)
+            return render(
+                request, "annotate/error.html", {"message": "Editing a judge needs the admin role."}, status=403
+            )
         if form.is_valid():
             data = form.judge_data()
             data.pop("kind")

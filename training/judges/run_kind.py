@@ -2,7 +2,9 @@
 
 Progress counts answers; a cancel stops after the answers in flight are stored; a resume (or
 a second run) asks only what the judge has not answered yet. A chat judge that reaches its
-cost cap fails with the reason, keeping every vote paid for: raise the cap and resume.
+cost cap fails with the reason, keeping every vote paid for: raise the cap and resume. One
+whose endpoint fails (max_failures_in_a_row calls in a row without a reply, or a 401, 403 or
+404) fails at once with the reason in one line, at the progress it reached.
 """
 
 from __future__ import annotations
@@ -135,6 +137,8 @@ def _execute(*, run, config: JudgeRunConfig, reporter, compute, resume_from) -> 
     )
     if tally.stopped == "stopped":
         raise RunCancelled()
+    if tally.stopped == "failing":
+        raise ArbiterError(_gave_up(tally))
     if tally.asked and not tally.voted:  # a run that produced nothing did not succeed
         raise ArbiterError(_nothing_stored(tally))
     if tally.stopped == "cost_cap":
@@ -144,6 +148,19 @@ def _execute(*, run, config: JudgeRunConfig, reporter, compute, resume_from) -> 
             f"kept. Raise the judge's max_cost_usd and resume to go on."
         )
     return summary
+
+
+def _gave_up(tally) -> str:
+    """Why a run stopped asking a failing endpoint, in one line, and what to do."""
+    kept = {0: "no vote was stored", 1: "the 1 vote stored is kept"}.get(
+        tally.voted, f"the {tally.voted} votes stored are kept"
+    )
+    reason = tally.stop_reason[:300]
+    asked = f"{tally.asked} question was" if tally.asked == 1 else f"{tally.asked} questions were"
+    return (
+        f"Gave up: {reason[:1].upper()}{reason[1:]}. {asked} asked and {kept}; check the "
+        "judge's URL, model and key on its page (or start its server), then resume."
+    )
 
 
 def _nothing_stored(tally) -> str:

@@ -170,21 +170,7 @@ def judge_clean(data, *, judge: Judge | None = None) -> dict:
         elif kind in KINDS:
             # An edit changes the settings it names and keeps the others.
             out["config"] = _kind_config(kind, {**(judge.config if judge else {}), **config}, problems)
-    moved = (
-        judge is not None
-        and judge.secret
-        and "config" in out
-        and endpoint(out["config"].get("base_url")) != endpoint(judge.config.get("base_url"))
-    )
-    if moved and "api_key" not in data:
-        # A stored key follows its URL only when someone who holds it says so.
-        problems.append(
-            _problem(
-                "api_key",
-                "the base URL now points elsewhere (another scheme, host or port), and the stored key was given for "
-                'the old one: give the key again (api_key), or remove it (api_key ""), with this change.',
-            )
-        )
+    problems += _key_moves(judge, data, out)
     if "api_key" in data:
         key = data["api_key"]
         if kind != Judge.Kind.CHAT:
@@ -201,6 +187,35 @@ def judge_clean(data, *, judge: Judge | None = None) -> dict:
     if judge is None:
         out["kind"] = kind
     return out
+
+
+def _key_moves(judge: Judge | None, data: dict, out: dict) -> list[dict]:
+    """A key follows its endpoint to another scheme, host or port only when someone says so with
+    the move: a stored key given again (or removed), a variable named again (or cleared)."""
+    if judge is None or "config" not in out:
+        return []
+    if endpoint(out["config"].get("base_url")) == endpoint(judge.config.get("base_url")):
+        return []
+    problems = []
+    if judge.secret and "api_key" not in data:
+        problems.append(
+            _problem(
+                "api_key",
+                "the base URL now points elsewhere (another scheme, host or port), and the stored key was given for "
+                'the old one: give the key again (api_key), or remove it (api_key ""), with this change.',
+            )
+        )
+    env_name = judge.config.get("api_key_env")
+    if env_name and "api_key_env" not in data.get("config", {}):
+        problems.append(
+            _problem(
+                "config.api_key_env",
+                f"the base URL now points elsewhere (another scheme, host or port), and the key in ${env_name} was "
+                "named for the old one: name the variable again (config.api_key_env) to send its key there, or "
+                'clear it (api_key_env ""), with this change.',
+            )
+        )
+    return problems
 
 
 @transaction.atomic
@@ -310,6 +325,7 @@ class Tally:
     stopped: str | None = None
     ordered: int = 0  # open comparisons given a disagreement-first priority afterwards (then_order)
     first_error: str = ""  # why the first failed answer failed, for a run that stored nothing
+    stop_reason: str = ""  # why the client gave up on the endpoint (stopped == "failing"), in one line
 
 
 def _store(judge, comparison, probe, vote: VoteIn, *, run_id, options, tally: Tally) -> None:
@@ -488,13 +504,15 @@ def _run_chat(judge, campaign, wanted, *, run_id, options, tally, progress, shou
             if vote is not None:
                 _store(judge, comparison, probe, vote, run_id=run_id, options=options, tally=tally)
             _audit(judge, run_id, comparison, probe, answer, refused)
-        done += 1
-        progress(done)
+        if not answer.stopped:  # one cut short (a stop, the cap, the client giving up) is asked again on a resume
+            done += 1
+            progress(done)
 
     with client:  # its kept-alive connections close with the run
         summary = client.ask_many(_chat_items(wanted, dimensions, schema), on_answer=on_answer, should_stop=should_stop)
     tally.spent_usd = client.spent_usd
     tally.stopped = summary.get("stopped")
+    tally.stop_reason = client.stop_reason
 
 
 def judge_run_execute(

@@ -5,7 +5,9 @@ random generator, and a callback that receives each new token as it is generated
 streams it, or watches for a stop string) and may end the row. The prompts are fed left-padded
 into one cache (training/policy/rollout.py `CachedBatch`, the rollouts' own), then one token is
 decoded for every live row per step; a row that ends (an end-of-turn token, its limit, its
-callback) leaves the cache, so a long reply never holds short ones back.
+callback) leaves the cache, so a long reply never holds short ones back. A row with a
+`constraint` (a reply that must be JSON: training/policy/json_constraint.py) takes the likeliest
+(or the sampled) token the constraint allows, trying the next in turn.
 
 A row samples from its own generator, so its tokens do not depend on the rows that share its
 batch: a request with a seed gives the same reply alone or batched with others.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -31,21 +34,50 @@ class Row:
     on_token: Callable[[int], bool] | None = None  # each new token; True ends the row there
     tokens: list[int] = field(default_factory=list)  # generated, without the end-of-turn token
     ended: bool = False  # ended by an end-of-turn token or by its callback (not by its limit)
+    constraint: Any = None  # json_constraint.JsonConstraint: which tokens may come next
+
+
+TRIES = 64  # draws (or likeliest tokens) tried for a constrained row before its whole ranking is scanned
 
 
 def _pick(logits: torch.Tensor, rows: list[Row]) -> list[int]:
     """One token per row: the most likely where the row is greedy, else a draw from its nucleus."""
     picked = logits.argmax(-1).tolist()
     for i, row in enumerate(rows):
-        if row.temperature <= 0:
-            continue
-        probs = torch.softmax(logits[i].float() / row.temperature, dim=-1)
-        if row.top_p < 1.0:
-            ordered, order = probs.sort(descending=True)
-            keep = ordered.cumsum(-1) - ordered < row.top_p  # the smallest set whose mass reaches top_p
-            probs = torch.zeros_like(probs).scatter_(0, order[keep], ordered[keep])
-        picked[i] = int(torch.multinomial(probs, 1, generator=row.generator))
+        if row.temperature > 0:
+            probs = torch.softmax(logits[i].float() / row.temperature, dim=-1)
+            if row.top_p < 1.0:
+                ordered, order = probs.sort(descending=True)
+                keep = ordered.cumsum(-1) - ordered < row.top_p  # the smallest set whose mass reaches top_p
+                probs = torch.zeros_like(probs).scatter_(0, order[keep], ordered[keep])
+            picked[i] = int(torch.multinomial(probs, 1, generator=row.generator))
+        if row.constraint is not None:
+            picked[i] = _allowed(row, logits[i], picked[i], probs if row.temperature > 0 else None)
+            row.constraint.take(picked[i])
     return picked
+
+
+def _allowed(row: Row, logits: torch.Tensor, token: int, probs: torch.Tensor | None) -> int:
+    """The token a constrained row takes: the one picked if allowed; else, sampling, another
+    draw without the refused ones (TRIES at most); else the likeliest allowed token."""
+    constraint = row.constraint
+    if constraint.ends:
+        return constraint.ends[0]
+    if constraint.allows(token):
+        return token
+    if probs is not None:
+        probs = probs.clone()
+        for _ in range(TRIES):
+            probs[token] = 0
+            if float(probs.sum()) <= 0:
+                break
+            token = int(torch.multinomial(probs, 1, generator=row.generator))
+            if constraint.allows(token):
+                return token
+    for candidate in logits.argsort(descending=True).tolist():
+        if constraint.allows(candidate):
+            return candidate
+    return token  # nothing can continue it: the reply is checked when it ends
 
 
 @torch.no_grad()

@@ -19,13 +19,19 @@ and, where the first sample gives the final answer, returns the reward model's f
 answer (docs/serving.md says why only answers).
 
 Bad requests get OpenAI's error shape, `{"error": {"message", "type", "param", "code"}}`,
-with a 4xx status; a field the server does not implement is refused by name, never ignored.
+with a 4xx status; a field the server does not implement is refused by name, never ignored
+(training/policy/serving_requests.py checks a request). `tool_choice` "required" or a named
+tool is honoured by writing the start of the call in the policy's syntax (`forced_prefix`),
+a JSON `response_format` by constrained decoding (training/policy/json_constraint.py); a
+reply that still does not do what was asked is generated again, then refused (422). Special
+tokens never reach a client (`decode`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import secrets
 import threading
@@ -36,160 +42,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
+from core import json_input
 from training.envs.base import ANSWER_TOOL, Tool
-from training.policy.conversations import ConversationError, conversation_steps, template_messages, tools_of
+from training.policy.conversations import ConversationError, conversation_steps, template_messages
+from training.policy.json_constraint import JsonConstraint
 from training.policy.parsers import partial_suffix
+from training.policy.serving_requests import MAX_CHOICES, Request, RequestError
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 8 * 2**20
-DEFAULT_MAX_TOKENS = 256
-MAX_CHOICES = 8
-# Fields the endpoint implements, and those it accepts only at the value that changes nothing.
-FIELDS = {
-    "model",
-    "messages",
-    "tools",
-    "tool_choice",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "max_completion_tokens",
-    "n",
-    "stream",
-    "stream_options",
-    "seed",
-    "stop",
-    "user",
-    "parallel_tool_calls",
-    "metadata",
-    "store",
-    "best_of",
-}
-# The Responses API (the OpenAI Agents SDK's default) is not served: its clients are told how to switch.
-RESPONSES_REFUSAL = (
-    "this server implements the Chat Completions API (POST /v1/chat/completions), not the Responses API; "
-    "in the OpenAI Agents SDK use OpenAIChatCompletionsModel or set_default_openai_api('chat_completions') "
-    "(docs/serving.md)"
-)
-NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "response_format": {"type": "text"}}
+ATTEMPTS = 3  # generations of a row whose reply must be a tool call or JSON before the request is refused
+# Text a tool-call parser reads: kept in a reply although the tokenizer may call it special.
+PARSER_MARKERS = ("<tool_call>", "</tool_call>", "<|python_tag|>", "<think>", "</think>")
 
 
-class RequestError(ValueError):
-    """A request the endpoint refuses: the message, the field, and the HTTP status."""
-
-    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None):
-        super().__init__(message)
-        self.param, self.status, self.code = param, status, code
-
-    def body(self) -> dict:
-        kind = "invalid_request_error" if self.status < 500 else "server_error"
-        if self.status == 401:
-            kind = "authentication_error"
-        return {"error": {"message": str(self), "type": kind, "param": self.param, "code": self.code}}
-
-
-@dataclass
-class Request:
-    messages: list[dict]
-    tools: list[Tool]
-    temperature: float
-    top_p: float
-    max_tokens: int
-    n: int
-    stream: bool
-    include_usage: bool
-    seed: int | None
-    stop: list[str]
-    best_of: int = 1
-    parallel_tool_calls: bool = True
-
-
-def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise RequestError(f"{name}: a number from {low:g} to {high:g}", name)
-    return float(value)
-
-
-def _integer(body: dict, name: str, default: int | None, low: int, high: int) -> int | None:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise RequestError(f"{name}: a whole number from {low} to {high}", name)
-    return value
-
-
-def _top_p(body: dict) -> float:
-    value = _number(body, "top_p", 1.0, 0.0, 1.0)
-    if value == 0:
-        raise RequestError("top_p: above 0, at most 1", "top_p")
-    return value
-
-
-def _tools(raw: Any) -> list[Tool]:
-    try:
-        return tools_of(raw)
-    except ConversationError as exc:
-        raise RequestError(str(exc), exc.param) from None
-
-
-def parse_request(body: Any) -> Request:
-    """The request's fields checked; raises RequestError naming the first problem."""
-    if not isinstance(body, dict):
-        raise RequestError("the body: a JSON object")
-    unknown = sorted(set(body) - FIELDS - set(NEUTRAL))
-    if unknown:
-        raise RequestError(f"{unknown[0]}: not implemented by this server", unknown[0])
-    for name, neutral in NEUTRAL.items():
-        if name in body and body[name] not in (None, neutral):
-            raise RequestError(f"{name}: only {json.dumps(neutral)} is implemented by this server", name)
-    if "model" in body and not isinstance(body["model"], str):
-        raise RequestError("model: a string", "model")
-    parallel = body.get("parallel_tool_calls", True)
-    if not isinstance(parallel, bool) and parallel is not None:
-        raise RequestError("parallel_tool_calls: true or false", "parallel_tool_calls")
-    tools = _tools(body.get("tools"))
-    choice = body.get("tool_choice", "auto")
-    if choice not in (None, "auto", "none"):
-        raise RequestError("tool_choice: 'auto' or 'none' (a policy is not forced to call)", "tool_choice")
-    if choice == "none":
-        tools = []
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise RequestError("messages: a non-empty list of {role, content}", "messages")
-    stop = body.get("stop")
-    stops = [stop] if isinstance(stop, str) else stop or []
-    if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(s, str) and s for s in stops):
-        raise RequestError("stop: a string or up to 4 strings", "stop")
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise RequestError("stream_options: an object", "stream_options")
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool) and stream is not None:
-        raise RequestError("stream: true or false", "stream")
-    limit = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
-    n = _integer(body, "n", 1, 1, MAX_CHOICES)
-    best_of = _integer(body, "best_of", n, 1, MAX_CHOICES)
-    if best_of < n:
-        raise RequestError(f"best_of: at least n ({n}); the best n of best_of candidates are returned", "best_of")
-    return Request(
-        messages=messages,
-        tools=tools,
-        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
-        top_p=_top_p(body),
-        max_tokens=_integer(body, limit, DEFAULT_MAX_TOKENS, 1, 1_000_000),
-        n=n,
-        stream=bool(stream),
-        include_usage=bool(options.get("include_usage")),
-        seed=_integer(body, "seed", None, -(2**63), 2**63 - 1),
-        stop=stops,
-        best_of=best_of,
-        parallel_tool_calls=parallel is not False,
-    )
+def default_threads() -> int:
+    """Torch threads for a served policy: half the cores it may use, at least 1 and at most 4.
+    torch's own default (every core) oversubscribes a machine shared with other work: two
+    servers of two threads each on two cores cost 7 times the CPU per generation (issue 53)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, cores // 2))
 
 
 class Batcher:
@@ -287,6 +161,7 @@ class Prepared:
     prompt: list[int]
     room: int
     parser: Any
+    prefix: str = ""  # the start of a forced tool call, put in the reply before the policy goes on
 
     @property
     def rows(self) -> int:
@@ -294,8 +169,10 @@ class Prepared:
 
     @property
     def streams_as_generated(self) -> bool:
-        """best_of picks among finished candidates: those replies are streamed once chosen."""
-        return self.request.best_of == self.request.n
+        """best_of picks among finished candidates, and a forced call or a JSON reply is checked
+        (and may be generated again) before it is sent: those replies are streamed once ready."""
+        request = self.request
+        return request.best_of == request.n and request.forced is None and not request.json
 
 
 @dataclass
@@ -338,7 +215,7 @@ class PolicyServer:
         model_dir: str | Path,
         *,
         name: str,
-        threads: int = 0,
+        threads: int | None = None,
         reward_model: str | Path | None = None,
         max_batch: int = 32,
     ):
@@ -347,13 +224,27 @@ class PolicyServer:
         from training.policy.chat import ChatFormat
         from training.policy.model_io import load_policy
 
-        if threads:
+        threads = default_threads() if threads is None else threads
+        if threads:  # 0: torch's own default, every core
             torch.set_num_threads(threads)
+        self.threads = torch.get_num_threads()
         self.name = name
         self.model, self.tokenizer = load_policy(Path(model_dir))
         self.model.eval()
         self.chat = ChatFormat.for_policy(self.tokenizer, model_dir)
         self.context = int(getattr(self.model.config, "max_position_embeddings", 0) or 4096)
+        # A prompt longer than this in bytes cannot fit the context: no token of the vocabulary
+        # holds more bytes than its longest (for tokenizers that keep every byte of the text, as
+        # byte-level BPE and SentencePiece with byte fallback do). Refused before it is tokenized.
+        vocab = self.tokenizer.get_vocab()
+        self.max_prompt_bytes = self.context * max(len(token.encode()) for token in vocab)
+        # Special tokens never reach a client (a stream once carried `<|im_start|>`), except the
+        # markers a tool-call parser reads.
+        special = set(self.tokenizer.all_special_ids) | {
+            i for i, token in getattr(self.tokenizer, "added_tokens_decoder", {}).items() if token.special
+        }
+        self.hidden_ids = (special - {vocab[m] for m in PARSER_MARKERS if m in vocab}) | set(self.chat.stop_ids)
+        self.token_texts: dict[int, str] = {}  # each token's text alone, for JSON-constrained rows
         self.created = int(time.time())
         self.scorer = None
         if reward_model:
@@ -391,16 +282,32 @@ class PolicyServer:
             )
         return None
 
+    def decode(self, ids: list[int]) -> str:
+        """A reply's text: without end-of-turn or other special tokens (the parser's markers kept)."""
+        return self.tokenizer.decode([i for i in ids if i not in self.hidden_ids], skip_special_tokens=False)
+
     def prepare(self, request: Request) -> Prepared:
-        """The request's prompt in the policy's template, checked against its context."""
+        """The request's prompt in the policy's template, checked against its context: first by
+        its size in bytes (a prompt of megabytes took a minute to tokenize), then in tokens. The
+        HTTP side calls this off its event loop."""
         from training.policy.chat import ChatTemplateError
 
         messages = self._template_messages(request.messages, request.tools)
         openai_tools = [t.as_openai() for t in request.tools]
         try:
-            prompt = self.chat.opening(messages, openai_tools)
+            text = self.chat.render(messages, openai_tools, add_generation_prompt=True)
         except ChatTemplateError as exc:
             raise RequestError(str(exc), "messages") from None
+        if (size := len(text.encode())) > self.max_prompt_bytes:
+            raise RequestError(
+                f"the prompt is {size} bytes; this policy's context holds {self.context} tokens, "
+                f"at most {self.max_prompt_bytes} bytes of text",
+                "messages",
+                code="context_length_exceeded",
+            )
+        parser = self.chat.parser(request.tools)
+        prefix = forced_prefix(parser, request.tools, request.forced) if request.forced is not None else ""
+        prompt = self.chat.encode(text) + self.chat.encode(prefix)
         room = self.context - len(prompt)
         if room < 1:
             raise RequestError(
@@ -410,7 +317,7 @@ class PolicyServer:
             )
         if request.best_of > request.n and self.scorer is None:
             raise RequestError("best_of: this server has no reward model (serve_policy --reward-model)", "best_of")
-        return Prepared(request, prompt, room, self.chat.parser(request.tools))
+        return Prepared(request, prompt, room, parser, prefix)
 
     def start(
         self, prepared: Prepared, on_text: Callable[[int, str], None] | None = None, cancelled=lambda: False
@@ -418,13 +325,9 @@ class PolicyServer:
         """Queue the request's rows for the next batch: (their texts as they grow, the rows, the
         future done when every row has ended). `on_text(row, new content)` is called from the batch's thread;
         `cancelled()` true ends the rows early (a client that went away)."""
-        import torch
-
-        from training.policy.batch_generation import Row
-
         request = prepared.request
         parser = prepared.parser if request.tools else None
-        texts = [ReplyText(self.chat.decode, request.stop, parser) for _ in range(prepared.rows)]
+        texts = [ReplyText(self.decode, request.stop, parser) for _ in range(prepared.rows)]
 
         def watcher(index: int):
             text = texts[index]
@@ -439,20 +342,36 @@ class PolicyServer:
 
             return on_token
 
-        rows = []
-        for index in range(prepared.rows):
-            seed = (request.seed + index) % 2**63 if request.seed is not None else secrets.randbits(63)
-            rows.append(
-                Row(
-                    prompt=prepared.prompt,
-                    limit=min(request.max_tokens, prepared.room),
-                    temperature=request.temperature,
-                    top_p=request.top_p,
-                    generator=torch.Generator().manual_seed(seed),
-                    on_token=watcher(index),
-                )
-            )
+        rows = [self._row(prepared, index, watcher(index)) for index in range(prepared.rows)]
         return texts, rows, self.batcher.submit(rows)
+
+    def _row(self, prepared: Prepared, index: int, on_token=None, attempt: int = 0):
+        """Row `index` of a request; a later attempt draws again with another seed, sampling
+        (temperature 0.7 at least: a greedy row would write the same reply again)."""
+        import torch
+
+        from training.policy.batch_generation import Row
+
+        request = prepared.request
+        seed = request.seed + index + attempt * MAX_CHOICES if request.seed is not None else secrets.randbits(63)
+        constraint = None
+        if request.json:
+            constraint = JsonConstraint(
+                self._token_text, self.chat.stop_ids, banned=self.hidden_ids - set(self.chat.stop_ids)
+            )
+            constraint.cache = self.token_texts
+        return Row(
+            prompt=prepared.prompt,
+            limit=min(request.max_tokens, prepared.room),
+            temperature=max(request.temperature, 0.7) if attempt else request.temperature,
+            top_p=request.top_p,
+            generator=torch.Generator().manual_seed(seed % 2**63),
+            on_token=on_token,
+            constraint=constraint,
+        )
+
+    def _token_text(self, token: int) -> str:
+        return self.tokenizer.decode([token], skip_special_tokens=False)
 
     def complete(self, request: Request) -> dict:
         """The chat.completion object for a checked request (blocks until it is generated)."""
@@ -462,12 +381,34 @@ class PolicyServer:
         return self.completion(prepared, rows)
 
     def completion(self, prepared: Prepared, rows: list) -> dict:
-        """The chat.completion object of a request whose rows are generated."""
+        """The chat.completion object of a request whose rows are generated. A reply that must be
+        a tool call or JSON and is not is generated again (ATTEMPTS in all), then refused (422)."""
         request = prepared.request
-        choices, completion_tokens = [], 0
-        for index, row in enumerate(rows):
-            completion_tokens += len(row.tokens)
-            choices.append(self._choice(index, self.chat.decode(row.tokens), row.ended, request, prepared.parser))
+        rows = list(rows)
+        choices = [self._reply(prepared, index, row) for index, row in enumerate(rows)]
+        for attempt in range(1, ATTEMPTS + 1):
+            failed = {k: problem for k, c in enumerate(choices) if (problem := self._problem(c, request))}
+            if not failed:
+                break
+            if attempt == ATTEMPTS:
+                k, problem = next(iter(failed.items()))
+                text = json.dumps(choices[k]["message"].get("content") or "")[:300]
+                raise RequestError(
+                    f"the policy's reply {problem} in {ATTEMPTS} attempts (the last: {text}); "
+                    + (
+                        'send tool_choice "auto" to get its reply as it is'
+                        if request.forced is not None
+                        else "send no response_format to get its reply as text"
+                    ),
+                    "tool_choice" if request.forced is not None else "response_format",
+                    status=422,
+                    code="invalid_model_output",
+                )
+            again = {k: self._row(prepared, k, attempt=attempt) for k in failed}
+            self.batcher.submit(list(again.values())).result()
+            for k, row in again.items():
+                rows[k], choices[k] = row, self._reply(prepared, k, row)
+        completion_tokens = sum(len(row.tokens) for row in rows)
         if request.best_of > request.n:
             ranking = self._best(request, choices)
             choices = [{**choices[k], "index": i} for i, k in enumerate(ranking[: request.n])]
@@ -484,6 +425,33 @@ class PolicyServer:
                 "total_tokens": prompt + completion_tokens,
             },
         }
+
+    def _reply(self, prepared: Prepared, index: int, row) -> dict:
+        text = prepared.prefix + self.decode(row.tokens)
+        return self._choice(index, text, row.ended, prepared.request, prepared.parser)
+
+    @staticmethod
+    def _problem(choice: dict, request: Request) -> str:
+        """Why a choice does not do what the request's tool_choice or response_format asks ("" if it does)."""
+        message, reason = choice["message"], choice["finish_reason"]
+        ended = " (it ended at max_tokens)" if reason == "length" else ""
+        if request.forced is not None:
+            names = [call["function"]["name"] for call in message.get("tool_calls") or []]
+            wanted = request.forced or "a declared tool"
+            if not names or (request.forced and any(name != request.forced for name in names)):
+                return f"was not a valid call of {wanted}{ended}"
+            return ""
+        if not request.json or reason == "length":  # cut short, as OpenAI returns it: finish_reason says so
+            return ""
+        try:
+            value = json_input.loads(message.get("content") or "")
+        except json_input.JsonInputError as exc:
+            return f"was not JSON ({exc})"
+        if not isinstance(value, dict):
+            return "was not a JSON object"
+        if request.schema and (error := next(jsonschema.Draft202012Validator(request.schema).iter_errors(value), None)):
+            return f"did not meet the schema ({error.message[:200]})"
+        return ""
 
     def _generate(self, rows: list) -> None:
         from training.policy.batch_generation import generate_rows
@@ -547,7 +515,6 @@ def _declared(calls, tools: list[Tool]) -> bool:
     """Whether every call is of a tool the request declared, with arguments its JSON Schema
     takes (and plain JSON: no NaN or Infinity). A reply that calls anything else cannot be
     dispatched by the client's agent framework: it is returned as text, as the model wrote it."""
-    import jsonschema
 
     schemas = {tool.name: tool.parameters for tool in tools}
     for call in calls:
@@ -560,6 +527,28 @@ def _declared(calls, tools: list[Tool]) -> bool:
         except (ValueError, TypeError, jsonschema.exceptions.SchemaError):
             return False
     return True
+
+
+SENTINEL = "\u2063"
+
+
+def forced_prefix(parser, tools: list[Tool], name: str) -> str:
+    """The text a call of tool `name` starts with in the parser's format, up to its arguments
+    (`<tool_call>\n{"name": "search", "arguments":`, `search[`): the server writes it and the
+    policy goes on from there. With "" (any tool), what the calls of every declared tool share,
+    up to its last space (`<tool_call>\n{"name":`), so the policy still chooses the tool."""
+    from training.policy.parsers import ToolCall
+
+    starts = []
+    for tool in tools if not name else [t for t in tools if t.name == name]:
+        arguments = {"x": SENTINEL}
+        text = parser.format([ToolCall(tool.name, arguments)])
+        cuts = [i for i in (text.find(json.dumps(arguments)), text.find(SENTINEL)) if i >= 0]
+        starts.append(text[: min(cuts)].rstrip() if cuts else "")
+    if name or len(starts) == 1:
+        return starts[0]
+    shared = os.path.commonprefix(starts)
+    return shared[: max(shared.rfind(" "), shared.rfind("\n"), 0)].rstrip()
 
 
 def chunk(base: dict, index: int, delta: dict, reason: str | None = None) -> dict:

@@ -9,10 +9,16 @@ Every refusal is OpenAI's error shape, `{"error": {"message", "type", "param", "
 included), a body over MAX_BODY, a missing key. With an API key the key is checked before the
 body is read, and a body over the limit is refused by its Content-Length before it is read.
 
-Nothing waits forever on a client: a connection that sends no request in HEADER_SECONDS is
-closed, a body must arrive within BODY_SECONDS, an idle kept-alive connection closes after
-KEEP_ALIVE_SECONDS; a client that goes away mid-stream ends its rows' generation. No thread is
-held by a connection: requests wait on the generation thread's batches (serving.Batcher).
+Nothing waits forever on a client: a connection whose request's headers have not all come
+HEADER_SECONDS after it opened or after its last response is closed (trickling header bytes
+does not keep it), a body must arrive within BODY_SECONDS, an idle kept-alive connection closes
+after KEEP_ALIVE_SECONDS; a client that goes away mid-stream ends its rows' generation. At
+MAX_CONNECTIONS, a new connection closes the longest idle ones (no request in progress) rather
+than be answered 503: 512 kept-alive connections trickling headers no longer shut real clients
+out (issue 53). No thread is held by a connection: requests wait on the generation thread's
+batches (serving.Batcher), and the work a request's size decides (reading its JSON, rendering
+and tokenizing its prompt, checked by size first) runs in a worker thread, so /health and
+other clients are answered while a large request is read.
 """
 
 from __future__ import annotations
@@ -26,16 +32,8 @@ import threading
 import time
 
 from core import json_input
-from training.policy.serving import (
-    MAX_BODY,
-    RESPONSES_REFUSAL,
-    PolicyServer,
-    Prepared,
-    RequestError,
-    chunk,
-    parse_request,
-    stream_chunks,
-)
+from training.policy.serving import PolicyServer, Prepared, chunk, stream_chunks
+from training.policy.serving_requests import MAX_BODY, RESPONSES_REFUSAL, RequestError, parse_request
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +90,7 @@ class PolicyApp:
         body = await self._body(request)
         if problem := self.server.model_problem(body):
             raise problem
-        prepared = self.server.prepare(parse_request(body))
+        prepared = await asyncio.to_thread(lambda: self.server.prepare(parse_request(body)))
         if prepared.request.stream:
             return self._stream(prepared)
         _, rows, done = self.server.start(prepared)
@@ -145,7 +143,7 @@ class PolicyApp:
         except ClientDisconnect:
             raise RequestError("the client went away before its body arrived", status=400) from None
         try:
-            return json_input.loads(raw)
+            return await asyncio.to_thread(json_input.loads, raw)
         except json_input.JsonInputError as exc:
             raise RequestError(f"the body: {exc}") from None
 
@@ -188,7 +186,11 @@ class PolicyApp:
                 except RequestError as exc:
                     yield event(exc.body())
                     return
-                completion = await asyncio.to_thread(self.server.completion, prepared, rows)
+                try:
+                    completion = await asyncio.to_thread(self.server.completion, prepared, rows)
+                except RequestError as exc:  # a forced call or JSON reply the policy did not write
+                    yield event(exc.body())
+                    return
                 sent = [text.text[: text.sent] for text in texts] if live else None
                 for item in stream_chunks({**completion, **base}, prepared.request.include_usage, sent=sent):
                     yield event(item)
@@ -199,11 +201,14 @@ class PolicyApp:
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
-def _protocol():
-    """uvicorn's h11 protocol, closing a connection that sends no request within HEADER_SECONDS,
-    with TCP_NODELAY: a response's headers and body go out as two writes, and with Nagle's
-    algorithm the body waited for the client's delayed ACK, 40 ms a request (asyncio sets it
-    only on sockets made with IPPROTO_TCP; benchmarks/serve_concurrent.py found it)."""
+def _protocol(max_connections: int = MAX_CONNECTIONS):
+    """uvicorn's h11 protocol, closing a connection that has not sent a whole request within
+    HEADER_SECONDS of opening or of its last response, and, when a new connection makes
+    `max_connections`, the longest idle ones (uvicorn answers every request 503 while it holds
+    that many, idle or not). With TCP_NODELAY: a response's headers and body go out as two
+    writes, and with Nagle's algorithm the body waited for the client's delayed ACK, 40 ms a
+    request (asyncio sets it only on sockets made with IPPROTO_TCP; benchmarks/serve_concurrent.py
+    found it)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class Protocol(H11Protocol):
@@ -212,11 +217,31 @@ def _protocol():
             sock = transport.get_extra_info("socket")
             if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.loop.call_later(HEADER_SECONDS, self._silent)
+            self._idle()
+            self._make_room()
 
-        def _silent(self) -> None:
-            if self.cycle is None and not self.transport.is_closing():
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._idle()
+
+        def _idle(self) -> None:
+            """From now the next request's headers have HEADER_SECONDS to arrive."""
+            self.idle_since = time.monotonic()
+            self.loop.call_later(HEADER_SECONDS, self._silent, self.idle_since)
+
+        def _silent(self, since: float) -> None:
+            waiting = self.cycle is None or self.cycle.response_complete
+            if since == self.idle_since and waiting and not self.transport.is_closing():
                 self.transport.close()
+
+        def _make_room(self) -> None:
+            connections = self.server_state.connections
+            extra = len(connections) - (max_connections - 1)
+            if extra <= 0:
+                return
+            idle = [c for c in connections if c is not self and (c.cycle is None or c.cycle.response_complete)]
+            for connection in sorted(idle, key=lambda c: getattr(c, "idle_since", 0.0))[:extra]:
+                connection.transport.close()
 
     return Protocol
 
@@ -225,7 +250,7 @@ class PolicyHTTPServer:
     """uvicorn serving a PolicyApp on a socket bound at once (so its port is known before it
     runs): `serve_forever()` blocks, `shutdown()` stops it from another thread."""
 
-    def __init__(self, app: PolicyApp, host: str, port: int):
+    def __init__(self, app: PolicyApp, host: str, port: int, *, max_connections: int = MAX_CONNECTIONS):
         import uvicorn
 
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -234,12 +259,12 @@ class PolicyHTTPServer:
         self.server_address = self.socket.getsockname()
         config = uvicorn.Config(
             app,
-            http=_protocol(),
+            http=_protocol(max_connections),
             lifespan="off",
             log_level="warning",
             access_log=False,
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
-            limit_concurrency=MAX_CONNECTIONS,
+            limit_concurrency=max_connections,
         )
         self.uvicorn = uvicorn.Server(config)
         self.stopped = threading.Event()

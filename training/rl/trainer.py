@@ -283,12 +283,19 @@ class PPORun:
 
     # 1. Rollout.
 
+    def phase(self, iteration: int, what: str) -> None:
+        """Say which step of which iteration begins, at the progress of the iterations done."""
+        self.callbacks.progress(
+            (iteration - 1) / self.config.iterations, f"Iteration {iteration} of {self.config.iterations}: {what} ..."
+        )
+
     def rollout(self, iteration: int) -> tuple[list, list[int]]:
         """This process's episodes of the iteration's batch, and their indices in the batch."""
         from training.policy.rollout import rollout
 
         timer = time.monotonic()
         config = self.config
+        self.phase(iteration, f"playing {config.episodes_per_iteration} episodes")
         self.model.eval()
         available = self._pool(iteration)
         picks = self.task_rng.sample(range(len(available)), config.episodes_per_iteration // self.group)
@@ -374,6 +381,7 @@ class PPORun:
         import torch
 
         config = self.config
+        self.phase(iteration, f"updating the policy ({config.epochs} epochs)")
         self.model.train()
         stats: dict[str, list[float]] = {}
         rows_here = {index: row for row, index in enumerate(mine)}
@@ -579,8 +587,7 @@ class PPORun:
             + " each) ..."
         )
         callbacks.log(message)  # a run is never silent for minutes: this is its longest step
-        if iteration == 0:
-            callbacks.progress(0.0, message)
+        callbacks.progress(iteration / config.iterations, message)
         figures = dev_figures(
             self.model,
             self.tokenizer,
@@ -609,6 +616,9 @@ class PPORun:
 
         state, lead = self.state, self.ranks.lead  # every process holds the same weights; one writes them
         path = self.out / "checkpoints" / f"iter-{iteration:04d}"
+        self.callbacks.progress(
+            iteration / self.config.iterations, f"Saving the checkpoint of iteration {iteration} ..."
+        )
         if lead:
             if path.exists():
                 shutil.rmtree(path)

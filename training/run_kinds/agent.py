@@ -269,6 +269,18 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
 
     bc = BCConfig(**{f.name: getattr(config, f.name) for f in fields(BCConfig)})
     target = policy_run_dir(name=config.policy_name, run_id=run.pk)
+
+    def phase(line: str) -> None:
+        # Each line policy_train_default logs opens a phase (the tokenizer, cloning, the evaluation):
+        # the page says it as it begins, not only the log.
+        reporter.log(line)
+        reporter.phase(line)
+
+    reporter.phase(
+        f"Loading policy {config.base_policy_id} and playing the demonstrations ..."
+        if config.base_policy_id
+        else "Playing the demonstrations in the environment ..."
+    )
     try:
         policy = policy_train_default(
             config=bc,
@@ -276,8 +288,8 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
             name=config.policy_name,
             target=target,
             run=run,
-            progress=lambda f: reporter.progress(0.85 * f, "behaviour cloning"),
-            log=reporter.log,
+            progress=lambda f: reporter.progress(0.85 * f, "Behaviour cloning ..."),
+            log=phase,
             metrics=reporter.metrics,
             should_stop=reporter.should_stop,
         )
@@ -334,6 +346,8 @@ def register_agent_kinds() -> None:
             check=_rollout_check,
             start_check=_rollout_check,
             lineage=_rollout_lineage,
+            work=lambda config: config.tasks * config.samples_per_task,
+            work_words="episodes",
             choices={
                 "policy_id": policy_choices,
                 "campaign_id": campaign_choices,
@@ -352,6 +366,8 @@ def register_agent_kinds() -> None:
             check=_bc_check,
             start_check=_bc_check,
             lineage=_bc_lineage,
+            work=lambda config: config.max_steps,
+            work_words="optimizer steps",
             description="Train a policy on an environment's scripted demonstrations: from nothing (tokenizer, model, "
             "imitation) or into a registered chat model in its own format; optionally, once it succeeds, "
             "roll it out into a campaign for people to label.",

@@ -40,7 +40,26 @@ def environment_choices() -> list[tuple[str, str]]:
 
 
 def policy_choices() -> list[tuple[int, str]]:
-    return [(p.pk, str(p)) for p in Policy.objects.exclude(model_dir="").order_by("-created_at")[:200]]
+    """Every policy with a model, the one a form starts on first (a browser submits the first option
+    of a select whose value is not among them): policies made by no run or by a run that succeeded,
+    an RL run's checkpoints only at its best, newest first; then the other checkpoints of succeeded
+    runs; last, and labelled so, the policies of runs that failed, were cancelled or still run (a
+    cancelled PPO run's step-0 checkpoint is never the one a form starts on)."""
+    policies = Policy.objects.exclude(model_dir="").select_related("run").order_by("-created_at")[:200]
+    ranked = [(*_rank(p), p.pk) for p in policies]  # already newest first; a stable sort keeps that
+    return [(pk, label) for _, label, pk in sorted(ranked, key=lambda row: row[0])]
+
+
+def _rank(policy: Policy) -> tuple[int, str]:
+    """(rank, label): rank 0 a form may start on, 1 an RL run's other checkpoints, 2 a policy of a
+    run that did not succeed (its label says so)."""
+    run, label = policy.run, str(policy)
+    if run is not None and run.status != "succeeded":
+        return 2, f"{label} (run #{run.pk} {run.status})"
+    checkpoint = policy.metadata.get("ppo") if isinstance(policy.metadata, dict) else None
+    if isinstance(checkpoint, dict) and not checkpoint.get("best"):
+        return 1, label
+    return 0, label
 
 
 def campaign_choices() -> list[tuple[int, str]]:

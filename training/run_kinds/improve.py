@@ -709,6 +709,11 @@ def _best_of_n_execute(*, run, config: BestOfNRunConfig, reporter, compute, resu
     return summary
 
 
+def _rl_work(config: RLRunConfig) -> float:
+    """The episodes an RL run plays in training, what its time grows with (the launch form's estimate)."""
+    return config.iterations * config.episodes_per_iteration
+
+
 def register_improve_kinds() -> None:
     register(
         RunKind(
@@ -721,6 +726,8 @@ def register_improve_kinds() -> None:
             lineage=_rl_lineage,
             resumable=True,
             suggest={"reward_model_id": newest_reward_model},
+            work=_rl_work,
+            work_words="training episodes",
             description="Fine-tune a policy with multi-turn PPO against a reward model (or the rubric, as the upper "
             "bound), with a KL penalty to the starting policy; dev-rubric checkpoints become policies.",
             choices={
@@ -748,6 +755,8 @@ def register_improve_kinds() -> None:
                 lineage=_rl_lineage,
                 resumable=True,
                 suggest={"reward_model_id": newest_reward_model},
+                work=_rl_work,
+                work_words="training episodes",
                 description=f"Fine-tune a policy with {label} against a reward model (or the rubric): group_size samples "
                 f"per task, {how}, no critic; the same KL penalty, guards and checkpoints as PPO.",
                 choices={
@@ -789,7 +798,11 @@ def register_improve_kinds() -> None:
             check=_evaluation_check,
             start_check=_evaluation_check,
             lineage=_evaluation_lineage,
-            suggest={"reward_model_id": newest_reward_model},
+            # Best-of-n needs a reward model: with none yet the form starts with none, so its defaults launch.
+            suggest={
+                "reward_model_id": newest_reward_model,
+                "best_of_n": lambda: None if newest_reward_model() else "",
+            },
             description="Play the starting policy, best-of-n and tuned policies on held-out tasks: rubric success, F1, "
             "quote support, reward-model score, steps, tool errors and KL, each with a 95% interval.",
             choices={

@@ -282,10 +282,10 @@ class RunLaunchForm(forms.Form):
                 self.add_error(name, f"no {noun} yet: {_first_step(noun)}.")
         refused = set(self.errors)
         for problem in self._problems(values):
-            field = self._field_of(problem, values)
-            if field in refused:
-                continue  # that field already says what is wrong with it
-            self.add_error(field, problem)
+            about = self._fields_of(problem, values)
+            if refused.intersection(about):
+                continue  # a field it may be about already says what is wrong with it
+            self.add_error(about[0] if len(about) == 1 else None, problem)
         return cleaned
 
     def _problems(self, values: dict) -> list[str]:
@@ -305,16 +305,19 @@ class RunLaunchForm(forms.Form):
                 logger.warning("run form: a check of %s failed on a partial config", self.kind.name, exc_info=True)
         return problems
 
-    def _field_of(self, problem: str, values: dict) -> str | None:
-        """The field a problem is about: its "field:" prefix, else the one picker it names."""
+    def _fields_of(self, problem: str, values: dict) -> list[str]:
+        """The fields a problem may be about: its "field:" prefix, else the pickers it names (narrowed
+        to those holding the id it names). Two pickers of one noun at the same id (an empty policy
+        and its default reference, both 0) are both candidates: when either was refused already
+        ("no policy yet"), the problem ("No policy with id 0") says nothing more."""
         match = _PROBLEM_FIELD.match(problem)
         if match and match.group(1) in self.config_names:
-            return match.group(1)
+            return [match.group(1)]
         text = problem.lower()
         named = [name for name in self.pickers if re.search(rf"\b{re.escape(_noun(name))}\b", text)]
         if len(named) > 1:
             named = [name for name in named if re.search(rf"\bid {re.escape(str(values.get(name)))}\b", text)]
-        return named[0] if len(named) == 1 else None
+        return named
 
     def error_list(self) -> list[tuple[str, str, str]]:
         """(field id or "", label, message) for every problem, for the summary above the form."""

@@ -48,6 +48,12 @@ class RunKind:
     # the row the run can use as it stands (the newest reward model, a snapshot big enough), so
     # the form launches with what it shows
     suggest: dict = field(default_factory=dict)
+    # work(config) -> units of work the run does (iterations x episodes, optimizer steps, ...): the
+    # launch form's estimate scales past runs' seconds per unit by it. None: every run of the kind
+    # counts as one unit (its estimate is past runs' typical wall time).
+    work: Callable | None = None
+    # work_words: what a unit is, for the estimate's sentence ("episodes played", "optimizer steps")
+    work_words: str = ""
 
 
 def register(kind: RunKind) -> None:

@@ -4,7 +4,9 @@ and the artifact files a reader may download."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -12,6 +14,7 @@ from django.urls import NoReverseMatch, reverse
 
 from webapp.models import Run, RunMetric
 from webapp.numbers import is_number, metric_unit, readable_key, readable_number
+from webapp.runs.kinds import config_from_input
 
 SUMMARY_ROWS = 300  # a result longer than this is cut, with a note
 LIST_ITEMS = 12  # a list of numbers longer than this is written as its first items and a count
@@ -190,3 +193,55 @@ def run_artifact_file(run: Run, name: str) -> Path | None:
 def policy_in_training() -> Run | None:
     """The first behaviour-cloning run queued or running: the policy a newcomer waits for."""
     return Run.objects.filter(kind="bc", status__in=Run.ACTIVE).order_by("created_at").first()
+
+
+# --- How long a run will take, for its launch form ------------------------------------------------
+
+ESTIMATE_RUNS = 5  # the newest succeeded runs of a kind the estimate reads
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    seconds: float | None  # about how long a run of this config takes here (None: no run to read yet)
+    runs: int  # succeeded runs of the kind it is read from
+    workers: tuple[str, ...]  # the machines they ran on
+    per_unit: float | None  # seconds per unit of work, where the kind counts its work
+    units: float | None  # this config's units of work
+
+
+def run_estimate(kind, config) -> RunEstimate:
+    """About how long a run of `kind` with `config` takes on the workers here: the median seconds per
+    unit of work (the kind's `work(config)`) of its newest succeeded runs, times this config's units.
+    Past runs are the measure because the same settings take minutes on one machine and an hour on
+    a busy one; with none yet there is no estimate, and the form says so."""
+    work = kind.work or (lambda _config: 1.0)
+    rates, workers = [], []
+    past = (
+        Run.objects.filter(kind=kind.name, status=Run.Status.SUCCEEDED)
+        .exclude(started_at=None)
+        .exclude(finished_at=None)
+        .order_by("-finished_at")
+        .only("config", "started_at", "finished_at", "worker")
+    )
+    for run in past[: ESTIMATE_RUNS * 4]:
+        try:
+            units = float(work(config_from_input(kind.config_class, run.config)))
+        except (ValueError, TypeError):  # a config an older version wrote: not comparable
+            continue
+        seconds = (run.finished_at - run.started_at).total_seconds()
+        if units > 0 and seconds > 0:
+            rates.append(seconds / units)
+            workers.append(run.worker)
+        if len(rates) == ESTIMATE_RUNS:
+            break
+    units = float(work(config))
+    if not rates:
+        return RunEstimate(None, 0, (), None, units if kind.work else None)
+    per_unit = median(rates)
+    return RunEstimate(
+        per_unit * units,
+        len(rates),
+        tuple(sorted({w for w in workers if w})),
+        per_unit if kind.work else None,
+        units if kind.work else None,
+    )

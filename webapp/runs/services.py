@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
-import traceback
 from pathlib import Path
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import F, FloatField, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from webapp.errors import ArbiterError
@@ -139,6 +141,8 @@ def run_resume(*, run_id: int) -> Run:
             error="",
             finished_at=None,
             queued_at=timezone.now(),
+            # From its checkpoint a run goes on from where it was; without one it starts again from 0.
+            **({} if step is not None else {"progress": 0.0}),
             progress_message=f"Resuming from the checkpoint at step {step}."
             if step is not None
             else "Restarting from the beginning (no checkpoint was written).",
@@ -182,10 +186,16 @@ def runs_sweep_stale(stale, now) -> int:
 
 
 class RunReporter:
-    """What training code calls while it works: progress, metrics, logs, checkpoints, cancel checks.
+    """What training code calls while it works: progress, phases, metrics, logs, checkpoints,
+    cancel checks.
 
     Writes are throttled (progress and logs at most every `interval` seconds) and guarded
-    by the attempt, so a superseded worker changes nothing.
+    by the attempt, so a superseded worker changes nothing. What the throttle held back is
+    written by the reporter's own thread within `interval` seconds: a phase announced just
+    before a step that reports nothing for minutes (judging the start, a rollout) shows on the
+    run page as it begins, not when the next report comes. Progress never goes backwards within
+    an attempt: the stored value is the highest reported (`Greatest` in the one update that
+    writes it), so a schedule that grows (behaviour cloning extending its steps) holds its bar.
     """
 
     def __init__(self, run: Run, *, interval: float = 0.5):
@@ -196,17 +206,47 @@ class RunReporter:
         self._stop = False
         self._pending_log: list[str] = []
         self._progress: tuple[float, str] | None = None
+        self._fraction = 0.0  # the highest fraction reported in this attempt, for `phase`
+        self._lock = threading.Lock()  # the pending state, held for no longer than a copy
+        self._io = threading.Lock()  # one write to the database at a time
+        self._closed = threading.Event()
+        self._writer: threading.Thread | None = None
+
+    def start(self) -> RunReporter:
+        """Start the thread that writes what the throttle held back (run_execute starts it)."""
+        self._writer = threading.Thread(target=self._write_held_back, name=f"run-{self.run_id}-reporter", daemon=True)
+        self._writer.start()
+        return self
+
+    def _write_held_back(self) -> None:
+        try:
+            while not self._closed.wait(self.interval):
+                try:
+                    self._flush(force=True)
+                except DatabaseError:  # a locked SQLite file, a dropped connection: the next beat retries
+                    logger.warning("run %s: its progress could not be written; retrying", self.run_id)
+                    connection.close()
+        finally:
+            connection.close()
 
     def _mine(self):
         return Run.objects.filter(pk=self.run_id, attempt=self.attempt, status=Run.Status.RUNNING)
 
     def progress(self, fraction: float, message: str = "") -> None:
-        self._progress = (min(1.0, max(0.0, float(fraction))), message[:300])
+        fraction = min(1.0, max(0.0, float(fraction)))
+        with self._lock:
+            self._fraction = max(self._fraction, fraction)
+            self._progress = (fraction, message[:300])
         self._flush()
+
+    def phase(self, message: str) -> None:
+        """Say what the run is doing now (loading, judging, saving) without changing how far it is."""
+        self.progress(self._fraction, message)
 
     def log(self, line: str) -> None:
         logger.info("run %s: %s", self.run_id, line)
-        self._pending_log.append(str(line))
+        with self._lock:
+            self._pending_log.append(str(line))
         self._flush()
 
     def metrics(self, step: int, values: dict) -> None:
@@ -230,23 +270,52 @@ class RunReporter:
             self._stop = not self._mine().filter(cancel_requested=False).exists()
         return self._stop
 
-    def _flush(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last_flush < self.interval:
+    def _flush(self, force: bool = False, wait: bool = False) -> None:
+        """Write what is pending. One write at a time (`_io`), and only the final one (`wait`)
+        waits for another: a kind that reports from inside a transaction holds the run's row,
+        and the writer thread's update then waits for that transaction; the training thread
+        must never wait for the writer (it would wait for itself), so it leaves what is pending
+        to the writer's next beat."""
+        if not self._io.acquire(blocking=wait):
             return
-        self._last_flush = now
+        try:
+            with self._lock:
+                now = time.monotonic()
+                if not force and now - self._last_flush < self.interval:
+                    return
+                if self._progress is None and not self._pending_log:
+                    return
+                self._last_flush = now
+                progress, lines = self._progress, self._pending_log
+                self._progress, self._pending_log = None, []
+            written = False
+            try:
+                written = self._write(progress, lines)
+            finally:
+                if not written:  # kept for the next write (a newer progress wins)
+                    with self._lock:
+                        self._progress = self._progress or progress
+                        self._pending_log = (lines + self._pending_log)[-LOG_LINES:]
+        finally:
+            self._io.release()
+
+    def _write(self, progress: tuple[float, str] | None, lines: list[str]) -> bool:
         updates = {}
-        if self._progress is not None:
-            updates["progress"], updates["progress_message"] = self._progress
-        if self._pending_log:
-            run = Run.objects.only("log").get(pk=self.run_id)
-            updates["log"] = _tail(run.log, self._pending_log)
-            self._pending_log = []
-        if updates:
-            self._mine().update(**updates)
+        if progress is not None:
+            fraction, updates["progress_message"] = progress
+            updates["progress"] = Greatest(F("progress"), Value(fraction, output_field=FloatField()))
+        if lines:
+            log = Run.objects.filter(pk=self.run_id).values_list("log", flat=True).first()
+            if log is None:
+                return False  # not visible to this connection (yet)
+            updates["log"] = _tail(log, lines)
+        return bool(self._mine().update(**updates))
 
     def close(self) -> None:
-        self._flush(force=True)
+        self._closed.set()
+        if self._writer is not None and self._writer is not threading.current_thread():
+            self._writer.join(timeout=10)
+        self._flush(force=True, wait=True)
 
 
 def _tail(log: str, lines: list[str]) -> str:
@@ -260,13 +329,17 @@ def _append_log(run: Run, line: str) -> None:
 
 
 def run_execute(*, run_id: int, attempt: int) -> None:
-    """Claim a queued run and execute it; its final status always gets written."""
-    from webapp.compute import capacity_problems, pick_compute
+    """Claim a queued run and execute it; its final status always gets written.
+
+    The run page says what the worker is doing from the claim on: checking this worker, then
+    each phase the kind announces (`RunReporter.phase`). A failure shows its one-line reason;
+    the traceback goes to the worker's log only, never to the run's page."""
+    from webapp.compute import capacity_problems, compute_for, pick_compute
 
     if not job_claim(Run, run_id, attempt=attempt):
         logger.info("run %s attempt %s is not queued any more; nothing to do", run_id, attempt)
         return
-    Run.objects.filter(pk=run_id, attempt=attempt).update(progress_message="Starting ...")
+    Run.objects.filter(pk=run_id, attempt=attempt).update(progress_message="Starting: checking this worker ...")
     run = Run.objects.get(pk=run_id)
     kind = get_kind(run.kind)
     if kind is None:
@@ -278,17 +351,18 @@ def run_execute(*, run_id: int, attempt: int) -> None:
             error=f"This worker knows no run kind {run.kind!r}; is its app installed and up to date?",
         )
         return
-    reporter = RunReporter(run)
+    reporter = RunReporter(run).start()
     heartbeat = Heartbeat(Run, run_id, attempt=attempt)
     heartbeat.start()
     try:
-        compute = pick_compute()
+        config = config_from_input(kind.config_class, run.config)
+        compute = compute_for(pick_compute(), config)  # the threads the run will use, as its page says
         Run.objects.filter(pk=run_id, attempt=attempt).update(device=compute.name, worker=compute.worker)
         reporter.log(f"Attempt {attempt} on {compute.worker}, device {compute.name}.")
-        config = config_from_input(kind.config_class, run.config)
         problems = capacity_problems(config, compute)
         if problems:  # where only the worker knows its cores and memory: refused at start, with the reason
             raise ArbiterError(f"This worker ({compute.worker}, {compute.name}) cannot run it: " + " ".join(problems))
+        reporter.phase("Starting: checking what the run reads ...")
         problems = kind.start_check(config)
         if problems:  # what only a worker can check: its environment starts, its tasks exist
             raise ArbiterError("The run cannot start: " + " ".join(problems))
@@ -297,20 +371,33 @@ def run_execute(*, run_id: int, attempt: int) -> None:
             reporter.log(f"The checkpoint {resume_from} is gone; starting from the beginning.")
             resume_from = None
             _metrics_after(run_id, None).delete()  # they will be logged again
+            # A new attempt from the beginning: its progress starts again from 0 (the one time it goes back).
+            Run.objects.filter(pk=run_id, attempt=attempt).update(progress=0.0)
+        reporter.phase("Starting: loading ...")
         summary = kind.execute(run=run, config=config, reporter=reporter, compute=compute, resume_from=resume_from)
     except RunCancelled:
         reporter.close()
         _finish(run_id, attempt, Run.Status.CANCELLED, message="Cancelled.")
     except Exception as exc:
-        logger.exception("run %s failed", run_id)
-        reporter.log(traceback.format_exc(limit=8))
+        logger.exception("run %s failed", run_id)  # the traceback, for whoever reads the worker's log
+        reason = failure_reason(exc)
+        reporter.log(f"Failed: {reason}")
         reporter.close()
-        _finish(run_id, attempt, Run.Status.FAILED, error=f"{type(exc).__name__}: {exc}", message="Failed.")
+        _finish(run_id, attempt, Run.Status.FAILED, error=reason, message="Failed.")
     else:
         reporter.close()
         _finish(run_id, attempt, Run.Status.SUCCEEDED, summary=summary or {}, message="Done.")
     finally:
         heartbeat.stop()
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed run's reason as people read it: one line, no traceback. A domain error is its own
+    sentence; anything else is named by its type, so an admin can find it in the worker's log."""
+    text = exc.message if isinstance(exc, ArbiterError) else f"{type(exc).__name__}: {exc}"
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    return first[:500] + (" (the rest is in the worker's log)" if len(lines) > 1 or len(first) > 500 else "")
 
 
 def json_safe(value):

@@ -17,10 +17,17 @@ from webapp.errors import ArbiterError
 from webapp.models import Run
 from webapp.roles import Role
 from webapp.runs.forms import RunLaunchForm
-from webapp.runs.kinds import all_kinds, get_kind
-from webapp.runs.selectors import run_artifact_file, run_artifacts, run_metric_series, runs_filtered, summary_rows
+from webapp.runs.kinds import all_kinds, config_from_input, get_kind
+from webapp.runs.selectors import (
+    run_artifact_file,
+    run_artifacts,
+    run_estimate,
+    run_metric_series,
+    runs_filtered,
+    summary_rows,
+)
 from webapp.runs.services import run_cancel, run_launch, run_resume
-from webapp.workers import queue_state, run_queue, run_wait
+from webapp.workers import minutes_left, queue_state, run_queue, run_wait
 
 VIEW_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
@@ -68,7 +75,23 @@ def run_new(request: HttpRequest, kind: str) -> HttpResponse:
         else:
             return redirect("runs:detail", run_id=run.pk)
     status = 400 if request.method == "POST" else 200
-    return render(request, "webapp/run_new.html", {"kind": run_kind, "form": form, "error": error}, status=status)
+    context = {"kind": run_kind, "form": form, "error": error, "estimate": run_estimate(run_kind, _shown_config(form))}
+    return render(request, "webapp/run_new.html", context, status=status)
+
+
+def _shown_config(form: RunLaunchForm):
+    """The config the form shows (what was posted, else its starting values), for its estimate; the
+    kind's defaults where that cannot be read."""
+    cls = form.kind.config_class
+    values = (
+        form.config()
+        if form.is_bound and hasattr(form, "cleaned_data")
+        else {name: form.get_initial_for_field(form.fields[name], name) for name in form.config_names}
+    )
+    try:
+        return config_from_input(cls, {k: v for k, v in values.items() if v is not None})
+    except ValueError:
+        return cls()
 
 
 @role_required(*VIEW_ROLES)
@@ -82,6 +105,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "summary": summary_rows(run.summary),
         "artifacts": run_artifacts(run),
         "wait": run_wait(run),
+        "minutes_left": minutes_left([run]) if run.status == Run.Status.RUNNING else None,
         "workers": queue_state(run_queue(run)) if run.is_active else None,
     }
     if request.htmx:

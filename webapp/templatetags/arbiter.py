@@ -5,6 +5,8 @@ from django import template
 from django.utils.safestring import mark_safe
 from markdown_it import MarkdownIt
 
+from core.figures import rate_text, share_text
+
 register = template.Library()
 # CommonMark, as GitHub and most editors write it (a list right after a paragraph or another
 # kind of list starts a list of its own), with GitHub's tables.
@@ -56,7 +58,7 @@ def _is_number(value) -> bool:
 
 @register.filter
 def percent(value) -> str:
-    return f"{100 * value:.1f}%" if _is_number(value) else "–"
+    return share_text(value)
 
 
 @register.filter
@@ -171,9 +173,5 @@ def eta(hours) -> str:
 
 @register.filter
 def pace(per_hour) -> str:
-    """Judgements per hour as a person reads them: "12.5/h", "about 3 a day", or "–" (never "0.0/h")."""
-    if not _is_number(per_hour) or per_hour <= 0:
-        return "–"
-    if per_hour >= 1:
-        return f"{per_hour:.1f}/h"
-    return f"about {per_hour * 24:.0f} a day" if per_hour * 24 >= 1 else "under 1 a day"
+    """Judgements per hour as a person reads them, always per hour: "12.5/h", "0.92/h", or "–"."""
+    return rate_text(per_hour)

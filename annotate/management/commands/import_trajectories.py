@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from annotate.input_records import error_place
 from annotate.services.campaigns import campaign_get_or_create
 from annotate.services.imports import trajectories_import_stream
 from annotate.trace_formats.reading import IMPORT_FORMATS
@@ -65,7 +66,7 @@ class Command(BaseCommand):
                 )
         except ArbiterError as exc:
             for detail in exc.details:
-                self.stderr.write(f"{detail.get('unit', 'line')} {detail['line']}: {detail['error']}")
+                self.stderr.write(f"{error_place(detail)}: {detail['error']}")
             raise CommandError(exc.message) from None
         if created:
             self.stdout.write(f"Created campaign {target.name!r} (id {target.id}).")

@@ -250,7 +250,7 @@ MALFORMED = {
     "other_trace": "trace 'tr-m': observations[0]: traceId 'tr-z' is another trace",
     "bad_output": "observation 'chat' (id 'm-gen', line 1): output: a dict without a role is not a model output",
     "tool_without_name": "observation 'm-tool' (line 2): a TOOL observation needs its name",
-    "duplicate_id": "observation id 'm-gen' appears twice (lines 1 and 2)",
+    "duplicate_id": "observation id 'm-gen' appears twice (line 1 and line 2)",
     "unknown_role": "input[0].role: 'function' is not a chat role",
     "missing_observations": "trace 'tr-m' (line 1) lists observations that are not in the file: 'm-gone'",
     "bad_level": "level 'FATAL' is not one of DEBUG, DEFAULT, WARNING, ERROR",

@@ -28,7 +28,13 @@ class Command(BaseCommand):
         parser.add_argument("--policy-version", default=None, help="a version of it")
         parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
         parser.add_argument("--port", type=int, default=8100)
-        parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+        parser.add_argument(
+            "--threads",
+            type=int,
+            default=None,
+            help="torch threads (default: half the cores, 1 to 4; 0: torch's own default, every core, "
+            "which oversubscribes a machine shared with other work)",
+        )
         parser.add_argument(
             "--max-batch", type=int, default=32, help="rows generated together at most (every choice of every request)"
         )
@@ -65,7 +71,8 @@ class Command(BaseCommand):
         httpd = serve(server, host, port, api_key=os.environ.get("ARBITER_SERVE_API_KEY") or None)
         self.stdout.write(
             (f"Reranking best_of candidates with {scorer_dir}.\n" if scorer_dir else "")
-            + f"Serving {policy} at http://{host}:{httpd.server_address[1]}/v1/chat/completions (Ctrl-C stops).",
+            + f"Serving {policy} at http://{host}:{httpd.server_address[1]}/v1/chat/completions "
+            + f"({server.threads} torch thread{'s' if server.threads != 1 else ''}; Ctrl-C stops).",
         )
         self.stdout.flush()
         try:
