@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from annotate.models import Campaign, Comparison, DatasetSnapshot
+from annotate.models import Campaign, Comparison, DatasetSnapshot, SnapshotJudgement
 from webapp.models import BaseModel
 
 
@@ -32,21 +32,35 @@ class RewardModel(BaseModel):
 
     @property
     def trained_on(self) -> str:
-        return trained_on_words(self.config.get("feedback", "human"), self.snapshot.stats.get("sources", {}))
+        snapshot = self.snapshot
+        synthetic = {False}  # a snapshot holds people's judgements only unless it was asked for simulated ones
+        if snapshot.filters.get("include_synthetic"):
+            members = SnapshotJudgement.objects.filter(snapshot=snapshot)
+            synthetic = set(members.values_list("judgement__synthetic", flat=True).distinct()) or synthetic
+        return trained_on_words(self.config.get("feedback", "human"), snapshot.stats.get("sources", {}), synthetic)
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
 
 
-def trained_on_words(feedback: str, sources: dict) -> str:
+ANNOTATORS_WORDS = {
+    frozenset({False}): "people's votes",
+    frozenset({True}): "simulated annotators' votes",
+    frozenset({False, True}): "people's and simulated annotators' votes",
+}
+
+
+def trained_on_words(feedback: str, sources: dict, synthetic: set[bool] = frozenset({False})) -> str:
     """Whose votes a reward model learned from, in words: its run's feedback choice against what
-    its snapshot holds (an old model, from before judges, learned from people)."""
+    its snapshot holds (an old model, from before judges, learned from people); `synthetic` is the
+    set of the snapshot's judgements' synthetic flags (issue 53: simulated votes were called people's)."""
     human, ai = sources.get("human"), sources.get("ai", 0)
+    annotators = ANNOTATORS_WORDS[frozenset(synthetic)]
     if feedback == "ai" or (feedback == "both" and human == 0 and ai):
         return "judges' votes (AI feedback)"
     if feedback == "both" and ai:
-        return "people's and judges' votes"
-    return "people's votes"
+        return f"{annotators} and judges' votes"
+    return annotators
 
 
 class CampaignRewardModel(models.Model):

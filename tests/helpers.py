@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from django import forms
 from django.conf import settings
 from django.utils import timezone
 
@@ -21,6 +22,7 @@ from training.envs.arithmetic import ArithmeticEnvironment
 from training.envs.base import Environment, EnvTask, Rubric, Tool, ToolResult
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode
 from webapp.models import Run, RunMetric
+from webapp.runs.forms import IdsField, RunLaunchForm
 
 # --- Campaigns, labeled through the assignment engine --------------------------------------------
 
@@ -32,6 +34,20 @@ def make_campaign(n_comparisons=3, k=2, **kwargs):
         a, b = TrajectoryFactory(task=task), TrajectoryFactory(task=task)
         Comparison.objects.create(campaign=campaign, task=task, trajectory_a=a, trajectory_b=b)
     return campaign
+
+
+def imported_comparison_assignment(annotator):
+    """`annotator`'s assignment of a new comparison of two imported trajectories (no environment:
+    nothing is queued to replay a correction of it)."""
+    campaign = CampaignFactory(votes_per_comparison=1)
+    task = TaskFactory(environment="")
+    Comparison.objects.create(
+        campaign=campaign,
+        task=task,
+        trajectory_a=TrajectoryFactory(task=task),
+        trajectory_b=TrajectoryFactory(task=task),
+    )
+    return assignment_next(campaign=campaign, annotator=annotator)
 
 
 def annotators(n):
@@ -725,3 +741,25 @@ def replays_run() -> int:
     for pk in queued:
         correction_replay_run(job_id=pk, replayer=EnvironmentReplayer())
     return len(queued)
+
+
+# --- Run forms ------------------------------------------------------------------------------------
+
+
+def as_a_browser_posts(form: RunLaunchForm) -> dict:
+    """The form's fields as Chromium submits them untouched: a select's selected option (the
+    first where none is), ticked boxes, checked switches, the other inputs' values."""
+    data = {}
+    for name, field in form.fields.items():
+        initial = form.get_initial_for_field(field, name)
+        if isinstance(field, IdsField):
+            data[name] = field.prepare_value(initial or [])
+        elif isinstance(field, forms.ChoiceField):
+            values = [str(v) for v, _ in field.choices]
+            data[name] = str(initial) if str(initial) in values else values[0]
+        elif isinstance(field, forms.BooleanField):
+            if initial:
+                data[name] = "on"
+        else:
+            data[name] = "" if initial is None else str(initial)
+    return data

@@ -80,6 +80,42 @@
     }
   }, true);
 
+  // A refused htmx request (a 4xx or 5xx: a body over its route's limit, a lost session) swaps
+  // nothing, so what the person typed stays; say why beside the form or button that sent it.
+  function refusalMessage(xhr) {
+    var text = xhr.responseText || "";
+    try {
+      var body = JSON.parse(text);
+      if (body && typeof body.detail === "string") return body.detail;
+    } catch (e) { /* a page, not JSON */ }
+    var shown = new DOMParser().parseFromString(text, "text/html").querySelector(".error[role=alert]");
+    return shown ? shown.textContent.trim() : "";
+  }
+  function sayRefused(elt, message) {
+    var anchor = (elt && elt.closest && elt.closest("form")) || elt;
+    if (!anchor || !anchor.parentNode) return;
+    var note = anchor.nextElementSibling;
+    if (!note || !note.classList.contains("request-refused")) {
+      note = document.createElement("p");
+      note.className = "error request-refused";
+      note.setAttribute("role", "alert");
+      anchor.parentNode.insertBefore(note, anchor.nextSibling);
+    }
+    note.textContent = message + " Nothing was changed; what you typed is still here.";
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    sayRefused(event.detail.elt, refusalMessage(xhr) || ("The server refused the request (" + xhr.status + ")."));
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    sayRefused(event.detail.elt, "The server could not be reached.");
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var anchor = event.detail.elt && event.detail.elt.closest ? event.detail.elt.closest("form") || event.detail.elt : null;
+    var note = anchor && anchor.nextElementSibling;
+    if (event.detail.successful && note && note.classList.contains("request-refused")) note.remove();
+  });
+
   document.addEventListener("DOMContentLoaded", function () { addFilters(document); });
   document.addEventListener("htmx:load", function (event) { addFilters(event.target); });
 })();

@@ -11,28 +11,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
-from annotate.models import Comparison, Correction
-from annotate.services.assignments import assignment_next
+from annotate.models import Correction
 from annotate.services.corrections import correction_submit
-from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+from tests.factories import UserFactory
+from tests.helpers import imported_comparison_assignment
 from webapp.errors import ArbiterError
 from webapp.models import ApiToken
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BURST = 16
-
-
-def _assignment(annotator):
-    """A comparison of imported trajectories (no environment: nothing is queued to replay)."""
-    campaign = CampaignFactory(votes_per_comparison=1)
-    task = TaskFactory(environment="")
-    Comparison.objects.create(
-        campaign=campaign,
-        task=task,
-        trajectory_a=TrajectoryFactory(task=task),
-        trajectory_b=TrajectoryFactory(task=task),
-    )
-    return assignment_next(campaign=campaign, annotator=annotator)
 
 
 def _burst(work) -> tuple[list, list[str]]:
@@ -58,7 +45,7 @@ def test_a_burst_of_corrections_of_one_side_stores_at_most_the_limit(settings):
     assert connection.vendor == "postgresql"
     settings.CORRECTIONS_PER_SIDE, settings.CORRECTIONS_PER_HOUR = 5, 60
     annotator = UserFactory(roles=["annotator"])
-    assignment = _assignment(annotator)
+    assignment = imported_comparison_assignment(annotator)
 
     def submit(i):
         body = {"side": "left", "kind": "answer", "answer": f"the fix, take {i}"}
@@ -72,7 +59,7 @@ def test_a_burst_of_corrections_of_one_side_stores_at_most_the_limit(settings):
 def test_a_burst_of_corrections_stores_at_most_the_hourly_limit(settings):
     settings.CORRECTIONS_PER_SIDE, settings.CORRECTIONS_PER_HOUR = 100, 6
     annotator = UserFactory(roles=["annotator"])
-    assignments = [_assignment(annotator) for _ in range(2)]  # two comparisons, four sides
+    assignments = [imported_comparison_assignment(annotator) for _ in range(2)]  # two comparisons, four sides
 
     def submit(i):
         body = {"side": ("left", "right")[i % 2], "kind": "answer", "answer": f"fix {i}"}
@@ -87,7 +74,7 @@ def test_a_burst_of_one_persons_corrections_does_not_hold_up_anothers(settings):
     """The lock is the author's row: another person's corrections are counted apart."""
     settings.CORRECTIONS_PER_SIDE, settings.CORRECTIONS_PER_HOUR = 3, 60
     people = [UserFactory(roles=["annotator"]) for _ in range(2)]
-    assignments = [_assignment(person) for person in people]
+    assignments = [imported_comparison_assignment(person) for person in people]
 
     def submit(i):
         body = {"side": "left", "kind": "answer", "answer": f"fix {i}"}

@@ -386,3 +386,17 @@ def test_pentest_edges_holds_the_correction_limits_and_refuses_a_big_anonymous_b
     assert rows["corrections in the hour"][3].startswith("6 stored") and rows["corrections in the hour"][4] == "yes"
     body = rows["anonymous POST /login/ of 2 MB"]
     assert "status [413]" in body[3] and body[4] == "yes"
+
+
+def test_record_lines_times_reading_records_with_and_without_the_line_scan(bench):
+    out = bench("benchmarks/record_lines.py", "--mb", "0.2", "--repeats", "1")
+    assert re.search(r"^\d+ records, 0\.2 MB, medians of 1:$", out, re.MULTILINE), out[-500:]
+    assert re.search(r"the scan adds [+-]\d+% to reading the records", out), out[-500:]
+
+
+def test_export_length_count_counts_tokens_as_transformers_does(bench):
+    figures = json.loads(bench("benchmarks/export_length_count.py", "--rows", "12", "--words", "900"))
+    for fmt in ("trl", "trl_text"):
+        # Observations of about 900 words put most rows over TRL's 1,024 tokens, and each count
+        # agrees with transformers' own tokenization.
+        assert figures[fmt]["mismatches_against_transformers"] == 0 and 0 < figures[fmt]["dropped"] <= 12, figures

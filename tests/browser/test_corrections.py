@@ -117,3 +117,30 @@ def test_a_correction_starts_from_the_original_call_and_may_add_a_call_before_th
     assert fix.corrected.answer == fix.original.answer
     screenshot(page, f"correction-before-answer-{width}")
     assert not page.js_errors
+
+
+def test_a_correction_over_its_body_limit_is_refused_where_the_person_looks_and_keeps_the_text(
+    page, live_server, campaign, settings
+):
+    """A body over its route's limit is refused before it is read (a 413 htmx swaps nowhere):
+    the page says why beside the form, and the typed answer stays (issue 53)."""
+    settings.CORRECTION_MAX_BODY_BYTES = 2_000
+    UserFactory(username="ann", roles=["annotator"])
+    login(page, live_server, "ann")
+    page.goto(f"{live_server.url}/annotate/campaigns/{campaign.pk}/label/")
+    page.keyboard.press("x")
+    answer = page.locator("#correction-form textarea[name=answer]")
+    long_answer = "Ilse Marrow " * 400  # about 4.8 kB, over the 2 kB limit
+    answer.fill(long_answer)
+    answer.press("Control+Enter")
+    refused = page.locator("#correction-form + .request-refused")
+    expect(refused).to_contain_text("at most 2,000 bytes (CORRECTION_MAX_BODY_BYTES)")
+    expect(refused).to_contain_text("what you typed is still here")
+    assert answer.input_value() == long_answer and not Correction.objects.exists()
+    settings.CORRECTION_MAX_BODY_BYTES = 1_000_000
+    answer.fill("Ilse Marrow")
+    answer.press("Control+Enter")
+    expect(page.locator("#correction-stored")).to_be_visible()
+    expect(refused).to_have_count(0)  # a request that went through takes the refusal away
+    screenshot(page, "correction-over-its-limit")
+    assert not page.js_errors

@@ -1,6 +1,9 @@
 """The answer-swap probe on hand-built pairs: a reward model that checks the answer against what
 the agent read passes it, one that scores only the path sits at chance."""
 
+import pytest
+
+from core.intervals import share_interval
 from rewardmodel.probes import Probed, answer_swap_accuracy, answer_swap_pairs
 
 
@@ -59,5 +62,6 @@ def test_a_model_that_checks_the_answer_passes_and_one_that_reads_only_the_path_
     blind = answer_swap_accuracy(PathOnly(), pairs)
     # The pair whose quote supports neither answer (Dravel's wrong trajectory) ties for both models.
     assert checks["n"] == 4 and checks["accuracy"] == (1 + 1 + 1 + 0.5) / 4
-    assert blind["accuracy"] == 0.5 and blind["accuracy_ci"] == [0.5, 0.5]
+    # Four ties are a share of 2 in 4: its interval is Wilson's over four pairs, not a certain 0.5.
+    assert blind["accuracy"] == 0.5 and blind["accuracy_ci"] == pytest.approx(list(share_interval(2, 4)))
     assert answer_swap_accuracy(Checks(), [])["accuracy"] is None

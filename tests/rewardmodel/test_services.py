@@ -215,3 +215,25 @@ def test_the_evaluation_probes_answer_swaps_of_held_out_trajectories(client, adm
     client.force_login(admin_user)
     page = client.get(f"/reward-models/{model.pk}/").content.decode()
     assert 'id="answer-swap"' in page and f"Answer swap ({swap['n']})" in page and "50.0%" in page
+
+
+@pytest.mark.parametrize(
+    ("people", "simulated", "words"),
+    [
+        (True, False, "people's votes"),
+        (False, True, "simulated annotators' votes"),
+        (True, True, "people's and simulated annotators' votes"),
+    ],
+)
+def test_a_reward_model_says_whose_votes_it_learned_from(people, simulated, words):
+    """Simulated annotators' votes are never called people's (issue 53)."""
+    from annotate.services.datasets import SnapshotFilters
+
+    campaign = None
+    if people:
+        campaign = voted_campaign([[1, 1], [5, 5]])[0]
+    if simulated:
+        campaign = voted_campaign([[1, 1], [5, 4]], synthetic=True, campaign=campaign)[0]
+    snapshot = snapshot_create(name="s", campaigns=[campaign], filters=SnapshotFilters(include_synthetic=True))
+    model = RewardModel.objects.create(name="rm", snapshot=snapshot, backbone="tiny", model_dir="/nowhere")
+    assert model.trained_on == words

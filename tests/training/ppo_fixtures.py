@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from training.envs.base import EpisodeRunner
+
 
 def low_token_reward_model(path: Path, tokenizer_dir: str | Path, *, below: int = 200) -> Path:
     """A one-layer Llama reward model scoring a text by the share of its tokens with an id below
@@ -74,3 +76,26 @@ def encyclopedia_inputs(below: int, dev: int) -> dict:
         "dev_tasks": env.tasks("dev")[:dev],
         "dev_runner": runner,
     }
+
+
+# No tool-error shaping: an untrained policy's turns are mostly errors, and these tests read the scorer's own score.
+FAST = dict(
+    episodes_per_iteration=8,
+    minibatch_size=4,
+    epochs=2,
+    eval_every=0,
+    rollout_batch_size=8,
+    seed=0,
+    tool_error_penalty=0.0,
+)
+
+
+class World:
+    """An environment's tasks by split, and a runner for its episodes."""
+
+    def __init__(self, env):
+        self.env, self.runner = env, EpisodeRunner(env)
+
+    def split(self, name: str, limit: int = 0) -> list:
+        tasks = self.env.tasks(name)
+        return tasks[:limit] if limit else tasks

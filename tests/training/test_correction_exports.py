@@ -28,8 +28,11 @@ def test_only_accepted_corrections_are_frozen_and_exported(fixed):
     snapshot, made = fixed
     frozen = set(SnapshotCorrection.objects.filter(snapshot=snapshot).values_list("correction_id", flat=True))
     assert frozen == {made[0].pk, made[1].pk} and snapshot.stats["corrections"] == 2
-    rows = list(iter_rows(snapshot, "sft"))
+    every = list(iter_rows(snapshot, "sft"))
+    rows = [r for r in every if r["origin"] == "correction"]
     assert {r["correction_id"] for r in rows} == frozen
+    # The chosen sides of the pairs come beside the corrections, each saying so.
+    assert all(r["origin"] == "chosen" and r["correction_id"] is None for r in every if r not in rows)
     for row in rows:
         roles = [m["role"] for m in row["messages"]]
         assert roles[0] == "system" and roles[1] == "user" and "tool" in roles

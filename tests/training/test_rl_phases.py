@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.policy_fixtures import tiny_policy_dir
-from tests.training.ppo_fixtures import token_share_scorer
-from tests.training.test_rl_trainer import FAST, World
+from tests.training.ppo_fixtures import FAST, World, token_share_scorer
 from training.envs.registry import get_environment
 from training.rl.config import RLConfig
 from training.rl.trainer import RLCallbacks, train_rl

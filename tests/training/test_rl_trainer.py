@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from tests.policy_fixtures import tiny_policy_dir
-from tests.training.ppo_fixtures import token_share_scorer
-from training.envs.base import EpisodeRunner
+from tests.training.ppo_fixtures import FAST, World, token_share_scorer
 from training.envs.registry import get_environment
 from training.policy.model_io import load_policy
 from training.policy.rollout import RolloutConfig, rollout
@@ -19,32 +18,10 @@ from training.rl.episode_tensors import episode_batch, forward_agent_tokens, tok
 from training.rl.ppo_math import policy_loss, value_loss
 from training.rl.trainer import RLCallbacks, train_rl
 
-# No tool-error shaping: an untrained policy's turns are mostly errors, and these tests read the scorer's own score.
-FAST = dict(
-    episodes_per_iteration=8,
-    minibatch_size=4,
-    epochs=2,
-    eval_every=0,
-    rollout_batch_size=8,
-    seed=0,
-    tool_error_penalty=0.0,
-)
-
 
 @pytest.fixture(scope="module")
 def policy_dir(tmp_path_factory):
     return tiny_policy_dir(tmp_path_factory.mktemp("ppo") / "policy")
-
-
-class World:
-    """An environment's tasks by split, and a runner for its episodes."""
-
-    def __init__(self, env):
-        self.env, self.runner = env, EpisodeRunner(env)
-
-    def split(self, name: str, limit: int = 0) -> list:
-        tasks = self.env.tasks(name)
-        return tasks[:limit] if limit else tasks
 
 
 @pytest.fixture(scope="module")

@@ -125,11 +125,12 @@ def test_the_docs_have_curl_examples():
 def world(tmp_path):
     """The rows the examples name, with the ids they name (the test resets the id sequences): an
     admin with every role is user 1 (its tokens 1 and 7), an annotator is user 7 (its token 12),
-    the campaign is 1, and assignments 17 and 18 are the admin's leases (in campaigns 1 and 2)."""
+    the campaign is 1, and assignments 17 and 18 are the admin's leases (in campaigns 1 and 2); the
+    first judgement the examples make is 31."""
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from annotate.models import Assignment, Comparison
+    from annotate.models import Assignment, Comparison, Judgement
     from annotate.services.assignments import assignment_next
     from tests.factories import TaskFactory, TrajectoryFactory, UserFactory
     from tests.helpers import CANONICAL, call, make_campaign, seen, thought
@@ -158,6 +159,7 @@ def world(tmp_path):
     with connection.cursor() as cursor:  # rows the examples create come after these
         for model in (get_user_model(), ApiToken, Assignment):
             cursor.execute(f"SELECT setval(pg_get_serial_sequence('{model._meta.db_table}', 'id'), 1000)")
+        cursor.execute(f"SELECT setval(pg_get_serial_sequence('{Judgement._meta.db_table}', 'id'), 30)")
     (tmp_path / "one_or_a_list.json").write_text(json.dumps(CANONICAL))
     (tmp_path / "big.jsonl").write_text(json.dumps({**CANONICAL, "answer": "another"}) + "\n")
     return {"key": key, "cwd": tmp_path}

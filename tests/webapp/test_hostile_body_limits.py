@@ -10,10 +10,10 @@ import json
 import pytest
 from django.test import Client
 
-from annotate.models import Comparison, Correction
-from annotate.services.assignments import assignment_next
+from annotate.models import Correction
 from tests.conftest import token_client
-from tests.factories import CampaignFactory, TaskFactory, TrajectoryFactory, UserFactory
+from tests.factories import UserFactory
+from tests.helpers import imported_comparison_assignment
 from tests.samples import canonical
 
 pytestmark = pytest.mark.django_db
@@ -42,18 +42,6 @@ def _post(client, path: str, declared: int, content_type: str = "application/x-w
     )
 
 
-def _assignment(annotator):
-    campaign = CampaignFactory(votes_per_comparison=1)
-    task = TaskFactory(environment="")
-    Comparison.objects.create(
-        campaign=campaign,
-        task=task,
-        trajectory_a=TrajectoryFactory(task=task),
-        trajectory_b=TrajectoryFactory(task=task),
-    )
-    return assignment_next(campaign=campaign, annotator=annotator)
-
-
 def test_a_45_mb_anonymous_login_post_is_refused_unread_with_the_limit():
     client = Client(enforce_csrf_checks=True)
     client.cookies["csrftoken"] = CSRF
@@ -76,7 +64,7 @@ def test_an_anonymous_post_to_an_upload_route_gets_the_anonymous_limit():
 
 def test_the_html_correction_route_refuses_30_mb_unread():
     annotator = UserFactory(roles=["annotator"])
-    assignment = _assignment(annotator)
+    assignment = imported_comparison_assignment(annotator)
     client = Client(enforce_csrf_checks=True)
     client.force_login(annotator)
     client.cookies["csrftoken"] = CSRF
@@ -89,7 +77,7 @@ def test_the_html_correction_route_refuses_30_mb_unread():
 
 def test_the_api_refuses_by_route_with_json_naming_the_limit():
     annotator = UserFactory(roles=["annotator"])
-    assignment = _assignment(annotator)
+    assignment = imported_comparison_assignment(annotator)
     api = token_client(annotator)
     response = _post(api, f"/api/v1/assignments/{assignment.pk}/correction", 30 * MB, content_type="application/json")
     assert response.status_code == 413 and response["Content-Type"] == "application/json"

@@ -11,33 +11,13 @@ import pytest
 from django.core.management import call_command
 
 from annotate.models import Policy
+from tests.helpers import as_a_browser_posts
 from tests.policy_fixtures import tiny_policy_dir
 from webapp.models import Run
-from webapp.runs.forms import IdsField, RunLaunchForm
+from webapp.runs.forms import RunLaunchForm
 from webapp.runs.kinds import all_kinds, get_kind
 
 pytestmark = pytest.mark.django_db
-
-
-def as_a_browser_posts(form: RunLaunchForm) -> dict:
-    """The form's fields as Chromium submits them untouched: a select's selected option (the
-    first where none is), ticked boxes, checked switches, the other inputs' values."""
-    from django import forms
-
-    data = {}
-    for name, field in form.fields.items():
-        initial = form.get_initial_for_field(field, name)
-        if isinstance(field, IdsField):
-            data[name] = field.prepare_value(initial or [])
-        elif isinstance(field, forms.ChoiceField):
-            values = [str(v) for v, _ in field.choices]
-            data[name] = str(initial) if str(initial) in values else values[0]
-        elif isinstance(field, forms.BooleanField):
-            if initial:
-                data[name] = "on"
-        else:
-            data[name] = "" if initial is None else str(initial)
-    return data
 
 
 @pytest.fixture

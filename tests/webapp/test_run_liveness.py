@@ -16,7 +16,7 @@ import torch
 from django.db import transaction
 from django.utils import timezone
 
-from tests.webapp.test_run_form_defaults import as_a_browser_posts
+from tests.helpers import as_a_browser_posts
 from training.run_kinds.improve import RLRunConfig
 from webapp.compute import Compute, compute_for
 from webapp.models import Run
