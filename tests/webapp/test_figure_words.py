@@ -4,7 +4,7 @@ over too few items, each in the words a person reads, never "0 min", "0.0/h", "7
 
 import pytest
 
-from webapp.templatetags.arbiter import duration, eta, interval, lease_clock, pace
+from webapp.templatetags.arbiter import duration, eta, interval, lease_clock, minutes, pace
 
 
 @pytest.mark.parametrize(
@@ -13,6 +13,10 @@ from webapp.templatetags.arbiter import duration, eta, interval, lease_clock, pa
 )
 def test_durations_are_in_the_unit_a_person_reads(seconds, words):
     assert duration(seconds) == words
+
+
+def test_minutes_left_under_one_are_seconds_never_zero_minutes():
+    assert minutes(0.3) == "18 s" and minutes(4.0) == "4 min" and minutes(None) == "–"
 
 
 def test_an_estimated_finish_far_away_says_so_instead_of_thousands_of_hours():

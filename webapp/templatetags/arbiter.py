@@ -161,6 +161,12 @@ def duration(seconds) -> str:
 
 
 @register.filter
+def minutes(value) -> str:
+    """A number of minutes in `duration`'s words ("40 s", "12 min"): never "about 0 min"."""
+    return duration(value * 60) if _is_number(value) else "–"
+
+
+@register.filter
 def eta(hours) -> str:
     """When a campaign finishes at its pace, in words: "in about 45 min", "in about 3 days", or
     that at this pace it will not finish within a year (never "in about 7176.0 h")."""
