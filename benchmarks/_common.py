@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark scripts: a scratch PostgreSQL database, migrated, a free
-port, and `--set field=value` settings read as numbers, booleans or strings.
+port, gunicorn started on it and stopped by its PID, and `--set field=value` settings read as
+numbers, booleans or strings.
 
 The scratch database lives on the server of DATABASE_URL and is named by the script's
 `--database` flag, else by ARBITER_BENCH_DATABASE, else by DATABASE_URL's name with `_bench`
@@ -12,10 +13,13 @@ benchmarks created unmarked before the mark existed.
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +55,41 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def gunicorn_start(
+    env: dict, port: int, *, workers: int, threads: int, worker_class: str = "gthread", extra: tuple = ()
+) -> subprocess.Popen:
+    """The app under gunicorn on 127.0.0.1:port, in a process session of its own, once /health
+    answers (90 s at most); stop it with `gunicorn_stop`."""
+    command = [str(ROOT / ".venv/bin/gunicorn"), "webapp.wsgi", "--bind", f"127.0.0.1:{port}"]
+    command += ["-k", worker_class, "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"]
+    server = subprocess.Popen([*command, *extra], cwd=ROOT, env=env, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("GET", "/health")
+            if connection.getresponse().status == 200:
+                return server
+        except OSError:
+            time.sleep(0.2)
+    gunicorn_stop(server)
+    raise SystemExit(
+        f"gunicorn on 127.0.0.1:{port} did not answer /health within 90 s "
+        f"(exit status {server.returncode}; is the port taken?)"
+    )
+
+
+def gunicorn_stop(server: subprocess.Popen) -> None:
+    """gunicorn's master and its workers, by the session the master leads."""
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
 
 
 def add_port_argument(parser: argparse.ArgumentParser, what: str) -> None:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import labeling_cycle  # noqa: E402
-from _common import ensure_bench_database, free_port  # noqa: E402
+from _common import ensure_bench_database, free_port, gunicorn_stop  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -140,7 +140,7 @@ def main() -> None:
         for p in procs:
             if p.is_alive():
                 p.kill()
-        labeling_cycle.stop(server)
+        gunicorn_stop(server)
     done = background_cycles(campaign, env)
     q = statistics.quantiles(times, n=100)
     print(

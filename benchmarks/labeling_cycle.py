@@ -38,7 +38,6 @@ import json
 import multiprocessing as mp
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -49,7 +48,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import add_database_argument, add_port_argument, ensure_bench_database, free_port  # noqa: E402
+from _common import (  # noqa: E402
+    add_database_argument,
+    add_port_argument,
+    ensure_bench_database,
+    free_port,
+    gunicorn_start,
+    gunicorn_stop,
+)
 
 PROCESSES = 4
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -371,47 +377,16 @@ def phase(mode, port, tokens, campaign, seconds, warmup=2.0, pace=0.0, *, databa
 
 
 def serve(env: dict, port: int, args) -> subprocess.Popen:
-    """gunicorn on 127.0.0.1:port in a session of its own, once /health answers."""
+    """gunicorn on 127.0.0.1:port with the flags' workers, threads and class, once /health answers."""
     server_env = {**env, **dict(kv.split("=", 1) for kv in args.server_env)}
-    server = subprocess.Popen(
-        [
-            str(ROOT / ".venv/bin/gunicorn"),
-            "webapp.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "-k",
-            args.worker_class,
-            "--workers",
-            str(args.workers),
-            "--threads",
-            str(args.threads),
-            "--log-level",
-            "warning",
-            "--keep-alive",
-            "30",
-        ],
-        cwd=ROOT,
-        env=server_env,
-        start_new_session=True,
+    return gunicorn_start(
+        server_env,
+        port,
+        workers=args.workers,
+        threads=args.threads,
+        worker_class=args.worker_class,
+        extra=("--keep-alive", "30"),
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            if Client(port).request("GET", "/health")[0] == 200:
-                return server
-        except OSError:
-            time.sleep(0.2)
-    stop(server)
-    raise SystemExit(
-        f"gunicorn on 127.0.0.1:{port} did not answer /health within 60 s "
-        f"(exit status {server.returncode}; is the port taken?)"
-    )
-
-
-def stop(server: subprocess.Popen) -> None:
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-    server.wait(timeout=30)
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
@@ -508,7 +483,7 @@ def main() -> None:
             rows["single"].append(phase("cycle", port, tokens[:1], campaign, *timing, server=server, database_url=url))
             print(f"round {r + 1}: " + json.dumps({k: v[-1] for k, v in rows.items()}), flush=True)
     finally:
-        stop(server)
+        gunicorn_stop(server)
 
     def med(kind, key):
         return statistics.median(x[key] for x in rows[kind])
