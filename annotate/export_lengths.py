@@ -32,6 +32,7 @@ from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from annotate.models import Comparison, DatasetSnapshot, Policy
+from core import json_input
 
 TRL_MAX_LENGTH = 1024  # the default `max_length` of RewardConfig, DPOConfig, KTOConfig and SFTConfig (TRL 1.16)
 # The formats whose TRL trainer drops or cuts a row over max_length (what each does: the docstring
@@ -104,7 +105,7 @@ def load_policy_tokenizer(policy: Policy) -> PolicyTokenizer | None:
     folder = Path(policy.model_dir)
     try:
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        config = json.loads((folder / "tokenizer_config.json").read_text())
+        config = json_input.loads((folder / "tokenizer_config.json").read_text())
     except Exception:  # OSError, bad JSON, or the plain Exception `tokenizers` raises on a file it cannot read
         return None
     template = config.get("chat_template") if isinstance(config, dict) else None
@@ -138,7 +139,7 @@ def snapshot_tokenizer(snapshot: DatasetSnapshot) -> PolicyTokenizer | None:
 
 def _tools(row: dict):
     tools = row.get("tools")
-    return json.loads(tools) if isinstance(tools, str) else tools
+    return json_input.loads(tools) if isinstance(tools, str) else tools
 
 
 def _with_eos(text: str, eos: str | None) -> str:
