@@ -27,11 +27,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import labeling_cycle  # noqa: E402
-from _common import ensure_bench_database, free_port, gunicorn_stop  # noqa: E402
+# Run as a script, its own folder is on the path (as the other benchmarks import it).
+import labeling_cycle
+from _common import ROOT, ensure_bench_database, free_port, gunicorn_stop
+
+sys.path.insert(0, str(ROOT))  # the project's apps, for Django
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [

@@ -45,10 +45,9 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import (  # noqa: E402
+# Run as a script, its own folder is on the path (as the other benchmarks import it).
+from _common import (
+    ROOT,
     add_database_argument,
     add_port_argument,
     ensure_bench_database,
@@ -57,6 +56,7 @@ from _common import (  # noqa: E402
     gunicorn_stop,
 )
 
+sys.path.insert(0, str(ROOT))  # the project's apps, for Django
 PROCESSES = 4
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
