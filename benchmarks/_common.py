@@ -27,6 +27,12 @@ DATABASE_ENV = "ARBITER_BENCH_DATABASE"
 PORT_ENV = "ARBITER_BENCH_PORT"
 MARK = "arbiter benchmark scratch database: dropped and re-created by benchmarks/*.py"
 
+# The project's packages (core, training, ...) on the path: a script runs as
+# `python benchmarks/x.py`, with only benchmarks/ there, so one that imports this module first
+# can import them at its top (benchmarks/loop_heldout.py).
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
 
 def parse_setting(value: str):
     """A `--set` value: an int, else a float, else true/false, else the string."""
@@ -36,6 +42,13 @@ def parse_setting(value: str):
         except ValueError:
             pass
     return {"true": True, "false": False}.get(value.lower(), value)
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    """A markdown table of these rows under this header (cells as str() gives them), the form
+    the benchmarks print their figures in."""
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(str(cell) for cell in line) + " |" for line in lines)
 
 
 def config_from_settings(parser: argparse.ArgumentParser, settings: list[str], config_class):

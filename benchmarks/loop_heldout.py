@@ -1,18 +1,45 @@
-"""The loop's policies and reward model on held-out worlds no training step saw (plain Python,
-no Django): what an outside evaluation of `run_pipeline` measures.
+"""The loop's policies and reward model on held-out worlds no training step saw, overall and per
+habit situation (plain Python, no Django): what an outside evaluation of `run_pipeline`
+measures, and the one command behind issue 54's tables.
 
-    .venv/bin/python benchmarks/loop_heldout.py --policy start=DIR --policy best=DIR --policy last=DIR \
-        [--reward-model RM_DIR] [--worlds 10001 10002] [--split all] [--best-of 4]
+    .venv/bin/python benchmarks/loop_heldout.py --policy start=DIR --policy best=DIR --policy last=DIR \\
+        [--worlds 10001 10002] [--tasks 300] [--temperatures 0.3 0.5 0.7] [--temperature-tasks 300] \\
+        [--pass-at 1 4 16] [--reward-model RM_DIR] [--best-of 4] [--json FILE]
 
-Per world (an encyclopedia generated from that seed with `unseen=True`: no name shared with
-any training world) and per policy: rubric success greedy (one episode per task) and at T=1
-(one per task, the same seeds for every policy), each with its 95% interval, and the paired
-difference from the first policy with a 95% bootstrap interval over tasks; the share of
-episodes that answer without opening a page (the 2-step guess). With a reward model:
-best-of-n of the first policy at T=1 (n samples per task, the highest score kept); the
-answer-swap probe (each of the first policy's episodes with only its answer changed, right
-against wrong); natural pairs (two of its samples of one task, one correct and one not) by
-the rubric; and the mean score by (steps, correct). Prints a table and one JSON line.
+Each world is an encyclopedia generated from its seed with `unseen=True` (no name shared with
+any training world). `--tasks N` plays N of its tasks taken across the kinds of question
+(training/envs/sampling.py `spread_prefix`: every kind in proportion, never the first N by id,
+which hold only some kinds); 0 plays them all.
+
+Per world and per policy, greedy (one episode per task) and at T=1 (one per task, the same
+seeds for every policy): rubric success overall and in each habit situation (the task's
+metadata "situation", training/envs/encyclopedia/habits.py), each a share with its 95% Wilson
+interval and n, and the paired difference from the first policy (the start) with a 95%
+bootstrap interval over tasks; the share of episodes that answer without opening a page.
+
+The start at its best temperature (`--temperatures`, empty to skip): before any held-out world
+is played, the start plays each candidate, greedy (0) among them, one episode on each of
+`--temperature-tasks` tasks of the fresh world (training.envs.base FRESH_WORLD_SEED, the world
+RL judges its checkpoints on and no training uses for data; training/rl/dev.py `dev_world`),
+taken across kinds; the best dev success is chosen (a tie goes to the lower temperature). On
+each held-out world the start plays at that temperature, with its paired gain over its own
+greedy, and each other policy's greedy gets its paired gain over it: the baseline a method
+must beat, since a lower temperature is free.
+
+pass@k (`--pass-at 1 4 16`, none by default): per policy, n = max(k) samples per task at T=1,
+and the unbiased pass@k (training/evaluation/pass_at_k.py) per situation and overall, so that
+sharpening (pass@1 up, pass@16 flat) is told apart from learning (both up).
+
+With a reward model: best-of-n of the start at T=1 (n samples per task, the highest score
+kept); the answer-swap probe (each of its episodes with only its answer changed, right against
+wrong); natural pairs (two of its samples of one task, one correct and one not) by the rubric;
+and the mean score by (steps, correct).
+
+Prints one JSON line per world and then the tables (per policy a line overall and one per
+situation); `--json FILE` writes everything: {"temperature_choice": {...}, "<world seed>":
+{"tasks", "policies": {label: {"greedy"|"t1": {success, n, gain, situations: {...}}, "pass_at_k"}},
+"best_temperature", "best_of_n", "reward_model"}}. benchmarks/reachability.py measures pass@k
+of one policy alone.
 """
 
 from __future__ import annotations
@@ -21,17 +48,46 @@ import argparse
 import json
 import random
 import statistics
-import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
+from _common import markdown_table  # first: it puts the project's packages on the path
+
+from core.intervals import bootstrap, share_interval
+from training.envs.base import EpisodeRunner
+from training.envs.encyclopedia.environment import EncyclopediaEnvironment
+from training.envs.encyclopedia.habits import OTHER, SITUATIONS
+from training.envs.registry import get_environment
+from training.envs.sampling import spread_prefix
+from training.evaluation.pass_at_k import pass_at_k
+from training.policy.chat import ChatFormat
+from training.policy.model_io import load_policy
+from training.policy.rollout import RolloutConfig, rollout
+from training.rl.dev import dev_world
+
+MODES = (("greedy", 0.0), ("t1", 1.0))
+BATCH = 64
 
 
-def interval(values: list[float]) -> tuple[float, float, float]:
-    mean = statistics.fmean(values) if values else 0.0
-    half = 1.96 * (statistics.pstdev(values) / len(values) ** 0.5) if len(values) > 1 else 0.0
-    return mean, mean - half, mean + half
+@dataclass
+class Policy:
+    label: str
+    directory: str
+    model: object
+    tokenizer: object
+    chat: ChatFormat
+
+    @classmethod
+    def load(cls, label: str, directory: str) -> Policy:
+        model, tokenizer = load_policy(directory)
+        return cls(label, directory, model, tokenizer, ChatFormat.for_policy(tokenizer, directory))
+
+    def play(self, runner, tasks: list, temperature: float, seeds: list[int]) -> list:
+        """One episode per task, each with its seed."""
+        config = RolloutConfig(temperature=temperature, batch_size=BATCH)
+        return rollout(self.model, self.tokenizer, runner, tasks, config, seeds=seeds, chat=self.chat)
 
 
 def paired_bootstrap(a: list[float], b: list[float], seed: int = 0, rounds: int = 2000) -> tuple[float, float, float]:
@@ -48,166 +104,329 @@ def guessed(episode) -> bool:
     return episode.episode.record.answer is not None and "open" not in tools
 
 
-def main() -> None:
-    import torch
+def correct(episodes: list) -> list[float]:
+    return [float(e.outcome.correct) for e in episodes]
 
-    from rewardmodel.evaluate import ordering_accuracy
+
+def situation_indices(tasks: list) -> dict[str, list[int]]:
+    """The indices of the tasks in each habit situation present, in SITUATIONS' order, OTHER last."""
+    found = defaultdict(list)
+    for i, task in enumerate(tasks):
+        found[(task.metadata or {}).get("situation", OTHER)].append(i)
+    return {name: found[name] for name in [*SITUATIONS, OTHER, *sorted(found)] if name in found}
+
+
+def share(values: list[float]) -> tuple[float | None, float | None, float | None]:
+    """(share right, Wilson 95% low, high) of 0/1 values."""
+    mean = statistics.fmean(values) if values else None
+    return (mean, *share_interval(sum(values), len(values)))
+
+
+def success_cells(tasks: list, values: list[float], *, against: list[float] | None = None, seed: int = 0) -> dict:
+    """Success overall and per situation: {success, n, gain (paired over `against`, when given),
+    situations: {name: {success, n, gain}}}."""
+
+    def cell(indices: list[int]) -> dict:
+        mine = [values[i] for i in indices]
+        row = {"success": share(mine), "n": len(mine)}
+        if against is not None:
+            row["gain"] = paired_bootstrap([against[i] for i in indices], mine, seed=seed)
+        return row
+
+    return {**cell(list(range(len(tasks)))), "situations": {s: cell(ix) for s, ix in situation_indices(tasks).items()}}
+
+
+def pass_at_k_cells(policy: Policy, runner, tasks: list, ks: list[int], *, seed: int) -> dict:
+    """pass@k at T=1 of each k, overall and per situation, from max(ks) samples per task: each
+    {"pass@k": [mean, low, high] (95% bootstrap over tasks), "n": tasks}."""
+    n = max(ks)
+    samples = policy.play(
+        runner, [t for t in tasks for _ in range(n)], 1.0, [seed * 104_729 + 3 + i for i in range(n * len(tasks))]
+    )
+    rights = [sum(e.outcome.correct for e in samples[i * n : (i + 1) * n]) for i in range(len(tasks))]
+
+    def cell(indices: list[int]) -> dict:
+        row: dict = {"n": len(indices)}
+        for k in ks:
+            figures = bootstrap([pass_at_k(n, rights[i], k) for i in indices], seed=seed)
+            row[f"pass@{k}"] = [figures["mean"], figures["low"], figures["high"]]
+        return row
+
+    return {
+        "samples": n,
+        "temperature": 1.0,
+        **cell(list(range(len(tasks)))),
+        "situations": {s: cell(ix) for s, ix in situation_indices(tasks).items()},
+    }
+
+
+def fresh_dev_tasks(size: int) -> tuple:
+    """(runner, tasks, seed) of the fresh world's dev tasks as RL judges checkpoints on them
+    (every split of the world; training/rl/dev.py), the first `size` taken across kinds."""
+    env, tasks = dev_world("encyclopedia", "", 0, get=get_environment)
+    return EpisodeRunner(env), spread_prefix(tasks, size), env.seed
+
+
+def unseen_world_tasks(seed: int, split: str, size: int) -> tuple:
+    """(runner, tasks) of the unseen world of `seed` (all its splits, or one), `size` across kinds."""
+    env = EncyclopediaEnvironment(seed=seed, unseen=True)
+    tasks = [t for s in (("train", "dev", "eval") if split == "all" else (split,)) for t in env.tasks(s)]
+    return EpisodeRunner(env), spread_prefix(tasks, size)
+
+
+def choose_temperature(policy: Policy, temperatures: list[float], size: int) -> dict:
+    """The policy's best temperature among greedy and `temperatures`, by success on the fresh
+    world's dev tasks (one episode each, the same seeds for every candidate); a tie goes to the
+    lower temperature."""
+    runner, tasks, world = fresh_dev_tasks(size)
+    candidates = {}
+    for temperature in sorted({0.0, *temperatures}):
+        episodes = policy.play(runner, tasks, temperature, [world * 1000 + i for i in range(len(tasks))])
+        candidates[temperature] = success_cells(tasks, correct(episodes))
+    chosen = max(candidates, key=lambda t: candidates[t]["success"][0])  # the first, the lowest, of a tie
+    return {"world": world, "tasks": len(tasks), "candidates": candidates, "chosen": chosen}
+
+
+def best_temperature_row(start: Policy, runner, tasks, choice: dict, played: dict, seed: int) -> dict:
+    """The start at its chosen temperature on a held-out world, paired against its greedy; every
+    other policy's greedy paired against it. `played`: label -> mode -> success values."""
+    chosen = choice["chosen"]
+    greedy = played[start.label]["greedy"]
+    if chosen == 0.0:  # greedy is deterministic: its row is the greedy one
+        values = greedy
+    else:
+        values = correct(start.play(runner, tasks, chosen, [seed * 1000 + i for i in range(len(tasks))]))
+    return {
+        "temperature": chosen,
+        **success_cells(tasks, values, against=greedy, seed=seed),
+        "greedy_gain_over_it": {
+            label: success_cells(tasks, modes["greedy"], against=values, seed=seed)
+            for label, modes in played.items()
+            if label != start.label
+        },
+    }
+
+
+def play_policies(policies: list[Policy], runner, tasks: list, seed: int) -> tuple[dict, dict]:
+    """(each policy's rows greedy and at T=1, each policy's success values by mode)."""
+    rows: dict = {}
+    played: dict = {}
+    for policy in policies:
+        rows[policy.label], played[policy.label] = {}, {}
+        for mode, temperature in MODES:
+            episodes = policy.play(runner, tasks, temperature, [seed * 1000 + i for i in range(len(tasks))])
+            values = played[policy.label][mode] = correct(episodes)
+            against = None if policy is policies[0] else played[policies[0].label][mode]
+            rows[policy.label][mode] = {
+                **success_cells(tasks, values, against=against, seed=seed),
+                "guess": statistics.fmean(map(guessed, episodes)) if episodes else 0.0,
+                "steps": statistics.fmean(e.outcome.parts["steps"] for e in episodes) if episodes else 0.0,
+            }
+    return rows, played
+
+
+def reward_model_figures(scorer, start: Policy, runner, tasks: list, n: int, seed: int) -> tuple[dict, dict]:
+    """(best-of-n of the start at T=1 by the reward model, the reward model's probes)."""
+    from rewardmodel.evaluate import ordering_accuracy  # the reward model's modules: only with --reward-model
     from rewardmodel.probes import Probed, answer_swap_accuracy, answer_swap_pairs
-    from training.envs.base import EpisodeRunner
-    from training.envs.encyclopedia.environment import EncyclopediaEnvironment
-    from training.policy.chat import ChatFormat
-    from training.policy.model_io import load_policy
-    from training.policy.rollout import RolloutConfig, rollout
     from training.rl.scorers import episode_steps
 
+    samples = start.play(
+        runner, [t for t in tasks for _ in range(n)], 1.0, [seed * 7919 + 11 + i for i in range(n * len(tasks))]
+    )
+    scores = scorer.score_episodes([(e.task.prompt, episode_steps(e)) for e in samples])
+    best = [max(range(n), key=lambda j: scores[i * n + j]) for i in range(len(tasks))]
+    single = [float(samples[i * n].outcome.correct) for i in range(len(tasks))]
+    chosen = [float(samples[i * n + j].outcome.correct) for i, j in enumerate(best)]
+    best_of_n = {
+        "n": n,
+        "success": share(chosen),
+        "one_sample": share(single),
+        "gain": paired_bootstrap(single, chosen, seed=seed),
+    }
+    probed = [
+        Probed(task=e.task.external_id, prompt=e.task.prompt, steps=episode_steps(e), correct=bool(e.outcome.correct))
+        for e in samples
+    ]
+    swaps = answer_swap_pairs(probed, limit=10**6, seed=seed)
+    swap = answer_swap_accuracy(scorer, swaps)
+    kinds = defaultdict(list)  # the swap by whether the path shows the right answer
+    for pair in swaps:
+        _prompt, right, _wrong = pair
+        seen = " ".join(str(st.get("content", "")) for st in right if st.get("kind") == "observation")
+        answer = next(st["text"] for st in reversed(right) if st.get("kind") == "answer")
+        on_page = answer.lower().removeprefix("the ") in seen.lower()
+        kinds["right answer on a page read" if on_page else "right answer on no page read"].append(pair)
+    swap["by_evidence"] = {kind: answer_swap_accuracy(scorer, pairs) for kind, pairs in kinds.items()}
+    natural = []
+    for i in range(len(tasks)):
+        group = list(range(i * n, (i + 1) * n))
+        natural += [
+            (scores[a], scores[b], 1.0, 0.0)
+            for a in group
+            for b in group
+            if samples[a].outcome.correct and not samples[b].outcome.correct
+        ]
+    by_shape = defaultdict(list)
+    for e, s in zip(samples, scores):
+        by_shape[(e.outcome.parts["steps"], bool(e.outcome.correct))].append(s)
+    return best_of_n, {
+        "answer_swap": swap,
+        "natural_pairs": ordering_accuracy(natural),
+        "mean_score_by_steps_correct": {
+            f"{k[0]} steps, {'correct' if k[1] else 'wrong'}": [round(statistics.fmean(v), 3), len(v)]
+            for k, v in sorted(by_shape.items())
+            if len(v) >= 5
+        },
+    }
+
+
+def percent(cell: tuple | list | None) -> str:
+    """A share and its interval: '66.0% [60.5, 71.1]' (blank when there is none)."""
+    if not cell or cell[0] is None:
+        return ""
+    return f"{100 * cell[0]:.1f}% [{100 * cell[1]:.1f}, {100 * cell[2]:.1f}]"
+
+
+def points(gain: tuple | list | None) -> str:
+    """A paired difference in points and its interval: '+6.0 [+1.2, +10.8]'."""
+    return f"{100 * gain[0]:+.1f} [{100 * gain[1]:+.1f}, {100 * gain[2]:+.1f}]" if gain else ""
+
+
+def cells_lines(label: str, row: dict) -> list[tuple[str, str, dict]]:
+    """(policy, situation, cell) of a row overall and then per situation."""
+    return [(label, "overall", row), *((label, name, cell) for name, cell in row["situations"].items())]
+
+
+def print_temperature_choice(choice: dict) -> None:
+    print(f"\nthe start's temperature, chosen on {choice['tasks']} tasks of the fresh world (seed {choice['world']}):")
+    rows = [
+        [
+            "0 (greedy)" if temperature == 0 else f"{temperature:g}",
+            percent(cells["success"]),
+            cells["n"],
+            "yes" if temperature == choice["chosen"] else "",
+        ]
+        for temperature, cells in choice["candidates"].items()
+    ]
+    print(markdown_table(["temperature", "dev success", "n", "chosen"], rows))
+
+
+def print_pass_at_k(rows: dict[str, dict]) -> None:
+    """The pass@k table of each policy's `pass_at_k` cells (label -> cells)."""
+    first = next(iter(rows.values()))
+    ks = [key for key in first if key.startswith("pass@")]
+    print(f"\npass@k at T=1 ({first['samples']} samples per task, the unbiased estimator):")
+    lines = [
+        [policy, situation, cell["n"], *(percent(cell[k]) for k in ks)]
+        for label, row in rows.items()
+        for policy, situation, cell in cells_lines(label, row)
+    ]
+    print(markdown_table(["policy", "situation", "n", *ks], lines))
+
+
+def print_world(seed: int, world: dict) -> None:
+    print(f"\nworld {seed} ({world['tasks']} tasks)")
+    lines = []
+    for label, row in world["policies"].items():
+        greedy, t1 = row["greedy"], row["t1"]
+        for (policy, situation, g), (_, _, t) in zip(cells_lines(label, greedy), cells_lines(label, t1)):
+            guess = f"{100 * greedy['guess']:.0f}%, {100 * t1['guess']:.0f}%" if situation == "overall" else ""
+            lines.append(
+                [policy, situation, g["n"], percent(g["success"]), points(g.get("gain"))]
+                + [percent(t["success"]), points(t.get("gain")), guess]
+            )
+    header = ["policy", "situation", "n", "greedy", "greedy gain", "T=1", "T=1 gain", "guess greedy, T=1"]
+    print(markdown_table(header, lines))
+    if "best_temperature" in world:
+        best = world["best_temperature"]
+        name = f"{next(iter(world['policies']))} T={best['temperature']:g}"
+        print(f"\nthe start at its best temperature ({name}: gain over its greedy), each greedy's gain over it:")
+        cells = cells_lines(name, best)
+        for label, row in best["greedy_gain_over_it"].items():
+            cells += cells_lines(f"{label} greedy", row)
+        lines = [[p, s, c["n"], percent(c["success"]), points(c["gain"])] for p, s, c in cells]
+        print(markdown_table(["policy", "situation", "n", "success", "paired gain"], lines))
+    if any("pass_at_k" in row for row in world["policies"].values()):
+        print_pass_at_k({label: row["pass_at_k"] for label, row in world["policies"].items()})
+    if "best_of_n" in world:
+        b, rm = world["best_of_n"], world["reward_model"]
+        print(
+            f"\nbest-of-{b['n']} {percent(b['success'])} (one sample {percent(b['one_sample'])}, gain {points(b['gain'])})"
+        )
+        swap = rm["answer_swap"]
+        evidence = ", ".join(f"{kind} {v['accuracy']:.1%} of {v['n']}" for kind, v in swap["by_evidence"].items())
+        natural = rm["natural_pairs"]
+        print(
+            f"reward model: answer swap {swap['accuracy']:.1%} (n {swap['n']}: {evidence}), "
+            f"natural pairs {natural['accuracy']:.1%} (n {natural['n']})"
+        )
+        print(f"mean score by shape: {rm['mean_score_by_steps_correct']}")
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", action="append", required=True, help="LABEL=DIR; the first is the baseline")
+    parser.add_argument("--policy", action="append", required=True, help="LABEL=DIR; the first is the start (baseline)")
     parser.add_argument("--reward-model", default="")
     parser.add_argument("--worlds", nargs="+", type=int, default=[10_001, 10_002])
     parser.add_argument("--split", default="all", help="train, dev, eval or all (every task is unseen)")
     parser.add_argument("--best-of", type=int, default=4)
-    parser.add_argument("--tasks", type=int, default=0, help="at most this many tasks per world (0: all)")
+    parser.add_argument("--tasks", type=int, default=0, help="tasks per world, taken across kinds (0: all)")
+    parser.add_argument(
+        "--temperatures",
+        nargs="*",
+        type=float,
+        default=[0.3, 0.5, 0.7],
+        help="candidates for the start's best temperature besides greedy (none: skip it)",
+    )
+    parser.add_argument("--temperature-tasks", type=int, default=300, help="fresh-world tasks the choice is made on")
+    parser.add_argument("--pass-at", nargs="*", type=int, default=[], help="the k of pass@k at T=1 (none: skip it)")
     parser.add_argument("--json", default="", help="also write the figures to this file")
     args = parser.parse_args()
+    if any("=" not in item for item in args.policy):
+        parser.error("--policy takes LABEL=DIR")
+    if any(k < 1 for k in args.pass_at) or any(t < 0 for t in args.temperatures):
+        parser.error("--pass-at takes k >= 1 and --temperatures values >= 0")
+    if args.tasks < 0 or args.temperature_tasks < 1 or args.best_of < 1:
+        parser.error("--tasks takes 0 or more; --temperature-tasks and --best-of 1 or more")
+    return args
+
+
+def main() -> None:
+    args = arguments()
     torch.set_num_threads(1)
-    policies = [tuple(item.split("=", 1)) for item in args.policy]
+    policies = [Policy.load(*item.split("=", 1)) for item in args.policy]
+    start = policies[0]
     scorer = None
     if args.reward_model:
-        from rewardmodel.scoring import RewardScorer
+        from rewardmodel.scoring import RewardScorer  # the reward model's stack: only with --reward-model
 
         scorer = RewardScorer(args.reward_model)
 
-    report = {}
+    report: dict = {}
+    choice = None
+    if args.temperatures:  # fixed before any held-out world is played
+        choice = report["temperature_choice"] = choose_temperature(start, args.temperatures, args.temperature_tasks)
+        print(json.dumps({"temperature_choice": choice}, default=str), flush=True)
     for seed in args.worlds:
-        env = EncyclopediaEnvironment(seed=seed, unseen=True)
-        tasks = [
-            t
-            for split in (("train", "dev", "eval") if args.split == "all" else (args.split,))
-            for t in env.tasks(split)
-        ]
-        tasks = tasks[: args.tasks] if args.tasks else tasks
-        runner = EpisodeRunner(env)
-        world = report[seed] = {"tasks": len(tasks), "policies": {}}
-        baseline = {}
-        for label, directory in policies:
-            model, tokenizer = load_policy(directory)
-            chat = ChatFormat.for_policy(tokenizer, directory)
-            row = {}
-            for mode, temperature in (("greedy", 0.0), ("t1", 1.0)):
-                episodes = rollout(
-                    model,
-                    tokenizer,
-                    runner,
-                    tasks,
-                    RolloutConfig(temperature=temperature, batch_size=64),
-                    seeds=[seed * 1000 + i for i in range(len(tasks))],
-                    chat=chat,
-                )
-                success = [float(e.outcome.correct) for e in episodes]
-                row[mode] = {
-                    "success": interval(success),
-                    "guess": statistics.fmean(map(guessed, episodes)),
-                    "steps": statistics.fmean(e.outcome.parts["steps"] for e in episodes),
-                }
-                if label == policies[0][0]:
-                    baseline[mode] = success
-                else:
-                    row[mode]["gain"] = paired_bootstrap(baseline[mode], success, seed=seed)
-            world["policies"][label] = row
-            if scorer is None or label != policies[0][0]:
-                continue
-            n = args.best_of
-            samples = rollout(
-                model,
-                tokenizer,
-                runner,
-                [t for t in tasks for _ in range(n)],
-                RolloutConfig(temperature=1.0, batch_size=64),
-                seeds=[seed * 7919 + 11 + i for i in range(n * len(tasks))],
-                chat=chat,
+        runner, tasks = unseen_world_tasks(seed, args.split, args.tasks)
+        rows, played = play_policies(policies, runner, tasks, seed)
+        world = report[str(seed)] = {"tasks": len(tasks), "policies": rows}
+        if choice is not None:
+            world["best_temperature"] = best_temperature_row(start, runner, tasks, choice, played, seed)
+        if args.pass_at:
+            for policy in policies:
+                rows[policy.label]["pass_at_k"] = pass_at_k_cells(policy, runner, tasks, args.pass_at, seed=seed)
+        if scorer is not None:
+            world["best_of_n"], world["reward_model"] = reward_model_figures(
+                scorer, start, runner, tasks, args.best_of, seed
             )
-            scores = scorer.score_episodes([(e.task.prompt, episode_steps(e)) for e in samples])
-            best = [max(range(n), key=lambda j: scores[i * n + j]) for i in range(len(tasks))]
-            single = [float(samples[i * n].outcome.correct) for i in range(len(tasks))]
-            chosen = [float(samples[i * n + j].outcome.correct) for i, j in enumerate(best)]
-            world["best_of_n"] = {
-                "n": n,
-                "success": interval(chosen),
-                "one_sample": interval(single),
-                "gain": paired_bootstrap(single, chosen, seed=seed),
-            }
-            probed = [
-                Probed(
-                    task=e.task.external_id,
-                    prompt=e.task.prompt,
-                    steps=episode_steps(e),
-                    correct=bool(e.outcome.correct),
-                )
-                for e in samples
-            ]
-            swaps = answer_swap_pairs(probed, limit=10**6, seed=seed)
-            swap = answer_swap_accuracy(scorer, swaps)
-            kinds = defaultdict(list)  # the swap by whether the path shows the right answer
-            for pair in swaps:
-                prompt, right, wrong = pair
-                seen = " ".join(str(st.get("content", "")) for st in right if st.get("kind") == "observation")
-                answer = next(st["text"] for st in reversed(right) if st.get("kind") == "answer")
-                kinds[
-                    "right answer on a page read"
-                    if answer.lower().removeprefix("the ") in seen.lower()
-                    else "right answer on no page read"
-                ].append(pair)
-            swap["by_evidence"] = {kind: answer_swap_accuracy(scorer, pairs) for kind, pairs in kinds.items()}
-            natural = []
-            for i in range(len(tasks)):
-                group = list(range(i * n, (i + 1) * n))
-                for a in group:
-                    for b in group:
-                        if samples[a].outcome.correct and not samples[b].outcome.correct:
-                            natural.append((scores[a], scores[b], 1.0, 0.0))
-            by_shape = defaultdict(list)
-            for e, s in zip(samples, scores):
-                by_shape[(e.outcome.parts["steps"], bool(e.outcome.correct))].append(s)
-            world["reward_model"] = {
-                "answer_swap": swap,
-                "natural_pairs": ordering_accuracy(natural),
-                "mean_score_by_steps_correct": {
-                    f"{k[0]} steps, {'correct' if k[1] else 'wrong'}": [round(statistics.fmean(v), 3), len(v)]
-                    for k, v in sorted(by_shape.items())
-                    if len(v) >= 5
-                },
-            }
         print(json.dumps({"world": seed, **world}, default=str), flush=True)
 
-    print()
-    for seed, world in report.items():
-        print(f"world {seed} ({world['tasks']} tasks)")
-        for label, row in world["policies"].items():
-            cells = []
-            for mode in ("t1", "greedy"):
-                mean, low, high = row[mode]["success"]
-                gain = row[mode].get("gain")
-                cells.append(
-                    f"{mode} {100 * mean:5.1f}% [{100 * low:4.1f}, {100 * high:4.1f}]"
-                    + (f" gain {100 * gain[0]:+5.1f} [{100 * gain[1]:+5.1f}, {100 * gain[2]:+5.1f}]" if gain else "")
-                    + f" guess {100 * row[mode]['guess']:3.0f}%"
-                )
-            print(f"  {label:<8} " + " | ".join(cells))
-        if "best_of_n" in world:
-            b = world["best_of_n"]
-            print(
-                f"  best-of-{b['n']} {100 * b['success'][0]:.1f}% (one sample {100 * b['one_sample'][0]:.1f}%, "
-                f"gain {100 * b['gain'][0]:+.1f} [{100 * b['gain'][1]:+.1f}, {100 * b['gain'][2]:+.1f}])"
-            )
-            rm = world["reward_model"]
-            print(
-                f"  reward model: answer swap {rm['answer_swap']['accuracy']:.1%} (n {rm['answer_swap']['n']}: "
-                + ", ".join(
-                    f"{kind} {v['accuracy']:.1%} of {v['n']}" for kind, v in rm["answer_swap"]["by_evidence"].items()
-                )
-                + f"), natural pairs {rm['natural_pairs']['accuracy']:.1%} (n {rm['natural_pairs']['n']})"
-            )
-            print(f"  mean score by shape: {rm['mean_score_by_steps_correct']}")
+    if choice is not None:
+        print_temperature_choice(choice)
+    for seed in args.worlds:
+        print_world(seed, report[str(seed)])
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))
 

@@ -33,6 +33,7 @@ from training.loop.rounds import (
 from training.models import LoopRound
 from training.policy.limits import limits_problems
 from training.rl.config import ALGORITHMS as RL_KINDS
+from training.rl.config import deploy_temperature_problems
 from webapp.errors import ArbiterError
 from webapp.runs.kinds import config_from_input, get_kind
 
@@ -366,6 +367,7 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problems += _compare_problems(config, size)
     methods, problem = parse_methods(config.methods)
     problems += [problem] if problem else []
+    problems += _deploy_problems(config)
     if "expert_iteration" in methods:
         try:
             config_from_input(get_kind("expert_iteration").config_class, config.expert_iteration)
@@ -381,6 +383,23 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
     else:
         problem = episodes_per_iteration_problem(rl.rl_config(), size.train) if size else None
         problems += [f"{config.rl_kind.upper()} settings: {problem}"] if problem else []
+    return problems
+
+
+def _deploy_problems(config: PipelineConfig) -> list[str]:
+    """The deploy temperature, and method settings that would judge dev at another one: above 0
+    the round compares the methods' sampled dev success, so their eval_temperature must be it."""
+    problems = deploy_temperature_problems(config.deploy_temperature)
+    if problems or not config.deploy_temperature:
+        return problems
+    for name, overrides in (("ppo", config.ppo), ("expert_iteration", config.expert_iteration)):
+        given = overrides.get("eval_temperature") if isinstance(overrides, dict) else None
+        if given is not None and given != config.deploy_temperature:
+            problems.append(
+                f"{name} eval_temperature: {given} while deploy_temperature is {config.deploy_temperature:g}; the "
+                "round chooses between methods on dev success at the deploy temperature, so leave eval_temperature "
+                "out (the loop sets it) or give the same value."
+            )
     return problems
 
 

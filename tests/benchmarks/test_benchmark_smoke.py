@@ -2,8 +2,9 @@
 a fresh process), so that none can rot unnoticed: each must finish and print its figures. The
 figures themselves are not checked against anything (benchmarks/RESULTS.md holds them).
 
-tests/benchmarks/test_loop_benchmarks.py covers gae_speed, loop_heldout, soak_embedded,
-import_traces and mcp_call_cost; this file covers the others, and checks that no script is
+tests/benchmarks/test_loop_benchmarks.py covers gae_speed, loop_heldout's plain run, soak_embedded,
+import_traces and mcp_call_cost; this file covers the others (loop_heldout's habit situations,
+best temperature and pass@k among them), and checks that no script is
 left without a smoke test. Scripts on PostgreSQL work on their scratch database, named after
 this run's database and its xdist worker (`arbiter_bench_gw0`: tests_env.py; they drop and
 re-create it; never the run's own database); api_fuzz on `test_arbiter_fuzz_gw0` and
@@ -23,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from core.intervals import share_interval
 from tests.policy_fixtures import tiny_policy_dir
 from tests_env import SUFFIX
+from training.envs.base import FRESH_WORLD_SEED
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
@@ -212,6 +215,77 @@ def test_rollout_throughput_compares_the_rollout_with_generate(bench, policy_dir
     out = bench("benchmarks/rollout_throughput.py", "--policy", policy_dir, *tiny.split())
     [row] = _table_rows(out, "this rollout")
     assert float(row[2]) > 0 and float(row[4]) > 0  # rollout tokens/s, rollout / generate
+
+
+def _situation_counts(cells: dict) -> dict[str, int]:
+    return {name: cell["n"] for name, cell in cells["situations"].items()}
+
+
+def test_loop_heldout_reports_each_habit_situation_the_best_temperature_and_pass_at_k(bench, policy_dir, tmp_path):
+    report = tmp_path / "report.json"
+    out = bench(
+        "benchmarks/loop_heldout.py",
+        *("--policy", f"start={policy_dir}", "--policy", f"again={policy_dir}", "--worlds", "10001", "--tasks", "12"),
+        *("--temperatures", "0.5", "0.3", "--temperature-tasks", "6", "--pass-at", "1", "2", "--json", str(report)),
+    )
+    figures = json.loads(report.read_text())
+    # The temperature is chosen on the fresh world, greedy among the candidates, the best dev
+    # success winning and a tie going to the lower temperature.
+    choice = figures["temperature_choice"]
+    assert choice["world"] == FRESH_WORLD_SEED and choice["tasks"] == 6
+    dev = {float(t): cells["success"][0] for t, cells in choice["candidates"].items()}
+    assert list(dev) == [0.0, 0.3, 0.5] and choice["chosen"] == min(t for t in dev if dev[t] == max(dev.values()))
+    world = figures["10001"]
+    start, again = world["policies"]["start"], world["policies"]["again"]
+    # 12 tasks taken across kinds hold both habit situations (the first 12 by id hold one kind);
+    # each situation's success is a share with its Wilson interval.
+    situations = _situation_counts(start["greedy"])
+    assert {"employer_headquarters", "headquarters_first_page", "other"} <= set(situations)
+    assert sum(situations.values()) == start["greedy"]["n"] == world["tasks"] == 12
+    for cell in [start["t1"], *start["t1"]["situations"].values()]:
+        share, low, high = cell["success"]
+        assert (low, high) == pytest.approx(share_interval(share * cell["n"], cell["n"]))
+    # The same policy on the same seeds: no gain in any situation, greedy or at T=1.
+    for mode in ("greedy", "t1"):
+        assert [c["gain"][0] for c in [again[mode], *again[mode]["situations"].values()]] == [0.0] * 4
+    best = world["best_temperature"]
+    assert best["temperature"] == choice["chosen"] and _situation_counts(best) == situations
+    assert _situation_counts(best["greedy_gain_over_it"]["again"]) == situations
+    # pass@k per situation from 2 samples a task; pass@2 is never below pass@1.
+    passes = again["pass_at_k"]
+    assert passes["samples"] == 2 and _situation_counts(passes) == situations
+    for cell in [passes, *passes["situations"].values()]:
+        assert 0.0 <= cell["pass@1"][0] <= cell["pass@2"][0] <= 1.0
+    # The tables: per policy a line overall and one per situation.
+    assert [row[1] for row in _table_rows(out, "again") if len(row) == 8] == ["overall", *situations]
+    assert [row[1] for row in _table_rows(out, "again greedy")] == ["overall", *situations]
+    temperatures = [row for row in _table_rows(out) if len(row) == 4 and row[3] in ("yes", "")]
+    assert [row[0] for row in temperatures] == ["0 (greedy)", "0.3", "0.5"]
+    assert [row[3] for row in temperatures].count("yes") == 1
+
+
+def test_reachability_measures_pass_at_k_per_situation_on_the_fresh_world_or_unseen_ones(bench, policy_dir, tmp_path):
+    report = tmp_path / "reach.json"
+    args = ("benchmarks/reachability.py", policy_dir, "--pass-at", "1", "3", "--tasks", "6", "--json", str(report))
+    out = bench(*args)
+    figures = json.loads(report.read_text())[str(FRESH_WORLD_SEED)]
+    assert figures["tasks"] == 6 and figures["samples"] == 3 and figures["temperature"] == 1.0
+    assert sum(_situation_counts(figures).values()) == 6 and "employer_headquarters" in figures["situations"]
+    assert [row[1] for row in _table_rows(out, "policy")] == ["overall", *figures["situations"]]
+    assert f"the fresh world (seed {FRESH_WORLD_SEED})" in out
+    bench(*args, "--worlds", "10001", "10002")
+    assert set(json.loads(report.read_text())) == {"10001", "10002"}
+
+
+def test_demonstrators_plays_each_named_demonstrator_per_habit_situation(bench, tmp_path):
+    report = tmp_path / "demonstrators.json"
+    out = bench("benchmarks/demonstrators.py", "--worlds", "0", "10001", "--size", "12,30,10", "--json", str(report))
+    figures = json.loads(report.read_text())
+    assert set(figures) == {"habits", "random", "clean"}
+    employer = figures["habits"]["10001"]["employer_headquarters"]
+    assert employer["n"] > 0 and employer["right"] == 0  # the habit that is never right
+    assert figures["clean"]["0"]["all"]["right"] == figures["clean"]["0"]["all"]["n"]
+    assert re.search(r"^  world 10001: all \d+/\d+ ", out, re.MULTILINE)
 
 
 def test_unseen_world_scores_a_policy_on_both_worlds(bench, policy_dir):

@@ -38,6 +38,7 @@ def test_loop_heldout_plays_policies_on_a_world_no_training_saw(tmp_path):
         "10001",
         "--tasks",
         "4",
+        "--temperatures",
         "--json",
         str(report),
     )

@@ -576,10 +576,16 @@ def test_the_start_at_its_best_temperature_on_dev_is_a_row_of_its_own(tmp_path, 
         temperatures=[0.3],
     )
     chosen = evaluation.config["best_temperature"]
-    assert chosen["chosen"] == 0.3 and chosen["chosen_on"] == "dev"
-    assert chosen["dev_success"]["0.3"] > chosen["dev_success"]["1"]
+    assert chosen["chosen_on"] == "dev" and chosen["environment"] == "codeword"
+    # Greedy is offered too, and every candidate plays the same 300 dev tasks (not the evaluation's 40).
+    candidates = {c["temperature"]: c for c in chosen["candidates"]}
+    assert set(candidates) == {0.0, 0.3, 1.0} and chosen["tasks"] == 300
+    assert all(c["n"] == 300 and c["low"] <= c["success"] <= c["high"] for c in candidates.values())
+    assert chosen["chosen"] == max(candidates, key=lambda t: (candidates[t]["success"], t))
+    assert candidates[chosen["chosen"]]["success"] > candidates[1.0]["success"]
     base, tuned = evaluation.entries.order_by("position")
-    assert tuned.label == f"{start} (start) at T=0.3, best on dev" and tuned.policy == start
+    words = "T=0 (greedy)" if chosen["chosen"] == 0 else f"T={chosen['chosen']:g}"
+    assert tuned.label == f"{start} (start) at {words}, best on dev" and tuned.policy == start
     assert tuned.metrics["sampled"]["success"]["mean"] > base.metrics["sampled"]["success"]["mean"]
     report = evaluation_report(evaluation)
     methods = {s["label"]: s["method"] for s in report["systems"]}

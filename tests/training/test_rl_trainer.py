@@ -412,7 +412,8 @@ def test_a_dev_success_far_below_the_start_stops_the_run_and_says_why():
     assert collapse(state, entry(5, 0.26, 0.55), config) is None  # a few points: noise, not a collapse
     fell = entry(10, 0.05, 0.10)
     message = collapse(state, fell, config)
-    assert message and "iteration 10" in message and "40.0%" in message and "best by dev stays iteration 0" in message
+    assert message and "iteration 10" in message and "best by greedy dev success stays iteration 0" in message
+    assert "greedy dev success (what is deployed) fell to 10.0% from the start's 60.0%" in message  # not a pool
     assert "from +1.00 to +2.00" in message  # the reward score beside the fall
     assert fell["collapse"] and fell["dev"]["collapsed"]
     # Far below in points but on so few episodes that it is within the noise: no stop.

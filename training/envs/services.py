@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from training.envs.base import Environment, EnvTask, EpisodeRunner
 from training.envs.registry import UnknownEnvironment, environment_names, get_environment
+from training.envs.sampling import spread_prefix
 
 log = logging.getLogger(__name__)
 _built: dict[str, Environment] = {}
@@ -183,13 +184,16 @@ def environment_problems(name: str, *, field: str = "environment") -> list[str]:
 
 
 def environment_tasks(env: Environment, split: str, limit: int = 0, *, task_ids: list[str] = ()) -> list[EnvTask]:
-    """The tasks of a split in their fixed order (the first `limit` when above 0), or the named
-    ones (external ids) when given."""
+    """The tasks of a split in their fixed order, or the named ones (external ids) when given.
+    With `limit` above 0 and below the split's size, `limit` of them (in that order) holding
+    every kind of question in proportion (training/envs/sampling.py `spread_prefix`): ids group
+    a kind together, so the first 64 of a world's eval tasks held three of its five kinds."""
     tasks = env.tasks(split)
     if task_ids:
         by_id = {t.external_id: t for t in tasks}
         return [by_id[i] for i in task_ids if i in by_id]
-    return tasks[:limit] if limit else tasks
+    chosen = {id(t) for t in spread_prefix(tasks, limit)}
+    return [t for t in tasks if id(t) in chosen]  # in the split's order, as before
 
 
 def task_problems(env: Environment, split: str, task_ids: list[str], *, field: str = "task_ids") -> list[str]:

@@ -17,6 +17,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, QuerySet
 
 from annotate.models import Policy, Trajectory
+from training.evaluation.behaviour import evaluation_behaviour, situation_expression
 from training.evaluation.episodes import paired_difference
 from training.evaluation.services import human_evaluation_result
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode
@@ -149,7 +150,8 @@ def row_name(entry: EvaluationEntry) -> str:
 
 def _method(entry: EvaluationEntry, baseline_policy_id: int | None = None) -> str:
     """How the system was made, in a word: start, best-of-n, the start at its best temperature,
-    SFT, DPO, PPO, RLOO, GRPO, expert iteration or policy."""
+    SFT, DPO, PPO, RLOO, GRPO, expert iteration, behaviour cloning (with what it imitated) or
+    policy."""
     metadata = entry.policy.metadata or {}
     if entry.is_baseline:
         return "start"
@@ -164,7 +166,27 @@ def _method(entry: EvaluationEntry, baseline_policy_id: int | None = None) -> st
     if "ppo" in metadata:
         run = entry.policy.run
         return (run.kind if run is not None else "ppo").upper()
+    if "bc" in metadata:
+        return _bc_method(metadata.get("config") or {})
     return "policy"
+
+
+# How a behaviour-cloning baseline's demonstrator differs from the default one (BCConfig.demonstrator).
+BC_DEMONSTRATORS = {
+    "clean": "on a clean demonstrator (no habits, no slips)",
+    "random": "on a demonstrator with random slips only (no habits)",
+}
+
+
+def _bc_method(config: dict) -> str:
+    """A behaviour-cloned policy's method, saying what it imitated when that was not every episode
+    of the default demonstrator: "behaviour cloning, successful demonstrations only (filtered)"."""
+    parts = ["behaviour cloning"]
+    if config.get("demonstrator") in BC_DEMONSTRATORS:
+        parts.append(BC_DEMONSTRATORS[config["demonstrator"]])
+    if config.get("demonstrations") == "successful":
+        parts.append("successful demonstrations only (filtered)")
+    return ", ".join(parts)
 
 
 def _verdict(difference: dict, a: str, b: str) -> str:
@@ -353,6 +375,7 @@ def evaluation_report(evaluation: Evaluation) -> dict:
         "memorisation": memorisation_rows(entries, baseline),
         "human_evaluations": _human_evaluations(evaluation),
         "rl_runs": runs,
+        "behaviour": evaluation_behaviour(evaluation, systems=systems),
     }
 
 
@@ -384,16 +407,25 @@ def evaluation_report_csv(report: dict) -> str:
 
 
 def evaluation_pairs_page(
-    *, baseline: EvaluationEntry, candidate: EvaluationEntry, mode: str, differ: bool, page: str | int | None
+    *,
+    baseline: EvaluationEntry,
+    candidate: EvaluationEntry,
+    mode: str,
+    differ: bool,
+    page: str | int | None,
+    situation: str = "",
 ) -> tuple[Page, int]:
     """One page of tasks both systems played in `mode`: sample 0 of each side
     ({task, before, after, differ}, trajectories loaded for this page only), and how many
-    tasks there are before the `differ` filter (outcome: correct against not)."""
+    tasks there are before the `differ` filter (outcome: correct against not). `situation`:
+    only the tasks in that situation (behaviour.situation_expression), when given."""
     episodes = (
         EvaluationEpisode.objects.filter(entry__in=[baseline, candidate], mode=mode, sample=0)
         .select_related("task")
         .defer("task__metadata")
     )
+    if situation:
+        episodes = episodes.annotate(situation=situation_expression()).filter(situation=situation)
     sides: dict[int, dict] = defaultdict(dict)
     for episode in episodes:
         sides[episode.task_id]["before" if episode.entry_id == baseline.pk else "after"] = episode

@@ -28,7 +28,10 @@ class System:
     is_baseline: bool = False
 
 
-DEV_TEMPERATURE_TASKS = 100  # dev tasks the baseline's best temperature is chosen on
+# Tasks the baseline's best temperature is chosen on, one episode each per candidate: 31 (the loop's
+# unseen world's dev split) could not tell 0.3 from 0.5 or from greedy (issue 54); at 300 a
+# 10-point difference is outside a candidate's interval.
+DEV_TEMPERATURE_TASKS = 300
 SEEN_MODES = ("seen_sampled", "seen_greedy")  # a world the policies trained on, beside the evaluation's own
 
 
@@ -93,9 +96,10 @@ def evaluation_execute(
     """Play the baseline policy, best-of-n over it and the other policies on the same tasks;
     store the evaluation. `progress(fraction, message)` may raise to cancel.
 
-    `temperatures`: the baseline is also played at the one of these (and `temperature`) that
-    does best on the environment's dev tasks, an honest baseline for methods that only
-    sharpen the policy (WebGPT: tuning the temperature closed much of the BC-RL gap).
+    `temperatures`: the baseline is also played at the one of these (and greedy, and
+    `temperature`) that does best on dev (`temperature_tasks`: up to DEV_TEMPERATURE_TASKS tasks
+    of the environment's fresh world, else of its dev split), an honest baseline for methods that
+    only sharpen the policy (WebGPT: tuning the temperature closed much of the BC-RL gap).
 
     `seen_environment`: every policy is also played on `seen_tasks` eval tasks of a world it
     trained on (sampled and greedy, modes `seen_sampled` and `seen_greedy`), so a gain that
@@ -133,12 +137,9 @@ def evaluation_execute(
     group = max([1, *best_of_n])
     stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({_samples_words(samples, group)}).")
     table.play_baseline(sorted(set(best_of_n)))
-    tuned = _best_temperature(
-        table.reference, table.tokenizer, table.runner, env, split, temperatures, temperature,
-        evaluated=len(tasks), seed=seed, chat=table.chat, limits=limits, log=log,
-    )  # fmt: skip
+    tuned = _best_temperature(table, env, split, temperatures, log=log) if temperatures else None
     if tuned is not None and tuned["chosen"] != temperature:
-        stage(0, f"Playing {baseline} at T={tuned['chosen']:g}, its best temperature on dev.")
+        stage(0, f"Playing {baseline} at {_temperature_words(tuned['chosen'])}, its best temperature on dev.")
         table.play_baseline_at(tuned["chosen"])
     if greedy:
         table.plays.append((table.base, "greedy", table.play_row(table.reference, 1, 0.0)))
@@ -225,9 +226,10 @@ class _Table:
             self.plays.append((system, "sampled", choose_best(sampled, n, group=group)))
 
     def play_baseline_at(self, temperature: float) -> None:
-        """The start at its best temperature on dev, the honest baseline of a sharpening method."""
-        label = f"{self.baseline} (start) at T={temperature:g}, best on dev"
-        at_best = self.play_row(self.reference, self.samples, temperature)
+        """The start at its best temperature on dev, the honest baseline of a sharpening method
+        (greedy among them: one episode per task, as every greedy row)."""
+        label = f"{self.baseline} (start) at {_temperature_words(temperature)}, best on dev"
+        at_best = self.play_row(self.reference, self.samples if temperature > 0 else 1, temperature)
         self.plays.append((System(label=label, policy=self.baseline), "sampled", at_best))
 
     def play_other(self, label: str, policy) -> None:
@@ -347,40 +349,80 @@ then fewer wasted steps and no tool errors. Use *tie* only when neither is bette
 """
 
 
-def _best_temperature(
-    model, tokenizer, runner, env, split: str, candidates, temperature: float, *, evaluated, seed, chat, limits, log
-) -> dict | None:
-    """The temperature among `candidates` and `temperature` at which the baseline does best on
-    the environment's dev tasks (on its train tasks when the evaluation is of the dev split),
-    with each one's dev success; None without candidates or tasks to choose on."""
-    from training.evaluation.episodes import play
+def _temperature_words(temperature: float) -> str:
+    """A temperature as a row's label and the log say it: "T=0.5", or "T=0 (greedy)"."""
+    return f"T={temperature:g}" + (" (greedy)" if temperature == 0 else "")
 
-    if not candidates:
-        return None
+
+def temperature_tasks(env, split: str) -> tuple[object, list, str]:
+    """(the world, its tasks, which of its splits) the start's best temperature is chosen on: the
+    fresh variant of the environment (of the one it is a variant of, for an unseen world) where
+    there is one, every split (no training step imitates it; where RL chooses its checkpoints,
+    training/rl/dev.py); else the environment's dev split (its train split when dev is the one
+    evaluated). At most DEV_TEMPERATURE_TASKS, every kind of question in proportion."""
+    from training.envs.registry import VARIANTS, variant_of
+    from training.envs.sampling import spread_prefix
+    from training.envs.services import environment_get
+
+    fresh = variant_of(env.name, "fresh")
+    if fresh == env.name and env.name in VARIANTS:
+        fresh = variant_of(VARIANTS[env.name][0], "fresh")
+    if fresh != env.name:
+        world = environment_get(fresh)
+        tasks = [t for part in ("train", "dev", "eval") for t in world.tasks(part)]
+        return world, spread_prefix(tasks, DEV_TEMPERATURE_TASKS), "every split"
     chosen_on = "train" if split == "dev" else "dev"
-    # As many tasks as the evaluation plays, at most DEV_TEMPERATURE_TASKS: the choice costs no more
-    # than the start's own row.
-    tasks = env.tasks(chosen_on)[: min(DEV_TEMPERATURE_TASKS, max(evaluated, 1))]
+    return env, spread_prefix(env.tasks(chosen_on), DEV_TEMPERATURE_TASKS), chosen_on
+
+
+def _best_temperature(table, env, split: str, candidates, *, log) -> dict | None:
+    """The temperature among greedy (0), `candidates` and the evaluation's own at which the
+    baseline does best on dev (`temperature_tasks`: the same tasks and seeds for every candidate,
+    one episode each), with each one's success, its 95% interval over tasks and n; None without
+    tasks to choose on."""
+    from training.envs.base import EpisodeRunner
+    from training.evaluation.episodes import play, task_bootstrap
+
+    world, tasks, chosen_on = temperature_tasks(env, split)
     if not tasks:
-        log(f"No {chosen_on} tasks to choose the baseline's temperature on; it is played at T={temperature:g} only.")
-        return None
-    success = {}
-    for t in sorted({*candidates, temperature}):
-        episodes = play(
-            model, tokenizer, runner, tasks, samples=1, temperature=t, seed=seed + 1, chat=chat, limits=limits
+        log(
+            f"No {chosen_on} tasks to choose the baseline's temperature on; it is played at T={table.temperature:g} only."
         )
-        success[t] = sum(e.outcome.correct for row in episodes for e in row) / len(tasks)
-    chosen = max(success, key=lambda t: (success[t], t))  # a tie goes to the higher temperature
+        return None
+    runner = table.runner if world is env else EpisodeRunner(world)
+    figures = {}
+    for t in sorted({0.0, *candidates, table.temperature}):
+        episodes = play(
+            table.reference,
+            table.tokenizer,
+            runner,
+            tasks,
+            samples=1,
+            temperature=t,
+            seed=table.seed + 1,
+            chat=table.chat,
+            limits=table.limits,
+        )
+        figures[t] = task_bootstrap([[float(e.outcome.correct) for e in row] for row in episodes], seed=table.seed)
+    chosen = max(figures, key=lambda t: (figures[t]["mean"], t))  # a tie goes to the higher temperature
     log(
-        f"Baseline success on {len(tasks)} {chosen_on} tasks by temperature: "
-        + ", ".join(f"T={t:g} {v:.1%}" for t, v in success.items())
-        + f"; T={chosen:g} is its best."
+        f"Baseline success on {len(tasks)} tasks of {world.name} ({chosen_on}) by temperature, 95% intervals over "
+        "tasks: "
+        + ", ".join(
+            f"{_temperature_words(t)} {f['mean']:.1%} [{f['low']:.1%}, {f['high']:.1%}]" for t, f in figures.items()
+        )
+        + f"; {_temperature_words(chosen)} is its best."
     )
     return {
         "chosen": chosen,
         "chosen_on": chosen_on,
+        "environment": world.name,
         "tasks": len(tasks),
-        "dev_success": {f"{t:g}": v for t, v in success.items()},
+        "dev_success": {f"{t:g}": f["mean"] for t, f in figures.items()},
+        "candidates": [
+            {"temperature": t, "success": f["mean"], "low": f["low"], "high": f["high"], "n": f["tasks"]}
+            for t, f in figures.items()
+        ],
     }
 
 

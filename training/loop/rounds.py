@@ -23,6 +23,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from annotate.models import Campaign, DatasetSnapshot, Judgement
+from training.rl.config import deploy_words
 from webapp.errors import ArbiterError
 from webapp.models import Run
 from webapp.runs.services import RunCancelled, run_cancel, run_execute, run_launch
@@ -500,7 +501,8 @@ def parse_methods(text: str) -> tuple[list[str], str | None]:
 
 def method_dev_figures(run) -> dict:
     """A method's kept checkpoint and the start, on the dev tasks its run judged them on (each
-    method's run judges the same dev tasks with the same seed: training/rl/dev.py)."""
+    method's run judges the same dev tasks with the same seed: training/rl/dev.py): dev success
+    at the run's deploy temperature (`dev_deploy`, what the round is chosen on), at T=1 and greedy."""
     summary = run.summary
     key = "round" if run.kind == "expert_iteration" else "iteration"
     kept = summary.get(f"best_{key}")
@@ -508,46 +510,73 @@ def method_dev_figures(run) -> dict:
     if kept is None:
         kept = max(entries, default=0)
     start, best = entries.get(0, {}), entries.get(kept, {})
-
-    def score(entry: dict) -> float | None:
-        values = [v for v in (entry.get("dev_success"), entry.get("dev_greedy_success")) if v is not None]
-        return sum(values) / len(values) if values else None
-
+    deploy = float((run.config or {}).get("deploy_temperature", 0.0))
     return {
         "run_id": run.pk,
         "kind": run.kind,
         "policy_id": _kept_policy(run),
         key: kept,
+        "deploy_temperature": deploy,
+        "dev_deploy": deployed_figure(best, run.config or {}),
         "dev_t1": best.get("dev_success"),
         "dev_greedy": best.get("dev_greedy_success"),
+        "start_dev_deploy": deployed_figure(start, run.config or {}),
         "start_dev_t1": start.get("dev_success"),
         "start_dev_greedy": start.get("dev_greedy_success"),
-        "score": score(best),
-        "start_score": score(start),
     }
 
 
+def deployed_figure(entry: dict, settings: dict) -> float | None:
+    """Dev success at the run's deploy temperature from one of its summary's evaluations: the
+    greedy figure when it deploys greedy, the sampled one when its dev episodes are sampled at it
+    (the loop sets eval_temperature to it); None where the run played neither."""
+    if entry.get("dev_deploy_success") is not None:
+        return entry["dev_deploy_success"]
+    deploy = float(settings.get("deploy_temperature", 0.0))
+    if deploy == 0:
+        return entry.get("dev_greedy_success")
+    return entry.get("dev_success") if float(settings.get("eval_temperature", 1.0)) == deploy else None
+
+
+def method_choice(figures: list[dict]) -> dict:
+    """Of the methods' figures (`method_dev_figures`), the one whose kept checkpoint gains most
+    over its run's start in dev success at the deploy temperature, the first (RL) on a tie; each
+    figure gets its `gain`. Like with like, whatever dev set a run was given."""
+    for f in figures:
+        f["gain"] = (
+            None
+            if f["dev_deploy"] is None or f["start_dev_deploy"] is None
+            else f["dev_deploy"] - f["start_dev_deploy"]
+        )
+    return max(figures, key=lambda f: f["gain"] if f["gain"] is not None else float("-inf"))
+
+
 def _choose(loop_round, config, *, stage: Stage, user, should_stop) -> None:
-    """The round's result: of its methods' kept checkpoints, the one whose dev success (T=1 and
-    greedy averaged, so sharpening alone does not win) gains most over its run's start; RL on a tie."""
+    """The round's result: of its methods' kept checkpoints, the one whose dev success at the
+    deploy temperature (greedy by default: what a user runs, not a mix with T=1, where sharpening
+    alone wins) gains most over its run's start; RL on a tie."""
     runs = [r for r in (loop_round.rl_run, loop_round.expert_iteration_run) if r is not None]
     if not runs:
         raise ArbiterError(f"{loop_round} trained no method; its methods are {config.methods!r}.")
     figures = [method_dev_figures(run) for run in runs]
-    for f in figures:  # the gain over the run's own start: like with like, whatever dev set a run was given
-        f["gain"] = None if f["score"] is None or f["start_score"] is None else f["score"] - f["start_score"]
-    chosen = max(figures, key=lambda f: f["gain"] if f["gain"] is not None else float("-inf"))
+    chosen = method_choice(figures)
+    deployed = deploy_words(config.deploy_temperature)
     progress = stage(f"round {loop_round.number}: the result")
     progress(
         1.0,
-        "; ".join(f"{f['kind']}: {_percent(f['score'])} on dev (start {_percent(f['start_score'])})" for f in figures)
-        + f"; kept {chosen['kind']}",
+        "; ".join(
+            f"{f['kind']}: {_percent(f['dev_deploy'])} {deployed} on dev (start {_percent(f['start_dev_deploy'])}), "
+            f"T=1 {_percent(f['dev_t1'])} (start {_percent(f['start_dev_t1'])})"
+            for f in figures
+        )
+        + f"; kept {chosen['kind']}, chosen on {deployed} dev success",
     )
     loop_round.policy_id = chosen["policy_id"]
     loop_round.choice = {
         "chosen": chosen["kind"],
         "methods": figures,
-        "rule": "the gain over the start in the mean of dev T=1 and greedy success",
+        "deploy_temperature": config.deploy_temperature,
+        "rule": f"the gain over the start in {deployed} dev success (the deploy temperature; T=1 beside)",
     }
     loop_round.save(update_fields=["policy", "choice", "updated_at"])
 
@@ -681,6 +710,7 @@ def _expert_iteration_config(loop_round, config, seed: int) -> dict:
         "seed": seed,
         "max_action_tokens": config.max_action_tokens,
         "max_context": config.max_context,
+        **_deploy_settings(config),
         **config.expert_iteration,
     }
 
@@ -698,8 +728,16 @@ def _rl_config(loop_round, config, seed: int) -> dict:
         "seed": seed,
         "max_action_tokens": config.max_action_tokens,
         "max_context": config.max_context,
+        **_deploy_settings(config),
         **config.ppo,
     }
+
+
+def _deploy_settings(config) -> dict:
+    """Both methods choose at the loop's deploy temperature; above 0 their sampled dev episodes are
+    played at it, so the round's choice reads the same figure from each run."""
+    deploy = config.deploy_temperature
+    return {"deploy_temperature": deploy, **({"eval_temperature": deploy} if deploy > 0 else {})}
 
 
 def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> dict:

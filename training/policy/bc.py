@@ -25,6 +25,7 @@ import torch
 from core import parallel
 from core.ranks import Ranks
 from training.envs.base import Environment, EpisodeRunner, demonstrator_problem
+from training.envs.mistakes import demonstrator_rates
 from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.policy.episodes import RolloutEpisode, episode_tokens, play_scripted
 from training.policy.parsers import PARSERS
@@ -60,12 +61,15 @@ def play_demonstrations(
         problem = demonstrator_problem(world)
         if problem:
             raise NoDemonstrator(problem)
-        turns = world.demonstrator(seed=config.seed + index, mistakes=config.mistakes)
+        mistakes, habits = demonstrator_rates(config.demonstrator, config.mistakes)
+        turns = world.demonstrator(seed=config.seed + index, mistakes=mistakes, habits=habits)
         runner = EpisodeRunner(world, limits) if limits else EpisodeRunner(world)
         writer = PARSERS[parser](list(runner.tools.values()))
         for task in tasks:
             for _ in range(repeats):
-                episodes.append((runner, play_scripted(runner, task, turns, writer)))
+                episode = play_scripted(runner, task, turns, writer)
+                if config.demonstrations == "all" or episode.outcome.correct:
+                    episodes.append((runner, episode))
     return episodes
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from training.envs.base import FRESH_WORLD_SEED
-from training.envs.mistakes import Mistakes
+from training.envs.mistakes import DEMONSTRATORS, SLIPS, Mistakes
 
 
 @dataclass
@@ -21,7 +21,19 @@ class BCConfig:
         },
     )
     mistakes: Mistakes = field(
-        default_factory=lambda: Mistakes(0.1, 0.1, 0.08, 0.05), metadata={"help": "the demonstrator's error rates"}
+        default_factory=lambda: SLIPS, metadata={"help": "the demonstrator's random slips, each at its rate"}
+    )
+    demonstrator: str = field(
+        default="habits",
+        metadata={
+            "help": "habits: the slips and the habits (each the same wrong move in one kind of situation: docs/agent.md); random: the slips only (the default before 2026-12-02); clean: neither"
+        },
+    )
+    demonstrations: str = field(
+        default="all",
+        metadata={
+            "help": "all: every demonstration; successful: only those the rubric marks correct (filtered behaviour cloning, a baseline)"
+        },
     )
     vocab_size: int = field(
         default=1024,
@@ -108,6 +120,16 @@ class BCConfig:
             "help": "data-parallel training processes on the worker (torch.distributed: one per GPU over NCCL, CPU processes over gloo); each takes its share of every batch and the gradients are summed over the whole batch's loss (core/ranks.py), so the loss curve is the one process's (batch_size a multiple of it)"
         },
     )
+
+
+def demonstrator_choice_problems(config: BCConfig) -> list[str]:
+    """What is wrong with the config's choice of demonstrator and demonstrations."""
+    problems = []
+    if config.demonstrator not in DEMONSTRATORS:
+        problems.append(f"demonstrator: one of {', '.join(DEMONSTRATORS)}.")
+    if config.demonstrations not in ("all", "successful"):
+        problems.append("demonstrations: all or successful.")
+    return problems
 
 
 def extra_worlds_problem(extra_worlds: int) -> str | None:

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from core.intervals import bootstrap
 from training.envs.registry import variant_of
 from training.evaluation.metrics import GREEDY_SUCCESS, episode_figures, mean_of_figures
-from training.rl.config import RLConfig
+from training.rl.config import RLConfig, deploy_words
+
+DEPLOY_SUCCESS = "deploy_success"  # dev success at the deploy temperature: what checkpoints are chosen on
 
 
 def dev_world(environment: str, dev_environment: str, size: int, *, get: Callable):
@@ -42,7 +44,12 @@ def dev_figures(
     model, tokenizer, runner, tasks, config: RLConfig, *, seed: int, chat=None, ranks=None, should_stop=None
 ) -> dict:
     """Rubric figures of the policy on the dev tasks (training/evaluation/metrics.py),
-    `eval_samples` episodes per task; in a data-parallel run each process plays its share."""
+    `eval_samples` episodes per task at `eval_temperature`, one greedy episode per task (when
+    `eval_greedy`, and always when the policy is deployed greedy), and the figures at
+    `deploy_temperature` that checkpoints are chosen on (`deploy_success`, `deploy_episodes`,
+    `deploy_low`, `deploy_high`): the greedy or sampled ones when it is one of those, else
+    `eval_samples` episodes per task played at it. In a data-parallel run each process plays its
+    share. `config` is an RLConfig or an ExpertIterationConfig."""
     from core.ranks import Ranks
     from training.policy.rollout import RolloutConfig, rollout
 
@@ -73,6 +80,7 @@ def dev_figures(
         )
         return ranks.gather([(e.task.external_id, episode_figures(e)) for e in episodes], mine)
 
+    deploy = config.deploy_temperature
     episodes = play(config.eval_temperature, config.eval_samples)
     figures = {
         **mean_of_figures([f for _, f in episodes]),
@@ -80,14 +88,62 @@ def dev_figures(
         "temperature": config.eval_temperature,
     }
     figures["success_low"], figures["success_high"] = _interval(episodes, seed)
-    if config.eval_greedy and config.eval_temperature > 0:
+    at_deploy = episodes if deploy == config.eval_temperature else None
+    if (config.eval_greedy or deploy == 0) and config.eval_temperature > 0:
         greedy = play(0.0, 1)
         figures[GREEDY_SUCCESS], figures["greedy_episodes"] = (
             mean_of_figures([f for _, f in greedy])["success"],
             len(greedy),
         )
         figures["greedy_low"], figures["greedy_high"] = _interval(greedy, seed)
+        at_deploy = greedy if deploy == 0 else at_deploy
+    if at_deploy is None:
+        at_deploy = play(deploy, config.eval_samples)
+    figures["deploy_temperature"] = deploy
+    figures[DEPLOY_SUCCESS], figures["deploy_episodes"] = (
+        mean_of_figures([f for _, f in at_deploy])["success"],
+        len(at_deploy),
+    )
+    figures["deploy_low"], figures["deploy_high"] = _interval(at_deploy, seed)
     return figures
+
+
+def dev_episodes_words(config: RLConfig) -> str:
+    """The episodes each dev task gets, in words: "2 sampled at T=1 and 1 greedy"."""
+    greedy = (config.eval_greedy or config.deploy_temperature == 0) and config.eval_temperature > 0
+    deploy = config.deploy_temperature
+    extra = deploy > 0 and deploy != config.eval_temperature
+    return (
+        f"{config.eval_samples} sampled at T={config.eval_temperature:g}"
+        + (" and 1 greedy" if greedy else "")
+        + (f" and {config.eval_samples} at T={deploy:g}, the deploy temperature" if extra else "")
+    )
+
+
+def dev_success_words(figures: dict) -> str:
+    """One evaluation's dev success in words, what checkpoints are chosen on first:
+    "dev success 80.6% greedy (what is deployed; 160 episodes), 55.0% at T=1 (320 episodes)"."""
+    deployed = deploy_words(figures["deploy_temperature"])
+    words = (
+        f"dev success {figures[DEPLOY_SUCCESS]:.1%} {'greedy' if deployed == 'greedy' else 'at ' + deployed} "
+        f"(what is deployed; {figures['deploy_episodes']} episodes)"
+    )
+    if figures["temperature"] != figures["deploy_temperature"]:
+        words += f", {figures['success']:.1%} at T={figures['temperature']:g} ({figures['episodes']} episodes)"
+    if GREEDY_SUCCESS in figures and figures["deploy_temperature"] != 0:
+        words += f", {figures[GREEDY_SUCCESS]:.1%} greedy"
+    return words
+
+
+def best_words(best: dict | None, key: str, deploy_temperature: float) -> str:
+    """The kept checkpoint in a run's last message, and what it was chosen on
+    (" The best checkpoint, chosen on greedy dev success: iteration 5 (82.0%).")."""
+    if not best:
+        return ""
+    success = best["dev"].get(DEPLOY_SUCCESS)
+    return f" The best checkpoint, chosen on {deploy_words(deploy_temperature)} dev success: {key} {best[key]}" + (
+        f" ({success:.1%})." if success is not None else "."
+    )
 
 
 def _interval(episodes: list[tuple[str, dict]], seed: int) -> tuple[float, float]:

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from training.rl.config import ExpertIterationConfig
-from training.rl.dev import dev_figures
+from training.rl.dev import best_words, dev_figures, dev_success_words
 from training.rl.trainer import RLCallbacks
 from training.rl.watch import clearly_better
 
@@ -258,11 +258,7 @@ class _Rounds:
         self.callbacks.metrics(
             round_, {f"eval/dev_{k}": v for k, v in figures.items() if k in ("success", "greedy_success")}
         )
-        self.callbacks.log(
-            f"Round {round_}: dev success {figures['success']:.1%} at T={config.eval_temperature:g}"
-            + (f", {figures['greedy_success']:.1%} greedy" if "greedy_success" in figures else "")
-            + f" ({figures['episodes']} episodes)."
-        )
+        self.callbacks.log(f"Round {round_}: {dev_success_words(figures)}.")
         return figures
 
     def save(self, round_: int, entry: dict) -> None:
@@ -289,6 +285,7 @@ class _Rounds:
         self.callbacks.policy_saved(round_, str(path), entry["dev"])
 
     def finish(self, reason: str, message: str) -> ExpertIterationResult:
+        message += best_words(self.state["best"], "round", self.config.deploy_temperature)
         self.callbacks.log(message)
         return ExpertIterationResult(
             rounds=self.state["round"],

@@ -55,7 +55,7 @@ from training.envs.base import INVALID_TOOL
 from training.evaluation.metrics import episode_figures, mean_of_figures
 from training.policy.chat import POLICY_FILE
 from training.rl.config import RLConfig
-from training.rl.dev import EvaluationCancelled, dev_figures
+from training.rl.dev import EvaluationCancelled, best_words, dev_episodes_words, dev_figures, dev_success_words
 from training.rl.episode_tensors import EpisodeBatch, episode_batch, forward_agent_tokens, token_logprobs
 from training.rl.scorers import Scorer
 from training.rl.watch import clearly_better, collapse, flag_overoptimization, warn_collapse
@@ -64,7 +64,7 @@ STATE_FILE = "ppo_state.json"
 VALUE_HEAD_FILE = "value_head.pt"
 OPTIMIZER_FILE = "optimizer.pt"
 EPISODE_METRICS = ("success", "utility", "steps", "tool_errors", "loop", "truncated", "agent_tokens")
-DEV_METRICS = ("success", "utility", "f1", "steps", "tool_errors")
+DEV_METRICS = ("success", "greedy_success", "deploy_success", "utility", "f1", "steps", "tool_errors")
 # A minibatch's figures, each a sum of the processes' parts in a data-parallel run.
 MINIBATCH_FIGURES = (
     "loss/policy",
@@ -581,11 +581,7 @@ class PPORun:
     def evaluate(self, iteration: int, rm_score: float | None) -> dict:
         config, callbacks = self.config, self.callbacks
         what = "the start" if iteration == 0 else f"iteration {iteration}"
-        message = (
-            f"Judging {what} on {len(self.dev_tasks)} dev tasks ({config.eval_samples} sampled"
-            + (" and 1 greedy" if config.eval_greedy else "")
-            + " each) ..."
-        )
+        message = f"Judging {what} on {len(self.dev_tasks)} dev tasks ({dev_episodes_words(config)} each) ..."
         callbacks.log(message)  # a run is never silent for minutes: this is its longest step
         callbacks.progress(iteration / config.iterations, message)
         figures = dev_figures(
@@ -605,8 +601,7 @@ class PPORun:
             iteration, {f"eval/dev_{name}": value for name, value in figures.items() if name in DEV_METRICS}
         )
         callbacks.log(
-            f"Iteration {iteration}: dev success {figures['success']:.1%} "
-            f"({figures['episodes']} episodes)"
+            f"Iteration {iteration}: {dev_success_words(figures)}"
             + (f", reward-model score {rm_score:+.3f}." if rm_score is not None else ".")
         )
         return entry
@@ -646,6 +641,7 @@ class PPORun:
         return str(path)
 
     def finish(self, reason: str, message: str) -> RLResult:
+        message += best_words(self.state["best"], "iteration", self.config.deploy_temperature)
         self.callbacks.log(message)
         return RLResult(
             iterations=self.state["iteration"],

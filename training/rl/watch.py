@@ -1,6 +1,7 @@
 """What an RL or expert-iteration run watches between its steps (plain Python, no Django):
-which checkpoint is the best on dev (`clearly_better`, by more than chance), when dev success
-has collapsed (`collapse`), over-optimization of the reward (`flag_overoptimization`), and the
+which checkpoint is the best on dev (`clearly_better`, by more than chance) and when dev
+success has collapsed (`collapse`), both on dev success at the temperature the policy is
+deployed at (`deployed`); over-optimization of the reward (`flag_overoptimization`); and the
 echo-trap warning signs (`warn_collapse`)."""
 
 from __future__ import annotations
@@ -8,41 +9,49 @@ from __future__ import annotations
 import math
 
 from core.callbacks import Callbacks
-from training.rl.config import RLConfig
+from training.evaluation.metrics import GREEDY_SUCCESS
+from training.rl.config import RLConfig, deploy_words
+from training.rl.dev import DEPLOY_SUCCESS
 
 
 def clearly_better(candidate: dict, best: dict, margin: float) -> bool:
-    """Whether a checkpoint's dev success beats the best's by more than `margin` standard errors
-    of the difference, and by more than one and a half episodes' worth, so that one lucky
-    episode cannot decide which checkpoint is kept. Sampled and greedy episodes are pooled
-    when both evaluations have greedy ones."""
-
-    def pooled(dev: dict, greedy: bool) -> tuple[float, int]:
-        return pooled_success(dev) if greedy else (dev["success"], dev.get("episodes", 1))
-
-    greedy = "greedy_success" in candidate and "greedy_success" in best
-    (p, n), (q, m) = pooled(candidate, greedy), pooled(best, greedy)
+    """Whether a checkpoint's dev success at the deploy temperature (`deployed`) beats the best's
+    by more than `margin` standard errors of the difference, and by more than one and a half
+    episodes' worth, so that one lucky episode cannot decide which checkpoint is kept. Not a pool
+    of sampled and greedy episodes: a sampled gain cannot outvote a greedy fall."""
+    (p, n), (q, m) = deployed(candidate), deployed(best)
     spread = math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
     return p - q > max(margin * spread, 1.5 / min(n, m))
 
 
-def pooled_success(dev: dict) -> tuple[float, int]:
-    """Dev success over the sampled and greedy episodes together, and their number."""
-    n, g = dev.get("episodes", 1), dev.get("greedy_episodes", 0)
-    if not g:
-        return dev["success"], n
-    return (dev["success"] * n + dev["greedy_success"] * g) / (n + g), n + g
+def deployed(dev: dict) -> tuple[float, int]:
+    """Dev success at the deploy temperature and its number of episodes (training/rl/dev.py
+    `dev_figures`). Figures saved before the deploy temperature existed (a resumed run's state)
+    have none: their greedy episodes stand for it (the default deploys greedy), else the sampled."""
+    if DEPLOY_SUCCESS in dev:
+        return dev[DEPLOY_SUCCESS], dev.get("deploy_episodes", 1)
+    if GREEDY_SUCCESS in dev:
+        return dev[GREEDY_SUCCESS], dev.get("greedy_episodes", 1)
+    return dev["success"], dev.get("episodes", 1)
+
+
+def deployed_words(dev: dict) -> str:
+    """Which episodes `deployed` reads, in words: "greedy" or "T=0.7"."""
+    if DEPLOY_SUCCESS in dev:
+        return deploy_words(dev.get("deploy_temperature", 0.0))
+    return "greedy" if GREEDY_SUCCESS in dev else deploy_words(dev.get("temperature", 1.0))
 
 
 def collapse(state: dict, entry: dict, config: RLConfig) -> str | None:
-    """Why the run must stop, when dev success has fallen far below the start's: by more than
-    `collapse_drop` and by more than `best_margin` standard errors of the difference. The
-    policy is then exploiting its reward (the short guess a reward model overrates, say), and
-    more iterations only go further; the checkpoint is kept and marked, the best one stays."""
+    """Why the run must stop, when dev success at the deploy temperature has fallen far below the
+    start's: by more than `collapse_drop` and by more than `best_margin` standard errors of the
+    difference. The policy is then exploiting its reward (the short guess a reward model
+    overrates, say), and more iterations only go further; the checkpoint is kept and marked,
+    the best one stays."""
     start = next((e for e in state["evaluations"] if e["iteration"] == 0), None)
     if not config.collapse_drop or start is None or entry["iteration"] == 0:
         return None
-    (p, n), (q, m) = pooled_success(start["dev"]), pooled_success(entry["dev"])
+    (p, n), (q, m) = deployed(start["dev"]), deployed(entry["dev"])
     spread = math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
     if p - q <= max(config.collapse_drop, config.best_margin * spread):
         return None
@@ -64,31 +73,38 @@ def collapse(state: dict, entry: dict, config: RLConfig) -> str | None:
         else "Its reward score did not rise either, so this is not reward hacking: the updates moved the policy "
         "away from what it is paid for"
     )
+    sampled = (
+        f" (at T={entry['dev']['temperature']:g}: {entry['dev']['success']:.1%}, the start's {start['dev']['success']:.1%})"
+        if "temperature" in entry["dev"] and "temperature" in start["dev"]
+        else ""
+    )
     return (
-        f"Stopped after iteration {entry['iteration']}: dev success (sampled and greedy episodes pooled) fell to "
-        f"{q:.1%} from the start's {p:.1%} (more than {config.collapse_drop:.0%} and {config.best_margin:g} "
-        f"standard errors){scores}. {why}; the checkpoint of iteration {entry['iteration']} is kept and marked as "
-        f"collapsed, and the best by dev stays iteration {best}. A reward model that checks the answer "
-        f"(answer-branch pairs), an ensemble, or a lower learning rate are the remedies (docs/loop.md)."
+        f"Stopped after iteration {entry['iteration']}: {deployed_words(entry['dev'])} dev success (what is "
+        f"deployed) fell to {q:.1%} from the start's {p:.1%}{sampled} (more than {config.collapse_drop:.0%} "
+        f"and {config.best_margin:g} standard errors){scores}. {why}; the checkpoint of iteration "
+        f"{entry['iteration']} is kept and marked as collapsed, and the best by {deployed_words(entry['dev'])} dev "
+        f"success stays iteration {best}. A reward model that checks the answer (answer-branch pairs), an "
+        f"ensemble, or a lower learning rate are the remedies (docs/loop.md)."
     )
 
 
 def flag_overoptimization(state: dict, entry: dict, config: RLConfig, callbacks: Callbacks) -> None:
-    """Over-optimization: the reward-model score rose since the best dev checkpoint while the
-    dev rubric fell by more than `overoptimization_tolerance`."""
+    """Over-optimization: the reward-model score rose since the best dev checkpoint while dev
+    success at the deploy temperature fell by more than `overoptimization_tolerance`."""
     best = state["best"]
     if best is None or best["iteration"] == entry["iteration"]:
         return
     best_entry = next((e for e in state["evaluations"] if e["iteration"] == best["iteration"]), None)
     if best_entry is None or best_entry["rm_score"] is None or entry["rm_score"] is None:
         return
-    fell = best["dev"]["success"] - entry["dev"]["success"]
+    fell = deployed(best["dev"])[0] - deployed(entry["dev"])[0]
     if entry["rm_score"] > best_entry["rm_score"] and fell > config.overoptimization_tolerance:
         entry["overoptimization"] = True
         callbacks.metrics(entry["iteration"], {"eval/overoptimization": 1.0})
         callbacks.log(
             f"Over-optimization: since iteration {best['iteration']} the reward-model score rose "
-            f"({best_entry['rm_score']:+.3f} -> {entry['rm_score']:+.3f}) while dev success fell "
+            f"({best_entry['rm_score']:+.3f} -> {entry['rm_score']:+.3f}) while {deployed_words(entry['dev'])} dev "
+            f"success fell "
             f"{fell:.1%}; the best checkpoint stays the one of iteration {best['iteration']}."
         )
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from annotate.models import Campaign, Policy
 from core.config_ranges import out_of_range
-from training.policy.bc_config import BCConfig, extra_worlds_problem
+from training.policy.bc_config import BCConfig, demonstrator_choice_problems, extra_worlds_problem
 from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
@@ -216,6 +216,7 @@ class BCRunConfig(BCConfig):
             problems.append("max_seconds, budget_seconds, observation_loss_weight and extra_worlds: 0 or more.")
         if extra_worlds_problem(self.extra_worlds):
             problems.append(extra_worlds_problem(self.extra_worlds))
+        problems += demonstrator_choice_problems(self)
         if self.processes > 1 and self.batch_size % self.processes:
             problems.append(
                 f"batch_size: {self.batch_size} episodes cannot be shared evenly by {self.processes} processes; "

@@ -96,7 +96,7 @@ def checkpoints_lineage_add(*, run, name: str, best: int | None) -> tuple[Policy
         run=run,
         links=[
             {k: v for k, v in policy_link(p.pk, "output").items() if k != "direction"}
-            | ({"label": f"{p} (best by dev rubric)"} if chosen and p.pk == chosen.pk else {})
+            | ({"label": f"{p} (best by dev success where deployed)"} if chosen and p.pk == chosen.pk else {})
             for p in outputs
             if p.pk not in already
         ],

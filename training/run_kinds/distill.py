@@ -148,12 +148,14 @@ def _execute(*, run, config: ExpertIterationRunConfig, reporter, compute, resume
         "best_policy_id": best.pk if best else None,
         "best_round": result.best and result.best["round"],
         "best_dev_success": result.best and result.best["dev"]["success"],
+        "best_dev_deploy_success": result.best and result.best["dev"].get("deploy_success"),
         "last_policy_id": outputs.last().pk if outputs.exists() else None,
         "evaluations": [
             {
                 "round": e["round"],
                 "dev_success": e["dev"]["success"],
                 "dev_greedy_success": e["dev"].get("greedy_success"),
+                "dev_deploy_success": e["dev"].get("deploy_success"),
                 "kept": e["kept"],
                 "tasks": e["tasks"],
                 "world": e.get("world"),

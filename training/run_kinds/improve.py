@@ -347,6 +347,7 @@ def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> 
         "best_policy_id": best.pk if best else None,
         "best_iteration": result.best and result.best["iteration"],
         "best_dev_success": result.best and result.best["dev"]["success"],
+        "best_dev_deploy_success": result.best and result.best["dev"].get("deploy_success"),
         "best_dev_interval": result.best
         and [result.best["dev"].get("success_low"), result.best["dev"].get("success_high")],
         "last_policy_id": outputs.last().pk if outputs.exists() else None,
@@ -356,6 +357,7 @@ def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> 
                 "rm_score": e["rm_score"],
                 "dev_success": e["dev"]["success"],
                 "dev_greedy_success": e["dev"].get("greedy_success"),
+                "dev_deploy_success": e["dev"].get("deploy_success"),
                 "overoptimization": e.get("overoptimization", False),
                 "collapse": e.get("collapse", False),
             }
@@ -428,9 +430,9 @@ class EvaluationRunConfig:
     baseline_temperatures: str = field(
         default="0.3,0.5,0.7",
         metadata=_help(
-            "The starting policy is also played at whichever of these temperatures (and `temperature`) does best on "
-            "the environment's dev tasks, a row of its own: the honest baseline for a method that only sharpens the "
-            "policy (comma-separated; empty: none)."
+            "The starting policy is also played at whichever of these temperatures (and `temperature`, and greedy) "
+            "does best on 300 dev tasks of the environment's fresh world, a row of its own: the honest baseline for a "
+            "method that only sharpens the policy (comma-separated; empty: none)."
         ),
     )
     seen_environment: str = field(

@@ -1,5 +1,7 @@
-"""The before/after dashboards: the evaluations, one evaluation's table, curves and human
-evaluations, the side-by-side view of two systems task by task, and the report's exports.
+"""The before/after dashboards: the evaluations, one evaluation's table, what changed in
+behaviour per situation, curves and human evaluations, the side-by-side view of two systems
+task by task (one situation at a time, where the two episodes part marked), and the report's
+exports.
 
 Every figure comes from `dashboard_report` (the evaluation's report with its loop), which the
 exports and the API render too.
@@ -14,6 +16,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from annotate.trajectory_view import pair_view
+from training.evaluation.behaviour import evaluation_situations, figure_words
+from training.evaluation.divergence import first_divergence, step_words
 from training.evaluation.forms import CompareForm, HumanEvaluationForm
 from training.evaluation.metrics import measured
 from training.evaluation.selectors import (
@@ -76,6 +80,40 @@ def _tables(report: dict, columns: list[tuple]) -> list[dict]:
         }
         for mode in report["modes"]
     ]
+
+
+def _behaviour(report: dict) -> dict:
+    """The panel "What changed in behaviour": the report's figures, each mode's heading in words
+    (the baseline's episodes: a row played otherwise says so in its cells), and per row the mode
+    its side-by-side link opens on (greedy where it was played: what a user deploys)."""
+    behaviour = report["behaviour"]
+    baseline = next((s for s in report["systems"] if s["is_baseline"]), None)
+    heads = [
+        {"mode": mode, "words": figure_words(baseline, baseline, mode, report["config"]) if baseline else mode}
+        for mode in behaviour["modes"]
+    ]
+    situations = [
+        {
+            **situation,
+            "rows": [
+                {
+                    **row,
+                    "cells": [
+                        {
+                            "head": head,
+                            "figure": row["figures"].get(head["mode"]),
+                            "difference": row["vs_baseline"].get(head["mode"]),
+                        }
+                        for head in heads
+                    ],
+                    "link_mode": "greedy" if "greedy" in row["figures"] else next(iter(row["figures"]), "sampled"),
+                }
+                for row in situation["systems"]
+            ],
+        }
+        for situation in behaviour["situations"]
+    ]
+    return {**behaviour, "situations": situations, "heads": heads}
 
 
 def _curves(report: dict) -> list[dict]:
@@ -143,6 +181,7 @@ def evaluation(request: HttpRequest, evaluation_id: int) -> HttpResponse:
             "columns": columns,
             "tables": _tables(report, columns),
             "curves": _curves(report),
+            "behaviour": _behaviour(report),
             "form": form,
             "error": error,
             "loop": _loop(report),
@@ -230,26 +269,58 @@ def evaluation_next_round(request: HttpRequest, evaluation_id: int) -> HttpRespo
     return redirect("runs:detail", run.pk)
 
 
+def _compare_row(row: dict) -> dict:
+    """A task's two episodes with their aligned steps and where they first part (the same step
+    index on both sides), each side's step there in words."""
+    before, after = row["before"].trajectory.steps, row["after"].trajectory.steps
+    divergence = first_divergence(before, after)
+    return {
+        **row,
+        "pair": pair_view(before, after),
+        "divergence": divergence,
+        "divergence_before": step_words(before, divergence),
+        "divergence_after": step_words(after, divergence),
+    }
+
+
 @role_required(*VIEW_ROLES)
 def evaluation_compare(request: HttpRequest, evaluation_id: int) -> HttpResponse:
-    """Per task, the baseline's and a candidate's episode (sample 0) side by side."""
+    """Per task, the baseline's and a candidate's episode (sample 0) side by side, the first
+    divergent step marked; `situation` keeps the tasks of one situation (the behaviour panel's links)."""
     row = get_object_or_404(Evaluation, pk=evaluation_id)
     baseline = row.entries.filter(is_baseline=True).first()
     form = CompareForm(row, request.GET)
+    situations = evaluation_situations(row)
+    situation = request.GET.get("situation", "")
     context = {
         "evaluation": row,
         "baseline": baseline,
         "form": form,
         "candidates": row.entries.filter(is_baseline=False).order_by("position", "id"),
+        "situations": situations,
+        "situation": situation,
     }
     if not form.is_valid():
+        return render(request, "training/evaluation_compare.html", context, status=400)
+    if situation and situation not in situations:
+        # Checked against the evaluation's own situations before any query reads it.
+        context["situation_error"] = (
+            f"No task of this evaluation is in that situation; its situations: {', '.join(situations)}."
+            if situations
+            else "The environment of this evaluation names no situations."
+        )
         return render(request, "training/evaluation_compare.html", context, status=400)
     candidate = form.cleaned_data["candidate"] or evaluation_default_candidate(row)
     mode, differ = form.cleaned_data["mode"] or "sampled", form.cleaned_data["differ"]
     context.update({"candidate": candidate, "mode": mode, "differ": differ})
     if baseline is not None and candidate is not None:
         page, total = evaluation_pairs_page(
-            baseline=baseline, candidate=candidate, mode=mode, differ=differ, page=request.GET.get("page")
+            baseline=baseline,
+            candidate=candidate,
+            mode=mode,
+            differ=differ,
+            page=request.GET.get("page"),
+            situation=situation,
         )
         query = request.GET.copy()
         query.pop("page", None)
@@ -258,10 +329,7 @@ def evaluation_compare(request: HttpRequest, evaluation_id: int) -> HttpResponse
                 "page": page,
                 "total": total,
                 "query": query.urlencode(),
-                "rows": [
-                    {**r, "pair": pair_view(r["before"].trajectory.steps, r["after"].trajectory.steps)}
-                    for r in page.object_list
-                ],
+                "rows": [_compare_row(r) for r in page.object_list],
             }
         )
     return render(request, "training/evaluation_compare.html", context)

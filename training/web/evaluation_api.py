@@ -4,11 +4,12 @@ same dict the page and the exports render."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from training.evaluation.behaviour import behaviour_for_situation
 from training.evaluation.selectors import evaluations_list
 from training.loop.report import dashboard_report
 from training.models import Evaluation
@@ -42,6 +43,11 @@ class EvaluationListApi(APIView):
         return list_page(self, evaluations_list(), lambda page: self.OutputSerializer(page, many=True).data)
 
 
+SITUATION_PARAM = OpenApiParameter(
+    "situation", str, description="Only this situation's figures in `behaviour` (a 400 names the evaluation's own)."
+)
+
+
 class EvaluationDetailApi(APIView):
     permission_classes = [api_role(*READ_ROLES)]
 
@@ -72,6 +78,11 @@ class EvaluationDetailApi(APIView):
         )
         human_evaluations = serializers.ListField(child=serializers.DictField())
         rl_runs = serializers.ListField(child=serializers.DictField())
+        behaviour = serializers.DictField(
+            help_text="What changed in behaviour: per situation of the tasks (metadata situation, else qtype), "
+            "per system and mode, the share of tasks handled right with its 95% Wilson interval and n, and the "
+            "paired difference from the baseline (docs/evaluation.md). `?situation=NAME` keeps one situation.",
+        )
         loop = serializers.DictField(
             allow_null=True,
             help_text="The loop this evaluation is a round of: its name, "
@@ -81,7 +92,10 @@ class EvaluationDetailApi(APIView):
         class Meta:
             ref_name = "EvaluationReport"
 
-    @extend_schema(responses={200: OutputSerializer})
+    @extend_schema(parameters=[SITUATION_PARAM], responses={200: OutputSerializer})
     def get(self, request, evaluation_id: int):
         report = dashboard_report(get_object_or_404(Evaluation, pk=evaluation_id))
+        situation = request.query_params.get("situation")
+        if situation is not None:
+            report["behaviour"] = behaviour_for_situation(report["behaviour"], situation)
         return Response(self.OutputSerializer(report).data)

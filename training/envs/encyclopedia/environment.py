@@ -14,6 +14,7 @@ from functools import cache
 from training.envs.base import TRAINING_SEEDS, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 from training.envs.encyclopedia.browser import BrowserConfig, TextBrowser
 from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
+from training.envs.encyclopedia.habits import situation_of
 from training.envs.encyclopedia.rubric import score
 
 UNLIMITED = 10**9  # the browser's own limits are switched off: the runner's apply
@@ -79,6 +80,7 @@ class EncyclopediaEnvironment(Environment):
                     "unseen": self.unseen,
                     "qtype": t.qtype,
                     "hops": t.hops,
+                    "situation": situation_of(t.question),
                 },
             )
             for t in self._specs
@@ -116,14 +118,15 @@ class EncyclopediaEnvironment(Environment):
     def vocabulary_texts(self) -> list[str]:
         return [d.text for d in self.browser.corpus.documents]
 
-    def demonstrator(self, *, seed: int = 0, mistakes=None, **options):
-        """The scripted agent (training/envs/encyclopedia/scripted.py) with its deliberate mistakes: its text
-        actions as tool calls, and an action that is no tool call as written."""
+    def demonstrator(self, *, seed: int = 0, mistakes=None, habits=None, **options):
+        """The scripted agent (training/envs/encyclopedia/scripted.py) with its deliberate slips
+        (`mistakes`) and habits (`habits`, none unless given): its text actions as tool calls, and
+        an action that is no tool call as written."""
         from training.envs.compact import NotACall, compact_call
         from training.envs.encyclopedia.scripted import ScriptedAgent
-        from training.envs.mistakes import Mistakes
+        from training.envs.mistakes import Habits, Mistakes
 
-        agent = ScriptedAgent(self.browser.corpus, mistakes or Mistakes(), seed=seed)
+        agent = ScriptedAgent(self.browser.corpus, mistakes or Mistakes(), seed=seed, habits=habits or Habits.none())
         specs = {t.external_id: t for t in self._specs}
         tools = self.tools()
 

@@ -135,6 +135,14 @@ def _add_training_arguments(parser, defaults: PipelineConfig) -> None:
         help="what each round trains with its reward model: rl, expert_iteration or both (default); the round "
         "keeps the checkpoint that gains most on dev",
     )
+    parser.add_argument(
+        "--deploy-temperature",
+        type=float,
+        default=defaults.deploy_temperature,
+        help="the temperature the result is used at (0: greedy): both methods keep their best checkpoint and the "
+        "round keeps a method by dev success at it, not by a mix with T=1 (issue 54: PPO's dev greedy fell from "
+        "90.0%% to 80.6%% unnoticed)",
+    )
     parser.add_argument("--expert-iteration", default="{}", help="expert_iteration run config overrides, as JSON")
     parser.add_argument(
         "--ppo-iterations", type=int, default=None, help="RL iterations per round (default: the RL run's)"
@@ -244,6 +252,7 @@ def _pipeline_config(options: dict) -> PipelineConfig:
         rl_kind=options["rl"],
         rl_train_worlds=options["rl_train_worlds"],
         methods=options["methods"],
+        deploy_temperature=options["deploy_temperature"],
         expert_iteration=expert_iteration,
         audit_size=options["audit_size"],
         audit_disagreements=options["audit_disagreements"],
@@ -254,6 +263,10 @@ def _pipeline_config(options: dict) -> PipelineConfig:
         seed=options["seed"],
     )
     return config
+
+
+def _percent(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
 def _progress_bars() -> tuple:
@@ -330,10 +343,17 @@ class Command(BaseCommand):
         self.stdout.write("\n" + format_rounds(report))
         last = result.rounds[-1]
         rl = last.rl_run.summary
-        self.stdout.write(
-            f"\n{last.rl_run.kind.upper()}: {rl['message']} Best checkpoint by dev rubric: "
-            f"iteration {rl['best_iteration']}."
-        )
+        self.stdout.write(f"\n{last.rl_run.kind.upper()}: {rl['message']}")
+        choice = last.choice or {}
+        if choice.get("chosen"):
+            self.stdout.write(
+                f"The round kept {choice['chosen']}: {choice['rule']}; "
+                + "; ".join(
+                    f"{m['kind']} {_percent(m['start_dev_deploy'])} -> {_percent(m['dev_deploy'])}"
+                    for m in choice["methods"]
+                )
+                + "."
+            )
         head_to_head = evaluation_report(evaluation)["head_to_head"]
         if config.compare_dpo:
             self.stdout.write("\nHead to head on the same held-out tasks (success, B - A, 95% interval over tasks):")
