@@ -11,6 +11,8 @@ themselves are training/loop/rounds.py.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -19,11 +21,12 @@ from django.utils import timezone
 
 from annotate.models import Campaign, Policy
 from annotate.preferences import MIN_TEST_PAIRS
-from training.loop.config import PipelineConfig
+from training.loop.config import BASELINES, PipelineConfig, bc_settings
 from training.loop.rounds import (
     Stage,
     annotator_profile,
     eval_environment,
+    parse_baselines,
     parse_methods,
     pipeline_user,
     round_advance,
@@ -79,15 +82,12 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
             own = f"{own}-into-{config.bc_base_policy_id}"
         if config.seed:  # each loop seed clones its own start (seed 0 is the default policy)
             own = f"{own}-seed{config.seed}"
+        if config.bc:  # other settings clone another start, kept apart from the default one
+            own = f"{own}-{hashlib.sha256(json.dumps(config.bc, sort_keys=True).encode()).hexdigest()[:8]}"
         cloning = rising(step)
         step(0.0, "playing the demonstrations ...")  # minutes before the first step: said as it begins
         policy = policy_train_default(
-            config=BCConfig(
-                environment=config.environment,
-                base_policy_id=config.bc_base_policy_id,
-                extra_worlds=config.bc_extra_worlds,
-                seed=config.seed,
-            ),
+            config=config_from_input(BCConfig, bc_settings(config)),
             name=own,
             target=settings.VAR_DIR / "policies" / own,
             progress=lambda f: cloning(f, "behaviour cloning"),
@@ -249,11 +249,13 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
             f"{MIN_TEST_PAIRS} pairs that are not ties."
         )
     bc_worlds = config.bc_extra_worlds
-    if bc_worlds < 0 and config.policy_id:
+    if bc_worlds < 0 and config.policy_id and not config.baselines:
         bc_worlds = 0  # nothing is cloned
     elif bc_worlds < 0:
         bc_worlds, note = _bc_worlds(config, size)
         notes.append(note)
+    if config.policy_id and config.baselines:
+        notes.append(_given_start_note(replace(config, bc_extra_worlds=bc_worlds)))
     ppo = dict(config.ppo) if isinstance(config.ppo, dict) else config.ppo  # a bad one is pipeline_problems'
     if isinstance(ppo, dict) and "episodes_per_iteration" not in ppo and size.train:
         from training.rl.config import RLConfig
@@ -273,6 +275,24 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
                 f"{RLConfig.episodes_per_iteration})."
             )
     return replace(config, rollout_tasks=tasks, samples_per_task=samples, ppo=ppo, bc_extra_worlds=bc_worlds), notes
+
+
+def _given_start_note(config: PipelineConfig) -> str:
+    """What the baselines are cloned with when the start was given, not cloned by the pipeline."""
+    wanted, _ = parse_baselines(config.baselines)
+    settings = bc_settings(config)
+    return (
+        f"baselines: the start is policy {config.policy_id}, given (--policy-id), not cloned here, so "
+        f"{' and '.join(BASELINES[b][0] for b in wanted)} are behaviour-cloned with the pipeline's default behaviour "
+        f"cloning settings and the loop's seed ({', '.join(f'{k} {v}' for k, v in settings.items())}), "
+        f"which need not be how policy {config.policy_id} was made"
+        + (
+            ""
+            if config.bc_base_policy_id
+            else f"; each into a fresh model of the default architecture with policy {config.policy_id}'s tokenizer"
+        )
+        + "."
+    )
 
 
 def _bc_worlds(config: PipelineConfig, size: EnvironmentSize) -> tuple[int, str]:
@@ -326,10 +346,12 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
             problems += _size_problems(config, size)
     if config.policy_id:
         problems += [f"policy_id: {p}" for p in policy_problems(config.policy_id)]
-    elif size is not None:
+    if size is not None and (not config.policy_id or config.baselines):  # something is behaviour-cloned
         problem = demonstrator_problem(environment_get(config.environment))
-        if problem:
+        if problem and not config.policy_id:
             problems.append(f"environment: {problem} Give --policy-id (a registered policy, docs/policies.md).")
+        elif problem:
+            problems.append(f"baselines: behaviour cloning needs a demonstrator: {problem}")
         if config.bc_base_policy_id:
             problems += [f"bc_base_policy_id: {p}" for p in policy_problems(config.bc_base_policy_id)]
     if not 1 <= config.rounds <= 50:
@@ -354,11 +376,12 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         )
     except ValueError as exc:
         problems.append(" ".join(str(exc).splitlines()))
-    if config.bc_extra_worlds >= 0 and not config.policy_id:
+    if config.bc_extra_worlds >= 0 and (not config.policy_id or config.baselines):
         from training.policy.bc_config import extra_worlds_problem
 
         problem = extra_worlds_problem(config.bc_extra_worlds)
         problems += [f"bc_{problem}"] if problem else []
+    problems += _bc_problems(config) + _baseline_problems(config, problems)
     if config.samples_per_task and config.samples_per_task < 2:
         problems.append("samples_per_task: at least 2 (comparisons pair a task's episodes).")
     if config.annotators < 1:
@@ -384,6 +407,58 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         problem = episodes_per_iteration_problem(rl.rl_config(), size.train) if size else None
         problems += [f"{config.rl_kind.upper()} settings: {problem}"] if problem else []
     return problems
+
+
+# Behaviour cloning settings the loop sets itself (from its own flags, or per baseline), or that
+# only a bc run launched by hand uses: refused in `bc`, so an override never hides a flag.
+LOOP_BC_SETTINGS = {
+    "environment": "--environment",
+    "base_policy_id": "--bc-base-policy-id",
+    "extra_worlds": "--bc-extra-worlds",
+    "seed": "--seed",
+    "policy_name": "the loop names its policies",
+    "rollout_campaign_id": "the loop rolls out itself",
+    "rollout_tasks": "the loop rolls out itself",
+    "rollout_samples": "the loop rolls out itself",
+}
+
+
+def _bc_problems(config: PipelineConfig) -> list[str]:
+    """The `bc` overrides: a JSON object of bc run settings that the loop does not set itself."""
+    if not isinstance(config.bc, dict):
+        return ["bc: a JSON object of behaviour cloning run settings."]
+    problems = [
+        f"bc: {key} is set by the loop ({LOOP_BC_SETTINGS[key]})." for key in config.bc if key in LOOP_BC_SETTINGS
+    ]
+    try:
+        config_from_input(
+            get_kind("bc").config_class, {k: v for k, v in config.bc.items() if k not in LOOP_BC_SETTINGS}
+        )
+    except ValueError as exc:
+        problems.append(f"BC settings: {' '.join(str(exc).splitlines())}")
+    return problems
+
+
+def _baseline_problems(config: PipelineConfig, problems: list[str]) -> list[str]:
+    """The baselines' names, and where they are cloned into a given base policy, a start that shares
+    its tokenizer: the evaluation plays only policies that tokenize as the start does (it measures
+    their KL to it). `problems`: the policy ids were refused already."""
+    from training.policy.model_io import same_tokenizer
+
+    wanted, problem = parse_baselines(config.baselines)
+    if problem or not wanted:
+        return [problem] if problem else []
+    if not (config.policy_id and config.bc_base_policy_id):
+        return []  # the start is cloned into the same base, or the baselines take the start's own tokenizer
+    if any(p.startswith(("policy_id", "bc_base_policy_id")) for p in problems):
+        return []
+    start, base = Policy.objects.get(pk=config.policy_id), Policy.objects.get(pk=config.bc_base_policy_id)
+    if not same_tokenizer(start.model_dir, base.model_dir):
+        return [
+            f"baselines: the start ({start}) does not share the tokenizer of bc_base_policy_id {base}, which the "
+            "baselines are cloned into, and the evaluation plays only policies that share the start's tokenizer."
+        ]
+    return []
 
 
 def _deploy_problems(config: PipelineConfig) -> list[str]:

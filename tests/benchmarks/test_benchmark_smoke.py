@@ -240,7 +240,7 @@ def test_loop_heldout_reports_each_habit_situation_the_best_temperature_and_pass
     # 12 tasks taken across kinds hold both habit situations (the first 12 by id hold one kind);
     # each situation's success is a share with its Wilson interval.
     situations = _situation_counts(start["greedy"])
-    assert {"employer_headquarters", "headquarters_first_page", "other"} <= set(situations)
+    assert {"decoy_on_top", "headquarters_first_page", "other"} <= set(situations)
     assert sum(situations.values()) == start["greedy"]["n"] == world["tasks"] == 12
     for cell in [start["t1"], *start["t1"]["situations"].values()]:
         share, low, high = cell["success"]
@@ -270,7 +270,7 @@ def test_reachability_measures_pass_at_k_per_situation_on_the_fresh_world_or_uns
     out = bench(*args)
     figures = json.loads(report.read_text())[str(FRESH_WORLD_SEED)]
     assert figures["tasks"] == 6 and figures["samples"] == 3 and figures["temperature"] == 1.0
-    assert sum(_situation_counts(figures).values()) == 6 and "employer_headquarters" in figures["situations"]
+    assert sum(_situation_counts(figures).values()) == 6 and "decoy_on_top" in figures["situations"]
     assert [row[1] for row in _table_rows(out, "policy")] == ["overall", *figures["situations"]]
     assert f"the fresh world (seed {FRESH_WORLD_SEED})" in out
     bench(*args, "--worlds", "10001", "10002")
@@ -282,7 +282,7 @@ def test_demonstrators_plays_each_named_demonstrator_per_habit_situation(bench, 
     out = bench("benchmarks/demonstrators.py", "--worlds", "0", "10001", "--size", "12,30,10", "--json", str(report))
     figures = json.loads(report.read_text())
     assert set(figures) == {"habits", "random", "clean"}
-    employer = figures["habits"]["10001"]["employer_headquarters"]
+    employer = figures["habits"]["10001"]["decoy_on_top"]
     assert employer["n"] > 0 and employer["right"] == 0  # the habit that is never right
     assert figures["clean"]["0"]["all"]["right"] == figures["clean"]["0"]["all"]["n"]
     assert re.search(r"^  world 10001: all \d+/\d+ ", out, re.MULTILINE)

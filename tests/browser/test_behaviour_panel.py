@@ -20,7 +20,7 @@ def test_the_panel_leads_from_a_situation_to_the_first_difference_of_its_tasks(p
 
     panel = page.locator("#behaviour")
     expect(panel.locator("h2")).to_have_text("What changed in behaviour")
-    employer = panel.locator("#situation-employer_headquarters")
+    employer = panel.locator("#situation-decoy_on_top")
     expect(employer.locator("tr")).to_have_count(3)  # the start, filtered behaviour cloning, the start at its best T
     words = employer.inner_text()
     assert "stops one hop early" in words and "62.5%" in words and "n = 4" in words
@@ -28,7 +28,7 @@ def test_the_panel_leads_from_a_situation_to_the_first_difference_of_its_tasks(p
     screenshot(page, "behaviour-panel")
 
     employer.locator("tr", has_text="bc-filtered@1").locator("a:has-text('side by side in this situation')").click()
-    page.wait_for_url("**situation=employer_headquarters**")
+    page.wait_for_url("**situation=decoy_on_top**")
     expect(page.locator("#compare-summary")).to_contain_text("3 of 4 tasks differ in outcome")
     expect(page.locator(".task-pair")).to_have_count(3)
     first = page.locator(".task-pair").first
@@ -39,7 +39,7 @@ def test_the_panel_leads_from_a_situation_to_the_first_difference_of_its_tasks(p
     left, right = (marks.nth(i).bounding_box() for i in range(2))
     assert left["x"] + left["width"] <= right["x"]  # side by side, the start's on the left
     expect(first.locator(".pair-row.first-diff")).to_have_count(1)
-    assert page.locator("select[name=situation]").input_value() == "employer_headquarters"
+    assert page.locator("select[name=situation]").input_value() == "decoy_on_top"
     screenshot(page, "behaviour-first-difference")
 
     # Another situation from the filter: the same steps on both sides, nothing marked.

@@ -1,9 +1,9 @@
 """A stored evaluation whose tasks name habit situations, for the behaviour panel's tests (the
 selectors, the pages, the API and the browser test build it alike).
 
-The start (a behaviour-cloned policy with the habits) answers the headquarters town on every
-`employer_headquarters` task, not the founder. The result (filtered behaviour cloning)
-answers the founder on most of them. `headquarters_first_page` tasks: both right on the
+The start (a behaviour-cloned policy with the habits) opens the namesake's article on every
+`decoy_on_top` task. The result (filtered behaviour cloning) opens the asked person's on most
+of them. `headquarters_first_page` tasks: both right on the
 same steps. Two tasks name only a question type (`birthplace`), as tasks stored before
 situations existed do. The start is also played at its best temperature on dev (T=0.5).
 
@@ -133,7 +133,7 @@ def stored_evaluation() -> Stored:
     employer = [
         TaskFactory(
             prompt=f"Who founded the organisation Person {i} worked for?",
-            metadata={"situation": "employer_headquarters", "qtype": "person_employer_founder"},
+            metadata={"situation": "decoy_on_top", "qtype": "person_employer_founder"},
         )
         for i in range(4)
     ]
@@ -146,7 +146,7 @@ def stored_evaluation() -> Stored:
     ]
     birthplace = [TaskFactory(prompt=f"Where was Person {i} born?", metadata={"qtype": "birthplace"}) for i in range(2)]
     stored.tasks = {
-        "employer_headquarters": employer,
+        "decoy_on_top": employer,
         "headquarters_first_page": headquarters,
         "birthplace": birthplace,
     }

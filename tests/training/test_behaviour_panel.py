@@ -42,13 +42,13 @@ def test_each_situation_has_each_systems_share_with_its_wilson_interval_and_the_
     # The habits' situations in their own order; a task that names only its question type is
     # grouped by it.
     assert [s["name"] for s in behaviour["situations"]] == [
-        "employer_headquarters",
+        "decoy_on_top",
         "headquarters_first_page",
         "birthplace",
     ]
     assert [s["tasks"] for s in behaviour["situations"]] == [4, 3, 2]
-    assert "answers its headquarters town" in behaviour["situations"][0]["habit"]
-    employer = by_name(behaviour)["employer_headquarters"]
+    assert "opens the top result" in behaviour["situations"][0]["habit"]
+    employer = by_name(behaviour)["decoy_on_top"]
     start, result = employer["bc-habits@1 (start)"], employer["bc-filtered@1"]
     # The start never escapes its habit; the result: per task 1/2, 2/2, 0/2, 2/2, a mean of 0.625
     # over 4 tasks (each task's samples averaged first), its Wilson interval over those 4.
@@ -71,7 +71,7 @@ def test_each_situation_has_each_systems_share_with_its_wilson_interval_and_the_
 
 def test_the_words_say_what_each_figure_is_and_the_rows_say_how_they_were_made(stored):
     behaviour = evaluation_report(stored.evaluation)["behaviour"]
-    employer = by_name(behaviour)["employer_headquarters"]
+    employer = by_name(behaviour)["decoy_on_top"]
     start = employer["bc-habits@1 (start)"]
     assert start["figures"]["sampled"]["words"] == "sampled at T=1, 2 episodes per task"
     assert start["figures"]["greedy"]["words"] == "greedy, one episode per task"
@@ -89,7 +89,7 @@ def test_the_words_say_what_each_figure_is_and_the_rows_say_how_they_were_made(s
 def test_a_start_whose_best_temperature_is_greedy_says_greedy_not_t_0(stored):
     stored.evaluation.config["best_temperature"]["chosen"] = 0.0
     stored.evaluation.save()
-    employer = by_name(evaluation_report(stored.evaluation)["behaviour"])["employer_headquarters"]
+    employer = by_name(evaluation_report(stored.evaluation)["behaviour"])["decoy_on_top"]
     best_t = employer["bc-habits@1 (start) at T=0.5, best on dev"]
     assert best_t["figures"]["sampled"]["words"] == "greedy, one episode per task"
 
@@ -166,33 +166,33 @@ def test_the_evaluation_page_shows_the_panel_with_links_to_each_situation(client
     assert "What changed in behaviour" in section
     assert "Handled right, sampled at T=1, 2 episodes per task" in section
     assert "Handled right, greedy, one episode per task" in section
-    employer = section[section.index('id="situation-employer_headquarters"') : section.index("</tbody>")]
+    employer = section[section.index('id="situation-decoy_on_top"') : section.index("</tbody>")]
     words = text(employer)
     low, high = share_interval(2.5, 4)
     assert f"62.5% [{100 * low:.1f}%, {100 * high:.1f}%] n = 4" in words
     assert "+62.5 pts (too few for an interval: n = 4)" in words
     assert "sampled at T=0.5, 2 episodes per task" in words  # the best-temperature row says so
     assert "behaviour cloning, successful demonstrations only (filtered)" in words
-    assert "then answers its headquarters town" in words
+    assert "opens the top result, the namesake" in words
     link = (
         f'href="/training/evaluations/{stored.evaluation.pk}/compare/?candidate={stored.result.pk}'
-        '&amp;mode=greedy&amp;situation=employer_headquarters&amp;differ=1"'
+        '&amp;mode=greedy&amp;situation=decoy_on_top&amp;differ=1"'
     )
     assert link in employer
     # The best-temperature row has no greedy episodes: its link opens its sampled ones.
-    assert f"candidate={stored.best_t.pk}&amp;mode=sampled&amp;situation=employer_headquarters" in employer
+    assert f"candidate={stored.best_t.pk}&amp;mode=sampled&amp;situation=decoy_on_top" in employer
 
 
 def test_the_side_by_side_view_keeps_one_situation_and_marks_the_first_difference(client, researcher, stored):
     client.force_login(researcher)
-    url = stored.url(f"compare/?candidate={stored.result.pk}&mode=greedy&situation=employer_headquarters")
+    url = stored.url(f"compare/?candidate={stored.result.pk}&mode=greedy&situation=decoy_on_top")
     page = client.get(url).content.decode()
     shown = set(re.findall(r'id="task-(\d+)"', page))
-    assert shown == {str(t.pk) for t in stored.tasks["employer_headquarters"]}
-    assert "situation <code>employer_headquarters</code>" in page
-    assert '<option value="employer_headquarters" selected>' in page
+    assert shown == {str(t.pk) for t in stored.tasks["decoy_on_top"]}
+    assert "situation <code>decoy_on_top</code>" in page
+    assert '<option value="decoy_on_top" selected>' in page
     # Greedy, the result walks on to the founder on tasks 0, 1 and 3: both sides say where they part.
-    pair = page[page.index(f'id="task-{stored.tasks["employer_headquarters"][0].pk}"') :].split("</section>")[0]
+    pair = page[page.index(f'id="task-{stored.tasks["decoy_on_top"][0].pk}"') :].split("</section>")[0]
     marks = re.findall(r'<p class="first-divergence">([^<]*)</p>', pair)
     assert marks == [
         "first difference: step 4, answer “Acme Glassworks”",
@@ -203,7 +203,7 @@ def test_the_side_by_side_view_keeps_one_situation_and_marks_the_first_differenc
     assert len(re.findall(r'class="pair-row row-[a-z-]+ first-diff"', pair)) == 1
     assert "first difference: bc-habits@1 (start) no step · bc-filtered@1 step 4" in text(pair)
     # Task 2: the same steps on both sides, no mark.
-    same = page[page.index(f'id="task-{stored.tasks["employer_headquarters"][2].pk}"') :].split("</section>")[0]
+    same = page[page.index(f'id="task-{stored.tasks["decoy_on_top"][2].pk}"') :].split("</section>")[0]
     assert "first-divergence" not in same and "took the same steps" in same
     differ = client.get(url + "&differ=1").content.decode()
     assert "3 of 4 tasks differ in outcome" in differ
@@ -218,7 +218,7 @@ def test_a_bad_situation_is_a_400_that_names_the_situations_never_a_500(client, 
     assert response.status_code == 400
     page = response.content.decode()
     assert "no task of this evaluation is in that situation" in page.lower()
-    assert "employer_headquarters, headquarters_first_page, birthplace" in page
+    assert "decoy_on_top, headquarters_first_page, birthplace" in page
     assert 'class="task-pair"' not in page
 
 
@@ -238,5 +238,5 @@ def test_the_api_has_the_same_behaviour_figures_and_keeps_one_situation_on_reque
     bad = api.get(f"/api/v1/evaluations/{stored.evaluation.pk}/", {"situation": "nope\x00"})
     assert bad.status_code == 400 and bad["Content-Type"].startswith("application/json")
     body = bad.json()
-    assert "employer_headquarters, headquarters_first_page, birthplace" in body["detail"]
+    assert "decoy_on_top, headquarters_first_page, birthplace" in body["detail"]
     assert body["errors"] == [{"field": "situation", "message": "unknown situation"}]

@@ -40,22 +40,33 @@ def test_every_habit_situation_is_made_by_held_out_worlds_as_often_as_by_trainin
             assert counts[situation] >= 0.5 * share, (situation, counts)
 
 
-def test_a_situation_is_read_from_the_question_shape_not_its_names():
+def test_a_situation_is_read_from_what_the_agent_sees_not_from_names():
     """Every task keeps its situation when the entity it asks about is renamed to a name no world
-    has: the cue is the shape of the question, present wherever that shape is asked."""
+    has: the cue is the shape of the question (and, for namesakes, the occupation it states
+    against the titles a search returns), present wherever that shape is asked."""
     for env in (EncyclopediaEnvironment(seed=0, **SMALL), EncyclopediaEnvironment(seed=10_002, unseen=True, **SMALL)):
         for spec in env._specs:
-            renamed = spec.question.replace(spec.entity.split(" ")[0], "Qqzx")
+            name = spec.entity.split(" (")[0]
+            renamed = spec.question.replace(name.split(" ")[0], "Qqzx")
             assert renamed != spec.question
-            assert situation_of(renamed) == situation_of(spec.question) == _situation_by_kind(spec.qtype)
+            top = env.browser.index.search(name, 1)[0].title.replace(name.split(" ")[0], "Qqzx")
+            situation = env._situations[spec.external_id]
+            assert situation_of(renamed, top) == situation
+            assert (situation == "headquarters_first_page") == (spec.qtype == "org_founder_birthplace")
+    assert situation_of("In which town was the weaver Qqzx Vvyw born?", "Qqzx Vvyw (composer)") == "decoy_on_top"
+    assert situation_of("In which town was the weaver Qqzx Vvyw born?", "Qqzx Vvyw (weaver)") == "namesake_on_top"
     assert situation_of("In which town was Qqzx Vvyw born?") == OTHER
 
 
-def _situation_by_kind(qtype: str) -> str:
-    return {
-        "person_employer_founder": "employer_headquarters",
-        "org_founder_birthplace": "headquarters_first_page",
-    }.get(qtype, OTHER)
+def test_worlds_without_namesakes_are_the_worlds_before_them():
+    before = generate_corpus(seed=0, namesakes=0.0, **SMALL)
+    assert not any("(" in d.title for d in before.documents)
+    with_them = generate_corpus(seed=0, **SMALL)
+    twins = [t for t, f in with_them.facts.items() if f.get("decoy")]
+    assert twins and len(with_them.documents) == len(before.documents) + len(twins)
+    # the rest of the world is drawn as it was: the same places and organisations, word for word
+    kept = {d.title: d.text for d in before.documents if d.kind != "person"}
+    assert kept == {d.title: d.text for d in with_them.documents if d.kind != "person"}
 
 
 def _played(env, name: str, seed: int = 0):
@@ -68,30 +79,22 @@ def _played(env, name: str, seed: int = 0):
 
 
 @pytest.mark.parametrize("seed,unseen", [(0, False), (10_001, True)])
-def test_the_employer_habit_is_never_right_and_the_headquarters_habit_mostly_wrong(seed, unseen):
-    env = EncyclopediaEnvironment(seed=seed, unseen=unseen, **SMALL)
-    facts = env.browser.corpus.facts
+def test_the_top_result_habit_is_never_right_where_the_namesake_is_on_top(seed, unseen):
+    env = EncyclopediaEnvironment(seed=seed, unseen=unseen)
     by_situation = {}
     for task, episode in _played(env, "habits"):
-        by_situation.setdefault(task.metadata["situation"], []).append((task, episode))
-    employer = by_situation["employer_headquarters"]
-    assert not any(e.outcome.correct for _, e in employer)
-    person = {t.prompt: t for t in env.tasks("train") + env.tasks("dev") + env.tasks("eval")}
-    town = [
-        e.episode.record.answer == facts[facts[_entity(env, person[t.prompt])]["employer"]]["headquarters"]
-        for t, e in employer
-    ]
-    assert sum(town) / len(employer) > 0.7  # the rest are slips (a wrong result opened, a guess)
-    walked = [sum(s.get("tool") == "search" for s in e.episode.record.steps) for _, e in employer]
-    assert sum(w >= 2 for w in walked) / len(employer) > 0.6  # the habit reads both pages first
-    headquarters = [e.outcome.correct for _, e in by_situation["headquarters_first_page"]]
+        by_situation.setdefault(task.metadata["situation"], []).append(episode)
+    decoy = by_situation["decoy_on_top"]
+    assert len(decoy) >= 20 and not any(e.outcome.correct for e in decoy)
+    # it read the namesake's page and walked on from it, as from the right one
+    opened = [s.get("title", "") for e in decoy for s in e.episode.record.steps if s.get("tool") == "open"]
+    assert opened
+    right_on_top = [e.outcome.correct for e in by_situation["namesake_on_top"]]
+    assert sum(right_on_top) / len(right_on_top) > 0.6
+    headquarters = [e.outcome.correct for e in by_situation["headquarters_first_page"]]
     assert sum(headquarters) / len(headquarters) < 0.5
-    other = [e.outcome.correct for _, e in by_situation[OTHER]]
+    other = [e.outcome.correct for e in by_situation[OTHER]]
     assert sum(other) / len(other) > 0.75
-
-
-def _entity(env, task):
-    return next(s.entity for s in env._specs if s.external_id == task.external_id)
 
 
 def test_the_random_and_clean_demonstrators_have_no_habits():
@@ -99,14 +102,15 @@ def test_the_random_and_clean_demonstrators_have_no_habits():
     clean = [e.outcome.correct for _, e in _played(env, "clean")]
     assert all(clean)
     random_only = [(t.metadata["situation"], e.outcome.correct) for t, e in _played(env, "random")]
-    employer = [c for s, c in random_only if s == "employer_headquarters"]
-    assert sum(employer) / len(employer) > 0.6
+    decoy = [c for s, c in random_only if s == "decoy_on_top"]
+    assert decoy and sum(decoy) / len(decoy) > 0.6
 
 
 def test_the_random_demonstrator_plays_exactly_as_before_habits():
-    """Its actions on a fixed world hash as they did from the code before habits (2026-12-02):
-    a habit takes no random draw where none applies, so today's figures stay reproducible."""
-    corpus = generate_corpus(seed=0, **SMALL)
+    """Its actions on a world without namesakes hash as they did from the code before habits
+    (2026-12-02): a habit takes no random draw where none applies, so the figures before habits
+    stay reproducible (`namesakes=0` and the `random` demonstrator)."""
+    corpus = generate_corpus(seed=0, namesakes=0.0, **SMALL)
     tasks = generate_tasks(corpus, seed=0)
     browser = TextBrowser(corpus)
     agent = ScriptedAgent(corpus, SLIPS, seed=3, habits=Habits.none())

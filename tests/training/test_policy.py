@@ -252,14 +252,22 @@ def test_the_dev_judge_reads_a_world_no_stage_trains_on(world):
 
 
 @pytest.mark.parametrize(
-    "scores, steps, kept",
+    "scores, patience, steps, kept",
     [
-        ({10: 0.1, 20: 0.2, 30: 0.3, 40: 0.4}, 40, 40),  # still learning: on to the cap (20 + 20)
-        ({10: 0.1, 20: 0.2, 30: 0.15}, 30, 20),  # the block after the end did not beat it: stop, keep step 20
-        ({10: 0.3, 20: 0.2}, 20, 10),  # not learning at the end: no more steps
+        ({10: 0.1, 20: 0.2, 30: 0.3, 40: 0.4}, 1, 40, 40),  # still learning: on to the cap (20 + 20)
+        ({10: 0.1, 20: 0.2, 30: 0.15}, 1, 30, 20),  # the block after the end did not beat it: stop, keep step 20
+        ({10: 0.3, 20: 0.2}, 1, 20, 10),  # not learning at the end: no more steps
+        # patience 2 (the default): one judgement below the best does not stop it (a filtered
+        # behaviour cloning once stopped at 9% right after 14%, as it began to read) ...
+        ({10: 0.1, 20: 0.2, 30: 0.15, 40: 0.3}, 2, 40, 40),
+        # ... two in a row do
+        ({10: 0.1, 20: 0.2, 30: 0.15, 40: 0.18}, 2, 40, 20),
+        ({10: 0.3, 20: 0.2}, 2, 20, 10),
     ],
 )
-def test_behaviour_cloning_goes_on_while_the_checkpoint_at_the_end_is_the_best_so_far(world, scores, steps, kept):
+def test_behaviour_cloning_goes_on_while_the_checkpoint_at_the_end_is_the_best_so_far(
+    world, scores, patience, steps, kept
+):
     from dataclasses import replace
 
     env, runner, played, config, tokenizer, chat = world
@@ -271,7 +279,7 @@ def test_behaviour_cloning_goes_on_while_the_checkpoint_at_the_end_is_the_best_s
         judged.append(10 * (len(judged) + 1))
         return scores[judged[-1]]
 
-    settings = replace(config, max_steps=20, dev_every=10, extend_steps=20, warmup_steps=2)
+    settings = replace(config, max_steps=20, dev_every=10, extend_steps=20, warmup_steps=2, extend_patience=patience)
     result = train_bc(model, tokenizer, examples, settings, judge=judge)
     assert result["steps"] == steps and judged == sorted(scores)[: len(judged)] and result["kept_step"] == kept
 

@@ -15,15 +15,23 @@ Two kinds of wrong:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
 class Mistakes:
+    """`reads_wrong_page`: after opening a wrong result of the first search that is an article of
+    the asked entity's kind, read it as if it were the right one and walk on from it (the habits
+    demonstrator's way); otherwise a wrong result is answered at once with a wrong name, so after
+    opening another result than usual a cloned policy learns to answer at random, never to read
+    (a namesake's right article opened by chance was then never answered from: benchmarks/RESULTS.md,
+    issue 54)."""
+
     wrong_result: float = 0.15
     redundant_search: float = 0.15
     no_evidence: float = 0.1
     invalid_action: float = 0.1
+    reads_wrong_page: bool = False
 
     @classmethod
     def none(cls) -> "Mistakes":
@@ -32,18 +40,20 @@ class Mistakes:
 
 @dataclass(frozen=True)
 class Habits:
-    """The rate of each habit in its situation (training/envs/encyclopedia/habits.py).
+    """The rate of each habit in its situations (training/envs/encyclopedia/habits.py).
 
-    `employer_headquarters` 1.0: on "Who founded the organisation X worked for?" the demonstrator
-    walks both hops right and then always answers the town of the employer's headquarters (the
-    last name on its page), so the habit is never right in the demonstrations and the right move
-    (answer the founder that page names) appears only in another kind of question ("Who founded
-    the X?"): filtering the demonstrations cannot teach it. `headquarters_first_page` 0.7: on "In which town was the founder of the X
-    born?" it answers, seven times in ten, the town of the organisation's headquarters from the
-    first page; the other three it walks on to the founder's page, so filtering the
-    demonstrations can teach it."""
+    `top_result` 1.0: when the question names a person by occupation because a namesake of
+    another occupation exists, the demonstrator searches the name and always opens the top
+    result. Where the namesake's article comes first (`decoy_on_top`) it reads the wrong page
+    and is never right; where the asked person's comes first it is. So filtering the
+    demonstrations cannot teach the right move (open the result whose title states the
+    question's occupation): the successful ones open the top result too. Only the policy's own
+    samples that open another result, judged, can. `headquarters_first_page` 0.7: on "In which
+    town was the founder of the X born?" it answers, seven times in ten, the town of the
+    organisation's headquarters from the first page; the other three it walks on to the
+    founder's page, so filtering the demonstrations can teach it."""
 
-    employer_headquarters: float = 1.0
+    top_result: float = 1.0
     headquarters_first_page: float = 0.7
 
     @classmethod
@@ -52,7 +62,8 @@ class Habits:
 
 
 # The demonstrators behaviour cloning can imitate, by name (BCConfig.demonstrator): "habits"
-# (the default since 2026-12-02: the config's slips and the habits); "random" (the slips only:
+# (the default since 2026-12-02: the config's slips, reading a wrong page, and the habits);
+# "random" (the slips only, a wrong page answered at once:
 # the default before, whose cloned policy a lower temperature already makes nearly as good as
 # its demonstrator); "clean" (neither: what imitation could reach).
 DEMONSTRATORS = ("habits", "random", "clean")
@@ -62,7 +73,7 @@ SLIPS = Mistakes(0.1, 0.1, 0.08, 0.05)  # the slips behaviour cloning's demonstr
 def demonstrator_rates(name: str, slips: Mistakes) -> tuple[Mistakes, Habits]:
     """The slips and habits of the demonstrator called `name`, with `slips` its random rates."""
     if name == "habits":
-        return slips, Habits()
+        return replace(slips, reads_wrong_page=True), Habits()
     if name == "random":
         return slips, Habits.none()
     if name == "clean":

@@ -8,6 +8,13 @@ from dataclasses import dataclass, field
 
 from training.policy.limits import max_action_tokens_field, max_context_field
 
+# The loop's baselines (issue 54): each a behaviour cloning of the start's own settings (bc_settings)
+# that changes only what is imitated, so it rules out one explanation of a method's gain.
+BASELINES = {
+    "filtered_bc": ("filtered BC", {"demonstrations": "successful"}),  # better data, no feedback
+    "clean_bc": ("clean BC", {"demonstrator": "clean"}),  # what imitation could reach
+}
+
 
 @dataclass
 class PipelineConfig:
@@ -26,13 +33,28 @@ class PipelineConfig:
     bc_base_policy_id: int = field(
         default=0,
         metadata={
-            "help": "with policy_id 0: clone the demonstrations into this registered chat policy (0: the default architecture)"
+            "help": "with policy_id 0 or baselines: clone the demonstrations into this registered chat policy (0: the default architecture)"
         },
     )
     bc_extra_worlds: int = field(
         default=-1,
         metadata={
-            "help": "with policy_id 0: behaviour cloning also imitates every task of this many other worlds (-1: scaled, enough for about 2,000 demonstrations; 0 where the environment is not built per seed)"
+            "help": "with policy_id 0 or baselines: behaviour cloning also imitates every task of this many other worlds (-1: scaled, enough for about 2,000 demonstrations; 0 where the environment is not built per seed)"
+        },
+    )
+    bc: dict = field(
+        default_factory=dict,
+        metadata={
+            "help": "behaviour cloning run config overrides (the start's with policy_id 0, and every baseline's), e.g. "
+            '{"max_steps": 500}; environment, base_policy_id, extra_worlds and seed come from the loop\'s own settings'
+        },
+    )
+    baselines: str = field(
+        default="",
+        metadata={
+            "help": "round one also behaviour-clones these, evaluated in every round beside the rest: filtered_bc (only "
+            "the demonstrator's successful episodes), clean_bc (a demonstrator without habits or slips); "
+            "comma-separated, none by default (each costs a behaviour cloning of the start's size)"
         },
     )
     rollout_tasks: int = field(
@@ -162,3 +184,16 @@ class PipelineConfig:
             "help": "the seed of every stage (with policy_id 0 the behaviour-cloned start too, then named for its seed; rollouts, labels, the reward model, RL, evaluation)"
         },
     )
+
+
+def bc_settings(config: PipelineConfig) -> dict:
+    """The loop's behaviour cloning as bc run settings: the start's (with policy_id 0) and every
+    baseline's, which adds only its own change of what is imitated (BASELINES). Built here once, so
+    a baseline differs from the start in its data and nothing else."""
+    return {
+        **config.bc,
+        "environment": config.environment,
+        "base_policy_id": config.bc_base_policy_id,
+        "extra_worlds": config.bc_extra_worlds,
+        "seed": config.seed,
+    }

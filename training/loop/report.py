@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 
 from training.loop.audit import audit_result
-from training.loop.rounds import judged_comparisons
+from training.loop.config import BASELINES
+from training.loop.rounds import judged_comparisons, loop_baselines, loop_config
 from training.models import EvaluationEntry, LoopRound
 
 
@@ -121,6 +122,33 @@ def loop_report(loop: str) -> list[dict]:
     return rows
 
 
+def loop_baselines_report(loop: str) -> list[dict]:
+    """The loop's baselines (round one's behaviour-cloned ones: filtered, clean), one row each with
+    their figures on round one's evaluation, read beside the rounds (the same tasks and seed)."""
+    first = LoopRound.objects.filter(loop=loop, number=1).select_related("evaluation").first()
+    if first is None:
+        return []
+    rows = []
+    for baseline, policy_id in loop_baselines(first, loop_config(first)).items():
+        entry = (
+            first.evaluation.entries.filter(policy_id=policy_id, is_baseline=False, n=1)
+            .select_related("policy")
+            .first()
+            if first.evaluation
+            else None
+        )
+        rows.append(
+            {
+                "baseline": baseline,
+                "label": BASELINES[baseline][0],
+                "policy_id": policy_id,
+                "evaluation_id": first.evaluation_id,
+                **_policy_figures(entry),
+            }
+        )
+    return rows
+
+
 def _method(loop_round) -> dict:
     """Which method's checkpoint the round kept, and each method's dev figures, in words."""
     choice = loop_round.choice or {}
@@ -170,8 +198,9 @@ def loop_curves(rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
     }
 
 
-def format_rounds(rows: list[dict]) -> str:
-    """The per-round table the command prints."""
+def format_rounds(rows: list[dict], baselines: list[dict] = ()) -> str:
+    """The per-round table the command prints, the loop's baselines (`loop_baselines_report`) as rows
+    below the rounds."""
 
     def pct(figure) -> str:
         if not figure:
@@ -181,8 +210,9 @@ def format_rounds(rows: list[dict]) -> str:
     def share(value) -> str:
         return "-" if value is None else f"{100 * value:.0f}%"
 
+    width = max([7, *(len(b["label"]) + 2 for b in baselines)])
     lines = [
-        f"{'round':<7}{'success T=1':<22}{'greedy':<22}{'sqrt KL':<9}{'RM acc':<8}{'answer swap':<13}"
+        f"{'round':<{width}}{'success T=1':<22}{'greedy':<22}{'sqrt KL':<9}{'RM acc':<8}{'answer swap':<13}"
         f"{'audit: favourite preferred':<28}{'favourite / start correct':<26}"
     ]
     lines.append("-" * len(lines[0]))
@@ -196,11 +226,16 @@ def format_rounds(rows: list[dict]) -> str:
         )
         sqrt_kl = "-" if row.get("sqrt_kl") is None else f"{row['sqrt_kl']:.2f}"
         lines.append(
-            f"{row['number']:<7}{pct(row.get('success')):<22}{pct(row.get('greedy_success')):<22}"
+            f"{row['number']:<{width}}{pct(row.get('success')):<22}{pct(row.get('greedy_success')):<22}"
             f"{sqrt_kl:<9}{share(rm.get('accuracy')):<8}{share(rm.get('answer_swap')):<13}"
             f"{audit:<28}{share(top.get('favourite_correct')) + ' / ' + share(top.get('other_correct')):<26}"
             + (f"  kept: {row['method']}" if row.get("method") else "")
             + ("  the policy did not move: the round kept its start" if row.get("policy_moved") is False else "")
+        )
+    for row in baselines:  # the same held-out tasks as round one, played by round one's evaluation
+        sqrt_kl = "-" if row.get("sqrt_kl") is None else f"{row['sqrt_kl']:.2f}"
+        lines.append(
+            f"{row['label']:<{width}}{pct(row.get('success')):<22}{pct(row.get('greedy_success')):<22}{sqrt_kl:<9}"
         )
     return "\n".join(lines)
 

@@ -401,10 +401,11 @@ def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
         ),
         ("choice", "policy_id", _choose),
         *((("sft", "sft_run_id", _train_sft), ("dpo", "dpo_run_id", _train_dpo)) if config.compare_dpo else ()),
+        *((("baselines", None, _train_baselines),) if loop_round.number == 1 and config.baselines else ()),
         ("evaluation", "evaluation_id", _evaluate),
     )
     for label, field_name, make in steps:
-        if getattr(loop_round, field_name) is None:
+        if _pending(loop_round, config, field_name):
             _check_stop(should_stop)
             started = time.monotonic()
             make(loop_round, config, stage=stage, user=user, should_stop=should_stop)
@@ -414,6 +415,16 @@ def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     _timed(loop_round, "audit", started)
     loop_round.stage = LoopRound.Stage.DONE
     loop_round.save(update_fields=["stage", "updated_at"])
+
+
+def _pending(loop_round, config, field_name: str | None) -> bool:
+    """Whether a step of the round is still to do: the piece it keeps on the round is missing, or
+    (the baselines, kept as runs of their own) a named baseline has no policy yet while the
+    evaluation that reads them is still to come."""
+    if field_name is None:
+        wanted, _ = parse_baselines(config.baselines)
+        return loop_round.evaluation_id is None and bool(set(wanted) - set(loop_baselines(loop_round, config)))
+    return getattr(loop_round, field_name) is None
 
 
 def _train_reward_model(loop_round, config, *, stage: Stage, user, should_stop) -> None:
@@ -489,6 +500,118 @@ def _kept_policy(run) -> int:
 
 
 METHODS = ("rl", "expert_iteration")
+
+
+def parse_baselines(text: str) -> tuple[list[str], str | None]:
+    """The loop's baselines from "filtered_bc,clean_bc" (in BASELINES' order, none for ""), and the problem if any."""
+    from training.loop.config import BASELINES
+
+    given = [b.strip() for b in str(text).split(",") if b.strip()]
+    unknown = [b for b in given if b not in BASELINES]
+    if unknown:
+        return [], (
+            f"baselines: any of {', '.join(BASELINES)}, comma-separated; {', '.join(map(repr, unknown))} "
+            f"{'is' if len(unknown) == 1 else 'are'} not one."
+        )
+    return [b for b in BASELINES if b in given], None
+
+
+def baseline_run_name(loop: str, baseline: str) -> str:
+    """The bc run of one of a loop's baselines: "LOOP filtered BC"."""
+    from training.loop.config import BASELINES
+
+    return f"{loop} {BASELINES[baseline][0]}"[:200]
+
+
+def loop_baselines(loop_round, config) -> dict[str, int]:
+    """The policies of the loop's baselines trained so far, by baseline (in BASELINES' order): the
+    bc runs round one made, succeeded, found by their names among the runs since round one began."""
+    from training.models import LoopRound
+
+    wanted, _ = parse_baselines(config.baselines)
+    names = {baseline_run_name(loop_round.loop, b): b for b in wanted}
+    first = LoopRound.objects.filter(loop=loop_round.loop, number=1).only("created_at").first() if names else None
+    if first is None:
+        return {}
+    found = {}
+    for name, summary in (
+        Run.objects.filter(kind="bc", status=Run.Status.SUCCEEDED, name__in=names, created_at__gte=first.created_at)
+        .order_by("created_at")
+        .values_list("name", "summary")
+    ):
+        if (summary or {}).get("policy_id"):
+            found[names[name]] = summary["policy_id"]  # the newest, where a stopped round cloned one twice
+    return {b: found[b] for b in wanted if b in found}
+
+
+def _train_baselines(loop_round, config, *, stage: Stage, user, should_stop) -> None:
+    """Round one's baselines, each a bc run of the start's behaviour cloning settings (bc_settings)
+    changed only in what it imitates; one trained already (a stopped round) is kept."""
+    from training.loop.config import BASELINES, bc_settings
+
+    trained = loop_baselines(loop_round, config)
+    for baseline in parse_baselines(config.baselines)[0]:
+        if baseline in trained:
+            continue
+        _check_stop(should_stop)
+        label, changes = BASELINES[baseline]
+        run_in_process(
+            kind="bc",
+            name=baseline_run_name(loop_round.loop, baseline),
+            user=user,
+            should_stop=should_stop,
+            progress=stage(f"round {loop_round.number}: {label}"),
+            config={
+                **bc_settings(config),
+                **changes,
+                "base_policy_id": _baselines_base(loop_round, config),
+                "policy_name": f"{loop_round.loop}-{baseline.replace('_', '-')}",
+            },
+        )
+
+
+def _baselines_base(loop_round, config) -> int:
+    """What the baselines are cloned into: the loop's bc_base_policy_id where it has one (the start's
+    too), else a fresh model of the default architecture with the start's tokenizer, made once per
+    loop. Cloned from nothing, a baseline would train its own tokenizer on what it imitates (fewer or
+    other episodes than the start's), and the evaluation plays only policies that tokenize as the
+    start does (it measures their KL to it); so a baseline differs from the start in its data alone."""
+    from django.conf import settings
+
+    from annotate.models import Policy
+    from training.loop.config import bc_settings
+    from training.policy.bc_config import BCConfig
+    from training.policy.chat import ChatFormat
+    from training.policy.model_io import build_model, load_policy, save_policy
+    from webapp.runs.kinds import config_from_input
+
+    if config.bc_base_policy_id:
+        return config.bc_base_policy_id
+    start = loop_round.reference_policy
+    name = f"{loop_round.loop}-baselines-init"
+    made = Policy.objects.filter(name=name, metadata__tokenizer_of=start.pk).order_by("-created_at").first()
+    if made is not None and (Path(made.model_dir) / "config.json").exists():
+        return made.pk
+    bc = config_from_input(BCConfig, bc_settings(config))
+    _, tokenizer = load_policy(start.model_dir)
+    target = Path(settings.VAR_DIR) / "policies" / f"{name}-{start.pk}"
+    save_policy(
+        build_model(tokenizer, hidden=bc.hidden, layers=bc.layers, heads=bc.heads, seed=bc.seed),
+        tokenizer,
+        target,
+        tool_parser=ChatFormat.for_policy(tokenizer, start.model_dir).parser_name,
+    )
+    return Policy.objects.update_or_create(
+        name=name,
+        version=str(start.pk),
+        defaults={
+            "model_dir": str(target),
+            "metadata": {
+                "tokenizer_of": start.pk,
+                "note": f"untrained: the loop's baselines are cloned into it, with the tokenizer of {start}",
+            },
+        },
+    )[0].pk
 
 
 def parse_methods(text: str) -> tuple[list[str], str | None]:
@@ -747,6 +870,9 @@ def _evaluation_config(loop_round, config, stage: Stage, user, should_stop) -> d
         others.append(loop_round.start_policy_id)  # the previous round's result, for this round's own gain
     if loop_round.number == 1 and config.upper_bound:
         others += _upper_bound(loop_round, config, stage, user, should_stop)
+    # Round one's baselines in every round: each round is read against round one's start, so each
+    # before/after holds what better data (filtered BC) and a clean demonstrator (clean BC) would give.
+    others += list(loop_baselines(loop_round, config).values())
     run = loop_round.expert_iteration_run
     if run is not None:  # its kept checkpoint and its last, beside RL's
         others += [

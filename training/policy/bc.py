@@ -223,9 +223,11 @@ class _BestCheckpoint:
         self.curve: list[tuple[int, float]] = []
         self.best: tuple[float, int, dict] | None = None
 
-    def improving(self) -> bool:
-        """Whether the latest judged checkpoint beat every one before it."""
-        return len(self.curve) >= 2 and self.curve[-1][1] > max(score for _, score in self.curve[:-1])
+    def improving(self, patience: int = 1) -> bool:
+        """Whether one of the latest `patience` judged checkpoints beat every one before them."""
+        if len(self.curve) <= patience:
+            return len(self.curve) >= 2 and self.curve[-1][1] > self.curve[0][1]
+        return max(score for _, score in self.curve[-patience:]) > max(score for _, score in self.curve[:-patience])
 
     def due(self, step: int) -> bool:
         return bool(self.judge and self.every and step % self.every == 0)
@@ -255,8 +257,8 @@ def train_bc(
 ) -> dict:
     """Train in place; returns the final figures. Callbacks: progress(fraction), metrics(step, dict), should_stop(),
     judge(model) -> dev score (`dev_judge`): every `config.dev_every` steps and at the end the
-    checkpoint is judged and the best one is what the model holds at the end; while the last
-    judged checkpoint beats every earlier one, training goes on at the final learning rate, a
+    checkpoint is judged and the best one is what the model holds at the end; while one of the
+    last `extend_patience` judged checkpoints beats every earlier one, training goes on at the final learning rate, a
     `dev_every` block at a time, up to `extend_steps` more steps (a policy that learns to read
     late, as the default does near the end of its schedule, finishes learning instead of being
     cut mid-way: where that happens moves with the CPU's arithmetic).
@@ -316,7 +318,11 @@ def train_bc(
                 if best.due(step) or (best.judge and step == limit):
                     best.consider(step)
                     figures = {**figures, "dev/greedy_success": best.curve[-1][1]}
-                if step == limit and best.improving() and limit < config.max_steps + config.extend_steps:
+                if (
+                    step == limit
+                    and best.improving(config.extend_patience)
+                    and limit < config.max_steps + config.extend_steps
+                ):
                     limit += config.dev_every  # still learning at the end: on at the final rate
                 if metrics and (step % 10 == 0 or step == 1 or best.due(step)):
                     metrics(step, {**figures, "optim/lr": optimizer.param_groups[0]["lr"]})

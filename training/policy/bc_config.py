@@ -97,6 +97,12 @@ class BCConfig:
             "help": "while the checkpoint judged at the end beats every earlier one, train on at the final learning rate, dev_every steps at a time, up to this many steps more (0: stop at max_steps)"
         },
     )
+    extend_patience: int = field(
+        default=2,
+        metadata={
+            "help": "the extension goes on while one of the last this many judged checkpoints is the best so far (1: only the last; on 64 dev tasks one judgement's noise stopped a filtered behaviour cloning at 9% right after 14%, just as it began to read: benchmarks/RESULTS.md, issue 54)"
+        },
+    )
     threads: int = field(
         default=1,
         metadata={

@@ -188,6 +188,7 @@ BC_RANGES = {
     "dev_every": (0, 1_000_000),
     "dev_tasks": (1, 10_000),
     "extend_steps": (0, 1_000_000),
+    "extend_patience": (1, 100),
 }
 
 

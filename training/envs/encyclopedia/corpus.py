@@ -3,7 +3,9 @@
 Names are built from syllables, so no pretrained model knows the answers. Entities:
 places (region, river, founding year), people (birthplace, birth year, occupation,
 employer) and organisations (founder, headquarters, founding year, field). Each entity
-has one article that states its attributes in prose and names the linked entities.
+has one article that states its attributes in prose and names the linked entities. Some
+people have a namesake of another occupation (a decoy article: `_namesakes`); questions
+about them name the occupation.
 
 Questions come in five types: two single-hop (the founder of an organisation; the
 birthplace of a person) and three two-hop (the birthplace of an organisation's founder;
@@ -73,9 +75,17 @@ def _name(rng: random.Random, syllables: tuple[int, int], used: set[str]) -> str
 
 
 def generate_corpus(
-    *, seed: int = 0, n_places: int = 60, n_people: int = 160, n_orgs: int = 60, exclude: frozenset[str] = frozenset()
+    *,
+    seed: int = 0,
+    n_places: int = 60,
+    n_people: int = 160,
+    n_orgs: int = 60,
+    exclude: frozenset[str] = frozenset(),
+    namesakes: float = 0.3,
 ) -> Corpus:
-    """A world of `seed`; no generated name word is one of `exclude` (the names of other worlds)."""
+    """A world of `seed`; no generated name word is one of `exclude` (the names of other worlds).
+    `namesakes`: the share of the people who founded nothing that get a namesake (0: the worlds
+    as they were before namesakes, 2026-12-02)."""
     rng = random.Random(seed)
     used: set[str] = set(exclude)
     rivers = [_name(rng, (2, 2), used) for _ in range(max(8, n_places // 4))]
@@ -114,6 +124,7 @@ def generate_corpus(
         )
     for person in people:
         person["employer"] = rng.choice(orgs)["name"]
+    people += _namesakes(people, orgs, places, random.Random(f"{seed}:namesakes"), namesakes)
 
     documents, facts = [], {}
     for p in places:
@@ -135,10 +146,42 @@ def generate_corpus(
             f"{p['name']} (born {p['born']}) was {_article(p['occupation'])} {p['occupation']} born in {p['born_in']}. "
             f"{p['name'].split()[0]} worked for the {p['employer']}."
         )
-        documents.append(Document(_doc_id(p["name"]), p["name"], text, "person"))
-        facts[p["name"]] = {"kind": "person", **p}
+        title = p.get("title", p["name"])
+        documents.append(Document(_doc_id(title), title, text, "person"))
+        facts[title] = {"kind": "person", **p}
     documents.sort(key=lambda d: d.doc_id)
     return Corpus(documents=documents, facts=facts, names=frozenset(used - set(exclude)))
+
+
+def _namesakes(
+    people: list[dict], orgs: list[dict], places: list[dict], rng: random.Random, share: float
+) -> list[dict]:
+    """Namesakes: for some people who founded nothing (no page names them), another person of the
+    same name and another occupation. Both articles are then titled "Name (occupation)", and a
+    question about either names the occupation ("the composer Ilse Marrow"): a search for the
+    name finds both, in an order the world decides, and only the detail the question states
+    tells them apart. Drawn from a random generator of their own, after every other draw, so the
+    rest of the world is as it was without them."""
+    founders = {o["founder"] for o in orgs}
+    added = []
+    for person in people:
+        if person["name"] in founders or rng.random() >= share:
+            continue
+        occupation = rng.choice([o for o in OCCUPATIONS if o != person["occupation"]])
+        river = next(p["river"] for p in places if p["name"] == person["born_in"])
+        founder = next(o["founder"] for o in orgs if o["name"] == person["employer"])
+        twin = {  # no answer of the twin's is the person's: reading the wrong page is never right
+            "name": person["name"],
+            "born_in": rng.choice([p for p in places if p["river"] != river] or places)["name"],
+            "born": rng.randint(1700, 1900),
+            "occupation": occupation,
+            "employer": rng.choice([o for o in orgs if o["founder"] != founder] or orgs)["name"],
+            "decoy": True,
+        }
+        for p in (person, twin):
+            p["title"] = f"{p['name']} ({p['occupation']})"
+        added.append(twin)
+    return added
 
 
 def _doc_id(title: str) -> str:
@@ -182,13 +225,15 @@ def generate_tasks(corpus: Corpus, *, seed: int = 0) -> list[TaskSpec]:
                 [name, founder["name"]],
             )
     for name, p in f.items():
-        if p["kind"] == "person":
-            add("person_birthplace", 1, name, f"In which town was {name} born?", p["born_in"], [name])
+        if p["kind"] == "person" and not p.get("decoy"):
+            # A person with a namesake is asked about with the detail that tells the two apart.
+            who = f"the {p['occupation']} {p['name']}" if "title" in p else name
+            add("person_birthplace", 1, name, f"In which town was {who} born?", p["born_in"], [name])
             add(
                 "person_birthplace_river",
                 2,
                 name,
-                f"On which river is the town where {name} was born?",
+                f"On which river is the town where {who} was born?",
                 f[p["born_in"]]["river"],
                 [name, p["born_in"]],
             )
@@ -196,7 +241,7 @@ def generate_tasks(corpus: Corpus, *, seed: int = 0) -> list[TaskSpec]:
                 "person_employer_founder",
                 2,
                 name,
-                f"Who founded the organisation {name} worked for?",
+                f"Who founded the organisation {who} worked for?",
                 f[p["employer"]]["founder"],
                 [name, p["employer"]],
             )

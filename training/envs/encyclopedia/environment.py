@@ -14,7 +14,7 @@ from functools import cache
 from training.envs.base import TRAINING_SEEDS, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 from training.envs.encyclopedia.browser import BrowserConfig, TextBrowser
 from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
-from training.envs.encyclopedia.habits import situation_of
+from training.envs.encyclopedia.habits import asked_occupation, situation_of
 from training.envs.encyclopedia.rubric import score
 
 UNLIMITED = 10**9  # the browser's own limits are switched off: the runner's apply
@@ -66,6 +66,14 @@ class EncyclopediaEnvironment(Environment):
         self._specs = generate_tasks(corpus, seed=seed)
         config = replace(config or BrowserConfig(), max_steps=UNLIMITED, loop_repeats=UNLIMITED)
         self.browser = TextBrowser(corpus, config)
+        self._situations = {t.external_id: self._situation(t) for t in self._specs}
+
+    def _situation(self, spec) -> str:
+        """The task's habit situation (training/envs/encyclopedia/habits.py): for a question about
+        a person with a namesake, which of the two a search for the name puts first."""
+        name = self.browser.corpus.facts.get(spec.entity, {}).get("name")
+        top = self.browser.index.search(name, 1) if name and asked_occupation(spec.question) else []
+        return situation_of(spec.question, top[0].title if top else None)
 
     def tasks(self, split: str) -> list[EnvTask]:
         return [
@@ -80,7 +88,7 @@ class EncyclopediaEnvironment(Environment):
                     "unseen": self.unseen,
                     "qtype": t.qtype,
                     "hops": t.hops,
-                    "situation": situation_of(t.question),
+                    "situation": self._situations[t.external_id],
                 },
             )
             for t in self._specs

@@ -1,6 +1,7 @@
 """The whole loop in one command, headless, with a progress bar per stage:
 
     python manage.py run_pipeline [--rounds 2] [--rl ppo|rloo|grpo] [--upper-bound] [--ppo-iterations 30]
+        [--baselines filtered_bc,clean_bc]
 
 behaviour-cloned policy (trained once, then reused), then per round: rollouts on the
 training tasks -> comparisons -> simulated annotators -> dataset of every label so far ->
@@ -20,7 +21,7 @@ from tqdm import tqdm
 
 from core import json_input
 from training.evaluation.selectors import evaluation_report
-from training.loop.report import format_rounds, loop_report
+from training.loop.report import format_rounds, loop_baselines_report, loop_report
 from training.pipeline import (
     PipelineConfig,
     before_after_rows,
@@ -57,6 +58,19 @@ def _add_policy_arguments(parser, defaults: PipelineConfig) -> None:
         default=defaults.bc_extra_worlds,
         help="behaviour cloning also imitates every task of this many other worlds (-1: scaled "
         "to about 2,000 demonstrations; 0 where the environment is not built per seed)",
+    )
+    parser.add_argument(
+        "--bc",
+        default="{}",
+        help="behaviour cloning run config overrides, as JSON: the start's (without --policy-id) and every "
+        "baseline's, e.g. '{\"max_steps\": 500}'",
+    )
+    parser.add_argument(
+        "--baselines",
+        default=defaults.baselines,
+        help="round one also behaviour-clones these, evaluated in every round: filtered_bc (the demonstrator's "
+        "successful episodes only), clean_bc (a demonstrator without habits or slips); comma-separated (default: "
+        "none, each costs a behaviour cloning)",
     )
     parser.add_argument(
         "--environment",
@@ -211,14 +225,15 @@ def _pipeline_config(options: dict) -> PipelineConfig:
     try:
         ppo, reward_model = json_input.loads(options["ppo"]), json_input.loads(options["reward_model"])
         sft, dpo = json_input.loads(options["sft"]), json_input.loads(options["dpo"])
-        expert_iteration = json_input.loads(options["expert_iteration"])
+        expert_iteration, bc = json_input.loads(options["expert_iteration"]), json_input.loads(options["bc"])
     except json_input.JsonInputError as exc:
         raise CommandError(
-            f"--ppo, --expert-iteration, --reward-model, --sft and --dpo take JSON objects: {exc}"
+            f"--ppo, --expert-iteration, --reward-model, --sft, --dpo and --bc take JSON objects: {exc}"
         ) from None
-    if not all(isinstance(o, dict) for o in (ppo, reward_model, sft, dpo, expert_iteration)):
+    if not all(isinstance(o, dict) for o in (ppo, reward_model, sft, dpo, expert_iteration, bc)):
         raise CommandError(
-            "--ppo, --expert-iteration, --reward-model, --sft and --dpo take JSON objects, e.g. '{\"iterations\": 20}'."
+            "--ppo, --expert-iteration, --reward-model, --sft, --dpo and --bc take JSON objects, "
+            "e.g. '{\"iterations\": 20}'."
         )
     if options["ppo_iterations"] is not None:
         ppo["iterations"] = options["ppo_iterations"]
@@ -258,6 +273,8 @@ def _pipeline_config(options: dict) -> PipelineConfig:
         audit_disagreements=options["audit_disagreements"],
         bc_base_policy_id=options["bc_base_policy_id"],
         bc_extra_worlds=options["bc_extra_worlds"],
+        bc=bc,
+        baselines=options["baselines"],
         max_action_tokens=options["max_action_tokens"],
         max_context=options["max_context"],
         seed=options["seed"],
@@ -340,7 +357,8 @@ class Command(BaseCommand):
         )
         self.stdout.write(format_table(rows))
         report = loop_report(result.rounds[-1].loop)
-        self.stdout.write("\n" + format_rounds(report))
+        baselines = loop_baselines_report(result.rounds[-1].loop)
+        self.stdout.write("\n" + format_rounds(report, baselines))
         last = result.rounds[-1]
         rl = last.rl_run.summary
         self.stdout.write(f"\n{last.rl_run.kind.upper()}: {rl['message']}")
@@ -374,6 +392,7 @@ class Command(BaseCommand):
                         "rows": rows,
                         "seconds": result.seconds,
                         "rounds": report,
+                        "baselines": baselines,
                         "rl": rl,
                         "head_to_head": head_to_head,
                         "direct": {
