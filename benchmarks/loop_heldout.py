@@ -31,9 +31,11 @@ and the unbiased pass@k (training/evaluation/pass_at_k.py) per situation and ove
 sharpening (pass@1 up, pass@16 flat) is told apart from learning (both up).
 
 With a reward model: best-of-n of the start at T=1 (n samples per task, the highest score
-kept); the answer-swap probe (each of its episodes with only its answer changed, right against
-wrong); natural pairs (two of its samples of one task, one correct and one not) by the rubric;
-and the mean score by (steps, correct).
+kept), overall and per habit situation (how often its favourite is right, paired against one
+sample); the answer-swap probe (each of its episodes with only its answer changed, right against
+wrong), overall, by whether the right answer is on a page read and per situation; natural pairs
+(two of its samples of one task, one correct and one not) by the rubric; and the mean score by
+(steps, correct).
 
 Prints one JSON line per world and then the tables (per policy a line overall and one per
 situation); `--json FILE` writes everything: {"temperature_choice": {...}, "<world seed>":
@@ -238,11 +240,15 @@ def reward_model_figures(scorer, start: Policy, runner, tasks: list, n: int, see
     best = [max(range(n), key=lambda j: scores[i * n + j]) for i in range(len(tasks))]
     single = [float(samples[i * n].outcome.correct) for i in range(len(tasks))]
     chosen = [float(samples[i * n + j].outcome.correct) for i, j in enumerate(best)]
+    # How often its favourite is right, overall and per habit situation, paired against one sample.
+    situations = situation_indices(tasks)
+    cells = success_cells(tasks, chosen, against=single, seed=seed)
     best_of_n = {
+        **cells,
         "n": n,
-        "success": share(chosen),
+        "tasks": cells["n"],
         "one_sample": share(single),
-        "gain": paired_bootstrap(single, chosen, seed=seed),
+        "one_sample_situations": {name: share([single[i] for i in ix]) for name, ix in situations.items()},
     }
     probed = [
         Probed(task=e.task.external_id, prompt=e.task.prompt, steps=episode_steps(e), correct=bool(e.outcome.correct))
@@ -258,6 +264,13 @@ def reward_model_figures(scorer, start: Policy, runner, tasks: list, n: int, see
         on_page = answer.lower().removeprefix("the ") in seen.lower()
         kinds["right answer on a page read" if on_page else "right answer on no page read"].append(pair)
     swap["by_evidence"] = {kind: answer_swap_accuracy(scorer, pairs) for kind, pairs in kinds.items()}
+    situation_of = {tasks[i].prompt: name for name, ix in situations.items() for i in ix}  # a question, one situation
+    by_situation = defaultdict(list)  # the swap in each habit situation, where the habit's mistakes are
+    for pair in swaps:
+        by_situation[situation_of[pair[0]]].append(pair)
+    swap["by_situation"] = {
+        name: answer_swap_accuracy(scorer, by_situation[name]) for name in situations if by_situation[name]
+    }
     natural = []
     for i in range(len(tasks)):
         group = list(range(i * n, (i + 1) * n))
@@ -355,13 +368,35 @@ def print_world(seed: int, world: dict) -> None:
             f"\nbest-of-{b['n']} {percent(b['success'])} (one sample {percent(b['one_sample'])}, gain {points(b['gain'])})"
         )
         swap = rm["answer_swap"]
-        evidence = ", ".join(f"{kind} {v['accuracy']:.1%} of {v['n']}" for kind, v in swap["by_evidence"].items())
+        evidence = ", ".join(f"{kind} {rate(v['accuracy'])} of {v['n']}" for kind, v in swap["by_evidence"].items())
         natural = rm["natural_pairs"]
         print(
-            f"reward model: answer swap {swap['accuracy']:.1%} (n {swap['n']}: {evidence}), "
-            f"natural pairs {natural['accuracy']:.1%} (n {natural['n']})"
+            f"reward model: answer swap {rate(swap['accuracy'])} (n {swap['n']}: {evidence}), "
+            f"natural pairs {rate(natural['accuracy'])} (n {natural['n']})"
         )
         print(f"mean score by shape: {rm['mean_score_by_steps_correct']}")
+        print(f"\nper situation: how often its favourite of {b['n']} is right, and the answer swap there:")
+        one = {"overall": b["one_sample"], **b["one_sample_situations"]}
+        swaps = {"overall": swap, **swap["by_situation"]}
+        lines = [
+            [name, cell["n"], percent(one[name]), percent(cell["success"]), points(cell["gain"])]
+            + [percent(_swap_cell(swaps.get(name)))]
+            for name, cell in [("overall", {**b, "n": b["tasks"]}), *b["situations"].items()]
+        ]
+        header = ["situation", "tasks", "one sample", f"best-of-{b['n']}", "paired gain", "answer swap"]
+        print(markdown_table(header, lines))
+
+
+def rate(value: float | None) -> str:
+    """A share as '58.4%', or '-' where there was nothing to measure (no pair)."""
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _swap_cell(swap: dict | None) -> list | None:
+    """An answer-swap result as a share cell (accuracy and its interval), None when it has no pair."""
+    if not swap or swap.get("accuracy") is None:
+        return None
+    return [swap["accuracy"], *swap["accuracy_ci"]]
 
 
 def arguments() -> argparse.Namespace:

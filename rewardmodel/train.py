@@ -37,6 +37,7 @@ from pathlib import Path
 from core import parallel
 from core.callbacks import Callbacks, nothing
 from core.config_ranges import out_of_range
+from rewardmodel.answer_pairs import derived_answer_pairs, is_answer_pair
 from rewardmodel.backbones import (
     MINILM,
     POLICY_LLAMA,
@@ -72,6 +73,7 @@ RANGES = {
     "weight_decay": (0, 10),
     "checkpoint_every": (0, 1_000_000),
     "ensemble": (1, 8),
+    "answer_pair_weight": (0, 100),
     "processes": (1, 64),
 }
 
@@ -133,6 +135,24 @@ class RewardModelConfig:
             "read them, so it can only check the answer against the evidence."
         ),
     )
+    answer_pair_weight: float = field(
+        default=1.0,
+        metadata=_help(
+            "Loss weight of an answer pair (the same tool calls on both sides, different answers: the loop's answer "
+            "branches) against 1 for any other pair; the loss is the weighted mean over each batch, so the steps stay "
+            "the same (rewardmodel/answer_pairs.py)."
+        ),
+    )
+    derived_answer_pairs: bool = field(
+        default=False,
+        metadata=_help(
+            "Also train on two derived pairs for each decisive pair whose sides answered differently: the winner's "
+            "episode over the same episode with the loser's answer, and the loser's with the winner's answer over "
+            "the loser's own. It assumes the preference was about the answer, as annotators who check answers first "
+            "judge (rewardmodel/answer_pairs.py). Off: on unseen worlds it taught names, not checking "
+            "(benchmarks/RESULTS.md, issue 54)."
+        ),
+    )
     ensemble: int = field(
         default=1,
         metadata=_help(
@@ -168,6 +188,8 @@ class RewardModelConfig:
             problems.append("learning_rate: must be positive (or empty for the backbone's default).")
         if self.epochs == 0:
             problems.append("epochs: must be positive.")
+        if self.answer_pair_weight == 0:
+            problems.append("answer_pair_weight: must be positive.")
         if self.view not in VIEWS:
             problems.append(f"view: one of {', '.join(VIEWS)}.")
         if not 0 <= self.warmup_ratio < 1:
@@ -189,7 +211,7 @@ class TrainResult:
     steps: int  # optimizer steps done, counting those before a resume
     cancelled: bool
     seconds: float
-    train_pairs: int  # pairs trained on (ties left out)
+    train_pairs: int  # pairs trained on (ties left out, derived answer pairs counted)
     model_dir: str | None  # out_dir/model, or None when cancelled
 
 
@@ -198,18 +220,36 @@ def is_tie(row: dict) -> bool:
     return row.get("preferred") == "tie" or row.get("margin") == 0
 
 
-def pair_dataset(rows: list[dict], tokenizer, max_tokens: int, use_margin: bool, view: str = "path"):
-    """The `datasets.Dataset` training uses: `chosen` and `rejected` transcripts (+ `margin`).
+def training_pairs(rows: list[dict], derived: bool = False) -> list[dict]:
+    """The pairs a model trains on: the rows that are not ties, then (with `derived`) the derived
+    answer pairs of those (rewardmodel/answer_pairs.py)."""
+    pairs = [row for row in rows if not is_tie(row)]
+    return pairs + derived_answer_pairs(pairs) if derived else pairs
+
+
+def pair_dataset(
+    rows: list[dict],
+    tokenizer,
+    max_tokens: int,
+    use_margin: bool,
+    view: str = "path",
+    *,
+    answer_pair_weight: float = 1.0,
+    derived: bool = False,
+):
+    """The `datasets.Dataset` training uses: `chosen` and `rejected` transcripts (+ `margin`, `weight`).
 
     Each text is serialized so that TRL's tokenization of it with the end token it appends
     has at most `max_tokens` ids; train a RewardTrainer with `RewardConfig(max_length=max_tokens,
-    eos_token=tokenizer.eos_token)` on it and no pair is dropped. Ties are left out; the
-    margin column is there only with `use_margin` and some margin that is not zero.
+    eos_token=tokenizer.eos_token)` on it and no pair is dropped. Ties are left out and, with
+    `derived`, derived answer pairs added; the margin column is there only with `use_margin` and
+    some margin that is not zero, the weight column (`answer_pair_weight` for an answer pair, 1
+    for any other) only when the weight is not 1.
     """
     from datasets import Dataset
 
     budget = max_tokens - len(tokenizer(tokenizer.eos_token, add_special_tokens=False)["input_ids"])
-    pairs = [row for row in rows if not is_tie(row)]
+    pairs = training_pairs(rows, derived)
     columns = {
         "chosen": [pair_text(row["prompt"], row["chosen"], tokenizer, budget, view) for row in pairs],
         "rejected": [pair_text(row["prompt"], row["rejected"], tokenizer, budget, view) for row in pairs],
@@ -217,7 +257,55 @@ def pair_dataset(rows: list[dict], tokenizer, max_tokens: int, use_margin: bool,
     margins = [float(row.get("margin") or 0.0) for row in pairs]
     if use_margin and any(margins):
         columns["margin"] = margins
+    if answer_pair_weight != 1.0:
+        columns["weight"] = [answer_pair_weight if is_answer_pair(row) else 1.0 for row in pairs]
     return Dataset.from_dict(columns)
+
+
+def weighted_pair_loss(chosen, rejected, margin, weight):
+    """TRL's pair loss -log sigmoid(r_chosen - r_rejected - margin), as a weighted mean over the pairs (tensors)."""
+    import torch
+
+    losses = -torch.nn.functional.logsigmoid(chosen - rejected - margin)
+    return (weight * losses).sum() / weight.sum()
+
+
+def weighted_reward_trainer():
+    """TRL's RewardTrainer with a loss weight per pair (the dataset's `weight` column): the loss is
+    the weighted mean of TRL's -log sigmoid(r_chosen - r_rejected - margin) over the batch, so
+    weighing some pairs up changes neither the steps nor the learning rate's schedule. Built
+    here because TRL loads lazily."""
+    import torch
+    from trl import RewardTrainer
+
+    class WeightedRewardTrainer(RewardTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            collate = self.data_collator
+
+            def with_weights(examples: list[dict]) -> dict:
+                batch = collate(examples)
+                batch["weight"] = torch.tensor([example["weight"] for example in examples], dtype=torch.float)
+                return batch
+
+            self.data_collator = with_weights
+
+        def _set_signature_columns_if_needed(self):
+            super()._set_signature_columns_if_needed()
+            if "weight" not in self._signature_columns:  # else the trainer drops the column as unused
+                self._signature_columns = [*self._signature_columns, "weight"]
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            weight = inputs.pop("weight")
+            # TRL's own loss keeps its metrics (accuracy, margin); only the loss is weighed here.
+            _, outputs = super().compute_loss(model, inputs, return_outputs=True)
+            chosen, rejected = torch.chunk(outputs.logits.squeeze(-1), chunks=2)
+            loss = weighted_pair_loss(chosen, rejected, inputs.get("margin", 0.0), weight)
+            if self.args.center_rewards_coefficient is not None:
+                loss = loss + self.args.center_rewards_coefficient * torch.mean((chosen + rejected) ** 2)
+            return (loss, outputs) if return_outputs else loss
+
+    return WeightedRewardTrainer
 
 
 def latest_checkpoint(out_dir: str | Path) -> str | None:
@@ -377,14 +465,24 @@ def train_reward_model(
     model, tokenizer = build_backbone(config)
     max_tokens = max_context(model, tokenizer, config.max_length)
     callbacks.progress(0.0, "serializing pairs")
-    dataset = pair_dataset(train_rows, tokenizer, max_tokens, config.use_margin, config.view)
+    dataset = pair_dataset(
+        train_rows,
+        tokenizer,
+        max_tokens,
+        config.use_margin,
+        config.view,
+        answer_pair_weight=config.answer_pair_weight,
+        derived=config.derived_answer_pairs,
+    )
     if len(dataset) == 0:
         raise ValueError("No pair with a preferred side to train on (ties are left out).")
     n_params = sum(p.numel() for p in model.parameters())
-    ties = len(train_rows) - len(dataset)  # ties among the rows given (the caller may have left them out before)
+    ties = sum(map(is_tie, train_rows))  # ties among the rows given (the caller may have left them out before)
+    derived = len(dataset) - (len(train_rows) - ties)
     callbacks.log(
         f"{config.backbone}: {n_params / 1e6:.2f}M parameters, {len(dataset)} pairs"
         + (f" ({ties} ties among them left out)" if ties else "")
+        + (f" ({derived} of them derived answer pairs)" if derived else "")
         + f", {max_tokens} tokens per side"
     )
     meta = _meta(config, tokenizer, max_tokens)
@@ -392,7 +490,8 @@ def train_reward_model(
     args = _trl_args(config, out_dir, tokenizer, max_tokens, len(dataset), device, bf16)
     model_dir = None
     with no_progress_bars():
-        trainer = RewardTrainer(
+        trainer_class = weighted_reward_trainer() if "weight" in dataset.column_names else RewardTrainer
+        trainer = trainer_class(
             model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[bridge]
         )
         trainer.remove_callback(PrinterCallback)  # the bridge reports; no dicts printed to stdout
@@ -498,7 +597,7 @@ def train_reward_ensemble(
             return result
         steps, pairs = result.steps, result.train_pairs
     else:
-        pairs = len([row for row in train_rows if not is_tie(row)])
+        pairs = len(training_pairs(train_rows, config.derived_answer_pairs))
     members = []
     for index in range(1, count):
         target = first / MEMBERS_DIR / str(index)

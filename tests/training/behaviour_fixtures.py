@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from annotate.models import Policy, Task
 from tests.factories import PolicyFactory, TaskFactory, TrajectoryFactory
+from training.envs.encyclopedia.habits import HABIT_NOTES
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode
 
 EMPLOYER_START = ([0, 0], [0, 0], [0, 0], [0, 0])
@@ -133,14 +134,22 @@ def stored_evaluation() -> Stored:
     employer = [
         TaskFactory(
             prompt=f"Who founded the organisation Person {i} worked for?",
-            metadata={"situation": "decoy_on_top", "qtype": "person_employer_founder"},
+            metadata={
+                "situation": "decoy_on_top",
+                "habit": HABIT_NOTES["decoy_on_top"],
+                "qtype": "person_employer_founder",
+            },
         )
         for i in range(4)
     ]
     headquarters = [
         TaskFactory(
             prompt=f"In which town was the founder of the Firm {i} born?",
-            metadata={"situation": "headquarters_first_page", "qtype": "org_founder_birthplace"},
+            metadata={
+                "situation": "headquarters_first_page",
+                "habit": HABIT_NOTES["headquarters_first_page"],
+                "qtype": "org_founder_birthplace",
+            },
         )
         for i in range(3)
     ]

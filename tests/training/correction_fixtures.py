@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from annotate.judgement_input import Verdict
+from annotate.preferences import task_split
 from annotate.services.assignments import assignment_next, judgement_submit
 from annotate.services.corrections import CallIn, CorrectionIn, correction_create, correction_review
 from annotate.services.datasets import snapshot_create
 from tests.factories import CampaignFactory, UserFactory
 from training.envs.replay import EnvironmentReplayer
 from training.simulation import scripted_trajectories_generate
+
+SEED, TEST_FRACTION = 1, 0.3  # the snapshot's split
 
 
 def _fix(original, *, call: bool) -> CorrectionIn:
@@ -24,16 +27,20 @@ def _fix(original, *, call: bool) -> CorrectionIn:
 
 
 def corrected_snapshot():
-    """Four encyclopedia tasks judged by one person, three corrections (an answer and a tool call
+    """Eight encyclopedia tasks judged by one person, three corrections (an answer and a tool call
     accepted, one rejected), frozen."""
     campaign = CampaignFactory(votes_per_comparison=1)
-    scripted_trajectories_generate(campaign=campaign, n_tasks=4, samples_per_agent=2, seed=5)
+    scripted_trajectories_generate(campaign=campaign, n_tasks=8, samples_per_agent=2, seed=5)
     person, admin = UserFactory(roles=["annotator"]), UserFactory(roles=["admin"])
     made = []
     while (a := assignment_next(campaign=campaign, annotator=person)) is not None:
         judgement_submit(assignment_id=a.id, annotator=person, verdict=Verdict(choice=2))
-        if len(made) < 3:
-            original = a.comparison.trajectory_b
+        # a side whose answer is not already the reference (an unchanged answer is no correction);
+        # the two that are accepted on tasks of the snapshot's training split, which SFT learns from
+        sides = (a.comparison.trajectory_b, a.comparison.trajectory_a)
+        original = next((t for t in sides if t.answer != t.task.reference_answer), None)
+        training = task_split(a.comparison.task.external_id, seed=SEED, test_fraction=TEST_FRACTION) == "train"
+        if len(made) < 3 and original is not None and (training or len(made) == 2):
             made.append(
                 correction_create(
                     original=original,
@@ -45,5 +52,5 @@ def corrected_snapshot():
             )
     for correction, decision in zip(made, ("accept", "accept", "reject")):
         correction_review(correction=correction, decision=decision, reviewer=admin)
-    snapshot = snapshot_create(name="with fixes", campaigns=[campaign], test_fraction=0.3, seed=1)
+    snapshot = snapshot_create(name="with fixes", campaigns=[campaign], test_fraction=TEST_FRACTION, seed=SEED)
     return snapshot, made

@@ -21,7 +21,6 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
 from core.intervals import share_interval
-from training.envs.encyclopedia.habits import HABIT_NOTES, SITUATIONS
 from training.evaluation.episodes import paired_difference
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode
 from webapp.errors import ArbiterError
@@ -44,26 +43,32 @@ def situation_expression():
     )
 
 
-def _order(name: str) -> tuple:
-    """The habits' situations in their own order, then the rest by name, OTHER last."""
-    known = list(SITUATIONS)
-    return (name == OTHER, known.index(name) if name in known else len(known), name)
+def _order(name: str, habits: dict[str, str]) -> tuple:
+    """The situations a habit acts in first, then the rest, each by name; OTHER last."""
+    return (name == OTHER, name not in habits, name)
 
 
-def _outcomes(evaluation: Evaluation) -> tuple[str | None, dict]:
-    """What the tasks are grouped by ("situation", "qtype" or None), and
-    situation -> (entry id, mode) -> task id -> each episode's outcome (1 or 0)."""
+def _outcomes(evaluation: Evaluation) -> tuple[str | None, dict, dict[str, str]]:
+    """What the tasks are grouped by ("situation", "qtype" or None),
+    situation -> (entry id, mode) -> task id -> each episode's outcome (1 or 0), and situation ->
+    the demonstrator's habit there, in words (the environment writes it beside the situation in
+    a task's metadata: the web process never imports an environment)."""
     rows = (
         EvaluationEpisode.objects.filter(entry__evaluation=evaluation)
         .annotate(
-            situation=KeyTextTransform("situation", "task__metadata"), qtype=KeyTextTransform("qtype", "task__metadata")
+            situation=KeyTextTransform("situation", "task__metadata"),
+            qtype=KeyTextTransform("qtype", "task__metadata"),
+            habit=KeyTextTransform("habit", "task__metadata"),
         )
         .order_by("entry_id", "mode", "task_id", "sample")
-        .values_list("entry_id", "mode", "task_id", "situation", "qtype", "correct")
+        .values_list("entry_id", "mode", "task_id", "situation", "qtype", "habit", "correct")
     )
     found: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     named: set[str] = set()
-    for entry_id, mode, task_id, situation, qtype, correct in rows:
+    habits: dict[str, str] = {}
+    for entry_id, mode, task_id, situation, qtype, habit, correct in rows:
+        if situation is not None and habit:
+            habits[situation] = habit
         if situation is not None:
             named.add("situation")
         elif qtype is not None:
@@ -71,7 +76,7 @@ def _outcomes(evaluation: Evaluation) -> tuple[str | None, dict]:
         key = situation if situation is not None else qtype if qtype is not None else OTHER
         found[key][(entry_id, mode)][task_id].append(float(correct))
     grouped_by = "situation" if "situation" in named else "qtype" if named else None
-    return grouped_by, found
+    return grouped_by, found, habits
 
 
 def _share(tasks: dict[int, list[float]]) -> dict:
@@ -139,19 +144,19 @@ def evaluation_behaviour(evaluation: Evaluation, *, systems: list[dict]) -> dict
     """Per situation, each system's share handled right per mode and its paired difference from
     the baseline. `systems`: the report's systems (selectors.evaluation_report), whose order,
     names and methods the rows keep."""
-    grouped_by, found = _outcomes(evaluation)
+    grouped_by, found, habits = _outcomes(evaluation)
     if grouped_by is None:
         return {"grouped_by": None, "note": NO_SITUATIONS, "modes": [], "situations": []}
     config = evaluation.config or {}
     baseline = next((s for s in systems if s["is_baseline"]), None)
     situations = []
-    for name in sorted(found, key=_order):
+    for name in sorted(found, key=lambda n: _order(n, habits)):
         by_mode = found[name]
         rows = [_system_row(s, baseline, by_mode, config) for s in systems]
         situations.append(
             {
                 "name": name,
-                "habit": HABIT_NOTES.get(name, "") if grouped_by == "situation" else "",
+                "habit": habits.get(name, "") if grouped_by == "situation" else "",
                 "tasks": len({task for tasks in by_mode.values() for task in tasks}),
                 "systems": [row for row in rows if row["figures"]],
             }
@@ -179,13 +184,18 @@ def evaluation_situations(evaluation: Evaluation) -> list[str]:
     rows = list(
         EvaluationEpisode.objects.filter(entry__evaluation=evaluation)
         .annotate(
-            situation=KeyTextTransform("situation", "task__metadata"), qtype=KeyTextTransform("qtype", "task__metadata")
+            situation=KeyTextTransform("situation", "task__metadata"),
+            qtype=KeyTextTransform("qtype", "task__metadata"),
+            habit=KeyTextTransform("habit", "task__metadata"),
         )
-        .values_list("situation", "qtype")
+        .values_list("situation", "qtype", "habit")
         .distinct()
     )
-    named = {situation if situation is not None else qtype for situation, qtype in rows} - {None}
+    named = {situation if situation is not None else qtype for situation, qtype, _ in rows} - {None}
     if not named:
         return []
-    every = {situation if situation is not None else qtype if qtype is not None else OTHER for situation, qtype in rows}
-    return sorted(every, key=_order)
+    habits = {situation: habit for situation, _, habit in rows if situation is not None and habit}
+    every = {
+        situation if situation is not None else qtype if qtype is not None else OTHER for situation, qtype, _ in rows
+    }
+    return sorted(every, key=lambda name: _order(name, habits))

@@ -14,7 +14,7 @@ from functools import cache
 from training.envs.base import TRAINING_SEEDS, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
 from training.envs.encyclopedia.browser import BrowserConfig, TextBrowser
 from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
-from training.envs.encyclopedia.habits import asked_occupation, situation_of
+from training.envs.encyclopedia.habits import HABIT_NOTES, asked_occupation, situation_of
 from training.envs.encyclopedia.rubric import score
 
 UNLIMITED = 10**9  # the browser's own limits are switched off: the runner's apply
@@ -89,6 +89,11 @@ class EncyclopediaEnvironment(Environment):
                     "qtype": t.qtype,
                     "hops": t.hops,
                     "situation": self._situations[t.external_id],
+                    **(
+                        {"habit": HABIT_NOTES[self._situations[t.external_id]]}
+                        if self._situations[t.external_id] in HABIT_NOTES
+                        else {}
+                    ),
                 },
             )
             for t in self._specs
