@@ -479,6 +479,31 @@ PIPELINE = [
     "--expert-iteration",
     json.dumps(TINY_EXIT),
 ]
+# run_pipeline's settings for a loop of seconds with RL alone (one annotator, one PPO iteration).
+TINY_LOOP_ARGUMENTS = [
+    "--rollout-tasks",
+    "24",
+    "--annotator-wrong-pairs",
+    "steps",
+    "--annotators",
+    "1",
+    "--eval-tasks",
+    "2",
+    "--eval-samples",
+    "1",
+    "--best-of-n",
+    "",
+    "--audit-size",
+    "1",
+    "--audit-disagreements",
+    "1",
+    "--reward-model",
+    json.dumps({**TINY_RM, "epochs": 1}),
+    "--ppo",
+    json.dumps({**TINY_PPO, "iterations": 1}),
+    "--methods",
+    "rl",
+]
 
 
 def assert_the_loop_ran(environment_name: str, tool: str, policy) -> None:

@@ -44,11 +44,17 @@ def scripted_trajectories_generate(
     samples_per_agent: int = 1,
     seed: int = 0,
     corpus_seed: int = 0,
+    world: dict | None = None,
 ) -> GenerationReport:
-    """Run the scripted agents on encyclopedia tasks and store their trajectories (and comparisons)."""
+    """Run the scripted agents on encyclopedia tasks and store their trajectories (and comparisons).
+    `world`: options of the generated world (training/envs/encyclopedia/corpus.py `generate_corpus`,
+    e.g. {"namesakes": 0}), for a world other than the default."""
     if n_tasks < 1 or samples_per_agent < 1:
         raise ArbiterError("n_tasks and samples_per_agent must be at least 1.")
-    env = environment_get("encyclopedia") if corpus_seed == 0 else get_environment("encyclopedia", seed=corpus_seed)
+    if corpus_seed == 0 and not world:
+        env = environment_get("encyclopedia")
+    else:
+        env = get_environment("encyclopedia", seed=corpus_seed, **(world or {}))
     tasks = env.tasks(split)
     rng = random.Random(seed)
     rng.shuffle(tasks)

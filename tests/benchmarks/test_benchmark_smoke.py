@@ -166,7 +166,7 @@ def test_json_input_check_times_both_decoders(bench):
 def test_bc_policy_clones_and_evaluates_a_tiny_policy(bench, tmp_path):
     tiny = "extra_worlds=0 max_steps=2 hidden=32 layers=1 heads=2 vocab_size=300 warmup_steps=1 batch_size=4"
     out = bench("benchmarks/bc_policy.py", "--split", "dev", "--save", str(tmp_path / "bc"), "--set", *tiny.split())
-    assert re.search(r"^RESULT dev \(45 tasks\): greedy [\d.]+% .* 2 steps;", out, re.MULTILINE)
+    assert re.search(r"^RESULT dev \(\d+ tasks\): greedy [\d.]+% .* 2 steps;", out, re.MULTILINE)
     assert (tmp_path / "bc" / "config.json").exists()
 
 
@@ -237,17 +237,18 @@ def test_loop_heldout_reports_each_habit_situation_the_best_temperature_and_pass
     assert list(dev) == [0.0, 0.3, 0.5] and choice["chosen"] == min(t for t in dev if dev[t] == max(dev.values()))
     world = figures["10001"]
     start, again = world["policies"]["start"], world["policies"]["again"]
-    # 12 tasks taken across kinds hold both habit situations (the first 12 by id hold one kind);
+    # 12 tasks taken across kinds hold a habit's situation (the first 12 by id hold one kind);
     # each situation's success is a share with its Wilson interval.
     situations = _situation_counts(start["greedy"])
-    assert {"decoy_on_top", "headquarters_first_page", "other"} <= set(situations)
+    assert {"headquarters_first_page", "other"} <= set(situations)
     assert sum(situations.values()) == start["greedy"]["n"] == world["tasks"] == 12
     for cell in [start["t1"], *start["t1"]["situations"].values()]:
         share, low, high = cell["success"]
         assert (low, high) == pytest.approx(share_interval(share * cell["n"], cell["n"]))
     # The same policy on the same seeds: no gain in any situation, greedy or at T=1.
     for mode in ("greedy", "t1"):
-        assert [c["gain"][0] for c in [again[mode], *again[mode]["situations"].values()]] == [0.0] * 4
+        cells = [again[mode], *again[mode]["situations"].values()]
+        assert [c["gain"][0] for c in cells] == [0.0] * (1 + len(situations))
     best = world["best_temperature"]
     assert best["temperature"] == choice["chosen"] and _situation_counts(best) == situations
     assert _situation_counts(best["greedy_gain_over_it"]["again"]) == situations
@@ -270,7 +271,7 @@ def test_reachability_measures_pass_at_k_per_situation_on_the_fresh_world_or_uns
     out = bench(*args)
     figures = json.loads(report.read_text())[str(FRESH_WORLD_SEED)]
     assert figures["tasks"] == 6 and figures["samples"] == 3 and figures["temperature"] == 1.0
-    assert sum(_situation_counts(figures).values()) == 6 and "decoy_on_top" in figures["situations"]
+    assert sum(_situation_counts(figures).values()) == 6 and "headquarters_first_page" in figures["situations"]
     assert [row[1] for row in _table_rows(out, "policy")] == ["overall", *figures["situations"]]
     assert f"the fresh world (seed {FRESH_WORLD_SEED})" in out
     bench(*args, "--worlds", "10001", "10002")

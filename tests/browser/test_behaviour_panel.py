@@ -23,7 +23,7 @@ def test_the_panel_leads_from_a_situation_to_the_first_difference_of_its_tasks(p
     employer = panel.locator("#situation-decoy_on_top")
     expect(employer.locator("tr")).to_have_count(3)  # the start, filtered behaviour cloning, the start at its best T
     words = employer.inner_text()
-    assert "stops one hop early" in words and "62.5%" in words and "n = 4" in words
+    assert "opens the top result" in words and "62.5%" in words and "n = 4" in words
     assert "behaviour cloning, successful demonstrations only (filtered)" in words
     screenshot(page, "behaviour-panel")
 

@@ -22,10 +22,13 @@ def tiny_policy() -> Policy:
     return Policy.objects.get_or_create(name="tiny", version="1", defaults={"model_dir": str(path)})[0]
 
 
-def simulated_snapshot(*, tasks: int = 60, flip: float = 0.0, seed: int = 0, annotators: int = 3):
-    """Scripted trajectories judged by simulated annotators (Bradley-Terry over the rubric utility)."""
+def simulated_snapshot(
+    *, tasks: int = 60, flip: float = 0.0, seed: int = 0, annotators: int = 3, world: dict | None = None
+):
+    """Scripted trajectories judged by simulated annotators (Bradley-Terry over the rubric utility);
+    `world`: options of the generated world (the default world's when None)."""
     campaign = CampaignFactory(votes_per_comparison=annotators)
-    scripted_trajectories_generate(campaign=campaign, n_tasks=tasks, samples_per_agent=2, seed=seed)
+    scripted_trajectories_generate(campaign=campaign, n_tasks=tasks, samples_per_agent=2, seed=seed, world=world)
     campaign_simulate_labels(
         campaign=campaign, annotators=annotators, seed=seed, profile=AnnotatorProfile(temperature=1.0, flip=flip)
     )

@@ -11,8 +11,7 @@ from django.test import Client
 
 from annotate.models import Policy
 from tests.factories import UserFactory
-from tests.helpers import TINY_PPO
-from tests.rewardmodel.rm_fixtures import TINY_RM
+from tests.helpers import TINY_LOOP_ARGUMENTS
 from training.loop.config import PipelineConfig
 from training.loop.rounds import _evaluation_config, loop_config, round_next
 from training.models import LoopRound
@@ -58,28 +57,7 @@ def test_filtered_and_clean_behaviour_cloning_are_rows_of_every_round(_start_row
         "0",
         "--eval-seen-tasks",
         "0",
-        "--rollout-tasks",
-        "24",
-        "--annotator-wrong-pairs",
-        "steps",
-        "--annotators",
-        "1",
-        "--eval-tasks",
-        "2",
-        "--eval-samples",
-        "1",
-        "--best-of-n",
-        "",
-        "--audit-size",
-        "1",
-        "--audit-disagreements",
-        "1",
-        "--reward-model",
-        json.dumps({**TINY_RM, "epochs": 1}),
-        "--ppo",
-        json.dumps({**TINY_PPO, "iterations": 1}),
-        "--methods",
-        "rl",
+        *TINY_LOOP_ARGUMENTS,
         "--seed",
         "3",
         "--json",

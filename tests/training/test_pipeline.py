@@ -18,7 +18,7 @@ from django.test import Client
 from annotate.models import Judgement, Policy, Trajectory
 from rewardmodel.models import RewardModel
 from tests.factories import UserFactory
-from tests.helpers import TINY_EXIT, TINY_PPO
+from tests.helpers import TINY_EXIT, TINY_LOOP_ARGUMENTS, TINY_PPO
 from tests.rewardmodel.rm_fixtures import TINY_RM, tiny_policy
 from training.models import AuditItem, Evaluation, LoopRound
 from training.simulation import campaign_simulate_labels
@@ -231,28 +231,7 @@ def test_a_round_that_fails_midway_goes_on_from_its_first_missing_piece(cloned_p
         "again",
         "--policy-id",
         str(cloned_policy.pk),
-        "--rollout-tasks",
-        "24",
-        "--annotator-wrong-pairs",
-        "steps",
-        "--annotators",
-        "1",
-        "--eval-tasks",
-        "2",
-        "--eval-samples",
-        "1",
-        "--best-of-n",
-        "",
-        "--audit-size",
-        "1",
-        "--audit-disagreements",
-        "1",
-        "--reward-model",
-        json.dumps({**TINY_RM, "epochs": 1}),
-        "--ppo",
-        json.dumps({**TINY_PPO, "iterations": 1}),
-        "--methods",
-        "rl",
+        *TINY_LOOP_ARGUMENTS,
     )
     real = rounds.run_in_process
 
