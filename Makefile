@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 # and pipefail keeps pip's exit status.
 PIP_INSTALL = $(BIN)/pip install --quiet --progress-bar off --log $(VENV)/pip.log
 NO_INDEX_NOISE = 2>&1 | sed -u "/^WARNING: Location '.*' is ignored/d"
-REQS := requirements.txt requirements-test.txt
+REQS := requirements.txt requirements-test.txt requirements-models.txt
 STAMP := $(VENV)/.installed-$(shell cat $(REQS) | sha256sum | cut -c1-12)
 
 # Test services: this machine's PostgreSQL and Redis unless the environment says otherwise.
@@ -32,6 +32,7 @@ $(STAMP): $(REQS) | $(BIN)/python
 	@echo "Installing the Python packages into $(VENV) (a few minutes the first time; log: $(VENV)/pip.log) ..."
 	@$(PIP_INSTALL) torch==2.13.0 $(NO_INDEX_NOISE)
 	@$(PIP_INSTALL) -r requirements-test.txt $(NO_INDEX_NOISE)
+	@$(PIP_INSTALL) --no-deps -r requirements-models.txt $(NO_INDEX_NOISE)
 	rm -f $(VENV)/.installed-*
 	touch $@
 

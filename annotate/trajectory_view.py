@@ -247,6 +247,15 @@ def _needleman_wunsch(left: list[tuple], right: list[tuple]) -> list[tuple[int |
     return pairs
 
 
+def common_start(left: list[tuple], right: list[tuple]) -> int:
+    """How many keys the two lists share from their first: the rows the content alignment
+    matches as they are, so the first difference it marks (and the evaluation's divergence) is here."""
+    start = 0
+    while start < len(left) and start < len(right) and left[start] == right[start]:
+        start += 1
+    return start
+
+
 def align_steps(
     left: list[tuple], right: list[tuple], *, max_cells: int = ALIGN_MAX_CELLS
 ) -> list[tuple[int | None, int | None]] | None:
@@ -254,9 +263,7 @@ def align_steps(
     they are, the middle by Needleman-Wunsch. None when the middle's table would be over
     `max_cells` cells."""
     n, m = len(left), len(right)
-    start = 0
-    while start < n and start < m and left[start] == right[start]:
-        start += 1
+    start = common_start(left, right)
     end = 0
     while end < n - start and end < m - start and left[n - 1 - end] == right[m - 1 - end]:
         end += 1

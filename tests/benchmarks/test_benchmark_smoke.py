@@ -475,3 +475,22 @@ def test_export_length_count_counts_tokens_as_transformers_does(bench):
         # Observations of about 900 words put most rows over TRL's 1,024 tokens, and each count
         # agrees with transformers' own tokenization.
         assert figures[fmt]["mismatches_against_transformers"] == 0 and 0 < figures[fmt]["dropped"] <= 12, figures
+
+
+def test_gguf_register_times_a_conversion_its_reuse_and_its_floor(bench, tmp_path):
+    from tests.training.gguf_fixtures import tiny_gguf
+    from training.envs.arithmetic import ArithmeticEnvironment
+
+    source = tiny_gguf(tmp_path / "tiny.gguf", [ArithmeticEnvironment(seed=3, n_tasks=20)])
+    out = bench(
+        "benchmarks/gguf_register.py",
+        "--source",
+        str(source),
+        "--environment",
+        "arithmetic",
+        "--json",
+        str(tmp_path / "figures.json"),
+    )
+    figures = json.loads((tmp_path / "figures.json").read_text())
+    assert "first registration in all (target < 120 s idle)" in out and figures["parameters"] > 0
+    assert figures["second_conversion_s"] < figures["first_conversion_s"]

@@ -4,6 +4,8 @@ the tests in the style of their families (no weights can be downloaded here).
     qwen2   Qwen2ForCausalLM, a ChatML template with <tool_call> JSON (the hermes parser)
     llama   LlamaForCausalLM, a Llama 3.1-style template: header ids, ipython tool results,
             tool calls as one JSON object (the llama3_json parser)
+    smollm2 LlamaForCausalLM with the template a converted SmolLM2 GGUF gets (SmolLM2's own,
+            with the tool prompt training/policy/gguf.py adds; the smollm2 parser)
 
 Each tokenizer is a byte-level BPE trained on a little text of the environments, so
 re-tokenizing a sampled turn often gives other tokens than the sampled ones: the trap the
@@ -13,6 +15,8 @@ rollout must not fall into (TRL issue 5144).
 from __future__ import annotations
 
 from pathlib import Path
+
+from training.policy.gguf import SMOLLM2_WITH_TOOLS
 
 QWEN_TEMPLATE = """\
 {%- if tools %}<|im_start|>system
@@ -85,6 +89,13 @@ FAMILIES = {
         "bos": None,
         "eos": "<|im_end|>",
         "pad": "<|endoftext|>",
+    },
+    "smollm2": {
+        "template": SMOLLM2_WITH_TOOLS,
+        "special": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        "bos": "<|im_start|>",
+        "eos": "<|im_end|>",
+        "pad": "<|im_end|>",
     },
     "llama": {
         "template": LLAMA_TEMPLATE,

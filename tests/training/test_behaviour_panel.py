@@ -2,11 +2,13 @@
 right with its Wilson interval and the paired difference from the start; where two episodes of
 a task first part; the side-by-side view kept to one situation; the API's `behaviour`."""
 
+import random
 import re
 
 import pytest
 from django.test import Client
 
+from annotate.trajectory_view import pair_view
 from core.intervals import share_interval
 from tests.conftest import token_client
 from tests.factories import PolicyFactory
@@ -154,6 +156,18 @@ def test_divergence_where_one_episode_is_the_others_beginning_is_where_the_short
     assert first_divergence(longer, longer[:5]) == 5
     assert step_words(longer[:5], 5) == "no step: the episode had ended"
     assert first_divergence([], longer) == 0
+
+
+def test_the_divergence_and_the_aligned_rows_mark_the_same_step_on_any_pair():
+    """One notion of "first difference": the evaluation's divergence and the side-by-side rows'
+    mark (content alignment, and index alignment past its size limit) agree on random pairs."""
+    rng = random.Random(54)
+    pool = two_hops("X") + one_hop_early("Y")
+    for _ in range(300):
+        left = [rng.choice(pool) for _ in range(rng.randint(0, 6))]
+        right = left[: rng.randint(0, len(left))] + [rng.choice(pool) for _ in range(rng.randint(0, 4))]
+        for max_cells in (10_000, 0):
+            assert pair_view(left, right, max_cells=max_cells).first_difference == first_divergence(left, right)
 
 
 # --- The pages --------------------------------------------------------------------------------

@@ -15,15 +15,26 @@ from training.policy.bc import BCConfig, demonstrations, play_demonstrations, tr
 from training.policy.chat import POLICY_FILE, ChatFormat, ChatTemplateError
 from training.policy.episodes import episode_tokens, play_scripted
 from training.policy.model_io import load_policy, save_policy
-from training.policy.parsers import CompactParser, HermesParser, Llama3JsonParser, ToolCall, detect_parser
+from training.policy.parsers import (
+    CompactParser,
+    HermesParser,
+    Llama3JsonParser,
+    SmolLM2Parser,
+    ToolCall,
+    detect_parser,
+)
 from training.policy.rollout import RolloutConfig, rollout
 from training.rl.config import RLConfig
 from training.rl.scorers import rubric_scorer
 from training.rl.trainer import train_rl
 
 torch.set_num_threads(1)
-PARSER = {"qwen2": "hermes", "llama": "llama3_json"}
-MALFORMED = {"qwen2": "<tool_call>oops</tool_call>", "llama": '{"name": oops}'}
+PARSER = {"qwen2": "hermes", "llama": "llama3_json", "smollm2": "smollm2"}
+MALFORMED = {
+    "qwen2": "<tool_call>oops</tool_call>",
+    "llama": '{"name": oops}',
+    "smollm2": "<tool_call>[oops]</tool_call>",
+}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +42,7 @@ def env():
     return ArithmeticEnvironment(seed=3, n_tasks=120)
 
 
-@pytest.fixture(scope="module", params=["qwen2", "llama"])
+@pytest.fixture(scope="module", params=["qwen2", "llama", "smollm2"])
 def family(request, env, tmp_path_factory):
     path = chat_model_dir(tmp_path_factory.mktemp(request.param) / "model", request.param, [env])
     return request.param, path
@@ -89,6 +100,17 @@ def test_each_family_s_tool_calls_are_parsed_and_written_back_the_same():
     assert [c.name for c in turn.calls] == ["calculate", "answer"] and not turn.problem
     assert llama.parse(llama.format(list(turn.calls))).calls == turn.calls
     assert llama.parse("The answer is 9.").content == "The answer is 9." and not llama.parse("9").calls
+
+    smollm2 = SmolLM2Parser()
+    turn = smollm2.parse(
+        '<tool_call>[{"name": "calculate", "arguments": {"expression": "1+1"}}, '
+        '{"name": "answer", "arguments": {"text": "2"}}]</tool_call>'
+    )
+    assert turn.calls == (ToolCall("calculate", {"expression": "1+1"}), ToolCall("answer", {"text": "2"}))
+    assert smollm2.format(list(turn.calls)).startswith('<tool_call>[{"name": "calculate"')
+    assert smollm2.parse(smollm2.format(list(turn.calls))).calls == turn.calls
+    assert hermes.parse(smollm2.format(list(turn.calls))).calls == turn.calls  # Hermes reads a list too
+    assert "an empty list" in smollm2.parse("<tool_call>[]</tool_call>").problem
 
     env = ArithmeticEnvironment(seed=0, n_tasks=10)
     compact = CompactParser(env.tools())

@@ -4,25 +4,24 @@ The side-by-side view of an evaluation marks it on both sides: the first step at
 start and the result did something different is where the behaviour changed. Two steps are
 the same when `annotate.trajectory_view.step_key` says so (the same tool call with the same
 arguments, key order aside; the same observation; the same thought or answer text, case and
-runs of whitespace aside): the key the side-by-side alignment matches steps by, so the mark
-and the aligned rows agree.
+runs of whitespace aside): the key the side-by-side alignment matches steps by. Both count
+the steps the two share from the first with `common_start`, so the mark and the aligned rows
+agree.
 
 Run the unit tests: `pytest tests/training/test_behaviour_panel.py -k divergence`.
 """
 
 from __future__ import annotations
 
-from annotate.trajectory_view import step_key
+from annotate.trajectory_view import common_start, step_key
 
 
 def first_divergence(left: list[dict], right: list[dict]) -> int | None:
     """The index of the first step where the two step lists differ; None when they are the same.
     Every step before it is the same on both sides, so the index is the same on both. When one
     list is the other's beginning, it is where the shorter one ends (that side has no step there)."""
-    for index, (a, b) in enumerate(zip(left, right)):
-        if step_key(a) != step_key(b):
-            return index
-    return None if len(left) == len(right) else min(len(left), len(right))
+    start = common_start([step_key(step) for step in left], [step_key(step) for step in right])
+    return None if start == len(left) == len(right) else start
 
 
 def step_words(steps: list[dict], index: int | None) -> str:

