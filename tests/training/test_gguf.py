@@ -111,3 +111,12 @@ def test_register_policy_takes_a_gguf_file_converts_it_once_and_says_so(tiny, se
     assert "Already converted" in capsys.readouterr().out and Policy.objects.filter(name="tiny-smol").count() == 1
     with pytest.raises(CommandError, match="is not installed"):
         call_command("register_policy", "package:no-such-package-arbiter", "--name", "x")
+
+
+def test_two_conversions_of_the_same_file_at_once_leave_one_directory(tiny, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: gguf_convert(tiny, tmp_path / "store"), range(2)))
+    assert results[0] == results[1]
+    assert [p.name for p in (tmp_path / "store").iterdir()] == [results[0].name]

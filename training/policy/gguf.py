@@ -32,6 +32,7 @@ import hashlib
 import importlib.metadata
 import json
 import shutil
+import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -163,8 +164,7 @@ def gguf_convert(path: Path, store: Path, *, progress: Callable[[str], None] = l
         return target
     header = gguf_header(path)
     progress(f"{header['name'] or path.name}: {header['architecture']}, {', '.join(header['quantizations'])}")
-    work = target.with_name(target.name + ".partial")
-    shutil.rmtree(work, ignore_errors=True)
+    work = target.with_name(f"{target.name}.partial-{uuid.uuid4().hex[:8]}")  # its own, if two convert at once
     work.mkdir(parents=True)
     try:
         template_note = _convert(path, work, progress)
@@ -174,7 +174,12 @@ def gguf_convert(path: Path, store: Path, *, progress: Callable[[str], None] = l
             **template_note,
         }
         (work / POLICY_FILE).write_text(json.dumps(info, indent=2))
-        work.rename(target)
+        try:
+            work.rename(target)
+        except OSError:  # another conversion of the same file finished first: keep its directory
+            if not (target / POLICY_FILE).is_file():
+                raise
+            shutil.rmtree(work, ignore_errors=True)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -206,7 +211,7 @@ def _convert(path: Path, out: Path, progress: Callable[[str], None]) -> dict:
             )
         tokenizer.chat_template, parser, words = TOOL_PROMPTS[template]
         note = {"tool_parser": parser, "chat_template": words}
-    progress("Dequantizing the weights (a minute or two for 135M parameters) ...")
+    progress("Dequantizing the weights (about 15 s for 135M parameters on an idle core) ...")
     try:
         with _tensor_name_map_built_once():
             loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
@@ -230,8 +235,9 @@ def _convert(path: Path, out: Path, progress: Callable[[str], None]) -> dict:
 def _tensor_name_map_built_once():
     """transformers 5.23 maps GGUF tensor names to its own by walking the model's modules, and
     builds gguf's name map (every tensor name of the architecture, for every layer) again at
-    each of them: about 400 times for SmolLM2-135M, a third of the conversion. The map depends
-    only on (architecture, layers), so while converting it is built once per pair."""
+    each of them: about 400 times for SmolLM2-135M, a quarter of its conversion (21 s -> 16 s
+    idle, benchmarks/RESULTS.md). The map depends only on (architecture, layers), so while
+    converting it is built once per pair."""
     import gguf
 
     original = gguf.get_tensor_name_map
