@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import _common  # noqa: F401 - the project's packages on the path
 import torch
+from _common import markdown_table  # first among the project's imports: it puts them on the path
 
 
 def timed(function, *args, **kwargs):
@@ -83,8 +83,7 @@ def main() -> None:
     }
     figures["first_over_floor"] = round(first / max(read_floor + write_floor, 1e-9), 1)
     print(f"{figures['file']} ({figures['megabytes']} MB, {figures['parameters']:,} parameters)")
-    print("| stage | seconds |\n| --- | --- |")
-    for label, key in [
+    stages = [
         ("first conversion", "first_conversion_s"),
         ("registration check", "check_s"),
         ("first registration in all (target < 120 s idle)", "first_total_s"),
@@ -92,8 +91,8 @@ def main() -> None:
         ("second registration in all (target < 10 s)", "second_total_s"),
         ("floor: read the file once", "floor_read_s"),
         ("floor: write the weights once", "floor_write_s"),
-    ]:
-        print(f"| {label} | {figures[key]} |")
+    ]
+    print(markdown_table(["stage", "seconds"], [[label, figures[key]] for label, key in stages]))
     print(f"first conversion / floor: {figures['first_over_floor']}x")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))

@@ -20,9 +20,9 @@ Rows are the `trl` export's (annotate/exports.py): `prompt`, `chosen` and `rejec
 
 from __future__ import annotations
 
-import json
-
 from annotate.chat_messages import QUOTES_HEADING
+from core import json_input
+from core.same_behaviour import answer_key, call_key
 
 
 def _final(messages: list[dict]) -> dict | None:
@@ -41,11 +41,6 @@ def answer_text(messages: list[dict]) -> str | None:
     return str(final.get("content") or "").split(QUOTES_HEADING)[0]
 
 
-def _same(answer: str) -> str:
-    """An answer as annotate/services/comparisons.py compares them: spaces collapsed, any case."""
-    return " ".join(answer.split()).lower()
-
-
 def tool_calls(messages: list[dict]) -> frozenset:
     """The set of a side's tool calls, each (tool, arguments as sorted JSON), in any order."""
     calls = set()
@@ -53,19 +48,19 @@ def tool_calls(messages: list[dict]) -> frozenset:
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             arguments = function.get("arguments")
-            if isinstance(arguments, str):
+            if isinstance(arguments, str):  # OpenAI's form: the arguments as a JSON string
                 try:
-                    arguments = json.loads(arguments)
-                except ValueError:
+                    arguments = json_input.loads(arguments)
+                except json_input.JsonInputError:
                     pass
-            calls.add((str(function.get("name") or ""), json.dumps(arguments, sort_keys=True, default=str)))
+            calls.add(call_key(function.get("name"), arguments))
     return frozenset(calls)
 
 
 def answers_differ(row: dict) -> bool:
     """Both sides answered, and not the same answer."""
     chosen, rejected = answer_text(row["chosen"]), answer_text(row["rejected"])
-    return chosen is not None and rejected is not None and _same(chosen) != _same(rejected)
+    return chosen is not None and rejected is not None and answer_key(chosen) != answer_key(rejected)
 
 
 def is_answer_pair(row: dict) -> bool:

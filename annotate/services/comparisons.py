@@ -31,6 +31,7 @@ from django.db import connection, transaction
 from django.db.models import Count, QuerySet
 
 from annotate.models import Campaign, Comparison, Trajectory
+from core.same_behaviour import answer_key, call_key
 from webapp.db import bulk_create_new, insert_new_rows
 from webapp.errors import ArbiterError
 
@@ -41,11 +42,8 @@ SELF_PAIRING = ("all_pairs", "outcome_differs", "same_calls_different_answer")
 
 def _calls_and_answer(steps: list[dict], answer: str) -> tuple[frozenset, str]:
     """The set of a trajectory's tool calls, each as (tool, arguments as sorted JSON), and its answer."""
-    calls = set()
-    for step in steps:
-        if step.get("kind") == "action":
-            calls.add((str(step.get("tool", "")), json.dumps(step.get("arguments"), sort_keys=True, default=str)))
-    return frozenset(calls), " ".join(answer.split()).lower()
+    calls = {call_key(step.get("tool", ""), step.get("arguments")) for step in steps if step.get("kind") == "action"}
+    return frozenset(calls), answer_key(answer)
 
 
 def _answer_is_the_difference(a: tuple, b: tuple) -> bool:

@@ -48,9 +48,10 @@ def test_the_real_model_registers_and_its_own_tool_call_format_round_trips(smoll
     chat = ChatFormat.for_policy(tokenizer, smollm2)
     runner = EpisodeRunner(env)
     task = env.tasks("train")[0]
-    script = lambda task, state: iter(  # noqa: E731
-        [("calculate", {"expression": task.metadata["expression"]}), ("answer", {"text": task.reference})]
-    )
+
+    def script(task, state):
+        return iter([("calculate", {"expression": task.metadata["expression"]}), ("answer", {"text": task.reference})])
+
     episode = play_scripted(runner, task, script, chat.parser(env.tools()))
     assert episode.outcome.correct and episode.messages[2]["content"].startswith('<tool_call>[{"name": "calculate"')
     ids, mask = episode_tokens(chat, episode, [t.as_openai() for t in env.tools()])
