@@ -1,8 +1,15 @@
-"""Behaviour cloning of the default policy without Django: the same steps as
+"""Behaviour cloning without Django: the same steps as
 `training.policy.services.policy_train_default` (tokenizer, demonstrations, model, BC, then
 rubric success greedy and at temperature 1), timed, on the split you choose.
 
-    nice -n 10 .venv/bin/python benchmarks/bc_policy.py [--split dev|eval] [--save DIR] [--set hidden=160 ...]
+    nice -n 10 .venv/bin/python benchmarks/bc_policy.py [--split dev|eval|none] [--save DIR] [--set hidden=160 ...]
+    .venv/bin/python benchmarks/bc_policy.py --base POLICY_DIR --set lora_rank=16 ... [--save DIR]
+
+Without `--base` it builds the default architecture from nothing (its tokenizer trained on the
+demonstrations); with it, it clones into that policy's own model, chat template and tool-call
+parser (a registered pretrained model), all its weights or, with `lora_rank`, LoRA adapters
+merged into the saved model (training/policy/lora.py). `--split none` skips the evaluation
+(benchmarks/loop_heldout.py evaluates a saved policy on unseen worlds).
 
 `--set` overrides BCConfig fields (numbers or strings). Iterate on dev; report eval. The
 wall time of behaviour cloning is bounded by `BCConfig.max_seconds`, so on a busy machine a
@@ -50,10 +57,12 @@ def main() -> None:
     )
     from training.policy.chat import ChatFormat
     from training.policy.layout import TOOL_PARSER
-    from training.policy.model_io import build_model, save_policy, train_tokenizer
+    from training.policy.lora import merged, parameter_counts, with_lora
+    from training.policy.model_io import build_model, load_policy, save_policy, train_tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", default="dev", choices=["dev", "eval"])
+    parser.add_argument("--split", default="dev", choices=["dev", "eval", "none"])
+    parser.add_argument("--base", default="", help="a pretrained policy's directory to clone into")
     parser.add_argument("--save", default="")
     parser.add_argument("--set", nargs="*", default=[], help="BCConfig overrides, field=value")
     args = parser.parse_args()
@@ -61,26 +70,37 @@ def main() -> None:
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
     env = get_environment(config.environment)
-    held_out = env.tasks(args.split)
+    held_out = [] if args.split == "none" else env.tasks(args.split)
     started = time.monotonic()
+    if args.base:
+        model, tokenizer = load_policy(args.base)
+        chat = ChatFormat.for_policy(tokenizer, args.base)
+        tool_parser = chat.parser_name
+    else:
+        tool_parser = TOOL_PARSER
     played = play_demonstrations(
-        env, config, parser=TOOL_PARSER, make_env=lambda seed: get_environment(config.environment, seed=seed)
+        env, config, parser=tool_parser, make_env=lambda seed: get_environment(config.environment, seed=seed)
     )
-    tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
-    chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
+    if not args.base:
+        tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
+        chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
+        model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
+    if config.lora_rank:
+        model = with_lora(model, config.lora_rank, config.lora_alpha)
     examples = demonstrations(chat, played)
     prepared = time.monotonic() - started
-    model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
-    params = sum(p.numel() for p in model.parameters())
+    counts = parameter_counts(model)
     tokens = sum(len(ids) for ids, _ in examples)
     print(
-        f"{len(examples)} demonstrations, {tokens / len(examples):.0f} tokens each (mean), {params / 1e6:.2f}M "
-        f"parameters; tokenizer + demonstrations {prepared:.1f} s",
+        f"{len(examples)} demonstrations, {tokens / len(examples):.0f} tokens each (mean), "
+        f"{sum(sum(mask) for _, mask in examples) / len(examples):.0f} of them the agent's; "
+        f"{counts['total'] / 1e6:.2f}M parameters, {counts['trainable'] / 1e6:.2f}M trained; "
+        f"model + demonstrations {prepared:.1f} s",
         flush=True,
     )
 
     def metrics(step, figures):
-        if step % 50 == 0 or step == 1:
+        if step % 10 == 0 or step == 1:
             print(
                 f"  step {step}: loss {figures['loss/total']:.3f} agent {figures['loss/agent']:.3f} "
                 f"lr {figures['optim/lr']:.2e} t {time.monotonic() - started:.0f}s",
@@ -94,11 +114,15 @@ def main() -> None:
     result = train_bc(model, tokenizer, examples, config, metrics=metrics, judge=judge)
     if "kept_step" in result:
         print(f"kept step {result['kept_step']} of {result['steps']}, judged on {judged_on}: {result['dev_curve']}")
+    model = merged(model)
     trained = time.monotonic() - started
+    if args.save:
+        save_policy(model, tokenizer, args.save, tool_parser=tool_parser)
+    if not held_out:
+        print(f"\nRESULT no evaluation; {result['steps']} steps; BC {result['seconds']:.0f} s; overrides {overrides}")
+        return
     figures = success_rates(model, tokenizer, EpisodeRunner(env), held_out, chat)
     total = time.monotonic() - started
-    if args.save:
-        save_policy(model, tokenizer, args.save, tool_parser=TOOL_PARSER)
     print(
         json.dumps(
             {"overrides": overrides, "bc": {k: v for k, v in result.items() if k != "config"}, "figures": figures},

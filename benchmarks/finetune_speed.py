@@ -1,7 +1,7 @@
 """An SFT or DPO run's training against plain TRL on the same tokens (plain Python, no Django).
 
     .venv/bin/python benchmarks/finetune_speed.py POLICY_DIR [--kind dpo|sft] [--rows 64] [--steps 24] \
-        [--batch 8] [--repeats 3] [--threads 1]
+        [--batch 8] [--repeats 3] [--threads 1] [--lora-rank 0]
 
 The rows are the environment's scripted episodes as the `sft` and `dpo` exports write them
 (for DPO, each against the same episode with a wrong answer). Two arms, each in a fresh
@@ -14,7 +14,8 @@ process, alternating `--repeats` times:
   TRL's own collator and no callbacks, nothing saved: what the training costs with nothing of
   Arbiter's around it.
 
-Prints, per arm, the median seconds of the whole call and per optimizer step, and the peak
+With `--lora-rank` both arms train LoRA adapters of that rank (the run's `lora_rank`; the floor
+gives TRL the same peft config). Prints, per arm, the median seconds of the whole call and per optimizer step, and the peak
 resident memory of its process; then the ratio of the medians. Threads are set in each
 process (`--threads`).
 """
@@ -59,11 +60,11 @@ def rows(kind: str, count: int) -> list[dict]:
     return out
 
 
-def arm_arbiter(policy: str, kind: str, data: list[dict], steps: int, batch: int) -> dict:
+def arm_arbiter(policy: str, kind: str, data: list[dict], steps: int, batch: int, lora_rank: int) -> dict:
     from training.finetune.config import FinetuneConfig
     from training.finetune.train import finetune
 
-    config = FinetuneConfig(max_steps=steps, batch_size=batch, checkpoint_every=0)
+    config = FinetuneConfig(max_steps=steps, batch_size=batch, checkpoint_every=0, lora_rank=lora_rank)
     with tempfile.TemporaryDirectory() as out:
         started = time.perf_counter()
         result = finetune(kind, policy_dir=policy, train_rows=data, test_rows=[], config=config, out_dir=Path(out))
@@ -72,7 +73,7 @@ def arm_arbiter(policy: str, kind: str, data: list[dict], steps: int, batch: int
     return {"seconds": seconds}
 
 
-def arm_floor(policy: str, kind: str, data: list[dict], steps: int, batch: int) -> dict:
+def arm_floor(policy: str, kind: str, data: list[dict], steps: int, batch: int, lora_rank: int) -> dict:
     """TRL alone on the same token ids (tokenized here, before the clock starts)."""
     import transformers
     from datasets import Dataset
@@ -81,8 +82,10 @@ def arm_floor(policy: str, kind: str, data: list[dict], steps: int, batch: int) 
     from training.finetune.config import FinetuneConfig
     from training.finetune.train import policy_context, prepare_dpo, prepare_sft, training_arguments
     from training.policy.chat import ChatFormat
+    from training.policy.lora import lora_config
     from training.policy.model_io import load_policy
 
+    peft_config = lora_config(lora_rank, FinetuneConfig().lora_alpha) if lora_rank else None
     transformers.set_seed(0)
     model, tokenizer = load_policy(policy)
     model.train()
@@ -95,7 +98,9 @@ def arm_floor(policy: str, kind: str, data: list[dict], steps: int, batch: int) 
 
             dataset = Dataset.from_list([{"input_ids": e["input_ids"]} for e in prepared])
             args = SFTConfig(**training_arguments(config, Path(out), steps, "cpu", {"packing": False}))
-            trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+            trainer = SFTTrainer(
+                model=model, args=args, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config
+            )
         else:
             from trl import DPOConfig, DPOTrainer
 
@@ -107,7 +112,9 @@ def arm_floor(policy: str, kind: str, data: list[dict], steps: int, batch: int) 
                 [{k: e[k] for k in ("prompt_ids", "chosen_ids", "rejected_ids")} for e in prepared]
             )
             args = DPOConfig(**training_arguments(config, Path(out), steps, "cpu", {"beta": 0.1}))
-            trainer = PreTokenized(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+            trainer = PreTokenized(
+                model=model, args=args, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config
+            )
         started = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - started
@@ -120,7 +127,7 @@ def child(args) -> None:
     torch.set_num_threads(args.threads)
     data = rows(args.kind, args.rows)
     figures = (arm_arbiter if args.arm == "arbiter" else arm_floor)(
-        args.policy, args.kind, data, args.steps, args.batch
+        args.policy, args.kind, data, args.steps, args.batch, args.lora_rank
     )
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(figures))
@@ -135,6 +142,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--lora-rank", type=int, default=0, help="LoRA adapters of this rank in both arms (0: all weights)"
+    )
     parser.add_argument("--arm", choices=["arbiter", "floor"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.arm:
@@ -145,7 +155,7 @@ def main() -> None:
         for arm in ("floor", "arbiter"):
             command = [sys.executable, __file__, args.policy, "--arm", arm, "--kind", args.kind]
             command += ["--rows", str(args.rows), "--steps", str(args.steps), "--batch", str(args.batch)]
-            command += ["--threads", str(args.threads)]
+            command += ["--threads", str(args.threads), "--lora-rank", str(args.lora_rank)]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode:
                 raise SystemExit(f"{arm} failed:\n{done.stderr[-3000:]}")

@@ -4,6 +4,7 @@ a folder's tests share lives in that folder's conftest.py. By area, in the order
 annotate (campaigns, trajectory steps, exports), training (environments by dotted path, a
 hand-built evaluation, the loop at test size, the MCP calculator), webapp (request bodies, a run)."""
 
+import contextlib
 import json
 import shutil
 import sys
@@ -788,3 +789,37 @@ def as_a_browser_posts(form: RunLaunchForm) -> dict:
         else:
             data[name] = "" if initial is None else str(initial)
     return data
+
+
+MCP_CALCULATOR_SERVER = [sys.executable, str(Path(__file__).parent / "training" / "mcp_calculator_server.py")]
+
+
+def mcp_arithmetic_tasks(path: Path, *, seed: int = 5, n_tasks: int = 20) -> Path:
+    """A tasks file (JSON lines) of arithmetic tasks for the MCP calculator server's environment."""
+    tasks = ArithmeticEnvironment(seed=seed, n_tasks=n_tasks)
+    rows = [
+        {"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference, "split": t.split}
+        for split in ("train", "dev", "eval")
+        for t in tasks.tasks(split)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+@contextlib.contextmanager
+def served_policy(policy_dir, name: str, *, api_key: str | None = None):
+    """A policy behind `serve_policy`'s server (training/policy/serving_http.py) on 127.0.0.1, in a
+    thread; yields its address (http://127.0.0.1:PORT) and stops it after."""
+    import threading
+
+    from training.policy.serving import PolicyServer
+    from training.policy.serving_http import serve
+
+    httpd = serve(PolicyServer(policy_dir, name=name, threads=1), "127.0.0.1", 0, api_key=api_key)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

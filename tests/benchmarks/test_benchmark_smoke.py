@@ -170,6 +170,45 @@ def test_bc_policy_clones_and_evaluates_a_tiny_policy(bench, tmp_path):
     assert (tmp_path / "bc" / "config.json").exists()
 
 
+def test_bc_policy_clones_into_a_pretrained_chat_model_with_lora(bench, tmp_path):
+    from tests.training.chat_models import chat_model_dir
+    from training.envs.registry import get_environment
+
+    base = chat_model_dir(tmp_path / "qwen", "qwen2", [get_environment("encyclopedia")])
+    tiny = "extra_worlds=0 max_steps=2 warmup_steps=1 batch_size=4 dev_every=0 lora_rank=4"
+    out = bench(
+        "benchmarks/bc_policy.py",
+        "--base",
+        str(base),
+        "--split",
+        "none",
+        "--save",
+        str(tmp_path / "bc"),
+        "--set",
+        *tiny.split(),
+    )
+    assert re.search(r"M parameters, 0\.\d+M trained;", out) and "RESULT no evaluation; 2 steps" in out
+    assert json.loads((tmp_path / "bc" / "config.json").read_text())["model_type"] == "qwen2"
+
+
+def test_real_model_judge_judges_the_demo_campaign_beside_the_rubric_and_a_coin(bench, policy_dir, tmp_path):
+    out = bench(
+        "benchmarks/real_model_judge.py",
+        "--policy",
+        policy_dir,
+        "--comparisons",
+        "3",
+        "--max-tokens",
+        "8",
+        "--json",
+        str(tmp_path / "judge.json"),
+        timeout=240,
+    )
+    figures = json.loads((tmp_path / "judge.json").read_text())
+    assert set(figures["panels"]) >= {"rubric (oracle)", "coin (chance)"} and "| judge |" in out
+    assert figures["panels"]["coin (chance)"]["answered"] == 3 and sum(figures["calls"].values()) >= 3
+
+
 def test_bc_parallel_trains_in_one_process_and_in_two(bench):
     tiny = "extra_worlds=0 hidden=32 layers=1 heads=2 vocab_size=300 warmup_steps=1 batch_size=4"
     out = bench("benchmarks/bc_parallel.py", "--steps", "3", "--repeats", "1", "--set", *tiny.split(), timeout=300)
@@ -333,13 +372,15 @@ def test_reward_model_probes_trains_a_variant_and_probes_it(bench):
     assert re.search(r"^tiny \| 20 \| [\d.]+ \(", out, re.MULTILINE)
 
 
-@pytest.mark.parametrize("kind", ["dpo", "sft"])
-def test_finetune_speed_times_a_run_against_plain_trl(bench, policy_dir, kind):
+@pytest.mark.parametrize("kind, lora_rank", [("dpo", "2"), ("sft", "0")])
+def test_finetune_speed_times_a_run_against_plain_trl(bench, policy_dir, kind, lora_rank):
     out = bench(
         "benchmarks/finetune_speed.py",
         policy_dir,
         "--kind",
         kind,
+        "--lora-rank",
+        lora_rank,
         "--rows",
         "4",
         "--steps",

@@ -317,3 +317,47 @@ def test_a_bc_run_clones_into_a_registered_chat_model_in_its_own_format(tmp_path
         run_launch(
             kind="bc", user=admin_user, enqueue=False, config={"environment": "arithmetic", "base_policy_id": 987}
         )
+
+
+def test_a_bc_run_with_lora_trains_adapters_and_registers_them_merged(tmp_path, admin_user):
+    """`lora_rank` clones the demonstrations into low-rank adapters of a registered model's
+    linear layers; the policy saved is the same architecture with them merged in (embeddings
+    untouched), and LoRA without a model to adapt is refused with the field named."""
+    from safetensors.torch import load_file
+
+    from annotate.models import Policy
+    from tests.training.chat_models import chat_model_dir
+    from webapp.errors import ArbiterError
+    from webapp.runs.services import run_execute, run_launch
+
+    qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
+    call_command("register_policy", str(qwen), "--name", "lora-qwen", "--environment", "arithmetic")
+    base = Policy.objects.get(name="lora-qwen")
+    config = {
+        "environment": "arithmetic",
+        "base_policy_id": base.pk,
+        "policy_name": "qwen-lora",
+        "max_steps": 4,
+        "warmup_steps": 1,
+        "batch_size": 4,
+        "extra_worlds": 0,
+        "dev_every": 2,
+        "dev_tasks": 4,
+        "lora_rank": 4,
+        "learning_rate": 1e-2,
+    }
+    run = run_launch(kind="bc", user=admin_user, enqueue=False, config=config)
+    run_execute(run_id=run.pk, attempt=run.attempt)
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    assert "LoRA of rank 4" in run.log
+    cloned = Policy.objects.get(pk=run.summary["policy_id"])
+    assert cloned.metadata["config"]["lora_rank"] == 4
+    before = load_file(str(Path(qwen) / "model.safetensors"))
+    after = load_file(str(Path(cloned.model_dir) / "model.safetensors"))
+    assert set(after) == set(before)  # merged: no adapter weights, nothing of peft to load
+    changed = {name for name in after if not after[name].equal(before[name])}
+    assert changed and not any("embed" in name or "norm" in name for name in changed)
+    for bad, field in (({"base_policy_id": 0}, "lora_rank"), ({"lora_alpha": 0}, "lora_alpha")):
+        with pytest.raises(ArbiterError, match=field):
+            run_launch(kind="bc", user=admin_user, enqueue=False, config={**config, **bad})

@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from training.envs.arithmetic import ArithmeticEnvironment
+from tests.helpers import MCP_CALCULATOR_SERVER, mcp_arithmetic_tasks
 from training.envs.base import EpisodeRunner, Limits
 from training.envs.mcp import MCPEnvironmentError
 from training.envs.registry import get_environment
 
-SERVER = [sys.executable, str(Path(__file__).with_name("mcp_calculator_server.py"))]
+SERVER = MCP_CALCULATOR_SERVER
 
 
 @pytest.fixture(scope="module")
 def tasks_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("mcp") / "tasks.jsonl"
-    tasks = ArithmeticEnvironment(seed=5, n_tasks=20)
-    rows = [
-        {"external_id": t.external_id, "prompt": t.prompt, "reference": t.reference, "split": t.split}
-        for split in ("train", "dev", "eval")
-        for t in tasks.tasks(split)
-    ]
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
+    return mcp_arithmetic_tasks(tmp_path_factory.mktemp("mcp") / "tasks.jsonl")
 
 
 @pytest.fixture(scope="module")

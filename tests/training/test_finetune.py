@@ -264,3 +264,59 @@ def test_a_chat_models_rows_are_its_own_format_and_train(family, tmp_path):
     for kind, data in (("sft", rows), ("dpo", pairs)):
         result = finetune(kind, policy_dir=path, train_rows=data, test_rows=[], config=config, out_dir=tmp_path / kind)
         assert result.steps == 1 and not result.skipped and (Path(result.model_dir) / "config.json").exists()
+
+
+def _changed(before: dict, after_dir: Path) -> set[str]:
+    from safetensors.torch import load_file
+
+    after = load_file(str(after_dir / "model.safetensors"))
+    assert set(after) <= set(before), "the saved policy has names its architecture lacks (unmerged adapters)"
+    return {name for name, value in after.items() if not value.equal(before[name])}
+
+
+@pytest.mark.parametrize("kind", ["sft", "dpo"])
+def test_lora_trains_adapters_only_and_saves_them_merged(kind, tmp_path):
+    """With lora_rank, SFT and DPO train low-rank adapters of the linear layers (peft) and save a
+    plain model of the same architecture with them merged in: the embeddings are untouched, the
+    attention and MLP weights moved, and nothing of peft is needed to load it."""
+    from safetensors.torch import load_file
+
+    from tests.training.chat_models import chat_model_dir
+    from training.envs.arithmetic import ArithmeticEnvironment
+    from training.finetune.config import FinetuneConfig
+    from training.finetune.train import finetune
+
+    env = ArithmeticEnvironment(seed=3, n_tasks=40)
+    path = chat_model_dir(tmp_path / "model", "qwen2", [env])
+    _, tokenizer = load_policy(path)
+    chat = ChatFormat.for_policy(tokenizer, path)
+    runner = EpisodeRunner(env)
+    tools = list(runner.tools.values())
+    tools_json = json.dumps([t.as_openai() for t in tools])
+    rows = []
+    for task in env.tasks("train")[:4]:
+        episode = play_scripted(runner, task, env.demonstrator(seed=0), chat.parser(tools))
+        messages = prompt_messages(task.prompt, env.system_prompt) + steps_to_messages(episode.steps)
+        wrong = messages[2:-1] + [{"role": "assistant", "content": "0", "tool_calls": None}]
+        rows.append(
+            {"messages": messages, "tools": tools_json}
+            if kind == "sft"
+            else {"prompt": messages[:2], "chosen": messages[2:], "rejected": wrong, "tools": tools_json}
+        )
+    before = load_file(str(Path(path) / "model.safetensors"))
+    config = FinetuneConfig(max_steps=2, batch_size=2, checkpoint_every=0, threads=1, lora_rank=4, learning_rate=1e-2)
+    result = finetune(kind, policy_dir=path, train_rows=rows, test_rows=[], config=config, out_dir=tmp_path / kind)
+    assert result.steps == 2
+    changed = _changed(before, Path(result.model_dir))
+    assert not any("embed" in name for name in changed)
+    assert any("q_proj" in name for name in changed) and any("mlp" in name for name in changed)
+    model, _ = load_policy(result.model_dir)
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+
+
+def test_lora_settings_out_of_range_are_refused():
+    from training.finetune.config import FinetuneConfig
+
+    assert FinetuneConfig(lora_rank=-1).validate() == ["lora_rank: between 0 and 4,096; got -1."]
+    assert FinetuneConfig(lora_rank=8, lora_alpha=0).validate() == ["lora_alpha: above 0 with LoRA."]
+    assert FinetuneConfig(lora_rank=8).validate() == []

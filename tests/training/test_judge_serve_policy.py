@@ -7,16 +7,13 @@ model's reply is JSON as far as it goes but never closes its object, so each att
 recorded as cut at max_tokens and the item fails, after a bounded number of retries."""
 
 import json
-import threading
 
 import pytest
 
-from tests.helpers import answer, calculator_policy, call, seen
+from tests.helpers import answer, calculator_policy, call, seen, served_policy
 from training.judges.chat import ChatJudgeClient, ChatJudgeSettings
 from training.judges.prompt import judge_messages, verdict_schema
 from training.policy.json_constraint import JsonPrefix
-from training.policy.serving import PolicyServer
-from training.policy.serving_http import serve
 
 KEY = "sesame-judge"
 DIMENSIONS = [{"name": "correctness", "scale": 5, "description": "Is the final answer right?", "required": True}]
@@ -25,12 +22,8 @@ DIMENSIONS = [{"name": "correctness", "scale": 5, "description": "Is the final a
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     policy_dir = calculator_policy(tmp_path_factory.mktemp("judged") / "calculator")
-    httpd = serve(PolicyServer(policy_dir, name="calculator", threads=1), "127.0.0.1", 0, api_key=KEY)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+    with served_policy(policy_dir, "calculator", api_key=KEY) as url:
+        yield url + "/v1"
 
 
 def _messages(schema: dict) -> list[dict]:

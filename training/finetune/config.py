@@ -42,6 +42,18 @@ class FinetuneConfig:
         ),
     )
     seed: int = field(default=0, metadata=_help("Seed of the shuffling and of anything random in training."))
+    lora_rank: int = field(
+        default=0,
+        metadata=_help(
+            "LoRA (peft): train low-rank adapters of this rank on every linear layer instead of all the weights "
+            "(0: full fine-tuning). The adapters are merged into the saved policy, so it serves and plays as any "
+            "other. A pretrained model of 100M+ parameters: 16 (benchmarks/RESULTS.md, issue 55)."
+        ),
+    )
+    lora_alpha: float = field(
+        default=32.0, metadata=_help("LoRA's scale numerator: the adapters' update is scaled by alpha / rank.")
+    )
+    lora_dropout: float = field(default=0.0, metadata=_help("Dropout on the adapters' input (0: none)."))
 
     def steps_for(self, rows: int) -> int:
         """Optimizer steps for `rows` training rows."""
@@ -61,12 +73,17 @@ class FinetuneConfig:
                 "grad_clip": (0, 1000),
                 "checkpoint_every": (0, 1_000_000),
                 "threads": (0, 256),
+                "lora_rank": (0, 4096),
+                "lora_alpha": (0, 1_000_000),
+                "lora_dropout": (0, 0.99),
             },
         )
         if not problems and self.learning_rate <= 0:
             problems.append("learning_rate: must be positive.")
         if not problems and not self.max_steps and self.epochs <= 0:
             problems.append("epochs: above 0 (or max_steps).")
+        if not problems and self.lora_rank and self.lora_alpha <= 0:
+            problems.append("lora_alpha: above 0 with LoRA.")
         return problems
 
 

@@ -29,6 +29,7 @@ from core.callbacks import Callbacks
 from rewardmodel.train import no_progress_bars, trainer_bridge
 from training.finetune.config import DPOSettings, FinetuneConfig
 from training.policy.conversations import ConversationError, PolicyConversations
+from training.policy.lora import lora_config, merged
 
 MODEL_DIR = "model"
 
@@ -214,34 +215,14 @@ def finetune(
         f"{kind.upper()} on {len(train.examples)} rows ({len(test.examples)} held out), {steps} steps of "
         f"{config.batch_size}, learning rate {config.learning_rate:g}, on {device}."
     )
+    peft_config = lora_config(config.lora_rank, config.lora_alpha, config.lora_dropout) if config.lora_rank else None
+    if peft_config is not None:
+        callbacks.log(f"LoRA of rank {config.lora_rank} on every linear layer; merged into the saved policy.")
     bridge = trainer_bridge(callbacks, lambda path: _copy_policy_file(Path(policy_dir), path, POLICY_FILE))
     train_set = Dataset.from_list(train.examples)
     test_set = Dataset.from_list(test.examples) if test.examples else None
     with no_progress_bars():
-        if kind == "sft":
-            from trl import SFTConfig, SFTTrainer
-
-            args = SFTConfig(**training_arguments(config, out_dir, steps, device, {"packing": False}))
-            trainer = SFTTrainer(
-                model=model, args=args, train_dataset=train_set, processing_class=tokenizer, callbacks=[bridge]
-            )
-        else:
-            from trl import DPOConfig
-
-            trainer_class, collator_class = _masked_dpo_classes()
-            dpo = dpo or DPOSettings()
-            args = DPOConfig(
-                **training_arguments(config, out_dir, steps, device, {"beta": dpo.beta, "loss_type": [dpo.loss_type]})
-            )
-            collator = collator_class(pad_token_id=tokenizer.pad_token_id, max_length=None)
-            trainer = trainer_class(
-                model=model,
-                args=args,
-                train_dataset=train_set,
-                processing_class=tokenizer,
-                data_collator=collator,
-                callbacks=[bridge],
-            )
+        trainer = _trainer(kind, model, tokenizer, train_set, config, out_dir, steps, device, dpo, peft_config, bridge)
         trainer.remove_callback(PrinterCallback)
         trainer.train(resume_from_checkpoint=resume_from)
         evaluation = {}
@@ -251,7 +232,7 @@ def finetune(
                 callbacks.progress(0.99, "held-out rows")
                 evaluation = {k: float(v) for k, v in trainer.evaluate(test_set).items() if isinstance(v, int | float)}
             model_dir = out_dir / MODEL_DIR
-            trainer.model.save_pretrained(model_dir)
+            merged(trainer.model).save_pretrained(model_dir)
             tokenizer.save_pretrained(model_dir)
             _copy_policy_file(Path(policy_dir), model_dir, POLICY_FILE)
     return FinetuneResult(
@@ -263,6 +244,39 @@ def finetune(
         skipped=_merged(train.skipped, test.skipped),
         model_dir=str(model_dir) if model_dir else None,
         evaluation=evaluation,
+    )
+
+
+def _trainer(kind, model, tokenizer, train_set, config, out_dir, steps, device, dpo, peft_config, bridge):
+    """TRL's SFTTrainer, or the DPO trainer and collator that keep Arbiter's masks, for the rows."""
+    if kind == "sft":
+        from trl import SFTConfig, SFTTrainer
+
+        args = SFTConfig(**training_arguments(config, out_dir, steps, device, {"packing": False}))
+        return SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=train_set,
+            processing_class=tokenizer,
+            callbacks=[bridge],
+            peft_config=peft_config,
+        )
+    from trl import DPOConfig
+
+    trainer_class, collator_class = _masked_dpo_classes()
+    dpo = dpo or DPOSettings()
+    args = DPOConfig(
+        **training_arguments(config, out_dir, steps, device, {"beta": dpo.beta, "loss_type": [dpo.loss_type]})
+    )
+    collator = collator_class(pad_token_id=tokenizer.pad_token_id, max_length=None)
+    return trainer_class(
+        model=model,
+        args=args,
+        train_dataset=train_set,
+        processing_class=tokenizer,
+        data_collator=collator,
+        callbacks=[bridge],
+        peft_config=peft_config,  # the reference is the model with its adapters off
     )
 
 

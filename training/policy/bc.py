@@ -271,7 +271,8 @@ def train_bc(
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.01, betas=(0.9, 0.95))
+    trained = [p for p in model.parameters() if p.requires_grad]  # all of them, or a LoRA run's adapters
+    optimizer = torch.optim.AdamW(trained, lr=config.learning_rate, weight_decay=0.01, betas=(0.9, 0.95))
     ranks = Ranks()  # the other processes of a data-parallel run (core/ranks.py); alone, the identity
 
     def lr_at(step: int, elapsed: float) -> float:
@@ -306,10 +307,8 @@ def train_bc(
                     raise FloatingPointError(f"non-finite loss at step {step}")
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                ranks.sum_gradients(list(model.parameters()))
-                figures["policy/grad_norm"] = float(
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-                )
+                ranks.sum_gradients(trained)
+                figures["policy/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(trained, config.grad_clip))
                 optimizer.step()
                 threads.after((time.monotonic() - began) / sum(len(examples[i][0]) for i in share))
                 step += 1

@@ -119,6 +119,15 @@ class BCConfig:
             "help": "clone into this registered policy's own model, in its own chat format and tool-call parser (0: build the default architecture from nothing; tokenizer, width and layers then apply)"
         },
     )
+    lora_rank: int = field(
+        default=0,
+        metadata={
+            "help": "with base_policy_id: train LoRA adapters of this rank on every linear layer (peft) instead of all the weights, merged into the saved policy (0: all the weights; SmolLM2-135M-Instruct: 16, benchmarks/RESULTS.md, issue 55)"
+        },
+    )
+    lora_alpha: float = field(
+        default=32.0, metadata={"help": "LoRA's scale numerator (the update is scaled by alpha / rank)"}
+    )
     seed: int = field(default=0, metadata={"help": "data order, demonstrations and initialisation"})
     processes: int = field(
         default=1,
@@ -136,6 +145,17 @@ def demonstrator_choice_problems(config: BCConfig) -> list[str]:
     if config.demonstrations not in ("all", "successful"):
         problems.append("demonstrations: all or successful.")
     return problems
+
+
+def lora_problems(config: BCConfig) -> list[str]:
+    """What is wrong with the config's LoRA settings."""
+    if not config.lora_rank:
+        return []
+    if not config.base_policy_id:
+        return ["lora_rank: LoRA adapts a pretrained model; name it as base_policy_id (or set lora_rank 0)."]
+    if config.processes > 1:
+        return ["lora_rank: LoRA trains in one process; set processes 1."]
+    return [] if config.lora_alpha > 0 else ["lora_alpha: above 0 with LoRA."]
 
 
 def extra_worlds_problem(extra_worlds: int) -> str | None:

@@ -7,8 +7,10 @@ generated row (training/policy/batch_generation.py `Row.constraint`) asks before
 may this token come next? A token is allowed when its text keeps the reply a prefix of one JSON
 object; an end-of-turn token only once the object is closed, and then nothing else. The server
 tries the row's likeliest (or sampled) tokens in order until one is allowed, so the model still
-chooses everything the grammar leaves open. The schema of a json_schema is checked on the
-finished reply (serving.py), not while generating.
+chooses everything the grammar leaves open. With a json_schema the state is a
+`SchemaPrefix` (training/policy/json_schema_prefix.py), which also holds the reply to the
+schema's keys, types and enums while generating; the whole schema is checked on the finished
+reply (serving.py).
 
 A token is tried by its own text (decoded alone, cached): a token that is part of a character
 (bytes that decode alone to U+FFFD) and special tokens other than the end of turn are never
@@ -21,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 MAX_SPACES = 16  # an indented object of a few levels, never a page of newlines
 SPACE = " \t\n\r"
@@ -130,7 +133,7 @@ class JsonConstraint:
     token_text: Callable[[int], str]  # a token's text, decoded alone
     stop_ids: list[int]
     banned: set[int] = field(default_factory=set)  # special tokens that are not an end of turn
-    state: JsonPrefix = field(default_factory=JsonPrefix)
+    state: Any = field(default_factory=JsonPrefix)  # JsonPrefix, or a SchemaPrefix: `feed` and `complete`
     cache: dict[int, str] = field(default_factory=dict)
 
     @property

@@ -22,7 +22,8 @@ Bad requests get OpenAI's error shape, `{"error": {"message", "type", "param", "
 with a 4xx status; a field the server does not implement is refused by name, never ignored
 (training/policy/serving_requests.py checks a request). `tool_choice` "required" or a named
 tool is honoured by writing the start of the call in the policy's syntax (`forced_prefix`),
-a JSON `response_format` by constrained decoding (training/policy/json_constraint.py); a
+a JSON `response_format` by constrained decoding (training/policy/json_constraint.py; a
+json_schema's keys, types and enums too, training/policy/json_schema_prefix.py); a
 reply that still does not do what was asked is generated again, then refused (422). Special
 tokens never reach a client (`decode`).
 """
@@ -47,7 +48,8 @@ import jsonschema
 from core import json_input
 from training.envs.base import ANSWER_TOOL, Tool
 from training.policy.conversations import ConversationError, conversation_steps, template_messages
-from training.policy.json_constraint import JsonConstraint
+from training.policy.json_constraint import JsonConstraint, JsonPrefix
+from training.policy.json_schema_prefix import SchemaPrefix
 from training.policy.parsers import partial_suffix
 from training.policy.serving_requests import MAX_CHOICES, Request, RequestError
 
@@ -357,7 +359,10 @@ class PolicyServer:
         constraint = None
         if request.json:
             constraint = JsonConstraint(
-                self._token_text, self.chat.stop_ids, banned=self.hidden_ids - set(self.chat.stop_ids)
+                self._token_text,
+                self.chat.stop_ids,
+                banned=self.hidden_ids - set(self.chat.stop_ids),
+                state=SchemaPrefix(request.schema) if request.schema else JsonPrefix(),
             )
             constraint.cache = self.token_texts
         return Row(

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from annotate.models import Campaign, Policy
 from core.config_ranges import out_of_range
-from training.policy.bc_config import BCConfig, demonstrator_choice_problems, extra_worlds_problem
+from training.policy.bc_config import BCConfig, demonstrator_choice_problems, extra_worlds_problem, lora_problems
 from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
@@ -189,6 +189,8 @@ BC_RANGES = {
     "dev_tasks": (1, 10_000),
     "extend_steps": (0, 1_000_000),
     "extend_patience": (1, 100),
+    "lora_rank": (0, 4096),
+    "lora_alpha": (0, 1_000_000),
 }
 
 
@@ -217,7 +219,7 @@ class BCRunConfig(BCConfig):
             problems.append("max_seconds, budget_seconds, observation_loss_weight and extra_worlds: 0 or more.")
         if extra_worlds_problem(self.extra_worlds):
             problems.append(extra_worlds_problem(self.extra_worlds))
-        problems += demonstrator_choice_problems(self)
+        problems += demonstrator_choice_problems(self) + lora_problems(self)
         if self.processes > 1 and self.batch_size % self.processes:
             problems.append(
                 f"batch_size: {self.batch_size} episodes cannot be shared evenly by {self.processes} processes; "

@@ -65,6 +65,28 @@ DEMO_DIMENSIONS = [
 ]
 
 
+def simulated_campaign_make(admin):
+    """The demo campaign labelled by simulated annotators (three per comparison) and its snapshot:
+    (trajectories report, judgements made, snapshot). benchmarks/real_model_judge.py measures a
+    judge against it."""
+    with transaction.atomic():
+        campaign, _ = campaign_get_or_create(name=SIMULATED_CAMPAIGN, created_by=admin)
+        campaign.guidelines = DEMO_GUIDELINES
+        campaign.votes_per_comparison = 3
+        campaign.save()
+        report = scripted_trajectories_generate(campaign=campaign, n_tasks=100, samples_per_agent=2, seed=7)
+        labels = campaign_simulate_labels(
+            campaign=campaign, annotators=3, profile=AnnotatorProfile(temperature=1.0, flip=0.1), seed=7
+        )
+        snapshot = snapshot_create(
+            name="Demo: simulated labels",
+            campaigns=[campaign],
+            created_by=admin,
+            filters=SnapshotFilters(include_synthetic=True),
+        )
+    return report, labels, snapshot
+
+
 class Command(BaseCommand):
     help = "Create the demo users and demo campaigns (once), launch what is missing, and print the users."
 
@@ -149,21 +171,7 @@ class Command(BaseCommand):
             )
 
     def _simulated_campaign(self, admin):
-        with transaction.atomic():
-            campaign, _ = campaign_get_or_create(name=SIMULATED_CAMPAIGN, created_by=admin)
-            campaign.guidelines = DEMO_GUIDELINES
-            campaign.votes_per_comparison = 3
-            campaign.save()
-            report = scripted_trajectories_generate(campaign=campaign, n_tasks=100, samples_per_agent=2, seed=7)
-            labels = campaign_simulate_labels(
-                campaign=campaign, annotators=3, profile=AnnotatorProfile(temperature=1.0, flip=0.1), seed=7
-            )
-            snapshot = snapshot_create(
-                name="Demo: simulated labels",
-                campaigns=[campaign],
-                created_by=admin,
-                filters=SnapshotFilters(include_synthetic=True),
-            )
+        report, labels, snapshot = simulated_campaign_make(admin)
         self.stdout.write(
             f"“{SIMULATED_CAMPAIGN}”: {report.trajectories} scripted trajectories, {labels} simulated "
             f"judgements; snapshot #{snapshot.pk} with {snapshot.stats.get('pairs')} pairs."
