@@ -57,7 +57,7 @@ def main() -> None:
     )
     from training.policy.chat import ChatFormat
     from training.policy.layout import TOOL_PARSER
-    from training.policy.lora import merged, parameter_counts, with_lora
+    from training.policy.lora import merged, parameter_counts, with_lora_if_asked
     from training.policy.model_io import build_model, load_policy, save_policy, train_tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -85,8 +85,7 @@ def main() -> None:
         tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
         chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
         model = build_model(tokenizer, hidden=config.hidden, layers=config.layers, heads=config.heads, seed=config.seed)
-    if config.lora_rank:
-        model = with_lora(model, config.lora_rank, config.lora_alpha)
+    model = with_lora_if_asked(model, config.lora_rank, config.lora_alpha)
     examples = demonstrations(chat, played)
     prepared = time.monotonic() - started
     counts = parameter_counts(model)

@@ -26,6 +26,7 @@ import os
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -121,10 +122,7 @@ def main() -> None:
         httpd.shutdown()
         httpd.server_close()
     coin_votes(coin, campaign, ids, args.seed)
-    calls = JudgeCall.objects.filter(judge=model_judge)
-    statuses: dict[str, int] = {}
-    for status in calls.values_list("status", flat=True):
-        statuses[status] = statuses.get(status, 0) + 1
+    statuses = dict(Counter(JudgeCall.objects.filter(judge=model_judge).values_list("status", flat=True)))
     panels = {p.name: figures_of(asdict(p)) for p in campaign_judge_panels(campaign=campaign)}
     rows = []
     for name, f in panels.items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.config_ranges import out_of_range
+from training.policy.lora import lora_settings_problems
 
 DPO_SOURCES = ("all", "corrections", "pairs")
 DPO_LOSSES = ("sigmoid", "ipo", "hinge")
@@ -82,8 +83,8 @@ class FinetuneConfig:
             problems.append("learning_rate: must be positive.")
         if not problems and not self.max_steps and self.epochs <= 0:
             problems.append("epochs: above 0 (or max_steps).")
-        if not problems and self.lora_rank and self.lora_alpha <= 0:
-            problems.append("lora_alpha: above 0 with LoRA.")
+        if not problems:
+            problems += lora_settings_problems(self.lora_rank, self.lora_alpha)
         return problems
 
 

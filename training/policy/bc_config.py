@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from training.envs.base import FRESH_WORLD_SEED
 from training.envs.mistakes import DEMONSTRATORS, SLIPS, Mistakes
+from training.policy.lora import lora_settings_problems
 
 
 @dataclass
@@ -155,7 +156,7 @@ def lora_problems(config: BCConfig) -> list[str]:
         return ["lora_rank: LoRA adapts a pretrained model; name it as base_policy_id (or set lora_rank 0)."]
     if config.processes > 1:
         return ["lora_rank: LoRA trains in one process; set processes 1."]
-    return [] if config.lora_alpha > 0 else ["lora_alpha: above 0 with LoRA."]
+    return lora_settings_problems(config.lora_rank, config.lora_alpha)
 
 
 def extra_worlds_problem(extra_worlds: int) -> str | None:

@@ -12,6 +12,11 @@ from __future__ import annotations
 LORA_TARGETS = "all-linear"
 
 
+def lora_settings_problems(rank: int, alpha: float) -> list[str]:
+    """What is wrong with LoRA settings whatever trains them (ranges are each config's own)."""
+    return ["lora_alpha: above 0 with LoRA."] if rank and alpha <= 0 else []
+
+
 def lora_config(rank: int, alpha: float, dropout: float = 0.0):
     from peft import LoraConfig
 
@@ -25,6 +30,19 @@ def with_lora(model, rank: int, alpha: float, dropout: float = 0.0):
     from peft import get_peft_model
 
     return get_peft_model(model, lora_config(rank, alpha, dropout))
+
+
+def with_lora_if_asked(model, rank: int, alpha: float, log=print):
+    """The model with fresh adapters of `rank`, saying how many parameters train; itself at rank 0."""
+    if not rank:
+        return model
+    model = with_lora(model, rank, alpha)
+    counts = parameter_counts(model)
+    log(
+        f"LoRA of rank {rank} on every linear layer: {counts['trainable']:,} of {counts['total']:,} "
+        "parameters train; the adapters are merged into the saved policy."
+    )
+    return model
 
 
 def is_lora(model) -> bool:

@@ -73,7 +73,7 @@ def policy_train_default(
     from training.policy.bc import NoDemonstrator, demonstrations, play_demonstrations, train_bc
     from training.policy.bc_config import BCConfig, steps_for_data
     from training.policy.layout import TOOL_PARSER
-    from training.policy.lora import merged
+    from training.policy.lora import merged, with_lora_if_asked
     from training.policy.model_io import save_policy
 
     target = target or default_policy_dir()
@@ -102,7 +102,7 @@ def policy_train_default(
             f"Cloning {len(played)} demonstrations in {env.name} into {base} ({type(model).__name__}, its own "
             f"chat template, tool-call parser {parser}) ..."
         )
-        model = _lora_if_asked(model, config, log)
+        model = with_lora_if_asked(model, config.lora_rank, config.lora_alpha, log)
     examples = demonstrations(chat, played)
     config, scaled = steps_for_data(config, len(examples))
     if scaled:
@@ -148,21 +148,6 @@ def policy_train_default(
     (target / "arbiter_policy.json").write_text(json.dumps(report, indent=2, default=str))
     defaults = {"model_dir": str(target), "metadata": report, "run": run, "parent": base}
     return Policy.objects.update_or_create(name=name, version=time.strftime("%Y%m%d-%H%M%S"), defaults=defaults)[0]
-
-
-def _lora_if_asked(model, config, log):
-    """The model with LoRA adapters where the config asks for them (`lora_rank`), else itself."""
-    from training.policy.lora import parameter_counts, with_lora
-
-    if not config.lora_rank:
-        return model
-    model = with_lora(model, config.lora_rank, config.lora_alpha)
-    counts = parameter_counts(model)
-    log(
-        f"LoRA of rank {config.lora_rank} on every linear layer: {counts['trainable']:,} of "
-        f"{counts['total']:,} parameters train; the adapters are merged into the saved policy."
-    )
-    return model
 
 
 def _new_policy(config, played):
