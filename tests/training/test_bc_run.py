@@ -110,3 +110,42 @@ def test_a_bc_run_in_two_processes_on_a_real_worker_registers_its_policy(celery_
     assert run.config["processes"] == 2 and run.summary["bc"]["steps"] == 4
     assert Policy.objects.get(pk=run.summary["policy_id"]).name == "tiny-bc-ddp"
     assert run.metrics.exists()  # rank 0's metrics reached the run
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_lora_bc_run_on_a_real_worker_clones_into_a_registered_chat_model(
+    celery_worker_process, admin_user, tmp_path
+):
+    """lora_rank through the API on the Celery worker: adapters of a registered Qwen2 model
+    trained on the arithmetic demonstrations, merged, and the policy registered."""
+    from django.core.management import call_command
+
+    from tests.conftest import token_client, wait_for
+    from tests.training.chat_models import chat_model_dir
+    from training.envs.arithmetic import ArithmeticEnvironment
+
+    qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
+    call_command("register_policy", str(qwen), "--name", "worker-qwen", "--environment", "arithmetic")
+    base = Policy.objects.get(name="worker-qwen")
+    config = {
+        "environment": "arithmetic",
+        "base_policy_id": base.pk,
+        "policy_name": "worker-qwen-lora",
+        "extra_worlds": 0,
+        "batch_size": 4,
+        "max_steps": 3,
+        "warmup_steps": 1,
+        "dev_every": 0,
+        "lora_rank": 4,
+    }
+    response = token_client(admin_user).post("/api/v1/runs/", {"kind": "bc", "config": config}, format="json")
+    assert response.status_code == 201, response.content
+    run_id = response.json()["id"]
+    wait_for(lambda: not Run.objects.get(pk=run_id).is_active, timeout=240)
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "succeeded", run.error + run.log
+    assert "LoRA of rank 4" in run.log
+    cloned = Policy.objects.get(pk=run.summary["policy_id"])
+    assert cloned.parent_id == base.pk and (Path(cloned.model_dir) / "model.safetensors").exists()
+    assert not (Path(cloned.model_dir) / "adapter_config.json").exists()  # merged, not an adapter
