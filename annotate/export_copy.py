@@ -136,6 +136,52 @@ def _ratings_reshaped(texts: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), entries)
 
 
+def _parsed_batches(stream):
+    """Arrow record batches of the raw schema from a readable file of COPY's CSV rows."""
+    schema = SCHEMAS["raw"]
+    # CSV carries ratings as JSON text; each batch turns them into the typed column. Blocks
+    # of 1 MB (about 6,000 rows): with 4 MB the peak RSS at a million rows was 370-420 MB,
+    # with 1 MB 254 MB, at the same speed (benchmarks/RESULTS.md, issue 31).
+    csv_schema = pa.schema([pa.field("ratings", pa.string()) if f.name == "ratings" else f for f in schema])
+    at = schema.get_field_index("ratings")
+    reader = pa_csv.open_csv(
+        stream,
+        read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=1 << 20),
+        convert_options=pa_csv.ConvertOptions(
+            column_types=csv_schema,
+            true_values=["t"],
+            false_values=["f"],
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    for batch in reader:
+        columns = batch.columns
+        columns[at] = _ratings_column(columns[at])
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+# One row as COPY writes it, for `export_libraries_load`.
+_SAMPLE_CSV = (
+    b'1,1,task-1,annotator-0,A,1,A,f,"{""correctness"": {""A"": 4}}",,0,why,12.5,f,'
+    b"2026-01-01T00:00:00.000000Z,train,people\n"
+)
+
+
+def export_libraries_load() -> None:
+    """Export one row in memory, so that what a process's first export loads is loaded now:
+    pandas, which pyarrow imports the first time it converts any Python or numpy object (0.3 s
+    idle, over 1 s on a loaded 2-core VM: 13.6x a plain COPY at 10k judgements, issue 56), and
+    the first use of pyarrow's CSV and JSON readers, its thread pool and the zstd Parquet
+    writer (0.1 s more). A worker calls it once when it starts (annotate/tasks.py), so no
+    export pays it. The raw path converts numpy arrays for its ratings column; rewriting it
+    around that import would make it harder to read for a cost a worker pays once."""
+    with pq.ParquetWriter(pa.BufferOutputStream(), SCHEMAS["raw"], compression="zstd") as writer:
+        for batch in _parsed_batches(io.BytesIO(_SAMPLE_CSV)):
+            writer.write_batch(batch)
+
+
 class RawCopyBatches:
     """The `raw` rows of a snapshot as Arrow record batches straight from COPY (PostgreSQL)."""
 
@@ -154,33 +200,12 @@ class RawCopyBatches:
         return f"COPY ({ClientCursor(connection.connection).mogrify(sql, params)}) TO STDOUT (FORMAT csv)"
 
     def _batches(self):
-        schema = SCHEMAS["raw"]
-        # CSV carries ratings as JSON text; each batch turns them into the typed column. Blocks
-        # of 1 MB (about 6,000 rows): with 4 MB the peak RSS at a million rows was 370-420 MB,
-        # with 1 MB 254 MB, at the same speed (benchmarks/RESULTS.md, issue 31).
-        csv_schema = pa.schema([pa.field("ratings", pa.string()) if f.name == "ratings" else f for f in schema])
-        at = schema.get_field_index("ratings")
         statement = self.copy_sql()
         with connection.connection.cursor() as cursor, cursor.copy(statement) as copy:
             stream = _CopyStream(copy)
             if stream.at_end():
                 return  # no rows (an empty split): pyarrow refuses an empty CSV
-            reader = pa_csv.open_csv(
-                stream,
-                read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=1 << 20),
-                convert_options=pa_csv.ConvertOptions(
-                    column_types=csv_schema,
-                    true_values=["t"],
-                    false_values=["f"],
-                    null_values=[""],
-                    strings_can_be_null=True,
-                    quoted_strings_can_be_null=False,
-                ),
-            )
-            for batch in reader:
-                columns = batch.columns
-                columns[at] = _ratings_column(columns[at])
-                yield pa.RecordBatch.from_arrays(columns, schema=schema)
+            yield from _parsed_batches(stream)
 
     def write(self, path: Path, filetype: str) -> int:
         count = 0

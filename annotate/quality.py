@@ -62,9 +62,10 @@ def _votes_by_comparison(campaign: Campaign, *, include_gold: bool = False) -> d
 
 
 def campaign_quality(*, campaign: Campaign) -> CampaignQuality:
-    votes = _votes_by_comparison(campaign)
-    units = [[v["choice"] for v in vs] for vs in votes.values()]
     all_votes = _votes_by_comparison(campaign, include_gold=True)
+    # The same rows without gold, in the same order: read once (the page read them twice).
+    votes = {c: vs for c, vs in all_votes.items() if not vs[0]["comparison__is_gold"]}
+    units = [[v["choice"] for v in vs] for vs in votes.values()]
 
     per_user: dict[int, list[dict]] = defaultdict(list)
     for vs in all_votes.values():
@@ -150,12 +151,19 @@ def _scalar(rows, function: str, column: str = "id", output_field=None):
     return Coalesce(Subquery(figure.values("figure")), Value(0), output_field=output_field)
 
 
+LEFT_COUNTED_UP_TO = 1000
+
+
 def annotator_counts(*, campaign: Campaign, annotator, now=None) -> dict:
-    """The comparison screen's counter for one annotator, in one query:
+    """The comparison screen's counter for one annotator, in two queries:
 
     - `left_for_you`: comparisons they may still be given (open, not gold, a slot free,
       never assigned to them) plus the ones they hold now: the same figure as
-      `annotate.selectors.campaign_progress` gives the Campaigns page;
+      `annotate.selectors.campaign_progress` gives the Campaigns page, counted up to
+      `LEFT_COUNTED_UP_TO` free ones (`left_more` then says there are more, and the screen
+      shows "1000+"): the screen asks after every judgement, and counting every free
+      comparison of a 20,000-comparison campaign was a third of the time from Enter to the
+      next comparison (benchmarks/RESULTS.md, issue 56);
     - `judged`: their judgements in this campaign; `today`: those since midnight
       (settings.TIME_ZONE), and `tz`, that zone's name;
     - `per_hour`: today's judgements per hour of today's time on task (the sum of each
@@ -176,10 +184,12 @@ def annotator_counts(*, campaign: Campaign, annotator, now=None) -> dict:
     )
     mine = Judgement.objects.filter(comparison__campaign=campaign, annotator=annotator)
     today = mine.filter(created_at__gte=midnight)
+    # SELECT COUNT(*) FROM (... LIMIT bound + 1): the scan stops at the bound. (As a scalar
+    # subquery of the query below, PostgreSQL joined it back to every comparison of the campaign.)
+    free = free.values("id")[: LEFT_COUNTED_UP_TO + 1].count()
     figures = (
         Campaign.objects.filter(pk=campaign.pk)
         .values(
-            free=_scalar(free, "COUNT"),
             held=_scalar(held, "COUNT"),
             judged=_scalar(mine, "COUNT"),
             today=_scalar(today, "COUNT"),
@@ -189,7 +199,8 @@ def annotator_counts(*, campaign: Campaign, annotator, now=None) -> dict:
     )
     seconds = figures["seconds"] or 0.0
     return {
-        "left_for_you": figures["free"] + figures["held"],
+        "left_for_you": min(free, LEFT_COUNTED_UP_TO) + figures["held"],
+        "left_more": free > LEFT_COUNTED_UP_TO,
         "judged": figures["judged"],
         "today": figures["today"],
         "seconds_today": seconds,

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from annotate.judgement_input import SCREEN_SCALE
 from annotate.judges.votes import judge_vote_after_submit, judge_vote_shown, judge_vote_sure
-from annotate.models import Assignment, Campaign, Comparison, Judgement, JudgeMode
+from annotate.models import Assignment, Campaign, Comparison, Judgement, JudgeMode, Trajectory
 from annotate.quality import annotator_counts
 from annotate.services.campaigns import dimensions_of
 from annotate.services.corrections import CORRECTABLE_KINDS, tool_names
@@ -29,11 +29,17 @@ def screen_sides(assignment: Assignment):
 
 
 def _with_comparison(assignment: Assignment) -> Assignment:
-    """Load the comparison, its task and both trajectories in one query unless they came along."""
+    """Load the comparison, its task and both trajectories in one query unless they came along.
+    Both trajectories are of the comparison's task (the composite foreign keys hold it): they
+    are given that task, so reading a trajectory's task (its environment's tools) costs no query."""
     if not Assignment._meta.get_field("comparison").is_cached(assignment):
         assignment.comparison = Comparison.objects.select_related("task", "trajectory_a", "trajectory_b").get(
             pk=assignment.comparison_id
         )
+    comparison = assignment.comparison
+    for trajectory in (comparison.trajectory_a, comparison.trajectory_b):
+        if not Trajectory._meta.get_field("task").is_cached(trajectory):
+            trajectory.task = comparison.task
     return assignment
 
 

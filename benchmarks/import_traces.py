@@ -39,19 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import add_database_argument, ensure_bench_database  # noqa: E402
-from import_trajectories import child, make_line  # noqa: E402
+from import_trajectories import child, openai_line  # noqa: E402
 
 FORMATS = ("otel", "openinference", "langsmith", "langfuse")
 INTERLEAVE = 16
-
-
-def openai_line(i: int, n_tasks: int) -> str:
-    """make_line's trajectory as an OpenAI chat transcript (what `trl` exports look like)."""
-    from annotate.chat_messages import prompt_messages, steps_to_messages
-
-    canonical = json.loads(make_line(i, n_tasks))
-    messages = prompt_messages(canonical["task"]["prompt"]) + steps_to_messages(canonical["steps"])
-    return json.dumps({"messages": messages, "agent": canonical["agent"]})
 
 
 def _document_record(line: str, fmt: str) -> str:

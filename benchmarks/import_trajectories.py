@@ -2,12 +2,15 @@
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter make bench-import
     .venv/bin/python benchmarks/import_trajectories.py --sizes 2000 10000 20000 --repeats 3
+    .venv/bin/python benchmarks/import_trajectories.py --format openai --sizes 10000
 
 Each import runs in a fresh child process (so its peak RSS is its own) against the
 scratch database (`--database`, dropped and re-created at start), emptied before each
 run. Reports the median wall time and the peak RSS above the process's RSS before the
 import: if the import streams, that growth stays flat as N grows. The baseline, measured in the same run on the same
 file, is the floor of any importer: reading and `json.loads` of every line, nothing else.
+`--format openai` writes the same trajectories as OpenAI chat transcripts (what `trl` and
+most agent logs look like), imported with that format named; the floor is measured on that file.
 """
 
 from __future__ import annotations
@@ -55,11 +58,22 @@ def make_line(i: int, n_tasks: int) -> str:
     )
 
 
-def write_file(path: Path, n: int, per_task: int = 4) -> None:
-    """N lines, `per_task` trajectories of each task."""
+def openai_line(i: int, n_tasks: int) -> str:
+    """make_line's trajectory as an OpenAI chat transcript (what `trl` exports look like), by
+    the app's own step-to-message mapping."""
+    from annotate.chat_messages import prompt_messages, steps_to_messages
+
+    canonical = json.loads(make_line(i, n_tasks))
+    messages = prompt_messages(canonical["task"]["prompt"]) + steps_to_messages(canonical["steps"])
+    return json.dumps({"messages": messages, "agent": canonical["agent"]})
+
+
+def write_file(path: Path, n: int, per_task: int = 4, format: str = "arbiter") -> None:
+    """N lines, `per_task` trajectories of each task, canonical (`arbiter`) or `openai` chat."""
+    line = openai_line if format == "openai" else make_line
     with path.open("w") as f:
         for i in range(n):
-            f.write(make_line(i, max(1, n // per_task)) + "\n")
+            f.write(line(i, max(1, n // per_task)) + "\n")
 
 
 def parse_floor_seconds(path: Path) -> float:
@@ -114,25 +128,27 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000, 20000])
     parser.add_argument("--repeats", type=int, default=3)
     add_database_argument(parser)
+    parser.add_argument(
+        "--format", choices=("arbiter", "openai"), default="arbiter", help="the file's format (default: arbiter)"
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     if args.child:
-        child(args.child)
+        child(args.child, "openai" if args.format == "openai" else "auto")
         return
-
     env = ensure_bench_database(args.database)
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
             path = Path(tmp) / f"{n}.jsonl"
-            write_file(path, n)
+            write_file(path, n, format=args.format)
             runs, floors = [], []
             for _ in range(args.repeats):
                 floors.append(parse_floor_seconds(path))
                 out = subprocess.run(
-                    [sys.executable, __file__, "--child", str(path)],
+                    [sys.executable, __file__, "--child", str(path), "--format", args.format],
                     cwd=ROOT,
                     env=env,
                     check=True,
@@ -152,6 +168,7 @@ def main() -> None:
                     "peak_mb": statistics.median(r["peak_rss_mb"] for r in runs),
                 }
             )
+    print(f"format: {args.format}")
     print(
         "| trajectories (10 steps) | file MB | import median s | trajectories/s | json.loads floor s "
         "| import / floor | peak RSS MB | RSS growth MB |"

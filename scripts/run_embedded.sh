@@ -46,7 +46,7 @@ if [ -f "$LOCK" ] && kill -0 "$(cat "$LOCK")" 2>/dev/null \
 fi
 echo $$ >"$LOCK"
 
-WEB="" WORKER=""
+WEB="" WORKER="" DEMO=""
 finish() {  # wait up to `grace` seconds for a signalled process, then SIGKILL it and its children
   local pid=$1 grace=$2
   [ -n "$pid" ] || return 0
@@ -62,6 +62,7 @@ cleanup() {
   trap - EXIT
   if [ -n "$WEB$WORKER" ]; then echo; echo "Stopping the web server and the workers ..."; fi
   [ -z "$WEB" ] || kill -TERM "$WEB" 2>/dev/null || true
+  [ -z "$DEMO" ] || kill -TERM "$DEMO" 2>/dev/null || true
   # SIGQUIT is Celery's cold shutdown: a training run stops now instead of running to its end
   # (a warm shutdown waits for it); the next start fails that run and queues it again. The
   # embedded beat takes ~5 s more to stop, so after 3 s a worker is killed outright.
@@ -80,36 +81,28 @@ began=$SECONDS
 say() {  # one line of progress, with the seconds since the start
   printf '  [%3d s] %s\n' $((SECONDS - began)) "$1"
 }
-step() {  # say what a set-up step does, run it quietly; on failure show what it said
-  local what=$1
-  shift
-  say "$what ..."
-  if ! "$@" >>"$LOG" 2>&1; then
-    echo "make run: '$*' failed; its output (from $LOG):" >&2
-    tail -n 40 "$LOG" >&2
-    exit 1
-  fi
-}
 
 echo "Starting Arbiter (set-up log: $LOG) ..."
 : >"$LOG"
-step "database migrations" $BIN/python manage.py migrate --noinput -v0
-step "static files" $BIN/python manage.py collectstatic --noinput -v0
-if [ -z "$(setting CELERY_BROKER_URL)$(setting DATABASE_URL)" ]; then
-  # The database and the broker are this folder's and their only worker is started below: a
-  # job still marked running was cut off when the last `make run` stopped. Fail it now, so
-  # load_demo starts the default policy's training again instead of waiting on a run nobody
-  # executes. (A shared database may have other workers: there the scheduled sweep decides.)
-  step "jobs cut off by the last stop" $BIN/python manage.py jobs_sweep --orphaned
-fi
-# Demo users, the campaigns that need no model, and the default policy's run (queued once).
-say "demo users, campaigns and the default policy's training run ..."
-if ! $BIN/python manage.py load_demo >"$VAR/demo.txt" 2>>"$LOG"; then
-  echo "make run: load_demo failed; from $LOG:" >&2
-  cat "$VAR/demo.txt" >&2
+# Migrations, static files and, for this folder's own database and broker, the jobs cut off by the
+# last stop, in one process (a Django start each would cost seconds): it prints each step's name
+# as the step starts. Their only worker is started below, so a job still marked running was cut
+# off when the last `make run` stopped: failing it lets load_demo start the default policy's
+# training again instead of waiting on a run nobody executes. (A shared database may have other
+# workers: there the scheduled sweep decides.)
+ORPHANED=""
+[ -n "$(setting CELERY_BROKER_URL)$(setting DATABASE_URL)" ] || ORPHANED="--orphaned"
+if ! $BIN/python manage.py embedded_setup $ORPHANED --log "$LOG" 2>>"$LOG" \
+    | while IFS= read -r line; do say "$line"; done; then
+  echo "make run: the set-up failed; its output (from $LOG):" >&2
   tail -n 40 "$LOG" >&2
   exit 1
 fi
+# Demo users, the campaigns that need no model, and the default policy's run (queued once), while
+# the servers start (on two cores the two overlap; the banner waits for both).
+say "demo users, campaigns and the default policy's training run ..."
+$BIN/python manage.py load_demo >"$VAR/demo.txt" 2>>"$LOG" </dev/null &
+DEMO=$!
 
 # Three processes, each restarted if it dies (at most RESTARTS times in RESTART_WINDOW seconds,
 # saying why in this terminal): gunicorn; a housekeeping worker on the `default` queue (imports,
@@ -181,6 +174,14 @@ until answers; do
   sleep 0.2
 done
 say "the web server answers"
+if ! wait "$DEMO"; then
+  echo "make run: load_demo failed; from $LOG:" >&2
+  cat "$VAR/demo.txt" >&2
+  tail -n 40 "$LOG" >&2
+  exit 1
+fi
+DEMO=""
+say "demo data ready"
 
 cat <<EOF
 

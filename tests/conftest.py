@@ -187,10 +187,11 @@ def _fast_password_hashing(settings):
 # --- The slow tests, marked by what they do ----------------------------------------------
 # `make test-fast` runs `-m "not slow"`. Nobody has to remember the marker: a test is slow when
 # it drives a browser or needs a worker (its markers), starts a process of the app, or trains or
-# runs something heavy, in its own code or in any fixture it uses (their source is read).
+# runs something heavy, in its own code, in a function of its own module it calls, or in any
+# fixture it uses (their source is read).
 SLOW_MARKERS = {"browser", "worker"}
 SLOW_CALLS = re.compile(
-    r"\b(train_bc|train_rl|train_reward_model|train_reward_ensemble|policy_train_default|run_execute|"
+    r"\b(train_bc|train_rl|train_reward_model|train_reward_ensemble|policy_train_default|run_execute|bc_start|rl_run|"
     r"run_in_process|start_worker|Embedded|chat_model_dir|cloned_policy|calculator_policy|tiny_policy_dir|"
     r"simulated_snapshot|low_token_reward_model|tiny_gguf|gguf_convert|subprocess\.(run|Popen))\(|call_command\(\s*\"(run_pipeline|"
     r"train_policy|train_reward_model|register_policy|rollout_policy|load_demo)\""
@@ -206,9 +207,24 @@ def _source(function) -> str:
 
 @functools.cache
 def _calls_something_slow(function) -> bool:
-    """Whether the function's source makes a slow call (read once per function: a fixture or a
-    parametrized test is shared by many items, and reading source is most of collection's time)."""
-    return bool(SLOW_CALLS.search(_source(function)))
+    """Whether the function's source makes a slow call, or a function of its own module that it
+    calls does (`_run(...)` wrapping `subprocess.run`): read once per function, since a fixture
+    or a parametrized test is shared by many items, and reading source is most of collection's time."""
+    source = _source(function)
+    return bool(SLOW_CALLS.search(source)) or any(
+        SLOW_CALLS.search(_source(helper)) for helper in _module_helpers(function, source)
+    )
+
+
+def _module_helpers(function, source: str) -> list:
+    """The functions defined in `function`'s module that its source calls by name (one level)."""
+    module = inspect.getmodule(function)
+    helpers = []
+    for name in set(re.findall(r"\b([A-Za-z_]\w*)\(", source)):
+        helper = getattr(module, name, None)
+        if inspect.isfunction(helper) and helper is not function and helper.__module__ == module.__name__:
+            helpers.append(helper)
+    return helpers
 
 
 def _is_slow(item) -> bool:

@@ -823,3 +823,30 @@ def served_policy(policy_dir, name: str, *, api_key: str | None = None):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def at_the_same_moment(call, clients: int = 2) -> tuple[list, list[str]]:
+    """Run `call()` in `clients` threads released together (each on its own database
+    connection, closed after): (what the calls returned, in the order they ended; repr of what
+    they raised). For the tests of two clients doing the same thing at once."""
+    import threading
+
+    from django.db import connection
+
+    barrier, results, errors = threading.Barrier(clients), [], []
+
+    def client():
+        try:
+            barrier.wait(timeout=10)
+            results.append(call())
+        except Exception as exc:  # reported to the test, with the other clients' outcomes
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results, errors

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 
-from annotate.models import Campaign, Trajectory
+from annotate.models import Campaign, Comparison, Trajectory
 from annotate.services.assignments import Verdict, assignment_next, assignment_skip, judgement_submit
 from annotate.services.comparisons import comparisons_build
 from annotate.services.imports import trajectories_import_objects
@@ -95,6 +95,14 @@ def simulated_annotators_ensure(*, count: int, prefix: str = "sim-annotator") ->
     return users
 
 
+def _outcomes(campaign: Campaign) -> dict[int, tuple[dict, dict]]:
+    """Each comparison's two outcomes, read once (not each comparison's two whole trajectories)."""
+    rows = Comparison.objects.filter(campaign=campaign).values_list(
+        "id", "trajectory_a__outcome", "trajectory_b__outcome"
+    )
+    return {pk: (a or {}, b or {}) for pk, a, b in rows.iterator()}
+
+
 def campaign_simulate_labels(
     *,
     campaign: Campaign,
@@ -116,14 +124,16 @@ def campaign_simulate_labels(
     rng = random.Random(seed)
     made = 0
     active = list(users)
+    outcomes = _outcomes(campaign)
     while active and (limit is None or made < limit):
         for user in list(active):
             assignment = assignment_next(campaign=campaign, annotator=user)
             if assignment is None:
                 active.remove(user)
                 continue
-            comparison = assignment.comparison
-            outcome_a, outcome_b = comparison.trajectory_a.outcome or {}, comparison.trajectory_b.outcome or {}
+            if assignment.comparison_id not in outcomes:  # a comparison added since they were read
+                outcomes = _outcomes(campaign)
+            outcome_a, outcome_b = outcomes[assignment.comparison_id]
             a, b = profile.utility(outcome_a), profile.utility(outcome_b)
             if a is None or b is None:
                 assignment_skip(assignment_id=assignment.id, annotator=user, reason="no known utility to judge by")

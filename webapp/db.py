@@ -62,15 +62,22 @@ def bulk_create_new(
 
 
 def insert_new_rows(
-    model, fields: Sequence[str], rows: Iterable[tuple], *, constants: dict, conflict: Sequence[str]
-) -> int:
+    model,
+    fields: Sequence[str],
+    rows: Iterable[tuple],
+    *,
+    constants: dict,
+    conflict: Sequence[str],
+    returning: str | None = None,
+) -> int | list:
     """PostgreSQL, inside a transaction: insert `rows` (values of `fields`, by attname) into
     `model`'s table, every other column taking its value from `constants`, else the model
     field's own default (now for auto_now fields), so a column the model gains later is filled
     as the ORM would fill it. A row whose `conflict` key is stored already is skipped (ON
     CONFLICT DO NOTHING: safe beside another transaction inserting the same keys). The rows
     travel by COPY into a temporary table, then one INSERT ... SELECT: no model object per
-    row. Returns how many were inserted."""
+    row. Returns how many were inserted, or with `returning` (an attname) that column of each
+    row inserted."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("insert_new_rows runs inside a transaction (its temporary table ends with it)")
     quote = connection.ops.quote_name
@@ -99,11 +106,12 @@ def insert_new_rows(
                 copy.write_row(row)
         placeholders = ", ".join(["%s"] * len(values))
         key = ", ".join(quote(model._meta.get_field(name).column) for name in conflict)
+        returned = f" RETURNING {quote(model._meta.get_field(returning).column)}" if returning else ""
         cursor.execute(
             f"INSERT INTO {table} ({columns}, {', '.join(others)}) SELECT {columns}, {placeholders} FROM {scratch} "
-            f"ON CONFLICT ({key}) DO NOTHING",
+            f"ON CONFLICT ({key}) DO NOTHING{returned}",
             values,
         )
-        inserted = cursor.rowcount
+        inserted = [value for (value,) in cursor.fetchall()] if returning else cursor.rowcount
         cursor.execute(f"DROP TABLE {scratch}")
     return inserted

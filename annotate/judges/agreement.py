@@ -106,11 +106,6 @@ def _confusion(pairs: Iterable[tuple[int, int]]) -> list[int]:
     return counts
 
 
-def _accuracy(counts: list[int]) -> float | None:
-    total = sum(counts)
-    return (counts[0] + counts[4] + counts[8]) / total if total else None
-
-
 def _kappa(counts: list[int]) -> float | None:
     total = sum(counts)
     rows = [sum(counts[i : i + 3]) for i in (0, 3, 6)]
@@ -167,9 +162,12 @@ def dimensions_in(rows: Iterable[ComparisonVotes]) -> list[str]:
 # --- Bootstrap ---------------------------------------------------------------------------------
 
 
+DRAWN_CELLS = 2_000_000  # resamples drawn at once: at most this many drawn indices in memory
+
+
 def _bootstrap(
     counts: list[list[int]],
-    statistics: list[Callable[[list[int]], float | None]],
+    statistics: list[Callable[[np.ndarray], np.ndarray]],
     *,
     resamples: int,
     seed: int,
@@ -180,45 +178,71 @@ def _bootstrap(
     `trials`: for each statistic that is a share, its number of trials (its interval is then at
     least the Wilson interval over them); None for one that is not (kappa).
 
-    `counts` holds one vector of additive counts per comparison. Resamples where a statistic is
-    undefined (kappa when chance agreement is 1) are left out of that statistic's interval.
+    `counts` holds one vector of additive counts per comparison. A statistic takes a 2-D array of
+    summed counts (one row per resample) and gives one value per row, NaN where it is undefined
+    (kappa when chance agreement is 1); those resamples are left out of its interval. Resamples
+    are drawn, summed and scored a block at a time, never one by one in Python (that loop was
+    most of the quality page's time); numpy's generator draws the same indices either way.
     """
     if not counts:
         return [Interval(None, None, None, 0) for _ in statistics]
     table = np.array(counts, dtype=np.int64)
-    values = [statistic(table.sum(axis=0).tolist()) for statistic in statistics]
-    # numpy's generator rather than random.Random: drawing 20 million indices one by one in
-    # Python would take seconds per figure.
+    n = len(table)
+    point = table.sum(axis=0, keepdims=True)
+    values = [_scalar(statistic(point)[0]) for statistic in statistics]
     rng = np.random.default_rng(seed)
-    draws: list[list[float]] = [[] for _ in statistics]
-    for _ in range(resamples):
+    totals = []
+    block = max(1, DRAWN_CELLS // n)
+    for start in range(0, resamples, block):
+        rows = min(block, resamples - start)
+        drawn = rng.integers(0, n, (rows, n)) + n * np.arange(rows)[:, None]
         # How often each row was drawn, times its counts: faster than summing the drawn rows.
-        drawn = np.bincount(rng.integers(0, len(table), len(table)), minlength=len(table))
-        total = (drawn @ table).tolist()
-        for found, statistic in zip(draws, statistics):
-            value = statistic(total)
-            if value is not None:
-                found.append(value)
+        totals.append(np.bincount(drawn.ravel(), minlength=rows * n).reshape(rows, n) @ table)
+    totals = np.concatenate(totals) if totals else np.zeros((0, table.shape[1]), dtype=np.int64)
     tail = (1 - confidence) / 2
     intervals = []
-    for value, found, n in zip(values, draws, trials or [None] * len(statistics)):
-        if value is None or not found:
-            intervals.append(Interval(value, None, None, len(counts)))
+    for value, statistic, n_trials in zip(values, statistics, trials or [None] * len(statistics)):
+        found = statistic(totals)
+        found = found[~np.isnan(found)]
+        if value is None or not len(found):
+            intervals.append(Interval(value, None, None, n))
             continue
         low, high = (float(x) for x in np.quantile(found, [tail, 1 - tail]))
-        if n:
-            low, high = share_bounds(value, n, low, high)
-        intervals.append(Interval(value, low, high, len(counts)))
+        if n_trials:
+            low, high = share_bounds(value, n_trials, low, high)
+        intervals.append(Interval(value, low, high, n))
     return intervals
 
 
+def _scalar(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def _ratios(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """part / whole per row, NaN where whole is 0 (integers to float64 exactly, below 2**53)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(whole != 0, part / np.where(whole != 0, whole, 1), np.nan)
+
+
+def _accuracies(totals: np.ndarray) -> np.ndarray:
+    """The share on the diagonal of each row of summed 3x3 confusions."""
+    return _ratios(totals[:, 0] + totals[:, 4] + totals[:, 8], totals.sum(axis=1))
+
+
+def _kappas(totals: np.ndarray) -> np.ndarray:
+    """`_kappa` of each row of summed 3x3 confusions, the same integer arithmetic."""
+    total = totals.sum(axis=1)
+    rows = totals.reshape(-1, 3, 3).sum(axis=2)
+    columns = totals.reshape(-1, 3, 3).sum(axis=1)
+    observed = (totals[:, 0] + totals[:, 4] + totals[:, 8]) * total
+    expected = (rows * columns).sum(axis=1)
+    chance = total * total
+    return _ratios(observed - expected, chance - expected)  # 0 where chance agreement is 1: undefined
+
+
 def _figures(confusions: list[list[int]], **bootstrap) -> Figures:
-    accuracy, kappa = _bootstrap(confusions, [_accuracy, _kappa], trials=[len(confusions), None], **bootstrap)
+    accuracy, kappa = _bootstrap(confusions, [_accuracies, _kappas], trials=[len(confusions), None], **bootstrap)
     return Figures(n=len(confusions), accuracy=accuracy, kappa=kappa)
-
-
-def _ratio(part: int, whole: int) -> float | None:
-    return part / whole if whole else None
 
 
 # --- The figures -------------------------------------------------------------------------------
@@ -280,7 +304,7 @@ def position_bias(
         counts.append([int(first != second), 1, picked_first_shown, non_tie])
     flip_rate, first_shown_rate = _bootstrap(
         counts,
-        [lambda c: _ratio(c[0], c[1]), lambda c: _ratio(c[2], c[3])],
+        [lambda t: _ratios(t[:, 0], t[:, 1]), lambda t: _ratios(t[:, 2], t[:, 3])],
         trials=[len(counts), sum(c[3] for c in counts)],
         resamples=resamples,
         seed=seed,
@@ -305,7 +329,7 @@ def self_consistency(
     ]
     agreement, kappa = _bootstrap(
         confusions,
-        [_accuracy, _kappa],
+        [_accuracies, _kappas],
         trials=[len(confusions), None],
         resamples=resamples,
         seed=seed,

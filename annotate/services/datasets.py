@@ -200,6 +200,12 @@ def snapshot_build(*, snapshot_id: int) -> None:
         log.exception("snapshot %s failed", snapshot_id)
         _fail(snapshot, f"The build failed: {type(exc).__name__}: {exc}")
         raise
+    else:
+        # annotate.tasks imports the services: imported here, when the build is done.
+        from annotate.tasks import snapshot_bundle_task
+
+        # The default download's bundle, by the worker (even when this build ran in a request).
+        transaction.on_commit(lambda: snapshot_bundle_task.delay(snapshot_id))
 
 
 def _fail(snapshot: DatasetSnapshot, message: str) -> None:

@@ -16,7 +16,7 @@ from annotate.services.assignments import (
     comparison_set_gold,
     judgement_submit,
 )
-from tests.helpers import annotators, label_all, make_campaign
+from tests.helpers import annotators, at_the_same_moment, label_all, make_campaign
 from webapp.errors import ArbiterError
 
 pytestmark = pytest.mark.django_db
@@ -309,22 +309,9 @@ def test_two_submits_of_one_lease_at_once_store_one_judgement():
     campaign = make_campaign(n_comparisons=1, k=2, lease_seconds=600)
     (user,) = annotators(1)
     lease = assignment_next(campaign=campaign, annotator=user)
-    results, errors, barrier = [], [], threading.Barrier(2)
-
-    def submit():
-        try:
-            barrier.wait()
-            results.append(judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=1)))
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=submit) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    results, errors = at_the_same_moment(
+        lambda: judgement_submit(assignment_id=lease.id, annotator=user, verdict=Verdict(choice=1))
+    )
     assert errors == []
     assert sorted(created for _, created in results) == [False, True]
     assert len({judgement.id for judgement, _ in results}) == 1

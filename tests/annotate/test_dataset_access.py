@@ -1,7 +1,10 @@
 """Dataset routes against every role, downloads over the web and the API, and a build by a job."""
 
 import io
+import subprocess
+import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -12,6 +15,7 @@ from tests.annotate.dataset_fixtures import voted_campaign
 from tests.conftest import api_rows, token_client, wait_for
 
 pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -162,6 +166,24 @@ def test_a_large_snapshot_is_built_by_a_job(celery_worker_process, researcher, s
         )
     )
     assert snapshot.status == "succeeded" and snapshot.stats["pairs"] == 2 and snapshot.progress == 1.0
+    # The worker then builds the default download's bundle, named by the content hash, and the
+    # download serves that file rather than building one in the web process.
+    folder = Path(settings.EXPORT_DIR) / str(snapshot.pk)
+    bundle = wait_for(lambda: next(folder.glob(f"{snapshot.content_hash[:12]}-trl-parquet-*.zip"), None))
+    download = token_client(researcher).get(f"/api/v1/datasets/{snapshot.pk}/download?format=trl&filetype=parquet")
+    assert download.status_code == 200 and b"".join(download.streaming_content) == bundle.read_bytes()
+    assert len(list(folder.glob("*.zip"))) == 1
+
+
+def test_a_worker_loads_pandas_when_it_starts_so_no_export_pays_for_it():
+    """pyarrow imports pandas the first time it converts a Python or numpy object (0.3-1.4 s,
+    issue 56): a worker does it once at start (Celery's worker_init), before any export."""
+    code = (
+        "import sys, django; django.setup(); import annotate.tasks; from celery.signals import worker_init; "
+        "before = 'pandas' in sys.modules; worker_init.send(sender=None); print(before, 'pandas' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "True"], done.stderr[-2000:]
 
 
 def test_the_snapshot_page_shows_the_dataset_card(client, researcher, snapshot):

@@ -8,6 +8,7 @@ import pytest
 from annotate.models import Comparison, Policy, Task, Trajectory
 from annotate.services.imports import trajectories_import_objects, trajectories_import_stream
 from tests.factories import CampaignFactory
+from tests.helpers import at_the_same_moment
 from tests.samples import canonical, chat_parallel, jsonl
 from webapp.errors import ArbiterError
 
@@ -111,3 +112,18 @@ def test_imported_text_is_stored_exactly_as_given():
     payload = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
     trajectories_import_objects(objects=[canonical(answer=payload)])
     assert Trajectory.objects.get().answer == payload
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_imports_of_the_same_file_at_the_same_moment_store_each_trajectory_once():
+    """Issue 56: the rows go in by COPY and INSERT ... ON CONFLICT DO NOTHING. Two clients
+    importing one file at once: the second waits on the first's rows, stores none of them
+    twice, and counts them as duplicates; between them every line is counted exactly once."""
+    data = jsonl(*(canonical(n=i) for i in range(1, 6)))
+    reports, errors = at_the_same_moment(lambda: trajectories_import_stream(stream=io.BytesIO(data)))
+    assert errors == []
+    assert sorted((r.created, r.duplicates) for r in reports) == [(0, 5), (5, 0)]
+    assert Trajectory.objects.count() == 5
+    stored = Trajectory.objects.order_by("id").first()
+    assert (stored.source, stored.metadata, stored.num_steps) == (Trajectory.Source.IMPORTED, {}, 4)
+    assert Trajectory.objects.filter(outcome__isnull=True).count() == 5  # no outcome: SQL NULL, as the ORM stores it

@@ -270,3 +270,50 @@ def test_kappa_undefined_on_all_rows_is_none_with_no_interval():
     result = judge_agreement([votes(1, [1, 1], 1), votes(2, [2], 1)])
     assert result.vs_humans.accuracy == Interval(1.0, *share_interval(2, 2))
     assert result.vs_humans.kappa == EMPTY
+
+
+def _one_by_one(counts, statistics, *, resamples, seed, confidence=0.95):
+    """The bootstrap as it was written before it drew resamples a block at a time: one resample
+    per Python iteration, each statistic on plain ints. Kept here as the reference."""
+    import numpy as np
+
+    table = np.array(counts, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    draws = [[] for _ in statistics]
+    for _ in range(resamples):
+        total = (np.bincount(rng.integers(0, len(table), len(table)), minlength=len(table)) @ table).tolist()
+        for found, statistic in zip(draws, statistics):
+            if (value := statistic(total)) is not None:
+                found.append(value)
+    tail = (1 - confidence) / 2
+    return [
+        (statistic(table.sum(axis=0).tolist()), *(float(x) for x in np.quantile(found, [tail, 1 - tail])))
+        for statistic, found in zip(statistics, draws)
+    ]
+
+
+def _plain_accuracy(c):
+    return (c[0] + c[4] + c[8]) / sum(c) if sum(c) else None
+
+
+def _plain_kappa(c):
+    total, rows, columns = sum(c), [sum(c[i : i + 3]) for i in (0, 3, 6)], [sum(c[j::3]) for j in range(3)]
+    expected = sum(r * k for r, k in zip(rows, columns))
+    return None if expected == total * total else ((c[0] + c[4] + c[8]) * total - expected) / (total**2 - expected)
+
+
+@pytest.mark.parametrize("n", [3, 57, 400])
+def test_the_block_bootstrap_gives_exactly_the_figures_of_one_resample_at_a_time(n, monkeypatch):
+    """The quality page's intervals did not move when the bootstrap stopped looping in Python:
+    the same draws, the same integer arithmetic, the same floats (blocks smaller than the
+    resamples included)."""
+    from annotate.judges import agreement
+
+    monkeypatch.setattr(agreement, "DRAWN_CELLS", 7 * n)  # 7 resamples a block, 1000 in all
+    rng = random.Random(n)
+    counts = [[int(rng.random() < 0.3) for _ in range(9)] for _ in range(n)]
+    got = agreement._bootstrap(
+        counts, [agreement._accuracies, agreement._kappas], resamples=1000, seed=3, confidence=0.95
+    )
+    expected = _one_by_one(counts, [_plain_accuracy, _plain_kappa], resamples=1000, seed=3)
+    assert [(i.value, i.low, i.high) for i in got] == expected

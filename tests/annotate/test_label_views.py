@@ -160,6 +160,23 @@ def test_left_for_you_is_the_campaigns_pages_figure_and_moves_as_the_annotator_l
     assert f"<b>{counts['left_for_you']}</b> left for you" in page and "<b>1</b> today" in page
 
 
+def test_left_for_you_is_counted_up_to_a_bound_and_says_when_there_are_more(client, monkeypatch):
+    """Issue 56: the screen counts free comparisons up to LEFT_COUNTED_UP_TO after every
+    judgement, and shows "N+" past it, never a smaller number as if it were all."""
+    import annotate.quality
+
+    campaign = make_campaign(n_comparisons=4, k=1)
+    me = UserFactory(roles=["annotator"])
+    monkeypatch.setattr(annotate.quality, "LEFT_COUNTED_UP_TO", 2)
+    counts = annotator_counts(campaign=campaign, annotator=me)
+    assert (counts["left_for_you"], counts["left_more"]) == (2, True)
+    client.force_login(me)
+    page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
+    assert "<b>3+</b> left for you" in page  # two of the free ones counted, plus the one now held
+    monkeypatch.setattr(annotate.quality, "LEFT_COUNTED_UP_TO", 3)
+    assert annotator_counts(campaign=campaign, annotator=me)["left_more"] is False  # three free, one held
+
+
 def test_today_and_the_pace_per_hour_of_time_on_task():
     campaign = make_campaign(n_comparisons=4, k=1)
     me = UserFactory(roles=["annotator"])
@@ -183,9 +200,10 @@ def test_the_label_page_stays_cheap_in_queries(client, annotator):
     with CaptureQueriesContext(connection) as queries:
         page = client.get(f"/annotate/campaigns/{campaign.id}/label/")
     assert page.status_code == 200 and "left for you" in page.content.decode()
-    # Session, user, groups, campaign, the lease (three with its savepoint), the counter (one),
-    # the comparison with both trajectories and its task (one): 13 before these counts.
-    assert len(queries) <= 9, "\n".join(q["sql"][:120] for q in queries.captured_queries)
+    # Session, user, groups, campaign, the lease (one statement), the counter (two: the free ones
+    # counted up to a bound, then the rest), the comparison with both trajectories and its task
+    # (one; the trajectories' task is that one, not read again): 13 before these counts.
+    assert len(queries) <= 8, "\n".join(q["sql"][:120] for q in queries.captured_queries)
 
 
 def test_alignment_by_content_by_default_and_by_index_kept_across_a_submit(client, annotator):

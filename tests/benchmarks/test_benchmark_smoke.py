@@ -109,6 +109,27 @@ def test_export_judgements_fills_through_the_models_and_exports_every_judgement(
     assert row[5].endswith("x") and row[6].endswith("x") and float(row[7]) > 0  # export / each floor, peak RSS
 
 
+def test_admin_pages_times_each_page_through_gunicorn_idle_and_loaded(bench, tmp_path):
+    out = bench(
+        "benchmarks/admin_pages.py",
+        *"--comparisons 6 --annotators 3 --eval-tasks 1 --repeats 1 --load 1 --workers 1 --threads 2".split(),
+        "--profile",
+        str(tmp_path),
+        timeout=300,
+    )
+    rows = {r[0]: r for r in _table_rows(out)}
+    assert set(rows) == {
+        "floor: GET /health",
+        "quality page",
+        "judge page",
+        "evaluation page",
+        "download (new snapshot)",
+        "download (again)",
+    }
+    assert all(float(cell) > 0 for row in rows.values() for cell in row[1:])  # idle and loaded, median and max
+    assert "SQL queries" in (tmp_path / "admin_pages-quality.txt").read_text()
+
+
 def test_import_trajectories_imports_every_line(bench):
     out = bench("benchmarks/import_trajectories.py", "--sizes", "40", "--repeats", "1")
     [row] = _table_rows(out, "40")
@@ -235,12 +256,22 @@ def test_serve_policy_times_the_server_against_generation_in_process(bench, poli
 
 
 def test_serve_concurrent_times_concurrent_clients_against_one_padded_generate(bench, policy_dir):
-    tiny = "--clients 1 2 --rounds 2 --repeats 1 --max-tokens 4 --threads 1"
+    tiny = "--clients 1 2 --rounds 2 --repeats 2 --stream-clients 1 2 --max-tokens 4 --threads 1"
     out = bench("benchmarks/serve_concurrent.py", policy_dir, *tiny.split())
     rows = [json.loads(line) for line in out.splitlines() if line.startswith('{"clients"')]
     assert [r["clients"] for r in rows] == [1, 2]
     assert all(r["served_requests_per_s"] > 0 and r["floor_sequences_per_s"] > 0 for r in rows)
-    assert len(_table_rows(out)) == 2 and "Streamed: first content chunk" in out
+    assert all(len(r["ratios"]) == 2 and r["min_ratio"] == min(r["ratios"]) for r in rows)  # each repeat, and the least
+    streams = [json.loads(line) for line in out.splitlines() if line.startswith('{"stream"')]
+    assert [(s["stream"], s["clients"]) for s in streams] == [
+        ("text", 1),
+        ("tool call", 1),
+        ("text", 2),
+        ("tool call", 2),
+    ]
+    assert all(0 < s["fraction"] <= s["worst_fraction"] <= 1 for s in streams)
+    assert len(_table_rows(out, "stream: ")) == 4 and len(_table_rows(out)) == 6
+    assert "Streamed: first content chunk" in out
 
 
 def test_serve_edges_times_health_beside_a_huge_request_and_a_client_beside_idle_connections(bench, policy_dir):

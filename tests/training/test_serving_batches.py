@@ -14,6 +14,8 @@ import time
 import pytest
 
 from tests.helpers import calculator_policy
+from training.envs.arithmetic import ArithmeticEnvironment
+from training.envs.base import EpisodeRunner
 from training.policy import serving_http
 from training.policy.serving import PolicyServer
 from training.policy.serving_http import PolicyApp, PolicyHTTPServer
@@ -228,3 +230,103 @@ def test_clients_answered_together_are_waited_for_and_batched_together_again():
         assert seen[-1] == 1
     finally:
         batcher.close()
+
+
+@pytest.mark.parametrize("one_pass_padding", [256, 0], ids=["one-pass", "prefilled-apart"])
+def test_rows_that_join_a_running_batch_get_the_tokens_they_get_alone(policy_server, monkeypatch, one_pass_padding):
+    """Continuous batching: rows admitted between two tokens (their prompts fed in the running
+    rows' pass, or prefilled apart and merged into the running cache, padded on the left) and a
+    cache trimmed as rows leave change no row's tokens; a row that ends leaves (`left`) while the
+    others go on."""
+    from training.policy import batch_generation
+    from training.policy.batch_generation import Row, generate_rows
+
+    monkeypatch.setattr(batch_generation, "ONE_PASS_PADDING", one_pass_padding)
+    merged = []
+    monkeypatch.setattr(batch_generation, "merge", lambda *a, merge=batch_generation.merge: merged.append(merge(*a)))
+
+    def prompt(words: int) -> list[int]:
+        body = {"messages": [{"role": "user", "content": "What is 12 * 7? " + "and then " * words}]}
+        return policy_server.prepare(parse_request(body)).prompt
+
+    # The first row's long prompt makes the later rows padded, then trimmed away when it leaves.
+    specs = [(prompt(30), 6), (prompt(0), 40), (prompt(12), 9)]
+    pad, model = policy_server.chat.stop_ids[0], policy_server.model
+
+    def alone(spec) -> list[int]:
+        row = Row(prompt=spec[0], limit=spec[1])
+        generate_rows(model, [row], stop_ids=[], pad_id=pad)  # no end-of-turn: each row runs to its limit
+        return row.tokens
+
+    rows = [Row(prompt=p, limit=limit) for p, limit in specs]
+    arrivals = {2: [rows[1]], 4: [rows[2]]}  # admitted before the 3rd and the 5th token
+    steps, order = iter(range(1, 100)), []
+    generate_rows(
+        model, rows[:1], stop_ids=[], pad_id=pad, admit=lambda: arrivals.get(next(steps), []), left=order.append
+    )
+    assert [rows.index(row) for row in order] == [0, 2, 1]
+    assert len(merged) == (2 if one_pass_padding == 0 else 0)  # the path this case is about was taken
+    assert [row.tokens for row in rows] == [alone(spec) for spec in specs]
+
+
+def test_a_request_that_arrives_mid_generation_joins_the_running_batch(served, policy_server):
+    """A short request sent while a long reply is being generated is admitted into the running
+    batch and answered at once, not after the long reply (it used to wait for the next batch)."""
+    long_body = {  # this tiny model never closes a JSON object: it writes to max_tokens
+        "messages": [{"role": "user", "content": "What is 6 * 7? Answer in JSON."}],
+        "response_format": {"type": "json_object"},
+        "temperature": 0,
+        "max_tokens": 1000,
+    }
+    joined, answers = policy_server.batcher.joined, {}
+    long = threading.Thread(target=lambda: answers.setdefault("long", _post(served, long_body)))
+    long.start()
+    deadline = time.monotonic() + 30
+    while policy_server.batcher.live == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    status, raw = _post(served, HI)
+    long_running, joined = long.is_alive(), policy_server.batcher.joined - joined
+    long.join(120)
+    assert status == 200 and _reply(raw) == _reply(_post(served, HI)[1])
+    assert long_running, "the short request was answered only after the long one"
+    assert joined == 1
+    status, raw = answers["long"]
+    assert status == 200 and json.loads(raw)["usage"]["completion_tokens"] == 1000
+
+
+def _stream_events(port: int, body: dict) -> list[dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Authorization": f"Bearer {KEY}"}
+    connection.request("POST", "/v1/chat/completions", json.dumps({**body, "stream": True}), headers)
+    lines = connection.getresponse().read().decode().splitlines()
+    events = [line[6:] for line in lines if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+def test_a_tool_calls_name_is_streamed_once_written_then_its_arguments_in_parts(served, policy_server):
+    """OpenAI's streamed call: `tool_calls[0]` with its index, id, type and name first, then the
+    arguments in fragments; what a client accumulates is the reply not streamed."""
+    env = ArithmeticEnvironment(seed=11, n_tasks=60)
+    tools = [t.as_openai() for t in EpisodeRunner(env).tools.values()]
+    body = {"messages": env.opening_messages(env.tasks("train")[0]), "tools": tools, "temperature": 0}
+    whole = json.loads(_post(served, {**body, "max_tokens": 40})[1])["choices"][0]
+    assert whole["finish_reason"] == "tool_calls", whole  # the policy calls a tool here
+    events = _stream_events(served, {**body, "max_tokens": 40})
+    deltas = [event["choices"][0]["delta"] for event in events]
+    parts = [(i, call) for i, delta in enumerate(deltas) for call in delta.get("tool_calls") or []]
+    (named, first), *rest = parts
+    assert first["function"]["name"] and first["id"] and first["type"] == "function" and first["index"] == 0
+    fragments = [call["function"]["arguments"] for _, call in rest]
+    assert len(fragments) >= 2 and named < rest[0][0], parts  # the name before the arguments, which come in parts
+    streamed = {"name": first["function"]["name"], "arguments": "".join(fragments)}
+    assert streamed == whole["message"]["tool_calls"][0]["function"]
+    assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert not any(delta.get("content") for delta in deltas) and whole["message"]["content"] is None
+    # As it is generated: the name goes out while the reply's later tokens are still to come.
+    seen = []
+    prepared = policy_server.prepare(parse_request({**body, "max_tokens": 40, "stream": True}))
+    texts, rows, done = policy_server.start(prepared, lambda _, delta: seen.append((delta, len(texts[0].ids))))
+    done.result()
+    named_at = next(tokens for delta, tokens in seen if delta.get("tool_calls"))
+    assert named_at < len(rows[0].tokens), (seen, rows[0].tokens)

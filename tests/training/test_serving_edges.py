@@ -22,7 +22,7 @@ from training.envs.base import EpisodeRunner
 from training.policy import serving, serving_http
 from training.policy.conversations import tools_of
 from training.policy.json_constraint import JsonPrefix
-from training.policy.parsers import CompactParser, HermesParser, Llama3JsonParser
+from training.policy.parsers import CompactParser, HermesParser, Llama3JsonParser, PartialCall, SmolLM2Parser, ToolCall
 from training.policy.serving import PolicyServer, default_threads, forced_prefix
 from training.policy.serving_http import PolicyApp, PolicyHTTPServer
 from training.policy.serving_requests import parse_request
@@ -276,3 +276,74 @@ def test_a_forced_call_starts_as_each_parser_writes_calls_up_to_the_arguments():
     assert forced_prefix(compact, tools, "search") == "search["
     assert forced_prefix(compact, tools, "") == ""  # nothing shared: the reply is checked, and retried
     assert forced_prefix(compact, tools[:1], "") == "search["  # one tool: "required" is that tool
+
+
+ARGUMENTS = [
+    {"query": "Karsk observatory", "limit": 3},
+    {"text": 'a "quoted" \\d8 \\ back\u00e9 \U0001f600', "nested": {"list": [1, 2.5, True, None, []], "empty": {}}},
+    {"n": -12345678901234, "x": 1e-07, "flags": [False, "]", "}"]},
+]
+
+
+@pytest.mark.parametrize("parser", [HermesParser(), SmolLM2Parser(), Llama3JsonParser()], ids=lambda p: p.name)
+@pytest.mark.parametrize("compact_json", [False, True])
+def test_a_call_being_written_is_streamed_only_as_far_as_the_finished_call_says(parser, compact_json):
+    """At every character of a call being written, its name once written whole, and its arguments
+    as far as `json.dumps` of the finished call's surely starts (never a number that may go on, a
+    half-written escape or a comma that may be the last): what is streamed is never taken back."""
+    calls = [ToolCall("search", ARGUMENTS[0]), ToolCall("answer", ARGUMENTS[1]), ToolCall("x", ARGUMENTS[2])]
+    text = parser.format(calls)
+    if compact_json:  # as a model may write it, without the spaces json.dumps puts in
+        text = text.replace('", "', '","').replace('": ', '":').replace(", ", ",")
+    finished = [(call.name, json.dumps(call.arguments)) for call in parser.parse(text).calls]
+    assert finished == [(call.name, json.dumps(call.arguments)) for call in calls]
+    sent: list[str] = []
+    for end in range(len(text) + 1):
+        partial = parser.partial_calls(text[:end])
+        assert len(partial) >= len(sent), text[:end]
+        for k, call in enumerate(partial):
+            assert call.name == finished[k][0] and finished[k][1].startswith(call.arguments), (text[:end], call)
+            if k < len(sent):
+                assert call.arguments.startswith(sent[k]), (text[:end], call, sent[k])
+                sent[k] = call.arguments
+            else:
+                sent.append(call.arguments)
+    assert [(call.name, call.arguments) for call in parser.partial_calls(text)] == finished
+    assert parser.partial_calls('{"arguments": {"q": 1}, "na') == []  # no name yet: nothing
+
+
+def test_a_compact_call_is_named_at_its_bracket_and_its_argument_streamed_without_trailing_spaces():
+    tools = tools_of(
+        [
+            {
+                "type": "function",
+                "function": {"name": name, "parameters": {"type": "object", "properties": {key: {"type": kind}}}},
+            }
+            for name, key, kind in (("search", "query", "string"), ("page", "number", "integer"))
+        ]
+    )
+    compact = CompactParser(tools)
+    assert compact.partial_calls("search") == []  # it may still be the word "searching"
+    assert compact.partial_calls("search[ Karsk ") == [PartialCall("search", '{"query": "Karsk')]
+    assert compact.partial_calls("search[ a] b] ") == [PartialCall("search", '{"query": "a] b')]
+    assert compact.partial_calls("page[12") == [PartialCall("page", "")]  # 12 may become 123
+
+
+def test_a_streamed_call_the_finished_reply_does_not_make_ends_the_stream_with_an_error():
+    """A call whose name went out but that the finished reply does not make (its arguments not what
+    the schema takes, say): the stream ends with an error event, never a message other than the reply."""
+    completion = {"id": "c", "created": 0, "model": "calc", "usage": {}}
+    text_reply = {"index": 0, "message": {"role": "assistant", "content": "search[ 7"}, "finish_reason": "length"}
+    begun = [[serving.StreamedCall("call_1", "search", '{"query": "7')]]
+    with pytest.raises(serving.RequestError, match="began a call of search") as refused:
+        serving.stream_chunks({**completion, "choices": [text_reply]}, False, sent=[""], calls=begun)
+    assert refused.value.body()["error"]["code"] == "invalid_model_output"
+    call = {"id": "call_2", "type": "function", "function": {"name": "search", "arguments": '{"query": "7"}'}}
+    made = {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}}
+    chunks = serving.stream_chunks(
+        {**completion, "choices": [{**made, "finish_reason": "tool_calls"}]}, False, sent=[""], calls=begun
+    )
+    assert [c["choices"][0]["delta"] for c in chunks] == [
+        {"tool_calls": [{"index": 0, "function": {"arguments": '"}'}}]},
+        {},
+    ]

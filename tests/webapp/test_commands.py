@@ -173,3 +173,27 @@ def test_set_role_creates_and_updates_users():
     lee = get_user_model().objects.get(username="lee")
     assert user_roles(lee) == {Role.RESEARCHER}
     assert lee.check_password("a-long-password-1")
+
+
+def test_embedded_setup_runs_make_runs_steps_in_one_process_and_names_the_one_that_fails(tmp_path, monkeypatch):
+    """Issue 56: `make run`'s set-up (migrations, static files, jobs cut off by the last stop) is
+    one process that prints each step as it starts; what the steps say goes to the log."""
+    import webapp.management.commands.embedded_setup as embedded_setup
+
+    log = tmp_path / "start.log"
+    run = Run.objects.create(kind="bc", status="running", heartbeat_at=timezone.now(), config={})
+    out = _run("embedded_setup", "--orphaned", "--log", str(log))
+    assert out.splitlines() == ["database migrations ...", "static files ...", "jobs cut off by the last stop ..."]
+    assert "Failed 1 webapp.Run job(s)" in log.read_text()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert "jobs cut off" not in _run("embedded_setup", "--log", str(log))  # a shared database: the sweep decides
+
+    def broken(command, **options):
+        if command == "collectstatic":
+            raise OSError("disk full")
+
+    monkeypatch.setattr(embedded_setup, "call_command", broken)
+    with pytest.raises(CommandError, match="static files failed: disk full"):
+        _run("embedded_setup", "--log", str(log))
+    assert "collectstatic failed: OSError('disk full')" in log.read_text()

@@ -36,3 +36,16 @@ def test_no_interval_is_shown_over_too_few_items():
     assert "too few for an interval: n = 3" in interval({"mean": 1.0, "low": 1.0, "high": 1.0, "units": 3}, "percent")
     assert "[50.0, 90.0]" in interval({"mean": 0.7, "low": 0.5, "high": 0.9, "tasks": 40}, "percent")
     assert "[50.0, 90.0]" in interval({"mean": 0.7, "low": 0.5, "high": 0.9}, "percent")  # no count: as given
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "short", "x" * 20, "x" * 21, "e\u0301" * 20, "e\u0301" * 21, "cafe\u0301 " * 7, {"a": "b" * 30}, None],
+)
+@pytest.mark.parametrize("length", [0, 1, 20, "20", "no"])
+def test_clip_is_truncatechars_without_the_walk(text, length):
+    from django.template.defaultfilters import truncatechars
+
+    from webapp.templatetags.arbiter import clip
+
+    assert clip(text, length) == truncatechars(text, length)

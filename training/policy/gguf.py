@@ -32,6 +32,7 @@ import hashlib
 import importlib.metadata
 import json
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -149,6 +150,11 @@ def gguf_header(path: Path) -> dict:
     }
 
 
+# transformers' loading is not thread-safe: two conversions in one process's threads at once
+# saved a tied head that was still on the meta device. They take turns; processes need not.
+_CONVERTING = threading.Lock()
+
+
 def converted_dir(store: Path, sha256: str) -> Path:
     return store / f"gguf-{sha256[:16]}-c{CONVERSION}"
 
@@ -167,7 +173,8 @@ def gguf_convert(path: Path, store: Path, *, progress: Callable[[str], None] = l
     work = target.with_name(f"{target.name}.partial-{uuid.uuid4().hex[:8]}")  # its own, if two convert at once
     work.mkdir(parents=True)
     try:
-        template_note = _convert(path, work, progress)
+        with _CONVERTING:
+            template_note = _convert(path, work, progress)
         info = {
             "converted_from": {"file": path.name, "sha256": sha256, **header},
             "conversion": CONVERSION,

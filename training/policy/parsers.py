@@ -66,6 +66,12 @@ class ToolCallParser(ABC):
         may stream before the turn is read. 0 unless the format says (a call may be forming)."""
         return 0
 
+    def partial_calls(self, text: str) -> list[PartialCall]:
+        """The calls of a turn so far whose names are written, each with how its arguments surely
+        start (`PartialCall`): what a server may stream of them before the turn is read. None
+        unless the format says."""
+        return []
+
 
 def _loads(text: str) -> tuple[Any, str]:
     """(value, problem): JSON from a model's text through the one strict reader (core.json_input:
@@ -134,6 +140,15 @@ class HermesParser(ToolCallParser):
             return start
         return len(text) - partial_suffix(text, "<tool_call>")
 
+    def partial_calls(self, text: str) -> list[PartialCall]:
+        calls = []
+        for match in self.BLOCK.finditer(text):
+            body = match.group(1)
+            if not match.group(2):  # the block still open: its closing tag may be half written
+                body = body[: len(body) - partial_suffix(body, "</tool_call>")]
+            calls += _partial_json_calls(body, ("arguments", "parameters"))
+        return calls
+
 
 class SmolLM2Parser(HermesParser):
     """SmolLM2's published format: every call of a turn in one block, as a JSON list. It reads
@@ -170,14 +185,31 @@ class Llama3JsonParser(ToolCallParser):
             return 0
         return len(text)
 
+    def partial_calls(self, text: str) -> list[PartialCall]:
+        body = text.strip()
+        tagged = body.startswith("<|python_tag|>")
+        body = body.removeprefix("<|python_tag|>").strip()
+        if not (tagged or body.startswith("{")):
+            return []
+        calls = []
+        for part in _split_top_level(body):
+            found = _partial_json_calls(part, ("parameters", "arguments"))
+            if not found:
+                break
+            calls += found
+        return calls
+
 
 def _split_top_level(body: str) -> list[str]:
     """`{...}; {...}` -> the objects (Llama 3 separates parallel calls with semicolons)."""
     parts, depth, start, in_string, escaped = [], 0, 0, False, False
     for i, ch in enumerate(body):
-        if in_string:
-            escaped = not escaped and ch == "\\"
-            if ch == '"' and not escaped:
+        if in_string:  # a quote ends the string unless escaped (`\"` does not; `\\"` does)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
                 in_string = False
             continue
         if ch == '"':
@@ -218,6 +250,25 @@ class CompactParser(ToolCallParser):
     def streamable(self, text: str) -> int:
         return 0 if self.MAY_CALL.fullmatch(text) else len(text)
 
+    CALL_START = re.compile(r"\s*([A-Za-z_][\w-]*)\[(.*)", re.S)
+
+    def partial_calls(self, text: str) -> list[PartialCall]:
+        """`tool[` names the call. Its argument goes on to the last `]` of the finished turn: so far,
+        up to the last `]` written, or all of it if none is; stripped as `compact_call` strips it
+        (trailing spaces may be stripped, or not, so they wait). A number waits until it is whole."""
+        if not (match := self.CALL_START.fullmatch(text)):
+            return []
+        name, raw = match.groups()
+        tool = next((t for t in self.tools if t.name == name), None)
+        properties = tool.parameters.get("properties", {}) if tool is not None else {}
+        if not properties:
+            return [PartialCall(name)]
+        key, schema = next(iter(properties.items()))
+        if schema.get("type") in ("integer", "number"):
+            return [PartialCall(name)]
+        sure = raw[: raw.rfind("]")] if "]" in raw else raw
+        return [PartialCall(name, json.dumps({key: sure.strip()})[:-2])]
+
 
 class TransformersParser(ToolCallParser):
     """The tokenizer's own `response_template`, through transformers' `parse_response`."""
@@ -254,6 +305,118 @@ def partial_suffix(text: str, marker: str) -> int:
 
 def _without_thinking(text: str) -> str:
     return re.sub(r"<think>.*?</think>", "", text, flags=re.S).strip()
+
+
+# A call streamed as it is written -----------------------------------------------------------
+
+MARK = "\u2063"  # where partial JSON was cut, put in by `close_partial_json`
+# What closes partial JSON cut in each state, and how many characters before MARK in the dumped
+# value are a placeholder's (its opening quote), not the model's.
+_TAILS = {
+    "string": (MARK + '"', 0),
+    "key-string": (MARK + '": 0', 0),
+    "key": (f'"{MARK}": 0', 1),
+    "colon": (f': "{MARK}"', 1),
+    "value": (f'"{MARK}"', 1),
+}
+
+
+@dataclass(frozen=True)
+class PartialCall:
+    """A tool call being written: its name, once written whole, and how `json.dumps` of its
+    arguments will surely start when the call is finished, whatever comes next."""
+
+    name: str
+    arguments: str = ""
+
+
+def close_partial_json(text: str) -> tuple[str, int] | None:
+    """Partial JSON made whole, with MARK where it was cut (or `text` itself when it is whole):
+    (the text, how many characters before MARK in its dumped value are a placeholder's: `_TAILS`,
+    3 for `, "` after a value that may be the last). A number or literal that may go on, or an
+    escape sequence not yet whole, is left out. None before a value starts or if it is not JSON."""
+    stack: list[str] = []  # the open brackets
+    state, i = "value", 0  # what comes next: value, key, colon or after (a value)
+    while i < len(text):
+        ch = text[i]
+        if ch in " \t\r\n":
+            i += 1
+        elif ch == '"' and state in ("key", "value"):
+            end, closed = _string_end(text, i + 1)
+            if not closed:
+                return _closed(text[:end], stack, "key-string" if state == "key" else "string")
+            i, state = end, ("colon" if state == "key" else "after")
+        elif ch in "{[" and state == "value":
+            stack.append(ch)
+            i, state = i + 1, ("key" if ch == "{" else "value")
+        elif ch in "}]" and stack and state != "colon":
+            stack.pop()
+            i, state = i + 1, "after"
+        elif (ch == ":" and state == "colon") or (ch == "," and state == "after" and stack):
+            i, state = i + 1, ("value" if ch == ":" or stack[-1] == "[" else "key")
+        elif state == "value":  # a number or a literal: whole once something follows it
+            end = i
+            while end < len(text) and text[end] not in ' \t\r\n,]}:"':
+                end += 1
+            if end == len(text):
+                return _closed(text[:i], stack, state) if stack else None
+            i, state = end, "after"
+        else:
+            return None
+    if not stack:
+        return (text, 0) if state == "after" else None
+    return _closed(text, stack, state)
+
+
+def _closed(text: str, stack: list[str], state: str) -> tuple[str, int]:
+    if state == "after":
+        tail, back = (f', "{MARK}": 0' if stack[-1] == "{" else f', "{MARK}"'), 3
+    else:
+        tail, back = _TAILS[state]
+    return text + tail + "".join("}" if c == "{" else "]" for c in reversed(stack)), back
+
+
+def _string_end(text: str, start: int) -> tuple[int, bool]:
+    """(the index after the closing quote, True) of the string whose characters start at `start`;
+    (where its whole characters end, False) if it is not closed yet: an escape sequence, or the
+    first half of a surrogate pair, whose rest has not come is not whole."""
+    i = start
+    while i < len(text):
+        if text[i] == "\\":
+            size = 6 if text[i + 1 : i + 2] == "u" else 2
+            if size == 6 and text[i + 2 : i + 4].lower() in ("d8", "d9", "da", "db"):  # a surrogate pair: both halves
+                size = 12
+            if i + size > len(text):
+                return i, False
+            i += size
+        elif text[i] == '"':
+            return i + 1, True
+        else:
+            i += 1
+    return i, False
+
+
+def _partial_json_calls(body: str, argument_keys: tuple[str, ...]) -> list[PartialCall]:
+    """The calls of partial JSON (a call object or a list of them) whose names are written whole."""
+    if MARK in body or (closed := close_partial_json(body)) is None:
+        return []
+    text, back = closed
+    value, problem = _loads(text)
+    if problem:
+        return []
+    calls = []
+    for item in value if isinstance(value, list) else [value]:
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or MARK in name:
+            break
+        key = next((k for k in argument_keys if k in item), None)
+        sure = ""
+        if key is not None and not isinstance(item[key], str):  # arguments as a JSON string: sent once whole
+            dumped = json.dumps(item[key], allow_nan=False)
+            cut = dumped.find("\\u2063")
+            sure = dumped if cut < 0 else dumped[: cut - back]
+        calls.append(PartialCall(name, sure))
+    return calls
 
 
 PARSERS = {

@@ -7,12 +7,14 @@ the request's tools, exactly as the policy saw its episodes in training (an assi
 that made tool calls is written back in the policy's own call syntax by its tool parser);
 the reply is parsed by the same parser into `tool_calls`, or is the message's `content`.
 
-Requests that arrive together are generated together: every choice of every waiting request
-(`n` of them, or `best_of`) is a row of one batch in one key-value cache
+Requests are generated together, in one running batch (continuous batching): every choice of
+every request (`n` of them, or `best_of`) is a row of one key-value cache
 (training/policy/batch_generation.py), each row with its own temperature, top-p, limit and
-random generator. Streaming (`stream: true`) sends each row's text as its tokens are
-generated, as far as it is surely content (a tool call that may be forming is held back until
-the turn is read, then sent as `tool_calls`). The HTTP side is training/policy/serving_http.py.
+random generator; a request that arrives while the batch runs joins it between two tokens
+(`Batcher`), and is answered as soon as its own rows end. Streaming (`stream: true`) sends each
+row's content as its tokens are generated, and a tool call's name as soon as it is written, then
+its arguments in parts as they will be in the finished call (`ReplyText`); what a client
+accumulates is the reply not streamed. The HTTP side is training/policy/serving_http.py.
 
 With a reward model (`serve_policy --reward-model`), `best_of: k` samples k candidate turns
 and, where the first sample gives the final answer, returns the reward model's favourite
@@ -69,15 +71,19 @@ def default_threads() -> int:
 
 
 class Batcher:
-    """One thread that generates the rows of the requests waiting, together, as one batch; what
-    arrives while a batch runs waits for the next (up to `max_rows` rows a batch).
+    """One thread generating the rows of every request in one running batch (continuous
+    batching): requests that arrive while the batch runs join it between two tokens (`admit`, up
+    to `max_rows` rows), and each is answered as soon as its own rows have ended (`left`),
+    whatever the other rows still have to write.
 
-    How long a batch waits to fill (a dynamic batcher's queue delay): clients that were answered
-    together send again together, a few milliseconds later. A batch takes the first waiting
-    request and every other that comes within `gather_seconds`; while some clients answered by
-    the last batch have not sent again, it waits for them up to `fill_seconds`. So one client
-    never waits on others, and clients that fell into two batches come back together into one
-    instead of taking turns."""
+    When requests start or join a batch: a new batch takes the first waiting request and every
+    other that comes within `gather_seconds`; while clients answered lately have not sent again,
+    it waits for them up to `fill_seconds`. Requests waiting beside a running batch join it once
+    every client answered lately has sent again, or once the first of them has waited
+    `join_seconds` (the batch goes on meanwhile): clients answered together come back some
+    milliseconds apart, and each join costs a pass of the model over the joining prompts. With
+    5 ms, 16 clients joined 4.3-4.6 rows at a time and got 0.39-0.59x a padded `generate`; with
+    20 ms, 8.4-10 rows and 0.54-0.80x (benchmarks/serve_concurrent.py, issue 56)."""
 
     def __init__(
         self,
@@ -86,73 +92,132 @@ class Batcher:
         max_rows: int = 32,
         gather_seconds: float = 0.001,
         fill_seconds: float = 0.02,
+        join_seconds: float = 0.02,
     ):
         self.generate, self.max_rows = generate, max_rows
-        self.gather_seconds, self.fill_seconds = gather_seconds, fill_seconds
+        self.gather_seconds, self.fill_seconds, self.join_seconds = gather_seconds, fill_seconds, join_seconds
         self.waiting: queue.Queue = queue.Queue()
-        self.held: tuple | None = None  # a request that did not fit the last batch: the next one's first
-        self.returning = 0  # requests the last batch answered whose clients have not sent again
+        self.pending: list[tuple] = []  # requests taken from `waiting`, not yet started: (rows, future, when sent)
+        self.closing = False
+        self.returning = 0  # requests answered whose clients have not sent again
         self.lock = threading.Lock()
-        self.sizes: list[tuple[int, int]] = []  # (requests, rows) of each batch run, the last 1,000
+        self.jobs: dict[int, list] = {}  # id(row) -> [rows not yet ended, future] of its request, this run
+        self.live = 0  # rows in the running batch
+        self.joined = 0  # requests admitted into a running batch
+        self.sizes: list[tuple[int, int]] = []  # (requests, rows) of each start or join of a batch, the last 1,000
         self.thread = threading.Thread(target=self._loop, name="policy-batches", daemon=True)
         self.thread.start()
 
     def submit(self, rows: list) -> Future:
-        """Generate `rows` (batch_generation.Row) in the next batch; the future is done when they are."""
+        """Generate `rows` (batch_generation.Row) in the running batch, or the next; the future is done when they are."""
         done: Future = Future()
         with self.lock:
             self.returning = max(0, self.returning - 1)
-        self.waiting.put((rows, done))
+        self.waiting.put((rows, done, time.monotonic()))
         return done
 
     def close(self) -> None:
         self.waiting.put(None)
         self.thread.join(timeout=30)
 
-    def _next(self, timeout: float | None) -> tuple | None:
-        if self.held is not None:
-            job, self.held = self.held, None
-            return job
-        return self.waiting.get(timeout=timeout) if timeout is None or timeout > 0 else self.waiting.get_nowait()
+    def admit(self) -> list:
+        """The rows of the requests waiting that join the running batch now, as many as fit beside
+        its rows (called by the generation between two tokens, on this thread)."""
+        self._take(0)
+        if not self.pending:
+            return []
+        with self.lock:
+            back = self.returning == 0
+        if not (back or time.monotonic() - self.pending[0][2] >= self.join_seconds):
+            return []
+        jobs = self._fitting(self.max_rows - self.live)
+        self.joined += len(jobs)
+        return self._start(jobs)
 
-    def _batch(self, first: tuple) -> list[tuple]:
-        jobs, rows = [first], len(first[0])
-        started = time.monotonic()
-        while rows < self.max_rows:
-            with self.lock:
-                wait = self.fill_seconds if self.returning else self.gather_seconds
+    def left(self, row) -> None:
+        """A row has ended: its request is answered once all its rows have."""
+        self.live -= 1
+        job = self.jobs.pop(id(row), None)
+        if job is not None:
+            job[0] -= 1
+            if job[0] == 0:
+                self._answer(job[1])
+
+    def _answer(self, done: Future, outcome: Exception | None = None) -> None:
+        with self.lock:  # before the answer goes out: a fast client may send again at once
+            self.returning += 1
+        if outcome is None:
+            done.set_result(None)
+        else:
+            done.set_exception(outcome)
+
+    def _take(self, timeout: float | None) -> None:
+        """Move what waits in the queue to `pending`: at least one request within `timeout` seconds
+        (None: however long), then whatever else is there."""
+        while not self.closing:
             try:
-                job = self._next(started + wait - time.monotonic())
+                job = self.waiting.get(timeout=timeout) if timeout is None or timeout > 0 else self.waiting.get_nowait()
             except queue.Empty:
-                break
+                return
             if job is None:
-                self.waiting.put(None)
-                break
-            if rows + len(job[0]) > self.max_rows:
-                self.held = job
-                break
-            jobs.append(job)
-            rows += len(job[0])
+                self.closing = True
+                return
+            self.pending.append(job)
+            timeout = 0
+
+    def _fitting(self, room: int) -> list[tuple]:
+        """The pending requests, first come first, up to `room` rows."""
+        jobs = []
+        while self.pending and len(self.pending[0][0]) <= room:
+            jobs.append(self.pending.pop(0))
+            room -= len(jobs[-1][0])
         return jobs
 
+    def _start(self, jobs: list[tuple]) -> list:
+        """The jobs' rows, counted as running."""
+        rows = [row for job_rows, *_ in jobs for row in job_rows]
+        for job_rows, done, _ in jobs:
+            job = [len(job_rows), done]
+            self.jobs.update((id(row), job) for row in job_rows)
+            if not job_rows:
+                self._answer(done)
+        self.live += len(rows)
+        if jobs:
+            self.sizes = [*self.sizes[-999:], (len(jobs), len(rows))]
+        return rows
+
+    def _batch(self) -> list[tuple]:
+        """The requests a new batch starts with (`pending` holds at least one)."""
+        started = time.monotonic()
+        while sum(len(job[0]) for job in self.pending) < self.max_rows and not self.closing:
+            with self.lock:
+                wait = self.fill_seconds if self.returning else self.gather_seconds
+            before = len(self.pending)
+            self._take(started + wait - time.monotonic())
+            if len(self.pending) == before:
+                break
+        with self.lock:  # those that did not come back by now are not waited for again
+            self.returning = 0
+        return self._fitting(self.max_rows)
+
     def _loop(self) -> None:
-        while (first := self._next(None)) is not None:
-            jobs = self._batch(first)
-            self.sizes = [*self.sizes[-999:], (len(jobs), sum(len(rows) for rows, _ in jobs))]
+        while True:
+            if not self.pending:
+                self._take(None)
+            if not self.pending:  # closed
+                return
+            rows = self._start(self._batch())
+            outcome = None
             try:
-                self.generate([row for rows, _ in jobs for row in rows])
-            except Exception as exc:  # noqa: BLE001 - each request is told; the thread serves the next
-                log.exception("a batch of %d request(s) failed", len(jobs))
+                self.generate(rows)
+            except Exception as exc:  # each request is told; the thread serves the next
+                log.exception("a batch of %d row(s) failed", len(rows))
                 outcome = exc
-            else:
-                outcome = None
-            with self.lock:  # before the answers go out: a fast client may send again at once
-                self.returning = len(jobs)
-            for _, done in jobs:
-                if outcome is None:
-                    done.set_result(None)
-                else:
-                    done.set_exception(outcome)
+            # Requests whose rows the generation did not report (a generation without `left`) or that failed.
+            unanswered = {id(job): job for job in self.jobs.values()}
+            self.jobs, self.live = {}, 0
+            for _, done in unanswered.values():
+                self._answer(done, outcome)
 
 
 @dataclass
@@ -178,16 +243,29 @@ class Prepared:
 
 
 @dataclass
+class StreamedCall:
+    """A tool call as far as it has been streamed: its id, its name, its arguments sent so far."""
+
+    id: str
+    name: str
+    arguments: str = ""
+
+
+@dataclass
 class ReplyText:
-    """One row's text as it is generated: where a stop string ends it, and what is surely content
-    (streamable now: no stop string or tool call may be forming in it)."""
+    """One row's text as it is generated: where a stop string ends it, and what of it is sure
+    (streamable now, `new_deltas`): content no stop string or tool call may be forming in, and
+    the calls of the request's tools whose names are written, with their arguments as they come."""
 
     decode: Callable[[list[int]], str]
     stops: list[str]
     parser: Any = None  # the request's tool-call parser; None where the request has no tools
+    tools: frozenset[str] = frozenset()  # the names of the request's tools: only their calls are streamed
+    most_calls: int | None = None  # 1 with parallel_tool_calls false: the reply keeps only its first call
     ids: list[int] = field(default_factory=list)
     text: str = ""
-    sent: int = 0  # characters streamed
+    sent: int = 0  # characters of content streamed
+    calls: list[StreamedCall] = field(default_factory=list)
 
     def add(self, token: int) -> bool:
         """Take one token; True when a stop string has ended the reply."""
@@ -198,15 +276,35 @@ class ReplyText:
             self.text = self.text[: min(ends)]
         return bool(ends)
 
-    def new_content(self) -> str:
+    def new_deltas(self) -> list[dict]:
+        """What is new and sure since the last call, as a stream's deltas: content; a call's id and
+        name once its name is written; then its arguments, in parts, as they will be in the reply."""
         text = self.text.rstrip("\ufffd")  # a character whose bytes have not all come yet
         text = text[: len(text) - max((partial_suffix(text, stop) for stop in self.stops), default=0)]
-        if self.parser is not None:
-            text = text[: self.parser.streamable(text)]
-        if len(text) <= self.sent:
-            return ""
-        new, self.sent = text[self.sent :], len(text)
-        return new
+        deltas = []
+        content = text[: self.parser.streamable(text)] if self.parser is not None else text
+        if len(content) > self.sent:
+            deltas.append({"content": content[self.sent :]})
+            self.sent = len(content)
+        return deltas + (self._call_deltas(text) if self.parser is not None else [])
+
+    def _call_deltas(self, text: str) -> list[dict]:
+        deltas = []
+        for k, call in enumerate(self.parser.partial_calls(text)[: self.most_calls]):
+            if k == len(self.calls):
+                if call.name not in self.tools:  # returned as text: a client cannot dispatch it
+                    break
+                self.calls.append(StreamedCall(f"call_{secrets.token_hex(8)}", call.name))
+                opening = {"index": k, "id": self.calls[k].id, "type": "function"}
+                deltas.append({"tool_calls": [{**opening, "function": {"name": call.name, "arguments": ""}}]})
+            streamed = self.calls[k]
+            if call.name != streamed.name or not call.arguments.startswith(streamed.arguments):
+                break
+            if len(call.arguments) > len(streamed.arguments):
+                part = call.arguments[len(streamed.arguments) :]
+                deltas.append({"tool_calls": [{"index": k, "function": {"arguments": part}}]})
+                streamed.arguments = call.arguments
+        return deltas
 
 
 class PolicyServer:
@@ -322,24 +420,28 @@ class PolicyServer:
         return Prepared(request, prompt, room, parser, prefix)
 
     def start(
-        self, prepared: Prepared, on_text: Callable[[int, str], None] | None = None, cancelled=lambda: False
+        self, prepared: Prepared, on_delta: Callable[[int, dict], None] | None = None, cancelled=lambda: False
     ) -> tuple[list[ReplyText], list, Future]:
-        """Queue the request's rows for the next batch: (their texts as they grow, the rows, the
-        future done when every row has ended). `on_text(row, new content)` is called from the batch's thread;
-        `cancelled()` true ends the rows early (a client that went away)."""
+        """Queue the request's rows for the running batch: (their texts as they grow, the rows, the
+        future done when every row has ended). `on_delta(row, delta)` is called from the batch's
+        thread with what is new and sure of a row's reply (`ReplyText.new_deltas`); `cancelled()`
+        true ends the rows early (a client that went away)."""
         request = prepared.request
         parser = prepared.parser if request.tools else None
-        texts = [ReplyText(self.decode, request.stop, parser) for _ in range(prepared.rows)]
+        tools = frozenset(tool.name for tool in request.tools)
+        most = None if request.parallel_tool_calls else 1
+        texts = [ReplyText(self.decode, request.stop, parser, tools, most) for _ in range(prepared.rows)]
 
         def watcher(index: int):
             text = texts[index]
 
             def on_token(token: int) -> bool:
-                if not (request.stop or on_text):
+                if not (request.stop or on_delta):
                     return cancelled()
                 stopped = text.add(token)
-                if on_text is not None and (new := text.new_content()):
-                    on_text(index, new)
+                if on_delta is not None:
+                    for delta in text.new_deltas():
+                        on_delta(index, delta)
                 return stopped or cancelled()
 
             return on_token
@@ -462,7 +564,8 @@ class PolicyServer:
         from training.policy.batch_generation import generate_rows
 
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.chat.stop_ids[0]
-        generate_rows(self.model, rows, stop_ids=self.chat.stop_ids, pad_id=pad)
+        batcher = self.batcher
+        generate_rows(self.model, rows, stop_ids=self.chat.stop_ids, pad_id=pad, admit=batcher.admit, left=batcher.left)
 
     def _best(self, request: Request, choices: list[dict]) -> list[int]:
         """The candidates' indices in the order they are returned. The first sample decides what
@@ -561,10 +664,14 @@ def chunk(base: dict, index: int, delta: dict, reason: str | None = None) -> dic
     return {**base, "choices": [{"index": index, "delta": delta, "finish_reason": reason, "logprobs": None}]}
 
 
-def stream_chunks(completion: dict, include_usage: bool, *, sent: list[str] | None = None) -> list[dict]:
+def stream_chunks(
+    completion: dict, include_usage: bool, *, sent: list[str] | None = None, calls: list[list] | None = None
+) -> list[dict]:
     """A finished completion as the chunks of a stream (role, content, tool calls, the end).
-    With `sent` (each choice's content already streamed, after its role chunk), only the rest:
-    the content not yet sent, the calls and the end."""
+    With `sent` and `calls` (each choice's content and `StreamedCall`s already streamed, after its
+    role chunk), only the rest. Raises RequestError where a call was streamed that the finished
+    reply does not make (the policy began a call it did not finish as a valid one): what was sent
+    cannot be taken back, and the stream must not end as a message other than the reply."""
     base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
     base["model"] = completion["model"]
     chunks = []
@@ -576,9 +683,32 @@ def stream_chunks(completion: dict, include_usage: bool, *, sent: list[str] | No
             already = ""
         if content.startswith(already) and len(content) > len(already):
             chunks.append(chunk(base, index, {"content": content[len(already) :]}))
-        for k, call in enumerate(message.get("tool_calls") or []):
-            chunks.append(chunk(base, index, {"tool_calls": [{"index": k, **call}]}))
+        for call in _calls_after(message, calls[index] if calls is not None else []):
+            chunks.append(chunk(base, index, {"tool_calls": [call]}))
         chunks.append(chunk(base, index, {}, choice["finish_reason"]))
     if include_usage:
         chunks.append({**base, "choices": [], "usage": completion["usage"]})
     return chunks
+
+
+def _calls_after(message: dict, streamed: list[StreamedCall]) -> list[dict]:
+    """The tool-call deltas of a reply not yet streamed: the rest of each streamed call's arguments,
+    then the calls not begun, whole."""
+    final = message.get("tool_calls") or []
+    for k, call in enumerate(streamed):
+        function = final[k]["function"] if k < len(final) else None
+        if function is None or function["name"] != call.name or not function["arguments"].startswith(call.arguments):
+            text = json.dumps(message.get("content") or "")[:300]
+            raise RequestError(
+                f"the policy began a call of {call.name} but did not write a valid call of a declared tool "
+                f"(its reply: {text}); send stream: false to get the reply as text",
+                "stream",
+                status=422,
+                code="invalid_model_output",
+            )
+    deltas = [
+        {"index": k, "function": {"arguments": rest}}
+        for k, call in enumerate(streamed)
+        if (rest := final[k]["function"]["arguments"][len(call.arguments) :])
+    ]
+    return deltas + [{"index": k, **call} for k, call in enumerate(final) if k >= len(streamed)]

@@ -162,11 +162,11 @@ class PolicyApp:
         pieces: asyncio.Queue = asyncio.Queue()
         gone = threading.Event()
 
-        def on_text(index: int, text: str) -> None:
-            loop.call_soon_threadsafe(pieces.put_nowait, (index, text))
+        def on_delta(index: int, delta: dict) -> None:
+            loop.call_soon_threadsafe(pieces.put_nowait, (index, delta))
 
         live = prepared.streams_as_generated
-        texts, rows, done = self.server.start(prepared, on_text if live else None, cancelled=gone.is_set)
+        texts, rows, done = self.server.start(prepared, on_delta if live else None, cancelled=gone.is_set)
         done.add_done_callback(lambda _: loop.call_soon_threadsafe(pieces.put_nowait, None))
         base = {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion.chunk", "model": self.server.name}
         base["created"] = int(time.time())  # when the request was answered, as a completion's `created`
@@ -180,19 +180,17 @@ class PolicyApp:
                     for index in range(prepared.rows):
                         yield event(chunk(base, index, {"role": "assistant", "content": ""}))
                 while (piece := await pieces.get()) is not None:
-                    yield event(chunk(base, piece[0], {"content": piece[1]}))
+                    yield event(chunk(base, *piece))
                 try:
                     await self._finished(done)
-                except RequestError as exc:
-                    yield event(exc.body())
-                    return
-                try:
                     completion = await asyncio.to_thread(self.server.completion, prepared, rows)
-                except RequestError as exc:  # a forced call or JSON reply the policy did not write
+                    sent = [text.text[: text.sent] for text in texts] if live else None
+                    calls = [text.calls for text in texts] if live else None
+                    rest = stream_chunks({**completion, **base}, prepared.request.include_usage, sent=sent, calls=calls)
+                except RequestError as exc:  # a failed batch; a forced call, JSON reply or streamed call not written
                     yield event(exc.body())
                     return
-                sent = [text.text[: text.sent] for text in texts] if live else None
-                for item in stream_chunks({**completion, **base}, prepared.request.include_usage, sent=sent):
+                for item in rest:
                     yield event(item)
                 yield "data: [DONE]\n\n"
             finally:
