@@ -186,7 +186,7 @@ def annotator_counts(*, campaign: Campaign, annotator, now=None) -> dict:
     today = mine.filter(created_at__gte=midnight)
     # SELECT COUNT(*) FROM (... LIMIT bound + 1): the scan stops at the bound. (As a scalar
     # subquery of the query below, PostgreSQL joined it back to every comparison of the campaign.)
-    free = free.values("id")[: LEFT_COUNTED_UP_TO + 1].count()
+    free_counted = free.values("id")[: LEFT_COUNTED_UP_TO + 1].count()
     figures = (
         Campaign.objects.filter(pk=campaign.pk)
         .values(
@@ -199,8 +199,8 @@ def annotator_counts(*, campaign: Campaign, annotator, now=None) -> dict:
     )
     seconds = figures["seconds"] or 0.0
     return {
-        "left_for_you": min(free, LEFT_COUNTED_UP_TO) + figures["held"],
-        "left_more": free > LEFT_COUNTED_UP_TO,
+        "left_for_you": min(free_counted, LEFT_COUNTED_UP_TO) + figures["held"],
+        "left_more": free_counted > LEFT_COUNTED_UP_TO,
         "judged": figures["judged"],
         "today": figures["today"],
         "seconds_today": seconds,
