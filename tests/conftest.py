@@ -192,7 +192,7 @@ def _fast_password_hashing(settings):
 SLOW_MARKERS = {"browser", "worker"}
 SLOW_CALLS = re.compile(
     r"\b(train_bc|train_rl|train_reward_model|train_reward_ensemble|policy_train_default|run_execute|bc_start|rl_run|"
-    r"run_in_process|start_worker|Embedded|chat_model_dir|cloned_policy|calculator_policy|tiny_policy_dir|"
+    r"run_in_process|start_worker|Embedded|chat_model_dir|registered_qwen|cloned_policy|calculator_policy|tiny_policy_dir|"
     r"simulated_snapshot|low_token_reward_model|tiny_gguf|gguf_convert|subprocess\.(run|Popen))\(|call_command\(\s*\"(run_pipeline|"
     r"train_policy|train_reward_model|register_policy|rollout_policy|load_demo)\""
 )

@@ -199,3 +199,16 @@ def agent_spans(episode) -> list[list[int]]:
             spans.append(current)
             current = []
     return spans + ([current] if current else [])
+
+
+def registered_qwen(folder: Path, name: str):
+    """A tiny Qwen2 chat model of the arithmetic environment's texts, registered as the policy
+    `name` through `register_policy`, as a user registers theirs: the Policy."""
+    from django.core.management import call_command
+
+    from annotate.models import Policy
+    from training.envs.arithmetic import ArithmeticEnvironment
+
+    qwen = chat_model_dir(folder / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
+    call_command("register_policy", str(qwen), "--name", name, "--environment", "arithmetic")
+    return Policy.objects.get(name=name)

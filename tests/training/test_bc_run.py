@@ -119,15 +119,11 @@ def test_a_lora_bc_run_on_a_real_worker_clones_into_a_registered_chat_model(
 ):
     """lora_rank through the API on the Celery worker: adapters of a registered Qwen2 model
     trained on the arithmetic demonstrations, merged, and the policy registered."""
-    from django.core.management import call_command
 
     from tests.conftest import token_client, wait_for
-    from tests.training.chat_models import chat_model_dir
-    from training.envs.arithmetic import ArithmeticEnvironment
+    from tests.training.chat_models import registered_qwen
 
-    qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
-    call_command("register_policy", str(qwen), "--name", "worker-qwen", "--environment", "arithmetic")
-    base = Policy.objects.get(name="worker-qwen")
+    base = registered_qwen(tmp_path, "worker-qwen")
     config = {
         "environment": "arithmetic",
         "base_policy_id": base.pk,

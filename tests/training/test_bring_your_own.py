@@ -282,13 +282,11 @@ def test_a_bc_run_clones_into_a_registered_chat_model_in_its_own_format(tmp_path
     """The `bc` run kind from any registered policy: the demonstrations written as the Qwen2
     model writes tool calls (<tool_call> JSON), trained into its own weights and template."""
     from annotate.models import Policy
-    from tests.training.chat_models import chat_model_dir
+    from tests.training.chat_models import registered_qwen
     from training.policy.chat import tool_parser_of
     from webapp.runs.services import run_execute, run_launch
 
-    qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
-    call_command("register_policy", str(qwen), "--name", "my-qwen", "--environment", "arithmetic")
-    base = Policy.objects.get(name="my-qwen")
+    base = registered_qwen(tmp_path, "my-qwen")
     run = run_launch(
         kind="bc",
         user=admin_user,
@@ -326,13 +324,11 @@ def test_a_bc_run_with_lora_trains_adapters_and_registers_them_merged(tmp_path, 
     from safetensors.torch import load_file
 
     from annotate.models import Policy
-    from tests.training.chat_models import chat_model_dir
+    from tests.training.chat_models import registered_qwen
     from webapp.errors import ArbiterError
     from webapp.runs.services import run_execute, run_launch
 
-    qwen = chat_model_dir(tmp_path / "qwen", "qwen2", [ArithmeticEnvironment(seed=0, n_tasks=20)])
-    call_command("register_policy", str(qwen), "--name", "lora-qwen", "--environment", "arithmetic")
-    base = Policy.objects.get(name="lora-qwen")
+    base = registered_qwen(tmp_path, "lora-qwen")
     config = {
         "environment": "arithmetic",
         "base_policy_id": base.pk,
@@ -353,7 +349,7 @@ def test_a_bc_run_with_lora_trains_adapters_and_registers_them_merged(tmp_path, 
     assert "LoRA of rank 4" in run.log
     cloned = Policy.objects.get(pk=run.summary["policy_id"])
     assert cloned.metadata["config"]["lora_rank"] == 4
-    before = load_file(str(Path(qwen) / "model.safetensors"))
+    before = load_file(str(Path(base.model_dir) / "model.safetensors"))
     after = load_file(str(Path(cloned.model_dir) / "model.safetensors"))
     assert set(after) == set(before)  # merged: no adapter weights, nothing of peft to load
     changed = {name for name in after if not after[name].equal(before[name])}
