@@ -42,9 +42,9 @@ def _sample_load(proc: subprocess.Popen, loads: list[float]) -> None:
         time.sleep(5)
 
 
-def run_suite(*, select: list[str], workers: int | None, database: str, broker_db: int) -> dict:
+def run_suite(*, select: list[str], workers: int | None, database: str, broker_db: int, durations: int) -> dict:
     head = base_database_url().rsplit("/", 1)[0]
-    pytest_args = ["-p", "no:cacheprovider", "-q", "--durations=10", *select]
+    pytest_args = ["-p", "no:cacheprovider", "-q", f"--durations={durations}", *select]
     command = ["make", "test", f"PYTEST_ARGS={shlex.join(pytest_args)}"]
     if workers is not None:
         command.append(f"TEST_WORKERS={workers}")
@@ -79,10 +79,19 @@ def run_suite(*, select: list[str], workers: int | None, database: str, broker_d
         "counts": summary["counts"] if summary else "(no summary)",
         "pytest_seconds": float(summary["seconds"]) if summary else None,
         "load": sum(loads) / len(loads) if loads else os.getloadavg()[0],
-        "slowest": sorted(slowest, reverse=True)[:10],
+        "slowest": sorted(slowest, reverse=True),
         "tail": out[-3000:],
         "log": str(log),
     }
+
+
+def by_test_file(slowest: list[tuple[float, str, str]]) -> dict[str, tuple[float, int]]:
+    """{test file: (seconds, phases)} of pytest's slowest phases, the costliest file first."""
+    files: dict[str, list[float]] = {}
+    for seconds, _, test in slowest:
+        files.setdefault(test.split("::", 1)[0], []).append(seconds)
+    ranked = sorted(files.items(), key=lambda item: -sum(item[1]))
+    return {path: (sum(times), len(times)) for path, times in ranked}
 
 
 def minutes(seconds: float | None) -> str:
@@ -104,6 +113,12 @@ def main() -> None:
         "(default: DATABASE_URL's name + '_suite')",
     )
     parser.add_argument("--broker-db", type=int, default=11, help="Redis database of the suite's broker")
+    parser.add_argument(
+        "--durations",
+        type=int,
+        default=10,
+        help="the N slowest phases (pytest's --durations): the ten slowest are printed, and these N summed by file",
+    )
     args = parser.parse_args()
     if any(args.stress) and not shutil.which("stress-ng"):
         raise SystemExit("stress-ng is not installed (apt-get install -y stress-ng)")
@@ -120,7 +135,11 @@ def main() -> None:
             time.sleep(2)
         try:
             result = run_suite(
-                select=args.select, workers=args.workers, database=args.database, broker_db=args.broker_db
+                select=args.select,
+                workers=args.workers,
+                database=args.database,
+                broker_db=args.broker_db,
+                durations=args.durations,
             )
         finally:
             if stress is not None:
@@ -143,8 +162,15 @@ def main() -> None:
         print(f"\nThe ten slowest ({'idle' if not load else f'stress-ng --cpu {load}'}):\n")
         print("| seconds | phase | test |")
         print("|---|---|---|")
-        for seconds, phase, test in r["slowest"]:
+        for seconds, phase, test in r["slowest"][:10]:
             print(f"| {seconds:.1f} | {phase} | {test} |")
+        by_file = by_test_file(r["slowest"])
+        total = sum(seconds for seconds, _, _ in r["slowest"])
+        print(f"\nThe {len(r['slowest'])} slowest phases ({total:.0f} worker-seconds) by file, the first 15:\n")
+        print("| file | seconds | phases |")
+        print("|---|---|---|")
+        for path, (seconds, count) in list(by_file.items())[:15]:
+            print(f"| {path} | {seconds:.0f} | {count} |")
     if any(r["exit"] for _, r in rows):
         raise SystemExit(1)
 

@@ -20,7 +20,8 @@ accepted, and after it is accepted only if a slot is still free.
 
 Concurrency: the next-assignment query locks one candidate comparison row with
 `SELECT ... FOR UPDATE SKIP LOCKED` (PostgreSQL), so annotators pulling at once skip
-each other's rows instead of waiting, and takes a slot by updating that row. A
+each other's rows instead of waiting, and takes a slot by updating that row (when that finds
+nothing while a candidate is locked this instant, the pull tries again a little later). A
 transaction that read the row before the update re-checks `slots_taken < k` on the new
 row version before it may lock it, so no comparison is ever over-assigned. A submit on a
 live lease writes with one statement that finishes the lease only if it is still `leased`
@@ -103,23 +104,37 @@ def _sweep_if_due(campaign: Campaign) -> None:
         assignments_expire(campaign=campaign)
 
 
+# How long a pull waits, in all, for a candidate row that other statements hold locked (each
+# holds it for one statement) before it says nothing is left: the waits between its tries.
+LOCKED_CANDIDATE_WAITS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
+
+
 def _lease_or_take(campaign: Campaign, annotator, now, *, gold: bool) -> Assignment | None:
-    """PostgreSQL: the annotator's live lease, else a new one, in one statement (labeling_sql)."""
-    left_is_a = random.random() < 0.5
+    """PostgreSQL: the annotator's live lease, else a new one, in one statement (labeling_sql).
+
+    SKIP LOCKED passes by a comparison whose row another pull or a submit holds this instant,
+    so finding nothing is checked: while such a candidate exists, the pull tries again (the
+    annotators who pulled at once then get exactly k votes on every comparison, none told
+    "nothing left" while a slot was free)."""
+    params = {
+        "campaign": campaign.id,
+        "gold": gold,
+        "k": campaign.votes_per_comparison,
+        "annotator": annotator.pk,
+        "now": now,
+        "until": now + timedelta(seconds=campaign.lease_seconds),
+        "left_is_a": random.random() < 0.5,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            labeling_sql.LEASE_OR_TAKE_GOLD if gold else labeling_sql.LEASE_OR_TAKE,
-            {
-                "campaign": campaign.id,
-                "gold": gold,
-                "k": campaign.votes_per_comparison,
-                "annotator": annotator.pk,
-                "now": now,
-                "until": now + timedelta(seconds=campaign.lease_seconds),
-                "left_is_a": left_is_a,
-            },
-        )
-        row = cursor.fetchone()
+        for wait in (*LOCKED_CANDIDATE_WAITS, None):
+            cursor.execute(labeling_sql.LEASE_OR_TAKE_GOLD if gold else labeling_sql.LEASE_OR_TAKE, params)
+            row = cursor.fetchone()
+            if row is not None or wait is None:
+                break
+            cursor.execute(labeling_sql.CANDIDATE_LOCKED_GOLD if gold else labeling_sql.CANDIDATE_LOCKED, params)
+            if not cursor.fetchone()[0]:
+                break
+            time.sleep(wait)
     if row is None:
         return None
     assignment = instance_from_values(

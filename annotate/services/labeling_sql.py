@@ -6,8 +6,9 @@ issue 31). So on PostgreSQL the cycle runs these statements, each one round trip
 explicit transaction: each statement is atomic on its own.
 
 - next:   CAMPAIGN (the campaign's labeling settings), LEASE_OR_TAKE (the annotator's live
-          lease, else pick, lock and take a slot and record the lease), SCREEN (what the
-          screen shows);
+          lease, else pick, lock and take a slot and record the lease; when it finds nothing,
+          CANDIDATE_LOCKED tells "nothing left" from "what is left is locked this instant"),
+          SCREEN (what the screen shows);
 - submit: SUBMIT_READ (the assignment with what the rules need), SUBMIT_WRITE (finish the
           lease, count the vote, drop the draft and store the judgement, only if the lease is
           still live: a compare-and-set, so two submits or a submit racing the sweep store one vote).
@@ -40,10 +41,20 @@ FROM annotate_campaign WHERE id = %(campaign)s
 """
 CAMPAIGN_FIELDS = ("id", "name", "status", "votes_per_comparison", "lease_seconds", "gold_rate", "pool_only")
 
+# The comparisons the annotator may be given a slot on: open, of the kind asked for (gold or
+# not), never assigned to them, and `slot_rule` (empty for gold comparisons, which do not
+# count against k).
+_CANDIDATES = """
+    SELECT c.id FROM annotate_comparison c
+    WHERE c.campaign_id = %(campaign)s AND c.status = 'open' AND c.is_gold = %(gold)s
+      {slot_rule}
+      AND NOT EXISTS (SELECT 1 FROM annotate_assignment a
+                      WHERE a.comparison_id = c.id AND a.annotator_id = %(annotator)s)
+"""
+
 # The live lease, if the annotator holds one; otherwise a candidate comparison locked with
 # SKIP LOCKED (annotators pulling at once skip each other's rows), its slot taken, and the
-# lease inserted. One statement, one snapshot. `slot_rule` is empty for gold comparisons
-# (they do not count against k).
+# lease inserted. One statement, one snapshot.
 _LEASE_OR_TAKE = """
 WITH held AS (
     SELECT a.id, a.comparison_id, a.left_is_a, a.leased_until, a.shown_at, a.created_at
@@ -53,12 +64,8 @@ WITH held AS (
     ORDER BY a.created_at
     LIMIT 1
 ), candidate AS (
-    SELECT c.id FROM annotate_comparison c
-    WHERE NOT EXISTS (SELECT 1 FROM held)
-      AND c.campaign_id = %(campaign)s AND c.status = 'open' AND c.is_gold = %(gold)s
-      {slot_rule}
-      AND NOT EXISTS (SELECT 1 FROM annotate_assignment a
-                      WHERE a.comparison_id = c.id AND a.annotator_id = %(annotator)s)
+    {candidates}
+      AND NOT EXISTS (SELECT 1 FROM held)
     ORDER BY c.priority DESC, c.id
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
@@ -77,8 +84,15 @@ SELECT id, comparison_id, left_is_a, leased_until, shown_at, created_at FROM hel
 UNION ALL
 SELECT id, comparison_id, left_is_a, leased_until, shown_at, created_at FROM leased
 """
-LEASE_OR_TAKE = _LEASE_OR_TAKE.format(slot_rule="AND c.slots_taken < %(k)s")
-LEASE_OR_TAKE_GOLD = _LEASE_OR_TAKE.format(slot_rule="")
+_SLOT_FREE = "AND c.slots_taken < %(k)s"
+LEASE_OR_TAKE = _LEASE_OR_TAKE.format(candidates=_CANDIDATES.format(slot_rule=_SLOT_FREE))
+LEASE_OR_TAKE_GOLD = _LEASE_OR_TAKE.format(candidates=_CANDIDATES.format(slot_rule=""))
+
+# When LEASE_OR_TAKE finds nothing: is there a candidate all the same, whose row another
+# statement holds locked at this moment (a pull taking a slot on it, a submit counting a vote)?
+# SKIP LOCKED passed it by; "nothing left" would be wrong, so the pull asks again.
+CANDIDATE_LOCKED = f"SELECT EXISTS ({_CANDIDATES.format(slot_rule=_SLOT_FREE)})"
+CANDIDATE_LOCKED_GOLD = f"SELECT EXISTS ({_CANDIDATES.format(slot_rule='')})"
 LEASE_FIELDS = ("id", "comparison_id", "left_is_a", "leased_until", "shown_at", "created_at")
 
 # A judge's vote is filled in for people only this sure (max(P, 1 - P) of a reward-model

@@ -480,6 +480,7 @@ def test_suite_times_runs_make_test_on_databases_of_its_own(bench):
     )
     assert re.search(r"^\| idle \| \d+ min \d+ s \| \d+ min \d+ s \| \d+ passed.* \(passed\) \|", out, re.MULTILINE)
     assert "The ten slowest (idle)" in out
+    assert re.search(r"^\| tests/test_layout\.py \| \d+ \| \d+ \|$", out, re.MULTILINE)  # the phases by file
 
 
 def test_judge_run_times_a_chat_judge_run_against_its_client_alone(bench):
