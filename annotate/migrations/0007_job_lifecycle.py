@@ -87,7 +87,7 @@ class Migration(migrations.Migration):
             name='status',
             field=models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], db_index=True, default='queued', max_length=10),
         ),
-        migrations.RunPython(_snapshot_statuses_to_job_statuses, _job_statuses_to_snapshot_statuses),
+        migrations.RunPython(_snapshot_statuses_to_job_statuses, _job_statuses_to_snapshot_statuses, elidable=True),
         migrations.AddConstraint(
             model_name='datasetsnapshot',
             constraint=models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'succeeded', 'failed', 'cancelled'])), name='snapshot_status_valid'),

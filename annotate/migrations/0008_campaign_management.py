@@ -147,6 +147,6 @@ class Migration(migrations.Migration):
             model_name='campaignfill',
             constraint=models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'succeeded', 'failed', 'cancelled'])), name='campaignfill_status_valid'),
         ),
-        migrations.RunPython(dimensions_to_objects, migrations.RunPython.noop),
-        migrations.RunPython(behaviour_hashes, migrations.RunPython.noop),
+        migrations.RunPython(dimensions_to_objects, migrations.RunPython.noop, elidable=True),
+        migrations.RunPython(behaviour_hashes, migrations.RunPython.noop, elidable=True),
     ]

@@ -23,5 +23,5 @@ class Migration(migrations.Migration):
             name='guidelines_html',
             field=models.TextField(blank=True, default='', editable=False, help_text='The guidelines rendered (sanitized) when saved, not per page view.'),
         ),
-        migrations.RunPython(render_stored, migrations.RunPython.noop),
+        migrations.RunPython(render_stored, migrations.RunPython.noop, elidable=True),
     ]

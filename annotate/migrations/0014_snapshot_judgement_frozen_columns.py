@@ -37,5 +37,5 @@ class Migration(migrations.Migration):
             name="task_external_id",
             field=models.CharField(default="", help_text="The comparison's task, by its id.", max_length=200),
         ),
-        migrations.RunSQL(BACKFILL, reverse_sql=migrations.RunSQL.noop),
+        migrations.RunSQL(BACKFILL, reverse_sql=migrations.RunSQL.noop, elidable=True),
     ]

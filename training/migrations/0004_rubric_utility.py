@@ -56,4 +56,4 @@ class Migration(migrations.Migration):
         ("webapp", "0005_worker_beats"),
     ]
 
-    operations = [migrations.RunPython(forwards, backwards)]
+    operations = [migrations.RunPython(forwards, backwards, elidable=True)]

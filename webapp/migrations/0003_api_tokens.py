@@ -43,5 +43,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('key_hash',), name='apitoken_key_hash_unique')],
             },
         ),
-        migrations.RunPython(_copy_legacy_tokens, migrations.RunPython.noop),
+        migrations.RunPython(_copy_legacy_tokens, migrations.RunPython.noop, elidable=True),
     ]

@@ -31,5 +31,5 @@ class Migration(migrations.Migration):
             name='queued_at',
             field=models.DateTimeField(blank=True, db_index=True, help_text='When it was last queued: its place in the line for a worker.', null=True),
         ),
-        migrations.RunPython(queued_since_created, migrations.RunPython.noop),
+        migrations.RunPython(queued_since_created, migrations.RunPython.noop, elidable=True),
     ]
