@@ -36,7 +36,13 @@ $(STAMP): $(REQS) | $(BIN)/python
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# The project's folder on the environment's path (as `pip install -e .` would put it), so that
+# `python benchmarks/x.py` and a test's subprocess import `core`, `annotate`, ... and `benchmarks.*`
+# with no sys.path edits of their own. Written again when the checkout moves.
+PROJECT_PTH = $(BIN)/python -c "import pathlib, sysconfig; pth = pathlib.Path(sysconfig.get_paths()['purelib'], 'arbiter-project.pth'); root = '$(CURDIR)' + '\n'; pth.exists() and pth.read_text() == root or pth.write_text(root)"
+
 setup: $(STAMP)
+	@$(PROJECT_PTH)
 
 run: setup
 	scripts/run_embedded.sh

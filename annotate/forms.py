@@ -4,6 +4,8 @@ from django import forms
 
 from annotate.judgement_input import SCALE, JudgementInputError, Verdict, judgement_parse
 from annotate.models import Campaign, ImportBatch
+from core.problems import problem
+from webapp.form_input import WholeNumberFormField
 
 
 class ImportUploadForm(forms.Form):
@@ -82,7 +84,7 @@ class SkipForm(forms.Form):
 class AdjudicateForm(forms.Form):
     """No default: the adjudicator picks a point on the scale."""
 
-    choice = forms.IntegerField(
+    choice = WholeNumberFormField(
         min_value=SCALE.start,
         max_value=SCALE[-1],
         error_messages={
@@ -118,7 +120,7 @@ def correction_body(post) -> dict:
         try:
             parsed = json_input.loads(arguments.strip() or "{}")
         except json_input.JsonInputError as exc:
-            problems.append({"field": f"calls[{len(calls)}].arguments", "message": f"not JSON: {exc}"})
+            problems.append(problem(f"not JSON: {exc}", field=f"calls[{len(calls)}].arguments"))
             parsed = None
         calls.append({"tool": tool.strip(), "arguments": parsed, "observation": observation})
     if problems:

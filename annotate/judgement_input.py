@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from annotate.services.campaigns import SCALES
 from core.ids import INT32_MAX
 from core.json_input import type_name
+from core.problems import problem
 from webapp.errors import ArbiterError
 
 # The 5-point scale in screen terms: (value, text, short text for narrow screens). The service
@@ -135,17 +136,12 @@ def _shown(value) -> str:
 def _choice(value, problems: list) -> int | None:
     if _absent(value):
         problems.append(
-            {
-                "field": "choice",
-                "message": f"pick a point on the scale (choice {SCALE.start}-{SCALE[-1]}: {SCALE_WORDS})",
-            }
+            problem(f"pick a point on the scale (choice {SCALE.start}-{SCALE[-1]}: {SCALE_WORDS})", field="choice")
         )
         return None
     choice = _whole(value)
     if choice not in SCALE:
-        problems.append(
-            {"field": "choice", "message": f"choice must be {SCALE.start}-{SCALE[-1]}, not {_shown(value)}"}
-        )
+        problems.append(problem(f"choice must be {SCALE.start}-{SCALE[-1]}, not {_shown(value)}", field="choice"))
         return None
     return choice
 
@@ -157,7 +153,7 @@ def _both_bad(value, problems: list) -> bool | None:
         return value
     if isinstance(value, str) and value.strip().lower() in _FLAG_TEXT:
         return _FLAG_TEXT[value.strip().lower()]
-    problems.append({"field": "both_bad", "message": f"both_bad must be true or false, not {_shown(value)}"})
+    problems.append(problem(f"both_bad must be true or false, not {_shown(value)}", field="both_bad"))
     return None
 
 
@@ -168,10 +164,10 @@ def _step(value, side: str, count: int | None, problems: list) -> int | None:
     field, step = f"first_wrong_step_{side}", _whole(value)
     if step is None:
         problems.append(
-            {
-                "field": field,
-                "message": f"first wrong step on the {side}: a step index (a whole number from 0), not {_shown(value)}",
-            }
+            problem(
+                f"first wrong step on the {side}: a step index (a whole number from 0), not {_shown(value)}",
+                field=field,
+            )
         )
     elif not 0 <= step <= STEP_MAX or (count is not None and step >= count):
         has = (
@@ -180,7 +176,7 @@ def _step(value, side: str, count: int | None, problems: list) -> int | None:
             else (f" (that trajectory has steps 0-{count - 1})" if count else " (that trajectory has no steps)")
         )
         problems.append(
-            {"field": field, "message": f"first wrong step on the {side}: step {_shown(step)} does not exist{has}"}
+            problem(f"first wrong step on the {side}: step {_shown(step)} does not exist{has}", field=field)
         )
     else:
         return step
@@ -194,10 +190,9 @@ def _ratings(value, scales: dict | None, problems: list) -> dict | None:
         return {}
     if not isinstance(value, dict):
         problems.append(
-            {
-                "field": "ratings",
-                "message": f"ratings must be an object, each dimension's {{left, right}}, not {type_name(value)}",
-            }
+            problem(
+                f"ratings must be an object, each dimension's {{left, right}}, not {type_name(value)}", field="ratings"
+            )
         )
         return None
     before, out = len(problems), {}
@@ -205,32 +200,26 @@ def _ratings(value, scales: dict | None, problems: list) -> dict | None:
         dim, field = str(dim)[:60], f"ratings.{str(dim)[:60]}"
         if scales is not None and dim not in scales:
             problems.append(
-                {
-                    "field": field,
-                    "message": f"unknown rating dimension {dim!r} (this campaign has: {', '.join(scales) or 'none'})",
-                }
+                problem(
+                    f"unknown rating dimension {dim!r} (this campaign has: {', '.join(scales) or 'none'})", field=field
+                )
             )
             continue
         if not isinstance(sides, dict):
             problems.append(
-                {"field": field, "message": f"rating {dim} must be an object {{left, right}}, not {type_name(sides)}"}
+                problem(f"rating {dim} must be an object {{left, right}}, not {type_name(sides)}", field=field)
             )
             continue
         top = RATING_MAX if scales is None else scales[dim]
         for side, raw in sides.items():
             side, rating = str(side)[:20], _whole(raw)
             if side not in SIDES:
-                problems.append(
-                    {"field": f"{field}.{side}", "message": f"rating {dim}.{side}: the sides are left and right"}
-                )
+                problems.append(problem(f"rating {dim}.{side}: the sides are left and right", field=f"{field}.{side}"))
             elif _absent(raw):
                 continue  # not rated
             elif rating is None or not 1 <= rating <= top:
                 problems.append(
-                    {
-                        "field": f"{field}.{side}",
-                        "message": f"rating {dim}.{side} must be a value 1-{top}, not {_shown(raw)}",
-                    }
+                    problem(f"rating {dim}.{side} must be a value 1-{top}, not {_shown(raw)}", field=f"{field}.{side}")
                 )
             else:
                 out.setdefault(dim, {})[side] = rating
@@ -242,10 +231,10 @@ def _required_ratings(ratings: dict, dimensions: list[dict], problems: list) -> 
         missing = [side for side in SIDES if side not in ratings.get(d["name"], {})]
         if d.get("required") and missing:
             problems.append(
-                {
-                    "field": f"ratings.{d['name']}",
-                    "message": f"rate {d['name']} for {' and '.join(missing)} (this campaign requires it)",
-                }
+                problem(
+                    f"rate {d['name']} for {' and '.join(missing)} (this campaign requires it)",
+                    field=f"ratings.{d['name']}",
+                )
             )
 
 
@@ -253,21 +242,16 @@ def _rationale(value, required: bool, problems: list) -> str | None:
     if value is None:
         value = ""
     if not isinstance(value, str):
-        problems.append({"field": "rationale", "message": f"the rationale must be text, not {type_name(value)}"})
+        problems.append(problem(f"the rationale must be text, not {type_name(value)}", field="rationale"))
         return None
     text, before = value.strip(), len(problems)
     if len(text) > RATIONALE_MAX:
-        problems.append({"field": "rationale", "message": f"the rationale is over {RATIONALE_MAX:,} characters"})
+        problems.append(problem(f"the rationale is over {RATIONALE_MAX:,} characters", field="rationale"))
     elif "\x00" in text:  # what a form may carry; PostgreSQL text cannot hold it
-        problems.append(
-            {"field": "rationale", "message": "the rationale contains a NUL character, which cannot be stored"}
-        )
+        problems.append(problem("the rationale contains a NUL character, which cannot be stored", field="rationale"))
     elif required and not visible_text(text):
         problems.append(
-            {
-                "field": "rationale",
-                "message": "this campaign requires a rationale (invisible characters alone are not one)",
-            }
+            problem("this campaign requires a rationale (invisible characters alone are not one)", field="rationale")
         )
     return text if len(problems) == before else None
 
@@ -323,20 +307,20 @@ def draft_parse(body) -> dict[str, str]:
         shape = type_name(body.get("fields")) if isinstance(body, dict) else type_name(body)
         raise ArbiterError(
             f'The draft was not kept: a draft is an object {{"fields": {{name: text}}}}, not {shape}.',
-            details=[{"field": "fields", "message": f"an object of the form's fields, not {shape}"}],
+            details=[problem(f"an object of the form's fields, not {shape}", field="fields")],
         )
     fields = body["fields"]
     problems: list[dict] = []
     if len(fields) > DRAFT_FIELDS_MAX:
-        problems.append({"field": "fields", "message": f"{len(fields)} fields, over the {DRAFT_FIELDS_MAX} a form has"})
+        problems.append(problem(f"{len(fields)} fields, over the {DRAFT_FIELDS_MAX} a form has", field="fields"))
     for name, value in list(fields.items())[:DRAFT_FIELDS_MAX]:
         if not DRAFT_NAMES.fullmatch(name):
-            problems.append({"field": "fields", "message": f"{_shown(name)} is not a field of the verdict form"})
+            problems.append(problem(f"{_shown(name)} is not a field of the verdict form", field="fields"))
         elif not isinstance(value, str):
-            problems.append({"field": name, "message": f"a draft field is text, not {type_name(value)}"})
+            problems.append(problem(f"a draft field is text, not {type_name(value)}", field=name))
         elif len(value) > (RATIONALE_MAX if name == "rationale" else DRAFT_VALUE_MAX):
             top = RATIONALE_MAX if name == "rationale" else DRAFT_VALUE_MAX
-            problems.append({"field": name, "message": f"over {top:,} characters"})
+            problems.append(problem(f"over {top:,} characters", field=name))
     if problems:
         messages = "; ".join(p["message"] for p in problems[:MESSAGES_SHOWN])
         raise ArbiterError(f"The draft was not kept: {messages}.", details=problems[:DETAILS_MAX])

@@ -27,12 +27,6 @@ DATABASE_ENV = "ARBITER_BENCH_DATABASE"
 PORT_ENV = "ARBITER_BENCH_PORT"
 MARK = "arbiter benchmark scratch database: dropped and re-created by benchmarks/*.py"
 
-# The project's packages (core, training, ...) on the path: a script runs as
-# `python benchmarks/x.py`, with only benchmarks/ there, so one that imports this module first
-# can import them at its top (benchmarks/loop_heldout.py).
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 
 def parse_setting(value: str):
     """A `--set` value: an int, else a float, else true/false, else the string."""

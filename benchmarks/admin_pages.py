@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import (
+from benchmarks._common import (
     ROOT,
     add_database_argument,
     ensure_bench_database,

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, base_database_url, default_bench_database
+from benchmarks._common import ROOT, base_database_url, default_bench_database
 
 DATABASE_ENV = "ARBITER_FUZZ_DATABASE"
 

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks._common import config_from_settings
 
-from _common import config_from_settings  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def success_rates(model, tokenizer, runner, tasks, chat) -> dict:

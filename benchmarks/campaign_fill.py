@@ -28,11 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._common import add_database_argument, ensure_bench_database
+from benchmarks.import_trajectories import rss_mb, write_file
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import add_database_argument, ensure_bench_database  # noqa: E402
-from import_trajectories import rss_mb, write_file  # noqa: E402
 
 STRATEGIES = ("all_pairs", "policy_vs_policy")
 

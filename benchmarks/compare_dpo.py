@@ -26,12 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 ORDER = ("start", "RL best", "RL last", "SFT", "DPO")
 
@@ -139,8 +136,7 @@ def print_report(report: dict) -> None:
 def tune(
     loop: str, number: int, kind: str, variants: list[str], dev_environment: str, dev_tasks: int, dev_split: str
 ) -> dict:
-    from _common import parse_setting
-
+    from benchmarks._common import parse_setting
     from training.loop.rounds import pipeline_user, run_in_process
     from training.models import Evaluation, LoopRound
 

@@ -28,10 +28,8 @@ import time
 from pathlib import Path
 
 # Run as a script, its own folder is on the path (as the other benchmarks import it).
-import labeling_cycle
-from _common import ROOT, ensure_bench_database, free_port, gunicorn_stop
-
-sys.path.insert(0, str(ROOT))  # the project's apps, for Django
+from benchmarks import labeling_cycle
+from benchmarks._common import ROOT, ensure_bench_database, free_port, gunicorn_stop
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [

@@ -17,13 +17,11 @@ import argparse
 import json
 import os
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 WORDS = ("search", "result", "river", "bridge", "stone", "answer", "north", "quillwort", "1987", "ferry")

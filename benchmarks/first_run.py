@@ -36,6 +36,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from core.ids import ascii_digits
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "run_embedded.sh"
 DEMO_CAMPAIGN = "Demo: encyclopedia QA"
@@ -181,7 +183,7 @@ def leftovers(var_dir: Path) -> list[str]:
     """Processes still alive (zombies aside) with this storage folder in their environment or arguments."""
     found = []
     for proc in Path("/proc").iterdir():
-        if not (proc.name.isascii() and proc.name.isdigit()):
+        if not ascii_digits(proc.name):
             continue
         try:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def gae_row_by_row(rewards, values, mask, gamma: float, lam: float):

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 import torch
-from _common import markdown_table  # first among the project's imports: it puts them on the path
+
+from benchmarks._common import markdown_table  # first among the project's imports: it puts them on the path
 
 
 def timed(function, *args, **kwargs):

@@ -35,11 +35,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks._common import add_database_argument, ensure_bench_database
+from benchmarks.import_trajectories import child, openai_line
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import add_database_argument, ensure_bench_database  # noqa: E402
-from import_trajectories import child, openai_line  # noqa: E402
 
 FORMATS = ("otel", "openinference", "langsmith", "langfuse")
 INTERLEAVE = 16

@@ -16,17 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from import_trajectories import make_line  # noqa: E402
-from trace_generators import otel  # noqa: E402
+from benchmarks.import_trajectories import make_line
+from benchmarks.trace_generators import otel
+from core import json_input
 
-from core import json_input  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def walk_everything(raw: bytes) -> None:

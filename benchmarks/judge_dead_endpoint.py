@@ -19,13 +19,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 # Run as a script, its own folder is on the path (as the other benchmarks import it).
-from _common import ROOT, add_database_argument, ensure_bench_database, free_port
-
-sys.path.insert(0, str(ROOT))  # the project's apps, for Django
+from benchmarks._common import add_database_argument, ensure_bench_database, free_port
 
 TARGET_S = 30.0
 
@@ -77,9 +74,9 @@ def main() -> None:
 
     django.setup()
     from django.contrib.auth import get_user_model
-    from judge_run import build_campaign
 
     from annotate.models import JudgeVote
+    from benchmarks.judge_run import build_campaign
     from training.judges.run_kind import JudgeRunConfig
     from training.judges.services import campaign_comparison_ids, probe_drawn
 

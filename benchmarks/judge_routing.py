@@ -60,15 +60,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import add_database_argument, bench_env, ensure_bench_database, parse_setting  # noqa: E402
-from reward_model_train import SETTINGS, prepare  # noqa: E402
+from annotate.preferences import aggregate
+from annotate.routing import JudgedComparison, disagreement_priority
+from benchmarks._common import add_database_argument, bench_env, ensure_bench_database, parse_setting
+from benchmarks.reward_model_train import SETTINGS, prepare
+from training.simulated_annotators import AnnotatorProfile, simulated_choice
 
-from annotate.preferences import aggregate  # noqa: E402
-from annotate.routing import JudgedComparison, disagreement_priority  # noqa: E402
-from training.simulated_annotators import AnnotatorProfile, simulated_choice  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PROFILE = AnnotatorProfile(temperature=1.0, flip=0.1)  # reward_model_train's annotators
 ARMS = ("random", "disagreement")

@@ -22,16 +22,14 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from benchmarks._common import add_database_argument, ensure_bench_database
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import add_database_argument, ensure_bench_database  # noqa: E402
 
 DIMENSIONS = [{"name": "correctness", "scale": 5, "description": "Is the answer right?", "required": True}]
 ANSWER = {

@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 # Run as a script, its own folder is on the path (as the other benchmarks import it).
-from _common import (
+from benchmarks._common import (
     ROOT,
     add_database_argument,
     add_port_argument,
@@ -55,8 +55,8 @@ from _common import (
     gunicorn_start,
     gunicorn_stop,
 )
+from core.ids import ascii_digits
 
-sys.path.insert(0, str(ROOT))  # the project's apps, for Django
 PROCESSES = 4
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -84,11 +84,14 @@ def setup_campaign(n_comparisons: int, n_annotators: int) -> None:
         )
     policy = Policy.objects.create(name="bench")
     tasks = Task.objects.bulk_create(Task(external_id=f"b{i}", prompt=f"Question {i}?") for i in range(n_comparisons))
-    steps = lambda i, s: [
-        {"kind": "action", "tool": "search", "arguments": {"query": f"q{i}"}},  # noqa: E731
-        {"kind": "observation", "tool": "search", "content": "result " * 40},
-        {"kind": "answer", "text": f"answer {s}"},
-    ]
+
+    def steps(i, s):
+        return [
+            {"kind": "action", "tool": "search", "arguments": {"query": f"q{i}"}},
+            {"kind": "observation", "tool": "search", "content": "result " * 40},
+            {"kind": "answer", "text": f"answer {s}"},
+        ]
+
     trajectories = Trajectory.objects.bulk_create(
         Trajectory(task=t, policy=policy, steps=steps(i, s), answer=f"answer {s}", content_hash=f"{i}-{s}", num_steps=3)
         for i, t in enumerate(tasks)
@@ -138,7 +141,7 @@ def cpu_since(before: dict[int, float], now: dict[int, float]) -> float:
 def pids_where(predicate) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isascii() and entry.name.isdigit():
+        if ascii_digits(entry.name):
             try:
                 head, tail = (entry / "stat").read_text().rsplit(")", 1)
             except (FileNotFoundError, ProcessLookupError):

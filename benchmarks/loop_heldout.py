@@ -55,8 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from _common import markdown_table  # first: it puts the project's packages on the path
 
+from benchmarks._common import markdown_table  # first: it puts the project's packages on the path
 from core.intervals import bootstrap, share_interval
 from training.envs.base import EpisodeRunner
 from training.envs.encyclopedia.environment import EncyclopediaEnvironment

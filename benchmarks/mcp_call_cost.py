@@ -25,12 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from training.envs.arithmetic import ArithmeticEnvironment
+from training.envs.base import EpisodeRunner, Limits, ToolServerLost
+from training.envs.mcp import MCPEnvironment
 
-from training.envs.arithmetic import ArithmeticEnvironment  # noqa: E402
-from training.envs.base import EpisodeRunner, Limits, ToolServerLost  # noqa: E402
-from training.envs.mcp import MCPEnvironment  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SERVER = [sys.executable, str(ROOT / "tests/training/mcp_calculator_server.py")]
 

@@ -25,7 +25,8 @@ import json
 from pathlib import Path
 
 import torch
-from loop_heldout import Policy, fresh_dev_tasks, pass_at_k_cells, print_pass_at_k, unseen_world_tasks
+
+from benchmarks.loop_heldout import Policy, fresh_dev_tasks, pass_at_k_cells, print_pass_at_k, unseen_world_tasks
 
 
 def main() -> None:

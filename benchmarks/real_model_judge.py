@@ -30,7 +30,11 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from _common import add_database_argument, ensure_bench_database, markdown_table  # first: the project on the path
+from benchmarks._common import (  # first: the project on the path
+    add_database_argument,
+    ensure_bench_database,
+    markdown_table,
+)
 
 
 def serve_in_thread(policy_dir: str, threads: int):

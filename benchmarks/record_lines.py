@@ -16,13 +16,11 @@ import argparse
 import importlib
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 input_records = importlib.import_module("annotate.input_records")  # from the repository root just put on the path
 
 FIXTURE = ROOT / "tests/annotate/trace_formats/fixtures/langfuse/export.json"

@@ -32,10 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks._common import add_database_argument, bench_env, ensure_bench_database, parse_setting
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import add_database_argument, bench_env, ensure_bench_database, parse_setting  # noqa: E402
 
 SETTINGS = {"epochs": 3.0, "batch_size": 16, "hidden": 128, "layers": 2, "heads": 4, "max_length": 512}
 

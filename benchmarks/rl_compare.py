@@ -22,16 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import fields
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks._common import parse_setting
 
-from _common import parse_setting  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _overrides(pairs: list[str]) -> dict:

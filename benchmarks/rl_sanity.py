@@ -15,15 +15,13 @@ Plain Python, no Django; the starts are cached under --out.
 from __future__ import annotations
 
 import argparse
-import sys
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks._common import parse_setting
 
-from _common import parse_setting  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextmanager

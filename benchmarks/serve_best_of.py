@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import threading
 import time
 from pathlib import Path
 
+from core import json_input
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from core import json_input  # noqa: E402 - the one strict reader, as the server's own parser reads calls
 
 
 def play(client, runner, task, *, best_of: int, temperature: float, seed: int, max_tokens: int) -> bool:

@@ -17,13 +17,11 @@ import argparse
 import http.client
 import json
 import statistics
-import sys
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def _reply(completion: dict) -> tuple:

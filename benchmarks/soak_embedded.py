@@ -36,8 +36,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.first_run import ROOT, Embedded, answers, free_port  # noqa: E402
+from benchmarks.first_run import ROOT, Embedded, answers, free_port
 
 CAMPAIGN = "Demo: scripted agents"
 

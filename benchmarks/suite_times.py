@@ -25,11 +25,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import ROOT, base_database_url, default_bench_database  # noqa: E402
+from benchmarks._common import ROOT, base_database_url, default_bench_database
 
 SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ (?:passed|failed|error).*?) in (?P<seconds>[\d.]+)s", re.MULTILINE)
 DURATION = re.compile(r"^(?P<seconds>[\d.]+)s (?P<phase>call|setup|teardown)\s+(?P<test>.+)$", re.MULTILINE)

@@ -9,10 +9,6 @@ The gap between the two columns is what the policy memorised rather than read.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> None:

@@ -22,10 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._common import add_database_argument, ensure_bench_database
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import add_database_argument, ensure_bench_database  # noqa: E402
 
 HUNG_SERVER = [sys.executable, "-c", "import time; time.sleep(3600)"]
 

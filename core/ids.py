@@ -16,6 +16,14 @@ INT32_MAX = 2**31 - 1  # PostgreSQL integer (PositiveIntegerField, IntegerField)
 ID_MAX = 2**63 - 1  # PostgreSQL bigint (every primary key)
 
 _INTEGER_TEXT = re.compile(r"-?[0-9]{1,19}")
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+
+
+def ascii_digits(text) -> bool:
+    """True for text of one or more ASCII digits, the only digits `int()` should be given from
+    outside: `str.isdigit()` (and `isdecimal`, `isnumeric`) is also true for "²" and "٣", which
+    `int()` refuses or reads as 3. Every such check in the code is this one (scripts/code_rules.py)."""
+    return isinstance(text, str) and _ASCII_DIGITS.fullmatch(text) is not None
 
 
 def integer_value(value, *, low: int, high: int) -> int | None:

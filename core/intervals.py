@@ -3,6 +3,9 @@
 - `bootstrap`: a 95% percentile bootstrap over units (tasks, or pairs), seeded, so the same
   values always give the same interval. The evaluation's success, RL's dev checkpoints and the
   reward model's accuracy all come from here.
+- `resampled_totals`: the one resampling of the project: the rows of a table of additive counts
+  summed over each resample. `bootstrap` and the judges' agreement figures
+  (annotate/judges/agreement.py, whose statistics are of 3x3 confusions) both draw through it.
 - `share_interval`: the 95% Wilson score interval of a share (k of n). A percentile bootstrap
   of a share is certainty it does not have at all-or-none outcomes: 0 of 10 resamples to
   [0, 0] every time. Wilson's interval is honest there (0 of 10: [0, 27.8%]), so every
@@ -17,7 +20,7 @@ from __future__ import annotations
 import math
 
 RESAMPLES = 1000  # bootstrap resamples of every interval
-_CHUNK = 100  # resamples drawn at a time, so memory stays small for large sets
+DRAWN_CELLS = 2_000_000  # resamples drawn at once: at most this many drawn indices in memory
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 _SHARE_VALUES = (0.0, 0.5, 1.0)  # the values of a share's units: failure, a tie counted as half, success
 
@@ -51,6 +54,34 @@ def _is_share(groups: list) -> bool:
     return all(float(v) in _SHARE_VALUES for g in groups for v in g)
 
 
+def resampled_totals(table, *, resamples: int = RESAMPLES, seed: int = 0):
+    """`table` (one row of additive figures per unit: a mean, a 3x3 confusion) summed over each of
+    `resamples` resamples of its rows with replacement: an array (resamples, columns). Seeded:
+    numpy's generator draws the same rows whatever the block size. Resamples are drawn and summed
+    a block at a time (how often each row was drawn, times the table), never one by one in Python."""
+    import numpy as np
+
+    table = np.asarray(table)
+    n = len(table)
+    rng = np.random.default_rng(seed)
+    blocks = []
+    block = max(1, DRAWN_CELLS // max(n, 1))
+    for start in range(0, resamples, block):
+        rows = min(block, resamples - start)
+        drawn = rng.integers(0, n, (rows, n)) + n * np.arange(rows)[:, None]
+        blocks.append(np.bincount(drawn.ravel(), minlength=rows * n).reshape(rows, n) @ table)
+    return np.concatenate(blocks) if blocks else np.zeros((0, table.shape[1]), dtype=table.dtype)
+
+
+def percentile_interval(resampled, *, confidence: float = 0.95) -> tuple[float, float]:
+    """The central `confidence` interval of a figure's resampled values (low, high)."""
+    import numpy as np
+
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(np.asarray(resampled, dtype=float), [tail, 1 - tail])
+    return float(low), float(high)
+
+
 def bootstrap(units, *, resamples: int = RESAMPLES, seed: int = 0, share: bool | None = None) -> dict:
     """The mean over units (tasks, or pairs) of each unit's mean, with a 95% percentile-bootstrap
     interval over units. `units` is a list of lists (a task's episodes) or of numbers (one value
@@ -67,12 +98,8 @@ def bootstrap(units, *, resamples: int = RESAMPLES, seed: int = 0, share: bool |
     means = np.array([float(np.mean(g)) for g in groups], dtype=float)
     if means.size == 0:
         return {"mean": None, "low": None, "high": None, "units": 0, "values": 0}
-    rng = np.random.default_rng(seed)
-    draws = []
-    for start in range(0, resamples, _CHUNK):
-        rows = min(_CHUNK, resamples - start)
-        draws.append(means[rng.integers(0, means.size, size=(rows, means.size))].mean(axis=1))
-    low, high = (float(x) for x in np.percentile(np.concatenate(draws), [2.5, 97.5]))
+    totals = resampled_totals(means[:, None], resamples=resamples, seed=seed)[:, 0]
+    low, high = percentile_interval(totals / means.size)
     mean = float(means.mean())
     if share or (share is None and _is_share(groups)):
         low, high = share_bounds(mean, int(means.size), low, high)

@@ -18,9 +18,10 @@ class Problem(TypedDict, total=False):
     line: int
 
 
-def problem(message: str, *, field: str = "", line: int | None = None) -> Problem:
+def problem(message: str, *, field: str | None = None, line: int | None = None) -> Problem:
+    """A problem with input; `field` is kept whenever it is given, even empty (a setting named "")."""
     out: Problem = {"message": str(message)}
-    if field:
+    if field is not None:
         out["field"] = field
     if line is not None:
         out["line"] = line
@@ -34,7 +35,8 @@ def problem_of(item: Mapping | str) -> Problem:
         return problem(item)
     text = item.get("message") or item.get("error") or item.get("problem") or ""
     line = item.get("line")
-    return problem(str(text), field=str(item.get("field") or ""), line=line if isinstance(line, int) else None)
+    field = item.get("field")
+    return problem(str(text), field=None if field is None else str(field), line=line if isinstance(line, int) else None)
 
 
 def form_field(item: Mapping | str) -> str:

@@ -14,6 +14,7 @@ from core.figures import share_text
 from rewardmodel.models import CampaignRewardModel, RewardModel
 from rewardmodel.train import RewardModelConfig
 from webapp.runs.kinds import RunKind, register
+from webapp.runs.lineage import lineage_link
 
 
 def _help(text: str) -> dict:
@@ -137,26 +138,10 @@ def _train_check(config: RewardModelRunConfig) -> list[str]:
 
 def _train_lineage(config: RewardModelRunConfig) -> list[dict]:
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)
-    links = [
-        {
-            "direction": "input",
-            "type": "dataset",
-            "id": snapshot.pk,
-            "label": str(snapshot),
-            "url": reverse("annotate:dataset", args=[snapshot.pk]),
-        }
-    ]
+    links = [lineage_link("dataset", snapshot.pk, snapshot, reverse("annotate:dataset", args=[snapshot.pk]))]
     if config.eval_policy_id:
         policy = Policy.objects.get(pk=config.eval_policy_id)
-        links.append(
-            {
-                "direction": "input",
-                "type": "policy",
-                "id": policy.pk,
-                "label": str(policy),
-                "url": reverse("training:policy", args=[policy.pk]),
-            }
-        )
+        links.append(lineage_link("policy", policy.pk, policy, reverse("training:policy", args=[policy.pk])))
     return links
 
 
@@ -215,12 +200,12 @@ def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resu
     run_add_lineage(
         run=run,
         links=[
-            {
-                "type": "reward model",
-                "id": reward_model.pk,
-                "label": str(reward_model),
-                "url": reverse("rewardmodel:detail", args=[reward_model.pk]),
-            }
+            lineage_link(
+                "reward model",
+                reward_model.pk,
+                reward_model,
+                reverse("rewardmodel:detail", args=[reward_model.pk]),
+            )
         ],
     )
     run_add_artifact(run=run, name="reward model", path=Path(reward_model.model_dir))
@@ -288,20 +273,10 @@ def _scoring_lineage(config: ScoringRunConfig) -> list[dict]:
     model = _reward_model_of(config)
     campaign = Campaign.objects.get(pk=config.campaign_id)
     return [
-        {
-            "direction": "input",
-            "type": "reward model",
-            "id": model.pk,
-            "label": str(model),
-            "url": reverse("rewardmodel:detail", args=[model.pk]),
-        },
-        {
-            "direction": "input",
-            "type": "campaign",
-            "id": campaign.pk,
-            "label": campaign.name,
-            "url": reverse("rewardmodel:margins", args=[model.pk, campaign.pk]),
-        },
+        lineage_link("reward model", model.pk, model, reverse("rewardmodel:detail", args=[model.pk])),
+        lineage_link(
+            "campaign", campaign.pk, campaign.name, reverse("rewardmodel:margins", args=[model.pk, campaign.pk])
+        ),
     ]
 
 

@@ -850,3 +850,9 @@ def at_the_same_moment(call, clients: int = 2) -> tuple[list, list[str]]:
     for thread in threads:
         thread.join(timeout=60)
     return results, errors
+
+
+# How long a browser test waits for a job on the real worker (a run to succeed, a correction to be
+# played): a few seconds idle, but a run of the suite beside `stress-ng --cpu 2` once took over 60 s
+# for a one-iteration PPO run (benchmarks/RESULTS.md, issue 56). The wait ends as soon as it is done.
+WORKER_JOB_MS = 240_000

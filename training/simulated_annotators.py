@@ -30,7 +30,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from training.envs.encyclopedia.rubric import RubricWeights
+from training.envs.utility import RubricWeights
+from training.envs.utility import utility as rubric_utility
 
 WRONG_PAIRS = ("steps", "errors", "tie")
 CORRECT_FIRST_BONUS = 1000.0  # above anything steps, tool errors and loops can add up to
@@ -56,24 +57,25 @@ class AnnotatorProfile:
                 return None
             if not outcome["correct"] and self.wrong_pairs == "tie":
                 return 0.0
-            w = self.weights or RubricWeights()
             steps = outcome.get("steps", 0) if outcome["correct"] or self.wrong_pairs == "steps" else 0
-            efficiency = (
-                w.step * steps
-                + w.tool_error * outcome.get("tool_errors", 0)
-                + w.loop * bool(outcome.get("loop", False))
+            efficiency = rubric_utility(  # the rubric's costs, without its points for being right
+                correct=False,
+                steps=steps,
+                tool_errors=outcome.get("tool_errors", 0),
+                loop=bool(outcome.get("loop", False)),
+                weights=self.weights or RubricWeights(),
             )
             return CORRECT_FIRST_BONUS * bool(outcome["correct"]) + efficiency
         if self.weights is None:
             return outcome.get("utility")
         if any(key not in outcome for key in ("correct", "steps", "tool_errors", "loop")):
             return None
-        w = self.weights
-        return (
-            w.correct * bool(outcome["correct"])
-            + w.step * outcome["steps"]
-            + w.tool_error * outcome["tool_errors"]
-            + w.loop * bool(outcome["loop"])
+        return rubric_utility(
+            correct=bool(outcome["correct"]),
+            steps=outcome["steps"],
+            tool_errors=outcome["tool_errors"],
+            loop=bool(outcome["loop"]),
+            weights=self.weights,
         )
 
     def both_bad(self, outcome_a: dict, outcome_b: dict) -> bool:

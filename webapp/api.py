@@ -31,7 +31,8 @@ class TokenOutput(serializers.ModelSerializer):
 
 
 class TokenListCreateApi(APIView):
-    """The caller's own API tokens: list them, or create one (its key is in this answer only)."""
+    """The caller's own API tokens: list them, or create one (its key is in this answer only).
+    The team API's tokens of a user (webapp/users/api.py) are this view with another owner."""
 
     pagination_class = ListPage
 
@@ -44,15 +45,22 @@ class TokenListCreateApi(APIView):
         class Meta(TokenOutput.Meta):
             fields = [*TokenOutput.Meta.fields, "key"]
 
+    def owner(self, request, **url):
+        """Whose tokens: the caller's."""
+        return request.user
+
     @extend_schema(responses={200: TokenOutput(many=True)})
-    def get(self, request):
-        return list_page(self, api_tokens_of(request.user), lambda page: TokenOutput(page, many=True).data)
+    def get(self, request, **url):
+        return list_page(
+            self, api_tokens_of(self.owner(request, **url)), lambda page: TokenOutput(page, many=True).data
+        )
 
     @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})
-    def post(self, request):
+    def post(self, request, **url):
+        user = self.owner(request, **url)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        token, key = api_token_create(user=request.user, name=data.validated_data["name"])
+        token, key = api_token_create(user=user, name=data.validated_data["name"], by=request.user)
         token.key = key
         return Response(self.CreatedSerializer(token).data, status=status.HTTP_201_CREATED)
 
@@ -60,8 +68,13 @@ class TokenListCreateApi(APIView):
 class TokenRevokeApi(APIView):
     """Revoke one of the caller's tokens; it stops working at once."""
 
+    def owner(self, request, **url):
+        return request.user
+
     @extend_schema(request=None, responses={204: None})
-    def delete(self, request, token_id: int):
-        if not api_token_revoke(user=request.user, token_id=token_id):
-            raise NotFound(f"You have no token with id {token_id}.")
+    def delete(self, request, token_id: int, **url):
+        user = self.owner(request, **url)
+        if not api_token_revoke(user=user, token_id=token_id):
+            whose = "You have" if user.pk == request.user.pk else f"{user.username} has"
+            raise NotFound(f"{whose} no token with id {token_id}.")
         return Response(status=status.HTTP_204_NO_CONTENT)

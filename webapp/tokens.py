@@ -23,8 +23,10 @@ def token_hash(key: str) -> str:
 
 
 @transaction.atomic
-def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
-    """A new token for `user`; returns the row and the key, which is never shown again."""
+def api_token_create(*, user, name: str, by=None) -> tuple[ApiToken, str]:
+    """A new token for `user`, made by themselves or (`by`) an admin; returns the row and the
+    key, which is never shown again. The one way a token is made: the account page, the team
+    page and both APIs call it."""
     name = (name or "").strip()
     if not name:
         raise ArbiterError("Give the token a name (what will use it: a script, a notebook, ...).")
@@ -36,7 +38,8 @@ def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
         raise ArbiterError(f"The token name cannot be stored: {exc}.") from None
     person_lock(user)  # counted and written one request at a time: a burst stays within the limit
     if ApiToken.objects.filter(user=user).count() >= MAX_TOKENS_PER_USER:
-        raise ArbiterError(f"You have {MAX_TOKENS_PER_USER} tokens already; revoke one first.")
+        who = "You have" if by is None or by.pk == user.pk else f"{user.username} has"
+        raise ArbiterError(f"{who} {MAX_TOKENS_PER_USER} tokens already; revoke one first.")
     key = secrets.token_hex(20)
     token = ApiToken.objects.create(user=user, name=name, key_hash=token_hash(key), prefix=key[:8])
     return token, key

@@ -26,6 +26,7 @@ from annotate.services.campaigns import (
     campaign_update,
 )
 from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read, gold_upload_bytes
+from core.problems import problem
 from webapp.access import api_role
 from webapp.api_errors import error_body, error_items
 from webapp.api_input import IdField, StrictJSONParser, WholeNumberField
@@ -181,7 +182,7 @@ class CampaignListCreateApi(APIView):
         if unknown:
             raise ArbiterError(
                 f"Unknown status {unknown[0][:40]!r}; one of {', '.join(Campaign.Status.values)}.",
-                details=[{"field": "status", "message": "unknown status"}],
+                details=[problem("unknown status", field="status")],
             )
         context = {"admin": user_has_role(request.user, Role.ADMIN)}
         return list_page(

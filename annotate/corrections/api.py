@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from annotate.models import Correction
 from annotate.services.corrections import MAX_BODY_BYTES, correction_review, correction_submit, replay_state
+from core.problems import problem
 from webapp.access import api_role
 from webapp.api_input import StrictJSONParser, WholeNumberField, id_parameter, query_id
 from webapp.errors import ArbiterError
@@ -127,7 +128,7 @@ class CorrectionListApi(APIView):
             if wanted not in Correction.Status.values:
                 raise ArbiterError(
                     f"status: one of {', '.join(Correction.Status.values)}.",
-                    details=[{"field": "status", "message": "unknown status"}],
+                    details=[problem("unknown status", field="status")],
                 )
             rows = rows.filter(status=wanted)
         campaign = query_id(request, "campaign")

@@ -2,6 +2,7 @@ from django import forms
 
 from annotate.models import Campaign, Judge
 from core.ids import INT32_MAX
+from webapp.form_input import WholeNumberFormField
 
 
 class SnapshotForm(forms.Form):
@@ -18,7 +19,7 @@ class SnapshotForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="Judgements of these campaigns go into the snapshot.",
     )
-    min_votes = forms.IntegerField(
+    min_votes = WholeNumberFormField(
         min_value=1, max_value=1000, initial=1, help_text="Comparisons with fewer votes are left out."
     )
     min_agreement = forms.FloatField(
@@ -62,7 +63,7 @@ class SnapshotForm(forms.Form):
         choices=[("keep", "Keep as margin 0"), ("drop", "Drop")],
         help_text="What to do with comparisons whose votes end in a tie.",
     )
-    seed = forms.IntegerField(
+    seed = WholeNumberFormField(
         min_value=0,
         max_value=INT32_MAX,
         initial=0,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.intervals import share_bounds
+from core.intervals import percentile_interval, resampled_totals, share_bounds
 from core.votes import direction, majority
 
 OVERALL = "overall"
@@ -162,9 +162,6 @@ def dimensions_in(rows: Iterable[ComparisonVotes]) -> list[str]:
 # --- Bootstrap ---------------------------------------------------------------------------------
 
 
-DRAWN_CELLS = 2_000_000  # resamples drawn at once: at most this many drawn indices in memory
-
-
 def _bootstrap(
     counts: list[list[int]],
     statistics: list[Callable[[np.ndarray], np.ndarray]],
@@ -180,9 +177,8 @@ def _bootstrap(
 
     `counts` holds one vector of additive counts per comparison. A statistic takes a 2-D array of
     summed counts (one row per resample) and gives one value per row, NaN where it is undefined
-    (kappa when chance agreement is 1); those resamples are left out of its interval. Resamples
-    are drawn, summed and scored a block at a time, never one by one in Python (that loop was
-    most of the quality page's time); numpy's generator draws the same indices either way.
+    (kappa when chance agreement is 1); those resamples are left out of its interval. The
+    resamples are core.intervals.resampled_totals, the project's one resampling.
     """
     if not counts:
         return [Interval(None, None, None, 0) for _ in statistics]
@@ -190,16 +186,7 @@ def _bootstrap(
     n = len(table)
     point = table.sum(axis=0, keepdims=True)
     values = [_scalar(statistic(point)[0]) for statistic in statistics]
-    rng = np.random.default_rng(seed)
-    totals = []
-    block = max(1, DRAWN_CELLS // n)
-    for start in range(0, resamples, block):
-        rows = min(block, resamples - start)
-        drawn = rng.integers(0, n, (rows, n)) + n * np.arange(rows)[:, None]
-        # How often each row was drawn, times its counts: faster than summing the drawn rows.
-        totals.append(np.bincount(drawn.ravel(), minlength=rows * n).reshape(rows, n) @ table)
-    totals = np.concatenate(totals) if totals else np.zeros((0, table.shape[1]), dtype=np.int64)
-    tail = (1 - confidence) / 2
+    totals = resampled_totals(table, resamples=resamples, seed=seed)
     intervals = []
     for value, statistic, n_trials in zip(values, statistics, trials or [None] * len(statistics)):
         found = statistic(totals)
@@ -207,7 +194,7 @@ def _bootstrap(
         if value is None or not len(found):
             intervals.append(Interval(value, None, None, n))
             continue
-        low, high = (float(x) for x in np.quantile(found, [tail, 1 - tail]))
+        low, high = percentile_interval(found, confidence=confidence)
         if n_trials:
             low, high = share_bounds(value, n_trials, low, high)
         intervals.append(Interval(value, low, high, n))

@@ -19,6 +19,7 @@ from django.db.models import Case, F, Q, Value, When
 from annotate.models import Campaign, Comparison, Judge, JudgeMode, JudgeVote
 from annotate.routing import JudgedComparison, disagreement_priority
 from annotate.services.labeling_sql import PREFILL_CONFIDENCE
+from core.problems import problem
 from core.votes import direction
 from webapp.errors import ArbiterError
 
@@ -208,7 +209,7 @@ def campaign_order(*, campaign: Campaign, ordering: str, judge_ids: list[int] | 
     if ordering not in ORDERINGS:
         raise ArbiterError(
             f"ordering: one of {', '.join(ORDERINGS)}; got {str(ordering)[:40]!r}.",
-            details=[{"field": "ordering", "message": f"one of {', '.join(ORDERINGS)}."}],
+            details=[problem(f"one of {', '.join(ORDERINGS)}.", field="ordering")],
         )
     open_rows = Comparison.objects.filter(campaign=campaign, is_gold=False, status=Comparison.Status.OPEN)
     if ordering == "none":
@@ -216,7 +217,7 @@ def campaign_order(*, campaign: Campaign, ordering: str, judge_ids: list[int] | 
     if not JudgeVote.objects.filter(comparison__campaign=campaign).exists():
         raise ArbiterError(
             f"No judge has voted in {campaign.name} yet: run a judge on it first (docs/judges.md).",
-            details=[{"field": "ordering", "message": "no judge votes to order by."}],
+            details=[problem("no judge votes to order by.", field="ordering")],
         )
     ids = list(open_rows.values_list("id", flat=True))
     updates = []

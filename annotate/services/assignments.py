@@ -325,25 +325,29 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
     with connection.cursor() as cursor:
         cursor.execute(labeling_sql.SUBMIT_READ, {"assignment": assignment_id, "annotator": annotator.pk})
         row = cursor.fetchone()
-    if row is None or row[1] != Assignment.Status.LEASED:
+    if row is None:
         return None
-    (_, status, left_is_a, shown_at, created_at, comparison_id, is_gold, campaign_id, size_a, size_b,
-     name, campaign_status, pool_only, k, dimensions, rationale_required, judge_mode, shown_judge_id) = row  # fmt: skip
+    read = labeling_sql.SubmitRead(*row)
+    if read.status != Assignment.Status.LEASED:
+        return None
     campaign = instance_from_values(
         Campaign,
         {
-            "id": campaign_id,
-            "name": name,
-            "status": campaign_status,
-            "pool_only": pool_only,
-            "votes_per_comparison": k,
-            "dimensions": labeling_sql.json_column(dimensions),
-            "rationale_required": rationale_required,
-            "judge_mode": judge_mode,
-            "shown_judge_id": shown_judge_id,
+            "id": read.campaign_id,
+            "name": read.name,
+            "status": read.campaign_status,
+            "pool_only": read.pool_only,
+            "votes_per_comparison": read.k,
+            "dimensions": labeling_sql.json_column(read.dimensions),
+            "rationale_required": read.rationale_required,
+            "judge_mode": read.judge_mode,
+            "shown_judge_id": read.shown_judge_id,
         },
     )
-    comparison = instance_from_values(Comparison, {"id": comparison_id, "campaign_id": campaign_id, "is_gold": is_gold})
+    comparison_id = read.comparison_id
+    comparison = instance_from_values(
+        Comparison, {"id": comparison_id, "campaign_id": read.campaign_id, "is_gold": read.is_gold}
+    )
     comparison.campaign = campaign
     assignment = instance_from_values(
         Assignment,
@@ -351,14 +355,14 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
             "id": assignment_id,
             "comparison_id": comparison_id,
             "annotator_id": annotator.pk,
-            "left_is_a": left_is_a,
-            "status": status,
-            "shown_at": shown_at,
-            "created_at": created_at,
+            "left_is_a": read.left_is_a,
+            "status": read.status,
+            "shown_at": read.shown_at,
+            "created_at": read.created_at,
         },
     )
     assignment.comparison, assignment.annotator = comparison, annotator
-    verdict = verdict_checked(assignment, verdict, sizes=(size_a, size_b))
+    verdict = verdict_checked(assignment, verdict, sizes=(read.size_a, read.size_b))
     now = timezone.now()
     fields = _judgement_fields(assignment, verdict, now)
     with connection.cursor() as cursor:
@@ -369,7 +373,7 @@ def _judgement_submit_live(*, assignment_id: int, annotator, verdict: Verdict) -
                 "ratings": json.dumps(fields["ratings"]),
                 "assignment": assignment_id,
                 "annotator": annotator.pk,
-                "k": k,
+                "k": read.k,
                 "now": now,
                 "prefill_sure": labeling_sql.PREFILL_CONFIDENCE,
             },

@@ -21,6 +21,7 @@ from django.db.models import QuerySet
 from annotate.models import Campaign, CampaignFill, ImportBatch, Policy, Task, Trajectory
 from annotate.services.comparisons import STRATEGIES, PairPlan, comparisons_insert, comparisons_pairs
 from core import json_input
+from core.problems import problem
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish
 from webapp.models import Run
@@ -78,7 +79,7 @@ def _ids(value, name: str, model, problems: list) -> list[int]:
     if isinstance(value, (int, str)) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, list) or len(value) > MAX_IDS:
-        problems.append({"field": name, "message": f"must be a list of ids (at most {MAX_IDS})."})
+        problems.append(problem(f"must be a list of ids (at most {MAX_IDS}).", field=name))
         return []
     ids = []
     for item in value:
@@ -87,13 +88,13 @@ def _ids(value, name: str, model, problems: list) -> list[int]:
         except ValueError:
             number = None
         if number is None or not 0 < number < 2**63:
-            problems.append({"field": name, "message": f"{str(item)[:40]!r} is not an id."})
+            problems.append(problem(f"{str(item)[:40]!r} is not an id.", field=name))
             return []
         ids.append(number)
     found = set(model.objects.filter(pk__in=ids).values_list("pk", flat=True))
     missing = [str(i) for i in ids if i not in found]
     if missing:
-        problems.append({"field": name, "message": f"no {model._meta.verbose_name} with id {', '.join(missing[:5])}."})
+        problems.append(problem(f"no {model._meta.verbose_name} with id {', '.join(missing[:5])}.", field=name))
     return sorted(set(ids))
 
 
@@ -123,12 +124,10 @@ def fill_request_clean(data: dict) -> FillRequest:
         "seed",
         "all_trajectories",
     }
-    problems = [{"field": str(k)[:60], "message": "is not a fill option."} for k in sorted(set(data) - known, key=str)]
+    problems = [problem("is not a fill option.", field=str(k)[:60]) for k in sorted(set(data) - known, key=str)]
     strategy = data.get("strategy") or "all_pairs"
     if strategy not in FILL_STRATEGIES:
-        problems.append(
-            {"field": "strategy", "message": f"one of {', '.join(FILL_STRATEGIES)}; got {str(strategy)[:40]!r}."}
-        )
+        problems.append(problem(f"one of {', '.join(FILL_STRATEGIES)}; got {str(strategy)[:40]!r}.", field="strategy"))
     request = FillRequest(strategy=strategy if strategy in FILL_STRATEGIES else "all_pairs")
     for name, low, high in (("max_per_task", 1, MAX_PER_TASK), ("seed", 0, 2**31 - 1)):
         if data.get(name) in (None, ""):
@@ -139,9 +138,7 @@ def fill_request_clean(data: dict) -> FillRequest:
         except ValueError:
             number = None
         if number is None or not low <= number <= high:
-            problems.append(
-                {"field": name, "message": f"a whole number from {low} to {high:,}; got {str(value)[:40]!r}."}
-            )
+            problems.append(problem(f"a whole number from {low} to {high:,}; got {str(value)[:40]!r}.", field=name))
         else:
             setattr(request, name, number)
     request.import_batches = _ids(data.get("import_batches"), "import_batches", ImportBatch, problems)
@@ -153,7 +150,7 @@ def fill_request_clean(data: dict) -> FillRequest:
     split = data.get("split") or ""
     if split not in ("", *Task.Split.values):
         problems.append(
-            {"field": "split", "message": f"one of {', '.join(Task.Split.values)} or empty; got {str(split)[:40]!r}."}
+            problem(f"one of {', '.join(Task.Split.values)} or empty; got {str(split)[:40]!r}.", field="split")
         )
     else:
         request.split = split
@@ -161,38 +158,38 @@ def fill_request_clean(data: dict) -> FillRequest:
     if isinstance(tags, str):
         tags = [t.strip() for t in tags.split(",") if t.strip()]
     if not isinstance(tags, list) or not all(isinstance(t, str) and 0 < len(t) <= 100 for t in tags) or len(tags) > 50:
-        problems.append({"field": "tags", "message": "a list of up to 50 tags, each 1-100 characters."})
+        problems.append(problem("a list of up to 50 tags, each 1-100 characters.", field="tags"))
     elif not _storable(tags):
         problems.append(
-            {"field": "tags", "message": "a tag holds a character that cannot be stored (NUL or a lone surrogate)."}
+            problem("a tag holds a character that cannot be stored (NUL or a lone surrogate).", field="tags")
         )
     else:
         request.tags = tags
     everything = data.get("all_trajectories", False)
     if everything not in (True, False, "on", "true", "false", "", None):
-        problems.append({"field": "all_trajectories", "message": "true or false."})
+        problems.append(problem("true or false.", field="all_trajectories"))
     request.all_trajectories = everything in (True, "on", "true")
     if not request.sources() and not request.all_trajectories and request.strategy != "policy_vs_policy":
         problems.append(
-            {
-                "field": "selection",
-                "message": "pick where the trajectories come from (import batches, "
+            problem(
+                "pick where the trajectories come from (import batches, "
                 "policies, runs or tags), or ask for all_trajectories: "
                 "every stored trajectory, other campaigns' included.",
-            }
+                field="selection",
+            )
         )
     if request.strategy == "policy_vs_policy":
         if not request.policy_a or not request.policy_b:
-            problems.append({"field": "policy_a", "message": "policy_vs_policy needs policy_a and policy_b."})
+            problems.append(problem("policy_vs_policy needs policy_a and policy_b.", field="policy_a"))
         elif request.policy_a == request.policy_b:
-            problems.append({"field": "policy_b", "message": "policy_vs_policy needs two different policies."})
+            problems.append(problem("policy_vs_policy needs two different policies.", field="policy_b"))
     if request.strategy == "rm_uncertainty":
         from rewardmodel.models import RewardModel
 
         found = _ids(data.get("reward_model"), "reward_model", RewardModel, problems)
-        if not found and not any(p["field"] == "reward_model" for p in problems):
+        if not found and not any(p.get("field") == "reward_model" for p in problems):
             problems.append(
-                {"field": "reward_model", "message": "rm_uncertainty needs the reward model that orders the queue."}
+                problem("rm_uncertainty needs the reward model that orders the queue.", field="reward_model")
             )
         request.reward_model = found[0] if found else None
     if problems:

@@ -18,6 +18,7 @@ from django.utils.dateparse import parse_datetime
 from annotate.models import Campaign, Comparison, Judge, Judgement, JudgeMode, Task
 from core import json_input
 from core.ids import id_value
+from core.problems import problem, problem_text
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_has_role
 
@@ -58,18 +59,18 @@ def _text(value, *, field: str, limit: int, problems: list, required: bool = Fal
     if value is None:
         value = ""
     if not isinstance(value, str):
-        problems.append({"field": field, "message": "must be text."})
+        problems.append(problem("must be text.", field=field))
         return ""
     value = value.strip()
     if required and not value:
-        problems.append({"field": field, "message": "is required."})
+        problems.append(problem("is required.", field=field))
     elif len(value) > limit:
-        problems.append({"field": field, "message": f"has at most {limit:,} characters; got {len(value):,}."})
+        problems.append(problem(f"has at most {limit:,} characters; got {len(value):,}.", field=field))
     else:
         try:
             json_input.check(value)
         except json_input.JsonInputError as exc:
-            problems.append({"field": field, "message": f"cannot be stored: {exc}."})
+            problems.append(problem(f"cannot be stored: {exc}.", field=field))
     return value
 
 
@@ -85,10 +86,10 @@ def _whole(value, *, field: str, low: int, high: int, problems: list, what: str)
         except ValueError:
             pass
     if number is None:
-        problems.append({"field": field, "message": f"must be a whole number ({what}); got {str(value)[:40]!r}."})
+        problems.append(problem(f"must be a whole number ({what}); got {str(value)[:40]!r}.", field=field))
         return None
     if not low <= number <= high:
-        problems.append({"field": field, "message": f"must be between {low:,} and {high:,} ({what}); got {number:,}."})
+        problems.append(problem(f"must be between {low:,} and {high:,} ({what}); got {number:,}.", field=field))
         return None
     return number
 
@@ -100,7 +101,7 @@ def _flag(value, *, field: str, problems: list) -> bool:
         return True
     if value in ("false", "off", "0", 0, "", None):
         return False
-    problems.append({"field": field, "message": "must be true or false."})
+    problems.append(problem("must be true or false.", field=field))
     return False
 
 
@@ -115,10 +116,10 @@ def dimensions_clean(raw, problems: list | None = None) -> list[dict]:
     if raw in (None, ""):
         raw = []
     if not isinstance(raw, list):
-        problems.append({"field": "dimensions", "message": "must be a list of {name, scale, description}."})
+        problems.append(problem("must be a list of {name, scale, description}.", field="dimensions"))
         raw = []
     if len(raw) > MAX_DIMENSIONS:
-        problems.append({"field": "dimensions", "message": f"at most {MAX_DIMENSIONS} dimensions; got {len(raw)}."})
+        problems.append(problem(f"at most {MAX_DIMENSIONS} dimensions; got {len(raw)}.", field="dimensions"))
         raw = raw[:MAX_DIMENSIONS]
     cleaned, seen = [], set()
     for i, item in enumerate(raw, start=1):
@@ -127,29 +128,25 @@ def dimensions_clean(raw, problems: list | None = None) -> list[dict]:
             item = {"name": item}
         if not isinstance(item, dict):
             problems.append(
-                {"field": where, "message": f"dimension {i} must be a name or {{name, scale, description, required}}."}
+                problem(f"dimension {i} must be a name or {{name, scale, description, required}}.", field=where)
             )
             continue
         unknown = sorted(set(item) - {"name", "scale", "description", "required"})
         if unknown:
-            problems.append(
-                {"field": where, "message": f"dimension {i} has unknown keys: {', '.join(map(str, unknown))}."}
-            )
+            problems.append(problem(f"dimension {i} has unknown keys: {', '.join(map(str, unknown))}.", field=where))
         before = len(problems)
         name = _text(item.get("name"), field=f"{where}.name", limit=60, problems=problems)
         if len(problems) == before and not name:
-            problems.append(
-                {"field": f"{where}.name", "message": f"dimension {i} has no name; give it one or remove it."}
-            )
+            problems.append(problem(f"dimension {i} has no name; give it one or remove it.", field=f"{where}.name"))
         elif name and not all(ch.isalnum() or ch in " _-" for ch in name):
             problems.append(
-                {
-                    "field": f"{where}.name",
-                    "message": f"dimension {i} ({name!r}): a name uses letters, digits, spaces, '-' and '_' only.",
-                }
+                problem(
+                    f"dimension {i} ({name!r}): a name uses letters, digits, spaces, '-' and '_' only.",
+                    field=f"{where}.name",
+                )
             )
         elif name.lower() in seen:
-            problems.append({"field": f"{where}.name", "message": f"dimension {i}: {name!r} is named twice."})
+            problems.append(problem(f"dimension {i}: {name!r} is named twice.", field=f"{where}.name"))
         seen.add(name.lower())
         label = f"dimension {i}" + (f" ({name})" if name else "")
         scale = _whole(
@@ -192,16 +189,16 @@ def _deadline(value, problems: list, *, was: datetime | None) -> datetime | None
             moment = None
         if moment is None:
             problems.append(
-                {"field": "deadline", "message": f"must be a date and time like 2026-12-31T18:00; got {value[:40]!r}."}
+                problem(f"must be a date and time like 2026-12-31T18:00; got {value[:40]!r}.", field="deadline")
             )
             return None
     else:
-        problems.append({"field": "deadline", "message": "must be a date and time like 2026-12-31T18:00."})
+        problems.append(problem("must be a date and time like 2026-12-31T18:00.", field="deadline"))
         return None
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment)
     if moment < timezone.now() and moment != was:
-        problems.append({"field": "deadline", "message": "is in the past."})
+        problems.append(problem("is in the past.", field="deadline"))
         return None
     return moment
 
@@ -211,26 +208,23 @@ def _pool(value, problems: list) -> list:
     if value in (None, ""):
         return []
     if not isinstance(value, list) or len(value) > 10_000:
-        problems.append({"field": "pool", "message": "must be a list of usernames or user ids."})
+        problems.append(problem("must be a list of usernames or user ids.", field="pool"))
         return []
     User = get_user_model()
     names = [v for v in value if isinstance(v, str) and 0 < len(v) <= 150 and "\x00" not in v]
     ids = [v for v in value if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**63]
     bad = [v for v in value if v not in names and v not in ids]
     if bad:
-        problems.append({"field": "pool", "message": f"{str(bad[0])[:40]} is neither a username nor a user id."})
+        problems.append(problem(f"{str(bad[0])[:40]} is neither a username nor a user id.", field="pool"))
     found = list(User.objects.filter(Q(username__in=names) | Q(pk__in=ids)).prefetch_related("groups"))
     known = {u.username for u in found} | {u.pk for u in found}
     missing = [str(v) for v in names + ids if v not in known]
     if missing:
-        problems.append({"field": "pool", "message": f"no such user: {', '.join(missing[:5])}."})
+        problems.append(problem(f"no such user: {', '.join(missing[:5])}.", field="pool"))
     cannot = [u.username for u in found if not u.is_active or not user_has_role(u, Role.ANNOTATOR, Role.ADMIN)]
     if cannot:
         problems.append(
-            {
-                "field": "pool",
-                "message": f"{', '.join(cannot[:5])} cannot label (inactive, or without the annotator role).",
-            }
+            problem(f"{', '.join(cannot[:5])} cannot label (inactive, or without the annotator role).", field="pool")
         )
     return found
 
@@ -254,7 +248,7 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
     if not isinstance(data, dict):
         raise ArbiterError("Send the campaign's settings as an object.")
     unknown = sorted(set(data) - set(SETTINGS) - {"status"})
-    problems: list[dict] = [{"field": str(k)[:60], "message": "is not a campaign setting."} for k in unknown]
+    problems: list[dict] = [problem("is not a campaign setting.", field=str(k)[:60]) for k in unknown]
     out: dict = {}
     if campaign is None or "name" in data:
         before = len(problems)
@@ -263,18 +257,18 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
             len(problems) == before
             and Campaign.objects.filter(name=name).exclude(pk=getattr(campaign, "pk", None)).exists()
         ):
-            problems.append({"field": "name", "message": f"a campaign called {name!r} exists already."})
+            problems.append(problem(f"a campaign called {name!r} exists already.", field="name"))
         out["name"] = name
     if "guidelines" in data:
         out["guidelines"] = _text(data["guidelines"], field="guidelines", limit=MAX_GUIDELINES, problems=problems)
         out["guidelines_html"], slow = _rendered(out["guidelines"])
         if slow > GUIDELINES_RENDER_SECONDS:
             problems.append(
-                {
-                    "field": "guidelines",
-                    "message": f"take {slow:.1f} s to render (the limit is "
+                problem(
+                    f"take {slow:.1f} s to render (the limit is "
                     f"{GUIDELINES_RENDER_SECONDS:g} s): split very long runs of brackets or markup.",
-                }
+                    field="guidelines",
+                )
             )
     if "votes_per_comparison" in data:
         out["votes_per_comparison"] = _whole(
@@ -314,7 +308,7 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
         out.update(_judge_shown(data, campaign, problems))
     if "status" in data and campaign is None:
         if data["status"] not in (Campaign.Status.DRAFT, Campaign.Status.ACTIVE):
-            problems.append({"field": "status", "message": "a new campaign starts as draft or active."})
+            problems.append(problem("a new campaign starts as draft or active.", field="status"))
         else:
             out["status"] = data["status"]
     if campaign is not None and out.get("votes_per_comparison") is not None:
@@ -322,7 +316,7 @@ def campaign_settings_clean(data: dict, *, campaign: Campaign | None = None) -> 
     if problems:
         raise ArbiterError(
             "The campaign was not saved: "
-            + "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
+            + "; ".join(problem_text(p) for p in problems[:5])
             + (" ..." if len(problems) > 5 else ""),
             details=problems,
         )
@@ -337,7 +331,7 @@ def _gold_rate(rate, problems: list) -> float | None:
         value = None
     if value is None or value != value or not 0 <= value <= 1:
         message = f"must be a share between 0 and 1 (0.1: one assignment in ten is a gold check); got {str(rate)[:40]}."
-        problems.append({"field": "gold_rate", "message": message})
+        problems.append(problem(message, field="gold_rate"))
         return None
     return value
 
@@ -347,10 +341,10 @@ def _task_split(value, problems: list) -> str | None:
     split = value or ""
     if split not in ("", *Task.Split.values):
         problems.append(
-            {
-                "field": "task_split",
-                "message": f"must be one of {', '.join(Task.Split.values)} (or empty for any); got {str(split)[:40]!r}.",
-            }
+            problem(
+                f"must be one of {', '.join(Task.Split.values)} (or empty for any); got {str(split)[:40]!r}.",
+                field="task_split",
+            )
         )
         return None
     return split
@@ -361,9 +355,7 @@ def _judge_shown(data: dict, campaign: Campaign | None, problems: list) -> dict:
     out = {}
     mode = data.get("judge_mode", getattr(campaign, "judge_mode", JudgeMode.BLIND))
     if mode not in JudgeMode.values:
-        problems.append(
-            {"field": "judge_mode", "message": f"one of {', '.join(JudgeMode.values)}; got {str(mode)[:40]!r}."}
-        )
+        problems.append(problem(f"one of {', '.join(JudgeMode.values)}; got {str(mode)[:40]!r}.", field="judge_mode"))
         return out
     out["judge_mode"] = mode
     judge = getattr(campaign, "shown_judge", None)
@@ -372,27 +364,25 @@ def _judge_shown(data: dict, campaign: Campaign | None, problems: list) -> dict:
         if value in (None, ""):
             judge = None
         elif (judge_id := id_value(value)) is None:
-            problems.append({"field": "shown_judge", "message": f"a judge id or null; got {str(value)[:40]!r}."})
+            problems.append(problem(f"a judge id or null; got {str(value)[:40]!r}.", field="shown_judge"))
             return out
         else:
             judge = Judge.objects.filter(pk=judge_id).first()
             if judge is None:
-                problems.append({"field": "shown_judge", "message": f"no judge with id {str(value)[:20]}."})
+                problems.append(problem(f"no judge with id {str(value)[:20]}.", field="shown_judge"))
                 return out
             if judge.kind == Judge.Kind.RUBRIC:
                 problems.append(
-                    {
-                        "field": "shown_judge",
-                        "message": f"{judge.name} is a rubric judge: it knows the answer, which annotators never "
+                    problem(
+                        f"{judge.name} is a rubric judge: it knows the answer, which annotators never "
                         "see; show a reward-model or chat judge.",
-                    }
+                        field="shown_judge",
+                    )
                 )
                 return out
         out["shown_judge"] = judge
     if mode != JudgeMode.BLIND and judge is None:
-        problems.append(
-            {"field": "shown_judge", "message": f"judge mode {mode} shows a judge's vote: choose the judge."}
-        )
+        problems.append(problem(f"judge mode {mode} shows a judge's vote: choose the judge.", field="shown_judge"))
     return out
 
 
@@ -401,10 +391,10 @@ def _check_votes(campaign: Campaign, k: int, problems: list) -> None:
     most = (Comparison.objects.filter(campaign=campaign, is_gold=False).aggregate(m=Max("votes"))["m"]) or 0
     if k < most:
         problems.append(
-            {
-                "field": "votes_per_comparison",
-                "message": f"cannot go below {most}: a comparison already has {most} votes (asked for {k}).",
-            }
+            problem(
+                f"cannot go below {most}: a comparison already has {most} votes (asked for {k}).",
+                field="votes_per_comparison",
+            )
         )
 
 
@@ -438,7 +428,7 @@ def campaign_update(*, campaign: Campaign, data: dict) -> Campaign:
     if isinstance(data, dict) and "status" in data:
         raise ArbiterError(
             "Change the status with an action (pause, resume, close, archive, ...).",
-            details=[{"field": "status", "message": "use the campaign's status actions."}],
+            details=[problem("use the campaign's status actions.", field="status")],
         )
     values = campaign_settings_clean(data, campaign=campaign)
     old_k = campaign.votes_per_comparison

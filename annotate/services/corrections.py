@@ -26,6 +26,7 @@ from django.utils import timezone
 from annotate.models import Assignment, Correction, CorrectionReplay, Policy, Trajectory
 from annotate.services.environment_tools import environment_job_send, environment_tools
 from annotate.trajectory_formats import trajectory_hashes
+from core.problems import problem
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_finish
 from webapp.limits import person_lock
@@ -71,17 +72,13 @@ class Replayed:
 REPLAY_TASK = "environments.correction_replay"
 
 
-def _problem(field_name: str, message: str) -> dict:
-    return {"field": field_name, "message": message}
-
-
 def _text(value, name: str, problems: list, *, required: bool = False) -> str:
     if value is None or value == "":
         if required:
-            problems.append(_problem(name, "required."))
+            problems.append(problem("required.", field=name))
         return ""
     if not isinstance(value, str) or len(value) > MAX_TEXT:
-        problems.append(_problem(name, f"text of at most {MAX_TEXT:,} characters."))
+        problems.append(problem(f"text of at most {MAX_TEXT:,} characters.", field=name))
         return ""
     return value
 
@@ -115,11 +112,13 @@ def _schemas(tools: list[dict]) -> dict[str, dict]:
 def call_problems(tool: str, arguments, schemas: dict[str, dict] | None, where: str) -> list[dict]:
     """Why a call cannot be stored: an unknown tool, or arguments its JSON Schema refuses."""
     if schemas is None:
-        return [] if isinstance(arguments, dict) else [_problem(f"{where}.arguments", "a JSON object.")]
+        return [] if isinstance(arguments, dict) else [problem("a JSON object.", field=f"{where}.arguments")]
     if tool not in schemas:
-        return [_problem(f"{where}.tool", f"unknown tool {tool[:60]!r}; the tools are {', '.join(sorted(schemas))}.")]
+        return [
+            problem(f"unknown tool {tool[:60]!r}; the tools are {', '.join(sorted(schemas))}.", field=f"{where}.tool")
+        ]
     if not isinstance(arguments, dict):
-        return [_problem(f"{where}.arguments", f"the arguments of {tool} are a JSON object.")]
+        return [problem(f"the arguments of {tool} are a JSON object.", field=f"{where}.arguments")]
     try:
         validator = jsonschema.Draft202012Validator(schemas[tool])
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
@@ -128,7 +127,7 @@ def call_problems(tool: str, arguments, schemas: dict[str, dict] | None, where: 
     if not errors:
         return []
     path = ".".join(map(str, errors[0].absolute_path))
-    return [_problem(f"{where}.arguments{'.' + path if path else ''}", f"{tool}: {errors[0].message[:300]}")]
+    return [problem(f"{tool}: {errors[0].message[:300]}", field=f"{where}.arguments{'.' + path if path else ''}")]
 
 
 def _size_problems(arguments, where: str) -> list[dict]:
@@ -137,9 +136,11 @@ def _size_problems(arguments, where: str) -> list[dict]:
     try:
         size = len(json.dumps(arguments, ensure_ascii=False))
     except (TypeError, ValueError):
-        return [_problem(f"{where}.arguments", "a JSON object.")]
+        return [problem("a JSON object.", field=f"{where}.arguments")]
     if size > MAX_ARGUMENTS:
-        return [_problem(f"{where}.arguments", f"at most {MAX_ARGUMENTS:,} characters as JSON; these are {size:,}.")]
+        return [
+            problem(f"at most {MAX_ARGUMENTS:,} characters as JSON; these are {size:,}.", field=f"{where}.arguments")
+        ]
     return []
 
 
@@ -150,48 +151,48 @@ def correction_parse(body, *, original: Trajectory) -> CorrectionIn:
         raise ArbiterError("Send the correction as a JSON object (kind, step, calls, answer).")
     problems: list[dict] = []
     allowed = {"kind", "step", "calls", "answer", "side"}
-    problems += [_problem(str(k)[:60], "is not a field of a correction.") for k in body if k not in allowed]
+    problems += [problem("is not a field of a correction.", field=str(k)[:60]) for k in body if k not in allowed]
     kind = body.get("kind")
     steps = original.steps if isinstance(original.steps, list) else []
     if kind == Correction.Kind.ANSWER:
         answer = _text(body.get("answer"), "answer", problems, required=True)
         if "calls" in body or "step" in body:
-            problems.append(_problem("kind", "an answer correction has no step or calls; use kind tool_call."))
+            problems.append(problem("an answer correction has no step or calls; use kind tool_call.", field="kind"))
         parsed = CorrectionIn(kind=kind, step=_answer_step(steps), answer=answer)
     elif kind == Correction.Kind.TOOL_CALL:
         step = body.get("step")
         if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(steps):
             problems.append(
-                _problem("step", f"the index of a tool call or the answer of the trajectory (0-{len(steps) - 1}).")
+                problem(f"the index of a tool call or the answer of the trajectory (0-{len(steps) - 1}).", field="step")
             )
             step = 0
         elif steps[step].get("kind") not in CORRECTABLE_KINDS:
             problems.append(
-                _problem(
-                    "step",
+                problem(
                     f"step {step} ({str(steps[step].get('kind'))[:40]}) is neither a tool call nor the answer: a "
                     "correction starts at a tool call (your calls replace it) or at the answer (they go before it).",
+                    field="step",
                 )
             )
         calls = body.get("calls")
         parsed_calls: list[CallIn] = []
         if not isinstance(calls, list) or not calls or len(calls) > MAX_CALLS:
-            problems.append(_problem("calls", f"a list of 1-{MAX_CALLS} calls, each {{tool, arguments}}."))
+            problems.append(problem(f"a list of 1-{MAX_CALLS} calls, each {{tool, arguments}}.", field="calls"))
         else:
             schemas = _schemas(tools) if (tools := declared_tools(original)) else None
             for i, call in enumerate(calls):
                 where = f"calls[{i}]"
                 if not isinstance(call, dict):
-                    problems.append(_problem(where, "an object {tool, arguments, observation?}."))
+                    problems.append(problem("an object {tool, arguments, observation?}.", field=where))
                     continue
                 problems += [
-                    _problem(f"{where}.{k}"[:80], "is not a field of a call.")
+                    problem("is not a field of a call.", field=f"{where}.{k}"[:80])
                     for k in call
                     if k not in ("tool", "arguments", "observation")
                 ]
                 tool = call.get("tool")
                 if not isinstance(tool, str) or not tool.strip() or len(tool) > 200:
-                    problems.append(_problem(f"{where}.tool", "the tool's name."))
+                    problems.append(problem("the tool's name.", field=f"{where}.tool"))
                     continue
                 found = call_problems(tool, call.get("arguments", {}), schemas, where) or _size_problems(
                     call.get("arguments", {}), where
@@ -203,7 +204,7 @@ def correction_parse(body, *, original: Trajectory) -> CorrectionIn:
         answer = _text(body.get("answer"), "answer", problems)
         parsed = CorrectionIn(kind=kind, step=step, calls=parsed_calls, answer=answer)
     else:
-        problems.append(_problem("kind", f"answer or tool_call; got {str(kind)[:40]!r}."))
+        problems.append(problem(f"answer or tool_call; got {str(kind)[:40]!r}.", field="kind"))
         parsed = None
     if problems:
         raise ArbiterError(
@@ -256,7 +257,7 @@ def correction_create(
         raise ArbiterError(
             "The correction is the same as the original: the same calls and the same answer. Nothing was stored; "
             "change the answer or a call, or close the form.",
-            details=[_problem("answer" if correction.kind == "answer" else "calls", "the same as the original.")],
+            details=[problem("the same as the original.", field="answer" if correction.kind == "answer" else "calls")],
         )
     trajectory = _trajectory(original, steps, answer, outcome, replayed=replayed is not None, step=correction.step)
     row = Correction.objects.create(
@@ -440,7 +441,7 @@ def _side(assignment: Assignment, side) -> Trajectory:
     """The trajectory on that side of the annotator's screen."""
     if side not in SIDES:
         raise ArbiterError(
-            "side: left or right, the side of the screen to correct.", details=[_problem("side", "left or right.")]
+            "side: left or right, the side of the screen to correct.", details=[problem("left or right.", field="side")]
         )
     comparison = assignment.comparison
     a, b = comparison.trajectory_a, comparison.trajectory_b
@@ -489,13 +490,13 @@ def _within_limits(annotator, original: Trajectory, comparison_id: int) -> None:
         raise ArbiterError(
             f"You have stored {per_side} corrections of this side already; a reviewer reads those first. "
             "Nothing was stored.",
-            details=[_problem("side", f"at most {per_side} corrections of one side.")],
+            details=[problem(f"at most {per_side} corrections of one side.", field="side")],
         )
     if mine.filter(created_at__gte=timezone.now() - timedelta(hours=1)).count() >= per_hour:
         raise ArbiterError(
             f"You have stored {per_hour} corrections in the last hour, the most an hour allows; try again later. "
             "Nothing was stored.",
-            details=[_problem("", f"at most {per_hour} corrections an hour.")],
+            details=[problem(f"at most {per_hour} corrections an hour.", field="")],
         )
 
 
@@ -506,17 +507,17 @@ def correction_review(*, correction: Correction, decision: str, reviewer, note: 
     if decision not in statuses:
         raise ArbiterError(
             f"decision: accept or reject; got {str(decision)[:40]!r}.",
-            details=[_problem("decision", "accept or reject.")],
+            details=[problem("accept or reject.", field="decision")],
         )
     if not isinstance(note, str) or len(note) > MAX_TEXT:
-        raise ArbiterError("note: text.", details=[_problem("note", f"text of at most {MAX_TEXT:,} characters.")])
+        raise ArbiterError("note: text.", details=[problem(f"text of at most {MAX_TEXT:,} characters.", field="note")])
     correction = Correction.objects.select_for_update().get(pk=correction.pk)
     state, _ = replay_state(correction)
     if state in (CorrectionReplay.Status.QUEUED, CorrectionReplay.Status.RUNNING):
         raise ArbiterError(
             f"Correction #{correction.pk} is still being played in its environment ({state} on a worker); review it "
             "when its replay has run, so the decision is on what the environment made of it.",
-            details=[_problem("decision", f"its replay is {state}.")],
+            details=[problem(f"its replay is {state}.", field="decision")],
         )
     correction.status = statuses[decision]
     correction.reviewed_by, correction.reviewed_at, correction.review_note = reviewer, timezone.now(), note

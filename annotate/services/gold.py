@@ -152,20 +152,19 @@ def gold_import(*, campaign: Campaign, rows: list[tuple[int, object]]) -> dict:
         if cid in in_campaign:
             marks[cid] = choice
         else:
-            problems.append({"line": line, "message": f"campaign {campaign.name} has no comparison {cid}."})
+            problems.append(problem(f"campaign {campaign.name} has no comparison {cid}.", line=line))
     new: dict[tuple[int, int], Comparison] = {}
     for line, a, b, choice in by_pair:
         ta, tb = trajectories.get(a), trajectories.get(b)
         if ta is None or tb is None:
-            problems.append({"line": line, "message": f"no trajectory with id {a if ta is None else b}."})
+            problems.append(problem(f"no trajectory with id {a if ta is None else b}.", line=line))
         elif ta["task_id"] != tb["task_id"]:
-            problems.append({"line": line, "message": f"trajectories {a} and {b} answer different tasks."})
+            problems.append(problem(f"trajectories {a} and {b} answer different tasks.", line=line))
         elif ta["behaviour_hash"] and ta["behaviour_hash"] == tb["behaviour_hash"]:
             problems.append(
-                {
-                    "line": line,
-                    "message": f"trajectories {a} and {b} have the same steps and answer: there is nothing to judge.",
-                }
+                problem(
+                    f"trajectories {a} and {b} have the same steps and answer: there is nothing to judge.", line=line
+                )
             )
         elif (a, b) in existing:
             marks[existing[(a, b)]] = choice

@@ -21,6 +21,8 @@ statement for statement. This module does not import Django, so that loop can re
 """
 
 import json
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -129,6 +131,30 @@ JOIN annotate_trajectory tb ON tb.id = c.trajectory_b_id
 JOIN annotate_campaign cp ON cp.id = c.campaign_id
 WHERE a.id = %(assignment)s AND a.annotator_id = %(annotator)s
 """
+
+
+class SubmitRead(NamedTuple):
+    """One row of SUBMIT_READ, its columns in order."""
+
+    id: int
+    status: str
+    left_is_a: bool
+    shown_at: datetime | None
+    created_at: datetime
+    comparison_id: int
+    is_gold: bool
+    campaign_id: int
+    size_a: int
+    size_b: int
+    name: str
+    campaign_status: str
+    pool_only: bool
+    k: int
+    dimensions: Any
+    rationale_required: bool
+    judge_mode: str
+    shown_judge_id: int | None
+
 
 # Only while the lease is live ('leased'): otherwise nothing is written and the caller takes
 # the locked ORM path, which knows the other states. The vote count and status rule is the

@@ -67,6 +67,7 @@ from annotate.input_records import at
 from annotate.trace_formats.spans import execution_order, iso_nanos
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, text_of
 from annotate.trajectory_formats import TrajectoryFormatError
+from core.ids import ascii_digits
 
 NAME = "langsmith"
 TITLE = "LangSmith runs"
@@ -176,12 +177,7 @@ def _dotted(run: dict, where: str) -> list[tuple[int, str]]:
         stamp, run_id = segment[:DOTTED_TIME_CHARS], segment[DOTTED_TIME_CHARS:]
         try:  # by slicing: strptime is the slowest part of reading a run
             digits = stamp[:8] + stamp[9:21]
-            if not (
-                len(stamp) == DOTTED_TIME_CHARS
-                and (digits.isascii() and digits.isdigit())
-                and stamp[8] == "T"
-                and stamp[21] == "Z"
-            ):
+            if not (len(stamp) == DOTTED_TIME_CHARS and ascii_digits(digits) and stamp[8] == "T" and stamp[21] == "Z"):
                 raise ValueError
             moment = datetime(
                 int(stamp[0:4]),

@@ -70,6 +70,7 @@ from annotate.input_records import at
 from annotate.trace_formats import spans as span_reader
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, text_of
 from annotate.trajectory_formats import NotJson, TrajectoryFormatError, nested_json
+from core.ids import ascii_digits
 
 NAME = "openinference"
 TITLE = "OpenInference (Phoenix, Arize)"
@@ -716,7 +717,7 @@ def _lists(attributes: dict, prefixes: tuple[str, ...], where: str) -> dict[str,
             continue
         prefix = key[:end]
         index, _, rest = key[end + 1 :].partition(".")
-        if not (index.isascii() and index.isdigit()) or not rest:
+        if not ascii_digits(index) or not rest:
             raise TrajectoryFormatError(f"{where}: attribute {key[:80]!r} has no index after {prefix!r}")
         if rest.endswith(NOT_CONTENT) or value is None:
             continue

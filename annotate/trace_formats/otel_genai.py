@@ -52,6 +52,7 @@ from annotate.input_records import at
 from annotate.trace_formats import spans as span_io
 from annotate.trace_formats.transcript import Message, ToolCall, Transcript, arguments_of, text_of
 from annotate.trajectory_formats import NotJson, TrajectoryFormatError, nested_json
+from core.ids import ascii_digits
 
 NAME = "otel"
 TITLE = "OpenTelemetry GenAI"
@@ -450,9 +451,7 @@ class _Trace:
 def _legacy(key: str) -> bool:
     """`gen_ai.prompt`, `gen_ai.completion` and their `gen_ai.prompt.0.content` keys (not `gen_ai.prompt.name`)."""
     parts = key.split(".")
-    return parts[:2] in (["gen_ai", "prompt"], ["gen_ai", "completion"]) and (
-        len(parts) == 2 or (parts[2].isascii() and parts[2].isdigit())
-    )
+    return parts[:2] in (["gen_ai", "prompt"], ["gen_ai", "completion"]) and (len(parts) == 2 or ascii_digits(parts[2]))
 
 
 def _operation(span: dict) -> Any:

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from annotate.trajectory_formats import TrajectoryFormatError
+from core.ids import ascii_digits
 
 STATUS_NAMES = {
     0: "UNSET",
@@ -162,7 +163,7 @@ def _nanos(value: Any, where: str, required: bool = True) -> int | None:
     if isinstance(value, float):
         return int(value)
     if isinstance(value, str):
-        return int(value) if value.isascii() and value.isdigit() else iso_nanos(value, where)
+        return int(value) if ascii_digits(value) else iso_nanos(value, where)
     raise TrajectoryFormatError(f"{where}: expected a time, got {type(value).__name__}")
 
 

@@ -83,11 +83,23 @@ def test_a_campaign_is_created_with_dimensions_and_a_pool():
 
 
 def test_the_pool_takes_only_people_who_can_label():
+    """Each refusal on its own, so none can pass for another (a missing role, no such user, an
+    inactive account); annotators and admins are taken."""
     UserFactory(username="reader", roles=["researcher"])
-    with pytest.raises(ArbiterError) as caught:
-        campaign_create(data={"name": "p", "pool": ["reader", "ghost"]}, created_by=None)
-    message = fields_of(caught.value)["pool"]
-    assert "ghost" in message or "reader" in message
+    UserFactory(username="gone", roles=["annotator"], is_active=False)
+    UserFactory(username="ann", roles=["annotator"])
+    UserFactory(username="boss", roles=["admin"])
+    refusals = {
+        "reader": "reader cannot label (inactive, or without the annotator role).",
+        "gone": "gone cannot label (inactive, or without the annotator role).",
+        "ghost": "no such user: ghost.",
+    }
+    for who, refusal in refusals.items():
+        with pytest.raises(ArbiterError) as caught:
+            campaign_create(data={"name": f"p-{who}", "pool": ["ann", who]}, created_by=None)
+        assert fields_of(caught.value)["pool"] == refusal
+    campaign = campaign_create(data={"name": "p", "pool": ["ann", "boss"]}, created_by=None)
+    assert sorted(campaign.pool.values_list("username", flat=True)) == ["ann", "boss"]
 
 
 def test_stored_dimension_names_read_as_five_point_scales():
@@ -190,11 +202,14 @@ def _arena():
     B's second is an identical copy of A's first under another name."""
     task = TaskFactory()
     a, b = PolicyFactory(name="agent-a"), PolicyFactory(name="agent-b")
-    steps = lambda q, answer: [
-        {"kind": "action", "tool": "search", "arguments": {"query": q}},  # noqa: E731
-        {"kind": "observation", "tool": "search", "content": "r"},
-        {"kind": "answer", "text": answer},
-    ]
+
+    def steps(q, answer):
+        return [
+            {"kind": "action", "tool": "search", "arguments": {"query": q}},
+            {"kind": "observation", "tool": "search", "content": "r"},
+            {"kind": "answer", "text": answer},
+        ]
+
     a1 = TrajectoryFactory(task=task, policy=a, steps=steps("x", "Paris"), outcome={"correct": True})
     a2 = TrajectoryFactory(task=task, policy=a, steps=steps("x", "Lyon"), outcome={"correct": False})
     a3 = TrajectoryFactory(task=task, policy=a, steps=steps("y", "Paris"), outcome={"correct": True})

@@ -308,8 +308,9 @@ def test_the_block_bootstrap_gives_exactly_the_figures_of_one_resample_at_a_time
     the same draws, the same integer arithmetic, the same floats (blocks smaller than the
     resamples included)."""
     from annotate.judges import agreement
+    from core import intervals
 
-    monkeypatch.setattr(agreement, "DRAWN_CELLS", 7 * n)  # 7 resamples a block, 1000 in all
+    monkeypatch.setattr(intervals, "DRAWN_CELLS", 7 * n)  # 7 resamples a block, 1000 in all
     rng = random.Random(n)
     counts = [[int(rng.random() < 0.3) for _ in range(9)] for _ in range(n)]
     got = agreement._bootstrap(

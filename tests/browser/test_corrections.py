@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 from annotate.models import Correction, Judgement
 from tests.browser.conftest import login, screenshot
 from tests.factories import CampaignFactory, UserFactory
+from tests.helpers import WORKER_JOB_MS
 from training.simulation import scripted_trajectories_generate
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -39,7 +40,7 @@ def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, camp
     stored = page.locator("#correction-stored")
     expect(stored).to_contain_text("as edited; being played in encyclopedia on a worker")
     # The screen asks until the worker has played it.
-    expect(stored).to_contain_text("played in the environment", timeout=60_000)
+    expect(stored).to_contain_text("played in the environment", timeout=WORKER_JOB_MS)
     expect(stored).to_have_attribute("data-replay", "done")
     fix = Correction.objects.get()
     assert prefilled == fix.original.answer and prefilled
@@ -65,7 +66,7 @@ def test_an_annotator_corrects_an_answer_and_a_tool_call(page, live_server, camp
     form.locator("textarea[name=arguments]").fill('{"query": "Veloran Glassworks"}')
     page.keyboard.press("Control+Enter")
     expect(page.locator("#correction-stored")).to_contain_text(f"#{fix.pk + 1}")
-    expect(page.locator("#correction-stored")).to_contain_text("played in the environment", timeout=60_000)
+    expect(page.locator("#correction-stored")).to_contain_text("played in the environment", timeout=WORKER_JOB_MS)
     assert not Judgement.objects.exists()
     assert Correction.objects.filter(kind="tool_call", replayed=True).count() == 1
     screenshot(page, f"correction-{width}")
@@ -107,7 +108,7 @@ def test_a_correction_starts_from_the_original_call_and_may_add_a_call_before_th
     form.locator("input[name=tool]").fill("find")
     form.locator("textarea[name=arguments]").fill('{"text": "born"}')
     page.keyboard.press("Control+Enter")
-    expect(page.locator("#correction-stored")).to_contain_text("played in the environment", timeout=60_000)
+    expect(page.locator("#correction-stored")).to_contain_text("played in the environment", timeout=WORKER_JOB_MS)
     fix = Correction.objects.get()
     assert fix.kind == "tool_call" and fix.step == answer_at and fix.replayed
     assert fix.corrected.steps[answer_at + 1]["kind"] == "observation"  # the encyclopedia's own answer

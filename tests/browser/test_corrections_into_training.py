@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from annotate.models import Correction, DatasetSnapshot, Policy
 from tests.browser.conftest import login, screenshot
 from tests.factories import CampaignFactory, UserFactory
+from tests.helpers import WORKER_JOB_MS
 from tests.policy_fixtures import tiny_policy_dir
 from training.models import Evaluation, HumanEvaluation
 from training.simulation import scripted_trajectories_generate
@@ -40,7 +41,7 @@ def _launch_from_the_form(page, live_server, kind: str, start: Policy, snapshot:
     page.fill("input[name=batch_size]", "2")
     page.fill("input[name=threads]", "1")
     page.get_by_role("button", name="Launch").click()
-    expect(page.locator("#run-status")).to_have_text("succeeded", timeout=60_000)
+    expect(page.locator("#run-status")).to_have_text("succeeded", timeout=WORKER_JOB_MS)
     run = Run.objects.filter(kind=kind).get()
     expect(page.locator("#lineage")).to_contain_text(
         f"output policy: {Policy.objects.get(pk=run.summary['policy_id'])}"
@@ -65,7 +66,7 @@ def test_a_correction_from_the_browser_trains_sft_and_dpo_evaluated_beside_rl(pa
     page.locator("#correction-form textarea[name=answer]").fill("Ilse Marrow")
     page.locator("#correction-form textarea[name=answer]").press("Control+Enter")
     # The worker plays it in the encyclopedia (the web process only queues it); the screen says when.
-    expect(page.locator("#correction-stored")).to_contain_text("played in the environment", timeout=60_000)
+    expect(page.locator("#correction-stored")).to_contain_text("played in the environment", timeout=WORKER_JOB_MS)
     fix = Correction.objects.get()
     rl = run_launch(  # RL against the rubric, on the worker while people work
         kind="ppo", user=boss, config={"policy_id": start.pk, "reward": "rubric", **TINY_RL}
@@ -100,13 +101,13 @@ def test_a_correction_from_the_browser_trains_sft_and_dpo_evaluated_beside_rl(pa
     for run in (sft, dpo):
         label = str(Policy.objects.get(pk=run.summary["policy_id"]))
         admin.locator("#field-policy_ids label.check", has_text=label).click()
-    expect(admin.locator("select[name=rl_run_id] option[value='%d']" % rl.pk)).to_have_count(1, timeout=60_000)
+    expect(admin.locator("select[name=rl_run_id] option[value='%d']" % rl.pk)).to_have_count(1, timeout=WORKER_JOB_MS)
     admin.select_option("select[name=rl_run_id]", str(rl.pk))
     admin.fill("input[name=tasks]", "2")
     admin.fill("input[name=samples]", "1")
     admin.fill("input[name=best_of_n]", "")
     admin.get_by_role("button", name="Launch").click()
-    expect(admin.locator("#run-status")).to_have_text("succeeded", timeout=60_000)
+    expect(admin.locator("#run-status")).to_have_text("succeeded", timeout=WORKER_JOB_MS)
     evaluation = Evaluation.objects.get()
     admin.goto(f"{live_server.url}/training/evaluations/{evaluation.pk}/")
     table = admin.locator("#head-to-head-table")

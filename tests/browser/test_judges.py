@@ -9,7 +9,7 @@ from annotate.models import Comparison, Judge, JudgeVote
 from tests.browser.conftest import login, screenshot
 from tests.factories import UserFactory
 from tests.fake_openai import ok, start_fake_openai
-from tests.helpers import annotators, label_all
+from tests.helpers import WORKER_JOB_MS, annotators, label_all
 from tests.training.judge_fixtures import chat_judge_votes, rubric_campaign
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -61,7 +61,7 @@ def test_a_lead_adds_a_chat_judge_runs_it_reads_the_agreement_and_orders_the_que
     assert page.locator("input[name=max_comparisons]").input_value() == "1"
     page.select_option("select[name=campaign_id]", str(campaign.pk))
     page.click("button:has-text('Launch')")
-    expect(page.locator("#run-status")).to_have_text("succeeded", timeout=60_000)
+    expect(page.locator("#run-status")).to_have_text("succeeded", timeout=WORKER_JOB_MS)
     assert len(server.requests) == 1 and JudgeVote.objects.filter(probe="first").count() == 1
 
     page.goto(judge_page)
@@ -69,7 +69,7 @@ def test_a_lead_adds_a_chat_judge_runs_it_reads_the_agreement_and_orders_the_que
     page.select_option("select[name=campaign_id]", str(campaign.pk))
     page.fill("input[name=swapped_share]", "1")
     page.click("button:has-text('Launch')")
-    expect(page.locator("#run-status")).to_have_text("succeeded", timeout=60_000)
+    expect(page.locator("#run-status")).to_have_text("succeeded", timeout=WORKER_JOB_MS)
     judge = Judge.objects.get(name="gpt-like")
     assert JudgeVote.objects.filter(judge=judge, probe="first").count() == 6
     assert server.requests[0]["headers"]["Authorization"] == f"Bearer {KEY}"

@@ -70,9 +70,9 @@ def test_judge_accuracy_when_it_is_always_wrong_or_always_right():
         assert (accuracy.low, accuracy.high) == pytest.approx(share_interval(10 * share, 10))
 
 
-# Where a percentile or quantile of resamples may be drawn: the one bootstrap, and the judges'
-# bootstrap of summed counts (whose shares go through core.intervals.share_bounds).
-PERCENTILE_HOMES = {Path("core/intervals.py"), Path("annotate/judges/agreement.py")}
+# Where a percentile or quantile of resamples may be drawn: core.intervals alone (the judges'
+# bootstrap of summed counts resamples and reads its intervals through it too).
+PERCENTILE_HOMES = {Path("core/intervals.py")}
 
 
 def test_no_other_module_draws_its_own_percentile_interval():

@@ -15,12 +15,10 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp.server.mcpserver import MCPServer  # noqa: E402
-from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
-
-from training.envs.arithmetic import CalculatorError, _format  # noqa: E402
+from training.envs.arithmetic import CalculatorError, _format
 from training.envs.arithmetic import calculate as evaluate
 
 if os.environ.get("ARBITER_TEST_PID_FILE"):

@@ -222,13 +222,16 @@ def test_context_tokens_are_the_template_s_own_rendering(family, env):
     runner = EpisodeRunner(env)
     parser = chat.parser(env.tools())
     task = env.tasks("train")[0]
-    script = lambda task, state: iter(
-        [
-            ("calculate", {"expression": task.metadata["expression"]}),  # noqa: E731
-            MALFORMED[name],
-            ("answer", {"text": task.reference}),
-        ]
-    )
+
+    def script(task, state):
+        return iter(
+            [
+                ("calculate", {"expression": task.metadata["expression"]}),
+                MALFORMED[name],
+                ("answer", {"text": task.reference}),
+            ]
+        )
+
     episode = play_scripted(runner, task, script, parser)
     tools = [t.as_openai() for t in env.tools()]
     ids, mask = episode_tokens(chat, episode, tools)

@@ -603,3 +603,29 @@ def test_a_reply_that_trickles_in_is_cut_at_timeout_s_in_all():
     assert time.monotonic() - started < 3
     assert got.answer is None and "no reply within timeout_s (1 s)" in got.calls[-1].error
     listener.close()
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {"HTTP_PROXY": "http://proxy:3128"},
+        {"HTTPS_PROXY": "proxy.local:8080", "NO_PROXY": "localhost,127.0.0.1,.internal,::1,10.0.0.0/8"},
+        {"HTTP_PROXY": "http://p:1", "NO_PROXY": "*.corp.example,[fe80::1],fe80::/10,example.com/path, ,x"},
+        {"ALL_PROXY": "socks5://proxy:1080", "NO_PROXY": "http://skip.example"},
+        {"HTTP_PROXY": "http://proxy:3128", "NO_PROXY": "*"},
+        {},
+    ],
+)
+def test_the_proxy_mounts_are_the_ones_httpx_reads_from_the_environment(environment, monkeypatch):
+    """The judge's client names its transport, so httpx does not read the proxies itself: they are
+    read from the standard library as httpx's own (private) helper reads them."""
+    from httpx2._utils import get_environment_proxies
+
+    from training.judges.pinned_http import environment_proxies
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert environment_proxies() == get_environment_proxies()

@@ -54,7 +54,10 @@ def trained(world):
 def test_agent_mask_covers_exactly_the_action_tokens(world):
     env, runner, _, _, tokenizer, chat = world
     task = env.tasks("train")[0]
-    script = lambda task, state: iter([("search", {"query": "Kessa"}), ("answer", {"text": "Kessa"})])  # noqa: E731
+
+    def script(task, state):
+        return iter([("search", {"query": "Kessa"}), ("answer", {"text": "Kessa"})])
+
     episode = play_scripted(runner, task, script, CompactParser(list(runner.tools.values())))
     ids, mask = episode_tokens(chat, episode, [t.as_openai() for t in runner.tools.values()])
     assert tokenizer.decode([t for t, m in zip(ids, mask) if m]) == "search[ Kessa]<|end|>answer[ Kessa]<|end|>"
@@ -171,13 +174,13 @@ def test_a_cloned_policy_beats_a_random_one_on_the_rubric(world, trained):
     config = RolloutConfig(temperature=0.0, max_action_tokens=24, batch_size=24)
     cloned = rollout(trained[0], tokenizer, runner, evaluation, config, chat=chat)
     random = rollout(build_model(tokenizer, seed=123, **TINY), tokenizer, runner, evaluation, config, chat=chat)
+
     # At this size and training time the cloned policy has learnt the action format, not
     # yet the answers (the full-size policy's success is measured by the benchmark): it
     # makes far fewer malformed calls than a random policy of the same shape.
-    error_rate = lambda eps: (
-        sum(e.outcome.parts["tool_errors"] for e in eps)  # noqa: E731
-        / sum(e.outcome.parts["steps"] for e in eps)
-    )
+    def error_rate(eps):
+        return sum(e.outcome.parts["tool_errors"] for e in eps) / sum(e.outcome.parts["steps"] for e in eps)
+
     assert error_rate(random) > 0.95
     assert error_rate(cloned) < error_rate(random) - 0.2
 

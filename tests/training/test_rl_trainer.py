@@ -295,8 +295,11 @@ def test_a_checkpoint_replaces_the_best_only_on_signal_not_on_one_lucky_episode(
     assert clearly_better({"success": 0.30, "episodes": 90}, start, margin=RLConfig().best_margin)
     zero = {"success": 0.0, "episodes": 40}
     assert not clearly_better({"success": 1 / 40, "episodes": 40}, zero, margin=RLConfig().best_margin)
+
     # Greedy episodes count too: a sampled gain the greedy episodes contradict is not enough.
-    with_greedy = lambda s, g: {"success": s, "episodes": 90, "greedy_success": g, "greedy_episodes": 45}  # noqa: E731
+    def with_greedy(s, g):
+        return {"success": s, "episodes": 90, "greedy_success": g, "greedy_episodes": 45}
+
     assert clearly_better(with_greedy(0.25, 0.40), with_greedy(0.05, 0.10), margin=RLConfig().best_margin)
     assert not clearly_better(with_greedy(0.12, 0.0), with_greedy(0.05, 0.30), margin=RLConfig().best_margin)
 

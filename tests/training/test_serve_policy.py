@@ -404,10 +404,8 @@ def test_a_replys_calls_are_checked_against_the_declared_schemas(arguments, para
         "Work out an expression.",
         {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]},
     )
-    request = Request(
-        messages=[], tools=[tool], temperature=0, top_p=1, max_tokens=8, n=1, stream=False,
-        include_usage=False, seed=None, stop=[], parallel_tool_calls=parallel,
-    )  # fmt: skip
+    fields = {"temperature": 0, "top_p": 1, "max_tokens": 8, "n": 1, "stream": False, "include_usage": False}
+    request = Request(messages=[], tools=[tool], seed=None, stop=[], parallel_tool_calls=parallel, **fields)
     choice = PolicyServer._choice(0, "written", True, request, Parser())
     calls = choice["message"].get("tool_calls") or []
     assert len(calls) == kept

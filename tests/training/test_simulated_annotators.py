@@ -52,7 +52,7 @@ def test_temperature_softens_choices():
 
 
 def test_an_annotator_with_its_own_weights_judges_by_its_own_utility():
-    from training.envs.encyclopedia.rubric import RubricWeights
+    from training.envs.utility import RubricWeights
 
     quick_wrong = {"correct": False, "steps": 2, "tool_errors": 0, "loop": False, "utility": -2.0}
     slow_right = {"correct": True, "steps": 6, "tool_errors": 2, "loop": False, "utility": -6.0}

@@ -1,60 +1,26 @@
 """The stages of `training/` use only the stages below them (issue 30). The order is the loop's,
 as the README's "Folders that show the loop" writes it: environments, policy, simulation
 (scripted agents and simulated annotators), RL, evaluation, the loop's rounds, the run kinds,
-the pipeline; the web layer and the commands sit on top and may read any of them.
-A few plain modules are shared by every stage and import none: the models, the config ranges,
-the metric vocabulary and the data-parallel launcher."""
+the pipeline; the web layer and the commands sit on top and may read any of them. The models
+and the metric vocabulary are shared by every stage (the contract's `ignore_imports`)."""
 
 import ast
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = [
-    "envs",
-    "policy",
-    "simulation",
-    "simulated_annotators",
-    "simulated_corrections",
-    "rl",
-    "finetune",
-    "evaluation",
-    "judges",
-    "loop",
-    "run_kinds",
-    "pipeline",
-]
-LEVEL = {
-    "envs": 0,
-    "policy": 1,
-    "simulated_annotators": 2,
-    "simulation": 2,
-    "simulated_corrections": 2,
-    "rl": 3,
-    "finetune": 3,
-    "evaluation": 4,
-    "judges": 4,
-    "loop": 5,
-    "run_kinds": 6,
-    "pipeline": 7,
-}
+# The order is written once, as import-linter's "stages" contract in pyproject.toml.
+CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+STAGES = next(contract for contract in CONTRACTS if contract["id"] == "stages")
+# Outside the order, on top of it: the web layer, the commands and Django's wiring.
 TOP = {"web", "management", "urls", "apps", "admin", "migrations", "tasks"}
-SHARED = {"training.models", "training.evaluation.metrics"}
 
 
 def _stage(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
-
-
-def _imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return {m for m in found if m.startswith("training.")}
 
 
 def _modules():
@@ -63,26 +29,20 @@ def _modules():
         yield module, path
 
 
-def test_no_stage_imports_a_stage_above_it():
-    upward = []
-    for module, path in _modules():
-        stage = _stage(module)
-        if stage in TOP or stage not in LEVEL and module not in SHARED:
-            continue
-        for target in _imports(path):
-            if any(target == s or target.startswith(s + ".") for s in SHARED):
-                continue
-            if module in SHARED:
-                upward.append(f"{module} (shared) imports {target}")
-            elif _stage(target) in TOP:
-                upward.append(f"{module} imports the web/command layer: {target}")
-            elif LEVEL.get(_stage(target), -1) > LEVEL[stage]:
-                upward.append(f"{module} ({stage}) imports {target} ({_stage(target)})")
-    assert upward == []
+def test_the_import_contracts_hold():
+    """The apps' layers, core's independence, ML code without Django and the training stages,
+    as pyproject.toml's [tool.importlinter] writes them (`make lint` runs the same)."""
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    out = subprocess.run([str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
 def test_every_module_of_training_has_a_place_in_the_order():
-    placed = set(LEVEL) | TOP | {s.split(".")[1] for s in SHARED} | {""}
+    """import-linter leaves a module in no layer unchecked: each stage of training is a layer of
+    the contract, a shared module it names, or the top."""
+    layers = {name.strip() for layer in STAGES["layers"] for name in layer.split(":")}
+    shared = {rule.split("->")[1].strip().split(".")[1] for rule in STAGES.get("ignore_imports", [])}
+    placed = layers | TOP | shared | {""}
     assert sorted({_stage(m) for m, _ in _modules()} - placed) == []
 
 

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from training.envs.base import ANSWER_TOOL, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
+from training.envs.utility import episode_utility
 
 _OPS = {
     ast.Add: operator.add,
@@ -164,7 +165,7 @@ class ArithmeticEnvironment(Environment):
         numbers = _NUMBER.findall(episode.answer or "")
         correct = bool(numbers) and float(numbers[-1]) == float(episode.task.reference)
         computed = episode.task.reference in state.results
-        utility = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
+        utility = episode_utility(correct, episode)
         return Rubric(
             correct=correct,
             utility=utility,

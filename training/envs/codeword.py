@@ -21,6 +21,7 @@ import random
 from dataclasses import dataclass
 
 from training.envs.base import ANSWER_TOOL, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
+from training.envs.utility import episode_utility
 
 WORDS = (
     "kelp rook fern moth lark vole pike wren reed mint sage dune "
@@ -111,7 +112,7 @@ class CodewordEnvironment(Environment):
 
     def outcome(self, state: _State, episode: EpisodeRecord) -> Rubric:
         correct = (episode.answer or "").strip().lower() == episode.task.reference
-        utility = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
+        utility = episode_utility(correct, episode)
         return Rubric(
             correct=correct,
             utility=utility,

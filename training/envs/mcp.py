@@ -39,6 +39,7 @@ import anyio
 
 from training.envs.answers import normalize
 from training.envs.base import Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult, ToolServerLost
+from training.envs.utility import episode_utility
 
 ANSWER_TOOL = Tool(
     "answer",
@@ -317,7 +318,7 @@ def exact_match_rubric(task: EnvTask, episode: EpisodeRecord) -> Rubric:
     """Normalized exact match against the reference or any of the task's `aliases`."""
     accepted = {normalize(text) for text in [task.reference, *task.metadata.get("aliases", [])]} - {""}
     correct = episode.answer is not None and normalize(episode.answer) in accepted
-    utility = 10.0 * correct - 1.0 * episode.calls - 5.0 * episode.tool_errors - 10.0 * episode.loop
+    utility = episode_utility(correct, episode)
     return Rubric(
         correct=correct,
         utility=utility,

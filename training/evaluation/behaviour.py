@@ -21,6 +21,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
 from core.intervals import share_interval
+from core.problems import problem
 from training.evaluation.episodes import paired_difference
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode
 from webapp.errors import ArbiterError
@@ -173,7 +174,7 @@ def behaviour_for_situation(behaviour: dict, situation: str) -> dict:
         names = ", ".join(s["name"] for s in behaviour["situations"]) or "none (it names no situations)"
         raise ArbiterError(
             f"situation: no task of this evaluation is in that situation; its situations: {names}.",
-            details=[{"field": "situation", "message": "unknown situation"}],
+            details=[problem("unknown situation", field="situation")],
         )
     return {**behaviour, "situations": kept}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode
+from webapp.form_input import WholeNumberFormField
 
 
 class _SystemChoice(forms.ModelChoiceField):
@@ -35,7 +36,7 @@ class HumanEvaluationForm(forms.Form):
         initial=EvaluationEpisode.Mode.SAMPLED,
         help_text="Which episodes to compare (sample 0 of each task).",
     )
-    votes_per_comparison = forms.IntegerField(min_value=1, max_value=20, initial=3)
+    votes_per_comparison = WholeNumberFormField(min_value=1, max_value=20, initial=3)
 
     def __init__(self, evaluation: Evaluation, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -128,25 +128,9 @@ def evaluation_execute(
         limits=limits,
         seen=_SeenWorld.build(seen_environment, seen_tasks or len(tasks)),
     )
-    units = 1 + len(others)
-
-    def stage(done: float, message: str) -> None:
-        progress(min(0.95, done / units), message)
-        log(message)
-
-    group = max([1, *best_of_n])
-    stage(0, f"Playing {baseline} on {len(tasks)} {split} tasks ({_samples_words(samples, group)}).")
-    table.play_baseline(sorted(set(best_of_n)))
-    tuned = _best_temperature(table, env, split, temperatures, log=log) if temperatures else None
-    if tuned is not None and tuned["chosen"] != temperature:
-        stage(0, f"Playing {baseline} at {_temperature_words(tuned['chosen'])}, its best temperature on dev.")
-        table.play_baseline_at(tuned["chosen"])
-    if greedy:
-        table.plays.append((table.base, "greedy", table.play_row(table.reference, 1, 0.0)))
-    table.play_seen(table.base, table.reference, stage)
-    for done, (label, policy) in enumerate(others, start=1):
-        stage(done, f"Playing {policy} on {len(tasks)} {split} tasks.")
-        table.play_other(label, policy)
+    tuned = _play_every_system(
+        table, env, split, others=others, best_of_n=best_of_n, temperatures=temperatures, progress=progress, log=log
+    )
     progress(0.96, "storing the episodes")
     config = {
         "environment": env.name,
@@ -162,9 +146,42 @@ def evaluation_execute(
         **table.seen_config(),
     }
     return _store(
-        name=name, run=run, baseline=baseline, reward_model=reward_model, config=config, plays=table.plays,
-        summarize=summarize, created_by=created_by,
-    )  # fmt: skip
+        name=name,
+        run=run,
+        baseline=baseline,
+        reward_model=reward_model,
+        config=config,
+        plays=table.plays,
+        summarize=summarize,
+        created_by=created_by,
+    )
+
+
+def _play_every_system(table, env, split, *, others, best_of_n, temperatures, progress, log) -> dict | None:
+    """Play the baseline (with best-of-n over it, at its best temperature when `temperatures` are
+    given, and greedy), then each other policy, into `table.plays`; returns the temperature
+    tuning's figures (None without it)."""
+    units = 1 + len(others)
+
+    def stage(done: float, message: str) -> None:
+        progress(min(0.95, done / units), message)
+        log(message)
+
+    group = max([1, *best_of_n])
+    tasks = len(table.tasks)
+    stage(0, f"Playing {table.baseline} on {tasks} {split} tasks ({_samples_words(table.samples, group)}).")
+    table.play_baseline(sorted(set(best_of_n)))
+    tuned = _best_temperature(table, env, split, temperatures, log=log) if temperatures else None
+    if tuned is not None and tuned["chosen"] != table.temperature:
+        stage(0, f"Playing {table.baseline} at {_temperature_words(tuned['chosen'])}, its best temperature on dev.")
+        table.play_baseline_at(tuned["chosen"])
+    if table.greedy:
+        table.plays.append((table.base, "greedy", table.play_row(table.reference, 1, 0.0)))
+    table.play_seen(table.base, table.reference, stage)
+    for done, (label, policy) in enumerate(others, start=1):
+        stage(done, f"Playing {policy} on {tasks} {split} tasks.")
+        table.play_other(label, policy)
+    return tuned
 
 
 class _Table:

@@ -63,13 +63,13 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpcore2
 import httpx2
 import jsonschema
 import jsonschema.exceptions
 
 from core import json_input
 from training.judges.addresses import AddressRefused, endpoint, vetted_addresses
+from training.judges.pinned_http import pinned_client
 
 MODES = ("json_schema", "json_object", "prompt")
 SCHEMA_NAME = "verdict"  # response_format.json_schema.name
@@ -481,7 +481,11 @@ class ChatJudgeClient:
         """The client's connection pool: kept-alive connections, each to a vetted address."""
         with self._lock:
             if self._http is None:
-                self._http = _pinned_client(self.settings, allow_private=self._allow_private)
+                self._http = pinned_client(
+                    concurrency=self.settings.concurrency,
+                    timeout_s=self.settings.timeout_s,
+                    allow_private=self._allow_private,
+                )
             return self._http
 
     def _answer(self, reply: Any) -> tuple[dict | None, str]:
@@ -616,47 +620,6 @@ class ChatJudgeClient:
 
 
 # Helpers ------------------------------------------------------------------------------
-
-
-def _pinned_client(settings: ChatJudgeSettings, *, allow_private: bool) -> httpx2.Client:
-    """An httpx2 client whose direct connections go to an address vetted as each is made (the
-    TLS certificate still checked against the host name), with the environment's proxies."""
-
-    class PinnedBackend(httpcore2.SyncBackend):
-        def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-            # Each vetted address in turn, as socket.create_connection tries a name's: `localhost` may
-            # give ::1 first to a model server listening on 127.0.0.1 only (vLLM's default 0.0.0.0).
-            addresses = vetted_addresses(host, port, allow_private=allow_private)
-            for address in addresses[:-1]:
-                try:
-                    return super().connect_tcp(address, port, timeout, local_address, socket_options)
-                except httpcore2.ConnectError:  # refused or unreachable; a timeout is not tried again
-                    continue
-            return super().connect_tcp(addresses[-1], port, timeout, local_address, socket_options)
-
-    connections = max(1, settings.concurrency)
-    # A request's headers and body are two writes: with Nagle's algorithm the body waited for the
-    # server's delayed ACK, 40 ms a request (benchmarks/judge_run.py found it).
-    no_delay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    transport = httpx2.HTTPTransport()
-    transport._pool = httpcore2.ConnectionPool(  # the transport's own pool, with the pinning backend
-        ssl_context=httpx2.create_ssl_context(),
-        max_connections=connections,
-        max_keepalive_connections=connections,
-        keepalive_expiry=30.0,
-        network_backend=PinnedBackend(),
-        socket_options=no_delay,
-    )
-    # httpx reads the environment's proxies only for its own default transport: mount them here.
-    from httpx2._utils import get_environment_proxies
-
-    mounts = {
-        pattern: None
-        if url is None
-        else httpx2.HTTPTransport(proxy=url, limits=httpx2.Limits(max_connections=connections))
-        for pattern, url in get_environment_proxies().items()
-    }
-    return httpx2.Client(transport=transport, mounts=mounts, timeout=httpx2.Timeout(settings.timeout_s))
 
 
 def _json_content(content: str) -> tuple[Any, str]:

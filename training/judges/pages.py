@@ -14,6 +14,7 @@ from rewardmodel.models import RewardModel
 from training.judges.services import judge_create, judge_key_source, judge_update
 from webapp.access import role_required
 from webapp.errors import ArbiterError
+from webapp.form_input import WholeNumberFormField
 from webapp.models import Run
 from webapp.roles import Role, user_has_role
 
@@ -59,14 +60,14 @@ class JudgeForm(forms.Form):
     )
     temperature = forms.FloatField(required=False, initial=0.0)
     timeout_s = forms.FloatField(required=False, initial=60.0, label="Timeout (s)")
-    concurrency = forms.IntegerField(required=False, initial=4)
+    concurrency = WholeNumberFormField(required=False, initial=4)
     requests_per_minute = forms.FloatField(required=False, initial=60.0, help_text="0: no limit.")
-    max_retries = forms.IntegerField(required=False, initial=4)
-    max_tokens = forms.IntegerField(required=False, initial=1024)
+    max_retries = WholeNumberFormField(required=False, initial=4)
+    max_tokens = WholeNumberFormField(required=False, initial=1024)
     price_input_per_mtok = forms.FloatField(required=False, initial=0.0, label="Price per million input tokens ($)")
     price_output_per_mtok = forms.FloatField(required=False, initial=0.0, label="Price per million output tokens ($)")
     max_cost_usd = forms.FloatField(required=False, label="Cost cap per run ($)", help_text="Empty: no cap.")
-    max_failures_in_a_row = forms.IntegerField(
+    max_failures_in_a_row = WholeNumberFormField(
         required=False,
         initial=5,
         label="Give up after this many failed calls in a row",

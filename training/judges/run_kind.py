@@ -17,6 +17,7 @@ from annotate.models import Campaign, Comparison, Judge
 from training.judges.services import RunOptions, judge_run_execute
 from webapp.errors import ArbiterError
 from webapp.runs.kinds import RunKind, register
+from webapp.runs.lineage import lineage_link
 
 
 def _help(text: str) -> dict:
@@ -94,20 +95,8 @@ def _lineage(config: JudgeRunConfig) -> list[dict]:
     judge = Judge.objects.get(pk=config.judge_id)
     campaign = Campaign.objects.get(pk=config.campaign_id)
     return [
-        {
-            "direction": "input",
-            "type": "judge",
-            "id": judge.pk,
-            "label": judge.name,
-            "url": reverse("training:judge", args=[judge.pk]),
-        },
-        {
-            "direction": "input",
-            "type": "campaign",
-            "id": campaign.pk,
-            "label": campaign.name,
-            "url": reverse("annotate:quality", args=[campaign.pk]),
-        },
+        lineage_link("judge", judge.pk, judge.name, reverse("training:judge", args=[judge.pk])),
+        lineage_link("campaign", campaign.pk, campaign.name, reverse("annotate:quality", args=[campaign.pk])),
     ]
 
 

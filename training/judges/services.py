@@ -24,6 +24,7 @@ from annotate.judgement_input import JudgementInputError, judgement_parse, verdi
 from annotate.judges.votes import VoteIn, campaign_order, judge_votes_store
 from annotate.models import Campaign, Comparison, Judge, JudgeCall, JudgeVote
 from annotate.services.campaigns import dimensions_of
+from core.problems import problem
 from training.judges.addresses import AddressRefused, endpoint, vetted_addresses
 from training.judges.chat import ChatAnswer, ChatJudgeClient, ChatJudgeSettings
 from training.judges.prompt import answer_body, judge_messages, verdict_schema
@@ -58,54 +59,52 @@ def key_env_allowed(name: str) -> bool:
 # --- Settings -------------------------------------------------------------------------------
 
 
-def _problem(field: str, message: str) -> dict:
-    return {"field": field, "message": message}
-
-
 def _reward_model_config(config: dict, problems: list) -> dict:
     from rewardmodel.models import RewardModel
 
     unknown = sorted(set(config) - {"reward_model_id"})
-    problems += [_problem(f"config.{str(k)[:60]}", "is not a reward-model judge setting.") for k in unknown]
+    problems += [problem("is not a reward-model judge setting.", field=f"config.{str(k)[:60]}") for k in unknown]
     value = config.get("reward_model_id")
     if isinstance(value, bool) or not isinstance(value, int):
-        problems.append(_problem("config.reward_model_id", "the id of a registered reward model."))
+        problems.append(problem("the id of a registered reward model.", field="config.reward_model_id"))
         return {}
     if not RewardModel.objects.filter(pk=value).exists():
-        problems.append(_problem("config.reward_model_id", f"no reward model with id {value}."))
+        problems.append(problem(f"no reward model with id {value}.", field="config.reward_model_id"))
     return {"reward_model_id": value}
 
 
 def _chat_config(config: dict, problems: list) -> dict:
     unknown = sorted(set(config) - set(CHAT_FIELDS) - {"api_key_env"})
-    problems += [_problem(f"config.{str(k)[:60]}", "is not a chat judge setting.") for k in unknown]
+    problems += [problem("is not a chat judge setting.", field=f"config.{str(k)[:60]}") for k in unknown]
     if "api_key" in config:
-        problems.append(_problem("config.api_key", "send the key as api_key beside config, never inside it."))
+        problems.append(problem("send the key as api_key beside config, never inside it.", field="config.api_key"))
     values = {k: config[k] for k in CHAT_FIELDS if k in config}
     env_name = config.get("api_key_env", "")
     if env_name not in ("", None) and (not isinstance(env_name, str) or not ENV_NAME.fullmatch(env_name)):
-        problems.append(_problem("config.api_key_env", "the name of an environment variable (letters, digits, _)."))
+        problems.append(
+            problem("the name of an environment variable (letters, digits, _).", field="config.api_key_env")
+        )
         env_name = ""
     elif env_name and not key_env_allowed(env_name):
         problems.append(
-            _problem(
-                "config.api_key_env",
+            problem(
                 f"a judge reads its key only from a variable named {KEY_ENV_PREFIX}... (or one the deployment lists "
                 f"in JUDGE_KEY_ENV_ALLOWED); {env_name[:60]} is not one, and the worker's own settings never go out.",
+                field="config.api_key_env",
             )
         )
         env_name = ""
     for name in ("base_url", "model"):
         if name not in values:
-            problems.append(_problem(f"config.{name}", "required for a chat judge."))
+            problems.append(problem("required for a chat judge.", field=f"config.{name}"))
     try:
         settings = ChatJudgeSettings(**values)
     except TypeError as exc:  # a value of a type the dataclass cannot hold at all
-        problems.append(_problem("config", str(exc)))
+        problems.append(problem(str(exc), field="config"))
         return {}
-    for problem in settings.problems():  # "field: what it must be"
-        name, _, message = problem.partition(":")
-        problems.append(_problem(f"config.{name}", message.strip() or problem))
+    for said in settings.problems():  # "field: what it must be"
+        name, _, message = said.partition(":")
+        problems.append(problem(message.strip() or said, field=f"config.{name}"))
     if not settings.problems():
         problems += _address_problems(settings.base_url)
     return {**values, "api_key_env": env_name or ""}
@@ -118,7 +117,7 @@ def _address_problems(base_url: str) -> list[dict]:
     try:
         vetted_addresses(host, port, allow_private=django_settings.JUDGE_ALLOW_PRIVATE_ADDRESSES)
     except AddressRefused as exc:
-        return [_problem("config.base_url", f"{exc}.")]
+        return [problem(f"{exc}.", field="config.base_url")]
     except OSError:
         pass
     return []
@@ -129,7 +128,7 @@ def _kind_config(kind: str, config: dict, problems: list) -> dict:
         return _reward_model_config(config, problems)
     if kind == Judge.Kind.CHAT:
         return _chat_config(config, problems)
-    problems += [_problem(f"config.{str(k)[:60]}", "a rubric judge has no settings.") for k in config]
+    problems += [problem("a rubric judge has no settings.", field=f"config.{str(k)[:60]}") for k in config]
     return {}
 
 
@@ -143,30 +142,30 @@ def judge_clean(data, *, judge: Judge | None = None) -> dict:
         raise ArbiterError("Send the judge as a JSON object of fields (name, kind, config, ...).")
     problems: list[dict] = []
     allowed = {"name", "kind", "description", "config", "api_key"}
-    problems += [_problem(str(k)[:60], "is not a judge field.") for k in sorted(set(data) - allowed, key=str)]
+    problems += [problem("is not a judge field.", field=str(k)[:60]) for k in sorted(set(data) - allowed, key=str)]
     out: dict = {}
     kind = judge.kind if judge else data.get("kind")
     if judge is None and kind not in KINDS:
-        problems.append(_problem("kind", f"one of {', '.join(KINDS)}; got {str(kind)[:40]!r}."))
+        problems.append(problem(f"one of {', '.join(KINDS)}; got {str(kind)[:40]!r}.", field="kind"))
     if judge is not None and "kind" in data and data["kind"] != judge.kind:
-        problems.append(_problem("kind", "a judge's kind does not change; create another judge."))
+        problems.append(problem("a judge's kind does not change; create another judge.", field="kind"))
     if judge is None or "name" in data:
         name = data.get("name")
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
-            problems.append(_problem("name", "a name of 1-200 characters."))
+            problems.append(problem("a name of 1-200 characters.", field="name"))
         elif Judge.objects.filter(name=name.strip()).exclude(pk=getattr(judge, "pk", None)).exists():
-            problems.append(_problem("name", f"a judge called {name.strip()!r} exists already."))
+            problems.append(problem(f"a judge called {name.strip()!r} exists already.", field="name"))
         else:
             out["name"] = name.strip()
     if "description" in data:
         if not isinstance(data["description"], str) or len(data["description"]) > 5000:
-            problems.append(_problem("description", "text of at most 5,000 characters."))
+            problems.append(problem("text of at most 5,000 characters.", field="description"))
         else:
             out["description"] = data["description"]
     if judge is None or "config" in data:
         config = data.get("config", {})
         if not isinstance(config, dict):
-            problems.append(_problem("config", f"an object of settings, not {type(config).__name__}."))
+            problems.append(problem(f"an object of settings, not {type(config).__name__}.", field="config"))
         elif kind in KINDS:
             # An edit changes the settings it names and keeps the others.
             out["config"] = _kind_config(kind, {**(judge.config if judge else {}), **config}, problems)
@@ -174,9 +173,9 @@ def judge_clean(data, *, judge: Judge | None = None) -> dict:
     if "api_key" in data:
         key = data["api_key"]
         if kind != Judge.Kind.CHAT:
-            problems.append(_problem("api_key", "only a chat judge has a key."))
+            problems.append(problem("only a chat judge has a key.", field="api_key"))
         elif not isinstance(key, str) or len(key) > MAX_KEY or any(ch in key for ch in "\r\n\0"):
-            problems.append(_problem("api_key", 'the key as one line of text (or "" to remove the stored one).'))
+            problems.append(problem('the key as one line of text (or "" to remove the stored one).', field="api_key"))
         else:
             out["secret"] = secret_seal(key.strip()) if key.strip() else ""
     if problems:
@@ -199,20 +198,20 @@ def _key_moves(judge: Judge | None, data: dict, out: dict) -> list[dict]:
     problems = []
     if judge.secret and "api_key" not in data:
         problems.append(
-            _problem(
-                "api_key",
+            problem(
                 "the base URL now points elsewhere (another scheme, host or port), and the stored key was given for "
                 'the old one: give the key again (api_key), or remove it (api_key ""), with this change.',
+                field="api_key",
             )
         )
     env_name = judge.config.get("api_key_env")
     if env_name and "api_key_env" not in data.get("config", {}):
         problems.append(
-            _problem(
-                "config.api_key_env",
+            problem(
                 f"the base URL now points elsewhere (another scheme, host or port), and the key in ${env_name} was "
                 "named for the old one: name the variable again (config.api_key_env) to send its key there, or "
                 'clear it (api_key_env ""), with this change.',
+                field="config.api_key_env",
             )
         )
     return problems

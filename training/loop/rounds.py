@@ -143,7 +143,7 @@ def round_next(*, previous, labels: str, user):
 
 def annotator_profile(config):
     """The simulated annotators a loop's settings describe (validate() says what is wrong with them)."""
-    from training.envs.encyclopedia.rubric import RubricWeights
+    from training.envs.utility import RubricWeights
     from training.simulated_annotators import AnnotatorProfile
 
     return AnnotatorProfile(

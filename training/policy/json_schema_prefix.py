@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from core.ids import ascii_digits
 from training.policy.json_constraint import SPACE, JsonPrefix
 
 _STARTS = {'"': "string", "{": "object", "[": "array", "t": "boolean", "f": "boolean", "n": "null"}
@@ -85,7 +86,7 @@ def _number_ok(schema: Any, word: str, final: bool) -> bool:
             and value < schema.get("exclusiveMaximum", math.inf)
         )
     digits = word.lstrip("-")
-    if not (digits.isascii() and digits.isdigit()):
+    if not ascii_digits(digits):
         return not (word == "-" and low and min(low) >= 0)
     # Digits only: more digits only move the value away from zero.
     value = int(word)

@@ -32,6 +32,7 @@ import threading
 import time
 
 from core import json_input
+from core.ids import ascii_digits
 from training.policy.serving import PolicyServer, Prepared, chunk, stream_chunks
 from training.policy.serving_requests import MAX_BODY, RESPONSES_REFUSAL, RequestError, parse_request
 
@@ -122,7 +123,7 @@ class PolicyApp:
         from starlette.requests import ClientDisconnect
 
         declared = request.headers.get("content-length", "")
-        if declared and not (declared.isascii() and declared.isdigit()):
+        if declared and not ascii_digits(declared):
             raise RequestError("Content-Length: a whole number of bytes")
         if declared and int(declared) > MAX_BODY:
             raise RequestError(f"a body of at most {MAX_BODY} bytes", status=413)

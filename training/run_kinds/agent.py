@@ -22,6 +22,7 @@ from training.run_kinds.common import (
     policy_problems,
 )
 from webapp.runs.kinds import RunKind, register
+from webapp.runs.lineage import lineage_link
 
 # --- Rollouts ---------------------------------------------------------------------------
 
@@ -102,13 +103,13 @@ def _rollout_lineage(config: RolloutRunConfig) -> list[dict]:
     if config.campaign_id:
         campaign = Campaign.objects.get(pk=config.campaign_id)
         links.append(
-            {
-                "direction": "output",
-                "type": "campaign",
-                "id": campaign.pk,
-                "label": campaign.name,
-                "url": reverse("annotate:quality", args=[campaign.pk]),
-            }
+            lineage_link(
+                "campaign",
+                campaign.pk,
+                campaign.name,
+                reverse("annotate:quality", args=[campaign.pk]),
+                direction="output",
+            )
         )
     return links
 
@@ -251,13 +252,9 @@ def _bc_lineage(config: BCRunConfig) -> list[dict]:
         return links
     campaign = Campaign.objects.get(pk=config.rollout_campaign_id)
     return links + [
-        {
-            "direction": "output",
-            "type": "campaign",
-            "id": campaign.pk,
-            "label": campaign.name,
-            "url": reverse("annotate:quality", args=[campaign.pk]),
-        }
+        lineage_link(
+            "campaign", campaign.pk, campaign.name, reverse("annotate:quality", args=[campaign.pk]), direction="output"
+        )
     ]
 
 
@@ -299,7 +296,7 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
         )
     except PolicyTrainingStopped:
         raise RunCancelled() from None
-    run_add_lineage(run=run, links=[{k: v for k, v in policy_link(policy.pk, "output").items() if k != "direction"}])
+    run_add_lineage(run=run, links=[policy_link(policy.pk, "output")])
     run_add_artifact(run=run, name="policy", path=target)
     summary = {"policy_id": policy.pk, "eval": policy.metadata.get("eval", {}), "bc": policy.metadata.get("bc", {})}
     campaign = Campaign.objects.filter(pk=config.rollout_campaign_id).first() if config.rollout_campaign_id else None
@@ -326,12 +323,12 @@ def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> 
             run_add_lineage(
                 run=run,
                 links=[
-                    {
-                        "type": "run",
-                        "id": follow_up.pk,
-                        "label": f"rollout run #{follow_up.pk}",
-                        "url": reverse("runs:detail", args=[follow_up.pk]),
-                    }
+                    lineage_link(
+                        "run",
+                        follow_up.pk,
+                        f"rollout run #{follow_up.pk}",
+                        reverse("runs:detail", args=[follow_up.pk]),
+                    )
                 ],
             )
             summary["rollout_run_id"] = follow_up.pk

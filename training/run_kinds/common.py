@@ -7,6 +7,7 @@ from pathlib import Path
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
+from webapp.runs.lineage import lineage_link
 
 SPLITS = ("train", "dev", "eval")
 ENVIRONMENT_HELP = (
@@ -78,7 +79,7 @@ def policy_problems(policy_id: int) -> list[str]:
 def policy_link(policy_id: int, direction: str = "input") -> dict:
     policy = Policy.objects.get(pk=policy_id)
     url = reverse("training:policy", args=[policy.pk])
-    return {"direction": direction, "type": "policy", "id": policy.pk, "label": str(policy), "url": url}
+    return lineage_link("policy", policy.pk, policy, url, direction=direction)
 
 
 def checkpoints_lineage_add(*, run, name: str, best: int | None) -> tuple[Policy | None, object]:
@@ -95,7 +96,7 @@ def checkpoints_lineage_add(*, run, name: str, best: int | None) -> tuple[Policy
     run_add_lineage(
         run=run,
         links=[
-            {k: v for k, v in policy_link(p.pk, "output").items() if k != "direction"}
+            policy_link(p.pk, "output")
             | ({"label": f"{p} (best by dev success where deployed)"} if chosen and p.pk == chosen.pk else {})
             for p in outputs
             if p.pk not in already

@@ -11,6 +11,7 @@ from annotate.models import DatasetSnapshot, Policy
 from training.finetune.config import DPO_LOSSES, DPO_SOURCES, DPOSettings, FinetuneConfig
 from training.run_kinds.common import policy_choices, policy_link, policy_problems
 from webapp.runs.kinds import RunKind, register
+from webapp.runs.lineage import lineage_link
 
 
 def _help(text: str) -> dict:
@@ -92,13 +93,7 @@ def _lineage(config) -> list[dict]:
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)
     return [
         policy_link(config.policy_id),
-        {
-            "direction": "input",
-            "type": "dataset",
-            "id": snapshot.pk,
-            "label": str(snapshot),
-            "url": reverse("annotate:dataset", args=[snapshot.pk]),
-        },
+        lineage_link("dataset", snapshot.pk, snapshot, reverse("annotate:dataset", args=[snapshot.pk])),
     ]
 
 
@@ -154,9 +149,7 @@ def _execute(kind: str):
             result=result,
             config=asdict(config),
         )
-        run_add_lineage(
-            run=run, links=[{k: v for k, v in policy_link(policy.pk, "output").items() if k != "direction"}]
-        )
+        run_add_lineage(run=run, links=[policy_link(policy.pk, "output")])
         run_add_artifact(run=run, name="policy", path=out / "model")
         held_out = {
             k.removeprefix("eval_"): v

@@ -27,6 +27,7 @@ from training.run_kinds.common import (
 )
 from webapp.models import Run
 from webapp.runs.kinds import RunKind, register
+from webapp.runs.lineage import lineage_link
 
 REWARDS = ("reward_model", "rubric", "utility")
 RL_KINDS = ("ppo", "rloo", "grpo")
@@ -58,20 +59,10 @@ def reward_model_missing(need: str) -> str:
 
 def _reward_model_link(model: RewardModel) -> list[dict]:
     return [
-        {
-            "direction": "input",
-            "type": "dataset",
-            "id": model.snapshot_id,
-            "label": str(model.snapshot),
-            "url": reverse("annotate:dataset", args=[model.snapshot_id]),
-        },
-        {
-            "direction": "input",
-            "type": "reward model",
-            "id": model.pk,
-            "label": str(model),
-            "url": reverse("rewardmodel:detail", args=[model.pk]),
-        },
+        lineage_link(
+            "dataset", model.snapshot_id, model.snapshot, reverse("annotate:dataset", args=[model.snapshot_id])
+        ),
+        lineage_link("reward model", model.pk, model, reverse("rewardmodel:detail", args=[model.pk])),
     ]
 
 
@@ -518,13 +509,12 @@ def _evaluation_lineage(config: EvaluationRunConfig) -> list[dict]:
     if config.rl_run_id:
         kind = Run.objects.filter(pk=config.rl_run_id).values_list("kind", flat=True).first() or "rl"
         links.append(
-            {
-                "direction": "input",
-                "type": "RL run",
-                "id": config.rl_run_id,
-                "label": f"{kind} run #{config.rl_run_id}",
-                "url": reverse("runs:detail", args=[config.rl_run_id]),
-            }
+            lineage_link(
+                "RL run",
+                config.rl_run_id,
+                f"{kind} run #{config.rl_run_id}",
+                reverse("runs:detail", args=[config.rl_run_id]),
+            )
         )
     if config.reward_model_id:
         links += _reward_model_link(RewardModel.objects.select_related("snapshot").get(pk=config.reward_model_id))
@@ -590,12 +580,12 @@ def _evaluate(
     run_add_lineage(
         run=run,
         links=[
-            {
-                "type": "evaluation",
-                "id": evaluation.pk,
-                "label": str(evaluation),
-                "url": reverse("training:evaluation", args=[evaluation.pk]),
-            }
+            lineage_link(
+                "evaluation",
+                evaluation.pk,
+                evaluation,
+                reverse("training:evaluation", args=[evaluation.pk]),
+            )
         ],
     )
     table = {

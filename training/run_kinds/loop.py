@@ -15,6 +15,7 @@ from django.urls import reverse
 from training.loop.rounds import LABELS, MIN_JUDGED, active_round_run, judged_comparisons, latest_round
 from training.models import LoopRound
 from webapp.runs.kinds import RunKind, register
+from webapp.runs.lineage import lineage_link
 
 STAGES = 9  # rollouts, labels, dataset, reward model, RL, expert iteration, the choice, evaluation, audit
 
@@ -67,13 +68,9 @@ def _lineage(config: RoundRunConfig) -> list[dict]:
     links = []
     if latest and latest.evaluation_id:
         links.append(
-            {
-                "direction": "input",
-                "type": "evaluation",
-                "id": latest.evaluation_id,
-                "label": str(latest),
-                "url": reverse("training:evaluation", args=[latest.evaluation_id]),
-            }
+            lineage_link(
+                "evaluation", latest.evaluation_id, latest, reverse("training:evaluation", args=[latest.evaluation_id])
+            )
         )
     return links
 
@@ -104,12 +101,12 @@ def _execute(*, run, config: RoundRunConfig, reporter, compute, resume_from) -> 
         run_add_lineage(
             run=run,
             links=[
-                {
-                    "type": "evaluation",
-                    "id": latest.evaluation_id,
-                    "label": str(latest),
-                    "url": reverse("training:evaluation", args=[latest.evaluation_id]),
-                }
+                lineage_link(
+                    "evaluation",
+                    latest.evaluation_id,
+                    latest,
+                    reverse("training:evaluation", args=[latest.evaluation_id]),
+                )
             ],
         )
     if latest.stage == LoopRound.Stage.LABELLING:

@@ -18,10 +18,11 @@ import uuid
 
 from django import forms
 
+from webapp.form_input import WholeNumberFormField
 from webapp.runs.kinds import RunKind, simple_fields
 
 logger = logging.getLogger(__name__)
-_FIELDS = {int: forms.IntegerField, float: forms.FloatField, str: forms.CharField}
+_FIELDS = {int: WholeNumberFormField, float: forms.FloatField, str: forms.CharField}
 # Choices that are suggestions, not a closed list: an environment may also be a class by dotted path
 # from a module the deployment allows, which no list can hold; the kind's check decides.
 OPEN_CHOICES = {"environment", "dev_environment", "eval_environment"}

@@ -433,9 +433,10 @@ def _finish(
 
 
 def run_add_lineage(*, run: Run, links: list[dict]) -> None:
-    """Record rows the run wrote (a reward model, a policy) as output lineage."""
+    """Record rows the run wrote (a reward model, a policy) as output lineage: links made by
+    `webapp.runs.lineage.lineage_link`, kept as outputs whatever direction they were made with."""
     current = Run.objects.only("lineage").get(pk=run.pk).lineage
-    Run.objects.filter(pk=run.pk).update(lineage=current + [{"direction": "output", **link} for link in links])
+    Run.objects.filter(pk=run.pk).update(lineage=current + [{**link, "direction": "output"} for link in links])
 
 
 def run_add_artifact(*, run: Run, name: str, path: Path) -> None:

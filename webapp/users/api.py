@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.access import api_role
-from webapp.api import TokenOutput
+from webapp.api import TokenListCreateApi, TokenRevokeApi
 from webapp.api_input import WholeNumberField
 from webapp.errors import ArbiterError
 from webapp.pagination import ListPage, list_page
 from webapp.roles import Role
-from webapp.tokens import api_token_revoke, api_tokens_of
 from webapp.users.selectors import role_names, user_get, users_counted
 from webapp.users.services import (
     EMAIL_MAX,
@@ -26,7 +24,6 @@ from webapp.users.services import (
     user_invite,
     user_password_reset_link,
     user_password_set,
-    user_token_create,
     user_update,
 )
 
@@ -191,43 +188,26 @@ class UserPasswordApi(APIView):
         return Response({"password_set": True})
 
 
-class UserTokenListCreateApi(APIView):
+class UserTokenCreateInput(TokenListCreateApi.InputSerializer):
+    """The same body as the caller's own tokens, documented under the team API's name."""
+
+
+@extend_schema_view(
+    post=extend_schema(request=UserTokenCreateInput, responses={201: TokenListCreateApi.CreatedSerializer})
+)
+class UserTokenListCreateApi(TokenListCreateApi):
     """A user's API tokens; or a new one for them (its key is in this answer only)."""
 
     permission_classes = [api_role(Role.ADMIN)]
-    pagination_class = ListPage
 
-    class InputSerializer(serializers.Serializer):
-        name = serializers.CharField(max_length=100)
-
-    class CreatedSerializer(TokenOutput):
-        key = serializers.CharField(help_text="The token itself; it is not stored and never shown again.")
-
-        class Meta(TokenOutput.Meta):
-            fields = [*TokenOutput.Meta.fields, "key"]
-
-    @extend_schema(responses={200: TokenOutput(many=True)})
-    def get(self, request, user_id: int):
-        return list_page(self, api_tokens_of(_user(user_id)), lambda page: TokenOutput(page, many=True).data)
-
-    @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})
-    def post(self, request, user_id: int):
-        user = _user(user_id)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        token, key = user_token_create(user=user, name=data.validated_data["name"])
-        token.key = key
-        return Response(self.CreatedSerializer(token).data, status=status.HTTP_201_CREATED)
+    def owner(self, request, *, user_id: int):
+        return _user(user_id)
 
 
-class UserTokenRevokeApi(APIView):
+class UserTokenRevokeApi(TokenRevokeApi):
     """Revoke one of a user's tokens; it stops working at once."""
 
     permission_classes = [api_role(Role.ADMIN)]
 
-    @extend_schema(request=None, responses={204: None})
-    def delete(self, request, user_id: int, token_id: int):
-        user = _user(user_id)
-        if not api_token_revoke(user=user, token_id=token_id):
-            raise NotFound(f"{user.username} has no token with id {token_id}.")
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    def owner(self, request, *, user_id: int):
+        return _user(user_id)

@@ -21,10 +21,9 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from core import json_input
+from core.problems import problem
 from webapp.errors import ArbiterError
-from webapp.models import ApiToken
 from webapp.roles import Role, user_role_set
-from webapp.tokens import MAX_TOKENS_PER_USER, api_token_create
 
 User = get_user_model()
 
@@ -40,23 +39,23 @@ ALLOWED_USERNAME = "letters, digits and the characters @ . + - _ (no spaces)"
 def _username_checked(username: str) -> str:
     username = (username or "").strip()
     if not username:
-        raise ArbiterError("Give the user a username.", details=[{"field": "username", "message": "required"}])
+        raise ArbiterError("Give the user a username.", details=[problem("required", field="username")])
     if len(username) > USERNAME_MAX:
         raise ArbiterError(
             f"A username has at most {USERNAME_MAX} characters.",
-            details=[{"field": "username", "message": f"at most {USERNAME_MAX} characters"}],
+            details=[problem(f"at most {USERNAME_MAX} characters", field="username")],
         )
     try:
         User.username_validator(username)
     except ValidationError:
         raise ArbiterError(
             f"The username {username!r} is not allowed: use only {ALLOWED_USERNAME}.",
-            details=[{"field": "username", "message": f"use only {ALLOWED_USERNAME}"}],
+            details=[problem(f"use only {ALLOWED_USERNAME}", field="username")],
         ) from None
     if User.objects.filter(username__iexact=username).exists():
         raise ArbiterError(
             f"A user named {username!r} already exists; choose another username.",
-            details=[{"field": "username", "message": "already taken"}],
+            details=[problem("already taken", field="username")],
         )
     return username
 
@@ -68,14 +67,14 @@ def _email_checked(email: str) -> str:
     if len(email) > EMAIL_MAX:
         raise ArbiterError(
             f"An email address has at most {EMAIL_MAX} characters.",
-            details=[{"field": "email", "message": f"at most {EMAIL_MAX} characters"}],
+            details=[problem(f"at most {EMAIL_MAX} characters", field="email")],
         )
     try:
         validate_email(email)
     except ValidationError:
         raise ArbiterError(
             f"{email!r} is not an email address (like name@example.org).",
-            details=[{"field": "email", "message": "not an email address"}],
+            details=[problem("not an email address", field="email")],
         ) from None
     return User.objects.normalize_email(email)
 
@@ -86,14 +85,14 @@ def roles_parse(names) -> list[Role]:
     if isinstance(names, str) or not isinstance(names, (list, tuple, set)):
         raise ArbiterError(
             f"Give the roles as a list; the roles are {allowed}.",
-            details=[{"field": "roles", "message": "a list of role names"}],
+            details=[problem("a list of role names", field="roles")],
         )
     values = [r.value for r in Role]
     unknown = [str(n) for n in names if not isinstance(n, str) or n not in values]
     if unknown:
         raise ArbiterError(
             f"{unknown[0][:40]!r} is not a role; the roles are {allowed}.",
-            details=[{"field": "roles", "message": f"the roles are {allowed}"}],
+            details=[problem(f"the roles are {allowed}", field="roles")],
         )
     return [r for r in Role if r.value in names]
 
@@ -102,14 +101,14 @@ def _password_checked(password: str, user) -> str:
     if len(password) > PASSWORD_MAX:
         raise ArbiterError(
             f"A password has at most {PASSWORD_MAX} characters.",
-            details=[{"field": "password", "message": f"at most {PASSWORD_MAX} characters"}],
+            details=[problem(f"at most {PASSWORD_MAX} characters", field="password")],
         )
     try:
         json_input.check(password)  # NUL or a lone surrogate would fail in the hasher, as a 500
     except json_input.JsonInputError as exc:
         reason = str(exc).removeprefix("the top level: ")
         raise ArbiterError(
-            f"The password cannot be used: it {reason}.", details=[{"field": "password", "message": reason}]
+            f"The password cannot be used: it {reason}.", details=[problem(reason, field="password")]
         ) from None
     try:
         password_validation.validate_password(password, user)
@@ -117,7 +116,7 @@ def _password_checked(password: str, user) -> str:
         problems = list(exc.messages)
         raise ArbiterError(
             "The password is not accepted: " + " ".join(problems),
-            details=[{"field": "password", "message": m} for m in problems],
+            details=[problem(m, field="password") for m in problems],
         ) from None
     return password
 
@@ -142,7 +141,7 @@ def _user_save(user, roles: list[Role]) -> None:
     except IntegrityError:
         raise ArbiterError(
             f"A user named {user.username!r} already exists; choose another username.",
-            details=[{"field": "username", "message": "already taken"}],
+            details=[problem("already taken", field="username")],
         ) from None
     user_role_set(user=user, roles=roles)
 
@@ -198,7 +197,7 @@ def user_roles_change(*, actor, user, roles) -> User:
     if actor is not None and actor.pk == user.pk and Role.ADMIN not in parsed:
         raise ArbiterError(
             "You cannot take your own admin role: ask another admin to do it.",
-            details=[{"field": "roles", "message": "you cannot take your own admin role"}],
+            details=[problem("you cannot take your own admin role", field="roles")],
         )
     user_role_set(user=user, roles=parsed)
     return user
@@ -264,13 +263,3 @@ def user_password_reset_link(*, user) -> str:
     user.set_unusable_password()
     user.save(update_fields=["password"])
     return password_link_path(user)
-
-
-# Tokens.
-
-
-def user_token_create(*, user, name: str) -> tuple[ApiToken, str]:
-    """A token for `user`, made by an admin; returns the row and the key (shown once)."""
-    if ApiToken.objects.filter(user=user).count() >= MAX_TOKENS_PER_USER:
-        raise ArbiterError(f"{user.username} has {MAX_TOKENS_PER_USER} tokens already; revoke one first.")
-    return api_token_create(user=user, name=name)

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from webapp.access import role_required
 from webapp.errors import ArbiterError
 from webapp.roles import Role
-from webapp.tokens import api_token_revoke, api_tokens_of
+from webapp.tokens import api_token_create, api_token_revoke, api_tokens_of
 from webapp.users.forms import PasswordResetForm, UserCreateForm, UserEditForm, form_error
 from webapp.users.selectors import user_get, users_list
 from webapp.users.services import (
@@ -27,7 +27,6 @@ from webapp.users.services import (
     user_password_reset_link,
     user_password_set,
     user_reactivate,
-    user_token_create,
     user_update,
 )
 
@@ -181,7 +180,7 @@ def user_password_post(request: HttpRequest, user_id: int) -> HttpResponse:
 def user_token_create_post(request: HttpRequest, user_id: int) -> HttpResponse:
     user = get_object_or_404(User, pk=user_id)
     try:
-        _, key = user_token_create(user=user, name=request.POST.get("name", ""))
+        _, key = api_token_create(user=user, name=request.POST.get("name", ""), by=request.user)
     except ArbiterError as exc:
         return _done(request, user_id, error=exc.message)
     _secret_keep(request, user=user, kind="token", value=key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from core.ids import ascii_digits
 from training.envs.encyclopedia.corpus import Corpus, Document
 from training.envs.encyclopedia.search import BM25Index
 
@@ -131,7 +132,7 @@ class TextBrowser:
 
     def _open(self, episode: Episode, arg: str) -> StepResult:
         results = episode._results  # type: ignore[attr-defined]
-        if not (arg.isascii() and arg.isdigit()) or int(arg) >= len(results):
+        if not ascii_digits(arg) or int(arg) >= len(results):
             return self._record(episode, "open", {"n": arg}, f"Error: no result [{arg}] to open.", error=True)
         doc = results[int(arg)]
         episode._page = doc  # type: ignore[attr-defined]

@@ -12,14 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from training.envs.answers import normalize, token_f1
-
-
-@dataclass(frozen=True)
-class RubricWeights:
-    correct: float = 10.0
-    step: float = -1.0
-    tool_error: float = -5.0
-    loop: float = -10.0
+from training.envs.utility import RubricWeights, utility
 
 
 @dataclass(frozen=True)
@@ -52,7 +45,7 @@ def score(
     correct = answer is not None and normalize(given) == normalize(reference) and bool(normalize(reference))
     ref = normalize(reference)
     supported = any(ref and ref in normalize(q) and any(q in page for page in opened) for q in quotes)
-    utility = weights.correct * correct + weights.step * steps + weights.tool_error * tool_errors + weights.loop * loop
+    value = utility(correct=correct, steps=steps, tool_errors=tool_errors, loop=loop, weights=weights)
     return Outcome(
         correct=correct,
         f1=round(token_f1(given, reference), 4),
@@ -61,7 +54,7 @@ def score(
         tool_errors=tool_errors,
         loop=loop,
         answered=answer is not None,
-        utility=float(utility),
+        utility=value,
     )
 
 

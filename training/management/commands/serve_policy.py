@@ -14,6 +14,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Policy
+from core.ids import ascii_digits
 from rewardmodel.backbones import BackboneError
 from rewardmodel.models import RewardModel
 from training.policy.chat import ChatTemplateError
@@ -87,7 +88,7 @@ def _reward_model_dir(given: str) -> str:
     """The model directory of a registered reward model, by id or by name (its newest)."""
     found = (
         RewardModel.objects.filter(pk=int(given)).first()
-        if given.isascii() and given.isdecimal()
+        if ascii_digits(given)
         else RewardModel.objects.filter(name=given).order_by("-created_at").first()
     )
     if found is None or not (Path(found.model_dir) / "config.json").exists():
