@@ -1,14 +1,14 @@
 """The dataset card of an export bundle (README.md, Hugging Face's card with YAML metadata):
 what the format is, the trainer it feeds, whose votes it holds, its ties, labels, length
 advice, columns and how to load it. annotate/exports.py writes it into every bundle; the
-snapshot's page shows it before a download (`dataset_card_preview`)."""
+snapshot's page shows it before a download (`dataset_card_preview`, annotate/export_preview.py)."""
 
 from __future__ import annotations
 
 import yaml
 
 from annotate.export_labels import both_bad_pairs, both_bad_pairs_by_split, labelled_by_counts, labelled_by_sentence
-from annotate.export_lengths import PREVIEW_MAX_ROWS, TRL_LONG_ROWS, TRL_MAX_LENGTH, length_counts, snapshot_tokenizer
+from annotate.export_lengths import TRL_LONG_ROWS, TRL_MAX_LENGTH
 from annotate.export_schemas import SCHEMAS
 from annotate.models import DatasetSnapshot, SnapshotCorrection, SnapshotJudgement, SnapshotPair
 from webapp.version import VERSION
@@ -278,20 +278,6 @@ def preview_rows(snapshot: DatasetSnapshot, fmt: str) -> dict[str, int]:
     if fmt == "steps" and not stats.get("marked_judgements", 1):
         pairs = {"train": 0, "test": 0}
     return pairs
-
-
-def dataset_card_preview(snapshot: DatasetSnapshot, fmt: str) -> tuple[str, str]:
-    """The card a `fmt` Parquet download carries, as (YAML metadata, Markdown body), for the snapshot's
-    page; rows per split from `preview_rows`, and the length counts where the rows are few enough."""
-    from annotate.exports import iter_rows  # exports imports this module to write the card
-
-    pairs = preview_rows(snapshot, fmt)
-    lengths = None
-    if fmt in TRL_LONG_ROWS and sum(pairs.values()) <= PREVIEW_MAX_ROWS:
-        lengths = length_counts(iter_rows(snapshot, fmt), fmt, snapshot_tokenizer(snapshot), limit=PREVIEW_MAX_ROWS)
-    card = dataset_card(snapshot, fmt, "parquet", {split: n for split, n in pairs.items() if n}, lengths)
-    _, meta, body = card.split("---\n", 2)
-    return meta, body
 
 
 def empty_exports(snapshot: DatasetSnapshot) -> set[str]:

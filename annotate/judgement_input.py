@@ -21,7 +21,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from annotate.services.campaigns import SCALES
+from annotate.campaign_access import SCALES
 from core.ids import INT32_MAX
 from core.json_input import type_name
 from core.problems import problem

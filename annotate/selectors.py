@@ -33,7 +33,7 @@ def campaigns_for_labeling(*, user) -> list[Campaign]:
 def campaigns_visible(*, user, statuses: list[str]) -> QuerySet[Campaign]:
     """Campaigns in these statuses that the user may see: an annotator the ones they may
     label; researchers and admins every one."""
-    from annotate.services.campaigns import campaigns_labelable_by
+    from annotate.campaign_access import campaigns_labelable_by
     from webapp.roles import Role, user_has_role
 
     rows = Campaign.objects.filter(status__in=statuses)
@@ -53,7 +53,7 @@ def campaigns_with_progress(*, user, statuses: list[str], ids: list[int] | None 
 
 def campaigns_progress_set(*, campaigns: list[Campaign], user) -> list[Campaign]:
     """The campaigns, each given its `progress` for the user and `may_label`."""
-    from annotate.services.campaigns import campaigns_labelable_by
+    from annotate.campaign_access import campaigns_labelable_by
 
     labelable = set(campaigns_labelable_by(user).filter(pk__in=[c.pk for c in campaigns]).values_list("pk", flat=True))
     progress = campaign_progress(campaigns=campaigns, user=user)

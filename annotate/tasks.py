@@ -7,6 +7,8 @@ from celery.signals import worker_init
 
 from annotate.export_copy import export_libraries_load
 from annotate.exports import snapshot_bundle_prepare
+from annotate.services.campaign_fill import campaign_fill_run
+from annotate.services.datasets import snapshot_build
 from annotate.services.imports import import_batch_run
 
 
@@ -26,8 +28,6 @@ def import_batch_task(batch_id: int) -> None:
 # A snapshot of a million judgements takes minutes; half an hour is a hard ceiling.
 @shared_task(name="annotate.snapshot_build", acks_late=True, time_limit=1800, soft_time_limit=1750)
 def snapshot_build_task(snapshot_id: int) -> None:
-    from annotate.services.datasets import snapshot_build
-
     snapshot_build(snapshot_id=snapshot_id)
 
 
@@ -40,6 +40,4 @@ def snapshot_bundle_task(snapshot_id: int) -> None:
 # A fill of a million trajectories takes minutes; half an hour is a hard ceiling.
 @shared_task(name="annotate.campaign_fill", acks_late=True, time_limit=1800, soft_time_limit=1750)
 def campaign_fill_task(fill_id: int) -> None:
-    from annotate.services.campaign_fill import campaign_fill_run
-
     campaign_fill_run(fill_id=fill_id)

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from annotate.campaign_access import dimensions_of
 from annotate.forms import AdjudicateForm, ImportUploadForm, JudgementForm, SkipForm, correction_body
 from annotate.judgement_input import SCREEN_SCALE
 from annotate.judges.quality import campaign_judge_panels
@@ -31,7 +32,6 @@ from annotate.services.assignments import (
     comparison_adjudicate,
     judgement_submit,
 )
-from annotate.services.campaigns import dimensions_of
 from annotate.services.corrections import MAX_BODY_BYTES, correction_submit, replay_state, replay_words
 from annotate.services.imports import import_upload_create
 from annotate.services.revisions import (

@@ -6,11 +6,11 @@ import json
 
 from django.utils import timezone
 
+from annotate.campaign_access import dimensions_of
 from annotate.judgement_input import SCREEN_SCALE
 from annotate.judges.votes import judge_vote_after_submit, judge_vote_shown, judge_vote_sure
 from annotate.models import Assignment, Campaign, Comparison, Judgement, JudgeMode, Trajectory
 from annotate.quality import annotator_counts
-from annotate.services.campaigns import dimensions_of
 from annotate.services.corrections import CORRECTABLE_KINDS, tool_names
 from annotate.services.labeling_sql import PREFILL_CONFIDENCE
 from annotate.services.revisions import REVISABLE_LAST, judgement_revisions

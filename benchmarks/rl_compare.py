@@ -37,8 +37,7 @@ def _overrides(pairs: list[str]) -> dict:
 
 
 def run_one(policy: str, reward: str, environment: str, config, train_split: str) -> dict:
-    from training.rl.rl_rank import train_rl_in_processes
-    from training.rl.trainer import RLCallbacks, cli_inputs, train_rl
+    from training.rl.trainer import RLCallbacks, cli_inputs, train_rl, train_rl_in_processes
 
     arguments = {
         "environment": environment,

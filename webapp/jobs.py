@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
@@ -78,14 +79,21 @@ def jobs_sweep_stale(*, older_than: float | None = None) -> dict[str, int]:
     return counts
 
 
-def job_dispatch(job: Job, *, inline: bool, run: Callable[[int], None], task) -> Job:
-    """Run a just-created job now (`inline`, in the caller's process) or queue its Celery `task`
-    once the transaction that created it commits. Returns the job as it stands."""
+def task_send(name: str, *args, queue: str | None = None) -> None:
+    """Queue the Celery task called `name` with `args`. Services queue tasks by name: the tasks
+    modules import the services (a task is a thin edge that calls one), so a service that
+    imported its task would make a cycle; the routes (webapp/celery.py) read the name too."""
+    current_app.send_task(name, args=list(args), queue=queue)
+
+
+def job_dispatch(job: Job, *, inline: bool, run: Callable[[int], None], task: str) -> Job:
+    """Run a just-created job now (`inline`, in the caller's process) or queue the Celery task
+    called `task` once the transaction that created it commits. Returns the job as it stands."""
     if inline:
         run(job.pk)
         job.refresh_from_db()
     else:
-        transaction.on_commit(lambda: task.delay(job.pk))
+        transaction.on_commit(lambda: task_send(task, job.pk))
     return job
 
 

@@ -98,7 +98,7 @@ class CampaignOutput(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
     def get_dimensions(self, campaign) -> list[dict]:
-        from annotate.services.campaigns import dimensions_of
+        from annotate.campaign_access import dimensions_of
 
         return Dimension(dimensions_of(campaign), many=True).data
 
@@ -139,7 +139,7 @@ def _output(campaign: Campaign, request) -> dict:
 
 def _visible(request, campaign_id: int) -> Campaign:
     """A campaign the caller may see (annotators: those they may label); 404 otherwise."""
-    from annotate.services.campaigns import campaigns_labelable_by
+    from annotate.campaign_access import campaigns_labelable_by
 
     rows = Campaign.objects.all()
     if not user_has_role(request.user, *READERS):

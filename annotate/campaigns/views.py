@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from annotate.campaign_access import campaigns_labelable_by, dimensions_of
 from annotate.models import Campaign, CampaignFill, ImportBatch, Judge, JudgeMode, Policy, Task
 from annotate.selectors import campaign_activity, campaigns_with_progress
 from annotate.services.campaign_fill import (
@@ -25,8 +26,6 @@ from annotate.services.campaigns import (
     campaign_clone,
     campaign_create,
     campaign_update,
-    campaigns_labelable_by,
-    dimensions_of,
 )
 from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read, gold_upload_bytes
 from core.ids import parse_id

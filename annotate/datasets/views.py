@@ -6,8 +6,9 @@ from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from annotate.datasets.forms import SnapshotForm
-from annotate.export_card import dataset_card_preview, empty_exports
+from annotate.export_card import empty_exports
 from annotate.export_labels import labelled_by_counts, labelled_by_sentence
+from annotate.export_preview import dataset_card_preview
 from annotate.export_schemas import FILETYPES, FORMATS
 from annotate.exports import export_download_path
 from annotate.models import DatasetSnapshot

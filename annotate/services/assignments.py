@@ -43,11 +43,11 @@ from django.db import connection, transaction
 from django.db.models import Case, Exists, F, OuterRef, Value, When
 from django.utils import timezone
 
+from annotate.campaign_access import campaign_may_label, dimensions_of
 from annotate.judgement_input import SCALE, Verdict, judgement_parse, verdict_in_ab_terms
 from annotate.judges.votes import prefill_sure_q
 from annotate.models import Assignment, Campaign, Comparison, Judgement, JudgementDraft, JudgeMode, JudgeVote
 from annotate.services import labeling_sql
-from annotate.services.campaigns import campaign_may_label, dimensions_of
 from webapp.db import instance_from_values
 from webapp.errors import ArbiterError
 

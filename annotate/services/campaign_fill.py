@@ -254,13 +254,11 @@ def campaign_fill_create(*, campaign: Campaign, request: FillRequest, created_by
         options=request.options(),
         created_by=created_by,
     )
-    from annotate.tasks import campaign_fill_task
-
     return job_dispatch(
         fill,
         inline=_selected(campaign, request).count() <= settings.FILL_INLINE_MAX_TRAJECTORIES,
         run=lambda pk: campaign_fill_run(fill_id=pk),
-        task=campaign_fill_task,
+        task="annotate.campaign_fill",
     )
 
 

@@ -15,7 +15,9 @@ from django.db.models import Max, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from annotate.campaign_access import SCALES, dimensions_of
 from annotate.models import Campaign, Comparison, Judge, Judgement, JudgeMode, Task
+from annotate.services.assignments import leases_end_outside_pool
 from core import json_input
 from core.ids import id_value
 from core.problems import problem, problem_text
@@ -26,7 +28,6 @@ MAX_VOTES = 50
 MIN_LEASE_SECONDS, MAX_LEASE_SECONDS = 30, 7 * 24 * 3600
 MAX_GUIDELINES = 100_000
 MAX_DIMENSIONS = 20
-SCALES = range(2, 11)  # a dimension is rated on 1..scale
 SETTINGS = (
     "name",
     "guidelines",
@@ -165,16 +166,6 @@ def dimensions_clean(raw, problems: list | None = None) -> list[dict]:
             "The dimensions are not valid: " + "; ".join(p["message"] for p in problems), details=problems
         )
     return cleaned
-
-
-def dimensions_of(campaign: Campaign) -> list[dict]:
-    """A campaign's dimensions as objects, whatever form they were stored in."""
-    return [
-        {"name": d, "scale": 5, "description": "", "required": False}
-        if isinstance(d, str)
-        else {"required": False, **d}
-        for d in campaign.dimensions or []
-    ]
 
 
 def _deadline(value, problems: list, *, was: datetime | None) -> datetime | None:
@@ -435,8 +426,6 @@ def campaign_update(*, campaign: Campaign, data: dict) -> Campaign:
     pool_changed = bool({"pool", "pool_only"} & set(values))
     _apply(campaign, values)
     if pool_changed:
-        from annotate.services.assignments import leases_end_outside_pool
-
         leases_end_outside_pool(campaign=campaign)
     k = campaign.votes_per_comparison
     if k != old_k:
@@ -496,26 +485,6 @@ def campaign_delete(*, campaign: Campaign) -> None:
     if campaign.snapshots.exists():
         raise ArbiterError(f"{campaign.name} is in a dataset snapshot: it cannot be deleted. Archive it instead.")
     campaign.delete()
-
-
-def campaign_may_label(*, campaign: Campaign, user) -> bool:
-    """Annotators may label a campaign open to everyone with the role, or whose pool has them;
-    admins may label any."""
-    if user_has_role(user, Role.ADMIN):
-        return True
-    if not user_has_role(user, Role.ANNOTATOR):
-        return False
-    return not campaign.pool_only or campaign.pool.filter(pk=user.pk).exists()
-
-
-def campaigns_labelable_by(user):
-    """The campaigns `user` may label (any status): a queryset."""
-    campaigns = Campaign.objects.all()
-    if user_has_role(user, Role.ADMIN):
-        return campaigns
-    if not user_has_role(user, Role.ANNOTATOR):
-        return campaigns.none()
-    return campaigns.filter(Q(pool_only=False) | Q(pool=user)).distinct()
 
 
 @transaction.atomic

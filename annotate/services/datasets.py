@@ -34,7 +34,7 @@ from annotate.models import (
 )
 from annotate.preferences import FEEDBACK, RULES, aggregate, task_split
 from webapp.errors import ArbiterError
-from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish
+from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish, task_send
 
 log = logging.getLogger(__name__)
 WRITE_BATCH = 5000
@@ -167,13 +167,11 @@ def snapshot_create(
             heartbeat_at=timezone.now(),
         )
         snapshot.campaigns.set(campaigns)
-    from annotate.tasks import snapshot_build_task
-
     job_dispatch(
         snapshot,
         inline=n <= settings.SNAPSHOT_INLINE_MAX_JUDGEMENTS,
         run=lambda pk: snapshot_build(snapshot_id=pk),
-        task=snapshot_build_task,
+        task="annotate.snapshot_build",
     )
     if snapshot.status == DatasetSnapshot.Status.FAILED:
         # Built in the request: the caller gets the reason; the failed build stays listed with it,
@@ -201,11 +199,8 @@ def snapshot_build(*, snapshot_id: int) -> None:
         _fail(snapshot, f"The build failed: {type(exc).__name__}: {exc}")
         raise
     else:
-        # annotate.tasks imports the services: imported here, when the build is done.
-        from annotate.tasks import snapshot_bundle_task
-
         # The default download's bundle, by the worker (even when this build ran in a request).
-        transaction.on_commit(lambda: snapshot_bundle_task.delay(snapshot_id))
+        transaction.on_commit(lambda: task_send("annotate.snapshot_bundle", snapshot_id))
 
 
 def _fail(snapshot: DatasetSnapshot, message: str) -> None:

@@ -452,13 +452,11 @@ def import_upload_create(
         format=format,
         partial_traces=partial_traces,
     )
-    from annotate.tasks import import_batch_task
-
     return job_dispatch(
         batch,
         inline=upload.size <= settings.IMPORT_INLINE_MAX_BYTES,
         run=lambda pk: import_batch_run(batch_id=pk),
-        task=import_batch_task,
+        task="annotate.import_batch",
     )
 
 

@@ -9,16 +9,11 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from annotate.campaign_access import dimensions_of
 from annotate.models import Campaign, CampaignFill, Comparison, ImportBatch, Trajectory
 from annotate.services.assignments import Verdict, assignment_next, judgement_submit
 from annotate.services.campaign_fill import campaign_fill_create, fill_preview, fill_request_clean
-from annotate.services.campaigns import (
-    campaign_act,
-    campaign_clone,
-    campaign_create,
-    campaign_update,
-    dimensions_of,
-)
+from annotate.services.campaigns import campaign_act, campaign_clone, campaign_create, campaign_update
 from annotate.services.comparisons import comparisons_plan
 from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read
 from annotate.services.imports import import_upload_create

@@ -10,7 +10,7 @@ import random
 import pytest
 from django.utils import timezone
 
-from annotate.export_card import dataset_card_preview
+from annotate.export_preview import dataset_card_preview
 from annotate.export_schemas import FORMATS
 from annotate.exports import export_bundle_dir, iter_rows
 from annotate.models import Assignment, Judgement, Policy, Trajectory

@@ -407,7 +407,7 @@ def test_ties_are_no_trl_rows_and_the_card_says_how_many_were_left_out(tmp_path)
     """TRL trains every row as "chosen beats rejected": a kept tie (margin 0) would be taught as a
     preference. The TRL-ready formats leave ties out whatever the snapshot keeps, the card and its
     preview count them, and the raw export still holds their judgements."""
-    from annotate.export_card import dataset_card_preview
+    from annotate.export_preview import dataset_card_preview
 
     campaign, _ = voted_campaign([[1, 2], [3, 3], [5, 4], [3, 3], [2, 3]])
     snapshot = snapshot_create(name="with ties", campaigns=[campaign], test_fraction=0.0, ties="keep")
@@ -430,7 +430,7 @@ def test_the_trl_ready_cards_say_the_length_to_set_and_why():
     """Issue 45: TRL's trainers default to max_length=1024; with agents' trajectories the
     RewardTrainer drops long pairs (an empty dataset), DPO cuts the completions' end, KTO the
     labelled completion. Each TRL-ready card names its trainer's config to change."""
-    from annotate.export_card import dataset_card_preview
+    from annotate.export_preview import dataset_card_preview
 
     campaign, _ = voted_campaign([[1, 2], [5, 4], [2, 1]])
     snapshot = snapshot_create(name="lengths", campaigns=[campaign], test_fraction=0.0)

@@ -20,10 +20,10 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.db.models import Sum
 
+from annotate.campaign_access import dimensions_of
 from annotate.judgement_input import JudgementInputError, judgement_parse, verdict_in_ab_terms
 from annotate.judges.votes import VoteIn, campaign_order, judge_votes_store
 from annotate.models import Campaign, Comparison, Judge, JudgeCall, JudgeVote
-from annotate.services.campaigns import dimensions_of
 from core.problems import problem
 from training.judges.addresses import AddressRefused, endpoint, vetted_addresses
 from training.judges.chat import ChatAnswer, ChatJudgeClient, ChatJudgeSettings

@@ -30,6 +30,10 @@ from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.policy.episodes import RolloutEpisode, episode_tokens, play_scripted
 from training.policy.parsers import PARSERS
 
+# The work folder of a data-parallel run (training/policy/bc_rank.py reads the same names): the
+# model as it starts, and the weights rank 0 saves.
+INITIAL, TRAINED = "initial", "trained.pt"
+
 
 class NoDemonstrator(ValueError):
     """The environment has no scripted agent to clone."""
@@ -378,8 +382,6 @@ def _train_in_processes(model, tokenizer, examples, config: BCConfig, progress, 
     """`train_bc` in `config.processes` ranks: the model goes to them saved, and comes back trained."""
     import tempfile
     from pathlib import Path
-
-    from training.policy.bc_rank import INITIAL, TRAINED
 
     with tempfile.TemporaryDirectory(prefix="arbiter-bc-") as folder:
         work = Path(folder)

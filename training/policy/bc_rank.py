@@ -7,18 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from core import parallel
-
-INITIAL, TRAINED = "initial", "trained.pt"
+from training.policy.bc import INITIAL, TRAINED, train_bc
+from training.policy.bc_config import BCConfig
 
 
 def main() -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from training.policy.bc import train_bc
-    from training.policy.bc_config import BCConfig
-
     with parallel.rank_process() as (work, spec, device, events):
         model = AutoModelForCausalLM.from_pretrained(work / INITIAL).to(device)
         tokenizer = AutoTokenizer.from_pretrained(work / INITIAL)

@@ -65,8 +65,7 @@ def rl_train(
     environment's fresh variant where it has one, training/envs/registry.py); every
     checkpoint becomes a policy called `name`. Returns RLResult."""
     from training.envs.services import environment_get
-    from training.rl.rl_rank import train_rl_in_processes
-    from training.rl.trainer import train_rl
+    from training.rl.trainer import train_rl, train_rl_in_processes
 
     if reward == "reward_model" and reward_model is None:
         raise ArbiterError("PPO against a reward model needs one.")

@@ -39,6 +39,7 @@ Plain Python and torch, no Django:
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import random
@@ -49,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from core import parallel
 from core.callbacks import Callbacks, nothing
 from core.ranks import Ranks
 from training.envs.base import INVALID_TOOL
@@ -666,6 +668,51 @@ def invalid_actions(episode) -> int:
     return sum(1 for step in episode.steps if step.get("kind") == "action" and step.get("tool") == INVALID_TOOL)
 
 
+# --- Data-parallel processes (each runs training/rl/rl_rank.py) ---------------------------
+
+
+def train_rl_in_processes(
+    *,
+    inputs: str,
+    arguments: dict,
+    policy_dir: str | Path,
+    config: RLConfig,
+    out_dir: str | Path,
+    callbacks: RLCallbacks,
+    reference_dir: str | Path | None = None,
+    resume_from: str | Path | None = None,
+    device: str = "cpu",
+) -> RLResult:
+    """`train_rl` in `config.processes` processes on this machine; returns the first one's result."""
+    out = Path(out_dir)
+    spec = {
+        "inputs": inputs,
+        "arguments": arguments,
+        "policy_dir": str(policy_dir),
+        "reference_dir": str(reference_dir) if reference_dir else None,
+        "config": asdict(config),
+        "out_dir": str(out),
+        "resume_from": str(resume_from) if resume_from else None,
+        "device": device,
+    }
+    callbacks.log(f"playing and training in {config.processes} data-parallel processes")
+    result = parallel.launch(
+        "training.rl.rl_rank",
+        spec,
+        out / "parallel",
+        processes=config.processes,
+        on_event=parallel.calling(callbacks),
+        should_stop=callbacks.should_stop,
+    )
+    return RLResult(**result)
+
+
+def build_inputs(inputs: str, arguments: dict) -> dict:
+    """Call the "module:function" that builds a process's scorer, tasks and runners."""
+    module, _, name = inputs.partition(":")
+    return getattr(importlib.import_module(module), name)(**arguments)
+
+
 # --- Command line -------------------------------------------------------------------------
 
 
@@ -699,8 +746,6 @@ def cli_inputs(
 
 def main(argv: list[str] | None = None) -> None:
     import argparse
-
-    from training.rl.rl_rank import train_rl_in_processes
 
     parser = argparse.ArgumentParser(description="Multi-turn PPO of a policy in an environment.")
     parser.add_argument("--policy", required=True, help="policy directory to start from")

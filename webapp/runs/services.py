@@ -27,7 +27,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from webapp.errors import ArbiterError
-from webapp.jobs import Heartbeat, job_claim, job_finish
+from webapp.jobs import Heartbeat, job_claim, job_finish, task_send
 from webapp.models import Run, RunMetric
 from webapp.runs.kinds import config_as_json, config_from_input, get_kind
 
@@ -101,9 +101,7 @@ def run_queue_for(run_kind, config) -> str:
 
 
 def _enqueue(run: Run) -> None:
-    from webapp.tasks import run_execute_task
-
-    run_execute_task.apply_async(args=[run.pk, run.attempt], queue=run.queue or settings.RUN_QUEUE)
+    task_send("webapp.run_execute", run.pk, run.attempt, queue=run.queue or settings.RUN_QUEUE)
 
 
 def run_cancel(*, run_id: int) -> Run:
