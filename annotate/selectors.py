@@ -5,7 +5,23 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Count, QuerySet
 
-from annotate.models import Campaign, ImportBatch
+from annotate.agreement import pairwise_agreement
+from annotate.campaign_access import campaigns_labelable_by
+from annotate.judges.votes import prefill_sure_q
+from annotate.models import (
+    Assignment,
+    Campaign,
+    Comparison,
+    ImportBatch,
+    Judgement,
+    JudgeVote,
+    Task,
+    Trajectory,
+    choice_direction,
+)
+from annotate.services import labeling_sql
+from webapp.models import User
+from webapp.roles import Role, user_has_role
 
 
 def import_batches_recent(*, limit: int = 20) -> QuerySet[ImportBatch]:
@@ -14,7 +30,6 @@ def import_batches_recent(*, limit: int = 20) -> QuerySet[ImportBatch]:
 
 def domain_counts() -> dict[str, int]:
     """Headline numbers for the home page."""
-    from annotate.models import Comparison, Judgement, Task, Trajectory
 
     return {
         "tasks": Task.objects.count(),
@@ -33,8 +48,6 @@ def campaigns_for_labeling(*, user) -> list[Campaign]:
 def campaigns_visible(*, user, statuses: list[str]) -> QuerySet[Campaign]:
     """Campaigns in these statuses that the user may see: an annotator the ones they may
     label; researchers and admins every one."""
-    from annotate.campaign_access import campaigns_labelable_by
-    from webapp.roles import Role, user_has_role
 
     rows = Campaign.objects.filter(status__in=statuses)
     if not user_has_role(user, Role.RESEARCHER, Role.ADMIN):
@@ -53,7 +66,6 @@ def campaigns_with_progress(*, user, statuses: list[str], ids: list[int] | None 
 
 def campaigns_progress_set(*, campaigns: list[Campaign], user) -> list[Campaign]:
     """The campaigns, each given its `progress` for the user and `may_label`."""
-    from annotate.campaign_access import campaigns_labelable_by
 
     labelable = set(campaigns_labelable_by(user).filter(pk__in=[c.pk for c in campaigns]).values_list("pk", flat=True))
     progress = campaign_progress(campaigns=campaigns, user=user)
@@ -73,9 +85,6 @@ def campaign_activity(*, campaign: Campaign, days: int = 14, now=None) -> dict:
     from django.db.models import Max
     from django.db.models.functions import TruncDate
     from django.utils import timezone
-
-    from annotate.models import Assignment, Judgement, choice_direction
-    from webapp.models import User
 
     now = now or timezone.now()
     judgements = Judgement.objects.filter(comparison__campaign=campaign)
@@ -145,9 +154,6 @@ def campaign_progress(*, campaigns: list[Campaign], user, now=None) -> dict[int,
 
     from django.db.models import F
     from django.utils import timezone
-
-    from annotate.agreement import pairwise_agreement
-    from annotate.models import Assignment, Comparison, Judgement, choice_direction
 
     now = now or timezone.now()
     ids = [c.pk for c in campaigns]
@@ -225,8 +231,6 @@ def campaign_notices(*, campaigns: list[Campaign], now=None) -> list[dict]:
     from django.db.models import Max
     from django.utils import timezone
 
-    from annotate.models import Judgement
-
     now = now or timezone.now()
     last = dict(
         Judgement.objects.filter(comparison__campaign__in=campaigns)
@@ -275,14 +279,9 @@ _SCREEN_FIELDS = (
 
 def _screen_row(assignment_id: int) -> dict:
     """One query: on PostgreSQL the labeling cycle's own statement (labeling_sql.SCREEN), else the ORM."""
-    from annotate.models import Assignment
-    from annotate.services import labeling_sql
 
     if connection.vendor != "postgresql":
         from django.db.models import OuterRef, Subquery
-
-        from annotate.judges.votes import prefill_sure_q
-        from annotate.models import JudgeVote
 
         shown = (
             JudgeVote.objects.filter(

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from core.configs import config_from_input
+
 ROOT = Path(__file__).resolve().parent.parent
 DATABASE_ENV = "ARBITER_BENCH_DATABASE"
 PORT_ENV = "ARBITER_BENCH_PORT"
@@ -46,15 +48,14 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
 
 
 def config_from_settings(parser: argparse.ArgumentParser, settings: list[str], config_class):
-    """(`config_class` with the `--set field=value` settings, the settings as given); an unknown
-    field is the parser's error."""
-    from dataclasses import fields
-
+    """(`config_class` with the `--set field=value` settings, the settings as given), each value
+    read as the API reads a config (core.configs.config_from_input); an unknown field or a bad
+    value is the parser's error."""
     overrides = dict(kv.split("=", 1) for kv in settings)
-    unknown = set(overrides) - {f.name for f in fields(config_class)}
-    if unknown:
-        parser.error(f"unknown {config_class.__name__} fields: {sorted(unknown)}")
-    return config_class(**{k: parse_setting(v) for k, v in overrides.items()}), overrides
+    try:
+        return config_from_input(config_class, overrides), overrides
+    except ValueError as exc:
+        parser.error(" ".join(str(exc).splitlines()))
 
 
 def free_port() -> int:

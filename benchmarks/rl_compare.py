@@ -37,7 +37,8 @@ def _overrides(pairs: list[str]) -> dict:
 
 
 def run_one(policy: str, reward: str, environment: str, config, train_split: str) -> dict:
-    from training.rl.trainer import RLCallbacks, cli_inputs, train_rl, train_rl_in_processes
+    from core.callbacks import RLCallbacks
+    from training.rl.trainer import cli_inputs, train_rl, train_rl_in_processes
 
     arguments = {
         "environment": environment,

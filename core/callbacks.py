@@ -26,3 +26,11 @@ class Callbacks:
     log: Callable[[str], None] = nothing  # one line for the run's log
     should_stop: Callable[[], bool] = _never  # checked after every step: True cancels the run
     checkpoint: Callable[[int, str], None] = nothing  # (global step, checkpoint directory) after each save
+
+
+@dataclass
+class RLCallbacks(Callbacks):
+    """The callbacks of a run that judges and keeps policy checkpoints (RL, expert iteration;
+    training/rl/checkpointed_run.py), plus one for each policy checkpoint saved."""
+
+    policy_saved: Callable[[int, str, dict], None] = nothing  # (step, policy directory, its dev figures)

@@ -7,14 +7,29 @@ from pathlib import Path
 
 from django.urls import reverse
 
+from annotate.exports import iter_rows
 from annotate.models import Campaign, DatasetSnapshot, Policy
 from annotate.preferences import FEEDBACK as FEEDBACK_CHOICES
 from annotate.preferences import FEEDBACK_WORDS, can_train_reward_model, fed_by, reward_model_pairs
+from core.callbacks import Callbacks
 from core.figures import share_text
+from rewardmodel.backbones import BackboneError, backbone_check
 from rewardmodel.models import CampaignRewardModel, RewardModel
-from rewardmodel.train import RewardModelConfig
+from rewardmodel.scoring import RewardScorer
+from rewardmodel.services import (
+    ORDERS,
+    campaign_order_by_uncertainty,
+    comparisons_score,
+    default_tokenizer_dir,
+    evaluate_reward_model,
+    reward_model_register,
+    snapshot_problems,
+)
+from rewardmodel.train import RewardModelConfig, train_reward_ensemble
 from webapp.runs.kinds import RunKind, register
 from webapp.runs.lineage import lineage_link
+from webapp.runs.selectors import policy_in_training
+from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
 
 def _help(text: str) -> dict:
@@ -87,7 +102,6 @@ def _fill_tokenizer(config: RewardModelRunConfig) -> None:
     """policy-llama shares a policy's tokenizer: the one it will be used on (eval_policy_id), else the
     default policy, else the newest policy whose model is on disk (an admin's own policy, registered
     before or instead of training the default one)."""
-    from rewardmodel.services import default_tokenizer_dir
 
     if config.backbone == "policy-llama" and not config.tokenizer_dir:
         config.tokenizer_dir = default_tokenizer_dir(config.eval_policy_id) or _newest_policy_dir()
@@ -103,7 +117,6 @@ def _newest_policy_dir() -> str:
 
 def _no_tokenizer_problem() -> str:
     """Why no tokenizer is there to share: the behaviour-cloning run to wait for, when one is under way."""
-    from webapp.runs.selectors import policy_in_training
 
     training = policy_in_training()
     if training is not None:
@@ -119,8 +132,6 @@ def _no_tokenizer_problem() -> str:
 
 
 def _train_check(config: RewardModelRunConfig) -> list[str]:
-    from rewardmodel.backbones import BackboneError, backbone_check
-    from rewardmodel.services import snapshot_problems
 
     problems = snapshot_problems(config.snapshot_id, feedback=config.feedback)
     if config.eval_policy_id and not Policy.objects.filter(pk=config.eval_policy_id).exists():
@@ -146,12 +157,6 @@ def _train_lineage(config: RewardModelRunConfig) -> list[dict]:
 
 
 def _train_execute(*, run, config: RewardModelRunConfig, reporter, compute, resume_from) -> dict:
-    from annotate.exports import iter_rows
-    from core.callbacks import Callbacks
-    from rewardmodel.scoring import RewardScorer
-    from rewardmodel.services import evaluate_reward_model, reward_model_register
-    from rewardmodel.train import train_reward_ensemble
-    from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
     snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)
     rows = [r for r in iter_rows(snapshot, "trl", split="train") if fed_by(r["source"], config.feedback)]
@@ -243,7 +248,6 @@ class ScoringRunConfig:
     )
 
     def validate(self) -> list[str]:
-        from rewardmodel.services import ORDERS
 
         return [] if self.order in ORDERS else [f"order: one of {', '.join(ORDERS)}."]
 
@@ -281,9 +285,6 @@ def _scoring_lineage(config: ScoringRunConfig) -> list[dict]:
 
 
 def _scoring_execute(*, run, config: ScoringRunConfig, reporter, compute, resume_from) -> dict:
-    from rewardmodel.scoring import RewardScorer
-    from rewardmodel.services import campaign_order_by_uncertainty, comparisons_score
-    from webapp.runs.services import RunCancelled
 
     model = _reward_model_of(config)
     campaign = Campaign.objects.get(pk=config.campaign_id)

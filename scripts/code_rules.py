@@ -34,6 +34,9 @@ the shared function to use instead.
 - An import of another package's private module (`from httpx2._utils import ...`): the judge
   client reached into httpx2 twice. Use the package's public interface (or, in a test that
   checks we match it, say so: the rule does not read tests).
+- A policy saved with `save_pretrained` in training/ outside training/policy/checkpoints.py:
+  saving a checkpoint was written four ways (behaviour cloning, RL, expert iteration, SFT/DPO),
+  one of which could drop the policy's tool parser. Call `write_checkpoint` (or `save_policy`).
 - An import-linter `ignore_imports` entry in pyproject.toml with no comment above it (or on its
   line) saying why the contract allows that import.
 - A checker silenced: `# fmt: skip` / `# fmt: off` anywhere, or a `# noqa` without its codes
@@ -301,6 +304,18 @@ def private_imports(source: str) -> list[int]:
     return sorted(lines)
 
 
+CHECKPOINTS_HOME = Path("training/policy/checkpoints.py")
+
+
+def policy_saves(source: str) -> list[int]:
+    """Lines that call `save_pretrained` (a model's or a tokenizer's)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "save_pretrained"
+    )
+
+
 FORMATTER_OFF = re.compile(r"#\s*fmt:\s*(skip|off)\b")
 NOQA = re.compile(r"#\s*noqa\b(?P<rest>.*)", re.IGNORECASE)
 NOQA_WITH_REASON = re.compile(r"^:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*\s*[-(:–]\s*\S.*")
@@ -335,6 +350,8 @@ RULES = {
     "a lineage link written as a dict: call webapp.runs.lineage.lineage_link": lineage_dicts,
     "the rubric's utility written out: call training.envs.utility.utility or episode_utility": utility_formulas,
     "an import of another package's private module: use its public interface": private_imports,
+    "a policy saved with save_pretrained: call training.policy.checkpoints.write_checkpoint, the one way a "
+    "checkpoint is written": policy_saves,
     "a checker silenced (fmt: skip/off, or noqa without its codes and a reason): make the code fit the "
     "rule, or say why it cannot after the codes": silenced_checkers,
 }
@@ -345,9 +362,10 @@ EXEMPT = {
     problem_dicts: {PROBLEMS_HOME},
     utility_formulas: {UTILITY_HOME},
     lineage_dicts: {LINEAGE_HOME},
+    policy_saves: {CHECKPOINTS_HOME},
 }
 # benchmarks' and scripts' `main`s read top to bottom; the tests hold the rules' own examples.
-ONLY_IN = {long_functions: APPS}
+ONLY_IN = {long_functions: APPS, policy_saves: ("training",)}
 NOT_IN_TESTS = {
     digit_checks,
     request_ints,

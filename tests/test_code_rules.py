@@ -12,6 +12,7 @@ from scripts.code_rules import (
     integer_fields,
     lineage_dicts,
     long_functions,
+    policy_saves,
     positional_content_types,
     private_imports,
     problem_dicts,
@@ -82,6 +83,12 @@ def test_the_rubrics_utility_is_written_once():
     assert utility_formulas("shaping = 0.5 * invalid + config.tool_error_penalty * record.tool_errors") == []
     assert utility_formulas("u = episode_utility(correct, episode)") == []
     assert utility_formulas("rate = episode.tool_errors / episode.calls") == []
+
+
+def test_a_policy_is_saved_by_its_one_function():
+    assert policy_saves("model.save_pretrained(path)\ntokenizer.save_pretrained(path)") == [1, 2]
+    assert policy_saves("merged(trainer.model).save_pretrained(out / 'model')") == [1]
+    assert policy_saves("write_checkpoint(path, model, tokenizer, policy_dir=start)") == []
 
 
 def test_another_packages_private_module_is_not_imported():

@@ -21,6 +21,12 @@ from django.utils import timezone
 
 from annotate.models import Campaign, Policy
 from annotate.preferences import MIN_TEST_PAIRS
+from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
+from core.configs import config_from_input
+from training.envs.base import FRESH_WORLD_SEED, demonstrator_problem
+from training.envs.registry import get_environment
+from training.envs.services import environment_get, environment_problems
+from training.evaluation.metrics import measured
 from training.loop.config import BASELINES, PipelineConfig, bc_settings
 from training.loop.rounds import (
     Stage,
@@ -34,11 +40,16 @@ from training.loop.rounds import (
     round_next,
 )
 from training.models import LoopRound
+from training.policy.bc_config import BCConfig, extra_worlds_problem
 from training.policy.limits import limits_problems
+from training.policy.model_io import same_tokenizer
+from training.policy.services import DEFAULT_POLICY, policy_train_default
 from training.rl.config import ALGORITHMS as RL_KINDS
-from training.rl.config import deploy_temperature_problems
+from training.rl.config import RLConfig, deploy_temperature_problems
+from training.run_kinds.common import policy_problems
+from training.run_kinds.improve import episodes_per_iteration_problem
 from webapp.errors import ArbiterError
-from webapp.runs.kinds import config_from_input, get_kind
+from webapp.runs.kinds import get_kind
 
 
 @dataclass
@@ -53,9 +64,6 @@ def run_pipeline(config: PipelineConfig, *, stage: Stage, log: Callable[[str], N
     """The starting policy, then `config.rounds` rounds; `stage(title)` gives the progress
     callback of the stage starting."""
     from django.conf import settings
-
-    from training.policy.bc_config import BCConfig
-    from training.policy.services import DEFAULT_POLICY, policy_train_default
 
     config, notes = pipeline_plan(config)
     problems = pipeline_problems(config)
@@ -141,7 +149,6 @@ def before_after_rows(evaluation) -> list[dict]:
 
 
 def format_table(rows: list[dict]) -> str:
-    from training.evaluation.metrics import measured
 
     columns = [
         ("success", "success", True),
@@ -208,7 +215,6 @@ class EnvironmentSize:
 
 
 def environment_size(config: PipelineConfig) -> EnvironmentSize:
-    from training.envs.services import environment_get
 
     env = environment_get(config.environment)
     evaluated = environment_get(eval_environment(config))
@@ -258,8 +264,6 @@ def pipeline_plan(config: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
         notes.append(_given_start_note(replace(config, bc_extra_worlds=bc_worlds)))
     ppo = dict(config.ppo) if isinstance(config.ppo, dict) else config.ppo  # a bad one is pipeline_problems'
     if isinstance(ppo, dict) and "episodes_per_iteration" not in ppo and size.train:
-        from training.rl.config import RLConfig
-
         group = ppo.get("group_size", RLConfig.group_size) if config.rl_kind != "ppo" else 1
         group = group if isinstance(group, int) and group > 0 else 1  # a bad value is refused by the RL config
         episodes = min(RLConfig.episodes_per_iteration, size.train * group) // group * group
@@ -300,10 +304,6 @@ def _bc_worlds(config: PipelineConfig, size: EnvironmentSize) -> tuple[int, str]
     PLANNED_DEMONSTRATIONS, none when the environment cannot be built per seed."""
     from django.conf import settings
 
-    from training.envs.base import FRESH_WORLD_SEED
-    from training.envs.registry import get_environment
-    from training.policy.bc_config import BCConfig
-
     try:
         world = get_environment(config.environment, configured=settings.ARBITER_ENVIRONMENTS, seed=1)
         per_world = sum(len(world.tasks(split)) for split in ("train", "dev", "eval"))
@@ -328,10 +328,6 @@ def _bc_worlds(config: PipelineConfig, size: EnvironmentSize) -> tuple[int, str]
 def pipeline_problems(config: PipelineConfig) -> list[str]:
     """Everything the configuration needs, checked before the first stage starts (an hour of
     behaviour cloning must not end on a setting the third stage refuses)."""
-    from training.envs.base import demonstrator_problem
-    from training.envs.services import environment_get, environment_problems
-    from training.run_kinds.common import policy_problems
-    from training.run_kinds.improve import episodes_per_iteration_problem
 
     problems = environment_problems(config.environment)
     if config.eval_environment:
@@ -365,7 +361,6 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
         annotator_profile(config).validate()
     except ValueError as exc:
         problems.append(f"annotators: {exc}.")
-    from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
     if config.pairing not in STRATEGIES:
         problems.append(f"pairing: one of {', '.join(STRATEGIES)}.")
@@ -377,8 +372,6 @@ def pipeline_problems(config: PipelineConfig) -> list[str]:
     except ValueError as exc:
         problems.append(" ".join(str(exc).splitlines()))
     if config.bc_extra_worlds >= 0 and (not config.policy_id or config.baselines):
-        from training.policy.bc_config import extra_worlds_problem
-
         problem = extra_worlds_problem(config.bc_extra_worlds)
         problems += [f"bc_{problem}"] if problem else []
     problems += _bc_problems(config) + _baseline_problems(config, problems)
@@ -443,7 +436,6 @@ def _baseline_problems(config: PipelineConfig, problems: list[str]) -> list[str]
     """The baselines' names, and where they are cloned into a given base policy, a start that shares
     its tokenizer: the evaluation plays only policies that tokenize as the start does (it measures
     their KL to it). `problems`: the policy ids were refused already."""
-    from training.policy.model_io import same_tokenizer
 
     wanted, problem = parse_baselines(config.baselines)
     if problem or not wanted:
@@ -480,8 +472,6 @@ def _deploy_problems(config: PipelineConfig) -> list[str]:
 
 def _compare_problems(config: PipelineConfig, size) -> list[str]:
     """What --compare-dpo needs: a demonstrator to correct with, and SFT and DPO settings their runs take."""
-    from training.envs.base import demonstrator_problem
-    from training.envs.services import environment_get
 
     problems = []
     if not 1 <= config.corrections <= 100_000:

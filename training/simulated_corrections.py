@@ -17,7 +17,13 @@ from __future__ import annotations
 import random
 
 from annotate.models import Comparison, Correction, Trajectory
+from annotate.services.corrections import CallIn, CorrectionIn, correction_create, correction_review
 from training.envs.base import INVALID_TOOL, EpisodeRunner
+from training.envs.replay import EnvironmentReplayer
+from training.envs.services import environment_get
+from training.policy.episodes import play_scripted
+from training.policy.parsers import HermesParser
+from training.simulation import simulated_annotators_ensure
 
 DEMONSTRATION_TRIES = 3  # seeds of the demonstrator tried for a right demonstration of a task
 
@@ -33,7 +39,6 @@ def _actions(steps: list[dict]) -> list[tuple[int, str, object]]:
 def correction_from_demonstration(original_steps: list[dict], demonstration_steps: list[dict], answer: str):
     """The fix a person following the demonstration makes (a CorrectionIn), or None where the
     original already did exactly what the demonstration did."""
-    from annotate.services.corrections import CallIn, CorrectionIn
 
     theirs, ours = _actions(original_steps), _actions(demonstration_steps)
     k = 0
@@ -55,7 +60,6 @@ class Demonstrations:
     """A right demonstration of each task asked for, from the environment's demonstrator."""
 
     def __init__(self, environment: str, seed: int):
-        from training.envs.services import environment_get
 
         self.env = environment_get(environment)
         self.runner = EpisodeRunner(self.env)
@@ -63,8 +67,6 @@ class Demonstrations:
         self._tasks = {t.external_id: t for split in ("train", "dev", "eval") for t in self.env.tasks(split)}
 
     def right(self, external_id: str) -> tuple[list[dict], str] | None:
-        from training.policy.episodes import play_scripted
-        from training.policy.parsers import HermesParser
 
         task = self._tasks.get(external_id)
         if task is None:
@@ -83,9 +85,6 @@ class Demonstrations:
 def campaign_simulate_corrections(*, campaign, environment: str, limit: int, seed: int = 0, reviewer=None) -> dict:
     """Up to `limit` corrections in the campaign (counting those it has), one wrong trajectory per
     task, in a seeded order; each reviewed by its replay's rubric outcome. Returns counts."""
-    from annotate.services.corrections import correction_create, correction_review
-    from training.envs.replay import EnvironmentReplayer
-    from training.simulation import simulated_annotators_ensure
 
     made = Correction.objects.filter(comparison__campaign=campaign).count()
     counts = {"made": 0, "accepted": 0, "rejected": 0, "no_demonstration": 0, "already_right": 0}

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from webapp.runs.kinds import all_kinds, field_help
+from core.configs import field_help
+from webapp.runs.kinds import all_kinds
 
 DOCS_FILE = Path(settings.BASE_DIR) / "docs" / "config-options.md"
 DATA_MODEL_FILE = Path(settings.BASE_DIR) / "docs" / "data-model.md"

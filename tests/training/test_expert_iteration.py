@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from core.callbacks import RLCallbacks
 from training.envs.base import EpisodeRunner
 from training.envs.registry import get_environment
 from training.envs.worlds import WorldStream, stream_seed
 from training.rl.config import ExpertIterationConfig
 from training.rl.expert_iteration import expert_iteration, favourites
 from training.rl.sanity import SanityConfig, bc_start, held_out_success
-from training.rl.trainer import RLCallbacks
 
 
 def episode(correct: bool, steps: int, answer: str):
@@ -141,3 +141,36 @@ def test_a_round_cancelled_while_it_trains_is_not_kept(start, tmp_path):
     )
     assert result.stop_reason == "cancelled" and result.rounds == 1 and "during round 2" in result.message
     assert saved == [0, 1] and not (tmp_path / "exit" / "checkpoints" / "round-002").exists()
+
+
+def test_a_cancel_while_a_round_is_judged_ends_the_run_with_the_rounds_before_kept(start, tmp_path):
+    """The skeleton's (training/rl/checkpointed_run.py) judging honours a cancel for expert
+    iteration as for RL; the round being judged is not kept."""
+    path, _ = start
+    env = get_environment("codeword", n_tasks=100)
+    runner = EpisodeRunner(env)
+    saved: list[int] = []
+    judging = {"round 1": False}
+
+    def log(line: str) -> None:
+        judging["round 1"] = line.startswith("Judging round 1 ")
+
+    result = expert_iteration(
+        policy_dir=path,
+        tasks_for_round=lambda r: env.tasks("train"),
+        runner=runner,
+        dev_tasks=env.tasks("dev")[:4],
+        dev_runner=runner,
+        config=ExpertIterationConfig(rounds=2, tasks_per_round=8, samples=2, selection="rubric", eval_samples=1),
+        out_dir=tmp_path / "exit",
+        callbacks=RLCallbacks(
+            log=log, policy_saved=lambda r, p, d: saved.append(r), should_stop=lambda: judging["round 1"]
+        ),
+    )
+    assert result.stop_reason == "cancelled" and "while round 1 was being judged" in result.message
+    assert result.rounds == 0 and saved == [0]
+    kept = tmp_path / "exit" / "checkpoints" / "round-000"
+    assert {"config.json", "expert_iteration_state.json", "expert_iteration_config.json"} <= {
+        p.name for p in kept.iterdir()
+    }
+    assert not (tmp_path / "exit" / "checkpoints" / "round-001").exists()

@@ -109,6 +109,6 @@ def test_unknown_baselines_and_loop_owned_bc_settings_are_refused_before_anythin
     assert not [p for p in pipeline_problems(PipelineConfig(baselines="clean_bc")) if "baselines" in p]
     with pytest.raises(CommandError, match="baselines: any of filtered_bc, clean_bc"):
         call_command("run_pipeline", "--baselines", "filtered")
-    with pytest.raises(CommandError, match="--bc take JSON objects"):
+    with pytest.raises(CommandError, match="bc: takes a JSON object"):
         call_command("run_pipeline", "--bc", "[1]")
     assert not Run.objects.exists()

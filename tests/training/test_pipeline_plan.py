@@ -124,7 +124,7 @@ def test_settings_of_the_wrong_type_are_refused_not_crashed_on(small):
     assert any(p.startswith("GRPO settings:") for p in pipeline_problems(planned))
     # Decoded by the one strict reader (issue 46): NaN and 1e400 are refused, not read as floats.
     for bad in ("[1]", "3", '"text"', '{"learning_rate": NaN}', '{"learning_rate": 1e400}', "{not json"):
-        with pytest.raises(CommandError, match="take JSON objects"):
+        with pytest.raises(CommandError, match="ppo: takes a JSON object"):
             call_command("run_pipeline", "--environment", small, "--ppo", bad)
 
 

@@ -7,12 +7,13 @@ from dataclasses import replace
 import pytest
 import torch
 
+from core.callbacks import RLCallbacks
 from tests.helpers import processes_with_env
 from tests.policy_fixtures import tiny_policy_dir
 from tests.training.ppo_fixtures import encyclopedia_inputs
 from training.policy.model_io import load_policy
 from training.rl.config import RLConfig
-from training.rl.trainer import RLCallbacks, train_rl, train_rl_in_processes
+from training.rl.trainer import train_rl, train_rl_in_processes
 
 CONFIG = RLConfig(
     iterations=2,

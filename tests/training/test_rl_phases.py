@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from core.callbacks import RLCallbacks
 from tests.policy_fixtures import tiny_policy_dir
 from tests.training.ppo_fixtures import FAST, World, token_share_scorer
 from training.envs.registry import get_environment
 from training.rl.config import RLConfig
-from training.rl.trainer import RLCallbacks, train_rl
+from training.rl.trainer import train_rl
 
 
 @pytest.fixture(scope="module")

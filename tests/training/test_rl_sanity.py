@@ -67,11 +67,11 @@ def test_rl_against_the_rubric_raises_held_out_success_toward_the_optimum(start,
 
 
 def test_the_check_fails_when_the_advantage_has_the_wrong_sign(start, tmp_path, monkeypatch):
-    import training.rl.ppo_math as ppo_math
+    import training.rl.trainer as trainer
 
-    right = ppo_math.policy_loss
+    right = trainer.policy_loss  # the name the trainer calls (it imports policy_loss from ppo_math)
     monkeypatch.setattr(
-        ppo_math, "policy_loss", lambda logprobs, old, advantages, *a, **k: right(logprobs, old, -advantages, *a, **k)
+        trainer, "policy_loss", lambda logprobs, old, advantages, *a, **k: right(logprobs, old, -advantages, *a, **k)
     )
     path, before = start
     # Six iterations: a flipped advantage drives the policy to 0% within a few (benchmarks/rl_sanity.py).

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from core.callbacks import RLCallbacks
 from tests.policy_fixtures import tiny_policy_dir
 from tests.training.ppo_fixtures import FAST, World, token_share_scorer
 from training.envs.registry import get_environment
@@ -16,7 +17,7 @@ from training.policy.rollout import RolloutConfig, rollout
 from training.rl.config import RLConfig
 from training.rl.episode_tensors import episode_batch, forward_agent_tokens, token_logprobs
 from training.rl.ppo_math import policy_loss, value_loss
-from training.rl.trainer import RLCallbacks, train_rl
+from training.rl.trainer import train_rl
 
 
 @pytest.fixture(scope="module")

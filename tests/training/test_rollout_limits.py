@@ -4,8 +4,9 @@ max_action_tokens=100000 that rollouts refused)."""
 
 import pytest
 
+from core.configs import config_from_input
 from training.policy.limits import MAX_ACTION_TOKENS, MAX_CONTEXT
-from webapp.runs.kinds import config_from_input, get_kind
+from webapp.runs.kinds import get_kind
 
 KINDS = ("rollout", "best_of_n", "evaluation", "ppo", "rloo", "grpo")
 

@@ -11,16 +11,11 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from core.configs import config_from_input, field_help, simple_fields
 from webapp.errors import ArbiterError
 from webapp.jobs import jobs_sweep_stale
 from webapp.models import Run, RunMetric
-from webapp.runs.kinds import (
-    RunKind,
-    config_from_input,
-    field_help,
-    register,
-    simple_fields,
-)
+from webapp.runs.kinds import RunKind, register
 from webapp.runs.services import (
     RunCancelled,
     run_cancel,

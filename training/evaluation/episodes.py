@@ -23,6 +23,7 @@ import numpy as np
 
 from core.intervals import RESAMPLES, bootstrap
 from training.evaluation.metrics import SHARES, episode_figures
+from training.rl.episode_tensors import episode_batch, forward_agent_tokens, token_logprobs
 
 METRICS = ("success", "utility", "f1", "quote_support", "steps", "tool_errors", "rm_score", "kl")
 
@@ -56,8 +57,10 @@ def play(
     limits: dict | None = None,
 ) -> list[list]:
     """`limits`: the rollout's max_action_tokens and max_context, when not the defaults."""
-    """`samples` episodes per task; episode s of task t has its own seed, so a rerun gives the same."""
+    # Lazy: training.policy.rollout loads torch, which the web process (it imports this module) never does.
     from training.policy.rollout import RolloutConfig, rollout
+
+    """`samples` episodes per task; episode s of task t has its own seed, so a rerun gives the same."""
 
     repeated = [task for task in tasks for _ in range(samples)]
     seeds = [seed * 1_000_003 + t * 1000 + s for t in range(len(tasks)) for s in range(samples)]
@@ -79,8 +82,6 @@ def episode_kls(
 ) -> list[float]:
     """log pi - log pi_ref summed over each episode's agent tokens, both at the sampling temperature."""
     import torch
-
-    from training.rl.episode_tensors import episode_batch, forward_agent_tokens, token_logprobs
 
     device = next(model.parameters()).device
     kls = []

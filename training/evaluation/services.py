@@ -14,7 +14,17 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from annotate.models import Campaign, Comparison, Judgement, Policy, Trajectory
+from training.envs.base import EpisodeRunner
+from training.envs.registry import VARIANTS, variant_of
+from training.envs.sampling import spread_prefix
+from training.envs.services import environment_get, environment_tasks
+from training.evaluation.episodes import Played, episode_kls, play, summarize, task_bootstrap
+from training.evaluation.episodes import best_of_n as choose_best
 from training.models import Evaluation, EvaluationEntry, EvaluationEpisode, HumanEvaluation
+from training.policy.chat import ChatFormat
+from training.policy.model_io import load_policy
+from training.policy.services import policy_episodes_store
+from training.rl.scorers import reward_model_scorer
 from webapp.errors import ArbiterError
 
 
@@ -45,8 +55,6 @@ class _SeenWorld:
 
     @classmethod
     def build(cls, environment: str, n_tasks: int) -> _SeenWorld | None:
-        from training.envs.base import EpisodeRunner
-        from training.envs.services import environment_get, environment_tasks
 
         if not environment:
             return None
@@ -104,10 +112,6 @@ def evaluation_execute(
     `seen_environment`: every policy is also played on `seen_tasks` eval tasks of a world it
     trained on (sampled and greedy, modes `seen_sampled` and `seen_greedy`), so a gain that
     is memorisation shows as a gap between the two worlds."""
-    from training.envs.base import EpisodeRunner
-    from training.envs.services import environment_get, environment_tasks
-    from training.evaluation.episodes import summarize
-    from training.rl.scorers import reward_model_scorer
 
     env = environment_get(environment)
     tasks = environment_tasks(env, split, n_tasks, task_ids=list(task_ids))
@@ -189,8 +193,6 @@ class _Table:
     same seeds, chat format and limits, scored by the reward model when there is one."""
 
     def __init__(self, *, baseline, runner, tasks, scorer, samples, temperature, greedy, seed, device, limits, seen):
-        from training.policy.chat import ChatFormat
-        from training.policy.model_io import load_policy
 
         self.baseline, self.runner, self.tasks, self.scorer = baseline, runner, tasks, scorer
         self.samples, self.temperature, self.greedy, self.seed = samples, temperature, greedy, seed
@@ -205,7 +207,6 @@ class _Table:
 
     def play_row(self, model, samples: int, temperature: float):
         """`samples` episodes of `model` per task at `temperature`, scored: one row of the table."""
-        from training.evaluation.episodes import Played, play
 
         played = Played(
             play(
@@ -231,7 +232,6 @@ class _Table:
 
     def play_baseline(self, best_of_n: list[int]) -> None:
         """The start sampled, and best-of-n over the same samples (`samples * n` per task)."""
-        from training.evaluation.episodes import best_of_n as choose_best
 
         group = max([1, *best_of_n])
         sampled = self.play_row(self.reference, self.samples * group, self.temperature)
@@ -251,8 +251,6 @@ class _Table:
 
     def play_other(self, label: str, policy) -> None:
         """Another policy sampled (with its KL to the start), greedy, and on the seen world."""
-        from training.evaluation.episodes import episode_kls
-        from training.policy.model_io import load_policy
 
         model, own_tokenizer = load_policy(policy.model_dir, device=self.device)
         if own_tokenizer.get_vocab() != self.tokenizer.get_vocab():
@@ -276,7 +274,6 @@ class _Table:
 
     def play_seen(self, system: System, model, stage=None) -> None:
         """The system on the seen world's held-out tasks, sampled and greedy, where asked."""
-        from training.evaluation.episodes import Played, play
 
         if self.seen is None:
             return
@@ -304,7 +301,6 @@ class _Table:
 
 @transaction.atomic
 def _store(*, name, run, baseline, reward_model, config, plays, summarize, created_by) -> Evaluation:
-    from training.policy.services import policy_episodes_store
 
     evaluation = Evaluation.objects.create(
         name=name[:200],
@@ -377,9 +373,6 @@ def temperature_tasks(env, split: str) -> tuple[object, list, str]:
     there is one, every split (no training step imitates it; where RL chooses its checkpoints,
     training/rl/dev.py); else the environment's dev split (its train split when dev is the one
     evaluated). At most DEV_TEMPERATURE_TASKS, every kind of question in proportion."""
-    from training.envs.registry import VARIANTS, variant_of
-    from training.envs.sampling import spread_prefix
-    from training.envs.services import environment_get
 
     fresh = variant_of(env.name, "fresh")
     if fresh == env.name and env.name in VARIANTS:
@@ -397,8 +390,6 @@ def _best_temperature(table, env, split: str, candidates, *, log) -> dict | None
     baseline does best on dev (`temperature_tasks`: the same tasks and seeds for every candidate,
     one episode each), with each one's success, its 95% interval over tasks and n; None without
     tasks to choose on."""
-    from training.envs.base import EpisodeRunner
-    from training.evaluation.episodes import play, task_bootstrap
 
     world, tasks, chosen_on = temperature_tasks(env, split)
     if not tasks:
@@ -526,7 +517,6 @@ def human_evaluation_create(
 def human_evaluation_result(human_eval: HumanEvaluation) -> dict:
     """The candidate's win rate over the baseline from the campaign's votes: a win counts 1, a
     tie 1/2 (WebGPT's soft label), with a 95% bootstrap interval over comparisons."""
-    from training.evaluation.episodes import task_bootstrap
 
     candidate_ids = set(
         EvaluationEpisode.objects.filter(entry=human_eval.candidate, mode=human_eval.mode, sample=0).values_list(

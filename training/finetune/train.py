@@ -20,7 +20,6 @@ out and counted with the reason (`Prepared.skipped`), never truncated in silence
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +27,11 @@ from pathlib import Path
 from core.callbacks import Callbacks
 from rewardmodel.train import no_progress_bars, trainer_bridge
 from training.finetune.config import DPOSettings, FinetuneConfig
+from training.policy.chat import ChatFormat
+from training.policy.checkpoints import carry_policy_file, write_checkpoint
 from training.policy.conversations import ConversationError, PolicyConversations
 from training.policy.lora import lora_config, merged
+from training.policy.model_io import load_policy
 
 MODEL_DIR = "model"
 
@@ -187,9 +189,6 @@ def finetune(
     from datasets import Dataset
     from transformers import PrinterCallback
 
-    from training.policy.chat import POLICY_FILE, ChatFormat
-    from training.policy.model_io import load_policy
-
     callbacks = callbacks or Callbacks()
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -218,7 +217,7 @@ def finetune(
     peft_config = lora_config(config.lora_rank, config.lora_alpha, config.lora_dropout) if config.lora_rank else None
     if peft_config is not None:
         callbacks.log(f"LoRA of rank {config.lora_rank} on every linear layer; merged into the saved policy.")
-    bridge = trainer_bridge(callbacks, lambda path: _copy_policy_file(Path(policy_dir), path, POLICY_FILE))
+    bridge = trainer_bridge(callbacks, lambda path: carry_policy_file(policy_dir, path))
     train_set = Dataset.from_list(train.examples)
     test_set = Dataset.from_list(test.examples) if test.examples else None
     with no_progress_bars():
@@ -232,9 +231,7 @@ def finetune(
                 callbacks.progress(0.99, "held-out rows")
                 evaluation = {k: float(v) for k, v in trainer.evaluate(test_set).items() if isinstance(v, int | float)}
             model_dir = out_dir / MODEL_DIR
-            merged(trainer.model).save_pretrained(model_dir)
-            tokenizer.save_pretrained(model_dir)
-            _copy_policy_file(Path(policy_dir), model_dir, POLICY_FILE)
+            write_checkpoint(model_dir, merged(trainer.model), tokenizer, policy_dir=policy_dir)
     return FinetuneResult(
         steps=trainer.state.global_step,
         cancelled=bridge.cancelled,
@@ -286,10 +283,3 @@ def _merged(*counts: dict[str, int]) -> dict[str, int]:
         for reason, n in part.items():
             out[reason] = out.get(reason, 0) + n
     return out
-
-
-def _copy_policy_file(policy_dir: Path, target: Path, name: str) -> None:
-    """The policy's tool parser goes with every checkpoint and the tuned model."""
-    if (policy_dir / name).exists():
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(policy_dir / name, target / name)

@@ -86,9 +86,12 @@ class PipelineConfig:
     )
     annotator_flip: float = field(default=0.05, metadata={"help": "share of labels each simulated annotator flips"})
     annotator_correct_first: bool = field(
-        default=True, metadata={"help": "a correct answer beats any wrong one, as a person checking answers judges;"}
+        default=True,
+        metadata={
+            "help": "a correct answer beats any wrong one, as a person checking answers judges; steps, tool errors "
+            "and loops (the rubric's weights) decide between equally correct ones"
+        },
     )
-    # steps, tool errors and loops (the rubric's weights) decide between equally correct ones
     annotator_wrong_pairs: str = field(
         default="tie",
         metadata={

@@ -22,8 +22,24 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
-from annotate.models import Campaign, DatasetSnapshot, Judgement
-from training.rl.config import deploy_words
+from annotate.models import Campaign, DatasetSnapshot, Judgement, Policy
+from annotate.services.datasets import SnapshotFilters, snapshot_build, snapshot_create
+from core.configs import config_from_input
+from rewardmodel.models import ComparisonScore, RewardModel
+from rewardmodel.scoring import RewardScorer
+from rewardmodel.services import comparisons_score, snapshot_problems
+from training.envs.registry import variant_of
+from training.envs.utility import RubricWeights
+from training.loop.audit import audit_create, disagreement_candidates, top_candidates
+from training.loop.config import BASELINES, PipelineConfig, bc_settings
+from training.models import Evaluation, LoopRound
+from training.policy.bc_config import BCConfig
+from training.policy.chat import ChatFormat
+from training.policy.model_io import build_model, load_policy, save_policy
+from training.rl.config import RLConfig, deploy_words
+from training.simulated_annotators import AnnotatorProfile
+from training.simulated_corrections import campaign_simulate_corrections
+from training.simulation import campaign_simulate_labels
 from webapp.errors import ArbiterError
 from webapp.models import Run
 from webapp.runs.services import RunCancelled, run_cancel, run_execute, run_launch
@@ -77,7 +93,6 @@ def run_in_process(
 
 def loop_config(loop_round):
     """The loop's settings as a PipelineConfig (fields added since it was saved get defaults)."""
-    from training.loop.config import PipelineConfig
 
     names = {f.name for f in fields(PipelineConfig)}
     return PipelineConfig(**{k: v for k, v in loop_round.config.items() if k in names})
@@ -86,7 +101,6 @@ def loop_config(loop_round):
 def eval_environment(config) -> str:
     """Where a loop is evaluated: its `eval_environment`, else the environment's unseen
     variant where it has one (names no training step saw), else the environment itself."""
-    from training.envs.registry import variant_of
 
     return config.eval_environment or variant_of(config.environment, "unseen")
 
@@ -101,7 +115,6 @@ def _timed(loop_round, label: str, started: float) -> None:
 
 def round_first(*, loop: str, config, policy, user):
     """Round one of a new loop, from `policy` (which is also every round's KL reference)."""
-    from training.models import LoopRound
 
     if LoopRound.objects.filter(loop=loop).exists():
         raise ArbiterError(f"A loop named {loop!r} exists already; choose another name.")
@@ -118,7 +131,6 @@ def round_first(*, loop: str, config, policy, user):
 
 def round_next(*, previous, labels: str, user):
     """The round after `previous` (which must be done), from its result."""
-    from training.models import LoopRound
 
     if labels not in LABELS:
         raise ArbiterError(f"labels: one of {', '.join(LABELS)}.")
@@ -143,8 +155,6 @@ def round_next(*, previous, labels: str, user):
 
 def annotator_profile(config):
     """The simulated annotators a loop's settings describe (validate() says what is wrong with them)."""
-    from training.envs.utility import RubricWeights
-    from training.simulated_annotators import AnnotatorProfile
 
     return AnnotatorProfile(
         temperature=config.annotator_temperature,
@@ -156,7 +166,6 @@ def annotator_profile(config):
 
 
 def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
-    from training.simulation import campaign_simulate_labels
 
     profile = annotator_profile(config)
     total = campaign.comparisons.count() * campaign.votes_per_comparison
@@ -174,7 +183,6 @@ def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
 def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     """Roll the round's start policy out on training tasks into the round's campaign, and
     label it when the round's labels are simulated (else the round waits for people)."""
-    from training.models import LoopRound
 
     config = loop_config(loop_round)
     started = time.monotonic()
@@ -240,7 +248,6 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
 
 def _correct(loop_round, config, progress: Progress, user) -> None:
     """A simulated annotator corrects wrong episodes of the round's campaign (for SFT and DPO)."""
-    from training.simulated_corrections import campaign_simulate_corrections
 
     progress(0.0, "fixing wrong episodes")
     counts = campaign_simulate_corrections(
@@ -273,7 +280,6 @@ def too_few_comparisons(summary: dict, loop_round, config) -> str | None:
 
 def latest_round(loop: str):
     """The loop's newest round (None for an unknown loop)."""
-    from training.models import LoopRound
 
     return LoopRound.objects.filter(loop=loop).select_related("policy", "campaign").order_by("-number").first()
 
@@ -305,8 +311,6 @@ TEST_FRACTIONS = (0.2, 0.3, 0.4, 0.5)
 def _snapshot(loop_round, config, user, log=lambda line: None) -> DatasetSnapshot:
     """Every label of the loop so far (its rounds' campaigns, never the audits), built here, its
     test split sized to the labels (TEST_FRACTIONS; `log` says when it is not a fifth)."""
-    from rewardmodel.services import snapshot_problems
-    from training.models import LoopRound
 
     campaigns = list(
         Campaign.objects.filter(
@@ -333,7 +337,6 @@ def _snapshot(loop_round, config, user, log=lambda line: None) -> DatasetSnapsho
 
 
 def _snapshot_built(loop_round, config, user, campaigns, test_fraction: float) -> DatasetSnapshot:
-    from annotate.services.datasets import SnapshotFilters, snapshot_build, snapshot_create
 
     snapshot = snapshot_create(
         name=f"{loop_round} dataset"[:200],
@@ -353,10 +356,6 @@ def _snapshot_built(loop_round, config, user, campaigns, test_fraction: float) -
 
 def _score_loop_comparisons(loop_round, reward_model) -> dict[int, tuple[float, float]]:
     """The round's reward model's scores of both sides of every comparison of the loop so far."""
-    from rewardmodel.models import ComparisonScore
-    from rewardmodel.scoring import RewardScorer
-    from rewardmodel.services import comparisons_score
-    from training.models import LoopRound
 
     scorer = RewardScorer(reward_model.model_dir)
     campaigns = Campaign.objects.filter(
@@ -377,7 +376,6 @@ def _score_loop_comparisons(loop_round, reward_model) -> dict[int, tuple[float, 
 def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     """Reward model on all labels so far, RL, evaluation and audit; each piece is kept on
     the round as soon as it exists, so a stopped round goes on from the next one."""
-    from training.models import LoopRound
 
     config = loop_config(loop_round)
     if loop_round.campaign_id is None:
@@ -428,7 +426,6 @@ def _pending(loop_round, config, field_name: str | None) -> bool:
 
 
 def _train_reward_model(loop_round, config, *, stage: Stage, user, should_stop) -> None:
-    from rewardmodel.models import RewardModel
 
     n = loop_round.number
     progress = stage(f"round {n}: dataset of all labels")
@@ -504,7 +501,6 @@ METHODS = ("rl", "expert_iteration")
 
 def parse_baselines(text: str) -> tuple[list[str], str | None]:
     """The loop's baselines from "filtered_bc,clean_bc" (in BASELINES' order, none for ""), and the problem if any."""
-    from training.loop.config import BASELINES
 
     given = [b.strip() for b in str(text).split(",") if b.strip()]
     unknown = [b for b in given if b not in BASELINES]
@@ -518,7 +514,6 @@ def parse_baselines(text: str) -> tuple[list[str], str | None]:
 
 def baseline_run_name(loop: str, baseline: str) -> str:
     """The bc run of one of a loop's baselines: "LOOP filtered BC"."""
-    from training.loop.config import BASELINES
 
     return f"{loop} {BASELINES[baseline][0]}"[:200]
 
@@ -526,7 +521,6 @@ def baseline_run_name(loop: str, baseline: str) -> str:
 def loop_baselines(loop_round, config) -> dict[str, int]:
     """The policies of the loop's baselines trained so far, by baseline (in BASELINES' order): the
     bc runs round one made, succeeded, found by their names among the runs since round one began."""
-    from training.models import LoopRound
 
     wanted, _ = parse_baselines(config.baselines)
     names = {baseline_run_name(loop_round.loop, b): b for b in wanted}
@@ -547,7 +541,6 @@ def loop_baselines(loop_round, config) -> dict[str, int]:
 def _train_baselines(loop_round, config, *, stage: Stage, user, should_stop) -> None:
     """Round one's baselines, each a bc run of the start's behaviour cloning settings (bc_settings)
     changed only in what it imitates; one trained already (a stopped round) is kept."""
-    from training.loop.config import BASELINES, bc_settings
 
     trained = loop_baselines(loop_round, config)
     for baseline in parse_baselines(config.baselines)[0]:
@@ -577,13 +570,6 @@ def _baselines_base(loop_round, config) -> int:
     other episodes than the start's), and the evaluation plays only policies that tokenize as the
     start does (it measures their KL to it); so a baseline differs from the start in its data alone."""
     from django.conf import settings
-
-    from annotate.models import Policy
-    from training.loop.config import bc_settings
-    from training.policy.bc_config import BCConfig
-    from training.policy.chat import ChatFormat
-    from training.policy.model_io import build_model, load_policy, save_policy
-    from webapp.runs.kinds import config_from_input
 
     if config.bc_base_policy_id:
         return config.bc_base_policy_id
@@ -739,7 +725,6 @@ def _train_dpo(loop_round, config, *, stage: Stage, user, should_stop) -> None:
 
 
 def _evaluate(loop_round, config, *, stage: Stage, user, should_stop) -> None:
-    from training.models import Evaluation
 
     settings = _evaluation_config(loop_round, config, stage, user, should_stop)
     run = run_in_process(
@@ -757,7 +742,6 @@ def _evaluate(loop_round, config, *, stage: Stage, user, should_stop) -> None:
 def _audit(loop_round, config, *, stage: Stage, user, should_stop) -> None:
     """Open the round's audit (once), and label it when the round's labels are simulated
     (labelling goes on where it stopped)."""
-    from training.loop.audit import audit_create, disagreement_candidates, top_candidates
 
     progress = stage(f"round {loop_round.number}: audit")
     if loop_round.audit_campaign_id is None:
@@ -800,7 +784,6 @@ def _reward_model_start(loop_round, config) -> dict:
 
 def built_per_seed(config) -> bool:
     """Whether the loop's environment has a fresh variant, so it is built per seed."""
-    from training.envs.registry import variant_of
 
     return variant_of(config.environment, "fresh") != config.environment
 
@@ -818,7 +801,6 @@ def rl_fresh_worlds(config) -> bool:
 
 
 def _expert_iteration_config(loop_round, config, seed: int) -> dict:
-    from training.rl.config import RLConfig
 
     ppo = config.ppo if isinstance(config.ppo, dict) else {}
     return {
@@ -948,7 +930,6 @@ def _upper_bound(loop_round, config, stage: Stage, user, should_stop) -> list[in
 def round_advance(loop_round, *, stage: Stage, user, should_stop=None, train_waiting: bool = False) -> None:
     """Take a round as far as it can go now: collect, then train. A round waiting for
     people's labels is trained only when asked (`train_waiting`: someone pressed "train")."""
-    from training.models import LoopRound
 
     if loop_round.stage == LoopRound.Stage.COLLECTING:
         round_collect(loop_round, stage=stage, user=user, should_stop=should_stop)

@@ -26,9 +26,13 @@ from core import parallel
 from core.ranks import Ranks
 from training.envs.base import Environment, EpisodeRunner, demonstrator_problem
 from training.envs.mistakes import demonstrator_rates
+from training.envs.worlds import stage_stream, stream_seed
 from training.policy.bc_config import BCConfig, extra_worlds_problem
+from training.policy.checkpoints import write_checkpoint
 from training.policy.episodes import RolloutEpisode, episode_tokens, play_scripted
+from training.policy.limits import MAX_ACTION_TOKENS
 from training.policy.parsers import PARSERS
+from training.policy.rollout import RolloutConfig, rollout
 
 # The work folder of a data-parallel run (training/policy/bc_rank.py reads the same names): the
 # model as it starts, and the weights rank 0 saves.
@@ -195,9 +199,6 @@ def dev_judge(
     the world they come from. Where behaviour cloning builds other worlds of the environment,
     the tasks are every split of a world of its own stream (training/envs/worlds.py), which no
     stage trains or evaluates on; otherwise the environment's dev split."""
-    from training.envs.worlds import stage_stream, stream_seed
-    from training.policy.limits import MAX_ACTION_TOKENS
-    from training.policy.rollout import RolloutConfig, rollout
 
     if make_env is not None and config.extra_worlds:
         seed = stream_seed(stage_stream("bc_dev", config.seed), 0)
@@ -385,8 +386,7 @@ def _train_in_processes(model, tokenizer, examples, config: BCConfig, progress, 
 
     with tempfile.TemporaryDirectory(prefix="arbiter-bc-") as folder:
         work = Path(folder)
-        model.save_pretrained(work / INITIAL)
-        tokenizer.save_pretrained(work / INITIAL)
+        write_checkpoint(work / INITIAL, model, tokenizer)
         spec = {
             "config": asdict(config),
             "examples": str(parallel.write_rows(work / "examples.jsonl", examples)),

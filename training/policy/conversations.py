@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from training.envs.base import Tool
+from annotate.trajectory_formats import TrajectoryFormatError, message_text
+from core import json_input
+from training.envs.base import INVALID_TOOL, Tool
 from training.policy.chat import ChatFormat
 from training.policy.parsers import ToolCall
 
@@ -36,7 +38,6 @@ class ConversationError(ValueError):
 def text_of(content: Any, where: str) -> str:
     """A message's content: a string, null, or text parts (the importer's rule: anything else is
     refused, never dropped)."""
-    from annotate.trajectory_formats import TrajectoryFormatError, message_text  # plain Python, as is json_input
 
     try:
         return message_text(content, where)
@@ -79,8 +80,6 @@ def _calls(raw: Any, where: str, called: dict[str, str]) -> list[ToolCall]:
             raise ConversationError(f"{where}.tool_calls[{k}]: {{id, type: function, function: {{name, arguments}}}}")
         arguments = function.get("arguments") or "{}"
         if isinstance(arguments, str):
-            from core import json_input  # the one strict JSON reader (no NaN, no duplicate keys)
-
             try:
                 arguments = json_input.loads(arguments)
             except json_input.JsonInputError as exc:
@@ -232,7 +231,6 @@ def conversation_steps(
     them); plain assistant text is the answer without tools, and with tools a turn of no tool
     call where the tools have no answer tool (recorded as a call of "invalid", as the runner
     refuses it) and the answer otherwise, as the runner reads it."""
-    from training.envs.base import INVALID_TOOL
 
     names = {t.name for t in tools}
     question, steps = "", []

@@ -39,6 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from training.policy.chat import POLICY_FILE
+from training.policy.checkpoints import write_checkpoint
 
 PACKAGE_PREFIX = "package:"
 CHUNK = 1 << 20
@@ -233,8 +234,7 @@ def _convert(path: Path, out: Path, progress: Callable[[str], None]) -> dict:
     model.tie_weights()
     del loaded
     progress("Writing safetensors ...")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    write_checkpoint(out, model, tokenizer)
     return note
 
 

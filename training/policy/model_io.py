@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from training.policy.checkpoints import write_checkpoint
 from training.policy.layout import CHAT_TEMPLATE, LEGACY_TEMPLATES, SPECIAL_TOKENS
 
 
@@ -114,17 +115,6 @@ def same_tokenizer(dir_a: str | Path, dir_b: str | Path) -> bool:
 
 
 def save_policy(model, tokenizer, model_dir: str | Path, *, tool_parser: str = "") -> Path:
-    """Save with `save_pretrained`; `tool_parser` is written to arbiter_policy.json beside it."""
-    import json
-
-    from training.policy.chat import POLICY_FILE
-
-    path = Path(model_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    if tool_parser:
-        info = path / POLICY_FILE
-        existing = json.loads(info.read_text()) if info.exists() else {}
-        info.write_text(json.dumps({**existing, "tool_parser": tool_parser}, indent=2, default=str))
-    return path
+    """Save with `save_pretrained` (training/policy/checkpoints.py, the one way a policy is
+    written); `tool_parser` is written to arbiter_policy.json beside it."""
+    return write_checkpoint(model_dir, model, tokenizer, tool_parser=tool_parser)

@@ -17,10 +17,18 @@ from annotate.services.imports import trajectories_import_objects
 from training.envs.base import EpisodeRunner
 from training.envs.registry import UnknownEnvironment, get_environment
 from training.envs.services import environment_get, environment_tasks
+from training.policy.bc_config import BCConfig, steps_for_data
+from training.policy.chat import ChatFormat, ChatTemplateError, tool_parser_of
+from training.policy.checkpoints import carry_policy_file
+from training.policy.gguf import GgufError, gguf_convert, gguf_source, is_gguf_source
+from training.policy.layout import TOOL_PARSER
 from training.policy.limits import MAX_ACTION_TOKENS, MAX_CONTEXT
+from training.policy.lora import merged, with_lora_if_asked
+from training.policy.model_io import PolicyLoadError, build_model, load_policy, save_policy, train_tokenizer
 from training.policy.success_rates import success_rates
 from webapp.errors import ArbiterError
 from webapp.models import Run
+from webapp.runs.services import run_launch
 
 DEFAULT_POLICY = "default-bc"
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
@@ -70,11 +78,8 @@ def policy_train_default(
     """
     import torch
 
+    # Lazy: training.policy.bc loads torch, which the web process (it imports this module) never does.
     from training.policy.bc import NoDemonstrator, demonstrations, play_demonstrations, train_bc
-    from training.policy.bc_config import BCConfig, steps_for_data
-    from training.policy.layout import TOOL_PARSER
-    from training.policy.lora import merged, with_lora_if_asked
-    from training.policy.model_io import save_policy
 
     target = target or default_policy_dir()
     existing = Policy.objects.filter(name=name, model_dir=str(target)).order_by("-created_at").first()
@@ -153,10 +158,9 @@ def policy_train_default(
 def _new_policy(config, played):
     """(model, tokenizer, chat format) of the default architecture, built from nothing: a
     tokenizer trained on the demonstrations' text."""
+
+    # Lazy: training.policy.bc loads torch, which the web process (it imports this module) never does.
     from training.policy.bc import demonstration_texts
-    from training.policy.chat import ChatFormat
-    from training.policy.layout import TOOL_PARSER
-    from training.policy.model_io import build_model, train_tokenizer
 
     tokenizer = train_tokenizer(demonstration_texts(played), vocab_size=config.vocab_size)
     chat = ChatFormat.for_policy(tokenizer, parser=TOOL_PARSER)
@@ -167,6 +171,8 @@ def _new_policy(config, played):
 def _checkpoint_judge(env, config, tokenizer, chat, make_env, max_action_tokens, log):
     """(judge, what it judges on) of behaviour cloning's checkpoint choice; (None, "") when
     there is none (`dev_every` 0, or several processes)."""
+
+    # Lazy: training.policy.bc loads torch, which the web process (it imports this module) never does.
     from training.policy.bc import dev_judge
 
     if config.dev_every and config.processes == 1:
@@ -183,8 +189,6 @@ def _checkpoint_judge(env, config, tokenizer, chat, make_env, max_action_tokens,
 def _base_policy(policy_id: int):
     """(policy, model, tokenizer, chat format) of the registered policy behaviour cloning
     clones into; four Nones for 0 (the default architecture, built from nothing)."""
-    from training.policy.chat import ChatFormat, ChatTemplateError
-    from training.policy.model_io import PolicyLoadError, load_policy
 
     if not policy_id:
         return None, None, None, None
@@ -232,7 +236,6 @@ def policy_rollouts_launch(
     `environment` (the one it was trained in: its metadata's, else the default), paired into
     comparisons of `campaign`: what a behaviour-cloning run with `rollout_campaign_id` launches
     when it succeeds. A launch repeated with the same key queues nothing new."""
-    from webapp.runs.services import run_launch
 
     return run_launch(
         kind="rollout",
@@ -271,7 +274,6 @@ def policy_by_run_ensure(
       succeeded: (policy, that run if active);
     - the policy, and nothing fills `campaign` (the follow-up was lost): (policy, a new rollout run).
     """
-    from webapp.runs.services import run_launch
 
     policy = policy_with_model(name)
     bc_runs = Run.objects.filter(kind="bc", config__policy_name=name)
@@ -335,7 +337,8 @@ def policy_rollouts_store(
     episodes that take the same path and sample the final answer afresh (stored with
     `branch_of` in their metadata); with a campaign, up to `answer_pairs_per_task` more pairs
     per task that made the same calls and answered differently (docs/loop.md)."""
-    from training.policy.model_io import load_policy
+
+    # Lazy: training.policy.rollout loads torch, which the web process (it imports this module) never does.
     from training.policy.rollout import RolloutConfig, rollout
     from training.policy.rollout import answer_branches as branch
 
@@ -459,8 +462,6 @@ def policy_dir_problems(
     from transformers import AutoConfig, AutoTokenizer
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    from training.policy.chat import ChatFormat, ChatTemplateError
-
     path = Path(model_dir)
     if not (path / "config.json").is_file():
         return [f"{path}: no config.json, so not a Hugging Face model directory."]
@@ -508,8 +509,6 @@ def policy_register(
     the model, so its rollouts and its logged transcripts are one policy's. `model_dir` may
     also be a GGUF source (a .gguf file, or `package:NAME` that ships one): it is converted
     once into the policy store (training/policy/gguf.py), `progress` told each stage."""
-    from training.policy.chat import POLICY_FILE
-    from training.policy.gguf import GgufError, gguf_convert, gguf_source, is_gguf_source
 
     if is_gguf_source(model_dir):
         try:
@@ -526,10 +525,7 @@ def policy_register(
     if existing and existing.model_dir and Path(existing.model_dir).resolve() != path:
         raise ArbiterError(f"Policy {existing} already has a model, at {existing.model_dir}.")
     if tool_parser:
-        info = path / POLICY_FILE
-        current = json.loads(info.read_text()) if info.exists() else {}
-        info.write_text(json.dumps({**current, "tool_parser": tool_parser}, indent=2))
-    from training.policy.chat import tool_parser_of
+        carry_policy_file(path, path, tool_parser=tool_parser)
 
     parser, how = tool_parser_of(path)
     metadata = {

@@ -48,11 +48,15 @@ from typing import Any
 import jsonschema
 
 from core import json_input
+from rewardmodel.scoring import RewardScorer
 from training.envs.base import ANSWER_TOOL, Tool
+from training.policy.batch_generation import Row, generate_rows
+from training.policy.chat import ChatFormat, ChatTemplateError
 from training.policy.conversations import ConversationError, conversation_steps, template_messages
 from training.policy.json_constraint import JsonConstraint, JsonPrefix
 from training.policy.json_schema_prefix import SchemaPrefix
-from training.policy.parsers import partial_suffix
+from training.policy.model_io import load_policy
+from training.policy.parsers import ToolCall, partial_suffix
 from training.policy.serving_requests import MAX_CHOICES, Request, RequestError
 
 log = logging.getLogger(__name__)
@@ -321,9 +325,6 @@ class PolicyServer:
     ):
         import torch
 
-        from training.policy.chat import ChatFormat
-        from training.policy.model_io import load_policy
-
         threads = default_threads() if threads is None else threads
         if threads:  # 0: torch's own default, every core
             torch.set_num_threads(threads)
@@ -348,8 +349,6 @@ class PolicyServer:
         self.created = int(time.time())
         self.scorer = None
         if reward_model:
-            from rewardmodel.scoring import RewardScorer
-
             self.scorer = RewardScorer(reward_model)  # raises BackboneError naming what is wrong
         self.batcher = Batcher(self._generate, max_rows=max(max_batch, MAX_CHOICES))
 
@@ -390,7 +389,6 @@ class PolicyServer:
         """The request's prompt in the policy's template, checked against its context: first by
         its size in bytes (a prompt of megabytes took a minute to tokenize), then in tokens. The
         HTTP side calls this off its event loop."""
-        from training.policy.chat import ChatTemplateError
 
         messages = self._template_messages(request.messages, request.tools)
         openai_tools = [t.as_openai() for t in request.tools]
@@ -453,8 +451,6 @@ class PolicyServer:
         """Row `index` of a request; a later attempt draws again with another seed, sampling
         (temperature 0.7 at least: a greedy row would write the same reply again)."""
         import torch
-
-        from training.policy.batch_generation import Row
 
         request = prepared.request
         seed = request.seed + index + attempt * MAX_CHOICES if request.seed is not None else secrets.randbits(63)
@@ -561,7 +557,6 @@ class PolicyServer:
         return ""
 
     def _generate(self, rows: list) -> None:
-        from training.policy.batch_generation import generate_rows
 
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.chat.stop_ids[0]
         batcher = self.batcher
@@ -645,7 +640,6 @@ def forced_prefix(parser, tools: list[Tool], name: str) -> str:
     (`<tool_call>\n{"name": "search", "arguments":`, `search[`): the server writes it and the
     policy goes on from there. With "" (any tool), what the calls of every declared tool share,
     up to its last space (`<tool_call>\n{"name":`), so the policy still chooses the tool."""
-    from training.policy.parsers import ToolCall
 
     starts = []
     for tool in tools if not name else [t for t in tools if t.name == name]:

@@ -23,19 +23,29 @@ Llama 2 used rejection sampling before PPO. Plain Python and torch, no Django.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from core.callbacks import RLCallbacks
+from core.configs import add_config_arguments, config_from_arguments
+from training.envs.base import EpisodeRunner
+from training.envs.registry import get_environment
+from training.envs.worlds import WorldStream
+from training.policy.bc import demonstrations, play_demonstrations, train_bc
+from training.policy.bc_config import BCConfig
+from training.policy.chat import ChatFormat
+from training.policy.model_io import load_policy
+from training.policy.rollout import RolloutConfig, rollout
+from training.rl.checkpointed_run import CheckpointedRun
 from training.rl.config import ExpertIterationConfig
-from training.rl.dev import best_words, dev_figures, dev_success_words
-from training.rl.trainer import RLCallbacks
-from training.rl.watch import clearly_better
+from training.rl.dev import dev_world
+from training.rl.scorers import reward_model_scorer
 
 STATE_FILE = "expert_iteration_state.json"
 
@@ -114,8 +124,8 @@ def expert_iteration(
         callbacks=callbacks or RLCallbacks(),
         resume_from=resume_from,
     )
-    if not resume_from:
-        rounds.judge_and_save(0, kept=0, tasks=0)
+    if not resume_from and (ended := rounds.judge_and_save(0, kept=0, tasks=0)):
+        return ended
     for round_ in range(rounds.state["round"] + 1, config.rounds + 1):
         if rounds.callbacks.should_stop():
             return rounds.finish("cancelled", f"Cancelled after round {round_ - 1}.")
@@ -133,42 +143,39 @@ def expert_iteration(
                 "cancelled", f"Cancelled during round {round_}; round {round_ - 1} is the last one kept."
             )
         world = rounds.report(round_, tasks, episodes, kept, steps, anchors)
-        rounds.judge_and_save(round_, kept=len(kept), tasks=len(tasks), world=world)  # 4. judge and checkpoint
+        if ended := rounds.judge_and_save(round_, kept=len(kept), tasks=len(tasks), world=world):  # 4. judge, keep
+            return ended
         rounds.callbacks.progress(round_ / config.rounds, f"round {round_} of {config.rounds}")
     return rounds.finish("finished", f"Finished {config.rounds} rounds in {time.monotonic() - rounds.started:.0f} s.")
 
 
-class _Rounds:
+class _Rounds(CheckpointedRun):
     """The moving parts of an expert-iteration run, each step of `expert_iteration`'s loop a
-    method: the policy, the state a resume reads back, the draws of tasks."""
+    method: the policy, the draws of tasks; the state, dev judging and checkpoints are the
+    skeleton's (training/rl/checkpointed_run.py)."""
+
+    unit, state_file, config_file = "round", STATE_FILE, "expert_iteration_config.json"
 
     def __init__(
         self, *, policy_dir, runner, dev_tasks, dev_runner, config, out, scorer, anchor, callbacks, resume_from
     ):
         import torch
 
-        from training.policy.chat import ChatFormat
-        from training.policy.model_io import load_policy
-
-        self.policy_dir, self.runner, self.dev_tasks, self.dev_runner = policy_dir, runner, dev_tasks, dev_runner
-        self.config, self.out, self.scorer, self.anchor, self.callbacks = config, out, scorer, anchor, callbacks
-        self.started = time.monotonic()
+        super().__init__(policy_dir=policy_dir, config=config, out=out, callbacks=callbacks, total=config.rounds)
+        self.runner, self.dev_tasks, self.dev_runner = runner, dev_tasks, dev_runner
+        self.scorer, self.anchor = scorer, anchor
         torch.set_num_threads(max(1, config.threads))
         start_dir = Path(resume_from) if resume_from else policy_dir
         self.model, self.tokenizer = load_policy(start_dir)
         self.chat = ChatFormat.for_policy(self.tokenizer, policy_dir)
-        self.state = {"round": 0, "evaluations": [], "best": None}
         if resume_from:
-            self.state.update(json.loads((start_dir / STATE_FILE).read_text()))
-            callbacks.log(f"Resuming after round {self.state['round']} from {start_dir}.")
-        self.last_checkpoint = str(start_dir) if resume_from else None
+            self.resume(start_dir)
         self.rng = random.Random(config.seed)
         for _ in range(self.state["round"]):  # the same draws after a resume
             self.rng.random()
 
     def sample(self, round_: int, candidates: list) -> tuple[list, list, random.Random]:
         """The round's tasks, `samples` episodes of each, and the round's own random draws."""
-        from training.policy.rollout import RolloutConfig, rollout
 
         config = self.config
         round_rng = random.Random(self.rng.random())
@@ -196,8 +203,6 @@ class _Rounds:
     def fine_tune(self, round_: int, kept: list, round_rng: random.Random) -> tuple[int, int]:
         """The behaviour-cloning loss on the kept episodes' sampled ids and the anchors drawn
         for them; returns (steps, anchors)."""
-        from training.policy.bc import train_bc
-        from training.policy.bc_config import BCConfig
 
         config = self.config
         examples = [(list(e.ids), list(e.agent_mask)) for e in kept]
@@ -246,70 +251,17 @@ class _Rounds:
         )
         return world
 
-    def judge_and_save(self, round_: int, **entry) -> None:
-        self.model.eval()
-        self.save(round_, {"round": round_, "dev": self.evaluate(round_), **entry})
-
-    def evaluate(self, round_: int) -> dict:
-        config = self.config
-        figures = dev_figures(
-            self.model, self.tokenizer, self.dev_runner, self.dev_tasks, config, seed=config.seed, chat=self.chat
-        )
-        self.callbacks.metrics(
-            round_, {f"eval/dev_{k}": v for k, v in figures.items() if k in ("success", "greedy_success")}
-        )
-        self.callbacks.log(f"Round {round_}: {dev_success_words(figures)}.")
-        return figures
-
-    def save(self, round_: int, entry: dict) -> None:
-        from training.policy.chat import POLICY_FILE
-
-        state = self.state
-        path = self.out / "checkpoints" / f"round-{round_:03d}"
-        if path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True)
-        self.model.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
-        if (self.policy_dir / POLICY_FILE).exists():
-            shutil.copyfile(self.policy_dir / POLICY_FILE, path / POLICY_FILE)
-        state["evaluations"].append(entry)
-        best = state["best"]
-        if best is None or clearly_better(entry["dev"], best["dev"], self.config.best_margin):
-            state["best"] = {"round": round_, "path": str(path), "dev": entry["dev"]}
-        state["round"] = round_
-        (path / STATE_FILE).write_text(json.dumps(state, indent=2))
-        (path / "expert_iteration_config.json").write_text(json.dumps(asdict(self.config), indent=2, default=str))
-        self.last_checkpoint = str(path)
-        self.callbacks.checkpoint(round_, str(path))
-        self.callbacks.policy_saved(round_, str(path), entry["dev"])
+    def folder(self, step: int) -> str:
+        return f"round-{step:03d}"
 
     def finish(self, reason: str, message: str) -> ExpertIterationResult:
-        message += best_words(self.state["best"], "round", self.config.deploy_temperature)
-        self.callbacks.log(message)
-        return ExpertIterationResult(
-            rounds=self.state["round"],
-            stop_reason=reason,
-            message=message,
-            best=self.state["best"],
-            last_checkpoint=self.last_checkpoint,
-            evaluations=self.state["evaluations"],
-            seconds=round(time.monotonic() - self.started, 1),
-        )
+        end = self.run_end(reason, message)
+        return ExpertIterationResult(rounds=end.steps, **{k: v for k, v in asdict(end).items() if k != "steps"})
 
 
 def cli_inputs(environment: str, selection: str, reward_model: str, fresh_worlds: bool, dev_tasks: int, policy: str):
     """The command line's tasks, runners, scorer and anchors (the environment's demonstrations,
     played and tokenized as the policy's behaviour cloning saw them)."""
-    from training.envs.base import EpisodeRunner
-    from training.envs.registry import get_environment
-    from training.envs.worlds import WorldStream
-    from training.policy.bc import demonstrations, play_demonstrations
-    from training.policy.bc_config import BCConfig
-    from training.policy.chat import ChatFormat
-    from training.policy.model_io import load_policy
-    from training.rl.dev import dev_world
-    from training.rl.scorers import reward_model_scorer
 
     env = get_environment(environment)
     dev_env, dev_tasks_ = dev_world(environment, "", dev_tasks, get=get_environment)
@@ -333,8 +285,6 @@ def cli_inputs(environment: str, selection: str, reward_model: str, fresh_worlds
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
     parser = argparse.ArgumentParser(description="Expert iteration of a policy in an environment.")
     parser.add_argument("--policy", required=True, help="policy directory to start from")
     parser.add_argument("--environment", default="encyclopedia")
@@ -342,20 +292,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fresh-worlds", action="store_true", help="each round's tasks from a newly generated world")
     parser.add_argument("--dev-tasks", type=int, default=100)
     parser.add_argument("--out", default="var/expert-iteration-cli")
-    for name, value in asdict(ExpertIterationConfig()).items():
-        if isinstance(value, bool):
-            parser.add_argument(f"--{name.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=value)
-        else:
-            parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    add_config_arguments(parser, ExpertIterationConfig)
     args = parser.parse_args(argv)
-    config = ExpertIterationConfig(**{name: getattr(args, name) for name in asdict(ExpertIterationConfig())})
-    problems = config.validate() + (
-        ["--reward-model: needed for selection reward_model or majority."]
-        if config.selection != "rubric" and not args.reward_model
-        else []
-    )
-    if problems:
-        parser.error(" ".join(problems))
+    try:
+        config = config_from_arguments(ExpertIterationConfig, args)
+    except ValueError as exc:
+        parser.error(" ".join(str(exc).splitlines()))
+    if config.selection != "rubric" and not args.reward_model:
+        parser.error("--reward-model: needed for selection reward_model or majority.")
     built = cli_inputs(
         args.environment, config.selection, args.reward_model, args.fresh_worlds, args.dev_tasks, args.policy
     )

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from core import parallel
+from core.callbacks import RLCallbacks
 from training.rl.config import RLConfig
-from training.rl.trainer import RLCallbacks, build_inputs, train_rl
+from training.rl.trainer import build_inputs, train_rl
 
 
 def main() -> None:

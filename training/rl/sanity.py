@@ -15,12 +15,25 @@ Plain Python and torch, no Django:
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from core.callbacks import RLCallbacks
+from core.configs import add_config_arguments, config_from_arguments
+from training.envs.base import EpisodeRunner
+from training.envs.registry import get_environment
+from training.policy.bc import demonstration_texts, demonstrations, play_demonstrations, train_bc
+from training.policy.bc_config import BCConfig
+from training.policy.chat import ChatFormat
+from training.policy.layout import TOOL_PARSER
+from training.policy.model_io import build_model, load_policy, save_policy, train_tokenizer
+from training.policy.success_rates import success_rates
 from training.rl.config import RLConfig
+from training.rl.scorers import rubric_scorer
+from training.rl.trainer import train_rl
 
 ENVIRONMENT = "codeword"
 
@@ -43,13 +56,6 @@ class SanityConfig:
 def bc_start(out_dir: str | Path, config: SanityConfig) -> Path:
     """The behaviour-cloned start in `out_dir` (built once: an existing one is reused)."""
     import torch
-
-    from training.envs.registry import get_environment
-    from training.policy.bc import demonstration_texts, demonstrations, play_demonstrations, train_bc
-    from training.policy.bc_config import BCConfig
-    from training.policy.chat import ChatFormat
-    from training.policy.layout import TOOL_PARSER
-    from training.policy.model_io import build_model, save_policy, train_tokenizer
 
     path = Path(out_dir)
     if (path / "config.json").exists():
@@ -99,11 +105,6 @@ def rl_config(algorithm: str, config: SanityConfig, **overrides) -> RLConfig:
 
 def held_out_success(policy_dir: str | Path, config: SanityConfig) -> dict:
     """Success on the environment's eval tasks (never trained on), greedy and at T=1."""
-    from training.envs.base import EpisodeRunner
-    from training.envs.registry import get_environment
-    from training.policy.chat import ChatFormat
-    from training.policy.model_io import load_policy
-    from training.policy.success_rates import success_rates
 
     env = get_environment(ENVIRONMENT)
     model, tokenizer = load_policy(policy_dir)
@@ -115,10 +116,6 @@ def held_out_success(policy_dir: str | Path, config: SanityConfig) -> dict:
 def rl_run(start: str | Path, out_dir: str | Path, rl: RLConfig, config: SanityConfig, scorer=None) -> dict:
     """RL from `start` against the rubric (or `scorer`); the figures of its last checkpoint and
     of its batches (the first and the last iteration's success, the last KL)."""
-    from training.envs.base import EpisodeRunner
-    from training.envs.registry import get_environment
-    from training.rl.scorers import rubric_scorer
-    from training.rl.trainer import RLCallbacks, train_rl
 
     env = get_environment(ENVIRONMENT)
     series: dict[int, dict] = {}
@@ -147,15 +144,15 @@ def rl_run(start: str | Path, out_dir: str | Path, rl: RLConfig, config: SanityC
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
     parser = argparse.ArgumentParser(description="RL against the rubric in an environment with a known optimum.")
     parser.add_argument("--algorithm", default="ppo", choices=["ppo", "rloo", "grpo"])
     parser.add_argument("--out", default="var/rl-sanity")
-    for name, value in asdict(SanityConfig()).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    add_config_arguments(parser, SanityConfig)
     args = parser.parse_args(argv)
-    config = SanityConfig(**{name: getattr(args, name) for name in asdict(SanityConfig())})
+    try:
+        config = config_from_arguments(SanityConfig, args)
+    except ValueError as exc:
+        parser.error(" ".join(str(exc).splitlines()))
     start = bc_start(Path(args.out) / f"start-s{config.seed}", config)
     figures = {"start": held_out_success(start, config)}
     figures[args.algorithm] = rl_run(start, Path(args.out) / args.algorithm, rl_config(args.algorithm, config), config)

@@ -8,6 +8,14 @@ from pathlib import Path
 from django.db import transaction
 
 from annotate.models import Policy
+from training.envs.base import EpisodeRunner, demonstrator_problem, rl_world_seeds
+from training.envs.services import environment_get, environment_world
+from training.envs.worlds import WorldStream, stage_stream
+from training.policy.bc_config import BCConfig
+from training.policy.chat import ChatFormat
+from training.policy.model_io import load_policy
+from training.rl.dev import dev_world as judged_in
+from training.rl.scorers import reward_model_scorer, rubric_scorer
 from webapp.errors import ArbiterError
 
 
@@ -64,7 +72,8 @@ def rl_train(
     other worlds of it (or, with `fresh_worlds`, every iteration on a world of its own), choosing checkpoints on `dev_environment`'s tasks (default: the
     environment's fresh variant where it has one, training/envs/registry.py); every
     checkpoint becomes a policy called `name`. Returns RLResult."""
-    from training.envs.services import environment_get
+
+    # Lazy: training.rl.trainer loads torch, which the web process (it imports this module) never does.
     from training.rl.trainer import train_rl, train_rl_in_processes
 
     if reward == "reward_model" and reward_model is None:
@@ -142,9 +151,6 @@ def rl_inputs(
 ) -> dict:
     """What RL plays and is scored by, built in each process that plays (training/rl/rl_rank.py):
     the scorer, the training tasks and their runner, the dev tasks and theirs."""
-    from training.envs.base import EpisodeRunner
-    from training.envs.services import environment_get
-    from training.rl.scorers import reward_model_scorer, rubric_scorer
 
     if reward == "reward_model":
         scorer = reward_model_scorer(reward_model_dir, device=device, ensemble_penalty=ensemble_penalty)
@@ -165,8 +171,6 @@ def rl_inputs(
 def dev_world(environment: str, dev_environment: str, size: int):
     """(the environment RL is judged in, its dev tasks), from the app's environments
     (training/rl/dev.py). Raises UnknownEnvironment for one that does not exist."""
-    from training.envs.services import environment_get
-    from training.rl.dev import dev_world as judged_in
 
     return judged_in(environment, dev_environment, size, get=environment_get)
 
@@ -176,9 +180,6 @@ def training_tasks(name: str, env, train_worlds: int, *, fresh_worlds: bool = Fa
     `train_worlds` other worlds of it (training/envs/base.py rl_world_seeds), each played in
     its own world (`runner(task)`); or, with `fresh_worlds`, a function giving each
     iteration the tasks of a world of its own (training/envs/worlds.py)."""
-    from training.envs.base import EpisodeRunner, rl_world_seeds
-    from training.envs.services import environment_world
-    from training.envs.worlds import WorldStream, stage_stream
 
     if fresh_worlds:
         stream = WorldStream(lambda world: environment_world(name, world), stream=stage_stream("rl", seed))
@@ -217,15 +218,12 @@ def expert_iteration_train(
     round's tasks from a world of its own (`fresh_worlds`) or its training tasks; the kept
     samples mixed with the environment's demonstrations (`anchor`, where it has a
     demonstrator); every round's checkpoint a policy called `name`. Returns its result."""
-    from training.envs.base import EpisodeRunner, demonstrator_problem
-    from training.envs.services import environment_get, environment_world
-    from training.envs.worlds import WorldStream, stage_stream
+
+    # Lazy: training.policy.bc loads torch, which the web process (it imports this module) never does.
     from training.policy.bc import demonstrations, play_demonstrations
-    from training.policy.bc_config import BCConfig
-    from training.policy.chat import ChatFormat
-    from training.policy.model_io import load_policy
+
+    # Lazy: training.rl.expert_iteration loads torch, which the web process (it imports this module) never does.
     from training.rl.expert_iteration import expert_iteration
-    from training.rl.scorers import reward_model_scorer
 
     env = environment_get(environment)
     dev_env, judged_on = dev_world(environment, dev_environment, dev_tasks)

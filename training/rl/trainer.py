@@ -39,11 +39,11 @@ Plain Python and torch, no Django:
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import math
 import random
-import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -51,22 +51,38 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from core import parallel
-from core.callbacks import Callbacks, nothing
-from core.ranks import Ranks
-from training.envs.base import INVALID_TOOL
+from core.callbacks import RLCallbacks
+from core.configs import add_config_arguments, config_from_arguments
+from training.envs.base import INVALID_TOOL, EpisodeRunner
+from training.envs.registry import get_environment
+from training.envs.worlds import WorldStream
 from training.evaluation.metrics import episode_figures, mean_of_figures
-from training.policy.chat import POLICY_FILE
+from training.policy.chat import ChatFormat
+from training.policy.model_io import load_policy
+from training.policy.rollout import RolloutConfig, rollout
+from training.rl.checkpointed_run import CheckpointedRun
 from training.rl.config import RLConfig
-from training.rl.dev import EvaluationCancelled, best_words, dev_episodes_words, dev_figures, dev_success_words
+from training.rl.dev import EvaluationCancelled, dev_world
 from training.rl.episode_tensors import EpisodeBatch, episode_batch, forward_agent_tokens, token_logprobs
-from training.rl.scorers import Scorer
-from training.rl.watch import clearly_better, collapse, flag_overoptimization, warn_collapse
+from training.rl.ppo_math import (
+    explained_variance,
+    gae,
+    group_advantages,
+    kl_penalty_rewards,
+    loss_count,
+    masked_entropy,
+    masked_whiten,
+    policy_loss,
+    token_weights,
+    value_loss,
+)
+from training.rl.scorers import Scorer, reward_model_scorer, rubric_scorer
+from training.rl.watch import collapse, flag_overoptimization, warn_collapse
 
 STATE_FILE = "ppo_state.json"
 VALUE_HEAD_FILE = "value_head.pt"
 OPTIMIZER_FILE = "optimizer.pt"
 EPISODE_METRICS = ("success", "utility", "steps", "tool_errors", "loop", "truncated", "agent_tokens")
-DEV_METRICS = ("success", "greedy_success", "deploy_success", "utility", "f1", "steps", "tool_errors")
 # A minibatch's figures, each a sum of the processes' parts in a data-parallel run.
 MINIBATCH_FIGURES = (
     "loss/policy",
@@ -77,13 +93,6 @@ MINIBATCH_FIGURES = (
     "policy/approx_kl",
     "value/clipfrac",
 )
-
-
-@dataclass
-class RLCallbacks(Callbacks):
-    """The training callbacks every run shares, plus one for each policy checkpoint saved."""
-
-    policy_saved: Callable[[int, str, dict], None] = nothing  # (iteration, policy directory, its dev figures)
 
 
 @dataclass
@@ -152,7 +161,7 @@ def train_rl(
         device=device,
     )
     if run.iteration == 0 and config.eval_every and not resume_from:
-        if ended := run.judge_and_save(0, None):  # the start, the figure every later one is compared to
+        if ended := run.judge_and_save(0, rm_score=None):  # the start, the figure every later one is compared to
             return ended
     while run.iteration < config.iterations:
         if ended := run.stop_before_iteration():
@@ -184,7 +193,7 @@ class Targets:
     kl: object  # (rows, A) per-token KL to the reference
 
 
-class PPORun:
+class PPORun(CheckpointedRun):
     """The moving parts of one RL run, each step of `train_rl`'s loop a method: the policy,
     its value head and optimizer, the frozen reference, the state a resume reads back
     (iteration, score scale, evaluations, best checkpoint), and this process's place among
@@ -208,20 +217,12 @@ class PPORun:
     ):
         import torch
 
-        from training.policy.chat import ChatFormat
-        from training.policy.model_io import load_policy
-        from training.policy.rollout import RolloutConfig
-
-        self.policy_dir, self.scorer, self.train_tasks, self.dev_tasks = (
-            Path(policy_dir),
-            scorer,
-            train_tasks,
-            dev_tasks,
+        super().__init__(
+            policy_dir=policy_dir, config=config, out=out_dir, callbacks=callbacks, total=config.iterations
         )
-        self.runner, self.dev_runner, self.config, self.callbacks = runner, dev_runner, config, callbacks
-        self.out, self.device, self.ranks = out_dir, device, Ranks()
+        self.scorer, self.train_tasks, self.dev_tasks = scorer, train_tasks, dev_tasks
+        self.runner, self.dev_runner, self.device = runner, dev_runner, device
         self.out.mkdir(parents=True, exist_ok=True)
-        self.started = time.monotonic()
         self.times: dict[str, float] = {}  # this iteration's seconds by step
         self.timer = self.started  # when the update's part of the iteration began (`advantages`)
         if config.threads:
@@ -237,18 +238,9 @@ class PPORun:
         torch.nn.init.zeros_(self.value_head.bias)
         self.trained = list(self.model.parameters()) + list(self.value_head.parameters())
         self.optimizer = torch.optim.AdamW(self.trained, lr=config.learning_rate, eps=1e-5, weight_decay=0.0)
-        self.state = {
-            "iteration": 0,
-            "score_mean": None,
-            "score_std": None,
-            "evaluations": [],
-            "best": None,
-            "grad_norms": [],
-            "score_std_first": None,
-        }
-        self.last_checkpoint = None
+        self.state.update(score_mean=None, score_std=None, grad_norms=[], score_std_first=None)
         if resume_from:
-            self._resume(start_dir)
+            self.resume(start_dir)
         self.rollout_config = RolloutConfig(
             temperature=config.temperature,
             batch_size=config.rollout_batch_size,
@@ -260,17 +252,21 @@ class PPORun:
         for done in range(self.state["iteration"]):  # the same task order after a resume
             self.task_rng.sample(range(len(self._pool(done + 1))), config.episodes_per_iteration // self.group)
 
-    def _resume(self, start_dir: Path) -> None:
+    def resume(self, start_dir: Path) -> None:
         import torch
 
-        self.state.update(json.loads((start_dir / STATE_FILE).read_text()))
+        super().resume(start_dir)
         self.value_head.load_state_dict(torch.load(start_dir / VALUE_HEAD_FILE, map_location=self.device))
         if (start_dir / OPTIMIZER_FILE).exists():
             self.optimizer.load_state_dict(torch.load(start_dir / OPTIMIZER_FILE, map_location=self.device))
         else:
             self.callbacks.log(f"{start_dir} has no optimizer state; the optimizer starts afresh.")
-        self.callbacks.log(f"Resuming after iteration {self.state['iteration']} from {start_dir}.")
-        self.last_checkpoint = str(start_dir)
+
+    unit, state_file, config_file = "iteration", STATE_FILE, "rl_config.json"
+    latest_only = (OPTIMIZER_FILE,)  # only the latest checkpoint resumes
+
+    def folder(self, step: int) -> str:
+        return f"iter-{step:04d}"
 
     @property
     def iteration(self) -> int:
@@ -293,7 +289,6 @@ class PPORun:
 
     def rollout(self, iteration: int) -> tuple[list, list[int]]:
         """This process's episodes of the iteration's batch, and their indices in the batch."""
-        from training.policy.rollout import rollout
 
         timer = time.monotonic()
         config = self.config
@@ -345,8 +340,6 @@ class PPORun:
 
     def advantages(self, episodes: list, scores) -> Targets:
         import torch
-
-        from training.rl.ppo_math import gae, group_advantages, kl_penalty_rewards, masked_whiten
 
         self.timer = time.monotonic()  # the update's time counts from here
         config = self.config
@@ -415,7 +408,6 @@ class PPORun:
     def _minibatch_loss(self, iteration: int, targets: Targets, index):
         """(loss, its parts) of this process's rows `index` of a minibatch; (None, zeros) when
         none of the minibatch is here (this process then adds zeros to the sums)."""
-        from training.rl.ppo_math import loss_count, masked_entropy, policy_loss, token_weights, value_loss
 
         config = self.config
         part = targets.batch.rows(index)
@@ -475,8 +467,6 @@ class PPORun:
         """The iteration's figures, over the whole batch, reported to the callbacks."""
         import torch
 
-        from training.rl.ppo_math import explained_variance
-
         config, ranks, state, batch = self.config, self.ranks, self.state, targets.batch
         self.times["time/update"] = time.monotonic() - self.timer
         rows = ranks.gather(
@@ -522,8 +512,10 @@ class PPORun:
         if self.callbacks.should_stop():
             return self.finish("cancelled", f"Cancelled after iteration {iteration}.")
         if self.config.max_seconds and self.ranks.latest(time.monotonic() - self.started) > self.config.max_seconds:
-            if not self._saved(iteration) and (
-                ended := self.judge_and_save(iteration, self.state.get("last_rm_score"))
+            if not self.saved(iteration) and (
+                ended := self.judge_and_save(
+                    iteration, judged=bool(self.config.eval_every), rm_score=self.state.get("last_rm_score")
+                )
             ):
                 return ended
             return self.finish("time_limit", f"Stopped at the time limit after iteration {iteration}.")
@@ -541,9 +533,8 @@ class PPORun:
             iteration % config.eval_every == 0 or iteration == config.iterations or over_budget
         )
         if due or over_budget or (config.checkpoint_every and iteration % config.checkpoint_every == 0):
-            self.model.eval()
             try:
-                entry = self.evaluate(iteration, figures["objective/rm_score"]) if due else None
+                entry = self.judge(iteration, rm_score=figures["objective/rm_score"]) if due else None
             except EvaluationCancelled:
                 return self.finish("cancelled", f"Cancelled while iteration {iteration} was being judged on dev.")
             fell = entry and collapse(self.state, entry, config)
@@ -562,98 +553,23 @@ class PPORun:
     def end(self) -> RLResult:
         """The last iteration judged and saved (unless it just was), and the result."""
         iteration = self.iteration
-        if not self._saved(iteration) and (ended := self.judge_and_save(iteration, self.state.get("last_rm_score"))):
+        if not self.saved(iteration) and (
+            ended := self.judge_and_save(
+                iteration, judged=bool(self.config.eval_every), rm_score=self.state.get("last_rm_score")
+            )
+        ):
             return ended
         return self.finish("finished", f"Finished {iteration} iterations in {time.monotonic() - self.started:.0f} s.")
 
-    def _saved(self, iteration: int) -> bool:
-        return self.last_checkpoint is not None and self.last_checkpoint.endswith(f"{iteration:04d}")
+    def checkpoint_tensors(self) -> dict:
+        return {VALUE_HEAD_FILE: self.value_head.state_dict(), OPTIMIZER_FILE: self.optimizer.state_dict()}
 
-    def judge_and_save(self, iteration: int, rm_score: float | None) -> RLResult | None:
-        """A checkpoint of `iteration`, judged on dev first when evaluations are on; the
-        result when a cancel came while it was being judged."""
-        self.model.eval()
-        try:
-            self.save(iteration, self.evaluate(iteration, rm_score) if self.config.eval_every else None)
-        except EvaluationCancelled:
-            what = "the start" if iteration == 0 else f"iteration {iteration}"
-            return self.finish("cancelled", f"Cancelled while {what} was being judged on dev.")
-        return None
-
-    def evaluate(self, iteration: int, rm_score: float | None) -> dict:
-        config, callbacks = self.config, self.callbacks
-        what = "the start" if iteration == 0 else f"iteration {iteration}"
-        message = f"Judging {what} on {len(self.dev_tasks)} dev tasks ({dev_episodes_words(config)} each) ..."
-        callbacks.log(message)  # a run is never silent for minutes: this is its longest step
-        callbacks.progress(iteration / config.iterations, message)
-        figures = dev_figures(
-            self.model,
-            self.tokenizer,
-            self.dev_runner,
-            self.dev_tasks,
-            config,
-            seed=config.seed,
-            chat=self.chat,
-            ranks=self.ranks,
-            should_stop=callbacks.should_stop,
-        )
-        entry = {"iteration": iteration, "rm_score": rm_score, "dev": figures}
-        self.state["evaluations"].append(entry)
-        callbacks.metrics(
-            iteration, {f"eval/dev_{name}": value for name, value in figures.items() if name in DEV_METRICS}
-        )
-        callbacks.log(
-            f"Iteration {iteration}: {dev_success_words(figures)}"
-            + (f", reward-model score {rm_score:+.3f}." if rm_score is not None else ".")
-        )
-        return entry
-
-    def save(self, iteration: int, entry: dict | None) -> str:
-        import torch
-
-        state, lead = self.state, self.ranks.lead  # every process holds the same weights; one writes them
-        path = self.out / "checkpoints" / f"iter-{iteration:04d}"
-        self.callbacks.progress(
-            iteration / self.config.iterations, f"Saving the checkpoint of iteration {iteration} ..."
-        )
-        if lead:
-            if path.exists():
-                shutil.rmtree(path)
-            path.mkdir(parents=True)
-            self.model.save_pretrained(path)
-            self.tokenizer.save_pretrained(path)
-            if (self.policy_dir / POLICY_FILE).exists():  # the policy's tool parser goes with every checkpoint
-                shutil.copyfile(self.policy_dir / POLICY_FILE, path / POLICY_FILE)
-            torch.save(self.value_head.state_dict(), path / VALUE_HEAD_FILE)
-            torch.save(self.optimizer.state_dict(), path / OPTIMIZER_FILE)
-            (path / "rl_config.json").write_text(json.dumps(asdict(self.config), indent=2))
-        if entry is not None:
-            best = state["best"]
-            if best is None or clearly_better(entry["dev"], best["dev"], self.config.best_margin):
-                state["best"] = {"iteration": iteration, "path": str(path), "dev": entry["dev"]}
-            flag_overoptimization(state, entry, self.config, self.callbacks)
-        state["iteration"] = iteration
-        previous, self.last_checkpoint = self.last_checkpoint, str(path)
-        if lead:
-            (path / STATE_FILE).write_text(json.dumps(state, indent=2))
-            if previous and Path(previous).parent == path.parent and previous != str(path):
-                (Path(previous) / OPTIMIZER_FILE).unlink(missing_ok=True)  # only the latest resumes
-        self.callbacks.checkpoint(iteration, str(path))
-        self.callbacks.policy_saved(iteration, str(path), entry["dev"] if entry else {})
-        return str(path)
+    def watch(self, entry: dict) -> None:
+        flag_overoptimization(self.state, entry, self.config, self.callbacks)
 
     def finish(self, reason: str, message: str) -> RLResult:
-        message += best_words(self.state["best"], "iteration", self.config.deploy_temperature)
-        self.callbacks.log(message)
-        return RLResult(
-            iterations=self.state["iteration"],
-            stop_reason=reason,
-            message=message,
-            best=self.state["best"],
-            last_checkpoint=self.last_checkpoint,
-            evaluations=self.state["evaluations"],
-            seconds=round(time.monotonic() - self.started, 1),
-        )
+        end = self.run_end(reason, message)
+        return RLResult(iterations=end.steps, **{k: v for k, v in asdict(end).items() if k != "steps"})
 
 
 def _minibatches(n: int, size: int, generator):
@@ -723,11 +639,6 @@ def cli_inputs(
     of a parallel run: the dev tasks are the ones the app's runs are judged on
     (training/rl/dev.py), `dev_tasks` of them (0: all). `fresh_worlds`: each iteration's tasks
     from a world of its own (training/envs/worlds.py) instead of the environment's split."""
-    from training.envs.base import EpisodeRunner
-    from training.envs.registry import get_environment
-    from training.envs.worlds import WorldStream
-    from training.rl.dev import dev_world
-    from training.rl.scorers import reward_model_scorer, rubric_scorer
 
     env = get_environment(environment)
     dev_env, judged_on = dev_world(environment, "", dev_tasks, get=get_environment)
@@ -745,8 +656,6 @@ def cli_inputs(
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
     parser = argparse.ArgumentParser(description="Multi-turn PPO of a policy in an environment.")
     parser.add_argument("--policy", required=True, help="policy directory to start from")
     parser.add_argument(
@@ -757,16 +666,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fresh-worlds", action="store_true", help="each iteration's tasks from a newly generated world"
     )
-    for name, value in asdict(RLConfig()).items():
-        if isinstance(value, bool):
-            parser.add_argument(f"--{name.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=value)
-        else:
-            parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    add_config_arguments(parser, RLConfig)
     args = parser.parse_args(argv)
-    config = RLConfig(**{name: getattr(args, name) for name in asdict(RLConfig())})
-    problems = config.validate()
-    if problems:
-        parser.error(" ".join(problems))
+    try:
+        config = config_from_arguments(RLConfig, args)
+    except ValueError as exc:
+        parser.error(" ".join(str(exc).splitlines()))
     callbacks = RLCallbacks(
         log=print, metrics=lambda i, m: print(i, json.dumps({k: round(v, 4) for k, v in m.items()}))
     )

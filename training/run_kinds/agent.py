@@ -7,9 +7,19 @@ from dataclasses import dataclass, field, fields
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
+from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 from core.config_ranges import out_of_range
+from training.envs.base import demonstrator_problem
+from training.envs.services import environment_get, environments_here, parse_task_ids
 from training.policy.bc_config import BCConfig, demonstrator_choice_problems, extra_worlds_problem, lora_problems
 from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
+from training.policy.services import (
+    PolicyTrainingStopped,
+    policy_rollouts_launch,
+    policy_rollouts_store,
+    policy_run_dir,
+    policy_train_default,
+)
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
     SPLITS,
@@ -21,8 +31,10 @@ from training.run_kinds.common import (
     policy_link,
     policy_problems,
 )
+from webapp.errors import ArbiterError
 from webapp.runs.kinds import RunKind, register
 from webapp.runs.lineage import lineage_link
+from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage
 
 # --- Rollouts ---------------------------------------------------------------------------
 
@@ -68,7 +80,6 @@ class RolloutRunConfig:
     max_context: int = max_context_field()
 
     def validate(self) -> list[str]:
-        from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
         problems = [] if self.pairing in STRATEGIES else [f"pairing: one of {', '.join(STRATEGIES)}."]
         if self.split not in SPLITS:
@@ -86,7 +97,6 @@ class RolloutRunConfig:
 
 
 def _pairing_choices() -> list[tuple[str, str]]:
-    from annotate.services.comparisons import SELF_PAIRING as STRATEGIES
 
     return [(strategy, strategy.replace("_", " ")) for strategy in STRATEGIES]
 
@@ -115,8 +125,6 @@ def _rollout_lineage(config: RolloutRunConfig) -> list[dict]:
 
 
 def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume_from) -> dict:
-    from training.policy.services import policy_rollouts_store
-    from webapp.runs.services import RunCancelled
 
     def progress(fraction: float) -> None:
         reporter.progress(0.95 * fraction, f"{fraction:.0%} of the episodes")
@@ -125,7 +133,6 @@ def _rollout_execute(*, run, config: RolloutRunConfig, reporter, compute, resume
 
     policy = Policy.objects.get(pk=config.policy_id)
     campaign = Campaign.objects.filter(pk=config.campaign_id).first() if config.campaign_id else None
-    from training.envs.services import parse_task_ids
 
     reporter.log(
         f"Rolling out {policy} in {config.environment} on {config.tasks} {config.split} tasks x "
@@ -232,8 +239,6 @@ class BCRunConfig(BCConfig):
 
 
 def _bc_check(config: BCRunConfig) -> list[str]:
-    from training.envs.base import demonstrator_problem
-    from training.envs.services import environment_get, environments_here
 
     problems = environment_check(config.environment)
     if not problems and environments_here():  # the web process reads names only; the worker checks at start
@@ -259,14 +264,6 @@ def _bc_lineage(config: BCRunConfig) -> list[dict]:
 
 
 def _bc_execute(*, run, config: BCRunConfig, reporter, compute, resume_from) -> dict:
-    from training.policy.services import (
-        PolicyTrainingStopped,
-        policy_rollouts_launch,
-        policy_run_dir,
-        policy_train_default,
-    )
-    from webapp.errors import ArbiterError
-    from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage
 
     bc = BCConfig(**{f.name: getattr(config, f.name) for f in fields(BCConfig)})
     target = policy_run_dir(name=config.policy_name, run_id=run.pk)

@@ -7,7 +7,18 @@ from pathlib import Path
 from django.urls import reverse
 
 from annotate.models import Campaign, Policy
+from training.envs.services import environment_choices as choices
+from training.envs.services import (
+    environment_get,
+    environment_problems,
+    environments_here,
+    parse_task_ids,
+    task_problems,
+)
+from training.rl.services import best_checkpoint_mark
+from webapp.models import Run
 from webapp.runs.lineage import lineage_link
+from webapp.runs.services import run_add_lineage
 
 SPLITS = ("train", "dev", "eval")
 ENVIRONMENT_HELP = (
@@ -20,13 +31,6 @@ TASK_IDS_HELP = "Only these tasks of the split, by external id, separated by com
 def environment_check(name: str, split: str | None = None, task_ids: str = "") -> list[str]:
     """Why a run cannot use this environment (unknown, fails to start) or these tasks (not of its
     split). In the web process, from its name only: the worker checks the rest when the run starts."""
-    from training.envs.services import (
-        environment_get,
-        environment_problems,
-        environments_here,
-        parse_task_ids,
-        task_problems,
-    )
 
     problems = environment_problems(name)
     if not problems and split and task_ids and environments_here():
@@ -35,7 +39,6 @@ def environment_check(name: str, split: str | None = None, task_ids: str = "") -
 
 
 def environment_choices() -> list[tuple[str, str]]:
-    from training.envs.services import environment_choices as choices
 
     return choices()
 
@@ -86,9 +89,6 @@ def checkpoints_lineage_add(*, run, name: str, best: int | None) -> tuple[Policy
     """Flag a run's best checkpoint (iteration or round `best`) among its policies called `name`,
     and add every checkpoint, an earlier attempt's too, to its outputs once. Returns (the best
     checkpoint's policy, the run's checkpoints in order)."""
-    from training.rl.services import best_checkpoint_mark
-    from webapp.models import Run
-    from webapp.runs.services import run_add_lineage
 
     chosen = best_checkpoint_mark(name=name, iteration=best)
     already = {link["id"] for link in Run.objects.get(pk=run.pk).lineage if link.get("direction") == "output"}

@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from annotate.models import Policy
+from core.callbacks import RLCallbacks
 from rewardmodel.models import RewardModel
 from training.envs.base import FRESH_WORLD_SEED
+from training.envs.services import environment_world, environments_here
 from training.rl.config import ExpertIterationConfig
+from training.rl.services import expert_iteration_train
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
     checkpoints_lineage_add,
@@ -26,6 +29,7 @@ from training.run_kinds.improve import (
     reward_model_problems,
 )
 from webapp.runs.kinds import RunKind, register
+from webapp.runs.services import RunCancelled, run_add_artifact, run_dir
 
 
 def _help(text: str) -> dict:
@@ -75,7 +79,6 @@ class ExpertIterationRunConfig(ExpertIterationConfig):
 
 
 def _check(config: ExpertIterationRunConfig) -> list[str]:
-    from training.envs.services import environment_world, environments_here
 
     problems = policy_problems(config.policy_id) + environment_check(config.environment)
     if config.dev_environment:
@@ -101,9 +104,6 @@ def _lineage(config: ExpertIterationRunConfig) -> list[dict]:
 
 
 def _execute(*, run, config: ExpertIterationRunConfig, reporter, compute, resume_from) -> dict:
-    from training.rl.services import expert_iteration_train
-    from training.rl.trainer import RLCallbacks
-    from webapp.runs.services import RunCancelled, run_add_artifact, run_dir
 
     start = Policy.objects.get(pk=config.policy_id)
     reward_model = RewardModel.objects.get(pk=config.reward_model_id) if config.selection != "rubric" else None

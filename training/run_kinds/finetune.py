@@ -8,10 +8,16 @@ from dataclasses import asdict, dataclass, field, fields
 from django.urls import reverse
 
 from annotate.models import DatasetSnapshot, Policy
+from core.callbacks import Callbacks
 from training.finetune.config import DPO_LOSSES, DPO_SOURCES, DPOSettings, FinetuneConfig
+from training.finetune.services import finetune_rows, finetune_snapshot_problems, finetuned_policy_register
+from training.finetune.train import finetune
+from training.policy.chat import tool_parser_of
 from training.run_kinds.common import policy_choices, policy_link, policy_problems
+from webapp.errors import ArbiterError
 from webapp.runs.kinds import RunKind, register
 from webapp.runs.lineage import lineage_link
+from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
 
 def _help(text: str) -> dict:
@@ -64,7 +70,6 @@ def _snapshot_choices():
 
 def _check(kind: str):
     def check(config) -> list[str]:
-        from training.finetune.services import finetune_snapshot_problems
 
         problems = [f"policy_id: {p}" for p in policy_problems(config.policy_id)]
         problems += finetune_snapshot_problems(config.snapshot_id, kind, getattr(config, "source", "all"))
@@ -78,7 +83,6 @@ def _check(kind: str):
 def _format_problems(policy: Policy) -> list[str]:
     """Why the policy's tool-call format cannot be known, if it cannot: read from its files alone
     (`tool_parser_of`), so the web process loads no tokenizer or transformers to check a launch."""
-    from training.policy.chat import tool_parser_of
 
     parser, _ = tool_parser_of(policy.model_dir)
     if not parser:
@@ -99,11 +103,6 @@ def _lineage(config) -> list[dict]:
 
 def _execute(kind: str):
     def execute(*, run, config, reporter, compute, resume_from) -> dict:
-        from core.callbacks import Callbacks
-        from training.finetune.services import finetune_rows, finetuned_policy_register
-        from training.finetune.train import finetune
-        from webapp.errors import ArbiterError
-        from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
         start = Policy.objects.get(pk=config.policy_id)
         snapshot = DatasetSnapshot.objects.get(pk=config.snapshot_id)

@@ -9,11 +9,20 @@ from pathlib import Path
 from django.urls import reverse
 
 from annotate.models import Policy
+from core.callbacks import RLCallbacks
+from rewardmodel.backbones import UNREADABLE_SHARE, BackboneError, unknown_token_share
 from rewardmodel.models import RewardModel
-from training.envs.base import FRESH_WORLD_SEED
-from training.envs.services import environments_here
+from rewardmodel.serialize import episode_text_full
+from training.envs.base import FRESH_WORLD_SEED, EpisodeRunner, demonstrator_problem
+from training.envs.services import environment_get, environment_world, environments_here, parse_task_ids
+from training.evaluation.episodes import best_of_n_kl
+from training.evaluation.services import evaluation_execute
+from training.policy.episodes import play_scripted
 from training.policy.limits import limits_problems, max_action_tokens_field, max_context_field
+from training.policy.model_io import same_tokenizer
+from training.policy.parsers import HermesParser
 from training.rl.config import RLConfig
+from training.rl.services import dev_world, rl_train
 from training.run_kinds.common import (
     ENVIRONMENT_HELP,
     SPLITS,
@@ -25,9 +34,11 @@ from training.run_kinds.common import (
     policy_link,
     policy_problems,
 )
+from webapp.errors import ArbiterError
 from webapp.models import Run
 from webapp.runs.kinds import RunKind, register
 from webapp.runs.lineage import lineage_link
+from webapp.runs.services import RunCancelled, run_add_artifact, run_add_lineage, run_dir
 
 REWARDS = ("reward_model", "rubric", "utility")
 RL_KINDS = ("ppo", "rloo", "grpo")
@@ -69,15 +80,9 @@ def _reward_model_link(model: RewardModel) -> list[dict]:
 def _sample_texts(environment: str) -> list[str]:
     """Transcripts of a few episodes in the environment, as a reward model reads them: its
     scripted agent's where it has one, else the tasks' prompts."""
-    from rewardmodel.serialize import episode_text_full
-    from training.envs.base import EpisodeRunner
-    from training.envs.services import environment_get
-    from training.policy.episodes import play_scripted
-    from training.policy.parsers import HermesParser
 
     env = environment_get(environment)
     tasks = env.tasks("train")[:4]
-    from training.envs.base import demonstrator_problem
 
     if demonstrator_problem(env):
         return [task.prompt for task in tasks]
@@ -89,7 +94,6 @@ def _sample_texts(environment: str) -> list[str]:
 
 def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia") -> list[str]:
     """Why the reward model cannot score the policy's episodes in the environment, if it cannot."""
-    from rewardmodel.backbones import UNREADABLE_SHARE, BackboneError, unknown_token_share
 
     model = RewardModel.objects.filter(pk=reward_model_id).first()
     if model is None:
@@ -112,7 +116,6 @@ def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia
 
 def _same_tokenizer(a: Policy, b: Policy) -> bool:
     """Whether the two policies tokenize alike (training/policy/model_io.same_tokenizer)."""
-    from training.policy.model_io import same_tokenizer
 
     return same_tokenizer(a.model_dir, b.model_dir)
 
@@ -211,8 +214,6 @@ class GRPORunConfig(_GroupRunConfig):
 
 
 def _rl_check(config: RLRunConfig) -> list[str]:
-    from training.envs.services import environment_get
-    from training.rl.services import dev_world
 
     problems = policy_problems(config.policy_id)
     environment = environment_check(config.environment)
@@ -224,8 +225,6 @@ def _rl_check(config: RLRunConfig) -> list[str]:
     elif config.train_worlds and config.fresh_worlds:
         problems.append("train_worlds: 0 with fresh_worlds (every iteration then plays a world of its own).")
     elif (config.train_worlds or config.fresh_worlds) and not environment and environments_here():
-        from training.envs.services import environment_world
-
         try:
             environment_world(config.environment, FRESH_WORLD_SEED - 1)
         except Exception as exc:  # noqa: BLE001 - an environment that takes no seed fails in its own way
@@ -287,10 +286,6 @@ def _rl_lineage(config: RLRunConfig) -> list[dict]:
 
 
 def _rl_execute(*, run, config: RLRunConfig, reporter, compute, resume_from) -> dict:
-    from training.rl.services import rl_train
-    from training.rl.trainer import RLCallbacks
-    from webapp.errors import ArbiterError
-    from webapp.runs.services import RunCancelled, run_add_artifact, run_dir
 
     start = Policy.objects.get(pk=config.policy_id)
     reference = Policy.objects.get(pk=config.reference_policy_id or config.policy_id)
@@ -544,9 +539,6 @@ def _evaluate(
     seen_environment: str = "",
     seen_tasks: int = 0,
 ) -> dict:
-    from training.envs.services import parse_task_ids
-    from training.evaluation.services import evaluation_execute
-    from webapp.runs.services import RunCancelled, run_add_lineage
 
     def progress(fraction: float, message: str) -> None:
         reporter.progress(fraction, message)
@@ -675,7 +667,6 @@ def _best_of_n_lineage(config: BestOfNRunConfig) -> list[dict]:
 
 
 def _best_of_n_execute(*, run, config: BestOfNRunConfig, reporter, compute, resume_from) -> dict:
-    from training.evaluation.episodes import best_of_n_kl
 
     summary = _evaluate(
         run=run,

@@ -18,8 +18,9 @@ import uuid
 
 from django import forms
 
+from core.configs import simple_fields
 from webapp.form_input import WholeNumberFormField
-from webapp.runs.kinds import RunKind, simple_fields
+from webapp.runs.kinds import RunKind
 
 logger = logging.getLogger(__name__)
 _FIELDS = {int: WholeNumberFormField, float: forms.FloatField, str: forms.CharField}

@@ -12,9 +12,9 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.urls import NoReverseMatch, reverse
 
+from core.configs import config_from_input
 from webapp.models import Run, RunMetric
 from webapp.numbers import is_number, metric_unit, readable_key, readable_number
-from webapp.runs.kinds import config_from_input
 
 SUMMARY_ROWS = 300  # a result longer than this is cut, with a note
 LIST_ITEMS = 12  # a list of numbers longer than this is written as its first items and a count

@@ -26,10 +26,11 @@ from django.db.models import F, FloatField, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from core.configs import config_as_json, config_from_input
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_finish, task_send
 from webapp.models import Run, RunMetric
-from webapp.runs.kinds import config_as_json, config_from_input, get_kind
+from webapp.runs.kinds import get_kind
 
 logger = logging.getLogger(__name__)
 LOG_LINES = 300

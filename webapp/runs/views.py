@@ -11,13 +11,14 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from core.configs import config_from_input
 from webapp.access import role_required
 from webapp.charts import metric_charts
 from webapp.errors import ArbiterError
 from webapp.models import Run
 from webapp.roles import Role
 from webapp.runs.forms import RunLaunchForm
-from webapp.runs.kinds import all_kinds, config_from_input, get_kind
+from webapp.runs.kinds import all_kinds, get_kind
 from webapp.runs.selectors import (
     run_artifact_file,
     run_artifacts,
