@@ -8,4 +8,4 @@ RUN pip install --no-cache-dir -r requirements.txt && pip install --no-cache-dir
 COPY . .
 RUN SECRET_KEY=build python manage.py collectstatic --noinput -v0
 EXPOSE 8000
-CMD ["gunicorn", "webapp.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-", "--logger-class", "webapp.gunicorn_logging.RedactingLogger"]
+CMD ["gunicorn", "arbiter.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-", "--logger-class", "webapp.gunicorn_logging.RedactingLogger"]

@@ -30,7 +30,6 @@ def import_batches_recent(*, limit: int = 20) -> QuerySet[ImportBatch]:
 
 def domain_counts() -> dict[str, int]:
     """Headline numbers for the home page."""
-
     return {
         "tasks": Task.objects.count(),
         "trajectories": Trajectory.objects.count(),
@@ -48,7 +47,6 @@ def campaigns_for_labeling(*, user) -> list[Campaign]:
 def campaigns_visible(*, user, statuses: list[str]) -> QuerySet[Campaign]:
     """Campaigns in these statuses that the user may see: an annotator the ones they may
     label; researchers and admins every one."""
-
     rows = Campaign.objects.filter(status__in=statuses)
     if not user_has_role(user, Role.RESEARCHER, Role.ADMIN):
         rows = rows.filter(pk__in=campaigns_labelable_by(user).values("pk"))
@@ -66,7 +64,6 @@ def campaigns_with_progress(*, user, statuses: list[str], ids: list[int] | None 
 
 def campaigns_progress_set(*, campaigns: list[Campaign], user) -> list[Campaign]:
     """The campaigns, each given its `progress` for the user and `may_label`."""
-
     labelable = set(campaigns_labelable_by(user).filter(pk__in=[c.pk for c in campaigns]).values_list("pk", flat=True))
     progress = campaign_progress(campaigns=campaigns, user=user)
     for campaign in campaigns:
@@ -279,7 +276,6 @@ _SCREEN_FIELDS = (
 
 def _screen_row(assignment_id: int) -> dict:
     """One query: on PostgreSQL the labeling cycle's own statement (labeling_sql.SCREEN), else the ORM."""
-
     if connection.vendor != "postgresql":
         from django.db.models import OuterRef, Subquery
 

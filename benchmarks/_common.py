@@ -70,7 +70,7 @@ def gunicorn_start(
 ) -> subprocess.Popen:
     """The app under gunicorn on 127.0.0.1:port, in a process session of its own, once /health
     answers (90 s at most); stop it with `gunicorn_stop`."""
-    command = [str(ROOT / ".venv/bin/gunicorn"), "webapp.wsgi", "--bind", f"127.0.0.1:{port}"]
+    command = [str(ROOT / ".venv/bin/gunicorn"), "arbiter.wsgi", "--bind", f"127.0.0.1:{port}"]
     command += ["-k", worker_class, "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"]
     server = subprocess.Popen([*command, *extra], cwd=ROOT, env=env, start_new_session=True)
     deadline = time.monotonic() + 90
@@ -145,7 +145,7 @@ def bench_env(database: str | None = None) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": url,
         "ARBITER_VAR_DIR": str(ROOT / "var" / ("bench" if name == "arbiter_bench" else f"bench-{name}")),
-        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        "DJANGO_SETTINGS_MODULE": "arbiter.settings",
         "DEBUG": "false",
     }
 

@@ -319,7 +319,7 @@ def main() -> None:
     parser.add_argument("--build-child", nargs=3, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--snapshot-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arbiter.settings")
     if args.build_child:
         return build_child(*args.build_child)
     if args.snapshot_child:

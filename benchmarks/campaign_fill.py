@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--setup", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arbiter.settings")
     if args.setup:
         setup(args.setup)
         return

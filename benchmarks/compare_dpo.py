@@ -223,7 +223,7 @@ def main() -> None:
         return
     if not args.loops:
         parser.error("--loops (or --pool) is required")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arbiter.settings")
     import django
 
     django.setup()

@@ -206,7 +206,7 @@ def background_cycles(campaign: int, env: dict) -> int:
             sys.executable,
             "-c",
             (
-                "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'webapp.settings'); django.setup();"
+                "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'arbiter.settings'); django.setup();"
                 "from annotate.models import Judgement;"
                 f"print(Judgement.objects.filter(comparison__campaign_id={campaign})"
                 ".exclude(annotator__username='paint-annotator').count())"

@@ -227,7 +227,7 @@ def main() -> None:
     parser.add_argument("--floor-child", choices=["plain", "query"], help=argparse.SUPPRESS)
     parser.add_argument("--export-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arbiter.settings")
     if args.fill_child:
         return fill_child(args.fill_child)
     if args.floor_child:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arbiter.settings")
 
 WORDS = ("search", "result", "river", "bridge", "stone", "answer", "north", "quillwort", "1987", "ferry")
 

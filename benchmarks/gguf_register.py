@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--json", default="", help="also write the figures to this file")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arbiter.settings")
     os.environ["DATABASE_URL"] = "sqlite:///:memory:"
     os.environ.setdefault("ARBITER_VAR_DIR", tempfile.mkdtemp(prefix="gguf-var-"))
     import django

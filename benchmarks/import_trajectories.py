@@ -132,7 +132,7 @@ def main() -> None:
     )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arbiter.settings")
     if args.child:
         child(args.child, "openai" if args.format == "openai" else "auto")
         return

@@ -8,7 +8,7 @@ worker (what each render paid when the web process looked the tools up itself: i
 Runs on its scratch database (benchmarks/_common.py: dropped and re-created). The hung
 environment is an MCP server that never answers its handshake (a process that sleeps),
 configured as a deployment would. The page is rendered by Django's test client in a process
-marked as the web process (webapp/wsgi.py's mark), the two tasks interleaved render by render.
+marked as the web process (arbiter/wsgi.py's mark), the two tasks interleaved render by render.
 """
 
 from __future__ import annotations

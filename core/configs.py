@@ -2,7 +2,7 @@
 do), declared once (training/rl/config.py, training/loop/config.py, rewardmodel/config.py, ...);
 everything a person sets it through is made from those fields here: the reading of user input
 (the API's JSON, a launch form: `config_from_input`), the launch forms' fields (`simple_fields`,
-webapp/runs/forms.py), the docs' tables (webapp/generated_docs.py) and the command-line
+webapp/runs/forms.py), the docs' tables (arbiter/generated_docs.py) and the command-line
 options (`add_config_arguments`, `config_from_arguments`: every management command and script
 that takes a config). Plain Python, no Django.
 """

@@ -102,7 +102,6 @@ def _fill_tokenizer(config: RewardModelRunConfig) -> None:
     """policy-llama shares a policy's tokenizer: the one it will be used on (eval_policy_id), else the
     default policy, else the newest policy whose model is on disk (an admin's own policy, registered
     before or instead of training the default one)."""
-
     if config.backbone == "policy-llama" and not config.tokenizer_dir:
         config.tokenizer_dir = default_tokenizer_dir(config.eval_policy_id) or _newest_policy_dir()
 
@@ -117,7 +116,6 @@ def _newest_policy_dir() -> str:
 
 def _no_tokenizer_problem() -> str:
     """Why no tokenizer is there to share: the behaviour-cloning run to wait for, when one is under way."""
-
     training = policy_in_training()
     if training is not None:
         return (

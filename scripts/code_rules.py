@@ -55,8 +55,8 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APP_FOLDERS = ("core", "annotate", "webapp", "rewardmodel", "training", "benchmarks", "scripts", "tests")
-APPS = ("core", "annotate", "webapp", "rewardmodel", "training")
+APP_FOLDERS = ("arbiter", "core", "annotate", "webapp", "rewardmodel", "training", "benchmarks", "scripts", "tests")
+APPS = ("arbiter", "core", "annotate", "webapp", "rewardmodel", "training")
 LONGEST_FUNCTION = 100
 
 DIGIT_CHECKS = {"isdigit", "isdecimal", "isnumeric"}

@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "webapp", "annotate", "rewardmodel", "training")
+PACKAGES = ("arbiter", "core", "webapp", "annotate", "rewardmodel", "training")
 
 
 def module_name(path: Path) -> str:

@@ -25,7 +25,7 @@ if [ -z "${ARBITER_LAUNCHER:-}" ]; then
 fi
 PORT="${PORT:-8000}"
 HOST=127.0.0.1
-setting() {  # a setting from the environment, else from .env (which webapp/settings.py reads too)
+setting() {  # a setting from the environment, else from .env (which arbiter/settings.py reads too)
   if [ -n "${!1:-}" ]; then echo "${!1}"; elif [ -f .env ]; then
     sed -n "s/^$1=[\"']\{0,1\}\([^\"']*\).*/\1/p" .env | tail -n 1
   fi
@@ -113,18 +113,18 @@ DEMO=$!
 RESTARTS="${ARBITER_RESTARTS:-5}" RESTART_WINDOW="${ARBITER_RESTART_WINDOW:-600}"
 declare -A PID STARTS LOGFILE
 start_web() {
-  $BIN/gunicorn webapp.wsgi --bind "$HOST:$PORT" --workers 2 --threads 4 --logger-class webapp.gunicorn_logging.RedactingLogger \
+  $BIN/gunicorn arbiter.wsgi --bind "$HOST:$PORT" --workers 2 --threads 4 --logger-class webapp.gunicorn_logging.RedactingLogger \
     --access-logfile "$VAR/web.log" --error-logfile "$VAR/web.log" </dev/null &
   PID[web]=$!
 }
 start_housekeeping() {
-  $BIN/celery -A webapp worker -Q default --concurrency 2 --loglevel INFO --beat \
+  $BIN/celery -A arbiter worker -Q default --concurrency 2 --loglevel INFO --beat \
     --schedule "$VAR/celerybeat-schedule" --logfile "$VAR/worker-housekeeping.log" \
     --hostname "housekeeping@%h" >>"$VAR/worker-housekeeping.log" 2>&1 </dev/null &
   PID[housekeeping]=$!
 }
 start_training() {
-  nice -n 10 $BIN/celery -A webapp worker -Q gpu --concurrency 1 --loglevel INFO \
+  nice -n 10 $BIN/celery -A arbiter worker -Q gpu --concurrency 1 --loglevel INFO \
     --logfile "$VAR/worker-training.log" --hostname "training@%h" >>"$VAR/worker-training.log" 2>&1 </dev/null &
   PID[training]=$!
 }

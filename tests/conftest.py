@@ -78,7 +78,7 @@ def start_worker(
     beat: bool = False,
 ):
     """Start a real `celery worker` process on the test database and broker; returns (process, log file)."""
-    from webapp.celery import app
+    from arbiter.celery import app
 
     db = settings.DATABASES["default"]
     env = dict(os.environ)
@@ -96,7 +96,7 @@ def start_worker(
             "-m",
             "celery",
             "-A",
-            "webapp",
+            "arbiter",
             "worker",
             "-Q",
             queues,
@@ -141,7 +141,7 @@ def stop_worker(proc, log) -> None:
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker):
     """A real `celery worker` process on the test database and the test broker (both queues)."""
-    from webapp.celery import app
+    from arbiter.celery import app
 
     app.control.purge()
     proc, log = start_worker()

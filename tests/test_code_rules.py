@@ -101,10 +101,10 @@ def test_another_packages_private_module_is_not_imported():
 
 def test_an_import_contracts_exception_says_why():
     explained = (
-        'ignore_imports = [\n    # the URLs wire every app\n    "webapp.urls -> **",\n    "webapp.api_urls -> **",\n]'
+        'ignore_imports = [\n    # the URLs wire every app\n    "arbiter.urls -> **",\n    "arbiter.api_urls -> **",\n]'
     )
     assert unexplained_ignores(explained) == []
-    assert unexplained_ignores('ignore_imports = [\n    "webapp.urls -> **",\n]') == [2]
+    assert unexplained_ignores('ignore_imports = [\n    "arbiter.urls -> **",\n]') == [2]
     assert unexplained_ignores('ignore_imports = [\n    "a -> b",  # why\n    "c -> d",\n]') == [3]
 
 

@@ -96,3 +96,23 @@ def test_no_module_under_tests_imports_a_test_file():
         "these import from a test file; move what they share to tests/helpers.py (a fixture to the "
         "folder's conftest.py) and import it from there"
     )
+
+
+APPS = ("webapp", "annotate", "rewardmodel", "training")
+WIRING = ("settings.py", "wsgi.py", "celery.py", "asgi.py")
+
+
+def test_every_app_has_the_same_anatomy_and_only_the_wiring_package_wires():
+    """Each app: apps.py, models.py, migrations/, urls.py (its routes, mounted by arbiter/urls.py).
+    The project's settings, WSGI entry point and Celery app live only in arbiter/."""
+    for app in APPS:
+        missing = [
+            name
+            for name in ("apps.py", "models.py", "migrations/__init__.py", "urls.py")
+            if not (ROOT / app / name).is_file()
+        ]
+        assert not missing, f"{app} lacks {missing}"
+        assert not [name for name in WIRING if (ROOT / app / name).exists()], f"{app} holds project wiring"
+    assert all((ROOT / "arbiter" / name).is_file() for name in ("settings.py", "urls.py", "celery.py", "wsgi.py"))
+    mounted = (ROOT / "arbiter" / "urls.py").read_text()
+    assert all(f'include("{app}.urls")' in mounted for app in APPS)

@@ -328,7 +328,6 @@ def _bc_worlds(config: PipelineConfig, size: EnvironmentSize) -> tuple[int, str]
 def pipeline_problems(config: PipelineConfig) -> list[str]:
     """Everything the configuration needs, checked before the first stage starts (an hour of
     behaviour cloning must not end on a setting the third stage refuses)."""
-
     problems = environment_problems(config.environment)
     if config.eval_environment:
         problems += [f"eval_environment: {p}" for p in environment_problems(config.eval_environment)]
@@ -436,7 +435,6 @@ def _baseline_problems(config: PipelineConfig, problems: list[str]) -> list[str]
     """The baselines' names, and where they are cloned into a given base policy, a start that shares
     its tokenizer: the evaluation plays only policies that tokenize as the start does (it measures
     their KL to it). `problems`: the policy ids were refused already."""
-
     wanted, problem = parse_baselines(config.baselines)
     if problem or not wanted:
         return [problem] if problem else []
@@ -472,7 +470,6 @@ def _deploy_problems(config: PipelineConfig) -> list[str]:
 
 def _compare_problems(config: PipelineConfig, size) -> list[str]:
     """What --compare-dpo needs: a demonstrator to correct with, and SFT and DPO settings their runs take."""
-
     problems = []
     if not 1 <= config.corrections <= 100_000:
         problems.append("corrections: 1 to 100,000.")

@@ -39,7 +39,6 @@ def _actions(steps: list[dict]) -> list[tuple[int, str, object]]:
 def correction_from_demonstration(original_steps: list[dict], demonstration_steps: list[dict], answer: str):
     """The fix a person following the demonstration makes (a CorrectionIn), or None where the
     original already did exactly what the demonstration did."""
-
     theirs, ours = _actions(original_steps), _actions(demonstration_steps)
     k = 0
     while k < min(len(theirs), len(ours)) and theirs[k][1:] == ours[k][1:] and theirs[k][1] != INVALID_TOOL:
@@ -85,7 +84,6 @@ class Demonstrations:
 def campaign_simulate_corrections(*, campaign, environment: str, limit: int, seed: int = 0, reviewer=None) -> dict:
     """Up to `limit` corrections in the campaign (counting those it has), one wrong trajectory per
     task, in a seeded order; each reviewed by its replay's rubric outcome. Returns counts."""
-
     made = Correction.objects.filter(comparison__campaign=campaign).count()
     counts = {"made": 0, "accepted": 0, "rejected": 0, "no_demonstration": 0, "already_right": 0}
     if made >= limit:

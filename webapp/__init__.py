@@ -1,5 +1,3 @@
-"""Arbiter's core app: settings, URLs, the Celery app, roles and the shared base model."""
-
-from webapp.celery import app as celery_app
-
-__all__ = ["celery_app"]
+"""Arbiter's core app: people and roles, the shared base model and jobs, runs, the API's input
+and errors, workers. The project's wiring (settings, URLs, the Celery app) is the `arbiter`
+package above every app."""

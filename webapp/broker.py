@@ -8,7 +8,7 @@ under a name no reader lists and renamed into the queue folder when complete (a 
 folder is atomic), and a reader that still finds a file it cannot decode moves it to `bad/` and
 logs it, instead of dying on it.
 
-Used when `CELERY_BROKER_URL` is `filesystem://` (webapp/settings.py); Redis and RabbitMQ
+Used when `CELERY_BROKER_URL` is `filesystem://` (arbiter/settings.py); Redis and RabbitMQ
 deployments never load it.
 """
 

@@ -82,7 +82,7 @@ def jobs_sweep_stale(*, older_than: float | None = None) -> dict[str, int]:
 def task_send(name: str, *args, queue: str | None = None) -> None:
     """Queue the Celery task called `name` with `args`. Services queue tasks by name: the tasks
     modules import the services (a task is a thin edge that calls one), so a service that
-    imported its task would make a cycle; the routes (webapp/celery.py) read the name too."""
+    imported its task would make a cycle; the routes (arbiter/celery.py) read the name too."""
     current_app.send_task(name, args=list(args), queue=queue)
 
 

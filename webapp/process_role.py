@@ -1,4 +1,4 @@
-"""What this process is for. The web process (gunicorn or runserver, through webapp/wsgi.py)
+"""What this process is for. The web process (gunicorn or runserver, through arbiter/wsgi.py)
 serves pages and the API and never starts an agent environment: a worker may hold servers and
 paths the web host has none of, and an environment that hangs must not hold a web thread.
 Workers, commands and tests may start them (training/envs/services.py asks here)."""

@@ -6,9 +6,11 @@ import brings tasks of one). A worker stores them whenever it builds an environm
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
 from annotate.models import EnvironmentTools
+from webapp.jobs import task_send
 
 DESCRIBE_TASK = "environments.describe"  # training/tasks.py, sent by name
 
@@ -24,11 +26,7 @@ def environment_tools(name: str) -> list[dict] | None:
 def environment_job_send(task_name: str, argument) -> None:
     """Send a job that starts an environment to a worker, by the task's name (annotate never
     imports the training app, whose tasks run them: training/tasks.py), on ENVIRONMENT_QUEUE."""
-    from django.conf import settings
-
-    from webapp.celery import app
-
-    app.send_task(task_name, args=[argument], queue=settings.ENVIRONMENT_QUEUE)
+    task_send(task_name, argument, queue=settings.ENVIRONMENT_QUEUE)
 
 
 def environments_describe_missing(names) -> list[str]:

@@ -117,10 +117,24 @@ def test_a_cancelled_run_resumes_after_its_last_round(start, tmp_path):
     assert [e["round"] for e in second.evaluations] == [0, 1, 2]
 
 
-def test_a_round_cancelled_while_it_trains_is_not_kept(start, tmp_path):
-    path, _ = start
+def small_codeword_run(path, out_dir, *, rounds: int, callbacks: RLCallbacks):
+    """Expert iteration by the rubric on codeword, 8 tasks a round and 4 dev tasks."""
     env = get_environment("codeword", n_tasks=100)
     runner = EpisodeRunner(env)
+    return expert_iteration(
+        policy_dir=path,
+        tasks_for_round=lambda r: env.tasks("train"),
+        runner=runner,
+        dev_tasks=env.tasks("dev")[:4],
+        dev_runner=runner,
+        config=ExpertIterationConfig(rounds=rounds, tasks_per_round=8, samples=2, selection="rubric", eval_samples=1),
+        out_dir=out_dir,
+        callbacks=callbacks,
+    )
+
+
+def test_a_round_cancelled_while_it_trains_is_not_kept(start, tmp_path):
+    path, _ = start
     saved: list[int] = []
     asked = {"after round 1": 0}
 
@@ -129,16 +143,8 @@ def test_a_round_cancelled_while_it_trains_is_not_kept(start, tmp_path):
             asked["after round 1"] += 1
         return asked["after round 1"] > 1
 
-    result = expert_iteration(
-        policy_dir=path,
-        tasks_for_round=lambda r: env.tasks("train"),
-        runner=runner,
-        dev_tasks=env.tasks("dev")[:4],
-        dev_runner=runner,
-        config=ExpertIterationConfig(rounds=3, tasks_per_round=8, samples=2, selection="rubric", eval_samples=1),
-        out_dir=tmp_path / "exit",
-        callbacks=RLCallbacks(policy_saved=lambda r, p, d: saved.append(r), should_stop=should_stop),
-    )
+    callbacks = RLCallbacks(policy_saved=lambda r, p, d: saved.append(r), should_stop=should_stop)
+    result = small_codeword_run(path, tmp_path / "exit", rounds=3, callbacks=callbacks)
     assert result.stop_reason == "cancelled" and result.rounds == 1 and "during round 2" in result.message
     assert saved == [0, 1] and not (tmp_path / "exit" / "checkpoints" / "round-002").exists()
 
@@ -147,26 +153,16 @@ def test_a_cancel_while_a_round_is_judged_ends_the_run_with_the_rounds_before_ke
     """The skeleton's (training/rl/checkpointed_run.py) judging honours a cancel for expert
     iteration as for RL; the round being judged is not kept."""
     path, _ = start
-    env = get_environment("codeword", n_tasks=100)
-    runner = EpisodeRunner(env)
     saved: list[int] = []
     judging = {"round 1": False}
 
     def log(line: str) -> None:
         judging["round 1"] = line.startswith("Judging round 1 ")
 
-    result = expert_iteration(
-        policy_dir=path,
-        tasks_for_round=lambda r: env.tasks("train"),
-        runner=runner,
-        dev_tasks=env.tasks("dev")[:4],
-        dev_runner=runner,
-        config=ExpertIterationConfig(rounds=2, tasks_per_round=8, samples=2, selection="rubric", eval_samples=1),
-        out_dir=tmp_path / "exit",
-        callbacks=RLCallbacks(
-            log=log, policy_saved=lambda r, p, d: saved.append(r), should_stop=lambda: judging["round 1"]
-        ),
+    callbacks = RLCallbacks(
+        log=log, policy_saved=lambda r, p, d: saved.append(r), should_stop=lambda: judging["round 1"]
     )
+    result = small_codeword_run(path, tmp_path / "exit", rounds=2, callbacks=callbacks)
     assert result.stop_reason == "cancelled" and "while round 1 was being judged" in result.message
     assert result.rounds == 0 and saved == [0]
     kept = tmp_path / "exit" / "checkpoints" / "round-000"

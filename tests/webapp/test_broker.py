@@ -101,7 +101,7 @@ def test_the_embedded_default_uses_this_transport(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "DATABASE_URL")}
     env["ARBITER_VAR_DIR"] = str(tmp_path)
     code = (
-        "import django; django.setup(); from webapp.celery import app; "
+        "import django; django.setup(); from arbiter.celery import app; "
         "c = app.connection_for_write(); print(app.conf.broker_transport, type(c.transport).__module__)"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)

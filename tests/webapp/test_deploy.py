@@ -59,7 +59,7 @@ def test_docker_compose_has_the_services_and_a_gpu_for_the_gpu_worker():
     assert set(_services("cpu")) == base | {"cpu-worker"}
     services = _services("gpu")
     assert set(services) == base | {"gpu-worker"}
-    assert services["beat"]["command"][:4] == ["celery", "-A", "webapp", "beat"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "arbiter", "beat"]
     assert "healthcheck" in services["postgres"]
     devices = services["gpu-worker"]["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
@@ -80,7 +80,7 @@ def test_make_run_keeps_housekeeping_apart_from_training():
     """Sweeps, imports and fills never wait behind a training run: the beat scheduler and the
     `default` queue have a worker of their own, the `gpu` queue another."""
     script = (ROOT / "scripts" / "run_embedded.sh").read_text()
-    workers = [line for line in script.splitlines() if "celery -A webapp worker" in line]
+    workers = [line for line in script.splitlines() if "celery -A arbiter worker" in line]
     assert len(workers) == 2
     housekeeping, training = workers
     assert "-Q default " in housekeeping and "--beat" in housekeeping
@@ -98,7 +98,7 @@ def test_the_storage_folder_is_made_or_kept_owner_only(tmp_path, existing):
     env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DATABASE_URL")}
     result = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],
-        env={**env, "ARBITER_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "webapp.settings"},
+        env={**env, "ARBITER_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "arbiter.settings"},
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -222,8 +222,8 @@ def test_the_web_process_loads_every_run_kind_without_torch():
     import sys
 
     code = (
-        "import os, sys, django; os.environ['DJANGO_SETTINGS_MODULE'] = 'webapp.settings'; django.setup(); "
-        "import webapp.urls; from webapp.runs.kinds import all_kinds; "
+        "import os, sys, django; os.environ['DJANGO_SETTINGS_MODULE'] = 'arbiter.settings'; django.setup(); "
+        "import arbiter.urls; from webapp.runs.kinds import all_kinds; "
         "print(sorted(k.name for k in all_kinds()), 'torch' in sys.modules, 'transformers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -72,7 +72,7 @@ def _request(url: str, key: str, body: dict | None = None) -> tuple[int, dict | 
 
 @pytest.fixture
 def web(tmp_path):
-    """gunicorn webapp.wsgi on the test database; yields (base url, file its worker's modules go to)."""
+    """gunicorn arbiter.wsgi on the test database; yields (base url, file its worker's modules go to)."""
     db = settings.DATABASES["default"]
     port = _free_port()
     (tmp_path / "hook.py").write_text(GUNICORN_HOOK)
@@ -84,7 +84,7 @@ def web(tmp_path):
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "webapp.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
+        [sys.executable, "-m", "gunicorn", "arbiter.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
         + ["--threads", "2", "--config", str(tmp_path / "hook.py"), "--timeout", "60"],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -161,14 +161,14 @@ def test_the_web_process_never_imports_or_starts_an_environment(web):
     proc.send_signal(signal.SIGTERM)  # its worker writes the modules it imported as it exits
     proc.wait(timeout=30)
     imported = json.loads(modules_out.read_text())
-    assert "webapp.wsgi" in imported and "annotate.views" in imported  # it served the pages above
+    assert "arbiter.wsgi" in imported and "annotate.views" in imported  # it served the pages above
     environment_code = [m for m in imported if m.startswith(ENVIRONMENT_MODULES) and m.split(".")[0] != "annotate"]
     assert environment_code == [], environment_code
 
 
 @pytest.fixture
 def web_process(monkeypatch):
-    """This test process marked as the web process (what webapp/wsgi.py does)."""
+    """This test process marked as the web process (what arbiter/wsgi.py does)."""
     monkeypatch.setattr("webapp.process_role._web", True)
 
 
@@ -217,7 +217,7 @@ def test_a_worker_stores_an_environments_tools_and_an_import_asks_for_unknown_on
     assert EnvironmentTools.objects.get(name="atlantis").tools is None
     assert "atlantis" in EnvironmentTools.objects.get(name="atlantis").error
     sent = []
-    monkeypatch.setattr("webapp.celery.app.send_task", lambda name, args, queue: sent.append((name, args, queue)))
+    monkeypatch.setattr("arbiter.celery.app.send_task", lambda name, args, queue: sent.append((name, args, queue)))
     line = {
         "schema": "arbiter.trajectory/v1",
         "task": {"external_id": "t1", "prompt": "Find it.", "environment": "ticket-desk"},

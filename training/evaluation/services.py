@@ -112,7 +112,6 @@ def evaluation_execute(
     `seen_environment`: every policy is also played on `seen_tasks` eval tasks of a world it
     trained on (sampled and greedy, modes `seen_sampled` and `seen_greedy`), so a gain that
     is memorisation shows as a gap between the two worlds."""
-
     env = environment_get(environment)
     tasks = environment_tasks(env, split, n_tasks, task_ids=list(task_ids))
     if not tasks:
@@ -207,7 +206,6 @@ class _Table:
 
     def play_row(self, model, samples: int, temperature: float):
         """`samples` episodes of `model` per task at `temperature`, scored: one row of the table."""
-
         played = Played(
             play(
                 model,
@@ -232,7 +230,6 @@ class _Table:
 
     def play_baseline(self, best_of_n: list[int]) -> None:
         """The start sampled, and best-of-n over the same samples (`samples * n` per task)."""
-
         group = max([1, *best_of_n])
         sampled = self.play_row(self.reference, self.samples * group, self.temperature)
         first = choose_best(sampled, 1, group=group)
@@ -251,7 +248,6 @@ class _Table:
 
     def play_other(self, label: str, policy) -> None:
         """Another policy sampled (with its KL to the start), greedy, and on the seen world."""
-
         model, own_tokenizer = load_policy(policy.model_dir, device=self.device)
         if own_tokenizer.get_vocab() != self.tokenizer.get_vocab():
             raise ArbiterError(
@@ -274,7 +270,6 @@ class _Table:
 
     def play_seen(self, system: System, model, stage=None) -> None:
         """The system on the seen world's held-out tasks, sampled and greedy, where asked."""
-
         if self.seen is None:
             return
         if stage is not None:
@@ -373,7 +368,6 @@ def temperature_tasks(env, split: str) -> tuple[object, list, str]:
     there is one, every split (no training step imitates it; where RL chooses its checkpoints,
     training/rl/dev.py); else the environment's dev split (its train split when dev is the one
     evaluated). At most DEV_TEMPERATURE_TASKS, every kind of question in proportion."""
-
     fresh = variant_of(env.name, "fresh")
     if fresh == env.name and env.name in VARIANTS:
         fresh = variant_of(VARIANTS[env.name][0], "fresh")
@@ -390,7 +384,6 @@ def _best_temperature(table, env, split: str, candidates, *, log) -> dict | None
     baseline does best on dev (`temperature_tasks`: the same tasks and seeds for every candidate,
     one episode each), with each one's success, its 95% interval over tasks and n; None without
     tasks to choose on."""
-
     world, tasks, chosen_on = temperature_tasks(env, split)
     if not tasks:
         log(
@@ -517,7 +510,6 @@ def human_evaluation_create(
 def human_evaluation_result(human_eval: HumanEvaluation) -> dict:
     """The candidate's win rate over the baseline from the campaign's votes: a win counts 1, a
     tie 1/2 (WebGPT's soft label), with a 95% bootstrap interval over comparisons."""
-
     candidate_ids = set(
         EvaluationEpisode.objects.filter(entry=human_eval.candidate, mode=human_eval.mode, sample=0).values_list(
             "trajectory_id", flat=True

@@ -93,7 +93,6 @@ def run_in_process(
 
 def loop_config(loop_round):
     """The loop's settings as a PipelineConfig (fields added since it was saved get defaults)."""
-
     names = {f.name for f in fields(PipelineConfig)}
     return PipelineConfig(**{k: v for k, v in loop_round.config.items() if k in names})
 
@@ -101,7 +100,6 @@ def loop_config(loop_round):
 def eval_environment(config) -> str:
     """Where a loop is evaluated: its `eval_environment`, else the environment's unseen
     variant where it has one (names no training step saw), else the environment itself."""
-
     return config.eval_environment or variant_of(config.environment, "unseen")
 
 
@@ -115,7 +113,6 @@ def _timed(loop_round, label: str, started: float) -> None:
 
 def round_first(*, loop: str, config, policy, user):
     """Round one of a new loop, from `policy` (which is also every round's KL reference)."""
-
     if LoopRound.objects.filter(loop=loop).exists():
         raise ArbiterError(f"A loop named {loop!r} exists already; choose another name.")
     return LoopRound.objects.create(
@@ -131,7 +128,6 @@ def round_first(*, loop: str, config, policy, user):
 
 def round_next(*, previous, labels: str, user):
     """The round after `previous` (which must be done), from its result."""
-
     if labels not in LABELS:
         raise ArbiterError(f"labels: one of {', '.join(LABELS)}.")
     if previous.stage != LoopRound.Stage.DONE or previous.policy_id is None:
@@ -155,7 +151,6 @@ def round_next(*, previous, labels: str, user):
 
 def annotator_profile(config):
     """The simulated annotators a loop's settings describe (validate() says what is wrong with them)."""
-
     return AnnotatorProfile(
         temperature=config.annotator_temperature,
         flip=config.annotator_flip,
@@ -183,7 +178,6 @@ def _simulate(campaign: Campaign, config, progress: Progress, seed: int) -> int:
 def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     """Roll the round's start policy out on training tasks into the round's campaign, and
     label it when the round's labels are simulated (else the round waits for people)."""
-
     config = loop_config(loop_round)
     started = time.monotonic()
     if loop_round.campaign_id is None:
@@ -248,7 +242,6 @@ def round_collect(loop_round, *, stage: Stage, user, should_stop=None) -> None:
 
 def _correct(loop_round, config, progress: Progress, user) -> None:
     """A simulated annotator corrects wrong episodes of the round's campaign (for SFT and DPO)."""
-
     progress(0.0, "fixing wrong episodes")
     counts = campaign_simulate_corrections(
         campaign=loop_round.campaign,
@@ -280,7 +273,6 @@ def too_few_comparisons(summary: dict, loop_round, config) -> str | None:
 
 def latest_round(loop: str):
     """The loop's newest round (None for an unknown loop)."""
-
     return LoopRound.objects.filter(loop=loop).select_related("policy", "campaign").order_by("-number").first()
 
 
@@ -311,7 +303,6 @@ TEST_FRACTIONS = (0.2, 0.3, 0.4, 0.5)
 def _snapshot(loop_round, config, user, log=lambda line: None) -> DatasetSnapshot:
     """Every label of the loop so far (its rounds' campaigns, never the audits), built here, its
     test split sized to the labels (TEST_FRACTIONS; `log` says when it is not a fifth)."""
-
     campaigns = list(
         Campaign.objects.filter(
             pk__in=LoopRound.objects.filter(
@@ -356,7 +347,6 @@ def _snapshot_built(loop_round, config, user, campaigns, test_fraction: float) -
 
 def _score_loop_comparisons(loop_round, reward_model) -> dict[int, tuple[float, float]]:
     """The round's reward model's scores of both sides of every comparison of the loop so far."""
-
     scorer = RewardScorer(reward_model.model_dir)
     campaigns = Campaign.objects.filter(
         pk__in=LoopRound.objects.filter(
@@ -376,7 +366,6 @@ def _score_loop_comparisons(loop_round, reward_model) -> dict[int, tuple[float, 
 def round_train(loop_round, *, stage: Stage, user, should_stop=None) -> None:
     """Reward model on all labels so far, RL, evaluation and audit; each piece is kept on
     the round as soon as it exists, so a stopped round goes on from the next one."""
-
     config = loop_config(loop_round)
     if loop_round.campaign_id is None:
         raise ArbiterError(f"{loop_round} has no comparisons yet; collect them first.")
@@ -501,7 +490,6 @@ METHODS = ("rl", "expert_iteration")
 
 def parse_baselines(text: str) -> tuple[list[str], str | None]:
     """The loop's baselines from "filtered_bc,clean_bc" (in BASELINES' order, none for ""), and the problem if any."""
-
     given = [b.strip() for b in str(text).split(",") if b.strip()]
     unknown = [b for b in given if b not in BASELINES]
     if unknown:
@@ -514,14 +502,12 @@ def parse_baselines(text: str) -> tuple[list[str], str | None]:
 
 def baseline_run_name(loop: str, baseline: str) -> str:
     """The bc run of one of a loop's baselines: "LOOP filtered BC"."""
-
     return f"{loop} {BASELINES[baseline][0]}"[:200]
 
 
 def loop_baselines(loop_round, config) -> dict[str, int]:
     """The policies of the loop's baselines trained so far, by baseline (in BASELINES' order): the
     bc runs round one made, succeeded, found by their names among the runs since round one began."""
-
     wanted, _ = parse_baselines(config.baselines)
     names = {baseline_run_name(loop_round.loop, b): b for b in wanted}
     first = LoopRound.objects.filter(loop=loop_round.loop, number=1).only("created_at").first() if names else None
@@ -541,7 +527,6 @@ def loop_baselines(loop_round, config) -> dict[str, int]:
 def _train_baselines(loop_round, config, *, stage: Stage, user, should_stop) -> None:
     """Round one's baselines, each a bc run of the start's behaviour cloning settings (bc_settings)
     changed only in what it imitates; one trained already (a stopped round) is kept."""
-
     trained = loop_baselines(loop_round, config)
     for baseline in parse_baselines(config.baselines)[0]:
         if baseline in trained:
@@ -742,7 +727,6 @@ def _evaluate(loop_round, config, *, stage: Stage, user, should_stop) -> None:
 def _audit(loop_round, config, *, stage: Stage, user, should_stop) -> None:
     """Open the round's audit (once), and label it when the round's labels are simulated
     (labelling goes on where it stopped)."""
-
     progress = stage(f"round {loop_round.number}: audit")
     if loop_round.audit_campaign_id is None:
         _check_stop(should_stop)
@@ -784,7 +768,6 @@ def _reward_model_start(loop_round, config) -> dict:
 
 def built_per_seed(config) -> bool:
     """Whether the loop's environment has a fresh variant, so it is built per seed."""
-
     return variant_of(config.environment, "fresh") != config.environment
 
 
@@ -930,7 +913,6 @@ def _upper_bound(loop_round, config, stage: Stage, user, should_stop) -> list[in
 def round_advance(loop_round, *, stage: Stage, user, should_stop=None, train_waiting: bool = False) -> None:
     """Take a round as far as it can go now: collect, then train. A round waiting for
     people's labels is trained only when asked (`train_waiting`: someone pressed "train")."""
-
     if loop_round.stage == LoopRound.Stage.COLLECTING:
         round_collect(loop_round, stage=stage, user=user, should_stop=should_stop)
     elif loop_round.stage == LoopRound.Stage.LABELLING and train_waiting:

@@ -199,7 +199,6 @@ def dev_judge(
     the world they come from. Where behaviour cloning builds other worlds of the environment,
     the tasks are every split of a world of its own stream (training/envs/worlds.py), which no
     stage trains or evaluates on; otherwise the environment's dev split."""
-
     if make_env is not None and config.extra_worlds:
         seed = stream_seed(stage_stream("bc_dev", config.seed), 0)
         world = make_env(seed)

@@ -38,7 +38,6 @@ class ConversationError(ValueError):
 def text_of(content: Any, where: str) -> str:
     """A message's content: a string, null, or text parts (the importer's rule: anything else is
     refused, never dropped)."""
-
     try:
         return message_text(content, where)
     except TrajectoryFormatError as exc:
@@ -231,7 +230,6 @@ def conversation_steps(
     them); plain assistant text is the answer without tools, and with tools a turn of no tool
     call where the tools have no answer tool (recorded as a call of "invalid", as the runner
     refuses it) and the answer otherwise, as the runner reads it."""
-
     names = {t.name for t in tools}
     question, steps = "", []
     called: dict[str, str] = {}

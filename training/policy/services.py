@@ -158,7 +158,6 @@ def policy_train_default(
 def _new_policy(config, played):
     """(model, tokenizer, chat format) of the default architecture, built from nothing: a
     tokenizer trained on the demonstrations' text."""
-
     # Lazy: training.policy.bc loads torch, which the web process (it imports this module) never does.
     from training.policy.bc import demonstration_texts
 
@@ -171,7 +170,6 @@ def _new_policy(config, played):
 def _checkpoint_judge(env, config, tokenizer, chat, make_env, max_action_tokens, log):
     """(judge, what it judges on) of behaviour cloning's checkpoint choice; (None, "") when
     there is none (`dev_every` 0, or several processes)."""
-
     # Lazy: training.policy.bc loads torch, which the web process (it imports this module) never does.
     from training.policy.bc import dev_judge
 
@@ -189,7 +187,6 @@ def _checkpoint_judge(env, config, tokenizer, chat, make_env, max_action_tokens,
 def _base_policy(policy_id: int):
     """(policy, model, tokenizer, chat format) of the registered policy behaviour cloning
     clones into; four Nones for 0 (the default architecture, built from nothing)."""
-
     if not policy_id:
         return None, None, None, None
     base = Policy.objects.filter(pk=policy_id).exclude(model_dir="").first()
@@ -236,7 +233,6 @@ def policy_rollouts_launch(
     `environment` (the one it was trained in: its metadata's, else the default), paired into
     comparisons of `campaign`: what a behaviour-cloning run with `rollout_campaign_id` launches
     when it succeeds. A launch repeated with the same key queues nothing new."""
-
     return run_launch(
         kind="rollout",
         user=user,
@@ -274,7 +270,6 @@ def policy_by_run_ensure(
       succeeded: (policy, that run if active);
     - the policy, and nothing fills `campaign` (the follow-up was lost): (policy, a new rollout run).
     """
-
     policy = policy_with_model(name)
     bc_runs = Run.objects.filter(kind="bc", config__policy_name=name)
     if policy is None:
@@ -337,7 +332,6 @@ def policy_rollouts_store(
     episodes that take the same path and sample the final answer afresh (stored with
     `branch_of` in their metadata); with a campaign, up to `answer_pairs_per_task` more pairs
     per task that made the same calls and answered differently (docs/loop.md)."""
-
     # Lazy: training.policy.rollout loads torch, which the web process (it imports this module) never does.
     from training.policy.rollout import RolloutConfig, rollout
     from training.policy.rollout import answer_branches as branch
@@ -509,7 +503,6 @@ def policy_register(
     the model, so its rollouts and its logged transcripts are one policy's. `model_dir` may
     also be a GGUF source (a .gguf file, or `package:NAME` that ships one): it is converted
     once into the policy store (training/policy/gguf.py), `progress` told each stage."""
-
     if is_gguf_source(model_dir):
         try:
             model_dir = gguf_convert(gguf_source(model_dir), Path(settings.VAR_DIR) / "policies", progress=progress)

@@ -389,7 +389,6 @@ class PolicyServer:
         """The request's prompt in the policy's template, checked against its context: first by
         its size in bytes (a prompt of megabytes took a minute to tokenize), then in tokens. The
         HTTP side calls this off its event loop."""
-
         messages = self._template_messages(request.messages, request.tools)
         openai_tools = [t.as_openai() for t in request.tools]
         try:
@@ -640,7 +639,6 @@ def forced_prefix(parser, tools: list[Tool], name: str) -> str:
     (`<tool_call>\n{"name": "search", "arguments":`, `search[`): the server writes it and the
     policy goes on from there. With "" (any tool), what the calls of every declared tool share,
     up to its last space (`<tool_call>\n{"name":`), so the policy still chooses the tool."""
-
     starts = []
     for tool in tools if not name else [t for t in tools if t.name == name]:
         arguments = {"x": SENTINEL}

@@ -50,7 +50,6 @@ def dev_figures(
     `deploy_low`, `deploy_high`): the greedy or sampled ones when it is one of those, else
     `eval_samples` episodes per task played at it. In a data-parallel run each process plays its
     share. `config` is an RLConfig or an ExpertIterationConfig."""
-
     # Lazy: core.ranks loads torch, which the web process (it imports this module) never does.
     from core.ranks import Ranks
 

@@ -176,7 +176,6 @@ class _Rounds(CheckpointedRun):
 
     def sample(self, round_: int, candidates: list) -> tuple[list, list, random.Random]:
         """The round's tasks, `samples` episodes of each, and the round's own random draws."""
-
         config = self.config
         round_rng = random.Random(self.rng.random())
         tasks = round_rng.sample(candidates, min(config.tasks_per_round, len(candidates)))
@@ -203,7 +202,6 @@ class _Rounds(CheckpointedRun):
     def fine_tune(self, round_: int, kept: list, round_rng: random.Random) -> tuple[int, int]:
         """The behaviour-cloning loss on the kept episodes' sampled ids and the anchors drawn
         for them; returns (steps, anchors)."""
-
         config = self.config
         examples = [(list(e.ids), list(e.agent_mask)) for e in kept]
         if self.anchor and config.anchor_mix:
@@ -262,7 +260,6 @@ class _Rounds(CheckpointedRun):
 def cli_inputs(environment: str, selection: str, reward_model: str, fresh_worlds: bool, dev_tasks: int, policy: str):
     """The command line's tasks, runners, scorer and anchors (the environment's demonstrations,
     played and tokenized as the policy's behaviour cloning saw them)."""
-
     env = get_environment(environment)
     dev_env, dev_tasks_ = dev_world(environment, "", dev_tasks, get=get_environment)
     if fresh_worlds:

@@ -105,7 +105,6 @@ def rl_config(algorithm: str, config: SanityConfig, **overrides) -> RLConfig:
 
 def held_out_success(policy_dir: str | Path, config: SanityConfig) -> dict:
     """Success on the environment's eval tasks (never trained on), greedy and at T=1."""
-
     env = get_environment(ENVIRONMENT)
     model, tokenizer = load_policy(policy_dir)
     chat = ChatFormat.for_policy(tokenizer, policy_dir)
@@ -116,7 +115,6 @@ def held_out_success(policy_dir: str | Path, config: SanityConfig) -> dict:
 def rl_run(start: str | Path, out_dir: str | Path, rl: RLConfig, config: SanityConfig, scorer=None) -> dict:
     """RL from `start` against the rubric (or `scorer`); the figures of its last checkpoint and
     of its batches (the first and the last iteration's success, the last KL)."""
-
     env = get_environment(ENVIRONMENT)
     series: dict[int, dict] = {}
     started = time.monotonic()

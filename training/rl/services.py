@@ -72,7 +72,6 @@ def rl_train(
     other worlds of it (or, with `fresh_worlds`, every iteration on a world of its own), choosing checkpoints on `dev_environment`'s tasks (default: the
     environment's fresh variant where it has one, training/envs/registry.py); every
     checkpoint becomes a policy called `name`. Returns RLResult."""
-
     # Lazy: training.rl.trainer loads torch, which the web process (it imports this module) never does.
     from training.rl.trainer import train_rl, train_rl_in_processes
 
@@ -151,7 +150,6 @@ def rl_inputs(
 ) -> dict:
     """What RL plays and is scored by, built in each process that plays (training/rl/rl_rank.py):
     the scorer, the training tasks and their runner, the dev tasks and theirs."""
-
     if reward == "reward_model":
         scorer = reward_model_scorer(reward_model_dir, device=device, ensemble_penalty=ensemble_penalty)
     else:
@@ -171,7 +169,6 @@ def rl_inputs(
 def dev_world(environment: str, dev_environment: str, size: int):
     """(the environment RL is judged in, its dev tasks), from the app's environments
     (training/rl/dev.py). Raises UnknownEnvironment for one that does not exist."""
-
     return judged_in(environment, dev_environment, size, get=environment_get)
 
 
@@ -180,7 +177,6 @@ def training_tasks(name: str, env, train_worlds: int, *, fresh_worlds: bool = Fa
     `train_worlds` other worlds of it (training/envs/base.py rl_world_seeds), each played in
     its own world (`runner(task)`); or, with `fresh_worlds`, a function giving each
     iteration the tasks of a world of its own (training/envs/worlds.py)."""
-
     if fresh_worlds:
         stream = WorldStream(lambda world: environment_world(name, world), stream=stage_stream("rl", seed))
         return stream.tasks, stream.runner
@@ -218,7 +214,6 @@ def expert_iteration_train(
     round's tasks from a world of its own (`fresh_worlds`) or its training tasks; the kept
     samples mixed with the environment's demonstrations (`anchor`, where it has a
     demonstrator); every round's checkpoint a policy called `name`. Returns its result."""
-
     # Lazy: training.policy.bc loads torch, which the web process (it imports this module) never does.
     from training.policy.bc import demonstrations, play_demonstrations
 

@@ -289,7 +289,6 @@ class PPORun(CheckpointedRun):
 
     def rollout(self, iteration: int) -> tuple[list, list[int]]:
         """This process's episodes of the iteration's batch, and their indices in the batch."""
-
         timer = time.monotonic()
         config = self.config
         self.phase(iteration, f"playing {config.episodes_per_iteration} episodes")
@@ -408,7 +407,6 @@ class PPORun(CheckpointedRun):
     def _minibatch_loss(self, iteration: int, targets: Targets, index):
         """(loss, its parts) of this process's rows `index` of a minibatch; (None, zeros) when
         none of the minibatch is here (this process then adds zeros to the sums)."""
-
         config = self.config
         part = targets.batch.rows(index)
         count = self.ranks.total(loss_count(part.mask, config.loss_aggregation))  # the whole minibatch's
@@ -639,7 +637,6 @@ def cli_inputs(
     of a parallel run: the dev tasks are the ones the app's runs are judged on
     (training/rl/dev.py), `dev_tasks` of them (0: all). `fresh_worlds`: each iteration's tasks
     from a world of its own (training/envs/worlds.py) instead of the environment's split."""
-
     env = get_environment(environment)
     dev_env, judged_on = dev_world(environment, "", dev_tasks, get=get_environment)
     scorer = (

@@ -31,7 +31,6 @@ TASK_IDS_HELP = "Only these tasks of the split, by external id, separated by com
 def environment_check(name: str, split: str | None = None, task_ids: str = "") -> list[str]:
     """Why a run cannot use this environment (unknown, fails to start) or these tasks (not of its
     split). In the web process, from its name only: the worker checks the rest when the run starts."""
-
     problems = environment_problems(name)
     if not problems and split and task_ids and environments_here():
         problems = task_problems(environment_get(name), split, parse_task_ids(task_ids))
@@ -89,7 +88,6 @@ def checkpoints_lineage_add(*, run, name: str, best: int | None) -> tuple[Policy
     """Flag a run's best checkpoint (iteration or round `best`) among its policies called `name`,
     and add every checkpoint, an earlier attempt's too, to its outputs once. Returns (the best
     checkpoint's policy, the run's checkpoints in order)."""
-
     chosen = best_checkpoint_mark(name=name, iteration=best)
     already = {link["id"] for link in Run.objects.get(pk=run.pk).lineage if link.get("direction") == "output"}
     outputs = Policy.objects.filter(name=name).order_by("version")

@@ -83,7 +83,6 @@ def _check(kind: str):
 def _format_problems(policy: Policy) -> list[str]:
     """Why the policy's tool-call format cannot be known, if it cannot: read from its files alone
     (`tool_parser_of`), so the web process loads no tokenizer or transformers to check a launch."""
-
     parser, _ = tool_parser_of(policy.model_dir)
     if not parser:
         return [

@@ -80,7 +80,6 @@ def _reward_model_link(model: RewardModel) -> list[dict]:
 def _sample_texts(environment: str) -> list[str]:
     """Transcripts of a few episodes in the environment, as a reward model reads them: its
     scripted agent's where it has one, else the tasks' prompts."""
-
     env = environment_get(environment)
     tasks = env.tasks("train")[:4]
 
@@ -94,7 +93,6 @@ def _sample_texts(environment: str) -> list[str]:
 
 def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia") -> list[str]:
     """Why the reward model cannot score the policy's episodes in the environment, if it cannot."""
-
     model = RewardModel.objects.filter(pk=reward_model_id).first()
     if model is None:
         return [f"No reward model with id {reward_model_id}."]
@@ -116,7 +114,6 @@ def reward_model_problems(reward_model_id: int, environment: str = "encyclopedia
 
 def _same_tokenizer(a: Policy, b: Policy) -> bool:
     """Whether the two policies tokenize alike (training/policy/model_io.same_tokenizer)."""
-
     return same_tokenizer(a.model_dir, b.model_dir)
 
 

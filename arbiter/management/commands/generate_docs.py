@@ -3,7 +3,7 @@ the model table of docs/data-model.md."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.generated_docs import DATA_MODEL_FILE, DOCS_FILE, RUNS_FILE, config_docs, data_model_doc, runs_doc
+from arbiter.generated_docs import DATA_MODEL_FILE, DOCS_FILE, RUNS_FILE, config_docs, data_model_doc, runs_doc
 
 
 class Command(BaseCommand):

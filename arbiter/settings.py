@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    "arbiter",  # the project's wiring (this settings module, the URLs, the Celery app); its command generate_docs
     "webapp",
     "annotate",
     "rewardmodel",
@@ -110,8 +111,8 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
 AXES_VERBOSE = False
 
-ROOT_URLCONF = "webapp.urls"
-WSGI_APPLICATION = "webapp.wsgi.application"
+ROOT_URLCONF = "arbiter.urls"
+WSGI_APPLICATION = "arbiter.wsgi.application"
 
 TEMPLATES = [
     {

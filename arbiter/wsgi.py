@@ -1,4 +1,4 @@
-"""WSGI entry point for gunicorn: `gunicorn webapp.wsgi` (and runserver, through WSGI_APPLICATION)."""
+"""WSGI entry point for gunicorn: `gunicorn arbiter.wsgi` (and runserver, through WSGI_APPLICATION)."""
 
 import os
 
@@ -7,7 +7,7 @@ from django.urls import get_resolver
 
 from webapp.process_role import web_process_mark
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arbiter.settings")
 web_process_mark()  # this process never starts an agent environment (webapp/process_role.py)
 application = get_wsgi_application()
 # The URL configuration imports every view module. Django does that at a process's first

@@ -3,8 +3,8 @@
 Two queues: `default` for I/O work (imports, exports, statistics) and `gpu` for
 rollouts and training. A worker takes one queue or both:
 
-    celery -A webapp worker -Q default
-    celery -A webapp worker -Q gpu --concurrency 1
+    celery -A arbiter worker -Q default
+    celery -A arbiter worker -Q gpu --concurrency 1
 """
 
 import os
@@ -12,7 +12,7 @@ import os
 from celery import Celery
 from kombu import Queue
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arbiter.settings")
 
 app = Celery("arbiter")
 app.config_from_object("django.conf:settings", namespace="CELERY")
