@@ -21,8 +21,11 @@ from annotate.judgement_input import (
     draft_parse,
     judgement_parse,
 )
+from annotate.judges.votes import judge_vote_after_submit
 from annotate.models import Campaign, ImportBatch, Judgement
+from annotate.quality import campaign_quality
 from annotate.selectors import assignment_screen_payload
+from annotate.services.assignments import assignment_next, assignment_skip, judgement_submit
 from annotate.services.drafts import DraftClosed, DraftNotYours, draft_discard, draft_of, draft_save
 from annotate.services.imports import (
     import_upload_create,
@@ -263,7 +266,6 @@ class AssignmentNextApi(APIView):
 
     @extend_schema(parameters=[id_parameter("campaign", required=True)], responses={200: AssignmentOutput, 204: None})
     def get(self, request):
-        from annotate.services.assignments import assignment_next
 
         campaign = _campaign_from(query_id(request, "campaign", required=True))
         assignment = assignment_next(campaign=campaign, annotator=request.user)
@@ -309,7 +311,6 @@ class SubmittedJudgement(JudgementOutput):
 
     @extend_schema_field(JudgeVoteShown(allow_null=True))
     def get_judge_vote(self, judgement) -> dict | None:
-        from annotate.judges.votes import judge_vote_after_submit
 
         return judge_vote_after_submit(judgement=judgement)
 
@@ -339,7 +340,6 @@ class JudgementSubmitApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: SubmittedJudgement, 200: SubmittedJudgement})
     def post(self, request, assignment_id: int):
-        from annotate.services.assignments import judgement_submit
 
         # A form or multipart body arrives as a QueryDict: its last value per field, as text.
         body = request.data.dict() if isinstance(request.data, QueryDict) else request.data
@@ -359,7 +359,6 @@ class AssignmentSkipApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={204: None})
     def post(self, request, assignment_id: int):
-        from annotate.services.assignments import assignment_skip
 
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -429,8 +428,6 @@ class CampaignAgreementApi(APIView):
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request, campaign_id: int):
         from dataclasses import asdict
-
-        from annotate.quality import campaign_quality
 
         q = campaign_quality(campaign=get_object_or_404(Campaign, pk=campaign_id))
         annotators = [{**asdict(a), "annotator": pseudonym_for(a.annotator_id)} for a in q.annotators]

@@ -4,7 +4,11 @@ from django import forms
 
 from annotate.judgement_input import SCALE, JudgementInputError, Verdict, judgement_parse
 from annotate.models import Campaign, ImportBatch
+from annotate.services.corrections import MAX_CALLS
+from core import json_input
+from core.ids import parse_index
 from core.problems import problem
+from webapp.errors import ArbiterError
 from webapp.form_input import WholeNumberFormField
 
 
@@ -100,11 +104,6 @@ class AdjudicateForm(forms.Form):
 def correction_body(post) -> dict:
     """The correction form's fields as the API's body (annotate/services/corrections.py reads both):
     one row of `tool`, `arguments` (JSON text) and `observation` per call, rows left empty dropped."""
-    from annotate.services.corrections import MAX_CALLS
-    from core import json_input
-    from core.ids import parse_index
-    from webapp.errors import ArbiterError
-
     body = {"side": post.get("side", ""), "kind": post.get("kind", "")}
     if body["kind"] == "answer":
         body["answer"] = post.get("answer", "")

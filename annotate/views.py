@@ -48,6 +48,7 @@ from webapp.access import role_required
 from webapp.charts import bar_chart_svg, histogram_svg, interval_chart_svg
 from webapp.errors import ArbiterError
 from webapp.estimates import DEFAULT_POLICY_TRAINING
+from webapp.models import Run
 from webapp.roles import Role, annotator_label, user_has_role
 from webapp.uploads import body_too_big
 
@@ -75,8 +76,6 @@ def _default_policy_in_training():
     """A behaviour-cloning run whose success fills a campaign (the first `make run`: the default
     policy, then "Demo: encyclopedia QA"), while it is queued or running, with that campaign:
     the home page says what is happening and what follows."""
-    from webapp.models import Run
-
     run = (
         Run.objects.filter(kind="bc", status__in=("queued", "running"), config__rollout_campaign_id__gt=0)
         .order_by("-created_at")

@@ -27,6 +27,7 @@ from annotate.models import (
     Trajectory,
 )
 from annotate.preferences import FEEDBACK_WORDS, MIN_TEST_PAIRS, MIN_TRAIN_PAIRS, fed_by
+from rewardmodel.evaluate import ordering_accuracy, pair_metrics
 from rewardmodel.models import CampaignRewardModel, ComparisonScore, RewardModel
 from rewardmodel.probes import Probed, answer_swap_accuracy, answer_swap_pairs
 from webapp.errors import ArbiterError
@@ -181,8 +182,6 @@ def evaluate_reward_model(
 ) -> dict:
     """Every held-out figure of a reward model, read against its ceilings; the test pairs of the
     feedback it trained on (people's, judges' or both)."""
-    from rewardmodel.evaluate import ordering_accuracy, pair_metrics
-
     test_rows = list(iter_rows(snapshot, "trl", split="test"))
     test_rows = [r for r in test_rows if r["preferred"] != "tie" and fed_by(r["source"], feedback)]
     chosen, rejected = scorer.score_pairs(test_rows)

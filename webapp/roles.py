@@ -12,6 +12,8 @@ from enum import StrEnum
 
 from django.contrib.auth.models import Group, Permission
 
+from webapp.models import pseudonym_for
+
 
 class Role(StrEnum):
     ANNOTATOR = "annotator"
@@ -94,6 +96,4 @@ def annotator_label(viewer, user_id: int, username: str) -> str:
     """How a person who judged is named to `viewer`: by username to admins (they manage the
     team), by pseudonym to everyone else, as in the API and the exports. The one rule for every
     page where judgements are read."""
-    from webapp.models import pseudonym_for
-
     return username if user_has_role(viewer, Role.ADMIN) else pseudonym_for(user_id)

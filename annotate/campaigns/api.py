@@ -14,6 +14,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotate.campaign_access import campaigns_labelable_by, dimensions_of
 from annotate.models import Campaign, CampaignFill, JudgeMode
 from annotate.selectors import campaign_activity, campaigns_progress_set, campaigns_visible, campaigns_with_progress
 from annotate.services.campaign_fill import FILL_STRATEGIES, campaign_fill_create, fill_preview, fill_request_clean
@@ -98,7 +99,6 @@ class CampaignOutput(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
     def get_dimensions(self, campaign) -> list[dict]:
-        from annotate.campaign_access import dimensions_of
 
         return Dimension(dimensions_of(campaign), many=True).data
 
@@ -139,8 +139,6 @@ def _output(campaign: Campaign, request) -> dict:
 
 def _visible(request, campaign_id: int) -> Campaign:
     """A campaign the caller may see (annotators: those they may label); 404 otherwise."""
-    from annotate.campaign_access import campaigns_labelable_by
-
     rows = Campaign.objects.all()
     if not user_has_role(request.user, *READERS):
         rows = campaigns_labelable_by(request.user)

@@ -30,6 +30,7 @@ from annotate.services.campaigns import (
 from annotate.services.gold import gold_import, gold_promote_adjudicated, gold_rows_read, gold_upload_bytes
 from core.ids import parse_id
 from core.problems import form_field, problem_of, problems_text
+from rewardmodel.models import RewardModel
 from webapp.access import role_required
 from webapp.charts import bar_chart_svg
 from webapp.errors import ArbiterError
@@ -255,7 +256,6 @@ def _fill_choices() -> dict:
 
 
 def _reward_models():
-    from rewardmodel.models import RewardModel
 
     return RewardModel.objects.order_by("-created_at")[:50]
 

@@ -17,6 +17,7 @@ from core.problems import problem
 from webapp.access import api_role
 from webapp.api_input import StrictJSONParser, WholeNumberField, id_parameter, query_id
 from webapp.errors import ArbiterError
+from webapp.models import pseudonym_for
 from webapp.pagination import ListPage, list_page
 from webapp.roles import Role
 from webapp.uploads import body_too_big
@@ -59,7 +60,6 @@ class CorrectionOutput(serializers.ModelSerializer):
         ]
 
     def get_author(self, correction) -> str:
-        from webapp.models import pseudonym_for
 
         return pseudonym_for(correction.author_id)
 

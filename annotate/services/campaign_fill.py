@@ -22,9 +22,11 @@ from annotate.models import Campaign, CampaignFill, ImportBatch, Policy, Task, T
 from annotate.services.comparisons import STRATEGIES, PairPlan, comparisons_insert, comparisons_pairs
 from core import json_input
 from core.problems import problem
+from rewardmodel.models import RewardModel
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_dispatch, job_finish
 from webapp.models import Run
+from webapp.runs.services import run_launch
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +186,6 @@ def fill_request_clean(data: dict) -> FillRequest:
         elif request.policy_a == request.policy_b:
             problems.append(problem("policy_vs_policy needs two different policies.", field="policy_b"))
     if request.strategy == "rm_uncertainty":
-        from rewardmodel.models import RewardModel
-
         found = _ids(data.get("reward_model"), "reward_model", RewardModel, problems)
         if not found and not any(p.get("field") == "reward_model" for p in problems):
             problems.append(
@@ -333,8 +333,6 @@ def _described(campaign: Campaign, request: FillRequest) -> str:
 
 def _order_by_reward_model(fill: CampaignFill, request: FillRequest) -> str:
     """Queue a scoring run that puts the pairs the reward model finds closest first."""
-    from webapp.runs.services import run_launch
-
     run = run_launch(
         kind="reward_scoring",
         user=fill.created_by,

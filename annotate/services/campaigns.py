@@ -23,6 +23,7 @@ from core.ids import id_value
 from core.problems import problem, problem_text
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_has_role
+from webapp.templatetags.arbiter import markdown_safe
 
 MAX_VOTES = 50
 MIN_LEASE_SECONDS, MAX_LEASE_SECONDS = 30, 7 * 24 * 3600
@@ -226,8 +227,6 @@ GUIDELINES_RENDER_SECONDS = 2.0  # guidelines are rendered once, when saved; Mar
 def _rendered(text: str | None) -> tuple[str, float]:
     """The guidelines as sanitized HTML, and the seconds that took."""
     import time
-
-    from webapp.templatetags.arbiter import markdown_safe
 
     started = time.perf_counter()
     html = str(markdown_safe(text)) if text else ""

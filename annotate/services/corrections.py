@@ -24,6 +24,7 @@ from django.db.models import ProtectedError
 from django.utils import timezone
 
 from annotate.models import Assignment, Correction, CorrectionReplay, Policy, Trajectory
+from annotate.services.assignments import store_allowed
 from annotate.services.environment_tools import environment_job_send, environment_tools
 from annotate.trajectory_formats import trajectory_hashes
 from core.problems import problem
@@ -462,7 +463,6 @@ def correction_submit(*, assignment_id: int, annotator, body) -> tuple[Correctio
     )
     if assignment is None:
         raise ArbiterError("That comparison is not assigned to you (or its lease expired).")
-    from annotate.services.assignments import store_allowed
 
     store_allowed(assignment, "correction", closed_too=True)
     original = _side(assignment, body.get("side") if isinstance(body, dict) else None)

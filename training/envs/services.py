@@ -16,9 +16,11 @@ import threading
 from django.conf import settings
 from django.utils import timezone
 
+from annotate.models import EnvironmentTools
 from training.envs.base import Environment, EnvTask, EpisodeRunner
 from training.envs.registry import UnknownEnvironment, environment_names, get_environment
 from training.envs.sampling import spread_prefix
+from webapp.process_role import is_web_process
 
 log = logging.getLogger(__name__)
 _built: dict[str, Environment] = {}
@@ -45,8 +47,6 @@ class NotInTheWebProcess(RuntimeError):
 
 def environments_here() -> bool:
     """Whether this process may build environments: not the web process."""
-    from webapp.process_role import is_web_process
-
     return not is_web_process()
 
 
@@ -112,8 +112,6 @@ def tools_store(env: Environment, *, strict: bool = False) -> None:
     skipped, with a log line, unless `strict` (the describe job, whose purpose it is)."""
     from django.db import DatabaseError, transaction
 
-    from annotate.models import EnvironmentTools
-
     try:
         tools = [tool.as_openai() for tool in EpisodeRunner(env).tools.values()]
         fields = {"tools": tools, "error": ""}
@@ -133,8 +131,6 @@ def tools_store(env: Environment, *, strict: bool = False) -> None:
 def environment_describe(name: str) -> None:
     """Build the environment called `name` (a worker's job) so its tools are stored; one that
     cannot be built is stored with the reason, for the pages to show."""
-    from annotate.models import EnvironmentTools
-
     try:  # stored again even where it was built before: that description may be long gone
         tools_store(environment_get(name), strict=True)
     except Exception as exc:  # noqa: BLE001 - a user's environment may fail to start in any way

@@ -3,14 +3,13 @@ same rows a researcher downloads), a registered policy out, child of the policy 
 
 from __future__ import annotations
 
+from annotate.exports import iter_rows
 from annotate.models import DatasetSnapshot, Policy, SnapshotCorrection, SnapshotPair
 
 
 def finetune_rows(snapshot: DatasetSnapshot, kind: str, split: str, source: str = "all") -> list[dict]:
     """The snapshot's `kind` export rows of one split; for DPO, `source` keeps the corrections'
     rows ("corrections"), the comparisons' ("pairs") or both ("all")."""
-    from annotate.exports import iter_rows
-
     rows = list(iter_rows(snapshot, kind, split=split))
     if kind == "dpo" and source == "corrections":
         rows = [r for r in rows if r["source"] == "correction"]

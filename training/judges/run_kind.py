@@ -14,10 +14,12 @@ from dataclasses import asdict, dataclass, field
 from django.urls import reverse
 
 from annotate.models import Campaign, Comparison, Judge
-from training.judges.services import RunOptions, judge_run_execute
+from rewardmodel.models import RewardModel
+from training.judges.services import RunOptions, judge_api_key, judge_run_execute
 from webapp.errors import ArbiterError
 from webapp.runs.kinds import RunKind, register
 from webapp.runs.lineage import lineage_link
+from webapp.runs.services import RunCancelled
 
 
 def _help(text: str) -> dict:
@@ -77,13 +79,9 @@ def _check(config: JudgeRunConfig) -> list[str]:
     elif not Comparison.objects.filter(campaign=campaign, is_gold=False).exists():
         problems.append(f"{campaign.name} has no comparison for a judge yet (gold ones are left out); fill it first.")
     if judge is not None and judge.kind == Judge.Kind.REWARD_MODEL:
-        from rewardmodel.models import RewardModel
-
         if not RewardModel.objects.filter(pk=judge.config.get("reward_model_id")).exists():
             problems.append(f"Judge {judge.name}'s reward model is gone.")
     if judge is not None and judge.kind == Judge.Kind.CHAT and judge.secret:
-        from training.judges.services import judge_api_key
-
         try:
             judge_api_key(judge)
         except ArbiterError as exc:
@@ -101,7 +99,6 @@ def _lineage(config: JudgeRunConfig) -> list[dict]:
 
 
 def _execute(*, run, config: JudgeRunConfig, reporter, compute, resume_from) -> dict:
-    from webapp.runs.services import RunCancelled
 
     judge = Judge.objects.get(pk=config.judge_id)
     campaign = Campaign.objects.get(pk=config.campaign_id)

@@ -25,6 +25,8 @@ from annotate.judgement_input import JudgementInputError, judgement_parse, verdi
 from annotate.judges.votes import VoteIn, campaign_order, judge_votes_store
 from annotate.models import Campaign, Comparison, Judge, JudgeCall, JudgeVote
 from core.problems import problem
+from rewardmodel.models import RewardModel
+from rewardmodel.scoring import RewardScorer
 from training.judges.addresses import AddressRefused, endpoint, vetted_addresses
 from training.judges.chat import ChatAnswer, ChatJudgeClient, ChatJudgeSettings
 from training.judges.prompt import answer_body, judge_messages, verdict_schema
@@ -60,7 +62,6 @@ def key_env_allowed(name: str) -> bool:
 
 
 def _reward_model_config(config: dict, problems: list) -> dict:
-    from rewardmodel.models import RewardModel
 
     unknown = sorted(set(config) - {"reward_model_id"})
     problems += [problem("is not a reward-model judge setting.", field=f"config.{str(k)[:60]}") for k in unknown]
@@ -365,8 +366,6 @@ def _run_rubric(judge, wanted, *, run_id, options, tally, progress, should_stop)
 
 
 def _run_reward_model(judge, wanted, *, run_id, options, tally, progress, should_stop, device) -> None:
-    from rewardmodel.models import RewardModel
-    from rewardmodel.scoring import RewardScorer
 
     model = RewardModel.objects.filter(pk=judge.config.get("reward_model_id")).first()
     if model is None:

@@ -25,6 +25,7 @@ from django.db import transaction
 
 from annotate.models import Campaign, Comparison, Judgement, choice_direction
 from core.votes import SIDE, majority_of_choices
+from training.evaluation.episodes import task_bootstrap
 from training.models import AuditItem, EvaluationEpisode, LoopRound
 from webapp.errors import ArbiterError
 
@@ -170,8 +171,6 @@ def audit_result(loop_round: LoopRound) -> dict:
     """Per kind, how often people prefer the reward model's favourite: a win counts 1, a tie
     1/2, with a 95% bootstrap interval over comparisons; also how often they marked both bad,
     and (where the environment has a rubric) how often the favourite is correct by it."""
-    from training.evaluation.episodes import task_bootstrap
-
     result = {}
     for kind in AuditItem.Kind.values:
         items = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from training.evaluation.selectors import evaluation_report
 from training.loop.audit import audit_result
 from training.loop.config import BASELINES
 from training.loop.rounds import judged_comparisons, loop_baselines, loop_config
@@ -252,6 +253,4 @@ def dashboard_report(evaluation) -> dict:
     """The before/after report (training/evaluation/selectors.py) with the loop it belongs to:
     what the dashboard, its JSON export and the API show. The loop sits above evaluation, so
     it is added here, not by the evaluation stage."""
-    from training.evaluation.selectors import evaluation_report
-
     return {**evaluation_report(evaluation), "loop": evaluation_loop(evaluation)}

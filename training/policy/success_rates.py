@@ -10,6 +10,7 @@ def success_rates(
     model, tokenizer, runner, tasks, *, batch_size: int = 64, chat=None, max_action_tokens: int = MAX_ACTION_TOKENS
 ) -> dict:
     """Rubric figures on tasks (training/evaluation/metrics.py), greedy and sampled at temperature 1."""
+    # Lazy: training.policy.rollout loads torch, which the web process (it imports this module) never does.
     from training.policy.rollout import RolloutConfig, rollout
 
     figures = {}

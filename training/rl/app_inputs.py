@@ -9,6 +9,7 @@ def app_inputs(**arguments) -> dict:
     import django
 
     django.setup()
+    # Lazy: training.rl.services reads Django's models, which exist only once django.setup() has run.
     from training.rl.services import rl_inputs
 
     return rl_inputs(**arguments)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rewardmodel.scoring import RewardScorer
+
 Scorer = Callable[[Sequence], list[float]]  # finished RolloutEpisodes -> one score each
 
 
@@ -31,8 +33,6 @@ def reward_model_scorer(model_dir: str | Path, *, device: str = "cpu", ensemble_
     """Scores from a trained reward model directory. For an ensemble: the members' mean minus
     `ensemble_penalty` times their spread (standard deviation), a conservative reward that
     gives less for what the members disagree on (Coste et al., ICLR 2024)."""
-    from rewardmodel.scoring import RewardScorer
-
     reward_model = RewardScorer(model_dir, device=device)
 
     def score(episodes) -> list[float]:

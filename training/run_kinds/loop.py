@@ -12,10 +12,19 @@ from dataclasses import dataclass, field
 
 from django.urls import reverse
 
-from training.loop.rounds import LABELS, MIN_JUDGED, active_round_run, judged_comparisons, latest_round
+from training.loop.rounds import (
+    LABELS,
+    MIN_JUDGED,
+    active_round_run,
+    judged_comparisons,
+    latest_round,
+    round_advance,
+    round_next,
+)
 from training.models import LoopRound
 from webapp.runs.kinds import RunKind, register
 from webapp.runs.lineage import lineage_link
+from webapp.runs.services import run_add_lineage
 
 STAGES = 9  # rollouts, labels, dataset, reward model, RL, expert iteration, the choice, evaluation, audit
 
@@ -76,8 +85,6 @@ def _lineage(config: RoundRunConfig) -> list[dict]:
 
 
 def _execute(*, run, config: RoundRunConfig, reporter, compute, resume_from) -> dict:
-    from training.loop.rounds import round_advance, round_next
-    from webapp.runs.services import run_add_lineage
 
     done = [0]
 

@@ -20,7 +20,9 @@ from django import forms
 
 from core.configs import simple_fields
 from webapp.form_input import WholeNumberFormField
+from webapp.models import Run
 from webapp.runs.kinds import RunKind
+from webapp.runs.selectors import policy_in_training
 
 logger = logging.getLogger(__name__)
 _FIELDS = {int: WholeNumberFormField, float: forms.FloatField, str: forms.CharField}
@@ -51,7 +53,6 @@ SECTIONS = ("What it runs on", "Settings")
 
 def _runs(kinds: tuple[str, ...] = ()):
     def choices():
-        from webapp.models import Run
 
         runs = Run.objects.order_by("-created_at")
         if kinds:
@@ -91,8 +92,6 @@ FIRST_STEPS = {
 def _first_step(noun: str) -> str:
     """What to do before a run that needs a `noun` none of which exists yet."""
     if noun == "policy":
-        from webapp.runs.selectors import policy_in_training
-
         training = policy_in_training()
         if training is not None:
             return (

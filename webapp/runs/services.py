@@ -27,6 +27,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from core.configs import config_as_json, config_from_input
+from webapp.compute import capacity_problems, compute_for, pick_compute
 from webapp.errors import ArbiterError
 from webapp.jobs import Heartbeat, job_claim, job_finish, task_send
 from webapp.models import Run, RunMetric
@@ -333,8 +334,6 @@ def run_execute(*, run_id: int, attempt: int) -> None:
     The run page says what the worker is doing from the claim on: checking this worker, then
     each phase the kind announces (`RunReporter.phase`). A failure shows its one-line reason;
     the traceback goes to the worker's log only, never to the run's page."""
-    from webapp.compute import capacity_problems, compute_for, pick_compute
-
     if not job_claim(Run, run_id, attempt=attempt):
         logger.info("run %s attempt %s is not queued any more; nothing to do", run_id, attempt)
         return

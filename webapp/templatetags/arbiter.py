@@ -9,6 +9,7 @@ from django.utils.safestring import mark_safe
 from markdown_it import MarkdownIt
 
 from core.figures import rate_text, share_text
+from webapp.roles import annotator_label
 
 register = template.Library()
 # CommonMark, as GitHub and most editors write it (a list right after a paragraph or another
@@ -128,8 +129,6 @@ def startswith(text, prefix: str) -> bool:
 @register.filter
 def annotator_for(user, viewer) -> str:
     """`{{ judgement.annotator|annotator_for:request.user }}`: webapp.roles.annotator_label."""
-    from webapp.roles import annotator_label
-
     return annotator_label(viewer, user.pk, user.username) if user is not None else "–"
 
 
