@@ -122,6 +122,10 @@ def config_from_input(cls: type, data: dict, *, prefix: str = ""):
             values[f.name] = _coerce(data[f.name], _field_type(cls, f.name), prefix + f.name)
         except ValueError as exc:
             problems.append(str(exc))
+            continue
+        choices = f.metadata.get("choices")
+        if choices and values[f.name] not in choices:
+            problems.append(f"{prefix}{f.name}: one of {', '.join(map(str, choices))}; got {values[f.name]!r:.40}.")
     if problems:
         raise ValueError("\n".join(problems))
     config = cls(**values)
@@ -145,12 +149,7 @@ def simple_fields(cls: type) -> list[tuple[str, type, object, str]]:
         kind = _field_type(cls, f.name)
         if kind not in (int, float, str, bool):
             continue
-        default = (
-            f.default
-            if f.default is not dataclasses.MISSING
-            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        )
-        rows.append((f.name, kind, default, helps.get(f.name, "")))
+        rows.append((f.name, kind, _default_of(f), helps.get(f.name, "")))
     return rows
 
 
@@ -178,7 +177,7 @@ def add_config_arguments(
 ) -> None:
     """One option per field of the config `cls` (but `skip`), its help and default the field's:
     `--field-name VALUE`; a switch is `--x` / `--no-x`; a field holding an object or a list takes
-    JSON. `aliases` gives a field more option strings (`{"rl_kind": ("--rl",)}`), `negations` an
+    JSON; a field with `metadata["choices"]` takes one of them. `aliases` gives a field more option strings (`{"rl_kind": ("--rl",)}`), `negations` an
     option that turns a switch off (`{"annotator_correct_first": "--annotator-weighted"}`). The
     values are read by `config_from_arguments`, through `config_from_input`, as the API reads them."""
     helps, aliases, negations = field_help(cls), aliases or {}, negations or {}
@@ -194,7 +193,8 @@ def add_config_arguments(
             group.add_argument(*names, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
             metavar = "JSON" if kind not in (int, float, str) else kind.__name__.upper()
-            group.add_argument(*names, dest=f.name, default=None, metavar=metavar, help=text)
+            choices = f.metadata.get("choices")
+            group.add_argument(*names, dest=f.name, default=None, metavar=metavar, choices=choices, help=text)
         if f.name in negations:
             group.add_argument(
                 negations[f.name],

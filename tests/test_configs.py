@@ -96,3 +96,10 @@ def test_a_form_and_the_api_read_a_config_by_the_same_function():
     assert config_from_input(Example, {"steps": "4", "greedy": "false"}) == Example(steps=4, greedy=False)
     with pytest.raises(ValueError, match="steps: expected a whole number"):
         config_from_input(Example, {"steps": "٣"})
+
+
+def test_a_field_with_choices_takes_only_those_from_every_reader():
+    with pytest.raises(ValueError, match="annotator_wrong_pairs: one of steps, errors, tie; got 'both'"):
+        config_from_input(PipelineConfig, {"annotator_wrong_pairs": "both"})
+    with pytest.raises(Exception, match="invalid choice"):
+        call_command("run_pipeline", "--annotator-wrong-pairs", "both")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from training.policy.limits import max_action_tokens_field, max_context_field
+from training.simulated_annotators import WRONG_PAIRS
 
 # The loop's baselines (issue 54): each a behaviour cloning of the start's own settings (bc_settings)
 # that changes only what is imitated, so it rules out one explanation of a method's gain.
@@ -95,7 +96,8 @@ class PipelineConfig:
     annotator_wrong_pairs: str = field(
         default="tie",
         metadata={
-            "help": 'with correct_first, what tells two wrong answers apart: "tie" (nothing: both bad), "errors" (tool errors, loops) or "steps" (also length)'
+            "choices": WRONG_PAIRS,
+            "help": 'with correct_first, what tells two wrong answers apart: "tie" (nothing: both bad), "errors" (tool errors, loops) or "steps" (also length)',
         },
     )
     annotator_correct_weight: float = field(

@@ -55,18 +55,16 @@ def write_checkpoint(
 def carry_policy_file(policy_dir: str | Path | None, target: str | Path, *, tool_parser: str = "") -> None:
     """The policy file of `policy_dir` (when it has one) copied into `target`, with
     `tool_parser` written into it when given: the tool parser goes with every checkpoint."""
-    target = Path(target)
+    destination = Path(target) / POLICY_FILE
     source = Path(policy_dir) / POLICY_FILE if policy_dir else None
-    info = json.loads(source.read_text()) if source is not None and source.is_file() else None
-    if tool_parser:
-        current = target / POLICY_FILE
-        base = info if info is not None else (json.loads(current.read_text()) if current.is_file() else {})
-        info = {**base, "tool_parser": tool_parser}
-    if info is None:
+    if source is None or not source.is_file():
+        source = None
+    if not tool_parser:
+        if source is not None and source.resolve() != destination.resolve():
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, destination)  # byte for byte: nothing of it rewritten
         return
-    target.mkdir(parents=True, exist_ok=True)
-    if source is not None and source.is_file() and not tool_parser:
-        if source.resolve() != (target / POLICY_FILE).resolve():
-            shutil.copyfile(source, target / POLICY_FILE)  # byte for byte: nothing of it rewritten
-        return
-    (target / POLICY_FILE).write_text(json.dumps(info, indent=2, default=str))
+    base = source or destination  # the policy's own settings, else what the target already says
+    info = json.loads(base.read_text()) if base.is_file() else {}
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_text(json.dumps({**info, "tool_parser": tool_parser}, indent=2, default=str))
