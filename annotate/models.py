@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from core.markdown import markdown_html
 from core.votes import side
 from webapp.models import BaseModel, Job, job_status_condition
 
@@ -245,9 +246,7 @@ class Campaign(BaseModel):
         if self.guidelines != getattr(self, "_rendered_guidelines", None) or (
             self.guidelines and not self.guidelines_html
         ):
-            from webapp.templatetags.arbiter import markdown_safe
-
-            self.guidelines_html = str(markdown_safe(self.guidelines))
+            self.guidelines_html = markdown_html(self.guidelines)
             self._rendered_guidelines = self.guidelines
             if kwargs.get("update_fields") is not None and "guidelines" in kwargs["update_fields"]:
                 kwargs["update_fields"] = {*kwargs["update_fields"], "guidelines_html"}

@@ -33,6 +33,7 @@ from annotate.services.assignments import (
     judgement_submit,
 )
 from annotate.services.corrections import MAX_BODY_BYTES, correction_submit, replay_state, replay_words
+from annotate.services.drafts import draft_keep_refused
 from annotate.services.imports import import_upload_create
 from annotate.services.revisions import (
     REVISABLE_LAST,
@@ -210,12 +211,14 @@ def judgement_post(request: HttpRequest, assignment_id: int) -> HttpResponse:
     form = JudgementForm(request.POST, dimensions=dimensions_of(campaign))
     if not form.is_valid():
         message = " ".join(e for errors in form.errors.values() for e in errors)
+        draft_keep_refused(assignment_id=assignment.id, annotator=request.user, posted=request.POST)
         return _workbench(request, campaign, assignment=assignment, form=form, error=message, status=400, align=align)
     try:
         judgement, _ = judgement_submit(assignment_id=assignment.id, annotator=request.user, verdict=form.verdict)
     except ArbiterError as exc:
         if exc.message == LEASE_LOST:
             return _workbench(request, campaign, error=exc.message, status=409, align=align, next_after_error=True)
+        draft_keep_refused(assignment_id=assignment.id, annotator=request.user, posted=request.POST)
         return _workbench(
             request, campaign, assignment=assignment, form=form, error=exc.message, status=400, align=align
         )

@@ -24,5 +24,3 @@ app.conf.task_routes = {
     "webapp.run_execute": {"queue": "gpu"},
 }
 app.autodiscover_tasks()
-
-import webapp.workers  # noqa: E402,F401  (each worker beats a row: pages can tell when none is alive)

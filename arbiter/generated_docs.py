@@ -15,6 +15,7 @@ from pathlib import Path
 from django.conf import settings
 
 from core.configs import field_help
+from training.loop.config import PipelineConfig
 from webapp.runs.kinds import all_kinds
 
 DOCS_FILE = Path(settings.BASE_DIR) / "docs" / "config-options.md"
@@ -77,7 +78,6 @@ def runs_doc(current: str) -> str:
 
 
 def config_docs() -> str:
-    from training.loop.config import PipelineConfig
 
     parts = [HEADER]
     for kind in _kinds():

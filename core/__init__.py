@@ -7,6 +7,11 @@
 - `votes`: a vote's direction and the one majority rule
 - `intervals`: the intervals of every figure (a seeded percentile bootstrap; a share's at least Wilson's)
 - `callbacks`: how a caller watches and steers a training job
+- `configs`: a config declared once (fields with help), read one way by forms, the API and command lines
+- `figures`: how a share and a rate are written where people read them
+- `same_behaviour`: when two sides made the same tool calls and gave the same answer
 - `config_ranges`: a config's numbers checked against their ranges, worded one way
+- `markdown`: Markdown as people write it to HTML that is safe to show
 - `parallel`: the data-parallel launcher of training jobs (processes, rank 0's events, stopping together)
+- `ranks`: a training process's view of the others (the one data-parallel mechanism; loads torch)
 """

@@ -115,6 +115,7 @@ class RankEvents:
 
     def stop_requested(self) -> bool:
         """STOP seen by any rank: all of them stop at the same step (core/ranks.py `any`)."""
+        # Lazy: core.ranks loads torch, which this module leaves to the ranks (the launcher needs none).
         from core.ranks import Ranks
 
         return Ranks().any((self.work / STOP).exists())

@@ -39,8 +39,9 @@ the shared function to use instead.
   one of which could drop the policy's tool parser. Call `write_checkpoint` (or `save_policy`).
 - An import-linter `ignore_imports` entry in pyproject.toml with no comment above it (or on its
   line) saying why the contract allows that import.
-- A checker silenced: `# fmt: skip` / `# fmt: off` anywhere, or a `# noqa` without its codes
-  and a reason after them (`# noqa: BLE001 - why`). A rule met by silencing its checker is not met.
+- A checker silenced: `# fmt: skip` / `# fmt: off` anywhere, or a `# noqa` or `# type: ignore`
+  without its codes and a reason after them (`# noqa: BLE001 - why`). A rule met by silencing
+  its checker is not met.
 
     python scripts/code_rules.py     # prints each place and exits 1 if there is one
 """
@@ -319,17 +320,24 @@ def policy_saves(source: str) -> list[int]:
 FORMATTER_OFF = re.compile(r"#\s*fmt:\s*(skip|off)\b")
 NOQA = re.compile(r"#\s*noqa\b(?P<rest>.*)", re.IGNORECASE)
 NOQA_WITH_REASON = re.compile(r"^:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*\s*[-(:–]\s*\S.*")
+TYPE_IGNORE = re.compile(r"#\s*type:\s*ignore\b(?P<rest>.*)")
+TYPE_IGNORE_WITH_REASON = re.compile(r"^\[[\w-]+(\s*,\s*[\w-]+)*\]\s*[-(:–]\s*\S.*")
 
 
 def silenced_checkers(source: str) -> list[int]:
-    """Lines whose comment turns the formatter off, or silences the linter without codes and a
-    reason (`# noqa: E402` alone; `# noqa: E402 - why` is a decision someone can read)."""
+    """Lines whose comment turns the formatter off, or silences the linter or a type checker
+    without codes and a reason (`# noqa: E402` alone; `# noqa: E402 - why` and
+    `# type: ignore[attr-defined] - why` are decisions someone can read)."""
     lines = []
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type != tokenize.COMMENT:
             continue
-        noqa = NOQA.search(token.string)
-        if FORMATTER_OFF.search(token.string) or (noqa and not NOQA_WITH_REASON.match(noqa["rest"].strip())):
+        noqa, ignored = NOQA.search(token.string), TYPE_IGNORE.search(token.string)
+        if (
+            FORMATTER_OFF.search(token.string)
+            or (noqa and not NOQA_WITH_REASON.match(noqa["rest"].strip()))
+            or (ignored and not TYPE_IGNORE_WITH_REASON.match(ignored["rest"].strip()))
+        ):
             lines.append(token.start[0])
     return lines
 
@@ -352,7 +360,7 @@ RULES = {
     "an import of another package's private module: use its public interface": private_imports,
     "a policy saved with save_pretrained: call training.policy.checkpoints.write_checkpoint, the one way a "
     "checkpoint is written": policy_saves,
-    "a checker silenced (fmt: skip/off, or noqa without its codes and a reason): make the code fit the "
+    "a checker silenced (fmt: skip/off, or noqa or type: ignore without its codes and a reason): make the code fit the "
     "rule, or say why it cannot after the codes": silenced_checkers,
 }
 EXEMPT = {

@@ -5,7 +5,8 @@ modules that each need the other).
     python scripts/import_graph.py [--list]    # the counts; --list names each cycle and each lazy import
 
 A function-level import is one of the project's modules (core, webapp, annotate, rewardmodel,
-training) imported in a function's body. A cycle is a strongly connected group of modules in
+training) imported in a function's body. Each says why it cannot be at the top, in a comment
+`# Lazy: <reason>` right above it (or above the block of imports it is part of). A cycle is a strongly connected group of modules in
 the graph of every project import, module-level and function-level; a package's __init__ counts
 as the package.
 """
@@ -66,6 +67,29 @@ def imports() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
     return graph, sorted(set(lazy))
 
 
+REASON = "# Lazy:"
+
+
+def unexplained(
+    lazy: list[tuple[str, int, str]], sources: dict[str, list[str]] | None = None
+) -> list[tuple[str, int, str]]:
+    """The function-level imports with no `# Lazy:` reason right above them or above their block
+    of consecutive imports (`sources`: module -> its lines, read from the tree when not given)."""
+    found, sources = [], dict(sources or {})
+    for module, line, target in lazy:
+        if module not in sources:
+            path = ROOT / Path(*module.split("."))
+            path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+            sources[module] = path.read_text(encoding="utf-8").splitlines()
+        lines = sources[module]
+        above = line - 2
+        while above >= 0 and lines[above].strip().startswith(("from ", "import ")):
+            above -= 1
+        if above < 0 or not lines[above].strip().startswith(REASON):
+            found.append((module, line, target))
+    return found
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected groups of more than one module (Tarjan's algorithm, iterative)."""
     index, low, on_stack, stack, found = {}, {}, set(), [], []
@@ -113,7 +137,7 @@ def main() -> int:
     args = parser.parse_args()
     graph, lazy = imports()
     groups = cycles(graph)
-    print(f"function-level imports of project modules: {len(lazy)}")
+    print(f"function-level imports of project modules: {len(lazy)}, {len(unexplained(lazy))} without a reason")
     print(
         f"import cycles (groups of modules that need each other): {len(groups)}, "
         f"{sum(len(g) for g in groups)} modules in them"
@@ -121,8 +145,12 @@ def main() -> int:
     if args.list:
         for group in groups:
             print("cycle:", " ".join(group))
+        missing = set(unexplained(lazy))
         for module, line, target in lazy:
-            print(f"lazy: {module}:{line} -> {target}")
+            print(
+                f"lazy: {module}:{line} -> {target}"
+                + ("  (no `# Lazy:` reason)" if (module, line, target) in missing else "")
+            )
     return 0
 
 

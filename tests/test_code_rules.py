@@ -116,6 +116,9 @@ def test_a_silenced_checker_is_found_unless_it_says_why():
     assert silenced_checkers("except Exception:  # noqa: BLE001 - a user's environment may fail in any way") == []
     assert silenced_checkers("import w  # noqa: E402,F401  (each worker beats a row)") == []
     assert silenced_checkers('text = "# noqa: E402 is a string, not a comment"') == []
+    assert silenced_checkers("episode._page = doc  # type: ignore[attr-defined]") == [1]
+    assert silenced_checkers("x = f()  # type: ignore") == [1]
+    assert silenced_checkers("x = f()  # type: ignore[no-any-return] - the stub is wrong") == []
 
 
 def test_the_content_type_rule_finds_a_status_by_position_and_its_known_escapes():

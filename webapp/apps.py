@@ -1,11 +1,7 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.urls import register_converter
 
-
-def _sync_roles(sender, **kwargs) -> None:
-    from webapp.roles import roles_sync
-
-    roles_sync()
+from webapp.converters import IdConverter
 
 
 class WebappConfig(AppConfig):
@@ -13,18 +9,8 @@ class WebappConfig(AppConfig):
     verbose_name = "Arbiter core"
 
     def ready(self) -> None:
-        from django.urls import register_converter
-
-        from webapp.converters import IdConverter
-
         register_converter(IdConverter, "id")
+        # Lazy: it imports models, which Django allows only once every app is loaded (ready() runs then).
+        from webapp.registry import register
 
-        from django.conf import settings
-
-        from webapp.jobs import JobKind, job_kind_register
-        from webapp.models import Run
-        from webapp.runs.services import runs_sweep_stale
-
-        job_kind_register(JobKind(Run, stale_seconds=lambda: settings.RUN_STALE_SECONDS, sweep=runs_sweep_stale))
-        # Once per migrate run: after the last app's permissions exist.
-        post_migrate.connect(_sync_roles, dispatch_uid="webapp.roles_sync")
+        register()

@@ -17,14 +17,15 @@ from datetime import datetime, timedelta
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import DatabaseError, connection
+from django.db.models import Q
 from django.utils import timezone
+
+from webapp.models import Run, WorkerBeat
 
 logger = logging.getLogger(__name__)
 
 
 def worker_beat(hostname: str, queues: list[str], *, started_at: datetime) -> None:
-    from webapp.models import WorkerBeat
-
     WorkerBeat.objects.update_or_create(
         hostname=hostname,
         defaults={
@@ -60,7 +61,6 @@ class _Beater(threading.Thread):
 _beater: _Beater | None = None
 
 
-@worker_ready.connect
 def _start_beating(sender, **kwargs) -> None:
     global _beater
     queues = list(sender.app.amqp.queues.consume_from or sender.app.amqp.queues)
@@ -68,10 +68,7 @@ def _start_beating(sender, **kwargs) -> None:
     _beater.start()
 
 
-@worker_shutdown.connect
 def _stop_beating(sender, **kwargs) -> None:
-    from webapp.models import WorkerBeat
-
     if _beater is None:
         return
     _beater.stopped.set()
@@ -80,6 +77,13 @@ def _stop_beating(sender, **kwargs) -> None:
         WorkerBeat.objects.filter(hostname=_beater.hostname).delete()
     except DatabaseError:
         logger.warning("could not remove this worker's beat; it will read as dead soon")
+
+
+def connect_worker_signals() -> None:
+    """Beat from the Celery worker this process becomes (called when Django is ready, which a
+    worker is before it says it is ready: Celery's Django fixup sets Django up as it starts)."""
+    worker_ready.connect(_start_beating, dispatch_uid="webapp.workers.start_beating")
+    worker_shutdown.connect(_stop_beating, dispatch_uid="webapp.workers.stop_beating")
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,6 @@ class QueueState:
 def queue_state(queue: str, rows: list | None = None) -> QueueState:
     """The live workers that take `queue`, or when one was last seen (`rows`: the WorkerBeat rows,
     when the caller has read them already)."""
-    from webapp.models import WorkerBeat
-
     since = timezone.now() - timedelta(seconds=settings.WORKER_ALIVE_SECONDS)
     rows = list(WorkerBeat.objects.all()) if rows is None else rows
     takers = sorted((w for w in rows if queue in w.queue_names), key=lambda w: w.beat_at, reverse=True)
@@ -121,8 +123,6 @@ def worker_overview(worker) -> dict:
 def queues_overview() -> dict:
     """Each known queue's live workers and when one was last seen, over every worker (the
     workers API's summary beside its page of workers)."""
-    from webapp.models import WorkerBeat
-
     rows = list(WorkerBeat.objects.all())
     queues = sorted({"default", settings.RUN_QUEUE, *(q for w in rows for q in w.queue_names)})
     states = {q: queue_state(q, rows) for q in queues}
@@ -143,15 +143,11 @@ def run_queue(run) -> str:
 
 
 def _on_queue(queue: str):
-    from django.db.models import Q
-
     return Q(queue=queue) | Q(queue="") if queue == settings.RUN_QUEUE else Q(queue=queue)
 
 
 def run_wait(run) -> RunWait | None:
     """For a queued run: its place in the line and what it waits for (None once it started)."""
-    from webapp.models import Run
-
     if run.status != Run.Status.QUEUED:
         return None
     same_queue = _on_queue(run_queue(run))  # a run waits only for the runs of its own queue

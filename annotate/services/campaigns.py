@@ -20,10 +20,10 @@ from annotate.models import Campaign, Comparison, Judge, Judgement, JudgeMode, T
 from annotate.services.assignments import leases_end_outside_pool
 from core import json_input
 from core.ids import id_value
+from core.markdown import markdown_html
 from core.problems import problem, problem_text
 from webapp.errors import ArbiterError
 from webapp.roles import Role, user_has_role
-from webapp.templatetags.arbiter import markdown_safe
 
 MAX_VOTES = 50
 MIN_LEASE_SECONDS, MAX_LEASE_SECONDS = 30, 7 * 24 * 3600
@@ -229,7 +229,7 @@ def _rendered(text: str | None) -> tuple[str, float]:
     import time
 
     started = time.perf_counter()
-    html = str(markdown_safe(text)) if text else ""
+    html = markdown_html(text) if text else ""
     return html, time.perf_counter() - started
 
 

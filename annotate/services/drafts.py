@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from annotate.judgement_input import draft_parse
 from annotate.models import Assignment, JudgementDraft
 from annotate.services.assignments import NOT_YOURS, store_allowed
 from webapp.errors import ArbiterError
@@ -48,6 +49,22 @@ def draft_save(*, assignment_id: int, annotator, fields: dict[str, str]) -> Judg
     store_allowed(assignment, "draft")
     draft, _ = JudgementDraft.objects.update_or_create(assignment=assignment, defaults={"fields": fields})
     return draft
+
+
+# What the verdict form posts beside its fields: neither is part of a judgement in progress.
+NOT_DRAFT_FIELDS = ("csrfmiddlewaretoken", "align")
+
+
+def draft_keep_refused(*, assignment_id: int, annotator, posted) -> JudgementDraft | None:
+    """Keep a refused submit's form (`posted`, a QueryDict) as the assignment's draft, so the
+    screen need not race its own submit with a save: the submit carries the last change, and a
+    refusal keeps it here. None when it cannot be kept (the lease is gone, or the post is not a
+    form's fields): the refused page still shows everything as posted."""
+    fields = {name: value for name, value in posted.items() if name not in NOT_DRAFT_FIELDS}
+    try:
+        return draft_save(assignment_id=assignment_id, annotator=annotator, fields=draft_parse({"fields": fields}))
+    except ArbiterError:
+        return None
 
 
 def draft_of(*, assignment_id: int, annotator) -> JudgementDraft | None:

@@ -482,16 +482,36 @@
         if (fields) draftApply(fields);
       }, function () { if (local && assignmentId() === id && !typed[id]) draftApply(local.fields); });
   }
+  // A submit carries the last change itself, and the server keeps a refused submit's form as the
+  // draft (annotate/services/drafts.py draft_keep_refused): no save races the submit (one that
+  // lost would be refused, the assignment done). Only a submit that never reached the server
+  // leaves the change to be saved from here.
   function draftPosted(form) {
     if (form.id !== "judgement-form" && form.id !== "skip-form") return;
     try { sessionStorage.setItem(POSTED, assignmentId()); } catch (e) { /* storage off */ }
-    draftSend();  // the last change reaches the server too: a refused submit keeps it
+    clearTimeout(saveTimer);
+    saveTimer = null;
+    pending = null;
   }
-  document.addEventListener("input", function (ev) { if (ev.target.closest && ev.target.closest(FORM)) draftChanged(); });
-  document.addEventListener("change", function (ev) { if (ev.target.closest && ev.target.closest(FORM)) draftChanged(); });
+  function draftUnsent(form) {
+    if (form.id !== "judgement-form" || !assignmentId()) return;
+    try { sessionStorage.removeItem(POSTED); } catch (e) { /* storage off */ }
+    pending = { id: assignmentId(), fields: formFields() };
+    draftSend();
+  }
+  // Only a change in the form on show counts: while htmx swaps in the next comparison, the old
+  // form's focused field still fires its "change" (its focus moves), and that is no change to
+  // the new one.
+  function onTheFormShown(ev) { return Boolean(ev.target.closest && ev.target.closest(FORM) === $(FORM)); }
+  document.addEventListener("input", function (ev) { if (onTheFormShown(ev)) draftChanged(); });
+  document.addEventListener("change", function (ev) { if (onTheFormShown(ev)) draftChanged(); });
   document.body.addEventListener("htmx:beforeRequest", function (ev) {
     const elt = ev.detail && ev.detail.elt;
     if (elt && elt.tagName === "FORM") draftPosted(elt);
+  });
+  document.body.addEventListener("htmx:sendError", function (ev) {
+    const elt = ev.detail && ev.detail.elt;
+    if (elt && elt.tagName === "FORM") draftUnsent(elt);
   });
   document.addEventListener("submit", function (ev) { if (!window.htmx) draftPosted(ev.target); });
   window.addEventListener("pagehide", function () { if (pending) draftSend(true); });

@@ -148,3 +148,23 @@ def test_deleting_a_draft(annotator):
     api.put(_url(assignment.pk), {"fields": FIELDS}, format="json")
     assert api.delete(_url(assignment.pk)).status_code == 204
     assert api.get(_url(assignment.pk)).json()["fields"] == {}
+
+
+def test_a_refused_submit_is_kept_as_the_draft_and_a_lost_lease_keeps_none(annotator):
+    """The screen sends no save with a submit (one racing it would be refused once the judgement
+    is in): a submit the server refuses keeps its form as the draft instead."""
+    _, assignment = _leased(annotator, n=2)
+    browser = Client()
+    browser.force_login(annotator)
+    url = f"/annotate/assignments/{assignment.pk}/judgement/"
+    refused = browser.post(url, {**FIELDS, "choice": "9", "align": "1"})
+    assert refused.status_code == 400
+    assert JudgementDraft.objects.get(assignment=assignment).fields == {**FIELDS, "choice": "9"}
+    accepted = browser.post(url, FIELDS)
+    assert accepted.status_code == 302 and not JudgementDraft.objects.filter(assignment=assignment).exists()
+    campaign = assignment.comparison.campaign
+    expired = assignment_next(campaign=campaign, annotator=annotator)
+    Assignment.objects.filter(pk=expired.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    assert assignments_expire(campaign=campaign) == 1
+    late = browser.post(f"/annotate/assignments/{expired.pk}/judgement/", {**FIELDS, "choice": "9"})
+    assert late.status_code == 400 and not JudgementDraft.objects.exists()

@@ -292,13 +292,13 @@ def test_guidelines_are_rendered_once_when_saved_not_per_page_view(client, annot
     campaign_update(campaign=campaign, data={"guidelines": "## Be fair\n" + "[" * 8000})
     campaign.refresh_from_db()
     assert campaign.guidelines_html.startswith("<h2>Be fair</h2>")
-    import webapp.templatetags.arbiter as tags
+    import core.markdown
 
     class NoRendering:
         def render(self, text):
             raise AssertionError("a page view rendered Markdown")
 
-    monkeypatch.setattr(tags, "_MARKDOWN", NoRendering())
+    monkeypatch.setattr(core.markdown, "_MARKDOWN", NoRendering())
     client.force_login(annotator)
     page = client.get(f"/annotate/campaigns/{campaign.id}/label/").content.decode()
     assert "<h2>Be fair</h2>" in page

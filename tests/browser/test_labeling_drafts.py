@@ -2,7 +2,7 @@
 ratings, a first wrong step) is kept on the server and comes back after a reload, in another tab
 that opened another campaign, after a reload while the campaign was paused, and in another
 browser (another device); leaving while a change has not reached the server asks first; a
-submitted judgement leaves no draft behind; the lease's time left is shown and counts down, at
+submitted judgement leaves no draft behind and sends no save that races it; the lease's time left is shown and counts down, at
 1440 and 390 px. An annotator goes back to their last judgement (p), changes it, and one a
 dataset snapshot holds is refused."""
 
@@ -98,11 +98,19 @@ def test_a_judgement_in_progress_survives_a_reload_and_leaving_asks_first(page, 
     assert page.locator("select[name=rating__helpfulness__left]").input_value() == "4"
     assert page.locator("b[data-mark=left]").inner_text() == marked
 
-    # Submitted: stored as typed, and no draft is left to come back on the next comparison.
-    page.keyboard.press("Control+Enter")
+    # Submitted straight after a change: stored as typed, with no draft save racing the submit
+    # (one that lost was refused, 409), and no draft is left to come back on the next comparison.
+    saves = []
+    page.on(
+        "request", lambda request: saves.append((request.url, request.post_data)) if request.method == "PUT" else None
+    )
+    page.locator("textarea[name=rationale]").fill("The left one quotes its source, page 2.")
+    page.locator("textarea[name=rationale]").press("Control+Enter")
     _wait_for_next(page, first)
+    page.wait_for_timeout(600)  # past the save's delay (400 ms): a save still scheduled would be sent by now
     judgement = Judgement.objects.get(assignment_id=first)
-    assert judgement.both_bad and judgement.rationale == "The left one quotes its source."
+    assert judgement.both_bad and judgement.rationale == "The left one quotes its source, page 2."
+    assert saves == [], saves
     assert page.evaluate("Object.keys(localStorage).filter(k => k.startsWith('arbiter-draft-')).length") == 0
     expect(page.locator("#draft-note")).to_be_hidden()
     assert not page.locator("#judgement-form input[name=choice]:checked").count()

@@ -5,14 +5,15 @@ iteration (distill.py)."""
 
 from __future__ import annotations
 
+from training.judges.run_kind import register_judge_kind
+from training.run_kinds.agent import register_agent_kinds
+from training.run_kinds.distill import register_distill_kind
+from training.run_kinds.finetune import register_finetune_kinds
+from training.run_kinds.improve import register_improve_kinds
+from training.run_kinds.loop import register_loop_kinds
+
 
 def register_kinds() -> None:
-    from training.judges.run_kind import register_judge_kind
-    from training.run_kinds.agent import register_agent_kinds
-    from training.run_kinds.distill import register_distill_kind
-    from training.run_kinds.finetune import register_finetune_kinds
-    from training.run_kinds.improve import register_improve_kinds
-    from training.run_kinds.loop import register_loop_kinds
 
     register_agent_kinds()
     register_improve_kinds()

@@ -2,57 +2,21 @@
 
 import unicodedata
 
-import nh3
 from django import template
 from django.template.defaultfilters import stringfilter, truncatechars
 from django.utils.safestring import mark_safe
-from markdown_it import MarkdownIt
 
 from core.figures import rate_text, share_text
+from core.markdown import markdown_html
 from webapp.roles import annotator_label
 
 register = template.Library()
-# CommonMark, as GitHub and most editors write it (a list right after a paragraph or another
-# kind of list starts a list of its own), with GitHub's tables.
-_MARKDOWN = MarkdownIt("commonmark").enable("table")
-
-ALLOWED_TAGS = {
-    "p",
-    "br",
-    "hr",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "strong",
-    "em",
-    "b",
-    "i",
-    "code",
-    "pre",
-    "blockquote",
-    "ul",
-    "ol",
-    "li",
-    "a",
-    "table",
-    "thead",
-    "tbody",
-    "tr",
-    "th",
-    "td",
-}
 
 
 @register.filter
 def markdown_safe(text: str) -> str:
-    """Markdown to HTML, then sanitized: no script, no event handlers, no javascript: links."""
-    html = _MARKDOWN.render(text or "")
-    return mark_safe(
-        nh3.clean(html, tags=ALLOWED_TAGS, attributes={"a": {"href", "title"}}, url_schemes={"http", "https", "mailto"})
-    )
+    """Markdown to sanitized HTML (core/markdown.py), safe to show as it is."""
+    return mark_safe(markdown_html(text))
 
 
 def _is_number(value) -> bool:

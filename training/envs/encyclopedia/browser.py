@@ -51,6 +51,8 @@ class Episode:
     loop: bool = False
     truncated: bool = False
     actions: list[str] = field(default_factory=list)
+    results: list[Document] = field(default_factory=list)  # the last search's hits, as `open[k]` numbers them
+    page: Document | None = None  # the page open now, which `find[...]` and `quote[...]` read
 
     @property
     def done(self) -> bool:
@@ -64,10 +66,7 @@ class TextBrowser:
         self.index = index or BM25Index(corpus.documents)
 
     def reset(self, question: str) -> Episode:
-        episode = Episode(question=question)
-        episode._results: list[Document] = []  # type: ignore[attr-defined]
-        episode._page: Document | None = None  # type: ignore[attr-defined]
-        return episode
+        return Episode(question=question)
 
     def step(self, episode: Episode, action_text: str) -> StepResult:
         if episode.done:
@@ -125,29 +124,29 @@ class TextBrowser:
         if not query:
             return self._record(episode, "search", {"query": query}, "Error: empty query.", error=True)
         results = self.index.search(query, self.config.results)
-        episode._results = results  # type: ignore[attr-defined]
+        episode.results = results
         n = self.config.snippet_chars
         lines = [f"[{i}] {d.title}" + (f": {d.text[:n]}..." if n else "") for i, d in enumerate(results)]
         return self._record(episode, "search", {"query": query}, "\n".join(lines) or "No results.")
 
     def _open(self, episode: Episode, arg: str) -> StepResult:
-        results = episode._results  # type: ignore[attr-defined]
+        results = episode.results
         if not ascii_digits(arg) or int(arg) >= len(results):
             return self._record(episode, "open", {"n": arg}, f"Error: no result [{arg}] to open.", error=True)
         doc = results[int(arg)]
-        episode._page = doc  # type: ignore[attr-defined]
+        episode.page = doc
         episode.opened.append(doc.text)
         return self._record(episode, "open", {"n": int(arg)}, doc.text[: self.config.page_chars], title=doc.title)
 
     def _find(self, episode: Episode, text: str) -> StepResult:
-        page = episode._page  # type: ignore[attr-defined]
+        page = episode.page
         if page is None or not text:
             return self._record(episode, "find", {"text": text}, "Error: open a page first.", error=True)
         hits = [s.strip() for s in re.split(r"(?<=[.!?])\s+", page.text) if text.lower() in s.lower()]
         return self._record(episode, "find", {"text": text}, "\n".join(hits) or "Not found on this page.")
 
     def _quote(self, episode: Episode, text: str) -> StepResult:
-        page = episode._page  # type: ignore[attr-defined]
+        page = episode.page
         if page is None or not text or text not in page.text:
             return self._record(
                 episode, "quote", {"text": text}, "Error: that text is not in the open page.", error=True

@@ -12,10 +12,13 @@ from dataclasses import replace
 from functools import cache
 
 from training.envs.base import TRAINING_SEEDS, Environment, EnvTask, EpisodeRecord, Rubric, Tool, ToolResult
+from training.envs.compact import NotACall, compact_call
 from training.envs.encyclopedia.browser import BrowserConfig, TextBrowser
 from training.envs.encyclopedia.corpus import generate_corpus, generate_tasks
 from training.envs.encyclopedia.habits import HABIT_NOTES, asked_occupation, situation_of
 from training.envs.encyclopedia.rubric import score
+from training.envs.encyclopedia.scripted import ScriptedAgent
+from training.envs.mistakes import Habits, Mistakes
 
 UNLIMITED = 10**9  # the browser's own limits are switched off: the runner's apply
 UNSEEN_SEEDS_FROM = 10_000  # held-out worlds: seeds from here on, sharing no name with any training world
@@ -135,9 +138,6 @@ class EncyclopediaEnvironment(Environment):
         """The scripted agent (training/envs/encyclopedia/scripted.py) with its deliberate slips
         (`mistakes`) and habits (`habits`, none unless given): its text actions as tool calls, and
         an action that is no tool call as written."""
-        from training.envs.compact import NotACall, compact_call
-        from training.envs.encyclopedia.scripted import ScriptedAgent
-        from training.envs.mistakes import Habits, Mistakes
 
         agent = ScriptedAgent(self.browser.corpus, mistakes or Mistakes(), seed=seed, habits=habits or Habits.none())
         specs = {t.external_id: t for t in self._specs}

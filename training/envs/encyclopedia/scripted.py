@@ -87,7 +87,7 @@ class ScriptedAgent:
             yield f"search[{query}]"
             if rng.random() < m.redundant_search:
                 yield f"search[{query}]"
-            results = getattr(episode, "_results", [])
+            results = episode.results
             index = next((i for i, d in enumerate(results) if d.title == title), 0)
             opened = 0 if habit == "top_result" and hop == 0 else index
             if rng.random() < m.wrong_result and len(results) > 1:
@@ -97,7 +97,7 @@ class ScriptedAgent:
                     yield f"answer[{_wrong_answer(self.corpus, task, rng)}]"
                     return
             yield f"open[{opened}]"
-            page = getattr(episode, "_page", None)
+            page = episode.page
             if page is not None and page.title != title and self._like(task, page.title):
                 # another article of the asked entity's kind (a namesake's, a slip's): read as if it
                 # were the right one, and walked on from

@@ -9,6 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Policy
 from annotate.services.campaigns import campaign_get_or_create
+from training.envs.services import environment_problems
+from training.policy.chat import ChatTemplateError
 from training.policy.limits import add_limit_arguments
 from training.policy.model_io import PolicyLoadError
 from training.policy.services import DEFAULT_POLICY, policy_rollouts_store
@@ -50,8 +52,6 @@ class Command(BaseCommand):
         max_context,
         **options,
     ):
-        from training.envs.services import environment_problems
-        from training.policy.chat import ChatTemplateError
 
         problems = RolloutRunConfig(
             environment=environment,

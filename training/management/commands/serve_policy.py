@@ -19,6 +19,8 @@ from rewardmodel.backbones import BackboneError
 from rewardmodel.models import RewardModel
 from training.policy.chat import ChatTemplateError
 from training.policy.services import policy_with_model
+from training.policy.serving import PolicyServer
+from training.policy.serving_http import serve
 
 
 class Command(BaseCommand):
@@ -47,8 +49,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, name, policy_version, host, port, threads, max_batch, reward_model, **options):
         version = policy_version
-        from training.policy.serving import PolicyServer
-        from training.policy.serving_http import serve
 
         if version is None:
             policy = policy_with_model(name)
