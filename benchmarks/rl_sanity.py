@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from benchmarks._common import parse_setting
+from benchmarks._common import config_from_settings, parse_setting
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,8 +60,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], help="SanityConfig overrides, field=value")
     parser.add_argument("--out", default="var/rl-sanity")
     args = parser.parse_args()
-    overrides = dict(item.split("=", 1) for item in args.set)
-    base = SanityConfig(**{k: parse_setting(v) for k, v in overrides.items()})
+    base, _ = config_from_settings(parser, args.set, SanityConfig)
     torch.set_num_threads(base.threads)
     variants = [("defaults", {}, None)]
     for text in args.variant:

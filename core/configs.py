@@ -177,9 +177,10 @@ def add_config_arguments(
 ) -> None:
     """One option per field of the config `cls` (but `skip`), its help and default the field's:
     `--field-name VALUE`; a switch is `--x` / `--no-x`; a field holding an object or a list takes
-    JSON; a field with `metadata["choices"]` takes one of them. `aliases` gives a field more option strings (`{"rl_kind": ("--rl",)}`), `negations` an
-    option that turns a switch off (`{"annotator_correct_first": "--annotator-weighted"}`). The
-    values are read by `config_from_arguments`, through `config_from_input`, as the API reads them."""
+    JSON; a field with `metadata["choices"]` takes one of them. `aliases` gives a field more
+    option strings (`{"rl_kind": ("--rl",)}`), `negations` an option that turns a switch off
+    (`{"annotator_correct_first": "--annotator-weighted"}`). The values are read by
+    `config_from_arguments`, through `config_from_input`, as the API reads them."""
     helps, aliases, negations = field_help(cls), aliases or {}, negations or {}
     group = parser.add_argument_group(f"{cls.__name__} (each option a field of the config)")
     for f in dataclasses.fields(cls):

@@ -57,8 +57,7 @@ def carry_policy_file(policy_dir: str | Path | None, target: str | Path, *, tool
     `tool_parser` written into it when given: the tool parser goes with every checkpoint."""
     destination = Path(target) / POLICY_FILE
     source = Path(policy_dir) / POLICY_FILE if policy_dir else None
-    if source is None or not source.is_file():
-        source = None
+    source = source if source is not None and source.is_file() else None
     if not tool_parser:
         if source is not None and source.resolve() != destination.resolve():
             destination.parent.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,10 @@ class CheckpointedRun:
     def folder(self, step: int) -> str:
         return f"{self.unit}-{step:04d}"
 
+    def named(self, step: int) -> str:
+        """A step as the log says it: "the start" for 0, else "iteration 3" or "round 3"."""
+        return "the start" if step == 0 else f"{self.unit} {step}"
+
     @property
     def step(self) -> int:
         return self.state[self.unit]
@@ -84,8 +88,9 @@ class CheckpointedRun:
         """The policy's dev figures at `step`, recorded as an evaluation: {unit, **extra, "dev"}.
         Raises EvaluationCancelled when a cancel comes while the dev tasks are played."""
         config, callbacks = self.config, self.callbacks
-        what = "the start" if step == 0 else f"{self.unit} {step}"
-        message = f"Judging {what} on {len(self.dev_tasks)} dev tasks ({dev_episodes_words(config)} each) ..."
+        message = (
+            f"Judging {self.named(step)} on {len(self.dev_tasks)} dev tasks ({dev_episodes_words(config)} each) ..."
+        )
         callbacks.log(message)  # a run is never silent for minutes: this is its longest step
         callbacks.progress(step / max(1, self.total), message)
         self.model.eval()
@@ -116,8 +121,7 @@ class CheckpointedRun:
         try:
             entry = self.judge(step, **extra) if judged else None
         except EvaluationCancelled:
-            what = "the start" if step == 0 else f"{self.unit} {step}"
-            return self.finish("cancelled", f"Cancelled while {what} was being judged on dev.")
+            return self.finish("cancelled", f"Cancelled while {self.named(step)} was being judged on dev.")
         self.save(step, entry)
         return None
 

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
+
 from core.callbacks import RLCallbacks
 from core.configs import add_config_arguments, config_from_arguments
 from training.envs.base import EpisodeRunner
@@ -159,8 +161,6 @@ class _Rounds(CheckpointedRun):
     def __init__(
         self, *, policy_dir, runner, dev_tasks, dev_runner, config, out, scorer, anchor, callbacks, resume_from
     ):
-        import torch
-
         super().__init__(policy_dir=policy_dir, config=config, out=out, callbacks=callbacks, total=config.rounds)
         self.runner, self.dev_tasks, self.dev_runner = runner, dev_tasks, dev_runner
         self.scorer, self.anchor = scorer, anchor

@@ -50,6 +50,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
+
 from core import parallel
 from core.callbacks import RLCallbacks
 from core.configs import add_config_arguments, config_from_arguments
@@ -215,8 +217,6 @@ class PPORun(CheckpointedRun):
         resume_from,
         device: str,
     ):
-        import torch
-
         super().__init__(
             policy_dir=policy_dir, config=config, out=out_dir, callbacks=callbacks, total=config.iterations
         )
@@ -253,8 +253,6 @@ class PPORun(CheckpointedRun):
             self.task_rng.sample(range(len(self._pool(done + 1))), config.episodes_per_iteration // self.group)
 
     def resume(self, start_dir: Path) -> None:
-        import torch
-
         super().resume(start_dir)
         self.value_head.load_state_dict(torch.load(start_dir / VALUE_HEAD_FILE, map_location=self.device))
         if (start_dir / OPTIMIZER_FILE).exists():
@@ -314,8 +312,6 @@ class PPORun(CheckpointedRun):
 
     def score(self, episodes: list, mine: list[int]):
         """(raw scores, the scores the update uses, the shaping penalties), one per episode."""
-        import torch
-
         timer = time.monotonic()
         config, state = self.config, self.state
         raw = torch.tensor(self.scorer(episodes), dtype=torch.float32)
@@ -338,8 +334,6 @@ class PPORun(CheckpointedRun):
     # 3-4. Old log-probs, values and reference log-probs; rewards, advantages, returns.
 
     def advantages(self, episodes: list, scores) -> Targets:
-        import torch
-
         self.timer = time.monotonic()  # the update's time counts from here
         config = self.config
         batch = episode_batch(episodes, self.tokenizer.pad_token_id, self.device)
@@ -372,8 +366,6 @@ class PPORun(CheckpointedRun):
         """Epochs of shuffled minibatches of the whole batch, each process computing its rows'
         part of the minibatch's mean (core/ranks.py). Returns the steps' figures, and why
         training diverged if it did."""
-        import torch
-
         config = self.config
         self.phase(iteration, f"updating the policy ({config.epochs} epochs)")
         self.model.train()
@@ -463,8 +455,6 @@ class PPORun(CheckpointedRun):
 
     def log(self, iteration, episodes, mine, targets: Targets, raw, scores, shaping, stats) -> dict:
         """The iteration's figures, over the whole batch, reported to the callbacks."""
-        import torch
-
         config, ranks, state, batch = self.config, self.ranks, self.state, targets.batch
         self.times["time/update"] = time.monotonic() - self.timer
         rows = ranks.gather(
@@ -510,11 +500,7 @@ class PPORun(CheckpointedRun):
         if self.callbacks.should_stop():
             return self.finish("cancelled", f"Cancelled after iteration {iteration}.")
         if self.config.max_seconds and self.ranks.latest(time.monotonic() - self.started) > self.config.max_seconds:
-            if not self.saved(iteration) and (
-                ended := self.judge_and_save(
-                    iteration, judged=bool(self.config.eval_every), rm_score=self.state.get("last_rm_score")
-                )
-            ):
+            if ended := self.save_last():
                 return ended
             return self.finish("time_limit", f"Stopped at the time limit after iteration {iteration}.")
         return None
@@ -548,14 +534,20 @@ class PPORun(CheckpointedRun):
             )
         return None
 
+    def save_last(self) -> RLResult | None:
+        """The current iteration judged (when the run judges on dev) and saved, unless it just
+        was; the run's end when a cancel came while it was being judged, else None."""
+        iteration = self.iteration
+        if self.saved(iteration):
+            return None
+        return self.judge_and_save(
+            iteration, judged=bool(self.config.eval_every), rm_score=self.state.get("last_rm_score")
+        )
+
     def end(self) -> RLResult:
         """The last iteration judged and saved (unless it just was), and the result."""
         iteration = self.iteration
-        if not self.saved(iteration) and (
-            ended := self.judge_and_save(
-                iteration, judged=bool(self.config.eval_every), rm_score=self.state.get("last_rm_score")
-            )
-        ):
+        if ended := self.save_last():
             return ended
         return self.finish("finished", f"Finished {iteration} iterations in {time.monotonic() - self.started:.0f} s.")
 
@@ -571,8 +563,6 @@ class PPORun(CheckpointedRun):
 
 
 def _minibatches(n: int, size: int, generator):
-    import torch
-
     order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
     return [order[i : i + size] for i in range(0, n, size)]
 
